@@ -1,0 +1,173 @@
+"""`verl-init` command line. Imports stay light until a command needs more (see benchmarks/)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Optional, Sequence
+
+from ._version import VERL_TARGET, __version__
+from .errors import WizardError
+
+COMMANDS = ("profiles", "keys", "verify")
+
+_DESCRIPTION = f"""\
+Turn "these GPUs, this model, this algorithm" into a verl {VERL_TARGET} run that works the first time.
+
+commands:
+  verl-init --profile NAME [--set key=value ...] [--out DIR]   render a bundle from a profile
+  verl-init --answers FILE [--set key=value ...] [--out DIR]   replay / edit an answers file
+  verl-init profiles                                            list shipped profiles
+  verl-init keys                                                list answer keys
+  verl-init verify BUNDLE [--model-dir DIR]                     run verl's own checks on a bundle
+"""
+
+
+def _render_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="verl-init", description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--version", action="version", version=f"verl-init {__version__} (verl {VERL_TARGET})")
+    p.add_argument("--profile", help="shipped profile to start from (see `verl-init profiles`)")
+    p.add_argument("--answers", metavar="FILE", help="answers YAML, e.g. a bundle's verl-init.yaml")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="override one answer; repeatable; wins over --answers and --profile")
+    p.add_argument("--out", metavar="DIR", help="bundle folder (default: runs/<experiment_name>)")
+    p.add_argument("--force", action="store_true", help="replace a non-empty output folder")
+    p.add_argument("--dry-run", action="store_true", help="print what would be written; write nothing")
+    p.add_argument("--verify", action="store_true", help="after writing, run verl's own checks (needs verl)")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    return p
+
+
+def _err(line: str) -> None:
+    print(f"verl-init: error: {line}", file=sys.stderr)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args
+    try:
+        if args and args[0] in COMMANDS:
+            return _COMMANDS[args[0]](args[1:])
+        return _cmd_render(args)
+    except WizardError as exc:
+        if debug:
+            raise
+        for problem in exc.problems:
+            _err(problem.line())
+        return 2
+    except KeyboardInterrupt:
+        print("verl-init: interrupted; nothing was written", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the last line of defence; --debug shows the traceback
+        if debug:
+            raise
+        _err(f"{type(exc).__name__}: {exc} (run with --debug for the traceback; this is a bug in verl-init)")
+        return 1
+
+
+def _cmd_render(args: list[str]) -> int:
+    ns = _render_parser().parse_args(args)
+    if not (ns.profile or ns.answers or ns.sets):
+        if sys.stdin.isatty() and sys.stdout.isatty():
+            _err("the interactive questionnaire is not available in this version; "
+                 "use --profile NAME or --answers FILE (see `verl-init profiles`)")
+        else:
+            _err("no terminal to ask questions in: pass --profile NAME or --answers FILE (see `verl-init profiles`)")
+        return 2
+
+    from .bundle import write_bundle
+    from .planner import experiment_name, plan
+    from .profiles import merge_answers
+    from .renderer import render
+
+    answers = merge_answers(ns.profile, ns.answers, ns.sets)
+    the_plan = plan(answers)
+    files = render(the_plan)
+    out = ns.out or os.path.join("runs", experiment_name(answers))
+
+    if ns.dry_run:
+        print(f"verl-init: dry run; would write {out}/:")
+        for name, text in files.items():
+            print(f"  {name} ({len(text.encode())} bytes)")
+        print()
+        print(files["verl_config.yaml"], end="")
+        _print_summary(the_plan, out, written=False)
+        return 0
+
+    write_bundle(files, out, force=ns.force)
+    _print_summary(the_plan, out, written=True)
+    if ns.verify:
+        return _verify_and_report(out, None, as_json=False)
+    return 0
+
+
+def _print_summary(the_plan, out: str, *, written: bool) -> None:  # type: ignore[no-untyped-def]
+    a, fx = the_plan.answers, the_plan.facts
+    verb = "wrote" if written else "would write"
+    print(f"verl-init: {verb} {out}/ — {a.algorithm} on {a.model}, {a.nnodes}×{a.gpus_per_node} GPUs ({a.cluster})")
+    print(f"  roles:   {', '.join(the_plan.roles)}")
+    print(f"  rollout: {a.rollout_engine} TP={fx['rollout_tp']} × {fx['rollout_replicas']} replica(s)")
+    print(f"  batch:   {fx['prompts_per_step']} prompts × {fx['samples_per_prompt']} samples = "
+          f"{fx['samples_per_step']} per step; {fx['updates_per_step']} updates of {fx['samples_per_update']}")
+    for problem in the_plan.findings:
+        print(f"  {problem.severity}: {problem.line()}")
+    if written:
+        print(f"  next:    cd {out} && ./run.sh    (details: {out}/PLAN.md)")
+
+
+def _cmd_profiles(args: list[str]) -> int:
+    argparse.ArgumentParser(prog="verl-init profiles", description="List shipped profiles.").parse_args(args)
+    from .profiles import list_profiles
+
+    rows = list_profiles()
+    width = max(len(n) for n, _ in rows)
+    for name, desc in rows:
+        print(f"{name.ljust(width)}  {desc}")
+    return 0
+
+
+def _cmd_keys(args: list[str]) -> int:
+    argparse.ArgumentParser(prog="verl-init keys", description="List answer keys.").parse_args(args)
+    from .answers import Answers, _allowed
+
+    for name, info in Answers.model_fields.items():
+        default = info.get_default(call_default_factory=True)
+        print(f"{name}: {info.description} ({_allowed(name)}; default {default!r})")
+    return 0
+
+
+def _cmd_verify(args: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="verl-init verify",
+                                description="Compose a bundle with verl's Hydra tree and run verl's own checks.")
+    p.add_argument("bundle")
+    p.add_argument("--model-dir", help="local model folder standing in for hub models that must be loaded")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--debug", action="store_true")
+    ns = p.parse_args(args)
+    return _verify_and_report(ns.bundle, ns.model_dir, as_json=ns.json)
+
+
+def _verify_and_report(bundle: str, model_dir: Optional[str], *, as_json: bool) -> int:
+    from .verify import verify_with_verl
+
+    report = verify_with_verl(bundle, model_dir=model_dir)
+    if as_json:
+        import json
+
+        print(json.dumps(report.as_dict(), indent=2))
+    else:
+        for check in report.checks:
+            mark = "ok  " if check.ok else ("skip" if check.skipped else "FAIL")
+            print(f"  [{mark}] {check.name}: {check.detail}")
+        print(f"verl {report.verl_version}: {'accepted' if report.ok else 'REJECTED'} {bundle}")
+    return 0 if report.ok else 1
+
+
+_COMMANDS = {"profiles": _cmd_profiles, "keys": _cmd_keys, "verify": _cmd_verify}
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,683 @@
+"""Answers → Plan: every number verl needs, each with the reason it was chosen.
+
+The planner never rewrites what the user chose: an explicit answer is used as given or the plan is
+rejected with a rule ID, the keys involved and the nearest valid values. Derived values are
+chosen so that every divisibility verl checks (on the driver, in the TaskRunner and inside the Ray
+workers; see docs/verl-facts.md §1) holds by construction.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import posixpath
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Literal, Optional
+
+from ._version import VERL_TARGET, __version__
+from .answers import BUILTIN_DATASETS, DATA_SUFFIXES, Answers
+from .errors import Findings, Problem
+from .models import ModelSize, model_size
+
+Source = Literal["answer", "derived", "default"]
+
+# Tokens per training micro-batch that keep activations and the logits tensor modest.
+MICRO_TOKEN_BUDGET = 8192
+# vLLM's / verl's accepted LoRA ranks when vllm itself is absent (verl's fallback list).
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
+
+@dataclass(frozen=True)
+class Algo:
+    adv_estimator: str
+    kl: Literal["loss", "reward", "none"]
+    default_n: int
+    group: bool  # advantage is relative within a prompt's group: needs n >= 2
+    critic: bool = False
+    loss_mode: str = "vanilla"
+    loss_agg_mode: Optional[str] = None
+    kl_loss_type: str = "low_var_kl"
+    clip_low: Optional[float] = None
+    clip_high: Optional[float] = None
+    filter_groups: bool = False
+    reward_manager: str = "naive"
+    summary: str = ""
+
+
+ALGORITHMS: dict[str, Algo] = {
+    "grpo": Algo("grpo", "loss", 5, True, loss_agg_mode="token-mean",
+                 summary="group-relative advantages, KL to the reference as a loss term"),
+    "ppo": Algo("gae", "reward", 1, False, critic=True,
+                summary="a critic (value model) with GAE advantages, KL as a reward penalty"),
+    "dapo": Algo("grpo", "none", 16, True, loss_agg_mode="token-mean", clip_low=0.2, clip_high=0.28,
+                 filter_groups=True, reward_manager="dapo",
+                 summary="GRPO advantages, decoupled clip (0.2/0.28), groups with identical rewards filtered, no KL"),
+    "rloo": Algo("rloo", "reward", 5, True,
+                 summary="leave-one-out baseline within each group, KL as a reward penalty"),
+    "reinforce_plus_plus": Algo("reinforce_plus_plus", "loss", 8, False, kl_loss_type="mse",
+                                summary="REINFORCE++ with batch-normalised returns, KL (mse) as a loss term"),
+    "remax": Algo("remax", "reward", 4, False,
+                  summary="greedy-rollout baseline (ReMax), KL as a reward penalty"),
+    "gspo": Algo("grpo", "none", 8, True, loss_mode="gspo", loss_agg_mode="seq-mean-token-mean",
+                 clip_low=3e-4, clip_high=4e-4,
+                 summary="GRPO advantages with sequence-level importance ratios (GSPO), no KL"),
+}
+
+DATASET_DEFAULTS = {
+    "gsm8k": ("${oc.env:HOME}/data/gsm8k/train.parquet", "${oc.env:HOME}/data/gsm8k/test.parquet"),
+    "math": ("${oc.env:HOME}/data/math/train.parquet", "${oc.env:HOME}/data/math/test.parquet"),
+}
+
+
+@dataclass(frozen=True)
+class Choice:
+    value: Any
+    reason: str
+    source: Source
+
+
+@dataclass
+class Plan:
+    """A resolved plan. `settings` maps verl's dotted keys to the chosen value and its reason."""
+
+    answers: Answers
+    base_dir: str
+    settings: dict[str, Choice]
+    facts: dict[str, Any]
+    roles: dict[str, str]
+    findings: list[Problem] = field(default_factory=list)
+    memory: Optional[Any] = None  # filled by the memory-fit planner (its own issue); None = not estimated
+    version: str = __version__
+    verl_version: str = VERL_TARGET
+
+    @property
+    def n_gpus(self) -> int:
+        return int(self.facts["n_gpus"])
+
+    @property
+    def base_config(self) -> str:
+        return "megatron" if self.answers.train_backend == "megatron" else "fsdp"
+
+    def value(self, key: str) -> Any:
+        return self.settings[key].value
+
+    def overrides(self) -> list[str]:
+        """The plan as Hydra command-line overrides (for `check`, logs and docs)."""
+        import json
+
+        out = []
+        for key, choice in self.settings.items():
+            v = choice.value
+            text = json.dumps(v) if isinstance(v, (list, dict)) else ("null" if v is None else str(v))
+            if isinstance(v, bool):
+                text = str(v)
+            out.append(f"{key}={text}")
+        return out
+
+    def nested(self) -> dict[str, Any]:
+        """The settings as the nested mapping the verl YAML holds."""
+        root: dict[str, Any] = {}
+        for key, choice in self.settings.items():
+            node = root
+            parts = key.split(".")
+            for part in parts[:-1]:
+                node = node.setdefault(part, {})
+            node[parts[-1]] = choice.value
+        return root
+
+
+# ---------------------------------------------------------------------------------------------
+# small arithmetic helpers (nearest valid values for hints)
+
+
+def divisors(n: int) -> list[int]:
+    small = [d for d in range(1, int(math.isqrt(n)) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+def nearest(candidates: Iterable[int], target: int, k: int = 2) -> list[int]:
+    return sorted(sorted(set(candidates), key=lambda c: (abs(c - target), c))[:k])
+
+
+def largest_divisor_at_most(n: int, cap: int) -> int:
+    return max(d for d in divisors(n) if d <= max(1, cap))
+
+
+def _or(values: list[int]) -> str:
+    return " or ".join(str(v) for v in values)
+
+
+def _pow2_at_most(n: int) -> list[int]:
+    out, t = [], 1
+    while t <= n:
+        out.append(t)
+        t *= 2
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# paths
+
+
+def is_local_path(value: str) -> bool:
+    return value.startswith(("/", "./", "../", "~")) or (
+        "://" not in value and value.lower().endswith(DATA_SUFFIXES + (".py",))
+    )
+
+
+def resolve_path(value: str, base_dir: str) -> str:
+    """Local paths become absolute (bundles are launched from anywhere); `~/` becomes $HOME."""
+    if value.startswith("~/"):
+        return "${oc.env:HOME}/" + value[2:]
+    if "${" in value or "://" in value or value.startswith("/"):
+        return value
+    return posixpath.normpath(posixpath.join(base_dir, value))
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+class _Settings:
+    def __init__(self) -> None:
+        self.items: dict[str, Choice] = {}
+
+    def set(self, key: str, value: Any, reason: str, source: Source = "derived") -> Any:
+        self.items[key] = Choice(value, reason, source)
+        return value
+
+
+def plan(answers: Answers, *, base_dir: Optional[str] = None) -> Plan:
+    """Resolve answers into a Plan; raise WizardError listing every rule the answers break."""
+    base = base_dir if base_dir is not None else os.getcwd()
+    a = answers
+    given = a.model_fields_set
+    f = Findings()
+    s = _Settings()
+    facts: dict[str, Any] = {}
+    roles: dict[str, str] = {}
+
+    algo = ALGORITHMS[a.algorithm]
+    n_gpus = a.nnodes * a.gpus_per_node
+    facts["n_gpus"] = n_gpus
+    size: ModelSize = model_size(a.model, a.model_params_b)
+    facts["model_params_b"] = size.params_b
+    facts["model_size_source"] = size.source
+
+    # -- cluster ------------------------------------------------------------------------------
+    if a.cluster == "local" and a.nnodes > 1:
+        f.error("VI301", ("cluster", "nnodes"), f"cluster=local runs on one machine but nnodes={a.nnodes}",
+                "choose cluster=ray, kuberay or slurm for several nodes, or set nnodes=1")
+
+    # -- samples per prompt -------------------------------------------------------------------
+    n = a.samples_per_prompt if a.samples_per_prompt is not None else algo.default_n
+    n_src: Source = "answer" if a.samples_per_prompt is not None else "default"
+    if algo.group and n < 2:
+        f.error("VI401", ("samples_per_prompt", "algorithm"),
+                f"{a.algorithm} compares responses within a prompt's group but samples_per_prompt={n}",
+                f"use samples_per_prompt ≥ 2 (default for {a.algorithm}: {algo.default_n})")
+
+    # -- KL and the reference model ------------------------------------------------------------
+    if algo.kl == "none":
+        if a.kl_coef:
+            f.error("VI402", ("kl_coef", "algorithm"),
+                    f"{a.algorithm} uses no KL penalty but kl_coef={a.kl_coef}",
+                    "remove kl_coef (or set 0), or choose grpo / ppo / rloo to train with a KL term")
+        kl_coef = 0.0
+    else:
+        kl_coef = a.kl_coef if a.kl_coef is not None else 0.001
+    use_ref = kl_coef > 0
+    kl_in_loss = use_ref and algo.kl == "loss"
+    kl_in_reward = use_ref and algo.kl == "reward"
+
+    # -- reward ------------------------------------------------------------------------------
+    if a.reward == "model" and not a.reward_model:
+        f.error("VI501", ("reward", "reward_model"), "reward=model needs reward_model",
+                "set reward_model=<hub id or path of a sequence-classification model>, or use reward=rule")
+    if a.reward == "function" and not a.reward_function:
+        f.error("VI502", ("reward", "reward_function"), "reward=function needs reward_function",
+                "set reward_function=path/to/file.py:compute_score")
+    if a.reward_model and a.reward != "model":
+        f.error("VI503", ("reward_model", "reward"), f"reward_model is set but reward={a.reward}",
+                "set reward=model, or remove reward_model")
+    if a.reward_function and a.reward != "function":
+        f.error("VI504", ("reward_function", "reward"), f"reward_function is set but reward={a.reward}",
+                "set reward=function, or remove reward_function")
+    if algo.filter_groups and a.reward == "model":
+        f.error("VI505", ("algorithm", "reward"),
+                "dapo filters groups by reward at sampling time, which a colocated reward model cannot provide",
+                "use reward=rule or reward=function with dapo, or choose grpo")
+    critic_model = a.critic_model or a.model
+    if a.critic_model and not algo.critic:
+        f.error("VI404", ("critic_model", "algorithm"), f"{a.algorithm} trains no critic but critic_model is set",
+                "remove critic_model, or choose algorithm=ppo")
+    if algo.critic and a.reward_model and a.reward_model == critic_model:
+        f.warning("VI405", ("critic_model", "reward_model"),
+                  "critic and reward model are the same checkpoint; the critic needs a value head, the reward model a classifier",
+                  "set critic_model to the policy (default) or another checkpoint")
+
+    # -- layout: sequence parallel / megatron ---------------------------------------------------
+    sp = a.sequence_parallel
+    megatron = a.train_backend == "megatron"
+    if megatron and sp > 1:
+        f.error("VI306", ("sequence_parallel", "train_backend"), "Ulysses sequence parallel is an FSDP option",
+                "with megatron use megatron_tp / megatron_pp; or set sequence_parallel=1")
+    if sp > 1 and (a.gpus_per_node % sp or sp > a.gpus_per_node):
+        valid = [d for d in divisors(a.gpus_per_node)]
+        f.error("VI302", ("sequence_parallel", "gpus_per_node"),
+                f"sequence_parallel={sp} must divide gpus_per_node={a.gpus_per_node} so each group stays in one node",
+                f"nearest valid: {_or(nearest(valid, sp))}")
+    if a.lora_rank and megatron:
+        f.error("VI406", ("lora_rank", "train_backend"), "verl-init supports LoRA with the FSDP backends only",
+                "use train_backend=fsdp or fsdp2 with LoRA, or lora_rank=0 with megatron")
+    if not megatron and (a.megatron_tp or a.megatron_pp):
+        f.error("VI307", ("megatron_tp", "megatron_pp", "train_backend"),
+                f"megatron_tp/megatron_pp only apply to train_backend=megatron (got {a.train_backend})",
+                "remove them, or set train_backend=megatron")
+
+    mtp = mpp = 1
+    if megatron:
+        mtp, mpp, facts["megatron_tp_reason"], facts["megatron_pp_reason"] = _megatron_layout(a, size, n_gpus, f)
+        dp = n_gpus // (mtp * mpp) if n_gpus % (mtp * mpp) == 0 else 0
+    else:
+        dp = n_gpus // sp if sp and n_gpus % sp == 0 else 0
+    facts.update(dp=dp, sequence_parallel=sp, megatron_tp=mtp, megatron_pp=mpp)
+
+    # -- rollout tensor parallel ---------------------------------------------------------------
+    gmu_default = 0.8 if a.offload else 0.6
+    gmu = a.gpu_memory_utilization if a.gpu_memory_utilization is not None else gmu_default
+    rtp, facts["rollout_tp_reason"] = _rollout_tp(a, size, gmu, n_gpus, f)
+    facts["rollout_tp"] = rtp
+    facts["rollout_replicas"] = n_gpus // rtp if rtp and n_gpus % rtp == 0 else 0
+
+    # -- batch arithmetic ---------------------------------------------------------------------
+    P, U = a.prompts_per_step, a.updates_per_step
+    seq = a.max_prompt_length + a.max_response_length
+    dynamic = a.dynamic_batch if a.dynamic_batch is not None else not megatron
+    if megatron and dynamic and a.dynamic_batch is not None:
+        f.error("VI210", ("dynamic_batch", "train_backend"), "verl-init plans megatron with fixed micro-batches",
+                "set dynamic_batch=false with megatron (micro_batch_per_gpu), or use fsdp/fsdp2")
+    if dynamic and a.micro_batch_per_gpu is not None:
+        f.error("VI206", ("micro_batch_per_gpu", "dynamic_batch"),
+                "micro_batch_per_gpu applies only without dynamic batching",
+                "set dynamic_batch=false, or use max_tokens_per_gpu instead")
+    if not dynamic and a.max_tokens_per_gpu is not None:
+        f.error("VI207", ("max_tokens_per_gpu", "dynamic_batch"),
+                "max_tokens_per_gpu applies only with dynamic batching",
+                "set dynamic_batch=true, or use micro_batch_per_gpu instead")
+
+    mini = P // U if P % U == 0 else 0
+    if P % U:
+        ok_u = [d for d in divisors(P)]
+        ok_p = [U * k for k in range(max(1, P // U - 2), P // U + 3)]
+        f.error("VI201", ("updates_per_step", "prompts_per_step"),
+                f"updates_per_step={U} does not divide prompts_per_step={P} into equal mini-batches",
+                f"nearest valid: updates_per_step={_or(nearest(ok_u, U))} or prompts_per_step={_or(nearest(ok_p, P))}")
+    facts.update(prompts_per_step=P, samples_per_prompt=n, updates_per_step=U, mini_batch_prompts=mini,
+                 samples_per_step=P * n, samples_per_update=mini * n, dynamic_batch=dynamic, seq_len=seq)
+
+    per_rank = 0
+    if mini and dp:
+        if (mini * n) % dp:
+            # nearest prompts_per_step that keeps U updates and splits evenly over dp ranks
+            step = dp // math.gcd(dp, n * 1)
+            ok_p = [U * step * k for k in range(1, max(2, (P // (U * step)) + 3))]
+            ok_n = [m for m in range(1, 2 * n + dp + 1) if (mini * m) % dp == 0 and (not algo.group or m >= 2)]
+            hint = f"nearest valid: prompts_per_step={_or(nearest(ok_p, P))}"
+            if ok_n:
+                hint += f" or samples_per_prompt={_or(nearest(ok_n, n))}"
+            f.error("VI202", ("prompts_per_step", "samples_per_prompt", "updates_per_step"),
+                    f"each update holds {mini}×{n}={mini * n} samples, which {dp} data-parallel ranks cannot share evenly",
+                    hint)
+        elif not megatron and (P * n) % n_gpus:
+            f.error("VI203", ("prompts_per_step", "samples_per_prompt", "nnodes", "gpus_per_node"),
+                    f"prompts_per_step×samples_per_prompt={P * n} is not divisible by the {n_gpus} GPUs",
+                    f"nearest valid prompts_per_step: {_or(nearest([m for m in range(1, 2 * P + n_gpus) if (m * n) % n_gpus == 0 and m % U == 0], P))}")
+        else:
+            per_rank = mini * n // dp
+    facts["samples_per_rank_per_update"] = per_rank
+
+    micro = logprob_micro = 0
+    tokens = logprob_tokens = critic_tokens = 0
+    if dynamic:
+        tokens = a.max_tokens_per_gpu or _round_up(3 * seq, 1024)
+        if tokens * sp < seq:
+            need = -(-seq // sp)
+            f.error("VI205", ("max_tokens_per_gpu", "max_prompt_length", "max_response_length"),
+                    f"max_tokens_per_gpu={tokens} cannot hold one sequence of {seq} tokens"
+                    + (f" split over sequence_parallel={sp}" if sp > 1 else ""),
+                    f"set max_tokens_per_gpu ≥ {need} (recommended {_round_up(3 * seq, 1024)})")
+        logprob_tokens = 2 * tokens
+        critic_tokens = 2 * tokens
+    elif per_rank:
+        cap = max(1, MICRO_TOKEN_BUDGET // seq)
+        if a.micro_batch_per_gpu is not None:
+            micro = a.micro_batch_per_gpu
+            if per_rank % micro:
+                f.error("VI204", ("micro_batch_per_gpu",),
+                        f"micro_batch_per_gpu={micro} does not divide the {per_rank} samples each GPU gets per update",
+                        f"nearest valid: {_or(nearest(divisors(per_rank), micro))}")
+        else:
+            micro = largest_divisor_at_most(per_rank, cap)
+        per_rank_step = P * n // dp
+        logprob_micro = largest_divisor_at_most(per_rank_step, max(micro, 2 * cap))
+    facts.update(micro_batch_per_gpu=micro, logprob_micro_batch_per_gpu=logprob_micro, max_tokens_per_gpu=tokens,
+                 logprob_max_tokens_per_gpu=logprob_tokens)
+
+    # -- LoRA ---------------------------------------------------------------------------------
+    lora_alpha = a.lora_alpha if a.lora_alpha is not None else 2 * a.lora_rank
+    if a.lora_rank and a.rollout_engine == "vllm":
+        if a.lora_rank > VLLM_LORA_RANKS[-1]:
+            f.error("VI407", ("lora_rank", "rollout_engine"), f"vLLM serves LoRA ranks up to 512 (got {a.lora_rank})",
+                    f"nearest valid: {_or(nearest(VLLM_LORA_RANKS, a.lora_rank))}")
+        elif a.lora_rank not in VLLM_LORA_RANKS:
+            up = min(r for r in VLLM_LORA_RANKS if r >= a.lora_rank)
+            f.warning("VI408", ("lora_rank",), f"vLLM reserves adapters of rank {up} for lora_rank={a.lora_rank}",
+                      f"use one of {', '.join(map(str, VLLM_LORA_RANKS))} to waste no memory")
+    if a.lora_alpha is not None and not a.lora_rank:
+        f.error("VI409", ("lora_alpha", "lora_rank"), "lora_alpha is set but lora_rank=0 (full fine-tune)",
+                "set lora_rank (e.g. 32), or remove lora_alpha")
+
+    # -- data ---------------------------------------------------------------------------------
+    train_files, val_files = _data_files(a, base, f)
+
+    # -- steps --------------------------------------------------------------------------------
+    if size.source == "unknown" and not _looks_local(a.model):
+        f.warning("VI308", ("model", "model_params_b"),
+                  f"cannot tell the size of {a.model!r} from its name; parallel sizes assume a small model",
+                  "set model_params_b (e.g. 7) for a sized plan")
+
+    f.raise_if_errors()
+
+    # =========================================================================================
+    # Settings, in the order they appear in verl_config.yaml
+    # =========================================================================================
+    s.set("algorithm.adv_estimator", algo.adv_estimator, f"{a.algorithm}: {algo.summary}")
+    s.set("algorithm.use_kl_in_reward", kl_in_reward,
+          "KL penalty folded into the reward" if kl_in_reward else
+          ("KL is a loss term instead (never both)" if kl_in_loss else "no KL penalty"))
+    if kl_in_reward:
+        s.set("algorithm.kl_penalty", "kl", "per-token KL estimate subtracted from the reward")
+        s.set("algorithm.kl_ctrl.kl_coef", kl_coef, _given("kl_coef", given, "KL coefficient"), _src("kl_coef", given))
+    if algo.filter_groups:
+        s.set("algorithm.filter_groups.enable", True, "DAPO: drop groups whose samples all got the same reward")
+        s.set("algorithm.filter_groups.metric", "reward", "filter on the canonical reward (every scorer returns it)")
+        s.set("algorithm.filter_groups.max_num_gen_batches", 10, "give up refilling after 10 generation batches")
+
+    s.set("data.train_files", train_files[0], train_files[1], train_files[2])
+    s.set("data.val_files", val_files[0], val_files[1], val_files[2])
+    s.set("data.train_batch_size", P, "prompts_per_step: prompts drawn per step", _src("prompts_per_step", given))
+    s.set("data.max_prompt_length", a.max_prompt_length, "max_prompt_length", _src("max_prompt_length", given))
+    s.set("data.max_response_length", a.max_response_length, "max_response_length", _src("max_response_length", given))
+    s.set("data.filter_overlong_prompts", True,
+          "drop prompts longer than max_prompt_length at load time instead of truncating them mid-run")
+
+    pre = "actor_rollout_ref"
+    s.set(f"{pre}.model.path", _model_path(a.model, base), "model", _src("model", given))
+    if a.lora_rank:
+        s.set(f"{pre}.model.lora_rank", a.lora_rank, "LoRA adapters instead of full weights", "answer")
+        s.set(f"{pre}.model.lora_alpha", lora_alpha, _given("lora_alpha", given, "twice the rank"), _src("lora_alpha", given))
+        s.set(f"{pre}.model.target_modules", "all-linear", "adapters on every linear layer")
+    s.set(f"{pre}.model.use_remove_padding", True, "sequence packing: no compute spent on padding")
+    s.set(f"{pre}.model.enable_gradient_checkpointing", True, "recompute activations in backward to save memory")
+
+    lr = a.learning_rate if a.learning_rate is not None else (3e-5 if a.lora_rank else 1e-6)
+    if a.train_backend == "fsdp2":
+        s.set(f"{pre}.actor.strategy", "fsdp2", "train_backend=fsdp2 (reference follows the actor)", "answer")
+    s.set(f"{pre}.actor.optim.lr", lr,
+          _given("learning_rate", given, "1e-6 for full fine-tuning, 3e-5 for LoRA adapters"), _src("learning_rate", given))
+    s.set(f"{pre}.actor.ppo_mini_batch_size", mini,
+          f"prompts_per_step / updates_per_step = {P} / {U}: {U} optimizer updates per step, each sample used once")
+    if dynamic:
+        s.set(f"{pre}.actor.use_dynamic_bsz", True,
+              _given("dynamic_batch", given, "micro-batches packed by token budget (fsdp default)"), _src("dynamic_batch", given))
+        s.set(f"{pre}.actor.ppo_max_token_len_per_gpu", tokens,
+              _given("max_tokens_per_gpu", given, f"3 × (prompt + response) = 3 × {seq}, rounded to 1024"),
+              _src("max_tokens_per_gpu", given))
+    else:
+        s.set(f"{pre}.actor.use_dynamic_bsz", False,
+              _given("dynamic_batch", given, "megatron plans use fixed micro-batches"), _src("dynamic_batch", given))
+        s.set(f"{pre}.actor.ppo_micro_batch_size_per_gpu", micro,
+              _given("micro_batch_per_gpu", given,
+                     f"largest divisor of the {per_rank} samples per GPU per update within ~{MICRO_TOKEN_BUDGET} tokens"),
+              _src("micro_batch_per_gpu", given))
+    s.set(f"{pre}.actor.use_kl_loss", kl_in_loss,
+          "KL to the reference as a loss term" if kl_in_loss else "no KL loss term")
+    if kl_in_loss:
+        s.set(f"{pre}.actor.kl_loss_coef", kl_coef, _given("kl_coef", given, "KL coefficient"), _src("kl_coef", given))
+        s.set(f"{pre}.actor.kl_loss_type", algo.kl_loss_type, f"{a.algorithm}'s usual KL estimator")
+    s.set(f"{pre}.actor.entropy_coeff", 0, "no entropy bonus (verl's recipes)")
+    if algo.loss_agg_mode:
+        s.set(f"{pre}.actor.loss_agg_mode", algo.loss_agg_mode, f"{a.algorithm}'s loss aggregation")
+    if algo.clip_low is not None:
+        s.set(f"{pre}.actor.clip_ratio_low", algo.clip_low, f"{a.algorithm}'s lower clip range")
+        s.set(f"{pre}.actor.clip_ratio_high", algo.clip_high, f"{a.algorithm}'s upper clip range")
+    if algo.loss_mode != "vanilla":
+        s.set(f"{pre}.actor.policy_loss.loss_mode", algo.loss_mode, f"{a.algorithm}'s policy loss")
+    if not megatron:
+        s.set(f"{pre}.actor.ulysses_sequence_parallel_size", sp,
+              _given("sequence_parallel", given, "no sequence parallelism needed at this length"), _src("sequence_parallel", given))
+        if a.offload is not None:
+            s.set(f"{pre}.actor.fsdp_config.param_offload", a.offload, "offload answer", "answer")
+            s.set(f"{pre}.actor.fsdp_config.optimizer_offload", a.offload, "offload answer", "answer")
+    else:
+        s.set(f"{pre}.actor.megatron.tensor_model_parallel_size", mtp, facts["megatron_tp_reason"], _src("megatron_tp", given))
+        s.set(f"{pre}.actor.megatron.pipeline_model_parallel_size", mpp, facts["megatron_pp_reason"], _src("megatron_pp", given))
+        if a.offload is not None:
+            s.set(f"{pre}.actor.megatron.param_offload", a.offload, "offload answer", "answer")
+            s.set(f"{pre}.actor.megatron.optimizer_offload", a.offload, "offload answer", "answer")
+
+    s.set(f"{pre}.rollout.name", a.rollout_engine, "rollout_engine", _src("rollout_engine", given))
+    s.set(f"{pre}.rollout.n", n,
+          _given("samples_per_prompt", given, f"{a.algorithm}'s usual group size"), n_src)
+    s.set(f"{pre}.rollout.tensor_model_parallel_size", rtp, facts["rollout_tp_reason"], _src("rollout_tp", given))
+    s.set(f"{pre}.rollout.gpu_memory_utilization", gmu,
+          _given("gpu_memory_utilization", given,
+                 "0.6 leaves room for the colocated training state" if not a.offload else
+                 "0.8: training state is offloaded while generating"),
+          _src("gpu_memory_utilization", given))
+    s.set(f"{pre}.rollout.max_num_batched_tokens", max(8192, seq),
+          f"max(8192, prompt + response = {seq}): one full sequence fits a prefill batch")
+    s.set(f"{pre}.rollout.temperature", a.temperature, "temperature", _src("temperature", given))
+    if a.lora_rank:
+        s.set(f"{pre}.rollout.load_format", "safetensors", "LoRA: the engine loads real base weights, adapters synced")
+    if dynamic:
+        s.set(f"{pre}.rollout.log_prob_max_token_len_per_gpu", logprob_tokens,
+              "2 × the training budget: forward-only passes keep no activations")
+    else:
+        s.set(f"{pre}.rollout.log_prob_micro_batch_size_per_gpu", logprob_micro,
+              f"divides the {P * n // dp if dp else 0} samples per GPU per step; forward-only, so up to 2× the training micro-batch")
+
+    if use_ref:
+        roles["ref"] = "frozen copy of the policy for the KL term" + (" (inside the actor: LoRA base weights)" if a.lora_rank else "")
+        if dynamic:
+            s.set(f"{pre}.ref.log_prob_max_token_len_per_gpu", logprob_tokens, "same budget as the actor's log-prob pass")
+        else:
+            s.set(f"{pre}.ref.log_prob_micro_batch_size_per_gpu", logprob_micro, "same as the actor's log-prob pass")
+        if not megatron and not a.lora_rank:
+            s.set(f"{pre}.ref.fsdp_config.param_offload", True,
+                  "the reference only runs forward passes: keep its weights in host memory between them")
+
+    if algo.critic:
+        roles["critic"] = f"value model initialised from {critic_model}"
+        s.set("critic.enable", True, "ppo: GAE needs a critic (never inferred silently)")
+        if a.train_backend == "fsdp2":
+            s.set("critic.strategy", "fsdp2", "train_backend=fsdp2", "answer")
+        s.set("critic.model.path", _model_path(critic_model, base),
+              _given("critic_model", given, "initialised from the policy model"), _src("critic_model", given))
+        s.set("critic.optim.lr", a.critic_learning_rate or 1e-5,
+              _given("critic_learning_rate", given, "critics learn faster than the policy"), _src("critic_learning_rate", given))
+        if dynamic:
+            s.set("critic.ppo_max_token_len_per_gpu", critic_tokens, "2 × the actor's budget (value head is cheap)")
+        else:
+            s.set("critic.ppo_micro_batch_size_per_gpu", micro, "same split as the actor")
+        if not megatron:
+            s.set("critic.ulysses_sequence_parallel_size", sp, "same as the actor")
+        else:
+            s.set("critic.megatron.tensor_model_parallel_size", mtp, "same layout as the actor")
+            s.set("critic.megatron.pipeline_model_parallel_size", mpp, "same layout as the actor")
+    else:
+        s.set("critic.enable", False, f"{a.algorithm} needs no critic")
+
+    s.set("reward.reward_manager.name", algo.reward_manager,
+          "DAPO's reward manager" if algo.reward_manager == "dapo" else "one scorer call per sample")
+    if a.reward == "function" and a.reward_function:
+        path, _, name = a.reward_function.rpartition(":")
+        s.set("reward.custom_reward_function.path", resolve_path(path, base), "reward_function", "answer")
+        s.set("reward.custom_reward_function.name", name, "reward_function", "answer")
+        roles["reward"] = f"custom function {name} in {path}"
+    elif a.reward == "model" and a.reward_model:
+        s.set("reward.reward_model.enable", True, "reward=model")
+        s.set("reward.reward_model.model_path", _model_path(a.reward_model, base), "reward_model", "answer")
+        s.set("reward.reward_model.rollout.name", a.rollout_engine, "served by the same engine as the rollout")
+        s.set("reward.reward_model.rollout.tensor_model_parallel_size", 1, "a classifier fits one GPU")
+        s.set("reward.reward_model.rollout.gpu_memory_utilization", 0.2, "small share beside the policy's engine")
+        roles["reward"] = f"reward model {a.reward_model}"
+    else:
+        roles["reward"] = "verl's rule-based scorer chosen by each row's data_source"
+
+    s.set("trainer.nnodes", a.nnodes, "nnodes", _src("nnodes", given))
+    s.set("trainer.n_gpus_per_node", a.gpus_per_node, "gpus_per_node", _src("gpus_per_node", given))
+    s.set("trainer.logger", list(a.logger), "logger", _src("logger", given))
+    s.set("trainer.project_name", a.project_name, "project_name", _src("project_name", given))
+    s.set("trainer.experiment_name", experiment_name(a), _given("experiment_name", given, "algorithm-model"),
+          _src("experiment_name", given))
+    if a.total_steps is not None:
+        s.set("trainer.total_training_steps", a.total_steps, "total_steps", "answer")
+    else:
+        s.set("trainer.total_epochs", a.epochs or 15, _given("epochs", given, "15 passes, as verl's GSM8K recipes"),
+              _src("epochs", given))
+    s.set("trainer.save_freq", a.save_freq, "save_freq", _src("save_freq", given))
+    s.set("trainer.test_freq", a.test_freq, "test_freq", _src("test_freq", given))
+
+    roles["actor"] = f"{a.model} trained with {a.train_backend}" + (f" + LoRA r={a.lora_rank}" if a.lora_rank else "")
+    roles["rollout"] = f"{a.rollout_engine}, {facts['rollout_replicas']} replica(s) of TP={rtp}, colocated with the actor"
+    roles = {k: roles[k] for k in ("actor", "rollout", "ref", "critic", "reward") if k in roles}
+
+    return Plan(answers=a, base_dir=base, settings=s.items, facts=facts, roles=roles, findings=f.others)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def _round_up(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+def _given(name: str, given: set[str], default_reason: str) -> str:
+    return f"{name} (your answer)" if name in given else default_reason
+
+
+def _src(name: str, given: set[str]) -> Source:
+    return "answer" if name in given else "default"
+
+
+def _looks_local(model: str) -> bool:
+    return model.startswith(("/", "./", "../", "~"))
+
+
+def _model_path(model: str, base: str) -> str:
+    return resolve_path(model, base) if _looks_local(model) else model
+
+
+def experiment_name(a: Answers) -> str:
+    if a.experiment_name:
+        return a.experiment_name
+    short = a.model.rstrip("/").rsplit("/", 1)[-1].lower()
+    return f"{a.algorithm}-{short}"
+
+
+def _rollout_tp(a: Answers, size: ModelSize, gmu: float, n_gpus: int, f: Findings) -> tuple[int, str]:
+    """Smallest power-of-two TP inside one node whose reserved memory holds the bf16 weights twice
+    (weights + KV cache headroom; verl's best-practice rule `mem × util × TP > 2 × weight bytes`)."""
+    gpn = a.gpus_per_node
+    if a.rollout_tp is not None:
+        tp = a.rollout_tp
+        if tp <= gpn and gpn % tp == 0:
+            a_reason = "rollout_tp (your answer)"
+        elif tp > gpn and tp % gpn == 0 and n_gpus % tp == 0:
+            a_reason = "rollout_tp (your answer)"
+            f.warning("VI305", ("rollout_tp", "gpus_per_node"),
+                      f"rollout_tp={tp} spans {tp // gpn} nodes: tensor-parallel traffic crosses the network",
+                      f"prefer rollout_tp ≤ {gpn} (one node) when the model fits")
+        else:
+            valid = divisors(gpn) + [gpn * k for k in range(2, a.nnodes + 1) if n_gpus % (gpn * k) == 0]
+            f.error("VI304", ("rollout_tp", "gpus_per_node", "nnodes"),
+                    f"rollout_tp={tp} does not tile {a.nnodes} node(s) × {gpn} GPUs (a replica must fill a node or whole nodes)",
+                    f"nearest valid: {_or(nearest(valid, tp))}")
+            return 0, ""
+        return tp, a_reason
+    if size.params_b is None:
+        return 1, "1: model size unknown (set model_params_b for a sized choice)"
+    need_gb = 4.0 * size.params_b  # 2 bytes/param bf16, times 2 for KV headroom
+    for tp in _pow2_at_most(gpn):
+        if gpn % tp == 0 and a.gpu_memory_gb * gmu * tp >= need_gb:
+            return tp, (
+                f"{tp}: smallest split whose reserved memory ({a.gpu_memory_gb:g} GB × {gmu:g} × {tp}) holds "
+                f"2 × the bf16 weights ({need_gb:g} GB); more replicas, less communication"
+            )
+    f.error("VI303", ("model", "gpus_per_node", "gpu_memory_gb"),
+            f"a {size.params_b:g}B model needs ~{need_gb:g} GB for rollout weights + KV cache, "
+            f"more than one node gives ({gpn} × {a.gpu_memory_gb:g} GB × {gmu:g})",
+            "use GPUs with more memory, more GPUs per node, a smaller model, or set rollout_tp to span nodes")
+    return 0, ""
+
+
+def _megatron_layout(a: Answers, size: ModelSize, n_gpus: int, f: Findings) -> tuple[int, int, str, str]:
+    gpn = a.gpus_per_node
+    tp = a.megatron_tp
+    pp = a.megatron_pp
+    if tp is not None and (gpn % tp or tp > gpn):
+        f.error("VI309", ("megatron_tp", "gpus_per_node"),
+                f"megatron_tp={tp} must divide gpus_per_node={gpn} (tensor parallel stays inside a node)",
+                f"nearest valid: {_or(nearest(divisors(gpn), tp))}")
+        return 1, 1, "", ""
+    if tp is None:
+        # weights + grads (2 + 4 bytes/param) over TP×PP, Adam states (12 bytes/param) over all GPUs
+        params = size.params_b or 1.0
+        tp = 1
+        while tp < gpn and params * 6 / tp > 0.35 * a.gpu_memory_gb and gpn % (tp * 2) == 0:
+            tp *= 2
+        tp_reason = f"{tp}: smallest TP inside a node that keeps bf16 weights + grads under ~35% of a GPU"
+    else:
+        tp_reason = "megatron_tp (your answer)"
+    if pp is None:
+        params = size.params_b or 1.0
+        pp = 1
+        while params * 6 / (tp * pp) > 0.35 * a.gpu_memory_gb and n_gpus % (tp * pp * 2) == 0:
+            pp *= 2
+        pp_reason = f"{pp}: pipeline stages needed to bring weights + grads per GPU under ~35% of its memory"
+    else:
+        pp_reason = "megatron_pp (your answer)"
+    if n_gpus % (tp * pp):
+        valid = [d for d in divisors(n_gpus // tp if n_gpus % tp == 0 else n_gpus)]
+        f.error("VI310", ("megatron_tp", "megatron_pp", "nnodes", "gpus_per_node"),
+                f"megatron_tp×megatron_pp={tp * pp} does not divide the {n_gpus} GPUs",
+                f"nearest valid megatron_pp: {_or(nearest(valid, pp))}")
+    return tp, pp, tp_reason, pp_reason
+
+
+def _data_files(a: Answers, base: str, f: Findings) -> tuple[tuple[str, str, Source], tuple[str, str, Source]]:
+    ds = a.dataset
+    if ds in BUILTIN_DATASETS:
+        train_default, val_default = DATASET_DEFAULTS[ds]
+        why = f"where verl's {ds} preprocessing script writes"
+    else:
+        lower = ds.lower()
+        if not lower.endswith(DATA_SUFFIXES):
+            f.error("VI510", ("dataset",), f"dataset must be gsm8k, math or a local data file (got {ds!r})",
+                    "use gsm8k, math, or a .jsonl/.json/.csv/.parquet path")
+            return ("", "", "answer"), ("", "", "answer")
+        if lower.endswith(".csv") and a.train_files is None:
+            f.error("VI511", ("dataset", "train_files"),
+                    "verl reads parquet, json and jsonl but not csv",
+                    "convert the file to parquet in verl's schema and set train_files, or give a .parquet/.jsonl dataset")
+            return ("", "", "answer"), ("", "", "answer")
+        train_default = resolve_path(ds, base)
+        val_default = train_default
+        why = "the dataset file"
+        if a.val_files is None:
+            f.warning("VI512", ("val_files",), "no validation file: validating on the training file",
+                      "set val_files to a held-out split")
+    train = (resolve_path(a.train_files, base), "train_files (your answer)", "answer") if a.train_files else (train_default, why, "default")
+    val = (resolve_path(a.val_files, base), "val_files (your answer)", "answer") if a.val_files else (val_default, why, "default")
+    return train, val

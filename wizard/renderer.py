@@ -1,0 +1,177 @@
+"""Plan → files. Pure: returns {relative path: text}; writes nothing.
+
+Every template under templates/ maps 1:1 to a bundle file (`run.sh.j2` → `run.sh`). Templates
+only place values: numbers come from the plan, and quoting is done here, by filters: `sh` (shlex)
+for shell, YAML through the YAML dumper, `md` for Markdown table cells.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from .planner import Plan
+
+# Files that are rendered for every plan. Later capabilities (cluster artefacts, data loaders,
+# reward functions) add their templates to `_extra_templates`.
+CORE_TEMPLATES = ("verl_config.yaml.j2", "run.sh.j2", "PLAN.md.j2", "verl-init.yaml.j2")
+EXECUTABLE = frozenset({"run.sh"})
+
+
+def dump_yaml(data: Any) -> str:
+    import yaml
+
+    class _Dumper(yaml.SafeDumper):
+        pass
+
+    def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+        style = "|" if "\n" in value and value == value.strip() and "\r" not in value else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+    _Dumper.add_representer(str, _str)
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=4096, default_flow_style=False)
+
+
+def sh(value: Any) -> str:
+    return shlex.quote(str(value))
+
+
+def sh_path(path: str) -> str:
+    """A path as one shell word; `${oc.env:HOME}` (OmegaConf) becomes "$HOME" (shell)."""
+    marker = "${oc.env:HOME}"
+    if path.startswith(marker):
+        return '"$HOME"' + shlex.quote(path[len(marker) :])
+    return shlex.quote(path)
+
+
+def md(value: Any) -> str:
+    text = str(value).replace("\\", "\\\\").replace("|", "\\|")
+    return " ".join(text.split())
+
+
+def _env():
+    import jinja2
+
+    from .resources import data_dir
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(data_dir("templates"))),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["sh"] = sh
+    env.filters["sh_path"] = sh_path
+    env.filters["md"] = md
+    return env
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return "[" + ", ".join(_fmt(v) for v in value) + "]"
+    if value is None:
+        return "null"
+    return str(value)
+
+
+def context(plan: Plan) -> dict[str, Any]:
+    """Everything the templates place, computed here (templates hold no logic)."""
+    a = plan.answers
+    fx = plan.facts
+    defaults: list[Any] = ["ppo_trainer"]
+    if plan.base_config == "megatron":
+        defaults.append({"override model_engine": "megatron"})
+    defaults.append("_self_")
+    doc = {"hydra": {"searchpath": ["pkg://verl.trainer.config"]}, "defaults": defaults}
+    doc.update(plan.nested())
+
+    local_files = [
+        plan.value(k)
+        for k in ("data.train_files", "data.val_files")
+        if "://" not in plan.value(k) and ("${" not in plan.value(k) or plan.value(k).startswith("${oc.env:HOME}/"))
+    ]
+    local_files = list(dict.fromkeys(local_files))
+    rows = [
+        {"key": k, "value": _fmt(c.value), "source": c.source, "reason": c.reason} for k, c in plan.settings.items()
+    ]
+    n = fx["samples_per_prompt"]
+    if fx["dynamic_batch"]:
+        micro_line = (
+            f"Micro-batches are packed by token budget: {fx['max_tokens_per_gpu']} tokens per GPU for training, "
+            f"{fx['logprob_max_tokens_per_gpu']} for log-prob passes (one sequence is at most {fx['seq_len']} tokens)."
+        )
+    else:
+        micro_line = (
+            f"Each GPU splits its {fx['samples_per_rank_per_update']} samples into micro-batches of "
+            f"{fx['micro_batch_per_gpu']} ({fx['samples_per_rank_per_update'] // fx['micro_batch_per_gpu']} "
+            f"gradient-accumulation steps); log-prob passes use micro-batches of {fx['logprob_micro_batch_per_gpu']}."
+        )
+    batch_lines = [
+        f"{fx['prompts_per_step']} prompts per step × {n} samples each = {fx['samples_per_step']} samples per step.",
+        f"{fx['updates_per_step']} updates per step: mini-batches of {fx['mini_batch_prompts']} prompts = "
+        f"{fx['samples_per_update']} samples each; every sample is used once per step.",
+        f"{fx['dp']} data-parallel ranks × {fx['samples_per_rank_per_update']} samples per rank = "
+        f"{fx['samples_per_update']} samples per update.",
+        micro_line,
+    ]
+    layout_lines = [
+        f"{a.nnodes} node(s) × {a.gpus_per_node} GPUs ({a.gpu_type}, {a.gpu_memory_gb:g} GB) = {plan.n_gpus} GPUs, one resource pool shared by all roles.",
+        f"Rollout: {fx['rollout_replicas']} {a.rollout_engine} replica(s) of tensor-parallel size {fx['rollout_tp']}, each inside one node.",
+    ]
+    if plan.base_config == "megatron":
+        layout_lines.append(
+            f"Training: Megatron TP={fx['megatron_tp']} × PP={fx['megatron_pp']}, data-parallel size {fx['dp']}."
+        )
+    else:
+        layout_lines.append(
+            f"Training: {a.train_backend.upper()} over {plan.n_gpus} GPUs, Ulysses sequence parallel {fx['sequence_parallel']}, data-parallel size {fx['dp']}."
+        )
+    answers_doc = {
+        "verl_init_version": plan.version,
+        "verl_version": plan.verl_version,
+        "answers": a.model_dump(mode="json"),
+    }
+    command = "python3 -m verl.trainer.main_ppo --config-path <bundle> --config-name verl_config"
+    return {
+        "version": plan.version,
+        "verl_version": plan.verl_version,
+        "title": f"{a.algorithm} on {a.model} ({a.nnodes}×{a.gpus_per_node} GPUs)",
+        "config_yaml": dump_yaml(doc),
+        "answers_yaml": dump_yaml(answers_doc),
+        "command": command,
+        "model": a.model,
+        "experiment": plan.value("trainer.experiment_name"),
+        "project": a.project_name,
+        "train_files": plan.value("data.train_files"),
+        "val_files": plan.value("data.val_files"),
+        "local_files": local_files,
+        "dataset": a.dataset,
+        "nnodes": a.nnodes,
+        "gpus_per_node": a.gpus_per_node,
+        "n_gpus": plan.n_gpus,
+        "check_local_gpus": a.cluster == "local",
+        "needs_wandb": "wandb" in a.logger,
+        "roles": plan.roles,
+        "batch_lines": batch_lines,
+        "layout_lines": layout_lines,
+        "rows": rows,
+        "findings": [p.line() for p in plan.findings],
+        "memory_note": "not estimated yet: verl-init checks batch and parallel layout; memory fit per GPU comes with the memory planner."
+        if plan.memory is None
+        else str(plan.memory),
+    }
+
+
+def render(plan: Plan) -> dict[str, str]:
+    """Render every bundle file for a plan. Pure: the same plan gives the same bytes."""
+    env = _env()
+    ctx = context(plan)
+    files: dict[str, str] = {}
+    for name in CORE_TEMPLATES:
+        out = name[: -len(".j2")]
+        files[out] = env.get_template(name).render(**ctx)
+    return files

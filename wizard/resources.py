@@ -1,0 +1,15 @@
+"""Where the shipped templates and profiles live: inside the wheel, or in the checkout."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+_PKG = Path(__file__).resolve().parent
+
+
+def data_dir(name: str) -> Path:
+    """`templates` or `profiles`: wizard/_data/<name> in a wheel, <checkout>/<name> in editable mode."""
+    for candidate in (_PKG / "_data" / name, _PKG.parent / name):
+        if candidate.is_dir():
+            return candidate
+    raise FileNotFoundError(f"verl-init is installed without its {name}/ folder (looked in {_PKG / '_data'})")
