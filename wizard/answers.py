@@ -101,6 +101,10 @@ class Answers(BaseModel):
     test_freq: int = Field(5, ge=-1, description="Validate every N steps (-1: never).")
     image: Optional[str] = Field(None, min_length=1, description="Container image for kuberay/slurm (default: a verl release).")
 
+    # --- cluster artefacts (kuberay / slurm / ray) ---------------------------------------------
+
+    # --- data preparation and reward function -----------------------------------------------
+
     @field_validator("logger", mode="before")
     @classmethod
     def _logger_list(cls, v: Any) -> Any:

@@ -7,15 +7,29 @@ for shell, YAML through the YAML dumper, `md` for Markdown table cells.
 
 from __future__ import annotations
 
+import importlib
 import shlex
+from dataclasses import dataclass, field
 from typing import Any
 
 from .planner import Plan
 
-# Files that are rendered for every plan. Later capabilities (cluster artefacts, data loaders,
-# reward functions) add their templates to `_extra_templates`.
+# Files that are rendered for every plan.
 CORE_TEMPLATES = ("verl_config.yaml.j2", "run.sh.j2", "PLAN.md.j2", "verl-init.yaml.j2")
 EXECUTABLE = frozenset({"run.sh"})
+
+# Capabilities that add files to a bundle. Each provider is `module:function`, a pure function
+# `(plan) -> list[Artefact]`; a template `k8s/rayjob.yaml.j2` becomes bundle file `k8s/rayjob.yaml`.
+ARTEFACT_PROVIDERS = (
+    "wizard.artefacts.cluster:artefacts",
+    "wizard.artefacts.data:artefacts",
+)
+
+
+@dataclass(frozen=True)
+class Artefact:
+    template: str  # path under templates/, ending in .j2
+    context: dict[str, Any] = field(default_factory=dict)  # extra values for this template only
 
 
 def dump_yaml(data: Any) -> str:
@@ -172,6 +186,12 @@ def render(plan: Plan) -> dict[str, str]:
     ctx = context(plan)
     files: dict[str, str] = {}
     for name in CORE_TEMPLATES:
-        out = name[: -len(".j2")]
-        files[out] = env.get_template(name).render(**ctx)
+        files[name[: -len(".j2")]] = env.get_template(name).render(**ctx)
+    for provider in ARTEFACT_PROVIDERS:
+        module, _, func = provider.partition(":")
+        for art in getattr(importlib.import_module(module), func)(plan):
+            out = art.template[: -len(".j2")]
+            if out in files:
+                raise ValueError(f"two templates render {out}")
+            files[out] = env.get_template(art.template).render(**{**ctx, **art.context})
     return files

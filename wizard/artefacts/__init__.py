@@ -1,0 +1,1 @@
+"""Bundle capabilities beyond the core verl config: each module exposes `artefacts(plan)`."""
