@@ -147,7 +147,7 @@ def context(plan: Plan) -> dict[str, Any]:
     answers_doc = {
         "verl_init_version": plan.version,
         "verl_version": plan.verl_version,
-        "answers": a.model_dump(mode="json"),
+        "answers": a.model_dump(mode="json", exclude_unset=True),
     }
     command = "python3 -m verl.trainer.main_ppo --config-path <bundle> --config-name verl_config"
     return {

@@ -131,7 +131,8 @@ def verify_with_verl(
             with contextlib.redirect_stdout(out):
                 result = fn()
         except Exception as exc:  # noqa: BLE001 - verl raises all kinds; we report them
-            msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            msg = " ".join(str(exc).split())
+            msg = msg if len(msg) <= 400 else msg[:397] + "..."
             checks.append(Check(name, False, f"{type(exc).__name__}: {msg}"))
             return _FAILED
         checks.append(Check(name, True, detail_ok or (out.getvalue().strip().splitlines() or [""])[-1]))
@@ -144,6 +145,9 @@ def verify_with_verl(
     import warnings
 
     from omegaconf import OmegaConf, open_dict
+
+    run("every key exists in verl's tree (verl-init check: Hydra lets YAML typos through)",
+        lambda: _unknown_keys(bundle, config_name), "ok")
 
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import omega_conf_to_dataclass, validate_config
@@ -180,7 +184,8 @@ def verify_with_verl(
     with _vllm_lora_fallback() as shimmed, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         run("validate_config (main_ppo, before Ray)", lambda: validate_config(cfg, use_ref, use_critic),
-            "passed" + (" (vllm absent: LoRA rank checked by verl's fallback list)" if shimmed else ""))
+            "passed" + (" (vllm absent: LoRA rank checked by verl's fallback list)"
+                        if shimmed and a_lora(cfg) else ""))
 
     a = cfg.actor_rollout_ref
     with warnings.catch_warnings():
@@ -218,6 +223,53 @@ def verify_with_verl(
 
 
 _FAILED = object()
+_FREE_FORM = ("override_config", "engine_kwargs", "reward_kwargs", "ray_kwargs", "kwargs")
+
+
+def _flatten(node: Any, prefix: str = "") -> list[str]:
+    if isinstance(node, dict) and node:
+        out: list[str] = []
+        for k, v in node.items():
+            out.extend(_flatten(v, f"{prefix}{k}."))
+        return out
+    return [prefix[:-1]]
+
+
+def _unknown_keys(bundle: str | os.PathLike[str], config_name: str) -> None:
+    """Keys set in the bundle YAML that verl's tree does not have: Hydra merges them silently and
+    verl ignores them (or fails late in a dataclass). Raises with the keys and a did-you-mean."""
+    import difflib
+
+    import yaml
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    doc = yaml.safe_load((Path(bundle) / f"{config_name}.yaml").read_text(encoding="utf-8")) or {}
+    defaults = doc.pop("defaults", [])
+    doc.pop("hydra", None)
+    overrides = [f"{k.split()[-1]}={v}" for d in defaults if isinstance(d, dict) for k, v in d.items()]
+    GlobalHydra.instance().clear()
+    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
+        base = compose(config_name="ppo_trainer", overrides=overrides)
+    GlobalHydra.instance().clear()
+    tree = OmegaConf.to_container(base, resolve=False)
+    unknown = []
+    for key in _flatten(doc):
+        parts = key.split(".")
+        if any(p in _FREE_FORM for p in parts[:-1]):
+            continue
+        node: Any = tree
+        for i, part in enumerate(parts):
+            if not isinstance(node, dict) or part not in node:
+                siblings = [str(s) for s in node] if isinstance(node, dict) else []
+                close = difflib.get_close_matches(part, siblings, n=1)
+                parent = ".".join(parts[:i])
+                unknown.append(key + (f" (did you mean {parent + '.' if parent else ''}{close[0]}?)" if close else ""))
+                break
+            node = node[part]
+    if unknown:
+        raise KeyError("not in verl's config tree: " + ", ".join(unknown))
 
 
 def _registries(cfg: Any, run: Callable[..., Any]) -> None:
@@ -386,6 +438,11 @@ def worker_time_checks(cfg: Any, use_critic: bool, model_cfg: Any = None) -> lis
             check("vllm_async_server.py:1101 max_model_len within the model's context", r.max_model_len <= mpe,
                   f"max_model_len ({r.max_model_len}) should be less than or equal to max_position_embeddings ({mpe})")
     return out
+
+
+def a_lora(cfg: Any) -> bool:
+    model = cfg.actor_rollout_ref.model
+    return bool(model.get("lora_rank", 0) or model.get("lora", {}).get("rank", 0))
 
 
 def need_ref(cfg: Any) -> bool:

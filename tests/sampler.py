@@ -1,0 +1,94 @@
+"""A seeded generator of answer sets over every public key (valid and invalid combinations)."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+CHOICES: dict[str, list[Any]] = {
+    "gpus_per_node": [1, 2, 4, 8, 8],
+    "gpu_memory_gb": [24, 40, 80, 80, 141],
+    "algorithm": ["grpo", "ppo", "dapo", "rloo", "reinforce_plus_plus", "remax", "gspo"],
+    "model": ["Qwen/Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-7B-Instruct",
+              "Qwen/Qwen2.5-32B-Instruct", "meta-llama/Llama-3.1-8B-Instruct", "org/mystery-model"],
+    "rollout_engine": ["vllm", "sglang"],
+    "train_backend": ["fsdp", "fsdp", "fsdp2", "megatron"],
+    "lora_rank": [0, 0, 0, 8, 32, 24],
+    "dataset": ["gsm8k", "gsm8k", "math", "./data/train.jsonl", "./data/train.parquet"],
+    "max_prompt_length": [256, 512, 1024],
+    "max_response_length": [256, 1024, 4096],
+    "prompts_per_step": [8, 16, 30, 32, 64, 96, 128, 256],
+    "samples_per_prompt": [None, None, 1, 2, 3, 4, 5, 8, 16],
+    "updates_per_step": [1, 2, 2, 3, 4, 8],
+    "kl_coef": [None, None, 0, 0.001, 0.05],
+    "temperature": [1.0, 0.7],
+    "rollout_tp": [None, None, None, 1, 2, 4, 3],
+    "gpu_memory_utilization": [None, None, 0.5, 0.85],
+    "dynamic_batch": [None, None, True, False],
+    "micro_batch_per_gpu": [None, None, None, 1, 2, 3],
+    "max_tokens_per_gpu": [None, None, None, 512, 16384],
+    "sequence_parallel": [1, 1, 1, 2],
+    "megatron_tp": [None, None, 1, 2, 4],
+    "megatron_pp": [None, None, 1, 2],
+    "offload": [None, None, True, False],
+    "logger": [["console"], ["console"], ["console", "tensorboard"], ["console", "wandb"]],
+}
+
+
+def sample(seed: int) -> dict[str, Any]:
+    rng = random.Random(seed)
+    out: dict[str, Any] = {k: rng.choice(v) for k, v in CHOICES.items()}
+    out["nnodes"] = rng.choice([1, 1, 1, 2, 4])
+    out["cluster"] = "local" if out["nnodes"] == 1 and rng.random() < 0.6 else rng.choice(["ray", "kuberay", "slurm", "local"])
+    reward = rng.choice(["rule", "rule", "rule", "function", "model"])
+    out["reward"] = reward
+    if reward == "function" and rng.random() < 0.9:
+        out["reward_function"] = "./reward.py:compute_score"
+    if reward == "model" and rng.random() < 0.9:
+        out["reward_model"] = "org/reward-model-1.5B"
+    if out["algorithm"] == "ppo" and rng.random() < 0.3:
+        out["critic_model"] = "Qwen/Qwen2.5-0.5B-Instruct"
+    if rng.random() < 0.5:
+        out["total_steps"] = rng.choice([1, 100])
+    else:
+        out["epochs"] = rng.choice([1, 15])
+    if rng.random() < 0.3:
+        out["learning_rate"] = rng.choice([1e-6, 5e-6])
+    if out["dataset"].endswith(".jsonl") and rng.random() < 0.5:
+        out["val_files"] = "./data/val.jsonl"
+    # Most sets respect the obvious couplings (so that many reach verl); some do not (so rules fire).
+    def tidy() -> bool:
+        return rng.random() < 0.85
+
+    if tidy():
+        if out["dynamic_batch"] is False:
+            out["max_tokens_per_gpu"] = None
+        else:
+            out["micro_batch_per_gpu"] = None
+    if tidy() and out["train_backend"] != "megatron":
+        out["megatron_tp"] = out["megatron_pp"] = None
+    if tidy() and out["train_backend"] == "megatron":
+        out["sequence_parallel"], out["lora_rank"], out["dynamic_batch"] = 1, 0, False
+        out["max_tokens_per_gpu"] = None
+    if tidy() and out["algorithm"] in ("dapo", "gspo"):
+        out["kl_coef"] = None
+    if tidy() and out["algorithm"] == "dapo" and reward == "model":
+        out["reward"] = "rule"
+        out.pop("reward_model", None)
+    if tidy():
+        out["prompts_per_step"] = rng.choice([16, 32, 64, 128, 256])
+        out["updates_per_step"] = rng.choice([1, 2, 4, 8])
+        out["gpus_per_node"] = rng.choice([1, 2, 4, 8])
+        out["rollout_tp"] = rng.choice([None, None, 1, 2])
+        out["sequence_parallel"] = 1 if out["sequence_parallel"] > out["gpus_per_node"] else out["sequence_parallel"]
+        if out["nnodes"] > 1 and out["cluster"] == "local":
+            out["cluster"] = "ray"
+        if out.get("max_tokens_per_gpu") == 512:
+            out["max_tokens_per_gpu"] = None
+        if out.get("micro_batch_per_gpu") == 3:
+            out["micro_batch_per_gpu"] = 1
+        if out["model"] == "Qwen/Qwen2.5-32B-Instruct" and out["gpus_per_node"] < 4:
+            out["model"] = "Qwen/Qwen2.5-7B-Instruct"
+        if out["lora_rank"] == 24:
+            out["lora_rank"] = 32
+    return {k: v for k, v in out.items() if v is not None}

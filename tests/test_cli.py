@@ -1,0 +1,137 @@
+"""The command line as a user runs it (subprocesses, real files)."""
+
+from __future__ import annotations
+
+import os
+
+import yaml
+
+from conftest import run_cli
+
+
+def test_profiles_lists_names_and_descriptions(cli_env):
+    r = run_cli(["profiles"], env=cli_env)
+    assert r.returncode == 0
+    names = [line.split()[0] for line in r.stdout.splitlines()]
+    for required in ("single-gpu", "single-node-8gpu", "cluster-8gpu", "ppo-16gpu", "dapo-32gpu", "megatron-64gpu",
+                     "cpu-smoke"):
+        assert required in names
+    assert all(len(line.split(None, 1)) == 2 for line in r.stdout.splitlines())
+
+
+def test_render_profile_writes_bundle(tmp_path, cli_env):
+    out = tmp_path / "qwen7b"
+    r = run_cli(["--profile", "cluster-8gpu", "--out", str(out)], env=cli_env, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    for name in ("verl_config.yaml", "run.sh", "PLAN.md", "verl-init.yaml"):
+        assert (out / name).is_file()
+    assert os.access(out / "run.sh", os.X_OK)
+    assert "wrote" in r.stdout and "next:" in r.stdout
+    cfg = yaml.safe_load((out / "verl_config.yaml").read_text())
+    assert cfg["defaults"] == ["ppo_trainer", "_self_"]
+    assert cfg["hydra"]["searchpath"] == ["pkg://verl.trainer.config"]
+    assert cfg["trainer"]["nnodes"] == 2 and cfg["trainer"]["n_gpus_per_node"] == 4
+
+
+def test_set_overrides_profile(tmp_path, cli_env):
+    out = tmp_path / "x"
+    r = run_cli(["--profile", "single-node-8gpu", "--set", "model=Qwen/Qwen2.5-3B-Instruct",
+                 "--set", "samples_per_prompt=8", "--out", str(out)], env=cli_env)
+    assert r.returncode == 0, r.stderr
+    cfg = yaml.safe_load((out / "verl_config.yaml").read_text())
+    assert cfg["actor_rollout_ref"]["model"]["path"] == "Qwen/Qwen2.5-3B-Instruct"
+    assert cfg["actor_rollout_ref"]["rollout"]["n"] == 8
+
+
+def test_replay_is_byte_identical(tmp_path, cli_env):
+    first, again = tmp_path / "first", tmp_path / "again"
+    assert run_cli(["--profile", "ppo-16gpu", "--set", "kl_coef=0.01", "--out", str(first)], env=cli_env,
+                   cwd=tmp_path).returncode == 0
+    r = run_cli(["--answers", str(first / "verl-init.yaml"), "--out", str(again)], env=cli_env, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    names = sorted(p.relative_to(first) for p in first.rglob("*") if p.is_file())
+    assert names == sorted(p.relative_to(again) for p in again.rglob("*") if p.is_file())
+    for name in names:
+        assert (first / name).read_bytes() == (again / name).read_bytes(), name
+
+
+def test_existing_folder_refused_without_force(tmp_path, cli_env):
+    out = tmp_path / "b"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    r = run_cli(["--profile", "single-gpu", "--out", str(out)], env=cli_env)
+    assert r.returncode == 2
+    assert "not empty" in r.stderr and "--force" in r.stderr and "[VI903]" in r.stderr
+    assert (out / "keep.txt").read_text() == "mine" and sorted(os.listdir(out)) == ["keep.txt"]
+    r = run_cli(["--profile", "single-gpu", "--out", str(out), "--force"], env=cli_env)
+    assert r.returncode == 0, r.stderr
+    assert not (out / "keep.txt").exists() and (out / "verl_config.yaml").exists()
+
+
+def test_dry_run_writes_nothing(tmp_path, cli_env):
+    out = tmp_path / "dry"
+    r = run_cli(["--profile", "single-gpu", "--out", str(out), "--dry-run"], env=cli_env)
+    assert r.returncode == 0
+    assert "verl_config.yaml" in r.stdout and "adv_estimator: grpo" in r.stdout
+    assert not out.exists()
+    assert not [p for p in tmp_path.iterdir()]
+
+
+def test_bad_input_one_line_per_problem_nonzero_nothing_written(tmp_path, cli_env):
+    out = tmp_path / "bad"
+    r = run_cli(["--profile", "single-node-8gpu", "--set", "samples_per_promt=3", "--out", str(out)], env=cli_env)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "samples_per_promt" in lines[0] and "did you mean" in lines[0]
+    assert "Traceback" not in r.stderr
+
+    r = run_cli(["--profile", "single-node-8gpu", "--set", "updates_per_step=3", "--set", "rollout_tp=3",
+                 "--out", str(out)], env=cli_env)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 2 and any("VI201" in line for line in lines) and any("VI304" in line for line in lines)
+    assert not out.exists()
+
+
+def test_unknown_profile(cli_env, tmp_path):
+    r = run_cli(["--profile", "single-gpus", "--out", str(tmp_path / "x")], env=cli_env)
+    assert r.returncode == 2 and "did you mean 'single-gpu'?" in r.stderr
+
+
+def test_debug_shows_traceback(cli_env, tmp_path):
+    r = run_cli(["--profile", "single-gpu", "--set", "rollout_tp=3", "--out", str(tmp_path / "x"), "--debug"], env=cli_env)
+    assert r.returncode != 0 and "Traceback" in r.stderr
+
+
+def test_no_terminal_no_profile_is_one_line_not_a_hang(cli_env):
+    r = run_cli([], env=cli_env)
+    assert r.returncode == 2
+    assert len(r.stderr.strip().splitlines()) == 1 and "--profile" in r.stderr and "--answers" in r.stderr
+
+
+def test_keys_lists_every_answer(cli_env):
+    from wizard.answers import Answers
+
+    r = run_cli(["keys"], env=cli_env)
+    assert r.returncode == 0
+    listed = {line.split(":", 1)[0] for line in r.stdout.splitlines()}
+    assert set(Answers.model_fields) <= listed
+
+
+def test_api_round_trip(tmp_path):
+    import wizard
+
+    answers = wizard.load_profile("cluster-8gpu")
+    assert isinstance(answers, wizard.Answers)
+    p = wizard.plan(answers)
+    assert isinstance(p, wizard.Plan)
+    files = wizard.render(p)
+    assert files == wizard.render(p)  # pure
+    out = wizard.write_bundle(files, tmp_path / "api")
+    assert sorted(x.name for x in out.iterdir() if x.is_file()) == sorted(n for n in files if "/" not in n)
+    try:
+        wizard.plan(wizard.make_answers({"updates_per_step": 7}))
+    except wizard.WizardError as exc:
+        assert "VI201" in exc.rules
+    else:
+        raise AssertionError("expected WizardError")

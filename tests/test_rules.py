@@ -1,0 +1,153 @@
+"""One test per planner rule: a minimal valid plan, one change, the rule's ID in the error."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers_answers import answers
+from wizard.errors import WizardError
+from wizard.planner import plan
+
+
+def test_base_plan_is_valid():
+    p = plan(answers(), base_dir="/runs")
+    assert p.value("data.train_batch_size") == 64
+    assert p.value("actor_rollout_ref.rollout.n") == 4
+    assert p.value("actor_rollout_ref.actor.ppo_mini_batch_size") == 32
+
+
+REJECTED = [
+    ("VI301", dict(nnodes=2, cluster="local")),
+    ("VI401", dict(samples_per_prompt=1)),
+    ("VI402", dict(algorithm="dapo", kl_coef=0.01, samples_per_prompt=8)),
+    ("VI501", dict(reward="model")),
+    ("VI502", dict(reward="function")),
+    ("VI503", dict(reward_model="org/rm")),
+    ("VI504", dict(reward_function="score.py:compute_score")),
+    ("VI505", dict(algorithm="dapo", reward="model", reward_model="org/rm", samples_per_prompt=8)),
+    ("VI404", dict(critic_model="org/critic")),
+    ("VI306", dict(train_backend="megatron", sequence_parallel=2)),
+    ("VI302", dict(sequence_parallel=3)),
+    ("VI406", dict(train_backend="megatron", lora_rank=8)),
+    ("VI307", dict(megatron_tp=2)),
+    ("VI309", dict(train_backend="megatron", megatron_tp=3)),
+    ("VI310", dict(train_backend="megatron", megatron_tp=8, megatron_pp=3, model="org/x-70B")),
+    ("VI304", dict(rollout_tp=3)),
+    ("VI303", dict(model="org/giant-700B", gpu_memory_gb=24)),
+    ("VI210", dict(train_backend="megatron", dynamic_batch=True)),
+    ("VI206", dict(micro_batch_per_gpu=2)),
+    ("VI207", dict(dynamic_batch=False, max_tokens_per_gpu=4096)),
+    ("VI201", dict(prompts_per_step=64, updates_per_step=3)),
+    ("VI202", dict(prompts_per_step=6, updates_per_step=2, samples_per_prompt=2)),
+    ("VI203", dict(sequence_parallel=2, prompts_per_step=6, updates_per_step=1, samples_per_prompt=2)),
+    ("VI204", dict(dynamic_batch=False, micro_batch_per_gpu=3)),
+    ("VI205", dict(max_tokens_per_gpu=1024)),
+    ("VI407", dict(lora_rank=1000)),
+    ("VI409", dict(lora_alpha=16)),
+    ("VI510", dict(dataset="mydata.txt")),
+    ("VI511", dict(dataset="mydata.csv")),
+]
+
+
+@pytest.mark.parametrize("rule,changes", REJECTED, ids=[r for r, _ in REJECTED])
+def test_rule_rejects(rule, changes):
+    with pytest.raises(WizardError) as info:
+        plan(answers(**changes), base_dir="/runs")
+    assert rule in info.value.rules, info.value
+    # every problem names keys, a message and a hint, on one line
+    for problem in info.value.problems:
+        assert problem.keys and problem.message and problem.hint
+        assert "\n" not in problem.line()
+
+
+WARNED = [
+    ("VI305", dict(nnodes=2, cluster="ray", rollout_tp=16)),
+    ("VI308", dict(model="org/mystery-model")),
+    ("VI405", dict(algorithm="ppo", samples_per_prompt=1, reward="model", reward_model="org/rm", critic_model="org/rm")),
+    ("VI408", dict(lora_rank=24)),
+    ("VI512", dict(dataset="./data/train.jsonl")),
+]
+
+
+@pytest.mark.parametrize("rule,changes", WARNED, ids=[r for r, _ in WARNED])
+def test_rule_warns(rule, changes):
+    p = plan(answers(**changes), base_dir="/runs")
+    assert rule in [f.rule for f in p.findings]
+
+
+def test_hints_name_nearest_valid_values():
+    with pytest.raises(WizardError) as info:
+        plan(answers(prompts_per_step=64, updates_per_step=3), base_dir="/runs")
+    line = info.value.problems[0].line()
+    assert "updates_per_step=2 or 4" in line and "prompts_per_step=63 or 66" in line
+
+    with pytest.raises(WizardError) as info:
+        plan(answers(dynamic_batch=False, micro_batch_per_gpu=3), base_dir="/runs")
+    # 64 prompts / 2 updates × 4 samples / 8 ranks = 16 samples per GPU per update
+    assert "nearest valid: 2 or 4" in info.value.problems[0].line()
+
+
+def test_all_problems_reported_at_once():
+    with pytest.raises(WizardError) as info:
+        plan(answers(rollout_tp=3, updates_per_step=3, reward="model"), base_dir="/runs")
+    assert {"VI304", "VI201", "VI501"} <= set(info.value.rules)
+
+
+def test_explicit_values_are_respected_not_changed():
+    p = plan(answers(rollout_tp=4, gpu_memory_utilization=0.45, dynamic_batch=False, micro_batch_per_gpu=4,
+                     learning_rate=2e-6), base_dir="/runs")
+    assert p.value("actor_rollout_ref.rollout.tensor_model_parallel_size") == 4
+    assert p.settings["actor_rollout_ref.rollout.tensor_model_parallel_size"].source == "answer"
+    assert p.value("actor_rollout_ref.rollout.gpu_memory_utilization") == 0.45
+    assert p.value("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu") == 4
+    assert p.value("actor_rollout_ref.actor.optim.lr") == 2e-6
+
+
+ALGOS = {
+    "grpo": ("grpo", True, False, False),
+    "ppo": ("gae", False, True, True),
+    "dapo": ("grpo", False, False, False),
+    "rloo": ("rloo", False, True, False),
+    "reinforce_plus_plus": ("reinforce_plus_plus", True, False, False),
+    "remax": ("remax", False, True, False),
+    "gspo": ("grpo", False, False, False),
+}
+
+
+@pytest.mark.parametrize("algo", sorted(ALGOS))
+def test_algorithm_mapping(algo):
+    adv, kl_loss, kl_reward, critic = ALGOS[algo]
+    p = plan(answers(algorithm=algo, samples_per_prompt=8), base_dir="/runs")
+    assert p.value("algorithm.adv_estimator") == adv
+    assert p.value("actor_rollout_ref.actor.use_kl_loss") is kl_loss
+    assert p.value("algorithm.use_kl_in_reward") is kl_reward
+    assert not (kl_loss and kl_reward)  # never both
+    assert p.value("critic.enable") is critic
+    assert ("ref" in p.roles) == (kl_loss or kl_reward)
+    if algo == "dapo":
+        assert p.value("algorithm.filter_groups.enable") is True
+        assert p.value("reward.reward_manager.name") == "dapo"
+        assert p.value("actor_rollout_ref.actor.clip_ratio_high") == 0.28
+    if algo == "gspo":
+        assert p.value("actor_rollout_ref.actor.policy_loss.loss_mode") == "gspo"
+
+
+def test_kl_zero_drops_the_reference():
+    p = plan(answers(kl_coef=0), base_dir="/runs")
+    assert "ref" not in p.roles
+    assert not any(k.startswith("actor_rollout_ref.ref.") for k in p.settings)
+
+
+def test_rollout_tp_follows_model_size():
+    tp = lambda **kw: plan(answers(**kw), base_dir="/runs").value("actor_rollout_ref.rollout.tensor_model_parallel_size")  # noqa: E731
+    assert tp(model="Qwen/Qwen2.5-0.5B-Instruct") == 1
+    assert tp(model="Qwen/Qwen2.5-32B-Instruct") == 4
+    assert tp(model="Qwen/Qwen2.5-72B-Instruct") == 8
+    assert tp(model="Qwen/Qwen2.5-7B-Instruct", gpu_memory_gb=24) == 2
+
+
+def test_relative_paths_become_absolute_and_home_becomes_env():
+    p = plan(answers(train_files="data/t.parquet", val_files="~/v.parquet", model="./m"), base_dir="/runs")
+    assert p.value("data.train_files") == "/runs/data/t.parquet"
+    assert p.value("data.val_files") == "${oc.env:HOME}/v.parquet"
+    assert p.value("actor_rollout_ref.model.path") == "/runs/m"

@@ -1,0 +1,100 @@
+"""The proof: what verl-init renders, verl's own code accepts (or our rules refused it first)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+import wizard
+from sampler import sample
+from wizard.errors import WizardError
+from wizard.verify import verify_with_verl
+
+pytestmark = [pytest.mark.verl]
+N_SAMPLES = 200
+PROFILES = ["single-gpu", "single-node-8gpu", "cluster-8gpu", "ppo-16gpu", "dapo-32gpu", "megatron-64gpu", "cpu-smoke"]
+
+
+def _bundle(answers, out: Path) -> Path:
+    files = wizard.render(wizard.plan(answers, base_dir=str(out.parent)))
+    return wizard.write_bundle(files, out)
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_every_profile_is_accepted_by_verl(profile, tmp_path, tiny_model):
+    bundle = _bundle(wizard.load_profile(profile), tmp_path / profile)
+    report = verify_with_verl(bundle, model_dir=str(tiny_model))
+    assert report.ok, report.summary()
+    names = [c.name for c in report.checks]
+    assert any(n.startswith("validate_config") for n in names)
+    assert any(n.startswith("engine_workers.py:264") for n in names)
+
+
+_OUTCOMES: dict[str, int] = {"accepted": 0, "rejected": 0}
+
+
+@pytest.mark.parametrize("seed", range(N_SAMPLES))
+def test_sampled_answers_rejected_by_rules_or_accepted_by_verl(seed, tmp_path, tiny_model):
+    data = sample(seed)
+    try:
+        answers = wizard.make_answers(data)
+        plan = wizard.plan(answers, base_dir=str(tmp_path))
+    except WizardError:
+        _OUTCOMES["rejected"] += 1
+        return
+    bundle = wizard.write_bundle(wizard.render(plan), tmp_path / "bundle")
+    report = verify_with_verl(bundle, model_dir=str(tiny_model))
+    assert report.ok, f"verl-init accepted {data} but verl rejects it: {report.summary()}"
+    _OUTCOMES["accepted"] += 1
+
+
+def test_sampler_covers_both_outcomes():
+    """Runs after the sampled tests (same module, file order): the sample is not all one-sided."""
+    if sum(_OUTCOMES.values()) < N_SAMPLES:
+        pytest.skip("run together with the sampled tests")
+    assert _OUTCOMES["accepted"] >= 50, _OUTCOMES
+    assert _OUTCOMES["rejected"] >= 20, _OUTCOMES
+
+
+# --- the harness can fail: configs our rules would refuse, written by hand, are rejected by verl ---
+
+def _break(bundle: Path, edit) -> None:
+    path = bundle / "verl_config.yaml"
+    doc = yaml.safe_load(path.read_text())
+    edit(doc)
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+BROKEN = {
+    "micro does not divide": (dict(dynamic_batch=False),
+                              lambda d: d["actor_rollout_ref"]["actor"].update(ppo_micro_batch_size_per_gpu=3),
+                              "engine/utils.py:123"),
+    "rollout TP 3 on 8 GPUs": ({}, lambda d: d["actor_rollout_ref"]["rollout"].update(tensor_model_parallel_size=3),
+                               "rollout world size"),
+    "gae without critic": (dict(algorithm="ppo", samples_per_prompt=1),
+                           lambda d: d["critic"].update(enable=False), "GAE has a critic"),
+    # a typo inside the YAML (not a command-line override) passes Hydra; verl's dataclass rejects it
+    "typo key": ({}, lambda d: d["actor_rollout_ref"]["actor"].update(ppo_mini_batchsize=8), "validate_config"),
+    "typo section": ({}, lambda d: d["trainer"].update(n_gpus=8), "every key exists"),
+    "bad loss aggregation": ({}, lambda d: d["actor_rollout_ref"]["actor"].update(loss_agg_mode="mean"),
+                             "validate_config"),
+    "token budget below one sequence": ({}, lambda d: d["actor_rollout_ref"]["actor"].update(ppo_max_token_len_per_gpu=100),
+                                        "seqlen_balancing.py:384 actor"),
+    "mini-batch does not split": ({}, lambda d: d["actor_rollout_ref"]["actor"].update(ppo_mini_batch_size=3),
+                                  "engine_workers.py:264"),
+    "unknown logger": ({}, lambda d: d["trainer"].update(logger=["console", "wandbb"]), "tracking backends"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN))
+def test_harness_rejects_broken_configs(case, tmp_path, tiny_model):
+    from helpers_answers import answers
+
+    changes, edit, failing = BROKEN[case]
+    bundle = _bundle(answers(**changes), tmp_path / "b")
+    _break(bundle, edit)
+    report = verify_with_verl(bundle, model_dir=str(tiny_model))
+    assert not report.ok
+    assert any(failing in c.name for c in report.failures), report.summary()
