@@ -39,7 +39,12 @@ def dump_yaml(data: Any) -> str:
         pass
 
     def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
-        style = "|" if "\n" in value and value == value.strip() and "\r" not in value else None
+        lines = value.split("\n")
+        style: str | None = None
+        if any(not line.isprintable() or line != line.rstrip() for line in lines):
+            style = '"'  # control characters, NEL, U+2028...: escaped, never raw
+        elif len(lines) > 1 and value == value.strip():
+            style = "|"
         return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
     _Dumper.add_representer(str, _str)
@@ -58,8 +63,13 @@ def sh_path(path: str) -> str:
     return shlex.quote(path)
 
 
+def oneline(value: Any) -> str:
+    """For comments: one line, with newlines and other control characters shown escaped."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in str(value))
+
+
 def md(value: Any) -> str:
-    text = str(value).replace("\\", "\\\\").replace("|", "\\|")
+    text = oneline(" ".join(str(value).split())).replace("\\", "\\\\").replace("|", "\\|")
     return " ".join(text.split())
 
 
@@ -79,6 +89,7 @@ def _env():
     env.filters["sh"] = sh
     env.filters["sh_path"] = sh_path
     env.filters["md"] = md
+    env.filters["oneline"] = oneline
     return env
 
 
