@@ -21,7 +21,6 @@ REJECTED = [
     ("VI401", dict(samples_per_prompt=1)),
     ("VI402", dict(algorithm="dapo", kl_coef=0.01, samples_per_prompt=8)),
     ("VI501", dict(reward="model")),
-    ("VI502", dict(reward="function")),
     ("VI503", dict(reward_model="org/rm")),
     ("VI504", dict(reward_function="score.py:compute_score")),
     ("VI505", dict(algorithm="dapo", reward="model", reward_model="org/rm", samples_per_prompt=8)),
@@ -33,7 +32,9 @@ REJECTED = [
     ("VI309", dict(train_backend="megatron", megatron_tp=3)),
     ("VI310", dict(train_backend="megatron", megatron_tp=8, megatron_pp=3, model="org/x-70B")),
     ("VI304", dict(rollout_tp=3)),
-    ("VI303", dict(model="org/giant-700B", gpu_memory_gb=24)),
+    ("VI602", dict(model="org/giant-700B", gpu_memory_gb=24)),
+    ("VI601", dict(model="org/mystery-model")),
+    ("VI603", dict(max_tokens_per_gpu=400000)),
     ("VI210", dict(train_backend="megatron", dynamic_batch=True)),
     ("VI206", dict(micro_batch_per_gpu=2)),
     ("VI207", dict(dynamic_batch=False, max_tokens_per_gpu=4096)),
@@ -45,7 +46,7 @@ REJECTED = [
     ("VI407", dict(lora_rank=1000)),
     ("VI409", dict(lora_alpha=16)),
     ("VI510", dict(dataset="mydata.txt")),
-    ("VI511", dict(dataset="mydata.csv")),
+    ("VI511", dict(train_files="mydata.csv")),
 ]
 
 
@@ -62,10 +63,11 @@ def test_rule_rejects(rule, changes):
 
 WARNED = [
     ("VI305", dict(nnodes=2, cluster="ray", rollout_tp=16)),
-    ("VI308", dict(model="org/mystery-model")),
-    ("VI405", dict(algorithm="ppo", samples_per_prompt=1, reward="model", reward_model="org/rm", critic_model="org/rm")),
+    ("VI308", dict(model="org/mystery-model-3B")),
+    ("VI405", dict(algorithm="ppo", samples_per_prompt=1, reward="model", reward_model="org/rm-1.5B",
+                   critic_model="org/rm-1.5B")),
     ("VI408", dict(lora_rank=24)),
-    ("VI512", dict(dataset="./data/train.jsonl")),
+    ("VI512", dict(dataset="./data/train.jsonl", val_fraction=0)),
 ]
 
 
@@ -141,13 +143,15 @@ def test_kl_zero_drops_the_reference():
 def test_rollout_tp_follows_model_size():
     tp = lambda **kw: plan(answers(**kw), base_dir="/runs").value("actor_rollout_ref.rollout.tensor_model_parallel_size")  # noqa: E731
     assert tp(model="Qwen/Qwen2.5-0.5B-Instruct") == 1
-    assert tp(model="Qwen/Qwen2.5-32B-Instruct") == 4
+    assert tp(model="Qwen/Qwen2.5-7B-Instruct") == 1
+    assert tp(model="Qwen/Qwen2.5-32B-Instruct") == 2
     assert tp(model="Qwen/Qwen2.5-72B-Instruct") == 8
-    assert tp(model="Qwen/Qwen2.5-7B-Instruct", gpu_memory_gb=24) == 2
+    assert tp(model="Qwen/Qwen2.5-7B-Instruct", gpu_memory_gb=24) == 4
 
 
 def test_relative_paths_become_absolute_and_home_becomes_env():
-    p = plan(answers(train_files="data/t.parquet", val_files="~/v.parquet", model="./m"), base_dir="/runs")
+    p = plan(answers(train_files="data/t.parquet", val_files="~/v.parquet", model="./m", model_params_b=1),
+             base_dir="/runs")
     assert p.value("data.train_files") == "/runs/data/t.parquet"
     assert p.value("data.val_files") == "${oc.env:HOME}/v.parquet"
     assert p.value("actor_rollout_ref.model.path") == "/runs/m"

@@ -37,6 +37,9 @@ class Answers(BaseModel):
     gpus_per_node: int = Field(8, ge=1, le=16, description="GPUs on each node; verl needs the same count on every node.")
     gpu_memory_gb: float = Field(80.0, gt=0, le=1024, description="Memory of one GPU in GB (e.g. 24, 40, 80, 141).")
     gpu_type: str = Field("H100", min_length=1, description="GPU model name, for the plan and cluster manifests.")
+    host_memory_gb: Optional[float] = Field(
+        None, gt=0, description="Host (CPU) memory per node in GB; checked when training state is offloaded."
+    )
     cluster: Cluster = Field("local", description="Where the job runs: local, ray (existing cluster), kuberay or slurm.")
 
     # --- algorithm and roles ----------------------------------------------------------------------
@@ -102,8 +105,75 @@ class Answers(BaseModel):
     image: Optional[str] = Field(None, min_length=1, description="Container image for kuberay/slurm (default: a verl release).")
 
     # --- cluster artefacts (kuberay / slurm / ray) ---------------------------------------------
+    # Names are checked here (DNS / Slurm shapes) because they land in manifests and #SBATCH lines.
+    job_name: Optional[str] = Field(
+        None, max_length=47, pattern=r"^[a-z]([-a-z0-9]*[a-z0-9])?$",
+        description="Cluster job name: RayJob/RayCluster, Slurm job, Ray submission id (DNS-1035, ≤ 47 characters); default from experiment_name.",
+    )
+    k8s_namespace: Optional[str] = Field(
+        None, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+        description="Kubernetes namespace of the kuberay manifests (default: kubectl's current namespace).",
+    )
+    k8s_secret: str = Field(
+        "verl-secrets", max_length=253, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+        description="Kubernetes Secret the pods read WANDB_API_KEY and HF_TOKEN from (secretKeyRef; never inline).",
+    )
+    cpus_per_node: Optional[int] = Field(
+        None, ge=1, le=4096,
+        description="CPUs per GPU node (pod CPUs, Slurm --cpus-per-task, Ray --num-cpus); default 8 per GPU, at least 3 per GPU + 1.",
+    )
+    memory_per_node_gb: Optional[int] = Field(
+        None, ge=1, le=65536,
+        description="Memory in GB the job takes on each GPU node (pod memory, Slurm --mem); default 90% of host_memory_gb, else 32 per GPU.",
+    )
+    head_cpus: Optional[int] = Field(
+        None, ge=1, le=4096,
+        description="CPUs of the GPU-less KubeRay head pod; default 10 (verl's TaskRunner and TransferQueue's 9 actors).",
+    )
+    head_memory_gb: Optional[int] = Field(None, ge=1, le=65536, description="Memory of the KubeRay head pod in GB; default 64.")
+    shm_size_gb: Optional[int] = Field(
+        None, ge=1, le=65536, description="/dev/shm size in GB for the KubeRay GPU pods; default: left to KubeRay, which mounts one."
+    )
+    checkpoint_pvc: Optional[str] = Field(
+        None, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+        description="ReadWriteMany PersistentVolumeClaim mounted for checkpoints in every KubeRay pod (default: none).",
+    )
+    slurm_partition: Optional[str] = Field(
+        None, max_length=200, pattern=r"^[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*$", description="Slurm partition(s) (--partition)."
+    )
+    slurm_account: Optional[str] = Field(
+        None, max_length=200, pattern=r"^[A-Za-z0-9_.-]+$", description="Slurm account to charge (--account)."
+    )
+    slurm_time: Optional[str] = Field(
+        None, max_length=20, pattern=r"^(UNLIMITED|([0-9]+-)?[0-9]+(:[0-9]{1,2}){0,2})$",
+        description="Slurm time limit (--time), e.g. 2-00:00:00 or 04:00:00.",
+    )
+    gpu_wait_timeout_s: int = Field(
+        600, ge=10, le=86400,
+        description="Seconds the Slurm job and submit scripts wait for all nnodes × gpus_per_node GPUs to join Ray.",
+    )
+    k8s_ttl_seconds: int = Field(
+        3600, ge=0, le=604800, description="Seconds KubeRay keeps a finished RayJob's cluster (for its logs) before deleting it."
+    )
 
     # --- data preparation and reward function -----------------------------------------------
+    question_field: str = Field("question", min_length=1, description="Column of a local data file that holds the question.")
+    answer_field: str = Field("answer", min_length=1, description="Column of a local data file that holds the reference answer.")
+    messages_field: Optional[str] = Field(
+        None, min_length=1, description="Column of a local file holding a chat (list of {role, content}) used as the prompt."
+    )
+    answer_format: Optional[Literal["number", "boxed", "text"]] = Field(
+        None, description="How answers are written and scored: number, boxed (\\boxed{}) or text; default by dataset."
+    )
+    instruction: Optional[str] = Field(
+        None, description="Text added after each question, or a template with {question}; default asks for answer_format."
+    )
+    system_prompt: Optional[str] = Field(None, min_length=1, description="System message put before every prompt.")
+    data_source: Optional[str] = Field(
+        None, min_length=1, description="data_source written in every row; selects verl's scorer (default by dataset)."
+    )
+    val_fraction: float = Field(0.05, ge=0, lt=1, description="Share of a local file held out for validation (0: none).")
+    split_seed: int = Field(42, ge=0, description="Seed of the train/validation split of a local file.")
 
     @field_validator("logger", mode="before")
     @classmethod

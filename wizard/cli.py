@@ -10,7 +10,7 @@ from typing import Optional, Sequence
 from ._version import VERL_TARGET, __version__
 from .errors import WizardError
 
-COMMANDS = ("profiles", "keys", "verify")
+COMMANDS = ("profiles", "keys", "verify", "validate-dataset", "check", "plan")
 
 _DESCRIPTION = f"""\
 Turn "these GPUs, this model, this algorithm" into a verl {VERL_TARGET} run that works the first time.
@@ -21,6 +21,9 @@ commands:
   verl-init profiles                                            list shipped profiles
   verl-init keys                                                list answer keys
   verl-init verify BUNDLE [--model-dir DIR]                     run verl's own checks on a bundle
+  verl-init plan --profile NAME [--set ...] [--json]            memory per GPU, per role and phase; choices
+  verl-init validate-dataset FILE... [--tokenizer PATH]         check data files against what verl reads
+  verl-init check --mode cluster BUNDLE [--address URL]         compare a bundle with a live Ray cluster
 """
 
 
@@ -58,6 +61,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for problem in exc.problems:
             _err(problem.line())
         return 2
+    except BrokenPipeError:  # `verl-init keys | head`
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         print("verl-init: interrupted; nothing was written", file=sys.stderr)
         return 130
@@ -110,6 +116,10 @@ def _print_summary(the_plan, out: str, *, written: bool) -> None:  # type: ignor
     print(f"verl-init: {verb} {out}/ — {a.algorithm} on {a.model}, {a.nnodes}×{a.gpus_per_node} GPUs ({a.cluster})")
     print(f"  roles:   {', '.join(the_plan.roles)}")
     print(f"  rollout: {a.rollout_engine} TP={fx['rollout_tp']} × {fx['rollout_replicas']} replica(s)")
+    if the_plan.memory is not None:
+        m = the_plan.memory
+        print(f"  memory:  peak {m.peak_gb:.1f} of {m.gpu_gb:g} GB per GPU ({'fits' if m.fits else 'DOES NOT FIT'})"
+              f"{', training state offloaded' if fx.get('offload') else ''}")
     print(f"  batch:   {fx['prompts_per_step']} prompts × {fx['samples_per_prompt']} samples = "
           f"{fx['samples_per_step']} per step; {fx['updates_per_step']} updates of {fx['samples_per_update']}")
     for problem in the_plan.findings:
@@ -130,12 +140,20 @@ def _cmd_profiles(args: list[str]) -> int:
 
 
 def _cmd_keys(args: list[str]) -> int:
-    argparse.ArgumentParser(prog="verl-init keys", description="List answer keys.").parse_args(args)
+    p = argparse.ArgumentParser(prog="verl-init keys", description="List answer keys.")
+    p.add_argument("--markdown", action="store_true", help="a Markdown table (as in README.md)")
+    ns = p.parse_args(args)
     from .answers import Answers, _allowed
 
+    if ns.markdown:
+        print("| key | what | allowed | default |\n| --- | --- | --- | --- |")
     for name, info in Answers.model_fields.items():
         default = info.get_default(call_default_factory=True)
-        print(f"{name}: {info.description} ({_allowed(name)}; default {default!r})")
+        if ns.markdown:
+            shown = "chosen by verl-init" if default is None else f"`{default!r}`"
+            print(f"| `{name}` | {info.description} | {_allowed(name)} | {shown} |")
+        else:
+            print(f"{name}: {info.description} ({_allowed(name)}; default {default!r})")
     return 0
 
 
@@ -166,7 +184,62 @@ def _verify_and_report(bundle: str, model_dir: Optional[str], *, as_json: bool) 
     return 0 if report.ok else 1
 
 
-_COMMANDS = {"profiles": _cmd_profiles, "keys": _cmd_keys, "verify": _cmd_verify}
+def _cmd_validate_dataset(args: list[str]) -> int:
+    from .datasets import main as validate_dataset_main
+
+    return validate_dataset_main(args)
+
+
+def _cmd_check(args: list[str]) -> int:
+    from .cluster_check import cli
+
+    return cli(args)
+
+
+def _cmd_plan(args: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="verl-init plan",
+                                description="Memory per GPU for each role and phase, every choice with its reason.")
+    p.add_argument("--profile")
+    p.add_argument("--answers", metavar="FILE")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--debug", action="store_true")
+    ns = p.parse_args(args)
+    from .planner import plan
+    from .profiles import merge_answers
+
+    the_plan = plan(merge_answers(ns.profile, ns.answers, ns.sets))
+    mem = the_plan.memory
+    choices = {k: {"value": c.value, "reason": c.reason, "source": c.source} for k, c in the_plan.settings.items()}
+    if ns.json:
+        import json
+
+        doc = dict(mem.as_dict()) if mem else {"fits": None}
+        doc["choices"] = choices
+        doc["findings"] = [f.as_dict() for f in the_plan.findings]
+        print(json.dumps(doc, indent=2, default=str))
+        return 0
+    a = the_plan.answers
+    print(f"{a.algorithm} on {a.model}: {a.nnodes}×{a.gpus_per_node} × {a.gpu_memory_gb:g} GB")
+    if mem:
+        for phase, rows in (("rollout", mem.rollout), ("training", mem.training)):
+            print(f"  {phase} phase, GB per GPU:")
+            for k, v in rows.items():
+                print(f"    {k:<38} {v:7.1f}")
+            print(f"    {'total':<38} {sum(rows.values()):7.1f}")
+        print(f"  peak {mem.peak_gb:.1f} GB of {mem.gpu_gb:g} GB (budget {mem.budget_gb:.1f} GB after a "
+              f"{int(mem.margin * 100)}% margin): {'fits' if mem.fits else 'DOES NOT FIT'}; "
+              f"KV cache holds {mem.kv_seqs:.0f} full sequences per rollout GPU")
+    print("  choices:")
+    for k, c in choices.items():
+        print(f"    {k} = {c['value']}  ({c['reason']})")
+    for problem in the_plan.findings:
+        print(f"  {problem.severity}: {problem.line()}")
+    return 0
+
+
+_COMMANDS = {"plan": _cmd_plan, "profiles": _cmd_profiles, "keys": _cmd_keys, "verify": _cmd_verify,
+             "validate-dataset": _cmd_validate_dataset, "check": _cmd_check}
 
 
 if __name__ == "__main__":  # pragma: no cover

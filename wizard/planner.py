@@ -11,13 +11,16 @@ from __future__ import annotations
 import math
 import os
 import posixpath
-from dataclasses import dataclass, field
-from typing import Any, Iterable, Literal, Optional
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterable, Literal, Optional, Sequence
 
+from . import dataprep
 from ._version import VERL_TARGET, __version__
 from .answers import BUILTIN_DATASETS, DATA_SUFFIXES, Answers
 from .errors import Findings, Problem
+from .memory import Decision, Layout, choose, estimate, pow2_divisors
 from .models import ModelSize, model_size
+from .shapes import ModelShape, resolve_shape
 
 Source = Literal["answer", "derived", "default"]
 
@@ -63,9 +66,10 @@ ALGORITHMS: dict[str, Algo] = {
                  summary="GRPO advantages with sequence-level importance ratios (GSPO), no KL"),
 }
 
+# Where the bundle's data/prepare_data.py writes (bundle-relative: run.sh launches verl from the bundle).
 DATASET_DEFAULTS = {
-    "gsm8k": ("${oc.env:HOME}/data/gsm8k/train.parquet", "${oc.env:HOME}/data/gsm8k/test.parquet"),
-    "math": ("${oc.env:HOME}/data/math/train.parquet", "${oc.env:HOME}/data/math/test.parquet"),
+    "gsm8k": ("data/train.parquet", "data/val.parquet"),
+    "math": ("data/train.parquet", "data/val.parquet"),
 }
 
 
@@ -186,8 +190,14 @@ class _Settings:
         return value
 
 
-def plan(answers: Answers, *, base_dir: Optional[str] = None) -> Plan:
-    """Resolve answers into a Plan; raise WizardError listing every rule the answers break."""
+def plan(answers: Answers, *, base_dir: Optional[str] = None,
+         topology: Optional[Sequence[Sequence[int]]] = None) -> Plan:
+    """Resolve answers into a Plan; raise WizardError listing every rule the answers break.
+
+    `topology`: for a probed node, the link level between each pair of its GPUs (see LINK_LEVELS:
+    1 NVLink/NVSwitch, 2 same PCIe switch, 3 across a PCIe host bridge, 4 across NUMA nodes).
+    Tensor-parallel groups (consecutive GPUs) then avoid host-bridge and NUMA crossings whenever a
+    layout without them fits, even at the cost of offloading."""
     base = base_dir if base_dir is not None else os.getcwd()
     a = answers
     given = a.model_fields_set
@@ -233,9 +243,7 @@ def plan(answers: Answers, *, base_dir: Optional[str] = None) -> Plan:
     if a.reward == "model" and not a.reward_model:
         f.error("VI501", ("reward", "reward_model"), "reward=model needs reward_model",
                 "set reward_model=<hub id or path of a sequence-classification model>, or use reward=rule")
-    if a.reward == "function" and not a.reward_function:
-        f.error("VI502", ("reward", "reward_function"), "reward=function needs reward_function",
-                "set reward_function=path/to/file.py:compute_score")
+    # VI502 (retired): reward=function without reward_function now uses the bundle's reward/reward_fn.py.
     if a.reward_model and a.reward != "model":
         f.error("VI503", ("reward_model", "reward"), f"reward_model is set but reward={a.reward}",
                 "set reward=model, or remove reward_model")
@@ -274,25 +282,69 @@ def plan(answers: Answers, *, base_dir: Optional[str] = None) -> Plan:
                 f"megatron_tp/megatron_pp only apply to train_backend=megatron (got {a.train_backend})",
                 "remove them, or set train_backend=megatron")
 
-    mtp = mpp = 1
-    if megatron:
-        mtp, mpp, facts["megatron_tp_reason"], facts["megatron_pp_reason"] = _megatron_layout(a, size, n_gpus, f)
-        dp = n_gpus // (mtp * mpp) if n_gpus % (mtp * mpp) == 0 else 0
+    # -- model shape, parallel layout and memory fit (wizard.memory) -----------------------------
+    seq = a.max_prompt_length + a.max_response_length
+    dynamic = a.dynamic_batch if a.dynamic_batch is not None else not megatron
+    shape = resolve_shape(a.model, a.model_params_b, name_size=size.params_b if size.source == "name" else None)
+    if shape is None:
+        f.error("VI601", ("model", "model_params_b"),
+                f"cannot size {a.model!r}: not in the catalogue, not a local folder, no size in its name",
+                "give a local model folder (only config.json is read) or set model_params_b (e.g. 7)")
+    critic_shape = None
+    if algo.critic:
+        critic_shape = shape if critic_model == a.model else resolve_shape(
+            critic_model, None, name_size=model_size(critic_model, None).params_b)
+        if critic_shape is None:
+            f.error("VI601", ("critic_model",), f"cannot size critic_model {critic_model!r}",
+                    "give a local model folder or a catalogue model as critic_model")
+    tp_options = _rollout_tp_options(a, n_gpus, f)
+    mp_options = _megatron_options(a, shape, n_gpus, f) if megatron else [(1, 1)]
+    decision = None
+    if not f.errors and shape is not None:
+        decision = None
+        if topology is not None:
+            fast = [t for t in tp_options if group_level(topology, t) < 3]
+            if fast and len(fast) < len(tp_options):
+                decision = _fit(a, shape, critic_shape, n_gpus, seq, dynamic, megatron, use_ref, n, given, fast,
+                                mp_options)
+        if decision is None:
+            decision = _fit(a, shape, critic_shape, n_gpus, seq, dynamic, megatron, use_ref, n, given, tp_options,
+                            mp_options)
+        if decision is not None and topology is not None and group_level(topology, decision.layout.rollout_tp) >= 3:
+            f.warning("VI311", ("rollout_tp",),
+                      f"rollout_tp={decision.layout.rollout_tp} groups GPUs across a "
+                      f"{LINK_LEVELS[group_level(topology, decision.layout.rollout_tp)]}: slower tensor-parallel traffic",
+                      "nothing smaller fits; more GPUs per NVLink domain or a smaller model would avoid it")
+        unlimited = None
+        if decision is None and a.host_memory_gb is not None:
+            unlimited = _fit(a, shape, critic_shape, n_gpus, seq, dynamic, megatron, use_ref, n, given, tp_options,
+                             mp_options, host_limit=False)
+        if unlimited is not None:
+            f.error("VI605", ("host_memory_gb", "offload"),
+                    f"fitting the GPUs needs offloaded training state: {unlimited.estimate.host_gb_per_node:.0f} GB of host "
+                    f"memory per node, more than 90% of host_memory_gb={a.host_memory_gb:g}",
+                    "use more nodes, LoRA, or nodes with more host memory")
+        elif decision is None:
+            f.error("VI602", ("model", "nnodes", "gpus_per_node", "gpu_memory_gb"),
+                    f"{shape.name} ({shape.params_b:.1f}B, {a.algorithm}{', LoRA' if a.lora_rank else ''}) does not fit "
+                    f"{a.nnodes}×{a.gpus_per_node} × {a.gpu_memory_gb:g} GB GPUs with any layout or offload verl-init can choose",
+                    _suggest(a, shape, critic_shape, n_gpus, seq, dynamic, megatron, use_ref, n, given))
+    if decision is not None:
+        lay = decision.layout
+        sp, dp, mtp, mpp = lay.sp, lay.dp, lay.megatron_tp, lay.megatron_pp
+        rtp, gmu, offload = lay.rollout_tp, lay.gmu, lay.offload_params
     else:
-        dp = n_gpus // sp if sp and n_gpus % sp == 0 else 0
-    facts.update(dp=dp, sequence_parallel=sp, megatron_tp=mtp, megatron_pp=mpp)
-
-    # -- rollout tensor parallel ---------------------------------------------------------------
-    gmu_default = 0.8 if a.offload else 0.6
-    gmu = a.gpu_memory_utilization if a.gpu_memory_utilization is not None else gmu_default
-    rtp, facts["rollout_tp_reason"] = _rollout_tp(a, size, gmu, n_gpus, f)
-    facts["rollout_tp"] = rtp
-    facts["rollout_replicas"] = n_gpus // rtp if rtp and n_gpus % rtp == 0 else 0
+        mtp, mpp = mp_options[0] if mp_options else (1, 1)
+        dp = (n_gpus // (mtp * mpp) if n_gpus % (mtp * mpp) == 0 else 0) if megatron else (
+            n_gpus // sp if sp and n_gpus % sp == 0 else 0)
+        rtp = tp_options[0] if tp_options else 0
+        gmu = a.gpu_memory_utilization or 0.6
+        offload = bool(a.offload)
+    facts.update(dp=dp, sequence_parallel=sp, megatron_tp=mtp, megatron_pp=mpp, rollout_tp=rtp, offload=offload,
+                 rollout_replicas=n_gpus // rtp if rtp and n_gpus % rtp == 0 else 0)
 
     # -- batch arithmetic ---------------------------------------------------------------------
     P, U = a.prompts_per_step, a.updates_per_step
-    seq = a.max_prompt_length + a.max_response_length
-    dynamic = a.dynamic_batch if a.dynamic_batch is not None else not megatron
     if megatron and dynamic and a.dynamic_batch is not None:
         f.error("VI210", ("dynamic_batch", "train_backend"), "verl-init plans megatron with fixed micro-batches",
                 "set dynamic_batch=false with megatron (micro_batch_per_gpu), or use fsdp/fsdp2")
@@ -338,18 +390,21 @@ def plan(answers: Answers, *, base_dir: Optional[str] = None) -> Plan:
 
     micro = logprob_micro = 0
     tokens = logprob_tokens = critic_tokens = 0
+    fit_tokens = decision.layout.train_tokens if decision else _round_up(3 * seq, 1024)
+    fit_lp_tokens = decision.layout.logprob_tokens if decision else 2 * fit_tokens
     if dynamic:
-        tokens = a.max_tokens_per_gpu or _round_up(3 * seq, 1024)
+        floor_tokens = -(-seq // sp)
+        tokens = a.max_tokens_per_gpu or max(floor_tokens, (fit_tokens // 1024) * 1024, min(fit_tokens, _round_up(floor_tokens, 256)))
         if tokens * sp < seq:
             need = -(-seq // sp)
             f.error("VI205", ("max_tokens_per_gpu", "max_prompt_length", "max_response_length"),
                     f"max_tokens_per_gpu={tokens} cannot hold one sequence of {seq} tokens"
                     + (f" split over sequence_parallel={sp}" if sp > 1 else ""),
                     f"set max_tokens_per_gpu ≥ {need} (recommended {_round_up(3 * seq, 1024)})")
-        logprob_tokens = 2 * tokens
+        logprob_tokens = max(tokens, (fit_lp_tokens // 1024) * 1024)
         critic_tokens = 2 * tokens
     elif per_rank:
-        cap = max(1, MICRO_TOKEN_BUDGET // seq)
+        cap = max(1, fit_tokens // seq)
         if a.micro_batch_per_gpu is not None:
             micro = a.micro_batch_per_gpu
             if per_rank % micro:
@@ -359,7 +414,20 @@ def plan(answers: Answers, *, base_dir: Optional[str] = None) -> Plan:
         else:
             micro = largest_divisor_at_most(per_rank, cap)
         per_rank_step = P * n // dp
-        logprob_micro = largest_divisor_at_most(per_rank_step, max(micro, 2 * cap))
+        logprob_micro = largest_divisor_at_most(per_rank_step, max(micro, fit_lp_tokens // seq))
+    if decision is not None and not f.errors:
+        final = replace(decision.layout,
+                        train_tokens=tokens if dynamic else micro * seq,
+                        logprob_tokens=logprob_tokens if dynamic else logprob_micro * seq)
+        memory = estimate(shape, final)
+        if not memory.fits:
+            knob = "max_tokens_per_gpu" if dynamic else "micro_batch_per_gpu"
+            f.error("VI603", (knob,),
+                    f"{knob}={a.max_tokens_per_gpu if dynamic else micro} needs {memory.peak_gb:.1f} GB per GPU "
+                    f"(budget {memory.budget_gb:.1f} GB of {a.gpu_memory_gb:g} GB)",
+                    f"lower it to ≤ {decision.layout.train_tokens if dynamic else max(1, decision.layout.train_tokens // seq)}, "
+                    "or remove it and let verl-init choose")
+        decision = Decision(final, memory, decision.reasons)
     facts.update(micro_batch_per_gpu=micro, logprob_micro_batch_per_gpu=logprob_micro, max_tokens_per_gpu=tokens,
                  logprob_max_tokens_per_gpu=logprob_tokens)
 
@@ -380,11 +448,14 @@ def plan(answers: Answers, *, base_dir: Optional[str] = None) -> Plan:
     # -- data ---------------------------------------------------------------------------------
     train_files, val_files = _data_files(a, base, f)
 
-    # -- steps --------------------------------------------------------------------------------
-    if size.source == "unknown" and not _looks_local(a.model):
+    if shape is not None and shape.source == "name":
         f.warning("VI308", ("model", "model_params_b"),
-                  f"cannot tell the size of {a.model!r} from its name; parallel sizes assume a small model",
-                  "set model_params_b (e.g. 7) for a sized plan")
+                  f"{a.model!r} is not in the catalogue: its shape is estimated from the {shape.params_b:.1f}B in its name",
+                  "give a local model folder (config.json is read) for an exact memory estimate")
+    if (shape is not None and shape.max_pos and seq > shape.max_pos):
+        f.error("VI604", ("max_prompt_length", "max_response_length"),
+                f"prompt + response = {seq} tokens exceeds the model's context of {shape.max_pos}",
+                f"keep max_prompt_length + max_response_length ≤ {shape.max_pos}")
 
     f.raise_if_errors()
 
@@ -453,27 +524,42 @@ def plan(answers: Answers, *, base_dir: Optional[str] = None) -> Plan:
         s.set(f"{pre}.actor.clip_ratio_high", algo.clip_high, f"{a.algorithm}'s upper clip range")
     if algo.loss_mode != "vanilla":
         s.set(f"{pre}.actor.policy_loss.loss_mode", algo.loss_mode, f"{a.algorithm}'s policy loss")
+    mem = decision.estimate if decision else None
+    off_reason = ("offload (your answer)" if "offload" in given else
+                  "training state does not fit beside the rollout engine: kept in host memory between uses" if offload
+                  else "fits on the GPU: no offload needed")
     if not megatron:
         s.set(f"{pre}.actor.ulysses_sequence_parallel_size", sp,
-              _given("sequence_parallel", given, "no sequence parallelism needed at this length"), _src("sequence_parallel", given))
-        if a.offload is not None:
-            s.set(f"{pre}.actor.fsdp_config.param_offload", a.offload, "offload answer", "answer")
-            s.set(f"{pre}.actor.fsdp_config.optimizer_offload", a.offload, "offload answer", "answer")
+              _given("sequence_parallel", given,
+                     "no sequence parallelism needed: one sequence's activations fit a GPU" if sp == 1 else
+                     f"one {seq}-token sequence's activations only fit split over {sp} GPUs (divides the attention and KV heads)"),
+              _src("sequence_parallel", given))
+        s.set(f"{pre}.actor.fsdp_config.param_offload", offload, off_reason, _src("offload", given))
+        s.set(f"{pre}.actor.fsdp_config.optimizer_offload", offload, off_reason, _src("offload", given))
     else:
-        s.set(f"{pre}.actor.megatron.tensor_model_parallel_size", mtp, facts["megatron_tp_reason"], _src("megatron_tp", given))
-        s.set(f"{pre}.actor.megatron.pipeline_model_parallel_size", mpp, facts["megatron_pp_reason"], _src("megatron_pp", given))
-        if a.offload is not None:
-            s.set(f"{pre}.actor.megatron.param_offload", a.offload, "offload answer", "answer")
-            s.set(f"{pre}.actor.megatron.optimizer_offload", a.offload, "offload answer", "answer")
+        s.set(f"{pre}.actor.megatron.tensor_model_parallel_size", mtp,
+              _given("megatron_tp", given, f"{mtp}: with PP={mpp}, the least model parallelism whose training state fits"),
+              _src("megatron_tp", given))
+        s.set(f"{pre}.actor.megatron.pipeline_model_parallel_size", mpp,
+              _given("megatron_pp", given, f"{mpp}: pipeline stages needed beside TP={mtp} for the training state to fit"),
+              _src("megatron_pp", given))
+        s.set(f"{pre}.actor.megatron.param_offload", offload, off_reason, _src("offload", given))
+        s.set(f"{pre}.actor.megatron.optimizer_offload", offload, off_reason, _src("offload", given))
 
     s.set(f"{pre}.rollout.name", a.rollout_engine, "rollout_engine", _src("rollout_engine", given))
     s.set(f"{pre}.rollout.n", n,
           _given("samples_per_prompt", given, f"{a.algorithm}'s usual group size"), n_src)
-    s.set(f"{pre}.rollout.tensor_model_parallel_size", rtp, facts["rollout_tp_reason"], _src("rollout_tp", given))
+    weights_gb = 2 * shape.params / rtp / 1e9 if shape else 0.0
+    s.set(f"{pre}.rollout.tensor_model_parallel_size", rtp,
+          _given("rollout_tp", given,
+                 f"{rtp}: smallest split inside a node whose reservation holds the bf16 weights ({weights_gb:.1f} GB per GPU) "
+                 f"and a KV cache for {mem.kv_seqs:.0f} full sequences" if mem else f"{rtp}"),
+          _src("rollout_tp", given))
     s.set(f"{pre}.rollout.gpu_memory_utilization", gmu,
           _given("gpu_memory_utilization", given,
-                 "0.6 leaves room for the colocated training state" if not a.offload else
-                 "0.8: training state is offloaded while generating"),
+                 f"{gmu:g} × {a.gpu_memory_gb:g} GB for the engine; what training keeps resident "
+                 f"({mem.rollout.get('actor: resident (not offloaded)', 0):.1f} GB actor) and a {int(mem.margin * 100)}% margin fit beside it"
+                 if mem else f"{gmu:g}"),
           _src("gpu_memory_utilization", given))
     s.set(f"{pre}.rollout.max_num_batched_tokens", max(8192, seq),
           f"max(8192, prompt + response = {seq}): one full sequence fits a prefill batch")
@@ -525,6 +611,14 @@ def plan(answers: Answers, *, base_dir: Optional[str] = None) -> Plan:
         s.set("reward.custom_reward_function.path", resolve_path(path, base), "reward_function", "answer")
         s.set("reward.custom_reward_function.name", name, "reward_function", "answer")
         roles["reward"] = f"custom function {name} in {path}"
+    elif a.reward == "function":
+        prep = dataprep.resolve(a, base)
+        s.set("reward.custom_reward_function.path", dataprep.BUNDLE_REWARD_FN,
+              f"verl-init's scorer for answer_format={prep.answer_format}, shipped in the bundle "
+              "(relative: run.sh starts verl in the bundle folder)")
+        s.set("reward.custom_reward_function.name", dataprep.BUNDLE_REWARD_NAME, "the scorer's function in reward_fn.py")
+        roles["reward"] = (f"{dataprep.BUNDLE_REWARD_FN} (answer_format={prep.answer_format}): "
+                           f"{dataprep.FORMAT_WORDS[prep.answer_format]}")
     elif a.reward == "model" and a.reward_model:
         s.set("reward.reward_model.enable", True, "reward=model")
         s.set("reward.reward_model.model_path", _model_path(a.reward_model, base), "reward_model", "answer")
@@ -553,7 +647,8 @@ def plan(answers: Answers, *, base_dir: Optional[str] = None) -> Plan:
     roles["rollout"] = f"{a.rollout_engine}, {facts['rollout_replicas']} replica(s) of TP={rtp}, colocated with the actor"
     roles = {k: roles[k] for k in ("actor", "rollout", "ref", "critic", "reward") if k in roles}
 
-    return Plan(answers=a, base_dir=base, settings=s.items, facts=facts, roles=roles, findings=f.others)
+    return Plan(answers=a, base_dir=base, settings=s.items, facts=facts, roles=roles, findings=f.others,
+                memory=decision.estimate if decision else None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -586,98 +681,191 @@ def experiment_name(a: Answers) -> str:
     return f"{a.algorithm}-{short}"
 
 
-def _rollout_tp(a: Answers, size: ModelSize, gmu: float, n_gpus: int, f: Findings) -> tuple[int, str]:
-    """Smallest power-of-two TP inside one node whose reserved memory holds the bf16 weights twice
-    (weights + KV cache headroom; verl's best-practice rule `mem × util × TP > 2 × weight bytes`)."""
-    gpn = a.gpus_per_node
-    if a.rollout_tp is not None:
-        tp = a.rollout_tp
-        if tp <= gpn and gpn % tp == 0:
-            a_reason = "rollout_tp (your answer)"
-        elif tp > gpn and tp % gpn == 0 and n_gpus % tp == 0:
-            a_reason = "rollout_tp (your answer)"
-            f.warning("VI305", ("rollout_tp", "gpus_per_node"),
-                      f"rollout_tp={tp} spans {tp // gpn} nodes: tensor-parallel traffic crosses the network",
-                      f"prefer rollout_tp ≤ {gpn} (one node) when the model fits")
-        else:
-            valid = divisors(gpn) + [gpn * k for k in range(2, a.nnodes + 1) if n_gpus % (gpn * k) == 0]
-            f.error("VI304", ("rollout_tp", "gpus_per_node", "nnodes"),
-                    f"rollout_tp={tp} does not tile {a.nnodes} node(s) × {gpn} GPUs (a replica must fill a node or whole nodes)",
-                    f"nearest valid: {_or(nearest(valid, tp))}")
-            return 0, ""
-        return tp, a_reason
-    if size.params_b is None:
-        return 1, "1: model size unknown (set model_params_b for a sized choice)"
-    need_gb = 4.0 * size.params_b  # 2 bytes/param bf16, times 2 for KV headroom
-    for tp in _pow2_at_most(gpn):
-        if gpn % tp == 0 and a.gpu_memory_gb * gmu * tp >= need_gb:
-            return tp, (
-                f"{tp}: smallest split whose reserved memory ({a.gpu_memory_gb:g} GB × {gmu:g} × {tp}) holds "
-                f"2 × the bf16 weights ({need_gb:g} GB); more replicas, less communication"
-            )
-    f.error("VI303", ("model", "gpus_per_node", "gpu_memory_gb"),
-            f"a {size.params_b:g}B model needs ~{need_gb:g} GB for rollout weights + KV cache, "
-            f"more than one node gives ({gpn} × {a.gpu_memory_gb:g} GB × {gmu:g})",
-            "use GPUs with more memory, more GPUs per node, a smaller model, or set rollout_tp to span nodes")
-    return 0, ""
+LINK_LEVELS = {0: "same GPU", 1: "NVLink/NVSwitch", 2: "PCIe switch", 3: "PCIe host bridge", 4: "NUMA boundary"}
 
 
-def _megatron_layout(a: Answers, size: ModelSize, n_gpus: int, f: Findings) -> tuple[int, int, str, str]:
+def group_level(topology: Sequence[Sequence[int]], tp: int) -> int:
+    """Worst link level inside any group of `tp` consecutive GPUs (verl's TP groups are consecutive ranks)."""
+    n = len(topology)
+    worst = 0
+    for start in range(0, n - n % tp if tp <= n else 0, tp):
+        for i in range(start, start + tp):
+            for j in range(start, start + tp):
+                worst = max(worst, int(topology[i][j]))
+    return worst
+
+
+def _rollout_tp_options(a: Answers, n_gpus: int, f: Findings) -> list[int]:
+    """Rollout TP candidates, smallest first: powers of two inside one node; an explicit answer is
+    validated (a replica must fill a node or whole nodes) and then the only candidate."""
     gpn = a.gpus_per_node
-    tp = a.megatron_tp
-    pp = a.megatron_pp
-    if tp is not None and (gpn % tp or tp > gpn):
+    if a.rollout_tp is None:
+        return pow2_divisors(gpn)
+    tp = a.rollout_tp
+    if tp <= gpn and gpn % tp == 0:
+        return [tp]
+    if tp > gpn and tp % gpn == 0 and n_gpus % tp == 0:
+        f.warning("VI305", ("rollout_tp", "gpus_per_node"),
+                  f"rollout_tp={tp} spans {tp // gpn} nodes: tensor-parallel traffic crosses the network",
+                  f"prefer rollout_tp ≤ {gpn} (one node) when the model fits")
+        return [tp]
+    valid = divisors(gpn) + [gpn * k for k in range(2, a.nnodes + 1) if n_gpus % (gpn * k) == 0]
+    f.error("VI304", ("rollout_tp", "gpus_per_node", "nnodes"),
+            f"rollout_tp={tp} does not tile {a.nnodes} node(s) × {gpn} GPUs (a replica must fill a node or whole nodes)",
+            f"nearest valid: {_or(nearest(valid, tp))}")
+    return []
+
+
+def _megatron_options(a: Answers, shape: Optional[ModelShape], n_gpus: int, f: Findings) -> list[tuple[int, int]]:
+    """Megatron (TP, PP) candidates, least model parallelism first; TP stays inside a node."""
+    gpn = a.gpus_per_node
+    if a.megatron_tp is not None and (gpn % a.megatron_tp or a.megatron_tp > gpn):
         f.error("VI309", ("megatron_tp", "gpus_per_node"),
-                f"megatron_tp={tp} must divide gpus_per_node={gpn} (tensor parallel stays inside a node)",
-                f"nearest valid: {_or(nearest(divisors(gpn), tp))}")
-        return 1, 1, "", ""
-    if tp is None:
-        # weights + grads (2 + 4 bytes/param) over TP×PP, Adam states (12 bytes/param) over all GPUs
-        params = size.params_b or 1.0
-        tp = 1
-        while tp < gpn and params * 6 / tp > 0.35 * a.gpu_memory_gb and gpn % (tp * 2) == 0:
-            tp *= 2
-        tp_reason = f"{tp}: smallest TP inside a node that keeps bf16 weights + grads under ~35% of a GPU"
-    else:
-        tp_reason = "megatron_tp (your answer)"
-    if pp is None:
-        params = size.params_b or 1.0
-        pp = 1
-        while params * 6 / (tp * pp) > 0.35 * a.gpu_memory_gb and n_gpus % (tp * pp * 2) == 0:
-            pp *= 2
-        pp_reason = f"{pp}: pipeline stages needed to bring weights + grads per GPU under ~35% of its memory"
-    else:
-        pp_reason = "megatron_pp (your answer)"
-    if n_gpus % (tp * pp):
-        valid = [d for d in divisors(n_gpus // tp if n_gpus % tp == 0 else n_gpus)]
+                f"megatron_tp={a.megatron_tp} must divide gpus_per_node={gpn} (tensor parallel stays inside a node)",
+                f"nearest valid: {_or(nearest(divisors(gpn), a.megatron_tp))}")
+        return []
+    tps = [a.megatron_tp] if a.megatron_tp is not None else pow2_divisors(gpn)
+    layers = shape.layers if shape else 1
+    pps = [a.megatron_pp] if a.megatron_pp is not None else [p for p in range(1, 33) if layers % p == 0 or p <= 2]
+    out = [(t, p) for t in tps for p in pps if n_gpus % (t * p) == 0]
+    if not out:
+        tp = tps[0]
+        valid = divisors(n_gpus // tp if n_gpus % tp == 0 else n_gpus)
         f.error("VI310", ("megatron_tp", "megatron_pp", "nnodes", "gpus_per_node"),
-                f"megatron_tp×megatron_pp={tp * pp} does not divide the {n_gpus} GPUs",
-                f"nearest valid megatron_pp: {_or(nearest(valid, pp))}")
-    return tp, pp, tp_reason, pp_reason
+                f"megatron_tp×megatron_pp={tp * (a.megatron_pp or 1)} does not divide the {n_gpus} GPUs",
+                f"nearest valid megatron_pp: {_or(nearest(valid, a.megatron_pp or 1))}")
+    return sorted(out, key=lambda tp_pp: (tp_pp[0] * tp_pp[1], tp_pp[1]))
+
+
+def _fit(a: Answers, shape: ModelShape, critic: Optional[ModelShape], n_gpus: int, seq: int, dynamic: bool,
+         megatron: bool, use_ref: bool, n: int, given: set[str], tp_options: list[int],
+         mp_options: list[tuple[int, int]], *, nnodes: Optional[int] = None, lora_rank: Optional[int] = None,
+         gpus_per_node: Optional[int] = None, any_offload: bool = False,
+         host_limit: bool = True) -> Optional[Decision]:
+    """The least-offload, least-parallel layout whose memory peak fits (wizard.memory.choose).
+    With other hardware (nnodes/gpus_per_node), every layout of that hardware is considered."""
+    gpn = gpus_per_node or a.gpus_per_node
+    n_all = gpn * (nnodes or a.nnodes)
+    other_hw = n_all != n_gpus or gpn != a.gpus_per_node
+    if "sequence_parallel" in given or megatron:
+        sp_options = [a.sequence_parallel] if not other_hw else [1]
+    else:
+        sp_options = [d for d in pow2_divisors(gpn) if shape.heads % d == 0 and shape.kv_heads % d == 0]
+    if dynamic:
+        token_cap = a.max_tokens_per_gpu or _round_up(3 * seq, 1024)
+    elif a.micro_batch_per_gpu is not None:
+        token_cap = a.micro_batch_per_gpu * seq
+    else:
+        token_cap = max(MICRO_TOKEN_BUDGET, seq)
+    if other_hw:
+        tp_options = pow2_divisors(gpn)
+        mp_options = [(t, p) for t in pow2_divisors(gpn) for p in (1, 2, 4, 8, 16) if n_all % (t * p) == 0]
+        mp_options.sort(key=lambda tp_pp: (tp_pp[0] * tp_pp[1], tp_pp[1]))
+    base = Layout(
+        gpu_gb=a.gpu_memory_gb, n_gpus=n_all, gpus_per_node=gpn, seq_len=seq, rollout_tp=1, gmu=0.0, dp=1,
+        megatron=megatron, use_ref=use_ref, ref_resident=megatron,
+        lora_rank=a.lora_rank if lora_rank is None else lora_rank, critic=critic,
+        host_memory_gb=a.host_memory_gb if host_limit else None,
+    )
+    offload = [False, True] if (a.offload is None or any_offload) else [a.offload]
+    return choose(shape, base, tp_options=tp_options, offload_options=offload,
+                  gmu_fixed=None if any_offload else a.gpu_memory_utilization, sp_options=sp_options,
+                  token_cap=token_cap, mp_options=mp_options, batch_samples=a.prompts_per_step * n)
+
+
+def _suggest(a: Answers, shape: ModelShape, critic: Optional[ModelShape], n_gpus: int, seq: int, dynamic: bool,
+             megatron: bool, use_ref: bool, n: int, given: set[str]) -> str:
+    """What would fit instead: more GPUs, LoRA, or a smaller model (each checked with the same estimate)."""
+    from .shapes import from_params
+
+    gpn = a.gpus_per_node
+    options = []
+
+    def fits(sh: ModelShape, **kw: Any) -> Optional[Decision]:
+        return _fit(a, sh, None if critic is None else sh if critic is shape else critic, n_gpus, seq, dynamic,
+                    megatron, use_ref, n, given, pow2_divisors(gpn),
+                    [(t, p) for t in pow2_divisors(gpn) for p in (1, 2, 4, 8) if n_gpus % (t * p) == 0],
+                    any_offload=True, **kw)
+
+    hardware = [(1, g) for g in (2, 4, 8) if g > gpn] + [(k, max(gpn, 8)) for k in (2, 4, 8, 16, 32, 64)]
+    for nodes, g in hardware:
+        if nodes * g <= n_gpus:
+            continue
+        d = fits(shape, nnodes=nodes, gpus_per_node=g)
+        if d:
+            options.append(f"needs ≥ {nodes}×{g} × {a.gpu_memory_gb:g} GB GPUs"
+                           + (" with offload" if d.layout.offload_params else ""))
+            break
+    if not a.lora_rank and not megatron and fits(shape, lora_rank=32):
+        options.append(f"or LoRA rank 32 on these {n_gpus} GPU(s)")
+    lo, hi = 0.05, shape.params_b
+    if fits(from_params(lo, "answer")):
+        for _ in range(10):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if fits(from_params(mid, "answer")) else (lo, mid)
+        options.append(f"or a model of ≤ {lo:.1f}B parameters on these GPUs")
+    if not any(o.startswith("needs") for o in options):
+        options.insert(0, f"no number of {a.gpu_memory_gb:g} GB GPUs fits it: use GPUs with more memory")
+    if len(options) == 1:
+        options.append("or shorten max_prompt_length/max_response_length")
+    return ", ".join(options)
 
 
 def _data_files(a: Answers, base: str, f: Findings) -> tuple[tuple[str, str, Source], tuple[str, str, Source]]:
+    """Where verl reads the data (data/prepare_data.py writes it by default) and the VI5xx data rules."""
     ds = a.dataset
-    if ds in BUILTIN_DATASETS:
-        train_default, val_default = DATASET_DEFAULTS[ds]
-        why = f"where verl's {ds} preprocessing script writes"
-    else:
-        lower = ds.lower()
-        if not lower.endswith(DATA_SUFFIXES):
-            f.error("VI510", ("dataset",), f"dataset must be gsm8k, math or a local data file (got {ds!r})",
-                    "use gsm8k, math, or a .jsonl/.json/.csv/.parquet path")
-            return ("", "", "answer"), ("", "", "answer")
-        if lower.endswith(".csv") and a.train_files is None:
-            f.error("VI511", ("dataset", "train_files"),
-                    "verl reads parquet, json and jsonl but not csv",
-                    "convert the file to parquet in verl's schema and set train_files, or give a .parquet/.jsonl dataset")
-            return ("", "", "answer"), ("", "", "answer")
-        train_default = resolve_path(ds, base)
+    builtin = ds in BUILTIN_DATASETS
+    if not builtin and not ds.lower().endswith(DATA_SUFFIXES):
+        f.error("VI510", ("dataset",), f"dataset must be gsm8k, math or a local data file (got {ds!r})",
+                "use gsm8k, math, or a .jsonl/.json/.csv/.parquet path")
+        return ("", "", "answer"), ("", "", "answer")
+    for key in ("train_files", "val_files"):
+        value = getattr(a, key)
+        if value and value.lower().endswith(".csv"):
+            f.error("VI511", (key,), f"verl reads parquet, json and jsonl but not csv ({key}={value!r})",
+                    f"set dataset={value} and leave {key} unset: data/prepare_data.py converts it to parquet; "
+                    "or point it at a .parquet/.jsonl file in verl's schema")
+    if builtin:
+        stray = dataprep.local_only_keys_given(a)
+        if stray:
+            f.error("VI516", tuple(stray), f"{', '.join(stray)} only apply to a local data file, not dataset={ds}",
+                    f"remove {' and '.join(stray)}; {ds} has its own columns and a test split")
+    if a.messages_field and "question_field" in a.model_fields_set:
+        f.error("VI515", ("messages_field", "question_field"),
+                "set messages_field (a chat column) or question_field (a question column), not both",
+                f"remove question_field to build prompts from {a.messages_field!r}")
+
+    prep = dataprep.resolve(a, base)
+    scorer = prep.scorer
+    prepared_used = not (a.train_files and a.val_files)
+    if a.reward == "rule" and prepared_used:
+        if scorer is None:
+            rule_ds = dataprep.RULE_DATA_SOURCE.get(prep.answer_format)
+            hint = "use reward=function (the bundle gets reward/reward_fn.py for your answer_format)"
+            if rule_ds:
+                hint += f", or data_source={rule_ds}"
+            f.error("VI513", ("data_source", "reward", "answer_format"),
+                    f"data_source={prep.data_source!r} has no scorer in verl's default scoring: every reward step "
+                    "would fail with NotImplementedError", hint)
+        else:
+            expects = dataprep.SCORER_FORMAT.get(scorer)
+            if expects is not None and expects != prep.answer_format:
+                f.error("VI514", ("answer_format", "data_source", "reward"),
+                        f"verl scores data_source={prep.data_source!r} with its {scorer} scorer, which reads "
+                        f"answer_format={expects}, but prompts ask for answer_format={prep.answer_format}: "
+                        "every reward would be 0",
+                        f"set answer_format={expects}, or reward=function to score {prep.answer_format} answers")
+
+    train_default, val_default = DATASET_DEFAULTS.get(ds, (dataprep.PREPARED_TRAIN, dataprep.PREPARED_VAL))
+    why = f"written by data/prepare_data.py from {ds}"
+    if not builtin and a.val_fraction == 0 and a.val_files is None:
         val_default = train_default
-        why = "the dataset file"
-        if a.val_files is None:
-            f.warning("VI512", ("val_files",), "no validation file: validating on the training file",
-                      "set val_files to a held-out split")
-    train = (resolve_path(a.train_files, base), "train_files (your answer)", "answer") if a.train_files else (train_default, why, "default")
-    val = (resolve_path(a.val_files, base), "val_files (your answer)", "answer") if a.val_files else (val_default, why, "default")
+        f.warning("VI512", ("val_files", "val_fraction"), "no validation file: validating on the training file",
+                  "set val_fraction (e.g. 0.05) or val_files to a held-out split")
+    train: tuple[str, str, Source] = (
+        (resolve_path(a.train_files, base), "train_files (your answer)", "answer") if a.train_files
+        else (train_default, why, "default"))
+    val: tuple[str, str, Source] = (
+        (resolve_path(a.val_files, base), "val_files (your answer)", "answer") if a.val_files
+        else (val_default, why, "default"))
     return train, val

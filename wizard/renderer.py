@@ -185,10 +185,25 @@ def context(plan: Plan) -> dict[str, Any]:
         "layout_lines": layout_lines,
         "rows": rows,
         "findings": [p.line() for p in plan.findings],
-        "memory_note": "not estimated yet: verl-init checks batch and parallel layout; memory fit per GPU comes with the memory planner."
-        if plan.memory is None
-        else str(plan.memory),
+        "memory": _memory_rows(plan),
     }
+
+
+def _memory_rows(plan: Plan) -> dict[str, Any]:
+    m = plan.memory
+    if m is None:
+        return {"known": False, "rows": [], "summary": "not estimated (the model could not be sized)"}
+    keys = list(dict.fromkeys([*m.rollout, *m.training]))
+    rows = [{"part": k, "rollout": f"{m.rollout[k]:.1f}" if k in m.rollout else "",
+             "training": f"{m.training[k]:.1f}" if k in m.training else ""} for k in keys]
+    rows.append({"part": "**total**", "rollout": f"{m.rollout_gb:.1f}", "training": f"{m.training_gb:.1f}"})
+    summary = (
+        f"Peak {m.peak_gb:.1f} GB of {m.gpu_gb:g} GB per GPU; the plan keeps a {int(m.margin * 100)}% margin "
+        f"(budget {m.budget_gb:.1f} GB): {'fits' if m.fits else 'does not fit'}. The rollout KV cache holds "
+        f"{m.kv_seqs:.0f} full sequences per GPU. Host memory per node for offloaded state and the sleeping engine: "
+        f"~{m.host_gb_per_node:.0f} GB."
+    )
+    return {"known": True, "rows": rows, "summary": summary}
 
 
 def render(plan: Plan) -> dict[str, str]:

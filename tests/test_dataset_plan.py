@@ -1,0 +1,217 @@
+"""The data answers in the plan and the bundle: where verl reads the data, the VI5xx data rules, the
+reward-function wiring, run.sh's missing-data message, and verl accepting every bundle."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from helpers_answers import answers
+
+import wizard
+from wizard.errors import WizardError
+from wizard.planner import plan
+
+DATA = Path(__file__).resolve().parent / "data"
+PROFILES = ["single-gpu", "single-node-8gpu", "cluster-8gpu", "ppo-16gpu", "dapo-32gpu", "megatron-64gpu", "cpu-smoke"]
+
+
+def bundle_files(**changes) -> dict[str, str]:
+    return wizard.render(plan(answers(**changes), base_dir="/runs"))
+
+
+@pytest.mark.parametrize("dataset", ["gsm8k", "math", "./qa.jsonl", "./qa.csv", "./qa.parquet", "./qa.json"])
+def test_config_reads_what_prepare_data_writes(dataset):
+    p = plan(answers(dataset=dataset), base_dir="/runs")
+    assert p.value("data.train_files") == "data/train.parquet"
+    assert p.value("data.val_files") == "data/val.parquet"
+    assert "data/prepare_data.py" in p.settings["data.train_files"].reason
+    files = wizard.render(p)
+    assert "data/prepare_data.py" in files and "reward/reward_fn.py" not in files
+
+
+def test_explicit_files_are_used_as_given():
+    p = plan(answers(dataset="./qa.jsonl", train_files="./mine/train.parquet", val_files="/data/val.jsonl"),
+             base_dir="/runs")
+    assert p.value("data.train_files") == "/runs/mine/train.parquet"
+    assert p.value("data.val_files") == "/data/val.jsonl"
+    assert p.settings["data.train_files"].source == "answer"
+
+
+def test_local_file_path_is_absolute_in_the_script():
+    files = bundle_files(dataset="./sub/qa.jsonl")
+    assert "INPUT_FILE = '/runs/sub/qa.jsonl'" in files["data/prepare_data.py"]
+    files = bundle_files(dataset="~/qa.jsonl")
+    assert "INPUT_FILE = '~/qa.jsonl'" in files["data/prepare_data.py"]  # expanded by the script
+
+
+REJECTED = [
+    ("VI511", dict(train_files="./train.csv")),
+    ("VI511", dict(dataset="./qa.csv", val_files="./val.csv")),
+    ("VI513", dict(dataset="./qa.jsonl", answer_format="text")),
+    ("VI513", dict(data_source="my_homework")),
+    ("VI514", dict(dataset="gsm8k", answer_format="boxed")),
+    ("VI514", dict(dataset="./qa.jsonl", data_source="openai/gsm8k", answer_format="boxed")),
+    ("VI515", dict(dataset="./chat.jsonl", messages_field="messages", question_field="q")),
+    ("VI516", dict(dataset="gsm8k", question_field="q")),
+    ("VI516", dict(dataset="math", val_fraction=0.1)),
+]
+
+
+@pytest.mark.parametrize("rule,changes", REJECTED, ids=[f"{r}-{i}" for i, (r, _) in enumerate(REJECTED)])
+def test_data_rule_rejects(rule, changes):
+    with pytest.raises(WizardError) as info:
+        plan(answers(**changes), base_dir="/runs")
+    assert rule in info.value.rules, info.value
+    for problem in info.value.problems:
+        assert problem.keys and problem.message and problem.hint and "\n" not in problem.line()
+
+
+def test_rule_messages_name_the_fix():
+    with pytest.raises(WizardError) as info:
+        plan(answers(dataset="./qa.jsonl", answer_format="text"), base_dir="/runs")
+    line = info.value.problems[0].line()
+    assert "data_source='qa' has no scorer in verl's default scoring" in line
+    assert "NotImplementedError" in line and "use reward=function" in line
+    with pytest.raises(WizardError) as info:
+        plan(answers(dataset="gsm8k", answer_format="boxed"), base_dir="/runs")
+    line = info.value.problems[0].line()
+    assert "gsm8k scorer, which reads answer_format=number" in line and "every reward would be 0" in line
+
+
+ACCEPTED = [
+    dict(dataset="./qa.jsonl", answer_format="text", reward="function"),
+    dict(dataset="gsm8k", answer_format="boxed", reward="function"),
+    dict(dataset="./qa.jsonl", data_source="math", answer_format="boxed"),  # verl's math_dapo reads \\boxed{}
+    dict(dataset="./qa.jsonl", answer_format="text", train_files="./t.parquet", val_files="./v.parquet"),
+    dict(dataset="./chat.jsonl", messages_field="messages"),
+    dict(dataset="./qa.csv"),
+]
+
+
+@pytest.mark.parametrize("changes", ACCEPTED)
+def test_data_answers_accepted(changes):
+    plan(answers(**changes), base_dir="/runs")
+
+
+def test_no_validation_split_warns():
+    p = plan(answers(dataset="./qa.jsonl", val_fraction=0), base_dir="/runs")
+    assert "VI512" in [f.rule for f in p.findings]
+    assert p.value("data.val_files") == "data/train.parquet"
+    assert "VI512" not in [f.rule for f in plan(answers(dataset="./qa.jsonl"), base_dir="/runs").findings]
+
+
+def test_default_data_source_by_reward_and_format():
+    from wizard.dataprep import resolve
+
+    assert resolve(answers(dataset="./qa.jsonl"), "/r").data_source == "openai/gsm8k"
+    assert resolve(answers(dataset="./qa.jsonl", answer_format="boxed"), "/r").data_source == \
+        "DigitalLearningGmbH/MATH-lighteval"
+    assert resolve(answers(dataset="./my_qa.jsonl", reward="function"), "/r").data_source == "my_qa"
+    assert resolve(answers(dataset="math"), "/r").data_source == "DigitalLearningGmbH/MATH-lighteval"
+
+
+def test_reward_function_without_file_uses_the_bundles_scorer():
+    p = plan(answers(reward="function", dataset="math"), base_dir="/runs")
+    assert p.value("reward.custom_reward_function.path") == "reward/reward_fn.py"
+    assert p.value("reward.custom_reward_function.name") == "compute_score"
+    assert "reward/reward_fn.py" in p.roles["reward"] and "boxed" in p.roles["reward"]
+    files = wizard.render(p)
+    assert "ANSWER_FORMAT = 'boxed'" in files["reward/reward_fn.py"]
+    cfg = yaml.safe_load(files["verl_config.yaml"])
+    assert cfg["reward"]["custom_reward_function"] == {"path": "reward/reward_fn.py", "name": "compute_score"}
+
+
+def test_reward_function_of_the_user_ships_no_scorer():
+    p = plan(answers(reward="function", reward_function="./score.py:my_score"), base_dir="/runs")
+    assert p.value("reward.custom_reward_function.path") == "/runs/score.py"
+    assert "reward/reward_fn.py" not in wizard.render(p)
+
+
+def test_render_is_pure():
+    p = plan(answers(reward="function", dataset="./qa.csv", system_prompt="Be exact."), base_dir="/runs")
+    assert wizard.render(p) == wizard.render(p)
+
+
+# -- run.sh -------------------------------------------------------------------------------------
+
+
+def test_run_sh_points_at_prepare_data_from_any_folder(tmp_path):
+    bundle = wizard.write_bundle(bundle_files(nnodes=1, gpus_per_node=8), tmp_path / "b")
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "python3").write_text('#!/bin/sh\n[ "$1" = "-c" ] && exit 0\necho "python3 $* (in $(pwd))"\n')
+    (fake / "python3").chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake}:/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"}
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    r = subprocess.run(["bash", str(bundle / "run.sh")], capture_output=True, text=True, env=env, cwd=elsewhere)
+    assert r.returncode == 1
+    assert "missing data file: data/train.parquet" in r.stderr
+    assert f'python3 "{bundle}/data/prepare_data.py"' in r.stderr
+    (bundle / "data" / "train.parquet").write_text("")
+    (bundle / "data" / "val.parquet").write_text("")
+    r = subprocess.run(["bash", str(bundle / "run.sh")], capture_output=True, text=True, env=env, cwd=elsewhere)
+    assert r.returncode == 0, r.stderr
+    assert f"-m verl.trainer.main_ppo --config-path {bundle}" in r.stdout and f"(in {bundle})" in r.stdout
+
+
+# -- verl accepts every bundle --------------------------------------------------------------------
+
+
+def single_gpu(**changes):
+    from wizard.profiles import profile_answers
+
+    return wizard.make_answers({**profile_answers("single-gpu"), **changes})
+
+
+def _write(answers_obj, out: Path) -> Path:
+    return wizard.write_bundle(wizard.render(wizard.plan(answers_obj, base_dir=str(out.parent))), out)
+
+
+@pytest.mark.verl
+@pytest.mark.parametrize("profile", PROFILES)
+def test_every_profile_bundle_is_accepted_by_verl(profile, tmp_path, tiny_model):
+    from wizard.verify import verify_with_verl
+
+    bundle = _write(wizard.load_profile(profile), tmp_path / profile)
+    assert (bundle / "data" / "prepare_data.py").is_file()
+    report = verify_with_verl(bundle, model_dir=str(tiny_model))
+    assert report.ok, report.summary()
+
+
+DATA_VARIANTS = [
+    dict(reward="function"),
+    dict(reward="function", dataset="math", answer_format="boxed"),
+    dict(dataset=str(DATA / "qa/plain.csv")),
+    dict(dataset=str(DATA / "chat/chat.jsonl"), messages_field="messages", system_prompt="Be exact."),
+    dict(dataset=str(DATA / "qa/text.jsonl"), answer_format="text", reward="function", val_fraction=0),
+]
+
+
+@pytest.mark.verl
+@pytest.mark.parametrize("changes", DATA_VARIANTS)
+def test_data_variant_bundles_are_accepted_by_verl(changes, tmp_path, tiny_model):
+    from wizard.verify import verify_with_verl
+
+    bundle = _write(single_gpu(**changes), tmp_path / "b")
+    report = verify_with_verl(bundle, model_dir=str(tiny_model))
+    assert report.ok, report.summary()
+
+
+@pytest.mark.verl
+def test_verl_loads_the_bundles_reward_function_from_the_bundle_folder(tmp_path, monkeypatch):
+    """run.sh starts verl in the bundle folder: the relative path in the config resolves there."""
+    from verl.trainer.ppo.reward import get_custom_reward_fn
+
+    from wizard.verify import compose_bundle
+
+    bundle = _write(single_gpu(reward="function"), tmp_path / "b")
+    cfg = compose_bundle(bundle)
+    monkeypatch.chdir(bundle)
+    fn = get_custom_reward_fn(cfg)
+    assert fn(data_source="openai/gsm8k", solution_str="4 + 3 = 7\n#### 7", ground_truth="7") == 1.0
+    assert fn(data_source="openai/gsm8k", solution_str="#### 8", ground_truth="7") == 0.0

@@ -1,0 +1,143 @@
+"""Memory fit: the catalogue against transformers, optimizer bytes against torch, verl's published
+minimum recipes judged to fit, clear misfits refused with a message naming memory."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import wizard
+from conftest import run_cli
+from helpers_answers import answers
+from min_resources import answers_for, rows
+from wizard.errors import WizardError
+from wizard.memory import Layout, estimate
+from wizard.planner import plan
+from wizard.shapes import catalogue, from_catalogue
+
+UNIQUE = sorted({s.name for k, s in catalogue().items() if k == s.name.lower()})
+
+
+@pytest.mark.parametrize("name", UNIQUE)
+def test_catalogue_params_match_a_meta_device_model(name):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    shape = from_catalogue(name)
+    config = transformers.AutoConfig.for_model(shape.arch, **shape.hf_config_kwargs())
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(config)
+    numel = sum(p.numel() for p in model.parameters())
+    assert abs(shape.params - numel) / numel < 0.01, (shape.params, numel)
+
+
+def test_adam_state_bytes_match_torch():
+    torch = pytest.importorskip("torch")
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.Linear(128, 64))
+    params = sum(p.numel() for p in model.parameters())
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model(torch.randn(4, 64)).sum().backward()
+    opt.step()
+    state = sum(t.numel() * t.element_size() for s in opt.state.values() for t in s.values() if t.dim() > 0)
+    grads = sum(p.grad.numel() * p.grad.element_size() for p in model.parameters())
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    # the estimate's constants: fp32 weights 4 B, gradients 4 B, Adam m+v 8 B per parameter
+    assert (weights, grads, state) == (4 * params, 4 * params, 8 * params)
+    shape = from_catalogue("Qwen/Qwen2.5-0.5B-Instruct")
+    est = estimate(shape, Layout(gpu_gb=80, n_gpus=1, gpus_per_node=1, seq_len=1024, rollout_tp=1, gmu=0.5, dp=1))
+    assert est.training["actor: optimizer states"] == pytest.approx(8 * shape.params / 1e9)
+    assert est.training["actor: weights"] == pytest.approx(4 * shape.params / 1e9)
+
+
+@pytest.mark.parametrize("row", rows(), ids=lambda r: f"{r['model']}-{r['task']}-{r['gpus']}x{r['gpu']}")
+def test_verl_minimum_recipes_fit(row):
+    p = plan(wizard.make_answers(answers_for(row)), base_dir="/r")
+    assert p.memory is not None and p.memory.fits
+    assert p.memory.peak_gb <= row["gpu_memory_gb"]
+
+
+def test_72b_full_finetune_on_one_24gb_gpu_is_refused():
+    with pytest.raises(WizardError) as info:
+        plan(answers(model="Qwen/Qwen2.5-72B-Instruct", nnodes=1, gpus_per_node=1, gpu_memory_gb=24,
+                     samples_per_prompt=4, prompts_per_step=16, updates_per_step=1), base_dir="/r")
+    (problem,) = [p for p in info.value.problems if p.rule == "VI602"]
+    assert "does not fit" in problem.message and "GB" in problem.message
+    assert "more memory" in problem.hint and "B parameters" in problem.hint
+
+
+def test_7b_ppo_with_critic_on_24gb_without_offload_is_refused():
+    with pytest.raises(WizardError) as info:
+        plan(answers(model="Qwen/Qwen2.5-7B-Instruct", algorithm="ppo", samples_per_prompt=1, nnodes=1, gpus_per_node=1,
+                     gpu_memory_gb=24, offload=False, prompts_per_step=16, updates_per_step=1), base_dir="/r")
+    problem = next(p for p in info.value.problems if p.rule == "VI602")
+    assert "24 GB" in problem.message and ("LoRA" in problem.hint or "needs ≥" in problem.hint)
+
+
+def test_planner_offloads_only_when_needed_and_respects_explicit_choice():
+    small = plan(answers(model="Qwen/Qwen2.5-1.5B-Instruct"), base_dir="/r")
+    assert small.facts["offload"] is False
+    big = plan(answers(model="Qwen/Qwen2.5-32B-Instruct"), base_dir="/r")
+    assert big.facts["offload"] is True and "host memory" in big.settings[
+        "actor_rollout_ref.actor.fsdp_config.param_offload"].reason
+    with pytest.raises(WizardError, match="VI602"):
+        plan(answers(model="Qwen/Qwen2.5-32B-Instruct", offload=False), base_dir="/r")
+
+
+def test_host_memory_is_checked_when_offloading():
+    with pytest.raises(WizardError, match="VI605"):
+        plan(answers(model="Qwen/Qwen2.5-32B-Instruct", host_memory_gb=64), base_dir="/r")
+
+
+def test_long_sequences_choose_sequence_parallel():
+    p = plan(answers(model="Qwen/Qwen2.5-7B-Instruct", max_prompt_length=2048, max_response_length=30000,
+                     gpu_memory_gb=40, prompts_per_step=64, samples_per_prompt=4), base_dir="/r")
+    assert p.facts["sequence_parallel"] > 1
+    heads = from_catalogue("Qwen/Qwen2.5-7B-Instruct").kv_heads
+    assert heads % p.facts["sequence_parallel"] == 0
+
+
+def test_context_length_is_checked():
+    with pytest.raises(WizardError, match="VI604"):
+        plan(answers(model="google/gemma-2-2b-it", max_prompt_length=4096, max_response_length=8192), base_dir="/r")
+
+
+def test_plan_command_json(cli_env):
+    r = run_cli(["plan", "--profile", "single-node-8gpu", "--json"], env=cli_env)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["fits"] is True and doc["gpu_memory_gb"] == 80
+    assert 0 < doc["peak_gb_per_gpu"] <= 80
+    assert {"actor", "rollout"} <= set(doc["roles"])
+    assert doc["choices"]["actor_rollout_ref.rollout.tensor_model_parallel_size"]["reason"]
+
+
+def test_plan_command_table_and_refusal(cli_env):
+    r = run_cli(["plan", "--profile", "single-gpu"], env=cli_env)
+    assert r.returncode == 0 and "rollout" in r.stdout and "training" in r.stdout and "fits" in r.stdout
+    r = run_cli(["plan", "--profile", "single-gpu", "--set", "model=Qwen/Qwen2.5-72B-Instruct", "--set", "lora_rank=0"],
+                env=cli_env)
+    assert r.returncode == 2 and "VI602" in r.stderr
+
+
+NUMA_PCIE = [[0, 2, 4, 4], [2, 0, 4, 4], [4, 4, 0, 2], [4, 4, 2, 0]]  # 2 GPUs per NUMA node, PCIe switch pairs
+NVSWITCH = [[0 if i == j else 1 for j in range(8)] for i in range(8)]
+
+
+def test_tensor_parallel_groups_avoid_numa_crossings_when_something_else_fits():
+    a = answers(model="Qwen/Qwen2.5-14B-Instruct", gpus_per_node=4, gpu_memory_gb=80, prompts_per_step=32)
+    blind = plan(a, base_dir="/r")
+    aware = plan(a, base_dir="/r", topology=NUMA_PCIE)
+    assert blind.facts["rollout_tp"] == 4  # smallest TP without offload, crossing NUMA nodes
+    assert aware.facts["rollout_tp"] <= 2 and aware.memory.fits  # stays inside a NUMA node (offloads instead)
+    assert "VI311" not in [p.rule for p in aware.findings]
+
+
+def test_crossing_is_reported_when_nothing_else_fits():
+    a = answers(model="Qwen/Qwen2.5-14B-Instruct", gpus_per_node=4, gpu_memory_gb=24, prompts_per_step=32)
+    p = plan(a, base_dir="/r", topology=NUMA_PCIE)
+    assert p.facts["rollout_tp"] == 4 and "VI311" in [f.rule for f in p.findings]
+
+
+def test_nvswitch_topology_changes_nothing():
+    a = answers(model="Qwen/Qwen2.5-32B-Instruct")
+    assert plan(a, base_dir="/r").settings == plan(a, base_dir="/r", topology=NVSWITCH).settings

@@ -1,0 +1,169 @@
+"""Model shapes without weights: the shipped catalogue, a local folder's config.json, or a shape
+scaled from a parameter count (name or `model_params_b`)."""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Optional
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    name: str
+    arch: str
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    vocab: int
+    tied: bool = False
+    qkv_bias: bool = False
+    max_pos: Optional[int] = None
+    experts: int = 0
+    active_experts: int = 0
+    moe_intermediate: int = 0
+    source: str = "catalogue"  # catalogue | local | name | answer
+
+    # -- parameter counts (transformers' numel of the same config, ±1%) ----------------------
+    def _norms_per_layer(self) -> int:
+        return 4 if self.arch.startswith("gemma") else 2
+
+    def attn_params(self) -> int:
+        q = self.hidden * self.heads * self.head_dim
+        kv = 2 * self.hidden * self.kv_heads * self.head_dim
+        o = self.heads * self.head_dim * self.hidden
+        bias = (self.heads + 2 * self.kv_heads) * self.head_dim if self.qkv_bias else 0
+        qk_norm = 2 * self.head_dim if self.arch in ("qwen3", "qwen3_moe", "gemma3_text") else 0
+        return q + kv + o + bias + qk_norm
+
+    def mlp_params(self, active: bool = False) -> int:
+        if self.experts:
+            n = self.active_experts if active else self.experts
+            return n * 3 * self.hidden * self.moe_intermediate + self.hidden * self.experts
+        return 3 * self.hidden * self.intermediate
+
+    def layer_params(self, active: bool = False) -> int:
+        return self.attn_params() + self.mlp_params(active) + self._norms_per_layer() * self.hidden
+
+    def embed_params(self) -> int:
+        return self.vocab * self.hidden * (1 if self.tied else 2)
+
+    @property
+    def params(self) -> int:
+        return self.layers * self.layer_params() + self.embed_params() + self.hidden
+
+    @property
+    def active_params(self) -> int:
+        return self.layers * self.layer_params(active=True) + self.embed_params() + self.hidden
+
+    @property
+    def params_b(self) -> float:
+        return self.params / 1e9
+
+    def kv_bytes_per_token(self, tp: int = 1) -> float:
+        """bf16 K and V for one token on one GPU of a TP group (KV heads are replicated when TP > KV heads)."""
+        heads_per_gpu = max(self.kv_heads / tp, 1.0)
+        return 2 * self.layers * heads_per_gpu * self.head_dim * 2
+
+    def lora_params(self, rank: int) -> int:
+        """Adapters on every linear layer (target_modules=all-linear)."""
+        h, q, kv = self.hidden, self.heads * self.head_dim, self.kv_heads * self.head_dim
+        inter = self.moe_intermediate * self.experts if self.experts else self.intermediate
+        per_layer = (h + q) + 2 * (h + kv) + (q + h) + 3 * (h + inter) * (1 if not self.experts else 1)
+        return rank * per_layer * self.layers
+
+    def hf_config_kwargs(self) -> dict[str, Any]:
+        """The config.json fields this shape came from (for transformers, e.g. a meta-device model)."""
+        kw: dict[str, Any] = dict(
+            num_hidden_layers=self.layers, hidden_size=self.hidden, num_attention_heads=self.heads,
+            num_key_value_heads=self.kv_heads, head_dim=self.head_dim, intermediate_size=self.intermediate,
+            vocab_size=self.vocab, tie_word_embeddings=self.tied,
+        )
+        if self.max_pos:
+            kw["max_position_embeddings"] = self.max_pos
+        if self.arch == "qwen3_moe":
+            kw.update(num_experts=self.experts, num_experts_per_tok=self.active_experts,
+                      moe_intermediate_size=self.moe_intermediate, mlp_only_layers=[], decoder_sparse_step=1)
+        if self.arch == "mixtral":
+            kw.update(num_local_experts=self.experts, num_experts_per_tok=self.active_experts)
+        if self.arch == "llama":
+            kw.update(attention_bias=False, mlp_bias=False)
+        return kw
+
+
+@functools.lru_cache(maxsize=1)
+def catalogue() -> dict[str, ModelShape]:
+    import yaml
+
+    raw = yaml.safe_load((Path(__file__).parent / "catalog.yaml").read_text(encoding="utf-8"))
+    out: dict[str, ModelShape] = {}
+    for name, entry in raw.items():
+        entry = dict(entry)
+        aliases = entry.pop("aliases", [])
+        shape = ModelShape(name=name, **entry)
+        for key in [name, *aliases]:
+            out[key.lower()] = replace(shape, name=key)
+    return out
+
+
+def from_catalogue(model: str) -> Optional[ModelShape]:
+    cat = catalogue()
+    key = model.rstrip("/").lower()
+    if key in cat:
+        return cat[key]
+    tail = key.rsplit("/", 1)[-1]
+    matches = [s for k, s in cat.items() if k.rsplit("/", 1)[-1] == tail]
+    return matches[0] if matches else None
+
+
+def from_local(path: str) -> ModelShape:
+    """config.json of a local model folder through transformers.AutoConfig (no weights)."""
+    from transformers import AutoConfig
+
+    c = AutoConfig.from_pretrained(path)
+    c = getattr(c, "text_config", None) or c
+    heads = int(c.num_attention_heads)
+    hidden = int(c.hidden_size)
+    experts = int(getattr(c, "num_experts", 0) or getattr(c, "num_local_experts", 0) or 0)
+    return ModelShape(
+        name=path, arch=str(c.model_type), layers=int(c.num_hidden_layers), hidden=hidden, heads=heads,
+        kv_heads=int(getattr(c, "num_key_value_heads", None) or heads),
+        head_dim=int(getattr(c, "head_dim", None) or hidden // heads),
+        intermediate=int(getattr(c, "intermediate_size", 0) or 4 * hidden), vocab=int(c.vocab_size),
+        tied=bool(getattr(c, "tie_word_embeddings", False)),
+        qkv_bias=bool(getattr(c, "attention_bias", False)) or str(c.model_type) == "qwen2",
+        max_pos=getattr(c, "max_position_embeddings", None), experts=experts,
+        active_experts=int(getattr(c, "num_experts_per_tok", 0) or 0),
+        moe_intermediate=int(getattr(c, "moe_intermediate_size", 0) or (getattr(c, "intermediate_size", 0) if experts else 0)),
+        source="local",
+    )
+
+
+def from_params(params_b: float, source: str, name: str = "") -> ModelShape:
+    """A dense Qwen2.5-like shape with `params_b` billion parameters (layers scaled from the nearest size)."""
+    dense = [s for k, s in catalogue().items() if k.startswith("qwen/qwen2.5-") and k.endswith("-instruct")]
+    base = min(dense, key=lambda s: abs(s.params_b - params_b))
+    per_layer = base.layer_params()
+    layers = max(1, round((params_b * 1e9 - base.embed_params() - base.hidden) / per_layer))
+    return replace(base, name=name or f"~{params_b:g}B", layers=layers, source=source)
+
+
+def resolve_shape(model: str, params_b: Optional[float], *, name_size: Optional[float]) -> Optional[ModelShape]:
+    """Catalogue > local folder > model_params_b > the size in the name; None when nothing is known."""
+    path = os.path.expanduser(model)
+    if params_b is not None:
+        shape = from_catalogue(model)
+        return shape if shape and abs(shape.params_b - params_b) / params_b < 0.15 else from_params(params_b, "answer", model)
+    shape = from_catalogue(model)
+    if shape is not None:
+        return shape
+    if os.path.isdir(path) and os.path.isfile(os.path.join(path, "config.json")):
+        return from_local(path)
+    if name_size is not None:
+        return from_params(name_size, "name", model)
+    return None
