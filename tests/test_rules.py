@@ -35,6 +35,8 @@ REJECTED = [
     ("VI602", dict(model="org/giant-700B", gpu_memory_gb=24)),
     ("VI601", dict(model="org/mystery-model")),
     ("VI603", dict(max_tokens_per_gpu=400000)),
+    ("VI606", dict(model="Qwen/Qwen2.5-7B-Instruct", gpu_memory_utilization=0.95)),
+    ("VI606", dict(model="Qwen/Qwen2.5-32B-Instruct", offload=False)),
     ("VI210", dict(train_backend="megatron", dynamic_batch=True)),
     ("VI206", dict(micro_batch_per_gpu=2)),
     ("VI207", dict(dynamic_batch=False, max_tokens_per_gpu=4096)),
@@ -50,7 +52,7 @@ REJECTED = [
 ]
 
 
-@pytest.mark.parametrize("rule,changes", REJECTED, ids=[r for r, _ in REJECTED])
+@pytest.mark.parametrize("rule,changes", REJECTED, ids=[f"{r}-{i}" for i, (r, _) in enumerate(REJECTED)])
 def test_rule_rejects(rule, changes):
     with pytest.raises(WizardError) as info:
         plan(answers(**changes), base_dir="/runs")

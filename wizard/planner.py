@@ -324,6 +324,13 @@ def plan(answers: Answers, *, base_dir: Optional[str] = None,
                     f"fitting the GPUs needs offloaded training state: {unlimited.estimate.host_gb_per_node:.0f} GB of host "
                     f"memory per node, more than 90% of host_memory_gb={a.host_memory_gb:g}",
                     "use more nodes, LoRA, or nodes with more host memory")
+        elif decision is None and (culprit := _explicit_culprit(a, shape, critic_shape, n_gpus, seq, dynamic, megatron,
+                                                                   use_ref, n, given)) is not None:
+            knob, freed = culprit
+            f.error("VI606", (knob,),
+                    f"{knob}={getattr(a, knob)} does not fit {a.gpus_per_node} × {a.gpu_memory_gb:g} GB GPUs "
+                    "(peak memory over the budget in every layout with it)",
+                    f"remove it and verl-init chooses {_describe(knob, freed)}")
         elif decision is None:
             f.error("VI602", ("model", "nnodes", "gpus_per_node", "gpu_memory_gb"),
                     f"{shape.name} ({shape.params_b:.1f}B, {a.algorithm}{', LoRA' if a.lora_rank else ''}) does not fit "
@@ -771,6 +778,44 @@ def _fit(a: Answers, shape: ModelShape, critic: Optional[ModelShape], n_gpus: in
     return choose(shape, base, tp_options=tp_options, offload_options=offload,
                   gmu_fixed=None if any_offload else a.gpu_memory_utilization, sp_options=sp_options,
                   token_cap=token_cap, mp_options=mp_options, batch_samples=a.prompts_per_step * n)
+
+
+_FREEABLE = ("gpu_memory_utilization", "rollout_tp", "offload", "sequence_parallel", "megatron_tp", "megatron_pp",
+             "max_tokens_per_gpu", "micro_batch_per_gpu")
+
+
+def _explicit_culprit(a: Answers, shape: ModelShape, critic: Optional[ModelShape], n_gpus: int, seq: int,
+                      dynamic: bool, megatron: bool, use_ref: bool, n: int,
+                      given: set[str]) -> Optional[tuple[str, Decision]]:
+    """An explicit answer without which the plan would fit: the user's value, not the hardware, is the problem."""
+    for knob in _FREEABLE:
+        if knob not in given or getattr(a, knob) is None:
+            continue
+        update: dict[str, Any] = {knob: 1 if knob == "sequence_parallel" else None}
+        freed_a = a.model_copy(update=update)
+        freed_given = given - {knob}
+        tps = pow2_divisors(a.gpus_per_node) if freed_a.rollout_tp is None else [freed_a.rollout_tp]
+        mps = [(t, p) for t in ([freed_a.megatron_tp] if freed_a.megatron_tp else pow2_divisors(a.gpus_per_node))
+               for p in ([freed_a.megatron_pp] if freed_a.megatron_pp else (1, 2, 4, 8, 16)) if n_gpus % (t * p) == 0]
+        d = _fit(freed_a, shape, critic, n_gpus, seq, dynamic, megatron, use_ref, n, freed_given, tps,
+                 sorted(mps, key=lambda tp_pp: tp_pp[0] * tp_pp[1]) if megatron else [(1, 1)])
+        if d is not None:
+            return knob, d
+    return None
+
+
+def _describe(knob: str, d: Decision) -> str:
+    lay = d.layout
+    return {
+        "gpu_memory_utilization": f"gpu_memory_utilization={lay.gmu:g}",
+        "rollout_tp": f"rollout_tp={lay.rollout_tp}",
+        "offload": f"offload={str(lay.offload_params).lower()}",
+        "sequence_parallel": f"sequence_parallel={lay.sp}",
+        "megatron_tp": f"megatron_tp={lay.megatron_tp}",
+        "megatron_pp": f"megatron_pp={lay.megatron_pp}",
+        "max_tokens_per_gpu": f"a token budget of {lay.train_tokens}",
+        "micro_batch_per_gpu": f"micro-batches of {max(1, lay.train_tokens // lay.seq_len)}",
+    }[knob]
 
 
 def _suggest(a: Answers, shape: ModelShape, critic: Optional[ModelShape], n_gpus: int, seq: int, dynamic: bool,
