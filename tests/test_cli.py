@@ -135,3 +135,24 @@ def test_api_round_trip(tmp_path):
         assert "VI201" in exc.rules
     else:
         raise AssertionError("expected WizardError")
+
+
+def test_rules_explains_an_id_and_refuses_an_unknown_one(cli_env):
+    r = run_cli(["rules", "VI603", "vi816"], env=cli_env)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("VI603  [memory]") and lines[1].startswith("VI816  [check (linter)]")
+    r = run_cli(["rules", "VI999"], env=cli_env)
+    assert r.returncode == 2 and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1
+    assert "'VI999' is not a verl-init rule ID" in r.stderr
+
+
+def test_next_command_matches_the_cluster(tmp_path, cli_env):
+    expected = {"single-gpu": "./run.sh", "cluster-8gpu": "kubectl apply -f k8s/configmap.yaml -f k8s/rayjob.yaml",
+                "ppo-16gpu": "ray/submit.sh --address http://HEAD:8265", "dapo-32gpu": "sbatch slurm/job.sbatch"}
+    for profile, command in expected.items():
+        r = run_cli(["--profile", profile, "--out", str(tmp_path / profile)], env=cli_env)
+        assert r.returncode == 0, r.stderr
+        (next_line,) = [line for line in r.stdout.splitlines() if line.strip().startswith("next:")]
+        assert command in next_line, (profile, r.stdout)
+        assert "./run.sh" not in next_line or profile == "single-gpu"

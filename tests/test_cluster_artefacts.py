@@ -13,8 +13,8 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from test_cluster_crd import cluster_files
+
 from wizard.errors import WizardError
 
 SHELLCHECK = shutil.which("shellcheck")
@@ -114,7 +114,7 @@ def test_rayjob_runs_exactly_the_rendered_config():
 def test_k8s_submit_runs_the_same_entrypoint_on_the_long_lived_cluster():
     files = cluster_files("cluster-8gpu")
     script = files["k8s/submit.sh"]
-    words = re.search(r"^ENTRYPOINT=\((.*)\)$", script, re.M).group(1).split()
+    words = re.search(r"^ENTRYPOINT=\((.*)\)$", script, re.MULTILINE).group(1).split()
     (job,) = _docs(files["k8s/rayjob.yaml"])
     assert " ".join(words) == job["spec"]["entrypoint"]
     assert "kc apply -f \"$HERE/k8s/configmap.yaml\" -f \"$HERE/k8s/raycluster.yaml\"" in script
@@ -168,23 +168,24 @@ def test_job_name_is_checked_as_an_answer(bad):
         cluster_files("cluster-8gpu", job_name=bad)
 
 
-def test_checkpoint_pvc_and_shm():
-    files = cluster_files("cluster-8gpu", checkpoint_pvc="ckpt", shm_size_gb=32, k8s_namespace="rl")
+def test_shared_pvc_and_shm():
+    files = cluster_files("cluster-8gpu", shared_pvc="rl-shared", shm_size_gb=32, k8s_namespace="rl")
     (job,) = _docs(files["k8s/rayjob.yaml"])
     assert job["metadata"]["namespace"] == "rl"
     for group in [_head(job), *_workers(job)]:
         c = _containers(group)[0]
         volumes = {v["name"]: v for v in group["template"]["spec"]["volumes"]}
         mounts = {m["mountPath"]: volumes[m["name"]] for m in c["volumeMounts"]}
+        # the config reads data/… and verl writes checkpoints/<project>/<experiment> relative to this folder
         assert c["workingDir"] == "/verl-init/run"
-        # verl's default trainer.default_local_dir is checkpoints/<project>/<experiment>, relative to the pod's folder
-        assert mounts["/verl-init/run/checkpoints"] == {"name": "checkpoints",
-                                                        "persistentVolumeClaim": {"claimName": "ckpt"}}
+        assert mounts["/verl-init/run"] == {"name": "run", "persistentVolumeClaim": {"claimName": "rl-shared"}}
     worker = _containers(_workers(job)[0])[0]
     shm = {m["mountPath"]: m["name"] for m in worker["volumeMounts"]}["/dev/shm"]
     vol = {v["name"]: v for v in _workers(job)[0]["template"]["spec"]["volumes"]}[shm]
     assert vol == {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "32G"}}
-    assert "/dev/shm" not in str(cluster_files("cluster-8gpu")["k8s/rayjob.yaml"].split("apiVersion", 1)[1])
+    (plain,) = _docs(cluster_files("cluster-8gpu")["k8s/rayjob.yaml"])
+    assert "/dev/shm" not in str(plain)
+    assert {"name": "run", "emptyDir": {}} in _workers(plain)[0]["template"]["spec"]["volumes"]
     assert "NAMESPACE=rl" in files["k8s/submit.sh"]
 
 
@@ -256,13 +257,13 @@ def test_cluster_answers_do_not_touch_local_bundles():
 def test_sbatch_matches_the_plan():
     files = cluster_files("dapo-32gpu", slurm_partition="gpu,gpu-long", slurm_account="rl", slurm_time="2-00:00:00")
     text = files["slurm/job.sbatch"]
-    directives = re.findall(r"^#SBATCH (\S+)$", text, re.M)
+    directives = re.findall(r"^#SBATCH (\S+)$", text, re.MULTILINE)
     assert "--nodes=4" in directives and "--gpus-per-node=8" in directives and "--ntasks-per-node=1" in directives
     assert "--cpus-per-task=64" in directives and "--mem=244140M" in directives  # 256 GB in Slurm's MiB
     assert {"--partition=gpu,gpu-long", "--account=rl", "--time=2-00:00:00"} <= set(directives)
     first_command = next(i for i, line in enumerate(text.splitlines()) if line and not line.startswith("#"))
     assert all(i < first_command for i, line in enumerate(text.splitlines()) if line.startswith("#SBATCH"))
-    assert re.search(r"^TOTAL_GPUS=32$", text, re.M) and re.search(r"^WAIT_TIMEOUT=600$", text, re.M)
+    assert re.search(r"^TOTAL_GPUS=32$", text, re.MULTILINE) and re.search(r"^WAIT_TIMEOUT=600$", text, re.MULTILINE)
     assert 'python3 -m verl.trainer.main_ppo --config-path "$BUNDLE" --config-name verl_config' in text
     assert "--num-gpus=" not in text  # Ray counts the GPUs Slurm gave each step
 
@@ -300,11 +301,11 @@ def test_scripts_pass_bash_n_and_shellcheck(label, name, text, tmp_path):
     path = tmp_path / Path(name).name
     path.write_text(text, encoding="utf-8")
     assert text.startswith("#!/usr/bin/env bash\n")
-    r = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
+    r = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stderr
     if SHELLCHECK is None:
         pytest.skip("shellcheck is not installed (apt-get install shellcheck; .ci/run installs it)")
-    r = subprocess.run([SHELLCHECK, "-s", "bash", "-S", "style", str(path)], capture_output=True, text=True)
+    r = subprocess.run([SHELLCHECK, "-s", "bash", "-S", "style", str(path)], capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stdout
 
 
@@ -323,7 +324,7 @@ def ray_submit(tmp_path_factory) -> Path:
 def _run_submit(script: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}
     return subprocess.run(["bash", str(script), *args], capture_output=True, text=True, timeout=60,
-                          env={**base, **(env or {})})
+                          env={**base, **(env or {})}, check=False)
 
 
 @pytest.mark.parametrize("args, env, message", [
@@ -387,7 +388,7 @@ def _values_block(text: str) -> str:
 
 def _shell_value(text: str, var: str) -> str:
     prog = _values_block(text) + f'\nprintf "%s" "${var}"'
-    r = subprocess.run(["bash", "-c", prog], capture_output=True, timeout=30)
+    r = subprocess.run(["bash", "-c", prog], capture_output=True, timeout=30, check=False)
     assert r.returncode == 0, r.stderr
     return r.stdout.decode("utf-8", "surrogateescape")
 
@@ -425,7 +426,7 @@ def test_hostile_answers_stay_single_values(image, experiment, project, data):
                 # nothing broke out of its line: only a quoted IMAGE may hold line breaks of its own
                 extra = image.count("\n") if name == "slurm/job.sbatch" else 0
                 assert text.count("\n") == plain[name].count("\n") + extra, name
-                r = subprocess.run(["bash", "-n"], input=text.encode(), capture_output=True)
+                r = subprocess.run(["bash", "-n"], input=text.encode(), capture_output=True, check=False)
                 assert r.returncode == 0, (name, r.stderr)
                 if name == "slurm/job.sbatch":
                     assert _shell_value(text, "IMAGE") == image
@@ -470,7 +471,7 @@ def _k8s_submit(tmp_path: Path, gpus: int, secret_data: str = "eA==", **answers)
     log, submitted = tmp_path / "kubectl.log", tmp_path / "submitted.txt"
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "KUBECTL_LOG": str(log),
            "SUBMITTED": str(submitted), "FAKE_CONFIG": str(bundle / "verl_config.yaml"), "FAKE_SECRET_DATA": secret_data}
-    r = subprocess.run(["bash", str(bundle / "k8s" / "submit.sh")], capture_output=True, text=True, env=env, timeout=120)
+    r = subprocess.run(["bash", str(bundle / "k8s" / "submit.sh")], capture_output=True, text=True, env=env, timeout=120, check=False)
     return r, log, submitted
 
 
@@ -500,3 +501,16 @@ def test_k8s_submit_waits_for_gpus_then_fails_clearly(tmp_path):
     assert r.returncode == 1
     assert "after 10s Ray shows 4 of 8 GPUs (2 worker pod(s) × 4)" in r.stderr, r.stderr
     assert not submitted.exists()
+
+
+def test_absolute_checkpoint_dir_gets_the_shared_pvc_too():
+    import dataclasses
+
+    import wizard
+    from wizard.artefacts.cluster import layout, raycluster_spec
+    from wizard.profiles import load_profile
+
+    lay = layout(wizard.plan(load_profile("cluster-8gpu"), base_dir="/work/runs"))
+    spec = raycluster_spec(dataclasses.replace(lay, shared_pvc="pvc", checkpoint_mount="/mnt/ckpt"))
+    mounts = spec["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["volumeMounts"]
+    assert {"name": "run", "mountPath": "/mnt/ckpt", "subPath": "checkpoints"} in mounts

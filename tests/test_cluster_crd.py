@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 import yaml
-
 from conftest import ROOT
 
 jsonschema = pytest.importorskip("jsonschema")
@@ -71,7 +70,7 @@ def strict_schema_children(out: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _crd(kind: str) -> tuple[str, dict[str, Any]]:
     """(apiVersion, strict schema) of the storage version of a KubeRay CRD."""
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -174,7 +173,7 @@ VARIANTS = [
     {},
     {"nnodes": 1, "gpus_per_node": 1, "model": "Qwen/Qwen2.5-0.5B-Instruct", "prompts_per_step": 32},
     {"nnodes": 4, "gpus_per_node": 8, "logger": ["console", "wandb"], "k8s_namespace": "rl-team",
-     "checkpoint_pvc": "verl-checkpoints", "shm_size_gb": 64, "image": "registry.example.com/verl:0.9.1",
+     "shared_pvc": "verl-shared", "shm_size_gb": 64, "image": "registry.example.com/verl:0.9.1",
      "job_name": "a" * 47, "cpus_per_node": 100, "memory_per_node_gb": 900, "head_cpus": 16, "head_memory_gb": 128},
     {"nnodes": 3, "gpus_per_node": 2, "prompts_per_step": 96},
 ]

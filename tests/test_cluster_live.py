@@ -18,13 +18,13 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
-
 from conftest import run_cli
 from test_cluster_crd import cluster_files
+
 from wizard.cluster_check import check_cluster
 
 VENV_BIN = Path(sys.executable).parent
@@ -86,24 +86,42 @@ def stop_group(proc: subprocess.Popen, marker: str) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
-class RayHead:
-    """A Ray head (and optional worker nodes) on this machine, on free ports."""
+TOKEN = "vi-test-token-0123456789abcdef0123456789abcdef"
 
-    def __init__(self, num_cpus: int, num_gpus: int):
+
+class RayHead:
+    """A Ray head (and optional worker nodes) on this machine, on free ports.
+
+    Ray's token authentication is pinned either way (`ray start` turns it on by itself once ~/.ray/auth_token
+    exists, as on any machine where a `ray.init` ran): `token` set → RAY_AUTH_MODE=token with that token,
+    None → RAY_AUTH_MODE=disabled. `client_env` is what a client of this cluster needs. Stops what it
+    started when start-up fails."""
+
+    def __init__(self, num_cpus: int, num_gpus: int, token: str | None = TOKEN):
+        self.token = token
+        self.auth_env = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token} if token else {"RAY_AUTH_MODE": "disabled"}
         self.tmp = tempfile.mkdtemp(prefix="vi-ray-", dir="/tmp")  # short: Ray's socket paths are length-limited
         ports = dict(zip(PORT_FLAGS, free_ports(len(PORT_FLAGS))))
         self.gcs = f"127.0.0.1:{ports['--port']}"
         self.dashboard = f"http://127.0.0.1:{ports['--dashboard-port']}"
         self.procs: list[subprocess.Popen] = []
         self.log = open(Path(self.tmp) / "head.log", "wb")  # noqa: SIM115 - closed in stop()
-        self._start(["--head", f"--num-cpus={num_cpus}", f"--num-gpus={num_gpus}", "--include-dashboard=true",
-                     "--node-ip-address=127.0.0.1", *(f"{k}={v}" for k, v in ports.items())])
-        self.wait_nodes(1)
+        try:
+            self._start(["--head", f"--num-cpus={num_cpus}", f"--num-gpus={num_gpus}", "--include-dashboard=true",
+                         "--node-ip-address=127.0.0.1", *(f"{k}={v}" for k, v in ports.items())])
+            self.wait_nodes(1)
+        except BaseException:
+            self.stop()
+            raise
+
+    @property
+    def client_env(self) -> dict[str, str]:
+        return {"RAY_AUTH_TOKEN": self.token} if self.token else {}
 
     def _start(self, args: list[str]) -> None:
         cmd = [RAY, "start", "--block", f"--temp-dir={self.tmp}", "--disable-usage-stats", *args]
-        self.procs.append(subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=_env(),
-                                           start_new_session=True, cwd=self.tmp))
+        self.procs.append(subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT,
+                                           env={**_env(), **self.auth_env}, start_new_session=True, cwd=self.tmp))
 
     def add_worker(self, num_cpus: int, num_gpus: int) -> None:
         ports = dict(zip(PORT_FLAGS[3:], free_ports(len(PORT_FLAGS) - 3)))
@@ -112,13 +130,15 @@ class RayHead:
         self.wait_nodes(len(self.procs))
 
     def wait_nodes(self, n: int, timeout: float = 120) -> None:
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             for p in self.procs:
                 if p.poll() is not None:
                     raise RuntimeError(f"ray start exited: {(Path(self.tmp) / 'head.log').read_text()[-3000:]}")
             try:
-                with urllib.request.urlopen(self.dashboard + "/api/v0/nodes?detail=1", timeout=2) as r:
+                req = urllib.request.Request(self.dashboard + "/api/v0/nodes?detail=1", headers=headers)
+                with urllib.request.urlopen(req, timeout=2) as r:
                     rows = json.load(r)["data"]["result"]["result"]
                 if sum(1 for row in rows if row.get("state") == "ALIVE") >= n:
                     return
@@ -167,7 +187,8 @@ SMALL = dict(model="Qwen/Qwen2.5-0.5B-Instruct", prompts_per_step=32, samples_pe
 
 def test_cpu_only_head_says_exactly_why_a_gpu_config_cannot_run(cpu_head, tmp_path, cli_env):
     bundle = _bundle(tmp_path, "cluster-8gpu")
-    r = run_cli(["check", "--mode", "cluster", str(bundle), "--address", cpu_head.dashboard, "--json"], env=cli_env)
+    r = run_cli(["check", "--mode", "cluster", str(bundle), "--address", cpu_head.dashboard, "--json"],
+                env={**cli_env, **cpu_head.client_env})
     assert r.returncode == 1, r.stdout + r.stderr
     doc = json.loads(r.stdout)
     assert doc["observed"]["gpus"] == 0 and doc["observed"]["logical_cpus"] == 4
@@ -177,13 +198,37 @@ def test_cpu_only_head_says_exactly_why_a_gpu_config_cannot_run(cpu_head, tmp_pa
     assert "has 0 GPU(s) on 1 node(s) (0 GPU/4 CPU) but the config needs 8 " \
            "(trainer.nnodes=2 × trainer.n_gpus_per_node=4)" in found["VI712"]["message"]
     assert found["VI715"]["severity"] == "error" and "4 logical CPUs; verl needs ≥ 33" in found["VI715"]["message"]
-    text = run_cli(["check", "--mode", "cluster", str(bundle), "--address", cpu_head.dashboard], env=cli_env)
+    text = run_cli(["check", "--mode", "cluster", str(bundle), "--address", cpu_head.dashboard],
+                   env={**cli_env, **cpu_head.client_env})
     assert text.returncode == 1 and "[VI712]" in text.stdout and "found: Ray" in text.stdout
+
+
+def test_a_token_protected_dashboard_without_or_with_a_wrong_token(cpu_head, tmp_path):
+    """Ray 2.59+ turns token authentication on: without the token the check says so (VI725), not 'not Ray'."""
+    bundle = _bundle(tmp_path, "cluster-8gpu")
+    home = tmp_path / "home"  # no ~/.ray/auth_token there
+    home.mkdir()
+    report = check_cluster(bundle, cpu_head.dashboard, env={"HOME": str(home)})
+    (p,) = [f for f in report.findings if f.rule == "VI725"]
+    assert p.severity == "error" and "wants a token" in p.message and "ray get-auth-token" in p.hint
+    assert report.observed is None and not report.ok
+    report = check_cluster(bundle, cpu_head.dashboard, env={"HOME": str(home), "RAY_AUTH_TOKEN": "wrong"})
+    (p,) = [f for f in report.findings if f.rule == "VI725"]
+    assert "refused the token from RAY_AUTH_TOKEN" in p.message and "wrong" not in p.line()
+    (home / ".ray").mkdir()
+    (home / ".ray" / "auth_token").write_text(TOKEN + "\n")  # Ray's default token file
+    report = check_cluster(bundle, cpu_head.dashboard, env={"HOME": str(home)})
+    assert report.observed is not None and report.observed.cpus == 4
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN)
+    report = check_cluster(bundle, cpu_head.dashboard, env={"HOME": str(home / "none"),
+                                                            "RAY_AUTH_TOKEN_PATH": str(token_file)})
+    assert report.observed is not None and "VI725" not in {f.rule for f in report.findings}
 
 
 def test_matching_config_passes(gpu_cluster, tmp_path):
     bundle = _bundle(tmp_path, "ppo-16gpu", nnodes=1, gpus_per_node=2, **{**SMALL, "samples_per_prompt": 1})
-    report = check_cluster(bundle, gpu_cluster.dashboard, env={})
+    report = check_cluster(bundle, gpu_cluster.dashboard, env=gpu_cluster.client_env)
     assert report.ok, [p.line() for p in report.findings]
     assert report.observed is not None and report.observed.gpus == 3 and len(report.observed.alive) == 2
     assert {p.rule for p in report.findings} == {"VI714"}  # 2-GPU and 1-GPU nodes: a warning
@@ -197,13 +242,13 @@ def test_matching_config_passes(gpu_cluster, tmp_path):
 def test_live_cluster_shapes(gpu_cluster, tmp_path, nnodes, gpn, rules):
     bundle = _bundle(tmp_path, "ppo-16gpu", nnodes=nnodes, gpus_per_node=gpn,
                      **{**SMALL, "samples_per_prompt": 1, "prompts_per_step": 12 * nnodes * gpn})
-    report = check_cluster(bundle, gpu_cluster.dashboard, env={})
+    report = check_cluster(bundle, gpu_cluster.dashboard, env=gpu_cluster.client_env)
     assert {p.rule for p in report.errors} == rules, [p.line() for p in report.findings]
 
 
 def test_gcs_address_in_ray_address_is_flagged_and_probed_on_its_dashboard(gpu_cluster, tmp_path):
     bundle = _bundle(tmp_path, "ppo-16gpu", nnodes=1, gpus_per_node=2, **{**SMALL, "samples_per_prompt": 1})
-    report = check_cluster(bundle, None, env={"RAY_ADDRESS": gpu_cluster.dashboard})
+    report = check_cluster(bundle, None, env={"RAY_ADDRESS": gpu_cluster.dashboard, **gpu_cluster.client_env})
     assert "VI717" in {p.rule for p in report.errors}  # a dashboard URL where ray.init wants the GCS
     assert report.observed is not None and report.observed.gpus == 3
 
@@ -216,7 +261,8 @@ def test_ray_submit_waits_for_gpus_then_fails_clearly(gpu_cluster, tmp_path):
                      **{**SMALL, "samples_per_prompt": 1, "prompts_per_step": 48})
     t = time.monotonic()
     r = subprocess.run(["bash", str(bundle / "ray" / "submit.sh"), "--address", gpu_cluster.dashboard],
-                       capture_output=True, text=True, env=_env(), timeout=120)
+                       capture_output=True, text=True, env={**_env(), **gpu_cluster.client_env}, timeout=120,
+                       check=False)
     assert r.returncode == 1
     assert 10 <= time.monotonic() - t < 60
     assert "shows 3 GPU(s) on 2 node(s); the config needs 4 (2 node(s) × 2)" in r.stderr, r.stderr
@@ -228,7 +274,8 @@ def test_ray_submit_runs_the_bundle_on_the_cluster(gpu_cluster, tmp_path):
     bundle = _bundle(tmp_path, "ppo-16gpu", nnodes=1, gpus_per_node=2, train_files="/nonexistent/train.parquet",
                      val_files="/nonexistent/val.parquet", **{**SMALL, "samples_per_prompt": 1})
     r = subprocess.run(["bash", str(bundle / "ray" / "submit.sh"), "--address", gpu_cluster.dashboard],
-                       capture_output=True, text=True, env=_env(), timeout=300)
+                       capture_output=True, text=True, env={**_env(), **gpu_cluster.client_env}, timeout=300,
+                       check=False)
     out = r.stdout + r.stderr
     assert "submitting" in out, out
     assert "missing data file: /nonexistent/train.parquet" in out, out
@@ -303,13 +350,27 @@ def _run_sbatch(bundle: Path, env: dict[str, str], marker: str, timeout: float) 
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
-def test_sbatch_starts_ray_waits_for_gpus_and_runs_the_config(tmp_path):
+def _home(tmp_path: Path, token: str | None) -> str:
+    """A home folder with (or without) Ray's default token file, ~/.ray/auth_token."""
+    home = tmp_path / "home"
+    (home / ".ray").mkdir(parents=True)
+    if token:
+        (home / ".ray" / "auth_token").write_text(token)
+    return str(home)
+
+
+@pytest.mark.parametrize("token", [TOKEN, None], ids=["token-in-home", "no-token"])
+def test_sbatch_starts_ray_waits_for_gpus_and_runs_the_config(tmp_path, token):
+    """With ~/.ray/auth_token, `ray start --head` turns token auth on by itself and `ray status` would not see
+    the cluster: the job pins RAY_AUTH_MODE for every step."""
     bundle = _bundle(tmp_path, "dapo-32gpu", nnodes=1, gpus_per_node=1, model="Qwen/Qwen2.5-0.5B",
                      prompts_per_step=16, samples_per_prompt=4, updates_per_step=2)
     env, record, marker = _fake_slurm(tmp_path, gpus=1)
     env["SLURM_SUBMIT_DIR"] = str(bundle)
+    env["HOME"] = _home(tmp_path, token)
     r = _run_sbatch(bundle, env, marker, timeout=240)
     assert r.returncode == 0, r.stdout + r.stderr
+    assert f"RAY_AUTH_MODE={'token' if token else 'disabled'}" in r.stdout
     assert "Ray shows 1 GPUs on 1 node(s); launching verl" in r.stdout
     driver = record.read_text()
     lines = driver.splitlines()
@@ -325,6 +386,7 @@ def test_sbatch_fails_clearly_when_gpus_are_missing(tmp_path):
                      prompts_per_step=16, samples_per_prompt=4, updates_per_step=2, gpu_wait_timeout_s=10)
     env, record, marker = _fake_slurm(tmp_path, gpus=1)
     env["VERL_INIT_BUNDLE"] = str(bundle)
+    env["HOME"] = _home(tmp_path, TOKEN)
     r = _run_sbatch(bundle, env, marker, timeout=240)
     assert r.returncode == 1
     assert "after 10s Ray shows 1 of 2 GPUs (1 node(s) × 2)" in r.stderr, r.stderr
@@ -334,7 +396,7 @@ def test_sbatch_fails_clearly_when_gpus_are_missing(tmp_path):
 
 def test_sbatch_refuses_the_wrong_allocation(tmp_path):
     bundle = _bundle(tmp_path, "dapo-32gpu")  # 4 nodes
-    env, record, marker = _fake_slurm(tmp_path, gpus=1)
+    env, _record, marker = _fake_slurm(tmp_path, gpus=1)
     env["SLURM_SUBMIT_DIR"] = str(bundle)
     r = _run_sbatch(bundle, env, marker, timeout=60)
     assert r.returncode == 1 and "Slurm allocated 1 node(s) but the config needs 4" in r.stderr

@@ -6,15 +6,15 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from test_cluster_crd import cluster_files
+
 from wizard.bundle import write_bundle
 
 pytestmark = [pytest.mark.verl, pytest.mark.slow]
 
 CASES = [
     ("cluster-8gpu", {}),  # kuberay
-    ("cluster-8gpu", {"cluster": "slurm", "logger": ["console", "wandb"], "checkpoint_pvc": "ckpt"}),
+    ("cluster-8gpu", {"cluster": "slurm", "logger": ["console", "wandb"], "shared_pvc": "ckpt"}),
     ("dapo-32gpu", {}),  # slurm
     ("ppo-16gpu", {}),  # ray
     ("megatron-64gpu", {"cluster": "kuberay", "shm_size_gb": 64, "k8s_namespace": "rl"}),

@@ -25,6 +25,12 @@ def test_readme_keys_table_is_current():
     assert table in (ROOT / "README.md").read_text(), "regenerate the README table with `verl-init keys --markdown`"
 
 
+def test_readme_rules_table_is_current():
+    table = subprocess.run([sys.executable, "-m", "wizard.cli", "rules", "--markdown"], capture_output=True, text=True,
+                           cwd=ROOT, check=True).stdout.strip()
+    assert table in (ROOT / "README.md").read_text(), "regenerate the README table with `verl-init rules --markdown`"
+
+
 def test_every_rule_id_is_documented():
     import re
 

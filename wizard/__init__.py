@@ -29,6 +29,8 @@ _LAZY = {
     "write_bundle": ("bundle", "write_bundle"),
     "verify_with_verl": ("verify", "verify_with_verl"),
     "VerifyReport": ("verify", "VerifyReport"),
+    "smoke": ("smoke", "smoke"),
+    "SmokeReport": ("smoke", "SmokeReport"),
 }
 
 __all__ = ["VERL_TARGET", "Problem", "UserError", "WizardError", "__version__", *_LAZY]

@@ -134,9 +134,9 @@ class Answers(BaseModel):
     shm_size_gb: Optional[int] = Field(
         None, ge=1, le=65536, description="/dev/shm size in GB for the KubeRay GPU pods; default: left to KubeRay, which mounts one."
     )
-    checkpoint_pvc: Optional[str] = Field(
+    shared_pvc: Optional[str] = Field(
         None, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
-        description="ReadWriteMany PersistentVolumeClaim mounted for checkpoints in every KubeRay pod (default: none).",
+        description="ReadWriteMany PersistentVolumeClaim mounted as every KubeRay pod's working folder: data/, checkpoints/ and outputs/ live on it.",
     )
     slurm_partition: Optional[str] = Field(
         None, max_length=200, pattern=r"^[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*$", description="Slurm partition(s) (--partition)."

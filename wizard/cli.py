@@ -10,20 +10,26 @@ from typing import Optional, Sequence
 from ._version import VERL_TARGET, __version__
 from .errors import WizardError
 
-COMMANDS = ("profiles", "keys", "verify", "validate-dataset", "check", "plan")
+COMMANDS = ("profiles", "keys", "rules", "verify", "validate-dataset", "check", "plan", "doctor", "smoke")
 
 _DESCRIPTION = f"""\
 Turn "these GPUs, this model, this algorithm" into a verl {VERL_TARGET} run that works the first time.
 
 commands:
+  verl-init                                                     ask, in a terminal: probe GPUs and Ray, plan, write
   verl-init --profile NAME [--set key=value ...] [--out DIR]   render a bundle from a profile
   verl-init --answers FILE [--set key=value ...] [--out DIR]   replay / edit an answers file
   verl-init profiles                                            list shipped profiles
   verl-init keys                                                list answer keys
+  verl-init rules [VIxxx ...] [--markdown]                     what each rule ID means
   verl-init verify BUNDLE [--model-dir DIR]                     run verl's own checks on a bundle
   verl-init plan --profile NAME [--set ...] [--json]            memory per GPU, per role and phase; choices
   verl-init validate-dataset FILE... [--tokenizer PATH]         check data files against what verl reads
+  verl-init check CONFIG|SCRIPT|BUNDLE [-- OVERRIDES] [--json]  lint a verl config or launch script (--fix, --verl)
   verl-init check --mode cluster BUNDLE [--address URL]         compare a bundle with a live Ray cluster
+  verl-init doctor [--json]                                     versions, GPUs + topology, Ray, env pitfalls
+  verl-init smoke BUNDLE [--engine auto|verl|cpu] [--prompts N] [--json]
+                                                                one real rollout/update cycle; proves the pitfalls absent
 """
 
 
@@ -40,6 +46,8 @@ def _render_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="replace a non-empty output folder")
     p.add_argument("--dry-run", action="store_true", help="print what would be written; write nothing")
     p.add_argument("--verify", action="store_true", help="after writing, run verl's own checks (needs verl)")
+    p.add_argument("--smoke", action="store_true",
+                   help="after writing, run one rollout/update cycle (verl-init smoke; needs verl)")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     return p
 
@@ -78,10 +86,10 @@ def _cmd_render(args: list[str]) -> int:
     ns = _render_parser().parse_args(args)
     if not (ns.profile or ns.answers or ns.sets):
         if sys.stdin.isatty() and sys.stdout.isatty():
-            _err("the interactive questionnaire is not available in this version; "
-                 "use --profile NAME or --answers FILE (see `verl-init profiles`)")
-        else:
-            _err("no terminal to ask questions in: pass --profile NAME or --answers FILE (see `verl-init profiles`)")
+            from .interactive import run_wizard
+
+            return run_wizard(out=ns.out, force=ns.force, dry_run=ns.dry_run, verify=ns.verify)
+        _err("no terminal to ask questions in: pass --profile NAME or --answers FILE (see `verl-init profiles`)")
         return 2
 
     from .bundle import write_bundle
@@ -106,7 +114,13 @@ def _cmd_render(args: list[str]) -> int:
     write_bundle(files, out, force=ns.force)
     _print_summary(the_plan, out, written=True)
     if ns.verify:
-        return _verify_and_report(out, None, as_json=False)
+        code = _verify_and_report(out, None, as_json=False)
+        if code or not ns.smoke:
+            return code
+    if ns.smoke:
+        from .smoke import SmokeOptions, run_and_print
+
+        return run_and_print(out, SmokeOptions(), as_json=False, debug=ns.debug)
     return 0
 
 
@@ -125,7 +139,13 @@ def _print_summary(the_plan, out: str, *, written: bool) -> None:  # type: ignor
     for problem in the_plan.findings:
         print(f"  {problem.severity}: {problem.line()}")
     if written:
-        print(f"  next:    cd {out} && ./run.sh    (details: {out}/PLAN.md)")
+        from .nextsteps import next_commands
+
+        first, *rest = next_commands(the_plan, out)
+        print(f"  next:    {first}")
+        for line in rest:
+            print(f"           {line.strip()}")
+        print(f"  details: {out}/PLAN.md")
 
 
 def _cmd_profiles(args: list[str]) -> int:
@@ -154,6 +174,28 @@ def _cmd_keys(args: list[str]) -> int:
             print(f"| `{name}` | {info.description} | {_allowed(name)} | {shown} |")
         else:
             print(f"{name}: {info.description} ({_allowed(name)}; default {default!r})")
+    return 0
+
+
+def _cmd_rules(args: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="verl-init rules", description="List the rule IDs verl-init reports.")
+    p.add_argument("ids", nargs="*", metavar="VIxxx", help="only these rules")
+    p.add_argument("--markdown", action="store_true", help="a Markdown table (as in README.md)")
+    ns = p.parse_args(args)
+    from .rule_index import all_rules, markdown
+
+    if ns.markdown:
+        print(markdown())
+        return 0
+    rules = all_rules()
+    wanted = [i.upper() for i in ns.ids] or list(rules)
+    unknown = [i for i in wanted if i not in rules]
+    if unknown:
+        _err(f"rules: {unknown[0]!r} is not a verl-init rule ID — run `verl-init rules` for the list")
+        return 2
+    for rule in wanted:
+        area, title = rules[rule]
+        print(f"{rule}  [{area}]  {title}")
     return 0
 
 
@@ -191,9 +233,16 @@ def _cmd_validate_dataset(args: list[str]) -> int:
 
 
 def _cmd_check(args: list[str]) -> int:
-    from .cluster_check import cli
+    head = args[:args.index("--")] if "--" in args else args
+    cluster = any(a == "--mode=cluster" or (a == "--mode" and head[i + 1:i + 2] == ["cluster"])
+                  for i, a in enumerate(head))
+    if cluster:
+        from .cluster_check import cli
 
-    return cli(args)
+        return cli(args)
+    from .lint import cli as lint_cli
+
+    return lint_cli(args)
 
 
 def _cmd_plan(args: list[str]) -> int:
@@ -238,8 +287,21 @@ def _cmd_plan(args: list[str]) -> int:
     return 0
 
 
-_COMMANDS = {"plan": _cmd_plan, "profiles": _cmd_profiles, "keys": _cmd_keys, "verify": _cmd_verify,
-             "validate-dataset": _cmd_validate_dataset, "check": _cmd_check}
+def _cmd_doctor(args: list[str]) -> int:
+    from .doctor import cli
+
+    return cli(args)
+
+
+def _cmd_smoke(args: list[str]) -> int:
+    from .smoke import cli
+
+    return cli(args)
+
+
+_COMMANDS = {"plan": _cmd_plan, "profiles": _cmd_profiles, "keys": _cmd_keys, "rules": _cmd_rules, "verify": _cmd_verify,
+             "validate-dataset": _cmd_validate_dataset, "check": _cmd_check, "doctor": _cmd_doctor,
+             "smoke": _cmd_smoke}
 
 
 if __name__ == "__main__":  # pragma: no cover

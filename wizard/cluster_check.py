@@ -20,9 +20,10 @@ import re
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Optional
 
 from .errors import Problem
 
@@ -186,21 +187,67 @@ def dashboard_url(address: Optional[str], env: Mapping[str, str]) -> tuple[str, 
     return f"http://{host}:{DASHBOARD_PORT}", f"{origin} {text}, not a dashboard URL: its dashboard on port {DASHBOARD_PORT}"
 
 
-def _get(url: str, timeout: float) -> Any:
-    req = urllib.request.Request(url, headers={"Accept": "application/json", "User-Agent": "verl-init"})
-    with urllib.request.urlopen(req, timeout=timeout) as response:  # noqa: S310 - user-given cluster URL
-        return json.loads(response.read().decode("utf-8"))
+@dataclass(frozen=True)
+class Token:
+    """A Ray auth token and where it came from (never printed)."""
+
+    value: str
+    source: str
 
 
-def probe_ray(dashboard: str, timeout: float = MAX_TIMEOUT_S) -> Observed:
-    """Nodes and resources of the Ray cluster behind `dashboard`, through its HTTP API only."""
+def ray_auth_token(env: Mapping[str, str]) -> Optional[Token]:
+    """The token Ray's own clients would send, in Ray's order: RAY_AUTH_TOKEN, the file named by
+    RAY_AUTH_TOKEN_PATH, then ~/.ray/auth_token. None when there is none."""
+    value = (env.get("RAY_AUTH_TOKEN") or "").strip()
+    if value:
+        return Token(value, "RAY_AUTH_TOKEN")
+    candidates = []
+    if (env.get("RAY_AUTH_TOKEN_PATH") or "").strip():
+        candidates.append((Path(env["RAY_AUTH_TOKEN_PATH"].strip()).expanduser(), "RAY_AUTH_TOKEN_PATH"))
+    home = env.get("HOME") or str(Path.home())
+    candidates.append((Path(home) / ".ray" / "auth_token", "~/.ray/auth_token"))
+    for path, source in candidates:
+        try:
+            value = path.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            continue
+        if value:
+            return Token(value, source)
+    return None
+
+
+def _get(url: str, timeout: float, token: Optional[Token] = None) -> Any:
+    headers = {"Accept": "application/json", "User-Agent": "verl-init"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token.value}"
+    req = urllib.request.Request(url, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as response:
+            return json.loads(response.read().decode("utf-8"))
+    except urllib.error.HTTPError as exc:
+        if exc.code in (401, 403):
+            base = url.split("/api/", 1)[0]
+            if token is None:
+                message = f"the Ray dashboard at {base} wants a token (Ray token authentication, HTTP {exc.code})"
+                fix = ("set RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH) to the cluster's token: "
+                       "`ray get-auth-token` on the head prints it")
+            else:
+                message = f"the Ray dashboard at {base} refused the token from {token.source} (HTTP {exc.code})"
+                fix = "use the cluster's token: `ray get-auth-token` on the head prints it"
+            raise ProbeError(Problem("VI725", "error", ("RAY_AUTH_TOKEN",), message, fix)) from None
+        raise
+
+
+def probe_ray(dashboard: str, timeout: float = MAX_TIMEOUT_S, token: Optional[Token] = None) -> Observed:
+    """Nodes and resources of the Ray cluster behind `dashboard`, through its HTTP API only
+    (with Ray's bearer token when one is given: Ray 2.59+ turns token authentication on by default)."""
     timeout = min(timeout, MAX_TIMEOUT_S)
     parsed = urllib.parse.urlparse(dashboard)
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
         raise ProbeError(Problem("VI710", "error", ("address",), f"not a dashboard URL ({dashboard!r})",
                                  "pass --address http://HEAD:8265"))
     try:
-        version = _get(dashboard + "/api/version", timeout)
+        version = _get(dashboard + "/api/version", timeout, token)
     except urllib.error.HTTPError as exc:
         raise ProbeError(Problem(
             "VI711", "error", ("address",), f"{dashboard} answers but is not a Ray dashboard (HTTP {exc.code})",
@@ -217,7 +264,7 @@ def probe_ray(dashboard: str, timeout: float = MAX_TIMEOUT_S) -> Observed:
         raise ProbeError(Problem("VI711", "error", ("address",), f"{dashboard} answers but not as a Ray dashboard",
                                  "pass the Ray dashboard URL, e.g. http://HEAD:8265"))
     try:
-        body = _get(dashboard + "/api/v0/nodes?detail=1&limit=10000", timeout)
+        body = _get(dashboard + "/api/v0/nodes?detail=1&limit=10000", timeout, token)
         rows = body["data"]["result"]["result"]
     except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError) as exc:
         raise ProbeError(Problem(
@@ -233,7 +280,7 @@ def probe_ray(dashboard: str, timeout: float = MAX_TIMEOUT_S) -> Observed:
         ))
     used: Optional[float] = None
     try:
-        status = _get(dashboard + "/api/cluster_status", timeout)
+        status = _get(dashboard + "/api/cluster_status", timeout, token)
         usage = status["data"]["clusterStatus"]["loadMetricsReport"]["usage"]
         used = float(usage.get("GPU", [0.0, 0.0])[0])
     except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError, IndexError):
@@ -253,7 +300,7 @@ def probe_this_machine(env: Mapping[str, str]) -> Observed:
             gpus = int(pynvml.nvmlDeviceGetCount())
         finally:
             pynvml.nvmlShutdown()
-    except Exception:  # noqa: BLE001 - no driver / no library: no GPUs
+    except Exception:
         gpus = 0
     visible = _visible_devices(env)
     if visible is not None:
@@ -435,7 +482,7 @@ def bundle_problems(exp: Expected) -> list[Problem]:
         path = exp.bundle / name
         if not path.is_file():
             continue
-        values = dict(re.findall(r"^(NNODES|GPUS_PER_NODE)=(\d+)$", path.read_text(encoding="utf-8"), re.M))
+        values = dict(re.findall(r"^(NNODES|GPUS_PER_NODE)=(\d+)$", path.read_text(encoding="utf-8"), re.MULTILINE))
         want = {"NNODES": exp.nnodes, "GPUS_PER_NODE": exp.gpus_per_node}
         for key, value in values.items():
             if int(value) != want[key]:
@@ -476,11 +523,11 @@ def manifest_problems(doc: Any, nnodes: int, gpus_per_node: int, *, source: str 
                            "lower-case letters, digits and '-', starting with a letter (set job_name)"))
     spec = doc.get("spec") or {}
     cluster = spec.get("rayClusterSpec") if kind == "RayJob" else spec
-    if kind == "RayJob":
-        if spec.get("shutdownAfterJobFinishes") is not True or "ttlSecondsAfterFinished" not in spec:
-            out.append(Problem("VI736", "error", (source, "spec.shutdownAfterJobFinishes"),
-                               "the RayJob keeps its GPUs after the job ends",
-                               "set shutdownAfterJobFinishes: true and ttlSecondsAfterFinished"))
+    if kind == "RayJob" and (spec.get("shutdownAfterJobFinishes") is not True
+                             or "ttlSecondsAfterFinished" not in spec):
+        out.append(Problem("VI736", "error", (source, "spec.shutdownAfterJobFinishes"),
+                           "the RayJob keeps its GPUs after the job ends",
+                           "set shutdownAfterJobFinishes: true and ttlSecondsAfterFinished"))
     if not isinstance(cluster, dict):
         if kind == "RayJob" and spec.get("clusterSelector"):
             return out  # runs on an existing cluster: nothing to count here
@@ -603,7 +650,7 @@ def check_cluster(target: str | os.PathLike[str], address: Optional[str] = None,
         url, origin = dashboard_url(address, env)
         probed = f"{url} (from {origin})"
         try:
-            observed = probe_ray(url, timeout)
+            observed = probe_ray(url, timeout, ray_auth_token(env))
         except ProbeError as exc:
             findings.append(exc.problem)
     if observed is not None:

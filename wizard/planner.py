@@ -400,7 +400,11 @@ def plan(answers: Answers, *, base_dir: Optional[str] = None,
     fit_tokens = decision.layout.train_tokens if decision else _round_up(3 * seq, 1024)
     fit_lp_tokens = decision.layout.logprob_tokens if decision else 2 * fit_tokens
     if dynamic:
+        # verl packs max_tokens_per_gpu × SP tokens per micro-batch and splits them over the SP group
+        # (verl/workers/engine/utils.py): each GPU holds max_tokens_per_gpu tokens; the layout counts the group's.
         floor_tokens = -(-seq // sp)
+        fit_tokens //= sp
+        fit_lp_tokens //= sp
         tokens = a.max_tokens_per_gpu or max(floor_tokens, (fit_tokens // 1024) * 1024, min(fit_tokens, _round_up(floor_tokens, 256)))
         if tokens * sp < seq:
             need = -(-seq // sp)
@@ -409,7 +413,7 @@ def plan(answers: Answers, *, base_dir: Optional[str] = None,
                     + (f" split over sequence_parallel={sp}" if sp > 1 else ""),
                     f"set max_tokens_per_gpu ≥ {need} (recommended {_round_up(3 * seq, 1024)})")
         logprob_tokens = max(tokens, (fit_lp_tokens // 1024) * 1024)
-        critic_tokens = 2 * tokens
+        critic_tokens = tokens
     elif per_rank:
         cap = max(1, fit_tokens // seq)
         if a.micro_batch_per_gpu is not None:
@@ -424,15 +428,15 @@ def plan(answers: Answers, *, base_dir: Optional[str] = None,
         logprob_micro = largest_divisor_at_most(per_rank_step, max(micro, fit_lp_tokens // seq))
     if decision is not None and not f.errors:
         final = replace(decision.layout,
-                        train_tokens=tokens if dynamic else micro * seq,
-                        logprob_tokens=logprob_tokens if dynamic else logprob_micro * seq)
+                        train_tokens=tokens * sp if dynamic else micro * seq,
+                        logprob_tokens=logprob_tokens * sp if dynamic else logprob_micro * seq)
         memory = estimate(shape, final)
         if not memory.fits:
             knob = "max_tokens_per_gpu" if dynamic else "micro_batch_per_gpu"
             f.error("VI603", (knob,),
                     f"{knob}={a.max_tokens_per_gpu if dynamic else micro} needs {memory.peak_gb:.1f} GB per GPU "
                     f"(budget {memory.budget_gb:.1f} GB of {a.gpu_memory_gb:g} GB)",
-                    f"lower it to ≤ {decision.layout.train_tokens if dynamic else max(1, decision.layout.train_tokens // seq)}, "
+                    f"lower it to ≤ {decision.layout.train_tokens // sp if dynamic else max(1, decision.layout.train_tokens // seq)}, "
                     "or remove it and let verl-init choose")
         decision = Decision(final, memory, decision.reasons)
     facts.update(micro_batch_per_gpu=micro, logprob_micro_batch_per_gpu=logprob_micro, max_tokens_per_gpu=tokens,
@@ -600,14 +604,23 @@ def plan(answers: Answers, *, base_dir: Optional[str] = None,
         s.set("critic.optim.lr", a.critic_learning_rate or 1e-5,
               _given("critic_learning_rate", given, "critics learn faster than the policy"), _src("critic_learning_rate", given))
         if dynamic:
-            s.set("critic.ppo_max_token_len_per_gpu", critic_tokens, "2 × the actor's budget (value head is cheap)")
+            s.set("critic.ppo_max_token_len_per_gpu", critic_tokens,
+                  "the actor's token budget: the memory estimate's critic update")
         else:
             s.set("critic.ppo_micro_batch_size_per_gpu", micro, "same split as the actor")
+        critic_off = "same as the actor: the memory estimate offloads both or neither"
         if not megatron:
-            s.set("critic.ulysses_sequence_parallel_size", sp, "same as the actor")
+            # verl 0.9 builds the critic's engine from critic.fsdp; critic.ulysses_sequence_parallel_size is
+            # deprecated and not copied there (unlike the actor's), but validate() still reads it: set both.
+            s.set("critic.fsdp.ulysses_sequence_parallel_size", sp, "same as the actor")
+            s.set("critic.ulysses_sequence_parallel_size", sp, "same as the actor (read by verl's validate())")
+            s.set("critic.fsdp.param_offload", offload, critic_off, _src("offload", given))
+            s.set("critic.fsdp.optimizer_offload", offload, critic_off, _src("offload", given))
         else:
             s.set("critic.megatron.tensor_model_parallel_size", mtp, "same layout as the actor")
             s.set("critic.megatron.pipeline_model_parallel_size", mpp, "same layout as the actor")
+            s.set("critic.megatron.param_offload", offload, critic_off, _src("offload", given))
+            s.set("critic.megatron.optimizer_offload", offload, critic_off, _src("offload", given))
     else:
         s.set("critic.enable", False, f"{a.algorithm} needs no critic")
 

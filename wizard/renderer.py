@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import shlex
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional
 
 from .planner import Plan
 
@@ -103,6 +103,29 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def _data_where(cluster: str, shared_pvc: Optional[str], relative: list[str]) -> list[str]:
+    """Where the data files must be when verl reads them, per cluster type (PLAN.md's Data section)."""
+    if not relative:
+        return ["The data paths are absolute or remote: they must exist on every node that runs verl's driver."]
+    names = ", ".join(f"`{f}`" for f in relative)
+    if cluster == "local":
+        return [f"{names} resolve in the bundle folder (run.sh runs there): write them before `./run.sh`."]
+    if cluster == "ray":
+        return [f"{names} resolve in the bundle folder, which `ray/submit.sh` uploads as the job's working_dir: "
+                "write them here before submitting. Ray refuses a working_dir over its upload limit (about "
+                "500 MiB): for large data, put the files on storage every node mounts and set train_files / "
+                "val_files to absolute paths."]
+    if cluster == "slurm":
+        return [f"{names} resolve in the bundle folder, where every Slurm step runs: keep the bundle on a "
+                "filesystem all nodes mount and write the files before `sbatch`."]
+    if shared_pvc:
+        return [f"{names} resolve in the pods' working folder, PVC `{shared_pvc}`: copy them there (e.g. "
+                "`kubectl cp`, or run data/prepare_data.py in a pod that mounts it) before applying the manifests."]
+    return [f"{names} resolve in the pods' working folder, a pod-local emptyDir: the pods cannot see this bundle's "
+            "data/. Set shared_pvc (a ReadWriteMany PVC holding the files), or bake the files into the image and "
+            "point train_files / val_files at their absolute paths."]
+
+
 def context(plan: Plan) -> dict[str, Any]:
     """Everything the templates place, computed here (templates hold no logic)."""
     a = plan.answers
@@ -161,7 +184,9 @@ def context(plan: Plan) -> dict[str, Any]:
         "answers": a.model_dump(mode="json", exclude_unset=True),
     }
     command = "python3 -m verl.trainer.main_ppo --config-path <bundle> --config-name verl_config"
+    relative = [f for f in local_files if not f.startswith(("/", "${"))]
     return {
+        "data_where": _data_where(a.cluster, a.shared_pvc, relative),
         "version": plan.version,
         "verl_version": plan.verl_version,
         "title": f"{a.algorithm} on {a.model} ({a.nnodes}×{a.gpus_per_node} GPUs)",
@@ -198,7 +223,7 @@ def _memory_rows(plan: Plan) -> dict[str, Any]:
              "training": f"{m.training[k]:.1f}" if k in m.training else ""} for k in keys]
     rows.append({"part": "**total**", "rollout": f"{m.rollout_gb:.1f}", "training": f"{m.training_gb:.1f}"})
     summary = (
-        f"Peak {m.peak_gb:.1f} GB of {m.gpu_gb:g} GB per GPU; the plan keeps a {int(m.margin * 100)}% margin "
+        f"Peak {m.peak_gb:.1f} GB of {m.gpu_gb:g} GB per GPU; the plan keeps {int(m.margin * 100)}% of memory free "
         f"(budget {m.budget_gb:.1f} GB): {'fits' if m.fits else 'does not fit'}. The rollout KV cache holds "
         f"{m.kv_seqs:.0f} full sequences per GPU. Host memory per node for offloaded state and the sleeping engine: "
         f"~{m.host_gb_per_node:.0f} GB."

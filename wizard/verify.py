@@ -344,7 +344,10 @@ def worker_time_checks(cfg: Any, use_critic: bool, model_cfg: Any = None) -> lis
         dp = n_gpus // (m.tensor_model_parallel_size * m.pipeline_model_parallel_size * m.context_parallel_size)
         sp = 1
     else:
+        # actor/config.py:328: the deprecated actor key, when > 1, overrides fsdp_config's
         sp = actor.ulysses_sequence_parallel_size
+        if sp <= 1:
+            sp = actor.fsdp_config.get("ulysses_sequence_parallel_size", 1)
         dp = n_gpus // sp
 
     check("engine_workers.py:616 dynamic batch flags agree", actor.use_dynamic_bsz == r.log_prob_use_dynamic_bsz,
@@ -375,7 +378,8 @@ def worker_time_checks(cfg: Any, use_critic: bool, model_cfg: Any = None) -> lis
     lcm_terms = [dp, mini * n]
     if use_critic:
         cmini = cfg.critic.ppo_mini_batch_size
-        csp = cfg.critic.get("ulysses_sequence_parallel_size", 1) if cfg.critic.strategy != "megatron" else 1
+        # critic/config.py: the critic's engine is critic.fsdp; its deprecated top-level key is not copied there
+        csp = cfg.critic.fsdp.get("ulysses_sequence_parallel_size", 1) if cfg.critic.strategy != "megatron" else 1
         cdp = n_gpus // csp if cfg.critic.strategy != "megatron" else dp
         check("engine_workers.py:264 critic mini-batch splits over data-parallel ranks", (cmini * n) % cdp == 0,
               f"Got mini_batch_size={cmini * n} and data parallel size={cdp}")

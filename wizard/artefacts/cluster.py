@@ -12,7 +12,6 @@ templates only add comments around them. Shell templates receive values that go 
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
@@ -67,7 +66,6 @@ ENTRYPOINT = f"python3 -m verl.trainer.main_ppo --config-path {CONFIG_MOUNT} --c
 class Layout:
     """Every value the cluster artefacts place, with the reasons shown in their comments."""
 
-    cluster: str
     name: str
     name_reason: str
     namespace: Optional[str]
@@ -88,8 +86,8 @@ class Layout:
     secret: str
     secret_env: tuple[tuple[str, bool], ...]  # (env/key name, optional)
     shm_size_gb: Optional[int]
-    checkpoint_pvc: Optional[str]
-    checkpoint_mount: Optional[str]
+    shared_pvc: Optional[str]
+    checkpoint_mount: Optional[str]  # an absolute trainer.default_local_dir outside WORKDIR: mounted there too
     wait_timeout_s: int
     ttl_seconds: int
     needs_wandb: bool
@@ -113,8 +111,8 @@ def one_line(text: Any) -> str:
 
 
 def checkpoint_mount(default_local_dir: str) -> str:
-    """Where the checkpoint volume must be mounted so that verl's `trainer.default_local_dir` lands on it:
-    the fixed leading folder of that path (relative paths resolve in the pods' working folder)."""
+    """Where verl's `trainer.default_local_dir` lands in a pod: the fixed leading folder of that path
+    (relative paths resolve in the pods' working folder, WORKDIR)."""
     fixed = default_local_dir.split("${", 1)[0]
     fixed = fixed.rsplit("/", 1)[0] if "/" in fixed else ""
     fixed = fixed.rstrip("/")
@@ -123,7 +121,7 @@ def checkpoint_mount(default_local_dir: str) -> str:
     return f"{WORKDIR}/{fixed}" if fixed else WORKDIR
 
 
-def layout(plan: "Plan") -> Layout:
+def layout(plan: Plan) -> Layout:
     a = plan.answers
     gpn, nnodes = a.gpus_per_node, a.nnodes
     n_gpus = nnodes * gpn
@@ -170,20 +168,21 @@ def layout(plan: "Plan") -> Layout:
 
     ckpt_dir = plan.settings["trainer.default_local_dir"].value if "trainer.default_local_dir" in plan.settings \
         else VERL_DEFAULT_CHECKPOINT_DIR
+    ckpt = checkpoint_mount(str(ckpt_dir))
     return Layout(
-        cluster=a.cluster, name=name, name_reason=name_reason, namespace=a.k8s_namespace,
+        name=name, name_reason=name_reason, namespace=a.k8s_namespace,
         nnodes=nnodes, gpus_per_node=gpn, n_gpus=n_gpus,
         node_cpus=node_cpus, node_cpus_reason=cpus_reason, node_memory_gb=memory, node_memory_reason=memory_reason,
         min_node_cpus=min_node_cpus, head_cpus=head_cpus, head_memory_gb=head_memory,
         cpus_needed=cpus_needed, total_cpus=head_cpus + nnodes * node_cpus,
         image=image, image_reason=image_reason, secret=a.k8s_secret, secret_env=tuple(secret_env),
-        shm_size_gb=a.shm_size_gb, checkpoint_pvc=a.checkpoint_pvc,
-        checkpoint_mount=checkpoint_mount(str(ckpt_dir)) if a.checkpoint_pvc else None,
+        shm_size_gb=a.shm_size_gb, shared_pvc=a.shared_pvc,
+        checkpoint_mount=ckpt if a.shared_pvc and not ckpt.startswith(WORKDIR + "/") and ckpt != WORKDIR else None,
         wait_timeout_s=a.gpu_wait_timeout_s, ttl_seconds=a.k8s_ttl_seconds, needs_wandb=needs_wandb,
     )
 
 
-def cluster_problems(plan: "Plan") -> list[Problem]:
+def cluster_problems(plan: Plan) -> list[Problem]:
     """Rules on the cluster answers (VI701-VI703); only for the clusters whose artefacts start Ray nodes."""
     a = plan.answers
     if a.cluster not in ("kuberay", "slurm"):
@@ -251,13 +250,16 @@ def _resources(cpus: int, memory_gb: int, gpus: int = 0) -> dict[str, Any]:
 
 def raycluster_spec(lay: Layout) -> dict[str, Any]:
     """The RayCluster spec, shared by k8s/rayjob.yaml (rayClusterSpec) and k8s/raycluster.yaml."""
-    run_volume = {"name": "run", "emptyDir": {}}
+    # The working folder: the shared PVC when there is one (data/, checkpoints/, outputs/ seen by every pod),
+    # else a pod-local emptyDir (writable whatever user the image runs as).
+    run_volume: dict[str, Any] = (
+        {"name": "run", "persistentVolumeClaim": {"claimName": lay.shared_pvc}} if lay.shared_pvc
+        else {"name": "run", "emptyDir": {}}
+    )
     run_mount = {"name": "run", "mountPath": WORKDIR}
-    ckpt_volume: list[dict[str, Any]] = []
     ckpt_mount: list[dict[str, Any]] = []
-    if lay.checkpoint_pvc:
-        ckpt_volume = [{"name": "checkpoints", "persistentVolumeClaim": {"claimName": lay.checkpoint_pvc}}]
-        ckpt_mount = [{"name": "checkpoints", "mountPath": lay.checkpoint_mount}]
+    if lay.checkpoint_mount:  # an absolute trainer.default_local_dir: the same PVC there as well
+        ckpt_mount = [{"name": "run", "mountPath": lay.checkpoint_mount, "subPath": "checkpoints"}]
     shm_volume: list[dict[str, Any]] = []
     shm_mount: list[dict[str, Any]] = []
     if lay.shm_size_gb:
@@ -281,7 +283,7 @@ def raycluster_spec(lay: Layout) -> dict[str, Any]:
                 "volumeMounts": [{"name": "verl-config", "mountPath": CONFIG_MOUNT, "readOnly": True}, run_mount]
                 + ckpt_mount,
             }],
-            "volumes": [{"name": "verl-config", "configMap": {"name": lay.configmap_name}}, run_volume] + ckpt_volume,
+            "volumes": [{"name": "verl-config", "configMap": {"name": lay.configmap_name}}, run_volume],
         }},
     }
     worker = {
@@ -300,7 +302,7 @@ def raycluster_spec(lay: Layout) -> dict[str, Any]:
                 "resources": _resources(lay.node_cpus, lay.node_memory_gb, lay.gpus_per_node),
                 "volumeMounts": [run_mount] + ckpt_mount + shm_mount,
             }],
-            "volumes": [run_volume] + ckpt_volume + shm_volume,
+            "volumes": [run_volume, *shm_volume],
         }},
     }
     return {"headGroupSpec": head, "workerGroupSpecs": [worker]}
@@ -366,7 +368,7 @@ def to_yaml(doc: Any) -> str:
     return yaml.dump(doc, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=4096, default_flow_style=False)
 
 
-def _verl_config_text(plan: "Plan") -> str:
+def _verl_config_text(plan: Plan) -> str:
     """The bundle's verl_config.yaml, byte for byte (same template, same context as render())."""
     from .. import renderer
 
@@ -376,32 +378,38 @@ def _verl_config_text(plan: "Plan") -> str:
 # --- notes placed as comments -------------------------------------------------------------------
 
 
-def _k8s_notes(lay: Layout, plan: "Plan") -> list[str]:
+def _k8s_notes(lay: Layout, plan: Plan) -> list[str]:
     ns = f" -n {lay.namespace}" if lay.namespace else ""
+    shm = f"{lay.shm_size_gb} GB (shm_size_gb)." if lay.shm_size_gb else "mounted by KubeRay."
+    secrets = ", ".join(f"{k} ({'optional' if opt else 'required'})" for k, opt in lay.secret_env)
+    literals = " ".join(f"--from-literal={k}=..." for k, _ in lay.secret_env)
+    folder = (f"PVC {lay.shared_pvc}, shared by every pod" if lay.shared_pvc
+              else "pod-local emptyDir: set shared_pvc to share data and keep checkpoints")
     notes = [
-        f"{lay.nnodes} GPU worker pod(s) × {lay.gpus_per_node} nvidia.com/gpu = {lay.n_gpus} GPUs "
-        f"= trainer.nnodes × trainer.n_gpus_per_node ({lay.nnodes} × {lay.gpus_per_node}); one worker pod per node.",
-        f"Worker pod: {lay.node_cpus} CPUs ({lay.node_cpus_reason}); {lay.node_memory_gb} GB "
-        f"({lay.node_memory_reason}); /dev/shm "
-        + (f"{lay.shm_size_gb} GB (shm_size_gb)." if lay.shm_size_gb else "mounted by KubeRay."),
-        f"Head pod: no GPU, {lay.head_cpus} CPUs, {lay.head_memory_gb} GB; Ray sees {lay.total_cpus} logical CPUs, "
-        f"verl needs ≥ {CPUS_PER_GPU_BUNDLE} × {lay.n_gpus} + {TRANSFER_QUEUE_CPUS} = {lay.cpus_needed}.",
+        (f"{lay.nnodes} GPU worker pod(s) × {lay.gpus_per_node} nvidia.com/gpu = {lay.n_gpus} GPUs = trainer.nnodes × "
+         f"trainer.n_gpus_per_node ({lay.nnodes} × {lay.gpus_per_node}); one worker pod per node."),
+        (f"Worker pod: {lay.node_cpus} CPUs ({lay.node_cpus_reason}); {lay.node_memory_gb} GB "
+         f"({lay.node_memory_reason}); /dev/shm {shm}"),
+        (f"Head pod: no GPU, {lay.head_cpus} CPUs, {lay.head_memory_gb} GB; Ray sees {lay.total_cpus} logical CPUs, "
+         f"verl needs ≥ {CPUS_PER_GPU_BUNDLE} × {lay.n_gpus} + {TRANSFER_QUEUE_CPUS} = {lay.cpus_needed}."),
         f"Image: {lay.image} ({lay.image_reason}).",
         f"Name: {lay.name} ({lay.name_reason}).",
-        "Secrets come only from Secret " + lay.secret + ": "
-        + ", ".join(f"{k} ({'optional' if opt else 'required'})" for k, opt in lay.secret_env) + ". Create it with",
-        f"  kubectl{ns} create secret generic {lay.secret} "
-        + " ".join(f"--from-literal={k}=..." for k, _ in lay.secret_env),
-        f"Working folder of every pod: {WORKDIR}; verl writes checkpoints to trainer.default_local_dir relative to it"
-        + (f", on PVC {lay.checkpoint_pvc} mounted at {lay.checkpoint_mount}." if lay.checkpoint_pvc
-           else " (pod-local: set checkpoint_pvc to keep them)."),
+        f"Secrets come only from Secret {lay.secret}: {secrets}. Create it with",
+        f"  kubectl{ns} create secret generic {lay.secret} {literals}",
+        (f"Working folder of every pod: {WORKDIR} ({folder}); relative paths in the config resolve there "
+         "(data files, trainer.default_local_dir for checkpoints, Hydra's outputs/)."),
     ]
     files = [str(p) for p in (plan.value("data.train_files"), plan.value("data.val_files")) if "://" not in str(p)]
     for path in dict.fromkeys(files):
         where = path.replace("${oc.env:HOME}", "$HOME")
-        if not where.startswith(("/", "$HOME")):
-            where = f"{WORKDIR}/{where}"
-        notes.append(f"The config reads {where} in the pods: bake it into the image or mount a volume there.")
+        if where.startswith(("/", "$HOME")):
+            notes.append(f"The config reads {where} in the pods: bake it into the image or mount a volume there.")
+        elif lay.shared_pvc:
+            notes.append(f"The config reads {where} relative to the working folder: put it on PVC {lay.shared_pvc} "
+                         "(e.g. run data/prepare_data.py in a pod that mounts it).")
+        else:
+            notes.append(f"The config reads {where} relative to the working folder, which is pod-local: set "
+                         "shared_pvc and put the file there, or point train_files/val_files at a path in the image.")
     return [one_line(n) for n in notes]
 
 
@@ -413,7 +421,7 @@ def _apply_line(lay: Layout, *files: str) -> str:
 # --- the provider --------------------------------------------------------------------------------
 
 
-def artefacts(plan: "Plan") -> "list[Artefact]":
+def artefacts(plan: Plan) -> list[Artefact]:
     from ..renderer import Artefact
 
     cluster = plan.answers.cluster
@@ -429,11 +437,10 @@ def artefacts(plan: "Plan") -> "list[Artefact]":
         "heading": one_line(f"{a.algorithm} on {a.model} ({a.nnodes}×{a.gpus_per_node} GPUs, cluster: {cluster})"),
         "total_gpus": lay.n_gpus,
         "env_pairs": list(env_vars().items()),
-        "env_notes": [(name, value, why) for name, value, why in VERL_ENV],
+        "env_notes": list(VERL_ENV),
     }
     if cluster == "kuberay":
         notes = _k8s_notes(lay, plan)
-        runtime_env_json = json.dumps({"env_vars": env_vars()}, sort_keys=True)
         return [
             Artefact("k8s/configmap.yaml.j2", {
                 **common, "doc_yaml": to_yaml(configmap_doc(lay, _verl_config_text(plan))),
@@ -449,7 +456,7 @@ def artefacts(plan: "Plan") -> "list[Artefact]":
             }),
             Artefact("k8s/submit.sh.j2", {
                 **common, "namespace": lay.namespace or "", "entrypoint_args": ENTRYPOINT.split(),
-                "runtime_env_json": runtime_env_json, "config_mount": CONFIG_MOUNT,
+                "config_mount": CONFIG_MOUNT,
                 "dashboard_port": DASHBOARD_PORT,
                 "required_secrets": [k for k, opt in lay.secret_env if not opt],
             }),

@@ -266,6 +266,10 @@ def write_parquet(rows, path):
     pq.write_table(pa.Table.from_pylist(rows), path)
 
 
+def n_rows(n):
+    return f"{n} row" if n == 1 else f"{n} rows"
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=HERE, help="folder for train.parquet and val.parquet (default: this script's folder)")
@@ -294,11 +298,11 @@ def main(argv=None):
     if not train:
         sys.exit("prepare_data: no usable training rows (see the skipped rows above)")
     write_parquet(train, os.path.join(args.out, "train.parquet"))
-    written = f"{len(train)} rows to {os.path.join(args.out, 'train.parquet')}"
+    written = f"{n_rows(len(train))} to {os.path.join(args.out, 'train.parquet')}"
     if val:
         write_parquet(val, os.path.join(args.out, "val.parquet"))
-        written += f" and {len(val)} rows to {os.path.join(args.out, 'val.parquet')}"
-    print(f"prepare_data: wrote {written} (data_source {DATA_SOURCE!r}, {len(skipped)} rows skipped)")
+        written += f" and {n_rows(len(val))} to {os.path.join(args.out, 'val.parquet')}"
+    print(f"prepare_data: wrote {written} (data_source {DATA_SOURCE!r}, {n_rows(len(skipped))} skipped)")
     return 1 if args.strict and skipped else 0
 
 

@@ -1,0 +1,335 @@
+"""One test per `verl-init check` rule: a minimal valid config, one change, the rule's ID on the right key.
+
+The base config is GRPO on one node of 8 × 80 GB GPUs with fixed micro-batches, so that every
+batch rule applies; it raises no error and no warning (test_base_config_is_clean).
+Runs with verl-init's snapshot of verl's defaults (no verl needed); test_check_examples.py and
+test_check_defaults.py show the snapshot resolves exactly like verl's own Hydra tree.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from wizard.lint import RULES, check
+
+HW = {"nnodes": 1, "gpus_per_node": 8, "gpu_memory_gb": 80}
+
+
+@pytest.fixture()
+def data(tmp_path: Path) -> Path:
+    for name in ("train.parquet", "val.parquet"):
+        (tmp_path / name).write_bytes(b"PAR1")
+    return tmp_path
+
+
+def base(data: Path) -> list[str]:
+    return [
+        "algorithm.adv_estimator=grpo",
+        "algorithm.use_kl_in_reward=False",
+        f"data.train_files={data / 'train.parquet'}",
+        f"data.val_files={data / 'val.parquet'}",
+        "data.train_batch_size=64",
+        "data.max_prompt_length=512",
+        "data.max_response_length=1024",
+        "actor_rollout_ref.model.path=Qwen/Qwen2.5-1.5B-Instruct",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=32",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
+        "actor_rollout_ref.actor.use_kl_loss=True",
+        "actor_rollout_ref.actor.kl_loss_coef=0.001",
+        "actor_rollout_ref.rollout.name=vllm",
+        "actor_rollout_ref.rollout.n=4",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+        "actor_rollout_ref.rollout.gpu_memory_utilization=0.5",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8",
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=8",
+        "trainer.logger=[console]",
+        "trainer.nnodes=1",
+        "trainer.n_gpus_per_node=8",
+    ]
+
+
+def _key(text: str) -> str:
+    return text.split("=", 1)[0].lstrip("+~")
+
+
+def edited(data: Path, changes: list[str], remove: tuple[str, ...] = ()) -> list[str]:
+    """The base with `changes` replacing the same keys (or appended) and `remove` keys dropped."""
+    out = [o for o in base(data) if _key(o) not in remove]
+    for ch in changes:
+        keys = [_key(o) for o in out]
+        if _key(ch) in keys and not ch.startswith(("+", "~")):
+            out[keys.index(_key(ch))] = ch
+        else:
+            out.append(ch)
+    return out
+
+
+def run(data: Path, changes: list[str], remove: tuple[str, ...] = (), **kw: Any):
+    hw = dict(HW)
+    hw.update(kw.pop("hw", {}))
+    return check(None, edited(data, changes, remove), defaults="snapshot", env={"HOME": "/nonexistent-home"}, **hw, **kw)
+
+
+def test_base_config_is_clean(data):
+    report = run(data, [])
+    assert not report.errors and not report.warnings, [f.problem.line() for f in report.findings]
+    assert report.memory is not None and report.memory.peak_gb < 80
+
+
+# (rule, severity, changes, removed keys, a key the finding must name, extra check() arguments)
+CASES: list[tuple[str, str, list[str], tuple[str, ...], str, dict[str, Any]]] = [
+    ("VI800", "info", ["data.train_files=UNSET_DATA_HOME/train.parquet"], (), "data.train_files", {}),
+    ("VI801", "error", ["actor_rollout_ref.actor.ppo_mini_batchsize=16"], (), "actor_rollout_ref.actor.ppo_mini_batchsize", {}),
+    ("VI801", "error", ["critic.model.fsdp_config.param_offload=False"], (), "critic.model.fsdp_config.param_offload", {}),
+    ("VI801", "error", ["trainer.use_legacy_worker_impl=auto"], (), "trainer.use_legacy_worker_impl", {}),
+    ("VI802", "warning", ["+data.max_prompt_len=100"], (), "data.max_prompt_len", {}),
+    ("VI803", "error", ["+actor_rollout_ref.rollout.gpu_memory_utilization=0.4"], (), "actor_rollout_ref.rollout.gpu_memory_utilization", {}),
+    ("VI804", "error", ["+actor_rollout_ref.rollout.gpu_mem_util=0.9"], (), "actor_rollout_ref.rollout.gpu_mem_util", {}),
+    ("VI805", "error", ["custom_reward_function.path=/r/reward.py"], (), "custom_reward_function.path", {}),
+    ("VI805", "error", ["reward_model.reward_manager=dapo"], (), "reward_model.reward_manager", {}),
+    ("VI805", "error", ["+reward_manager.name=dapo"], (), "reward_manager.name", {}),
+    ("VI805", "error", ["sandbox_fusion.url=http://sandbox:8080"], (), "sandbox_fusion.url", {}),
+    ("VI806", "error", ["actor_rollout_ref.rollout.log_prob_micro_batch_size=64"],
+     ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",), "actor_rollout_ref.rollout.log_prob_micro_batch_size", {}),
+    ("VI807", "error", [], ("actor_rollout_ref.rollout.name",), "actor_rollout_ref.rollout.name", {}),
+    ("VI807", "error", [], ("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",),
+     "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", {}),
+    ("VI808", "error", ["data.train_batch_size=abc"], (), "data.train_batch_size", {}),
+    ("VI809", "error", ["algorithm.adv_estimator=grpoo"], (), "algorithm.adv_estimator", {}),
+    ("VI809", "error", ["trainer.logger=[console,wandbb]"], (), "trainer.logger", {}),
+    ("VI810", "error", ["actor_rollout_ref.rollout.tensor_model_parallel_size=3"], (), "actor_rollout_ref.rollout.tensor_model_parallel_size", {}),
+    ("VI811", "warning", ["actor_rollout_ref.rollout.tensor_model_parallel_size=16", "trainer.nnodes=2"], (),
+     "actor_rollout_ref.rollout.tensor_model_parallel_size", {"hw": {"nnodes": 2}}),
+    ("VI816", "warning", ["algorithm.adv_estimator=gae", "critic.enable=True", "critic.model.path=Qwen/Qwen2.5-1.5B-Instruct",
+                          "critic.ppo_micro_batch_size_per_gpu=4", "critic.ulysses_sequence_parallel_size=2",
+                          "actor_rollout_ref.actor.ulysses_sequence_parallel_size=2"], (),
+     "critic.fsdp.ulysses_sequence_parallel_size", {}),
+    ("VI812", "error", ["actor_rollout_ref.actor.ulysses_sequence_parallel_size=3"], (), "actor_rollout_ref.actor.ulysses_sequence_parallel_size", {}),
+    ("VI812", "error", ["actor_rollout_ref.actor.ulysses_sequence_parallel_size=8"], (), "actor_rollout_ref.actor.ulysses_sequence_parallel_size", {}),
+    ("VI812", "error", ["actor_rollout_ref.actor.ulysses_sequence_parallel_size=2", "actor_rollout_ref.model.use_remove_padding=False"],
+     (), "actor_rollout_ref.model.use_remove_padding", {}),
+    ("VI813", "error", ["model_engine=megatron", "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=3"], (),
+     "actor_rollout_ref.actor.megatron.tensor_model_parallel_size", {}),
+    ("VI814", "error", [], (), "trainer.n_gpus_per_node", {"hw": {"gpus_per_node": 4}}),
+    ("VI814", "warning", [], (), "trainer.nnodes", {"hw": {"nnodes": 2}}),
+    ("VI815", "error", ["actor_rollout_ref.rollout.pipeline_model_parallel_size=2"], (), "actor_rollout_ref.rollout.pipeline_model_parallel_size", {}),
+    ("VI820", "error", ["actor_rollout_ref.actor.ppo_mini_batch_size=128"], (), "actor_rollout_ref.actor.ppo_mini_batch_size", {}),
+    ("VI821", "error", ["data.train_batch_size=65"], (), "data.train_batch_size", {}),
+    ("VI822", "error", ["actor_rollout_ref.actor.ppo_mini_batch_size=3"], (), "actor_rollout_ref.actor.ppo_mini_batch_size", {}),
+    ("VI823", "error", ["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=3"], (), "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", {}),
+    ("VI824", "error", ["actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=5"], (), "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", {}),
+    ("VI825", "warning", ["data.train_batch_size=48"], (), "data.train_batch_size", {}),
+    ("VI826", "error", ["actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=True"], (), "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz", {}),
+    ("VI827", "info", ["actor_rollout_ref.actor.use_dynamic_bsz=True"], (), "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", {}),
+    ("VI830", "error", ["actor_rollout_ref.actor.use_dynamic_bsz=True", "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=1000"], (),
+     "actor_rollout_ref.actor.ppo_max_token_len_per_gpu", {}),
+    ("VI831", "warning", ["actor_rollout_ref.rollout.enable_chunked_prefill=False", "actor_rollout_ref.rollout.max_num_batched_tokens=1024"],
+     (), "actor_rollout_ref.rollout.max_num_batched_tokens", {}),
+    ("VI833", "error", ["data.max_prompt_length=30000", "data.max_response_length=4096"], (), "data.max_prompt_length", {}),
+    ("VI833", "warning", ["actor_rollout_ref.rollout.max_model_len=1024"], (), "actor_rollout_ref.rollout.max_model_len", {}),
+    ("VI834", "info", ["actor_rollout_ref.actor.use_dynamic_bsz=True", "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=2048"], (),
+     "actor_rollout_ref.actor.ppo_max_token_len_per_gpu", {}),
+    ("VI840", "error", ["algorithm.adv_estimator=gae", "critic.enable=False"], (), "critic.enable", {}),
+    ("VI841", "warning", ["critic.enable=True", "critic.model.path=Qwen/Qwen2.5-1.5B-Instruct", "critic.ppo_micro_batch_size_per_gpu=4"],
+     (), "critic.enable", {}),
+    ("VI841", "warning", ["critic.optim.lr=1e-5"], (), "critic.optim.lr", {}),
+    ("VI842", "warning", ["algorithm.use_kl_in_reward=True"], (), "algorithm.use_kl_in_reward", {}),
+    ("VI843", "warning", ["actor_rollout_ref.actor.use_kl_loss=False"], (), "actor_rollout_ref.actor.kl_loss_coef", {}),
+    ("VI843", "info", ["actor_rollout_ref.actor.kl_loss_coef=0"], (), "actor_rollout_ref.actor.kl_loss_coef", {}),
+    ("VI844", "info", ["actor_rollout_ref.actor.use_kl_loss=False"], ("actor_rollout_ref.actor.kl_loss_coef",),
+     "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", {}),
+    ("VI845", "warning", ["algorithm.adv_estimator=gae", "critic.model.path=org/rm-7b", "critic.ppo_micro_batch_size_per_gpu=4",
+                          "reward.reward_model.enable=True", "reward.reward_model.model_path=org/rm-7b",
+                          "reward.reward_model.rollout.name=vllm"], (), "reward.reward_model.model_path", {}),
+    ("VI846", "error", ["algorithm.adv_estimator=gae", "critic.ppo_micro_batch_size_per_gpu=4"], (), "critic.model.path", {}),
+    ("VI847", "error", ["actor_rollout_ref.rollout.n=1"], (), "actor_rollout_ref.rollout.n", {}),
+    ("VI848", "error", ["reward.reward_model.enable=True", "reward.reward_model.rollout.name=vllm"], (), "reward.reward_model.model_path", {}),
+    ("VI848", "error", ["algorithm.filter_groups.enable=True", "reward.reward_model.enable=True",
+                        "reward.reward_model.model_path=org/rm", "reward.reward_model.rollout.name=vllm"], (),
+     "reward.reward_model.enable_resource_pool", {}),
+    ("VI850", "error", ["actor_rollout_ref.rollout.gpu_memory_utilization=1.5"], (), "actor_rollout_ref.rollout.gpu_memory_utilization", {}),
+    ("VI850", "error", ["actor_rollout_ref.rollout.gpu_memory_utilization=0"], (), "actor_rollout_ref.rollout.gpu_memory_utilization", {}),
+    ("VI851", "error", ["actor_rollout_ref.rollout.n=0"], (), "actor_rollout_ref.rollout.n", {}),
+    ("VI852", "error", ["actor_rollout_ref.rollout.temperature=0"], (), "actor_rollout_ref.rollout.temperature", {}),
+    ("VI852", "error", ["actor_rollout_ref.rollout.val_kwargs.do_sample=True", "actor_rollout_ref.rollout.val_kwargs.temperature=0"], (),
+     "actor_rollout_ref.rollout.val_kwargs.temperature", {}),
+    ("VI853", "error", ["actor_rollout_ref.rollout.mode=sync"], (), "actor_rollout_ref.rollout.mode", {}),
+    ("VI854", "error", ["actor_rollout_ref.actor.clip_ratio_c=0.5"], (), "actor_rollout_ref.actor.clip_ratio_c", {}),
+    ("VI854", "error", ["actor_rollout_ref.actor.policy_loss.loss_mode=dro"], (), "actor_rollout_ref.actor.policy_loss.dro_beta", {}),
+    ("VI856", "error", ["actor_rollout_ref.model.lora_rank=1024"], (), "actor_rollout_ref.model.lora_rank", {}),
+    ("VI856", "warning", ["actor_rollout_ref.model.lora_rank=48"], (), "actor_rollout_ref.model.lora_rank", {}),
+    ("VI857", "info", ["data.val_batch_size=16"], (), "data.val_batch_size", {}),
+    ("VI860", "error", ["actor_rollout_ref.model.path=Qwen/Qwen2.5-72B-Instruct"], (), "actor_rollout_ref.model.path",
+     {"hw": {"gpu_memory_gb": 24}}),
+    ("VI861", "info", [], (), "", {"hw": {"gpu_memory_gb": None}}),
+    ("VI862", "error", ["actor_rollout_ref.rollout.gpu_memory_utilization=0.05"], (), "actor_rollout_ref.rollout.gpu_memory_utilization", {}),
+    ("VI870", "warning", ["data.train_files=/nonexistent/train.parquet"], (), "data.train_files", {}),
+]
+
+
+@pytest.mark.parametrize("rule,severity,changes,remove,key,kw", CASES,
+                         ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
+def test_rule(data, rule, severity, changes, remove, key, kw):
+    report = run(data, changes, remove, **kw)
+    hits = [f.problem for f in report.findings if f.problem.rule == rule and f.problem.severity == severity]
+    assert hits, [f.problem.line() for f in report.findings]
+    if key:
+        assert any(key in p.keys for p in hits), [p.line() for p in hits]
+    for p in hits:
+        assert p.message and (p.hint or p.severity == "info"), p
+    if severity == "error":
+        assert not report.ok
+
+
+def test_vi871_reward_function_must_define_the_scorer(data, tmp_path):
+    fn = tmp_path / "reward.py"
+    fn.write_text("def score(data_source, solution_str, ground_truth, extra_info=None):\n    return 1.0\n")
+    report = run(data, [f"reward.custom_reward_function.path={fn}", "reward.custom_reward_function.name=compute_score"])
+    hits = [f.problem for f in report.findings if f.problem.rule == "VI871"]
+    assert hits and "did you mean score" in hits[0].hint
+    ok = run(data, [f"reward.custom_reward_function.path={fn}", "reward.custom_reward_function.name=score"])
+    assert "VI871" not in ok.ids() and "VI870" not in ok.ids()
+    missing = run(data, [f"reward.custom_reward_function.path={tmp_path / 'nope.py'}"])
+    assert "VI870" in missing.ids("warning")
+
+
+def test_every_rule_has_a_test():
+    tested = {c[0] for c in CASES} | {"VI871"}
+    assert tested == set(RULES), sorted(set(RULES) ^ tested)
+
+
+# --- the classics the issue lists, and the five pitfalls of shared/docs/pitfalls.md -------------------
+
+CLASSICS = {
+    "rollout TP 2 (verl's default) on one GPU": (
+        ["trainer.n_gpus_per_node=1", "data.train_batch_size=8", "actor_rollout_ref.actor.ppo_mini_batch_size=4"],
+        ("actor_rollout_ref.rollout.tensor_model_parallel_size",), {"hw": {"gpus_per_node": 1}},
+        "VI810", "actor_rollout_ref.rollout.tensor_model_parallel_size"),
+    "mini-batch larger than the train batch": (["actor_rollout_ref.actor.ppo_mini_batch_size=256"], (), {}, "VI820",
+                                               "actor_rollout_ref.actor.ppo_mini_batch_size"),
+    "micro-batch not dividing the per-GPU mini-batch": (["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=6"], (), {},
+                                                        "VI823", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"),
+    "token budget below prompt+response": (["actor_rollout_ref.actor.use_dynamic_bsz=True",
+                                            "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=1200"], (), {},
+                                           "VI830", "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu"),
+    "TP larger than GPUs per node": (["actor_rollout_ref.rollout.tensor_model_parallel_size=16"], (), {}, "VI810",
+                                     "actor_rollout_ref.rollout.tensor_model_parallel_size"),
+    "critic settings under GRPO": (["critic.ppo_micro_batch_size_per_gpu=8", "critic.model.path=Qwen/Qwen2.5-1.5B-Instruct"], (), {},
+                                   "VI841", "critic.ppo_micro_batch_size_per_gpu"),
+    "KL in both loss and reward": (["algorithm.use_kl_in_reward=True", "algorithm.kl_ctrl.kl_coef=0.001"], (), {}, "VI842",
+                                   "actor_rollout_ref.actor.use_kl_loss"),
+    "what verl skips under dynamic batch size": (["actor_rollout_ref.actor.use_dynamic_bsz=True", "data.train_batch_size=16"], (), {},
+                                                 "VI820", "data.train_batch_size"),
+    # pitfall 1, roles that share one model: a GAE run whose critic is switched off
+    "pitfall 1: GAE without its critic": (["algorithm.adv_estimator=gae", "critic.enable=False"], (), {}, "VI840", "critic.enable"),
+    # pitfall 2, batches out of step: the update does not split over the data-parallel ranks
+    "pitfall 2: mini-batch not splitting over ranks": (["actor_rollout_ref.actor.ppo_mini_batch_size=6",
+                                                        "actor_rollout_ref.rollout.n=5"], (), {}, "VI822", "actor_rollout_ref.rollout.n"),
+    # pitfall 3, device mapping: Megatron TP×PP that does not divide the GPUs
+    "pitfall 3: Megatron TP×PP vs GPUs": (["model_engine=megatron", "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2",
+                                           "actor_rollout_ref.actor.megatron.pipeline_model_parallel_size=3"], (), {}, "VI813",
+                                          "actor_rollout_ref.actor.megatron.pipeline_model_parallel_size"),
+    # pitfall 4, data verl does not read: a data file that is not there
+    "pitfall 4: data file missing": (["data.val_files=/nonexistent/val.parquet"], (), {}, "VI870", "data.val_files"),
+    # pitfall 5, local versus cluster: the config wants more GPUs than the machine has
+    "pitfall 5: more GPUs than the hardware": (["trainer.nnodes=2"], (), {}, "VI814", "trainer.nnodes"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CLASSICS))
+def test_classic_mistakes(data, name):
+    changes, remove, kw, rule, key = CLASSICS[name]
+    report = run(data, changes, remove, **kw)
+    hits = [f.problem for f in report.findings if f.problem.rule == rule]
+    assert hits and any(key in p.keys for p in hits), [f.problem.line() for f in report.findings]
+
+
+def test_nearest_valid_values_in_hints(data):
+    r = run(data, ["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=3"])
+    vi823 = next(f.problem for f in r.findings if f.problem.rule == "VI823")
+    assert "nearest valid: 2 or 4" in vi823.hint
+    r = run(data, ["actor_rollout_ref.rollout.tensor_model_parallel_size=3"])
+    vi810 = next(f.problem for f in r.findings if f.problem.rule == "VI810")
+    assert "2 or 4" in vi810.hint
+    r = run(data, ["actor_rollout_ref.actor.ppo_mini_batchsize=16"])
+    vi801 = next(f.problem for f in r.findings if f.problem.rule == "VI801")
+    assert "did you mean actor_rollout_ref.actor.ppo_mini_batch_size?" in vi801.hint
+
+
+def test_dynamic_batching_skips_what_verl_skips(data):
+    """Under dynamic batching verl skips validate_config's batch checks; the lint keeps what the workers assert."""
+    dyn = ["actor_rollout_ref.actor.use_dynamic_bsz=True", "data.train_batch_size=65"]
+    ids = run(data, dyn).ids("error")
+    assert "VI821" not in ids  # validate_config's train-batch divisibility is skipped by verl ...
+    assert "VI825" in run(data, dyn).ids("warning")  # ... and verl pads the batch instead
+    assert "VI822" in run(data, dyn + ["actor_rollout_ref.actor.ppo_mini_batch_size=3"]).ids("error")  # worker assert stays
+
+
+def test_deprecated_micro_fix_uses_verls_old_conversion(data):
+    r = run(data, ["actor_rollout_ref.rollout.log_prob_micro_batch_size=64"],
+            ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",))
+    fd = next(f for f in r.findings if f.problem.rule == "VI806")
+    assert fd.fix is not None and fd.fix.set == {"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": 8}
+
+
+def test_unresolved_values_skip_rules_instead_of_failing_them(data):
+    r = run(data, ["trainer.n_gpus_per_node=UNSET_GPUS", "actor_rollout_ref.actor.ppo_mini_batch_size=UNSET_MINI"])
+    assert not r.errors, [f.problem.line() for f in r.errors]
+    assert "VI800" in r.ids("info")
+
+
+def test_memory_check_reads_a_local_model_folder(data, tiny_model):
+    r = run(data, [f"actor_rollout_ref.model.path={tiny_model}"])
+    assert "VI861" not in r.ids() and r.memory is not None
+
+
+def test_config_lists_the_keys_the_rules_read(data):
+    r = run(data, [])
+    assert r.config["data.train_batch_size"] == 64
+    assert r.config["actor_rollout_ref.rollout.n"] == 4
+    assert r.config["trainer.n_gpus_per_node"] == 8
+    assert all(isinstance(k, str) for k in r.config)
+
+
+def test_unknown_model_is_an_info_not_an_error(data):
+    r = run(data, ["actor_rollout_ref.model.path=org/mystery-model"])
+    assert "VI861" in r.ids("info") and not r.errors
+
+
+WEIRD = ["abc", "-1", "0", "null", "[1,2]", "{a:1}", "1.5", "True", "???", "${oc.select:nope}", "''"]
+WEIRD_KEYS = ["data.train_batch_size", "data.train_files", "data.max_prompt_length", "trainer.n_gpus_per_node",
+              "trainer.nnodes", "trainer.logger", "actor_rollout_ref.rollout.n", "actor_rollout_ref.actor.ppo_mini_batch_size",
+              "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "actor_rollout_ref.rollout.tensor_model_parallel_size",
+              "actor_rollout_ref.rollout.gpu_memory_utilization", "actor_rollout_ref.model.path", "critic.enable",
+              "actor_rollout_ref.actor.ulysses_sequence_parallel_size", "model_engine"]
+
+
+@pytest.mark.parametrize("key", WEIRD_KEYS)
+def test_odd_values_are_findings_not_crashes(data, key):
+    for value in WEIRD:
+        report = run(data, [f"{key}={value}"])
+        assert report.findings is not None
+    bad = run(data, [f"{key}=abc"])
+    if key not in ("trainer.logger", "actor_rollout_ref.model.path", "data.train_files"):
+        assert bad.errors, (key, [f.problem.line() for f in bad.findings])
+
+
+def test_a_full_config_dump_is_read_like_verls_own(tmp_path, data):
+    """A YAML without `defaults` (e.g. Hydra's outputs/.../.hydra/config.yaml) is the whole config."""
+    import yaml
+
+    from wizard import lint
+
+    src = lint.load_source(None, base(data) + ["model_engine=megatron"], env={})
+    tree = lint.resolve(src, "snapshot", lambda *a, **k: None, {})
+    nested: dict = {}
+    for k, v in tree.flat.items():
+        lint._set(nested, k, v)
+    dump = tmp_path / "config.yaml"
+    dump.write_text(yaml.safe_dump(nested))
+    report = check(str(dump), defaults="snapshot", **HW)
+    assert not report.errors and not report.warnings, [f.problem.line() for f in report.findings]
+    assert report.config["actor_rollout_ref.actor.strategy"] == "megatron"

@@ -1,0 +1,75 @@
+"""One rule set, two judges: on sampled configs, whenever verl's own checks (validate_config, the config
+dataclasses and the worker-time arithmetic, wizard.verify) reject a config, `verl-init check` reports an
+error too; and every error verl does not share is one of the rules for what verl accepts but cannot run
+well (listed below with the reason)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from wizard.lint import check, load_source, run_verl_checks
+
+pytestmark = [pytest.mark.verl]
+N = 40
+
+# Errors for configs verl's checks accept:
+BEYOND_VERL = {
+    "VI820",  # mini-batch > train batch under dynamic batching: verl pads the update with padding sequences
+    "VI847",  # grpo with rollout.n=1: every advantage is 0
+    "VI812",  # Ulysses SP that does not divide the attention heads (fails in the model patch at run time)
+}
+
+
+def sample(seed: int) -> list[str]:
+    rng = random.Random(seed)
+    gpn = rng.choice([1, 2, 4, 8])
+    dynamic = rng.random() < 0.4
+    out = [
+        "algorithm.adv_estimator=grpo", "algorithm.use_kl_in_reward=False",
+        "actor_rollout_ref.model.path=Qwen/Qwen2.5-1.5B-Instruct", "actor_rollout_ref.rollout.name=vllm",
+        "actor_rollout_ref.actor.use_kl_loss=True", "trainer.logger=[console]", "trainer.nnodes=1",
+        f"trainer.n_gpus_per_node={gpn}",
+        f"data.train_batch_size={rng.choice([8, 16, 48, 64, 65])}",
+        f"actor_rollout_ref.rollout.n={rng.choice([2, 4, 5])}",
+        f"actor_rollout_ref.actor.ppo_mini_batch_size={rng.choice([3, 8, 16, 32])}",
+        f"actor_rollout_ref.rollout.tensor_model_parallel_size={rng.choice([1, 2, 3, 4, 8])}",
+        f"actor_rollout_ref.actor.use_dynamic_bsz={dynamic}",
+        "data.max_prompt_length=512", "data.max_response_length=1024",
+    ]
+    if dynamic:
+        budget = rng.choice([1000, 2048, 4096])
+        out += [f"actor_rollout_ref.actor.ppo_max_token_len_per_gpu={budget}",
+                f"actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu={budget}",
+                f"actor_rollout_ref.ref.log_prob_max_token_len_per_gpu={budget}"]
+    else:
+        out += [f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={rng.choice([1, 2, 3, 4])}",
+                f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={rng.choice([2, 4, 5])}",
+                f"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={rng.choice([2, 4])}"]
+    return out
+
+
+_SEEN = {"both_ok": 0, "both_reject": 0}
+
+
+@pytest.mark.parametrize("seed", range(N))
+def test_lint_errors_whenever_verl_rejects(seed):
+    overrides = sample(seed)
+    ours = check(None, overrides, defaults="verl")
+    theirs = run_verl_checks(load_source(None, overrides))
+    if not theirs.ok:
+        assert ours.errors, f"verl rejects ({theirs.summary()}) but check finds no error in {overrides}"
+        _SEEN["both_reject"] += 1
+    else:
+        extra = ours.ids("error") - BEYOND_VERL
+        assert not extra, (f"check reports {sorted(extra)} but verl accepts {overrides}",
+                           [f.problem.line() for f in ours.errors])
+        if not ours.errors:
+            _SEEN["both_ok"] += 1
+
+
+def test_sample_covers_both_outcomes():
+    if sum(_SEEN.values()) < N // 2:
+        pytest.skip("run together with the sampled tests")
+    assert _SEEN["both_ok"] >= 5 and _SEEN["both_reject"] >= 5, _SEEN

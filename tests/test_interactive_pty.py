@@ -1,0 +1,225 @@
+"""`python -m wizard.cli` in a real pseudo-terminal (pexpect), typed as a person types.
+
+Paths: GRPO on one node (a fake 8×H100 NVML on the subprocess's PYTHONPATH prefills the hardware), PPO
+with a critic, KubeRay, and a rejected-then-corrected answer; plus Ctrl-C. The bundles these sessions write
+go through verl's own validation (`verify_with_verl`, with a tiny local model standing in for hub models).
+
+Each prompt is recognised by its field name (`? <field> — <description>`); `Tty.run` answers the prompts in
+the order they come, with the keys the test gives for a field (Enter otherwise), and records the order.
+The environment points RAY_API_SERVER_ADDRESS at a closed port, so no Ray on this machine changes the flow.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import HAS_VERL, ROOT
+from test_probe import write_fake_nvml
+
+pexpect = pytest.importorskip("pexpect")
+pytestmark = pytest.mark.slow
+
+ENTER = "\r"
+CLEAR = "\x15"  # Ctrl-U
+CTRL_C = "\x03"
+ESC = r"(?:\x1b\[[0-9;?]*[A-Za-z])*"
+PROMPT = re.compile(r"\?" + ESC + r"\s*([a-z][a-z0-9_]*) —")
+TIMEOUT = 60
+
+
+def typed(text: str) -> str:
+    return CLEAR + text + ENTER
+
+
+def closed_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Tty:
+    def __init__(self, cwd: Path, machine: str = "no_driver", args: tuple[str, ...] = ()):
+        fake = write_fake_nvml(cwd.parent / f"{cwd.name}-fake-nvml")
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("RAY_", "NCCL_")) and k not in ("CUDA_VISIBLE_DEVICES", "COLUMNS", "LINES")}
+        env.update(PYTHONPATH=f"{fake}{os.pathsep}{ROOT}", VI_FAKE_NVML=machine, HF_HUB_OFFLINE="1",
+                   TRANSFORMERS_OFFLINE="1", TERM="xterm", PROMPT_TOOLKIT_NO_CPR="1",
+                   RAY_API_SERVER_ADDRESS=f"http://127.0.0.1:{closed_port()}")
+        self.log = open(cwd.parent / f"{cwd.name}-tty.log", "w", encoding="utf-8")  # noqa: SIM115
+        self.child = pexpect.spawn(sys.executable, ["-m", "wizard.cli", *args], cwd=str(cwd), env=env,
+                                   dimensions=(50, 220), encoding="utf-8", timeout=TIMEOUT)
+        self.child.logfile_read = self.log
+        self.asked: list[str] = []
+        self.cwd = cwd
+
+    def run(self, script: dict[str, Any], until: str = r"Write this bundle\?", stop_at: str | None = None) -> None:
+        """Answer prompts in order (the script's keys for a field, else Enter) until `until` shows, or until
+        the prompt for field `stop_at` shows (left unanswered)."""
+        queues = {k: list(v) if isinstance(v, list) else [v] for k, v in script.items()}
+        last: str | None = None
+        while True:
+            i = self.child.expect([PROMPT, until, pexpect.EOF])
+            if i == 1:
+                return
+            if i == 2:
+                raise AssertionError(f"the wizard ended early after {self.asked}:\n{self.transcript()[-3000:]}")
+            field = self.child.match.group(1)
+            if field == last:  # the same prompt redrawn (or echoed with its answer)
+                continue
+            if field == stop_at:
+                return
+            self.asked.append(field)
+            last = field
+            queue = queues.get(field)
+            self.child.send(queue.pop(0) if queue else ENTER)
+            if len(self.asked) > 120:
+                raise AssertionError(f"the questionnaire does not end: {self.asked[-20:]}")
+
+    def write(self, folder_keys: str = ENTER) -> int:
+        self.child.send(ENTER)  # "write the bundle" is the default action
+        self.child.expect("Bundle folder")
+        self.child.send(folder_keys)
+        self.child.expect("Wrote ")
+        return self.finish()
+
+    def expect(self, pattern: str) -> None:
+        self.child.expect(pattern)
+
+    def finish(self) -> int:
+        self.child.expect(pexpect.EOF)
+        self.child.close()
+        self.log.close()
+        return int(self.child.exitstatus if self.child.exitstatus is not None else 128 + (self.child.signalstatus or 0))
+
+    def transcript(self) -> str:
+        if not self.log.closed:
+            self.log.flush()
+        text = Path(self.log.name).read_text(encoding="utf-8")
+        return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text)
+
+    def bundle(self) -> Path:
+        (found,) = [p.parent for p in self.cwd.glob("runs/*/verl-init.yaml")]
+        return found
+
+
+def verify(bundle: Path, tiny_model: Path) -> None:
+    if not HAS_VERL:
+        pytest.skip("verl is not installed")
+    from wizard.verify import verify_with_verl
+
+    report = verify_with_verl(bundle, model_dir=str(tiny_model))
+    assert report.ok, report.summary()
+
+
+@pytest.fixture()
+def here(tmp_path: Path) -> Path:
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    return cwd
+
+
+def test_grpo_on_one_node(here, tiny_model):
+    tty = Tty(here, machine="h100_nvswitch")
+    tty.expect("8× NVIDIA H100 80GB HBM3")
+    tty.run({"prompts_per_step": typed("128"), "total_steps": typed("100")})
+    assert tty.write() == 0, tty.transcript()[-3000:]
+    text = tty.transcript()
+    assert tty.asked[:3] == ["cluster", "gpus_per_node", "gpu_memory_gb"]
+    assert "gpu_type" not in tty.asked and "critic_model" not in tty.asked and "nnodes" not in tty.asked
+    assert "gpu_type = H100 80GB HBM3 (probed)" in text
+    assert "placed with this machine's GPU topology" in text
+    assert "cd runs/grpo-qwen2.5-0.5b-instruct && python3 data/prepare_data.py && ./run.sh" in text
+    a = yaml.safe_load((tty.bundle() / "verl-init.yaml").read_text())["answers"]
+    assert (a["gpus_per_node"], a["gpu_memory_gb"], a["prompts_per_step"], a["total_steps"]) == (8, 85.5, 128, 100)
+    cfg = yaml.safe_load((tty.bundle() / "verl_config.yaml").read_text())
+    assert cfg["trainer"]["n_gpus_per_node"] == 8 and cfg["data"]["train_batch_size"] == 128
+    verify(tty.bundle(), tiny_model)
+
+
+def test_ppo_with_a_critic(here, tiny_model):
+    tty = Tty(here)
+    tty.expect("no NVIDIA GPU found")
+    tty.run({"gpus_per_node": typed("4"), "gpu_memory_gb": typed("80"), "algorithm": "ppo" + ENTER,
+             "model": typed("Qwen/Qwen2.5-1.5B-Instruct"), "prompts_per_step": typed("64"),
+             "experiment_name": typed("ppo-critic")})
+    assert tty.write() == 0, tty.transcript()[-3000:]
+    assert "critic_model" in tty.asked
+    text = tty.transcript()
+    assert "critic" in text.split("Roles")[1].split("Memory per GPU")[0]
+    bundle = tty.bundle()
+    assert bundle.name == "ppo-critic"
+    cfg = yaml.safe_load((bundle / "verl_config.yaml").read_text())
+    assert cfg["algorithm"]["adv_estimator"] == "gae"
+    assert cfg["critic"]["model"]["path"] == "Qwen/Qwen2.5-1.5B-Instruct"  # its own entry, from the policy
+    verify(bundle, tiny_model)
+
+
+def test_kuberay(here, tiny_model):
+    tty = Tty(here)
+    tty.run({"cluster": "kuberay" + ENTER, "nnodes": typed("2"), "gpus_per_node": typed("8"),
+             "gpu_memory_gb": typed("80"), "gpu_type": typed("A100"), "host_memory_gb": typed("1000"),
+             "model": typed("Qwen/Qwen2.5-7B-Instruct"), "k8s_namespace": typed("rl-team"),
+             "shared_pvc": typed("verl-data"), "shm_size_gb": typed("64"), "logger": " " + "\x1b[B" + " " + ENTER})
+    assert tty.write() == 0, tty.transcript()[-3000:]
+    for q in ("nnodes", "image", "k8s_namespace", "k8s_secret", "shared_pvc", "shm_size_gb"):
+        assert q in tty.asked
+    assert not [q for q in tty.asked if q.startswith("slurm_")]
+    bundle = tty.bundle()
+    a = yaml.safe_load((bundle / "verl-init.yaml").read_text())["answers"]
+    assert a["logger"] == ["wandb"] and a["cluster"] == "kuberay" and a["k8s_namespace"] == "rl-team"
+    job = yaml.safe_load((bundle / "k8s" / "rayjob.yaml").read_text())
+    assert job["kind"] == "RayJob" and job["metadata"]["namespace"] == "rl-team"
+    assert "kubectl -n rl-team apply -f k8s/configmap.yaml -f k8s/rayjob.yaml" in tty.transcript()
+    from wizard.cluster_check import load_expected, manifest_problems
+
+    exp, problems = load_expected(bundle)
+    assert not problems and (exp.nnodes, exp.gpus_per_node) == (2, 8)
+    assert [p for p in manifest_problems(job, 2, 8) if p.severity == "error"] == []
+    verify(bundle, tiny_model)
+
+
+def test_a_rejected_answer_is_explained_and_corrected(here, tiny_model):
+    tty = Tty(here)
+    tty.run({"gpus_per_node": typed("1"), "gpu_memory_gb": typed("24"), "algorithm": "ppo" + ENTER,
+             "model": [typed("Qwen/Qwen2.5-7B-Instruct"), typed("Qwen/Qwen2.5-0.5B-Instruct")],
+             "prompts_per_step": typed("32")})
+    assert tty.write() == 0, tty.transcript()[-3000:]
+    text = tty.transcript()
+    assert "verl-init cannot plan these answers" in text
+    # the hint depends on this machine's host memory (probed: it limits offload), so only its shape is checked
+    assert re.search(r"✗ VI602 model, nnodes, gpus_per_node, gpu_memory_gb: Qwen/Qwen2.5-7B-Instruct \(7.6B, ppo\) "
+                     r"does not fit 1×1 × 24 GB GPUs.*\n\s+→ needs ≥ .*or a model of ≤ [0-9.]+B parameters", text), text
+    assert "Asking again: gpus_per_node, gpu_memory_gb, model, lora_rank" in text
+    assert tty.asked.count("model") == 2 and tty.asked.count("algorithm") == 1
+    a = yaml.safe_load((tty.bundle() / "verl-init.yaml").read_text())["answers"]
+    assert a["model"] == "Qwen/Qwen2.5-0.5B-Instruct" and a["algorithm"] == "ppo"
+    verify(tty.bundle(), tiny_model)
+
+
+def test_ctrl_c_exits_non_zero_and_writes_nothing(here):
+    tty = Tty(here)
+    tty.run({}, stop_at="algorithm")
+    tty.child.send(CTRL_C)
+    tty.expect("interrupted; nothing was written")
+    assert tty.finish() == 130
+    assert list(here.iterdir()) == []
+
+
+def test_ctrl_c_at_the_last_prompt_writes_nothing(here):
+    tty = Tty(here)
+    tty.run({"gpus_per_node": typed("8"), "gpu_memory_gb": typed("80")})
+    tty.child.send(ENTER)
+    tty.expect("Bundle folder")
+    tty.child.send(CTRL_C)
+    tty.expect("interrupted; nothing was written")
+    assert tty.finish() == 130
+    assert list(here.iterdir()) == []

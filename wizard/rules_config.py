@@ -1,0 +1,106 @@
+"""The arithmetic verl applies to a config, as small pure functions over plain numbers.
+
+`verl-init check` (wizard/lint.py) evaluates these on the keys of an existing verl config; the
+planner derives the same quantities from answers (prompts_per_step, samples_per_prompt, ...), so it
+can call them too, e.g. `data_parallel_size(n_gpus, sp=sp)` for its `dp`, `rollout_layout(...)` for
+`_rollout_tp_options`, `update_split(...)` for VI202/VI204 and `padded_batch(...)` for the log-prob
+micro-batch. Each function names the verl 0.9.1 line it mirrors (docs/verl-facts.md §1).
+Only the standard library is imported.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+def data_parallel_size(n_gpus: int, *, megatron: bool = False, sp: int = 1, tp: int = 1, pp: int = 1,
+                       cp: int = 1) -> int | None:
+    """Training data-parallel ranks: n_gpus / SP (FSDP) or n_gpus / (TP·PP·CP) (Megatron); None if it does not divide.
+    verl: engine_workers.py:264 (`engine.get_data_parallel_size()`), utils/config.py:103 (megatron)."""
+    group = tp * pp * cp if megatron else sp
+    if group < 1 or n_gpus < 1 or n_gpus % group:
+        return None
+    return n_gpus // group
+
+
+def effective_sp(actor_sp: int | None, engine_sp: int | None) -> int:
+    """Ulysses SP the FSDP engine uses: the deprecated `actor.ulysses_sequence_parallel_size` wins when > 1,
+    else `actor.fsdp_config.ulysses_sequence_parallel_size` (workers/config/actor.py:327-329)."""
+    if actor_sp and actor_sp > 1:
+        return int(actor_sp)
+    return int(engine_sp or 1)
+
+
+def lcm(values: Iterable[int]) -> int:
+    out = 1
+    for v in values:
+        out = out * v // math.gcd(out, v)
+    return out
+
+
+def batch_multiple(dp: int, actor_mini_samples: int, critic_mini_samples: int | None = None) -> int:
+    """verl pads every step's batch to a multiple of lcm(dp, mini·n[, critic mini·n]) (trainer_base.py:1589)."""
+    terms = [dp, actor_mini_samples] + ([critic_mini_samples] if critic_mini_samples else [])
+    return lcm(t for t in terms if t > 0)
+
+
+def padded_batch(samples: int, multiple: int) -> int:
+    """Samples per step after verl's upsampling with padding sequences (upsample_batch_to_divisible_size)."""
+    return -(-samples // multiple) * multiple if multiple > 0 else samples
+
+
+@dataclass(frozen=True)
+class Split:
+    """How one update's samples spread over data-parallel ranks and micro-batches."""
+
+    samples: int  # mini-batch prompts × n
+    per_rank: int | None  # None when the ranks cannot share it evenly
+    micro_ok: bool | None  # None without a micro-batch size (dynamic batching)
+
+
+def update_split(mini: int, n: int, dp: int, micro: int | None) -> Split:
+    """engine_workers.py:264 (mini·n % dp) and engine/utils.py:123 (per-rank % micro)."""
+    samples = mini * n
+    per_rank = samples // dp if dp > 0 and samples % dp == 0 else None
+    micro_ok = None if micro is None or per_rank is None else (micro > 0 and per_rank % micro == 0)
+    return Split(samples, per_rank, micro_ok)
+
+
+def minimal_batch(n_gpus: int, *, megatron: bool = False, megatron_dp: int = 0, micro: int = 0) -> int:
+    """validate_config's minimal batch (utils/config.py:115): n_gpus, or Megatron dp × micro_per_gpu."""
+    return megatron_dp * micro if megatron else n_gpus
+
+
+def rollout_world(tp: int, dp: int = 1, pp: int = 1) -> int:
+    return tp * dp * pp
+
+
+def rollout_layout(n_gpus: int, gpus_per_node: int, tp: int, dp: int = 1, pp: int = 1) -> list[str]:
+    """What verl's workers assert about the rollout layout (empty when it is fine):
+    engine_workers.py:659 (n_gpus % world), replica.py:113 (a multi-node replica fills whole nodes) and
+    vllm_async_server.py:385 (DP > 1 needs gpus_per_node % TP == 0)."""
+    w = rollout_world(tp, dp, pp)
+    out = []
+    if w < 1 or n_gpus % w:
+        out.append(f"rollout world size {w} (TP {tp} × DP {dp} × PP {pp}) does not divide the {n_gpus} GPUs")
+    if w > gpus_per_node and w % gpus_per_node:
+        out.append(f"a replica of {w} GPUs spans nodes of {gpus_per_node} without filling them")
+    if dp > 1 and gpus_per_node % tp:
+        out.append(f"with rollout data parallel, TP {tp} must divide the {gpus_per_node} GPUs per node")
+    return out
+
+
+def valid_rollout_tp(n_gpus: int, gpus_per_node: int) -> list[int]:
+    """Rollout TP values (DP = PP = 1) that keep each replica inside a node or on whole nodes."""
+    inside = [t for t in range(1, gpus_per_node + 1) if gpus_per_node % t == 0]
+    across = [gpus_per_node * k for k in range(2, n_gpus // max(gpus_per_node, 1) + 1)
+              if n_gpus % (gpus_per_node * k) == 0]
+    return inside + across
+
+
+def min_token_budget(seq_len: int, sp: int = 1) -> int:
+    """Smallest `*_max_token_len_per_gpu` that holds one full sequence (seqlen_balancing.py:384: budget × SP ≥ seq)."""
+    return -(-seq_len // max(sp, 1))
+
