@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ALL = [["bench_cli.py"], ["bench_validate_dataset.py"], ["bench_smoke.py", "--runs", "1"]]
+ALL = [["bench_cli.py"], ["bench_check.py"], ["bench_validate_dataset.py"], ["bench_smoke.py", "--runs", "1"]]
 
 
 def main() -> int:

@@ -15,6 +15,9 @@ from conftest import ROOT
 from wizard.lint import check
 
 REFERENCE = ROOT.parent / "shared" / "reference" / "verl-examples.json"
+if not REFERENCE.is_file():
+    pytest.skip(f"verl's example configs not found at {REFERENCE} (the project's shared/ folder)",
+                allow_module_level=True)
 EXAMPLES = json.loads(REFERENCE.read_text(encoding="utf-8"))["configs"]
 IDS = [c["source"].split(":", 1)[1].removeprefix("examples/") for c in EXAMPLES]
 ENV = {"HOME": "/root"}  # the examples read their data from $HOME/data on verl's machines

@@ -97,11 +97,13 @@ def test_worker_groups_carry_exactly_the_plans_gpus(nnodes, gpn, prompts):
 def test_rayjob_runs_exactly_the_rendered_config():
     files = cluster_files("cluster-8gpu")
     (cm,) = _docs(files["k8s/configmap.yaml"])
-    assert cm["data"] == {"verl_config.yaml": files["verl_config.yaml"]}  # byte for byte
+    # byte for byte: the config, and the data script the pods' init containers run
+    assert cm["data"] == {"verl_config.yaml": files["verl_config.yaml"], "prepare_data.py": files["data/prepare_data.py"]}
     (job,) = _docs(files["k8s/rayjob.yaml"])
     head = _containers(_head(job))[0]
     volumes = {v["name"]: v for v in _head(job)["template"]["spec"]["volumes"]}
-    mounts = [m for m in head["volumeMounts"] if volumes[m["name"]].get("configMap", {}).get("name") == cm["metadata"]["name"]]
+    mounts = [m for m in head["volumeMounts"] if volumes[m["name"]].get("configMap", {}).get("name") == cm["metadata"]["name"]
+              and "subPath" not in m]
     assert len(mounts) == 1 and mounts[0]["readOnly"] is True
     mount = mounts[0]["mountPath"]
     assert job["spec"]["entrypoint"] == f"python3 -m verl.trainer.main_ppo --config-path {mount} --config-name verl_config"
@@ -514,3 +516,50 @@ def test_absolute_checkpoint_dir_gets_the_shared_pvc_too():
     spec = raycluster_spec(dataclasses.replace(lay, shared_pvc="pvc", checkpoint_mount="/mnt/ckpt"))
     mounts = spec["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["volumeMounts"]
     assert {"name": "run", "mountPath": "/mnt/ckpt", "subPath": "checkpoints"} in mounts
+
+
+def _init(group: dict) -> list[dict]:
+    return group["template"]["spec"].get("initContainers", [])
+
+
+def test_pods_prepare_the_hub_dataset_before_ray_starts():
+    """The config reads bundle-relative data/*.parquet: without a shared PVC every pod writes its own copy with
+    the bundle's prepare_data.py (from the ConfigMap); with one, only the head; a local file cannot be."""
+    files = cluster_files("cluster-8gpu")
+    (job,) = _docs(files["k8s/rayjob.yaml"])
+    (cm,) = _docs(files["k8s/configmap.yaml"])
+    for group in [_head(job), *_workers(job)]:
+        (init,) = _init(group)
+        mounts = {m["mountPath"]: m["name"] for m in init["volumeMounts"]}
+        volumes = {v["name"]: v for v in group["template"]["spec"]["volumes"]}
+        assert volumes[mounts["/verl-init/config"]]["configMap"]["name"] == cm["metadata"]["name"]
+        assert "emptyDir" in volumes[mounts["/verl-init/run"]]
+        assert init["command"] == ["python3", "/verl-init/config/prepare_data.py", "--out", "/verl-init/run/data"]
+        assert init["image"] == _containers(group)[0]["image"]
+        assert not any("value" in e and e["name"] == "HF_TOKEN" for e in init["env"])  # the secret only by reference
+    assert "every pod writes its own copy before Ray starts" in files["PLAN.md"]
+
+    shared = cluster_files("cluster-8gpu", shared_pvc="rl-shared")
+    (job,) = _docs(shared["k8s/rayjob.yaml"])
+    assert len(_init(_head(job))) == 1 and all(not _init(w) for w in _workers(job))
+    assert "the head pod writes them on PVC `rl-shared`" in shared["PLAN.md"]
+
+    local = cluster_files("cluster-8gpu", dataset="/data/my.jsonl")
+    (job,) = _docs(local["k8s/rayjob.yaml"])
+    (cm,) = _docs(local["k8s/configmap.yaml"])
+    assert not _init(_head(job)) and set(cm["data"]) == {"verl_config.yaml"}
+    assert "the pods cannot see this bundle's data/" in local["PLAN.md"]
+
+
+def test_the_bundle_reward_function_is_mounted_where_the_config_reads_it():
+    files = cluster_files("cluster-8gpu", reward="function")
+    cfg = yaml.safe_load(files["verl_config.yaml"])
+    assert cfg["reward"]["custom_reward_function"]["path"] == "reward/reward_fn.py"
+    (cm,) = _docs(files["k8s/configmap.yaml"])
+    assert cm["data"]["reward_fn.py"] == files["reward/reward_fn.py"]
+    (job,) = _docs(files["k8s/rayjob.yaml"])
+    for group in [_head(job), *_workers(job)]:
+        (mount,) = [m for m in _containers(group)[0]["volumeMounts"] if m.get("subPath") == "reward_fn.py"]
+        assert mount["mountPath"] == "/verl-init/run/reward/reward_fn.py" and mount["readOnly"] is True
+        volumes = {v["name"]: v for v in group["template"]["spec"]["volumes"]}
+        assert volumes[mount["name"]]["configMap"]["name"] == cm["metadata"]["name"]

@@ -205,3 +205,12 @@ def resolve(a: "Answers", base_dir: str) -> DataPrep:
 
 def local_only_keys_given(a: "Answers") -> list[str]:
     return [k for k in LOCAL_ONLY_KEYS if k in a.model_fields_set]
+
+
+def hub_prepared_in_place(a: "Answers", base_dir: str, train_files: str, val_files: str) -> Optional[str]:
+    """The hub dataset a cluster node can prepare by itself (running data/prepare_data.py where the job
+    runs), or None: only for gsm8k / math when the config reads the bundle's own data/ files."""
+    hub = HUB.get(a.dataset)
+    if hub is None or (train_files, val_files) != (PREPARED_TRAIN, PREPARED_VAL):
+        return None
+    return hub.name

@@ -12,6 +12,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from . import dataprep
 from .planner import Plan
 
 # Files that are rendered for every plan.
@@ -103,7 +104,7 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def _data_where(cluster: str, shared_pvc: Optional[str], relative: list[str]) -> list[str]:
+def _data_where(cluster: str, shared_pvc: Optional[str], relative: list[str], hub: Optional[str]) -> list[str]:
     """Where the data files must be when verl reads them, per cluster type (PLAN.md's Data section)."""
     if not relative:
         return ["The data paths are absolute or remote: they must exist on every node that runs verl's driver."]
@@ -118,6 +119,12 @@ def _data_where(cluster: str, shared_pvc: Optional[str], relative: list[str]) ->
     if cluster == "slurm":
         return [f"{names} resolve in the bundle folder, where every Slurm step runs: keep the bundle on a "
                 "filesystem all nodes mount and write the files before `sbatch`."]
+    if hub:
+        where = f"the head pod writes them on PVC `{shared_pvc}`, which every pod mounts" if shared_pvc else \
+            "every pod writes its own copy"
+        return [f"{names} resolve in the pods' working folder: {where} before Ray starts (init container "
+                f"prepare-data runs this bundle's data/prepare_data.py from the ConfigMap and downloads {hub} "
+                "from the Hugging Face hub; the pods need access to it, HF_TOKEN from the Secret when set)."]
     if shared_pvc:
         return [f"{names} resolve in the pods' working folder, PVC `{shared_pvc}`: copy them there (e.g. "
                 "`kubectl cp`, or run data/prepare_data.py in a pod that mounts it) before applying the manifests."]
@@ -186,7 +193,8 @@ def context(plan: Plan) -> dict[str, Any]:
     command = "python3 -m verl.trainer.main_ppo --config-path <bundle> --config-name verl_config"
     relative = [f for f in local_files if not f.startswith(("/", "${"))]
     return {
-        "data_where": _data_where(a.cluster, a.shared_pvc, relative),
+        "data_where": _data_where(a.cluster, a.shared_pvc, relative, dataprep.hub_prepared_in_place(
+            a, plan.base_dir, str(plan.value("data.train_files")), str(plan.value("data.val_files")))),
         "version": plan.version,
         "verl_version": plan.verl_version,
         "title": f"{a.algorithm} on {a.model} ({a.nnodes}×{a.gpus_per_node} GPUs)",

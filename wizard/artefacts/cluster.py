@@ -41,6 +41,9 @@ DEFAULT_IMAGES = {"vllm": "verlai/verl:vllm017.latest", "sglang": "verlai/verl:s
 
 RAYJOB_NAME_MAX = 47  # KubeRay appends suffixes to the RayJob name for the cluster, pods and services
 CONFIG_MOUNT = "/verl-init/config"  # the bundle's verl_config.yaml, from the ConfigMap, in the head pod
+PREPARE_CPUS, PREPARE_MEMORY_GB = 1, 8  # the prepare-data init container (a hub download + a parquet write)
+DATA_DIR = "data"  # dataprep.PREPARED_TRAIN / PREPARED_VAL live here, relative to WORKDIR
+REWARD_FN = "reward/reward_fn.py"  # dataprep.BUNDLE_REWARD_FN
 WORKDIR = "/verl-init/run"  # working folder of every pod: relative paths (checkpoints/, outputs/) land here
 RAY_PORT = 6379
 DASHBOARD_PORT = 8265
@@ -91,6 +94,12 @@ class Layout:
     wait_timeout_s: int
     ttl_seconds: int
     needs_wandb: bool
+    # Data and reward delivered through the ConfigMap: "every" pod (or only the "head", whose writes every pod
+    # sees on the shared PVC) prepares data/ in an init container before Ray starts; "" when it cannot
+    # (a local data file, or paths that are not the bundle's data/train.parquet + data/val.parquet).
+    prepare_data: str = ""
+    dataset_hub: str = ""
+    reward_fn: bool = False  # the bundle's reward/reward_fn.py, mounted at the same relative path in every pod
 
     @property
     def configmap_name(self) -> str:
@@ -169,6 +178,13 @@ def layout(plan: Plan) -> Layout:
     ckpt_dir = plan.settings["trainer.default_local_dir"].value if "trainer.default_local_dir" in plan.settings \
         else VERL_DEFAULT_CHECKPOINT_DIR
     ckpt = checkpoint_mount(str(ckpt_dir))
+    from .. import dataprep
+
+    hub = dataprep.hub_prepared_in_place(a, plan.base_dir, str(plan.value("data.train_files")),
+                                         str(plan.value("data.val_files")))
+    prepare = ("head" if a.shared_pvc else "every") if hub else ""
+    reward_fn = (str(plan.settings["reward.custom_reward_function.path"].value) == dataprep.BUNDLE_REWARD_FN
+                 if "reward.custom_reward_function.path" in plan.settings else False)
     return Layout(
         name=name, name_reason=name_reason, namespace=a.k8s_namespace,
         nnodes=nnodes, gpus_per_node=gpn, n_gpus=n_gpus,
@@ -179,6 +195,7 @@ def layout(plan: Plan) -> Layout:
         shm_size_gb=a.shm_size_gb, shared_pvc=a.shared_pvc,
         checkpoint_mount=ckpt if a.shared_pvc and not ckpt.startswith(WORKDIR + "/") and ckpt != WORKDIR else None,
         wait_timeout_s=a.gpu_wait_timeout_s, ttl_seconds=a.k8s_ttl_seconds, needs_wandb=needs_wandb,
+        prepare_data=prepare, dataset_hub=hub or "", reward_fn=reward_fn,
     )
 
 
@@ -266,6 +283,21 @@ def raycluster_spec(lay: Layout) -> dict[str, Any]:
         shm_volume = [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{lay.shm_size_gb}G"}}]
         shm_mount = [{"name": "dshm", "mountPath": "/dev/shm"}]
     env = _container_env(lay)
+    config_volume = {"name": "verl-config", "configMap": {"name": lay.configmap_name}}
+    config_mount = {"name": "verl-config", "mountPath": CONFIG_MOUNT, "readOnly": True}
+    reward_mount: list[dict[str, Any]] = []
+    if lay.reward_fn:  # reward.custom_reward_function.path is bundle-relative: the same path in every pod
+        reward_mount = [{"name": "verl-config", "mountPath": f"{WORKDIR}/{REWARD_FN}", "subPath": "reward_fn.py",
+                         "readOnly": True}]
+    prepare = {
+        "name": "prepare-data",
+        "image": lay.image,
+        "workingDir": WORKDIR,
+        "command": ["python3", f"{CONFIG_MOUNT}/prepare_data.py", "--out", f"{WORKDIR}/{DATA_DIR}"],
+        "env": env,
+        "resources": _resources(PREPARE_CPUS, PREPARE_MEMORY_GB),
+        "volumeMounts": [config_mount, run_mount],
+    }
     head = {
         "rayStartParams": {"num-cpus": str(lay.head_cpus), "num-gpus": "0"},
         "template": {"spec": {
@@ -280,12 +312,13 @@ def raycluster_spec(lay: Layout) -> dict[str, Any]:
                 ],
                 "env": env,
                 "resources": _resources(lay.head_cpus, lay.head_memory_gb),
-                "volumeMounts": [{"name": "verl-config", "mountPath": CONFIG_MOUNT, "readOnly": True}, run_mount]
-                + ckpt_mount,
+                "volumeMounts": [config_mount, run_mount] + ckpt_mount + reward_mount,
             }],
-            "volumes": [{"name": "verl-config", "configMap": {"name": lay.configmap_name}}, run_volume],
+            "volumes": [config_volume, run_volume],
         }},
     }
+    if lay.prepare_data:
+        head["template"]["spec"]["initContainers"] = [prepare]
     worker = {
         "groupName": WORKER_GROUP,
         "replicas": lay.nnodes,
@@ -300,11 +333,14 @@ def raycluster_spec(lay: Layout) -> dict[str, Any]:
                 "workingDir": WORKDIR,
                 "env": env,
                 "resources": _resources(lay.node_cpus, lay.node_memory_gb, lay.gpus_per_node),
-                "volumeMounts": [run_mount] + ckpt_mount + shm_mount,
+                "volumeMounts": [run_mount] + ckpt_mount + shm_mount + reward_mount,
             }],
-            "volumes": [run_volume, *shm_volume],
+            "volumes": ([config_volume] if lay.reward_fn or lay.prepare_data == "every" else [])
+            + [run_volume, *shm_volume],
         }},
     }
+    if lay.prepare_data == "every":
+        worker["template"]["spec"]["initContainers"] = [prepare]
     return {"headGroupSpec": head, "workerGroupSpecs": [worker]}
 
 
@@ -335,9 +371,10 @@ def raycluster_doc(lay: Layout) -> dict[str, Any]:
             "spec": raycluster_spec(lay)}
 
 
-def configmap_doc(lay: Layout, verl_config: str) -> dict[str, Any]:
+def configmap_doc(lay: Layout, verl_config: str, extra: Optional[dict[str, str]] = None) -> dict[str, Any]:
+    """The bundle's verl_config.yaml, and the bundle files the pods run (prepare_data.py, reward_fn.py)."""
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _metadata(lay, lay.configmap_name),
-            "data": {"verl_config.yaml": verl_config}}
+            "data": {"verl_config.yaml": verl_config, **(extra or {})}}
 
 
 def runtime_env_doc() -> dict[str, Any]:
@@ -375,6 +412,21 @@ def _verl_config_text(plan: Plan) -> str:
     return renderer._env().get_template("verl_config.yaml.j2").render(**renderer.context(plan))
 
 
+def _pod_files(plan: Plan, lay: Layout) -> dict[str, str]:
+    """The bundle's own data/prepare_data.py and reward/reward_fn.py, byte for byte, for the ConfigMap."""
+    from .. import renderer
+    from . import data
+
+    env, ctx = renderer._env(), renderer.context(plan)
+    texts = {art.template: env.get_template(art.template).render(**{**ctx, **art.context}) for art in data.artefacts(plan)}
+    out = {}
+    if lay.prepare_data:
+        out["prepare_data.py"] = texts["data/prepare_data.py.j2"]
+    if lay.reward_fn:
+        out["reward_fn.py"] = texts["reward/reward_fn.py.j2"]
+    return out
+
+
 # --- notes placed as comments -------------------------------------------------------------------
 
 
@@ -400,16 +452,27 @@ def _k8s_notes(lay: Layout, plan: Plan) -> list[str]:
          "(data files, trainer.default_local_dir for checkpoints, Hydra's outputs/)."),
     ]
     files = [str(p) for p in (plan.value("data.train_files"), plan.value("data.val_files")) if "://" not in str(p)]
-    for path in dict.fromkeys(files):
-        where = path.replace("${oc.env:HOME}", "$HOME")
-        if where.startswith(("/", "$HOME")):
+    files = [f.replace("${oc.env:HOME}", "$HOME") for f in dict.fromkeys(files)]
+    relative = [f for f in files if not f.startswith(("/", "$HOME"))]
+    for where in files:
+        if where not in relative:
             notes.append(f"The config reads {where} in the pods: bake it into the image or mount a volume there.")
-        elif lay.shared_pvc:
-            notes.append(f"The config reads {where} relative to the working folder: put it on PVC {lay.shared_pvc} "
-                         "(e.g. run data/prepare_data.py in a pod that mounts it).")
-        else:
-            notes.append(f"The config reads {where} relative to the working folder, which is pod-local: set "
-                         "shared_pvc and put the file there, or point train_files/val_files at a path in the image.")
+    names = " and ".join(relative)
+    if relative and lay.prepare_data:
+        pods = f"the head pod writes them on PVC {lay.shared_pvc}, seen by every pod" if lay.prepare_data == "head" \
+            else "every pod writes its own copy"
+        notes.append(f"The config reads {names} relative to the working folder: {pods} before Ray starts (init "
+                     f"container prepare-data runs the bundle's data/prepare_data.py from the ConfigMap; it downloads "
+                     f"{lay.dataset_hub} from the Hugging Face hub, with HF_TOKEN when set).")
+    elif relative and lay.shared_pvc:
+        notes.append(f"The config reads {names} relative to the working folder: put them on PVC {lay.shared_pvc} "
+                     "(e.g. run data/prepare_data.py in a pod that mounts it).")
+    elif relative:
+        notes.append(f"The config reads {names} relative to the working folder, which is pod-local: set shared_pvc "
+                     "and put the files there, or point train_files/val_files at paths in the image.")
+    if lay.reward_fn:
+        notes.append(f"reward/reward_fn.py (the config's custom reward function) comes from the ConfigMap, mounted "
+                     f"at {WORKDIR}/{REWARD_FN} in every pod.")
     return [one_line(n) for n in notes]
 
 
@@ -443,7 +506,7 @@ def artefacts(plan: Plan) -> list[Artefact]:
         notes = _k8s_notes(lay, plan)
         return [
             Artefact("k8s/configmap.yaml.j2", {
-                **common, "doc_yaml": to_yaml(configmap_doc(lay, _verl_config_text(plan))),
+                **common, "doc_yaml": to_yaml(configmap_doc(lay, _verl_config_text(plan), _pod_files(plan, lay))),
                 "config_mount": CONFIG_MOUNT,
             }),
             Artefact("k8s/rayjob.yaml.j2", {

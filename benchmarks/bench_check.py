@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""Speed of `verl-init check` without verl imported (the issue's target: ≤ 1 s per config).
+
+    python benchmarks/bench_check.py
+
+- every shipped profile rendered to a bundle, then `verl-init check BUNDLE --defaults snapshot` in a
+  fresh process (wall clock, median of 3 runs);
+- every config in ../shared/reference/verl-examples.json (verl's own example scripts' overrides),
+  when that folder is there: one fresh process each, `verl-init check --defaults snapshot -- OVERRIDES`.
+
+Each process is also run once under `python -X importtime` to show that verl, torch and ray are not
+imported. Exit status 1 if a target is missed or one of them is imported.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+EXAMPLES = ROOT.parent / "shared" / "reference" / "verl-examples.json"
+TARGET_S = 1.0
+HEAVY = ("verl", "torch", "ray")
+
+
+def run(args: list[str], runs: int) -> tuple[float, set[str]]:
+    cmd = [sys.executable, "-m", "wizard.cli", "check", "--defaults", "snapshot", *args]
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run(cmd, cwd=ROOT, capture_output=True, check=False, env={"HOME": "/root", "PATH": "/usr/bin:/bin"})
+        times.append(time.perf_counter() - t0)
+    trace = subprocess.run([sys.executable, "-X", "importtime", *cmd[1:]], cwd=ROOT, capture_output=True, text=True,
+                           check=False).stderr
+    modules = {line.rsplit("|", 1)[-1].strip().split(".")[0] for line in trace.splitlines() if "|" in line}
+    return statistics.median(times), modules & set(HEAVY)
+
+
+def main() -> int:
+    import wizard
+    from wizard.profiles import profile_names
+
+    ok = True
+    worst = 0.0
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in profile_names():
+            out = Path(tmp) / name
+            wizard.write_bundle(wizard.render(wizard.plan(wizard.load_profile(name), base_dir=str(out))), out)
+            seconds, heavy = run([str(out)], 3)
+            good = seconds <= TARGET_S and not heavy
+            ok &= good
+            worst = max(worst, seconds)
+            print(f"check bundle {name:<18} {seconds * 1000:7.1f} ms   target {TARGET_S * 1000:.0f} ms   "
+                  f"{'ok' if good else 'MISSED'}{'   imported ' + ', '.join(sorted(heavy)) if heavy else ''}")
+    if EXAMPLES.is_file():
+        configs = json.loads(EXAMPLES.read_text(encoding="utf-8"))["configs"]
+        times = []
+        for config in configs:
+            seconds, heavy = run(["--", *config["overrides"]], 1)
+            times.append(seconds)
+            if seconds > TARGET_S or heavy:
+                ok = False
+                print(f"check {config['source']}: {seconds * 1000:.1f} ms MISSED {sorted(heavy)}")
+        worst = max(worst, max(times))
+        print(f"check verl's {len(configs)} example configs: median {statistics.median(times) * 1000:.1f} ms, "
+              f"max {max(times) * 1000:.1f} ms   target {TARGET_S * 1000:.0f} ms   {'ok' if max(times) <= TARGET_S else 'MISSED'}")
+    else:
+        print(f"(verl's example configs not found at {EXAMPLES}: skipped)")
+    print(f"worst {worst * 1000:.1f} ms per config")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
