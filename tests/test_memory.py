@@ -94,6 +94,16 @@ def test_long_sequences_choose_sequence_parallel():
     assert p.facts["sequence_parallel"] > 1
     heads = from_catalogue("Qwen/Qwen2.5-7B-Instruct").kv_heads
     assert heads % p.facts["sequence_parallel"] == 0
+    # verl packs max_token_len_per_gpu × SP tokens per micro-batch and splits them over the SP group
+    # (verl/workers/engine/utils.py): each GPU holds max_tokens_per_gpu tokens of activations.
+    from wizard import memory
+
+    sp, tokens = p.facts["sequence_parallel"], p.facts["max_tokens_per_gpu"]
+    assert p.value("actor_rollout_ref.actor.ppo_max_token_len_per_gpu") == tokens
+    assert tokens * sp >= 2048 + 30000  # one full sequence per micro-batch
+    per_token = memory._act_bytes_per_token(from_catalogue("Qwen/Qwen2.5-7B-Instruct"), train=True)
+    assert p.memory.training["actor: activations + logits"] * memory.GB >= 0.999 * tokens * per_token
+    assert p.memory.fits
 
 
 def test_context_length_is_checked():
@@ -141,3 +151,18 @@ def test_crossing_is_reported_when_nothing_else_fits():
 def test_nvswitch_topology_changes_nothing():
     a = answers(model="Qwen/Qwen2.5-32B-Instruct")
     assert plan(a, base_dir="/r").settings == plan(a, base_dir="/r", topology=NVSWITCH).settings
+
+
+def test_the_critic_gets_the_layout_the_estimate_assumed():
+    """verl 0.9 builds the critic's engine from critic.fsdp: its SP and offload must be set there (the deprecated
+    critic.ulysses_sequence_parallel_size alone is ignored), and its token budget is the actor's."""
+    long = plan(answers(model="Qwen/Qwen2.5-7B-Instruct", algorithm="ppo", samples_per_prompt=1, max_prompt_length=2048,
+                        max_response_length=30000, gpu_memory_gb=40, prompts_per_step=64), base_dir="/r")
+    sp = long.facts["sequence_parallel"]
+    assert sp > 1 and long.value("critic.fsdp.ulysses_sequence_parallel_size") == sp
+    assert long.value("critic.ppo_max_token_len_per_gpu") == long.value("actor_rollout_ref.actor.ppo_max_token_len_per_gpu")
+    big = plan(answers(model="Qwen/Qwen2.5-32B-Instruct", algorithm="ppo", samples_per_prompt=1), base_dir="/r")
+    assert big.facts["offload"] is True
+    assert big.value("critic.fsdp.param_offload") is True and big.value("critic.fsdp.optimizer_offload") is True
+    small = plan(answers(model="Qwen/Qwen2.5-0.5B-Instruct", algorithm="ppo", samples_per_prompt=1), base_dir="/r")
+    assert small.value("critic.fsdp.param_offload") is False
