@@ -156,3 +156,40 @@ def test_next_command_matches_the_cluster(tmp_path, cli_env):
         (next_line,) = [line for line in r.stdout.splitlines() if line.strip().startswith("next:")]
         assert command in next_line, (profile, r.stdout)
         assert "./run.sh" not in next_line or profile == "single-gpu"
+
+
+def test_dry_run_names_a_folder_in_the_way_and_force_refuses_the_current_folder(tmp_path, cli_env):
+    out = tmp_path / "full"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    r = run_cli(["--profile", "single-gpu", "--out", str(out), "--dry-run"], env=cli_env)
+    assert r.returncode == 0 and "is not empty: writing it needs --force (VI903)" in r.stdout
+    r = run_cli(["--profile", "single-gpu", "--out", ".", "--force"], env=cli_env, cwd=out)
+    assert r.returncode != 0 and "[VI903]" in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and (out / "keep.txt").read_text() == "mine"
+
+
+def test_bundle_folder_gets_the_usual_mode(tmp_path, cli_env):
+    out = tmp_path / "b"
+    r = run_cli(["--profile", "single-gpu", "--out", str(out)], env=cli_env)
+    assert r.returncode == 0, r.stderr
+    umask = os.umask(0)
+    os.umask(umask)
+    assert out.stat().st_mode & 0o777 == 0o777 & ~umask  # not mkdtemp's 0700: others on a shared FS can read it
+
+
+def test_replay_from_another_folder_is_byte_identical(tmp_path, cli_env):
+    """Relative paths (cpu-smoke's ./tiny-model) are recorded as resolved, so a replay does not depend on the cwd."""
+    first, elsewhere = tmp_path / "first", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    r = run_cli(["--profile", "cpu-smoke", "--set", "dataset=./qa.jsonl", "--out", str(first / "b")], env=cli_env,
+                cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    recorded = yaml.safe_load((first / "b" / "verl-init.yaml").read_text())["answers"]
+    assert recorded["model"] == str(tmp_path / "tiny-model") and recorded["dataset"] == str(tmp_path / "qa.jsonl")
+    r = run_cli(["--answers", str(first / "b" / "verl-init.yaml"), "--out", str(elsewhere / "b")], env=cli_env,
+                cwd=elsewhere)
+    assert r.returncode == 0, r.stderr
+    for path in (first / "b").rglob("*"):
+        if path.is_file():
+            assert path.read_bytes() == (elsewhere / "b" / path.relative_to(first / "b")).read_bytes(), path

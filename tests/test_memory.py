@@ -70,17 +70,23 @@ def test_7b_ppo_with_critic_on_24gb_without_offload_is_refused():
         plan(answers(model="Qwen/Qwen2.5-7B-Instruct", algorithm="ppo", samples_per_prompt=1, nnodes=1, gpus_per_node=1,
                      gpu_memory_gb=24, offload=False, prompts_per_step=16, updates_per_step=1), base_dir="/r")
     problem = next(p for p in info.value.problems if p.rule == "VI602")  # does not fit even with offload
-    assert "24 GB" in problem.message and "needs ≥ 1×2 × 24 GB GPUs with offload" in problem.hint
+    # verl reloads offloaded state for every update: 7.6B × 16 bytes must shard over ≥ 8 GPUs of 24 GB
+    assert "24 GB" in problem.message and "needs ≥ 1×8 × 24 GB GPUs with offload" in problem.hint
 
 
 def test_planner_offloads_only_when_needed_and_respects_explicit_choice():
     small = plan(answers(model="Qwen/Qwen2.5-1.5B-Instruct"), base_dir="/r")
     assert small.facts["offload"] is False
-    big = plan(answers(model="Qwen/Qwen2.5-32B-Instruct"), base_dir="/r")
+    # PPO: actor and critic training states do not both fit beside the rollout engine; offloaded, they take turns
+    ppo = dict(model="Qwen/Qwen2.5-7B-Instruct", algorithm="ppo", samples_per_prompt=1, gpu_memory_gb=40)
+    big = plan(answers(**ppo), base_dir="/r")
     assert big.facts["offload"] is True and "host memory" in big.settings[
         "actor_rollout_ref.actor.fsdp_config.param_offload"].reason
+    kept = plan(answers(**ppo, offload=False), base_dir="/r")  # respected: a layout without offload that fits
+    assert kept.facts["offload"] is False and kept.memory.fits
+    assert kept.settings["actor_rollout_ref.actor.fsdp_config.param_offload"].source == "answer"
     with pytest.raises(WizardError, match=r"offload=False .*remove it and verl-init chooses offload=true.*\[VI606\]"):
-        plan(answers(model="Qwen/Qwen2.5-32B-Instruct", offload=False), base_dir="/r")
+        plan(answers(**ppo, gpus_per_node=4, offload=False), base_dir="/r")
 
 
 def test_host_memory_is_checked_when_offloading():
@@ -143,7 +149,7 @@ def test_tensor_parallel_groups_avoid_numa_crossings_when_something_else_fits():
 
 
 def test_crossing_is_reported_when_nothing_else_fits():
-    a = answers(model="Qwen/Qwen2.5-14B-Instruct", gpus_per_node=4, gpu_memory_gb=24, prompts_per_step=32)
+    a = answers(model="Qwen/Qwen2.5-14B-Instruct", gpus_per_node=4, gpu_memory_gb=24, prompts_per_step=32, lora_rank=32)
     p = plan(a, base_dir="/r", topology=NUMA_PCIE)
     assert p.facts["rollout_tp"] == 4 and "VI311" in [f.rule for f in p.findings]
 
@@ -161,8 +167,28 @@ def test_the_critic_gets_the_layout_the_estimate_assumed():
     sp = long.facts["sequence_parallel"]
     assert sp > 1 and long.value("critic.fsdp.ulysses_sequence_parallel_size") == sp
     assert long.value("critic.ppo_max_token_len_per_gpu") == long.value("actor_rollout_ref.actor.ppo_max_token_len_per_gpu")
-    big = plan(answers(model="Qwen/Qwen2.5-32B-Instruct", algorithm="ppo", samples_per_prompt=1), base_dir="/r")
+    big = plan(answers(model="Qwen/Qwen2.5-7B-Instruct", algorithm="ppo", samples_per_prompt=1, gpu_memory_gb=40),
+               base_dir="/r")
     assert big.facts["offload"] is True
     assert big.value("critic.fsdp.param_offload") is True and big.value("critic.fsdp.optimizer_offload") is True
     small = plan(answers(model="Qwen/Qwen2.5-0.5B-Instruct", algorithm="ppo", samples_per_prompt=1), base_dir="/r")
     assert small.value("critic.fsdp.param_offload") is False
+
+
+
+def test_offloaded_state_is_counted_in_the_training_phase():
+    """verl's engine context switch (workers/engine/base.py) loads offloaded parameters, gradients and optimizer
+    states back onto the GPU for every update: offload frees the rollout phase only."""
+    from wizard.shapes import from_catalogue
+
+    shape = from_catalogue("Qwen/Qwen2.5-7B-Instruct")
+    base = Layout(gpu_gb=80, n_gpus=1, gpus_per_node=1, seq_len=1536, rollout_tp=1, gmu=0.5, dp=1,
+                  train_tokens=1536, logprob_tokens=1536)
+    kept, offloaded = estimate(shape, base), estimate(shape, Layout(**{**base.__dict__, "offload_params": True,
+                                                                        "offload_optimizer": True}))
+    full_state = 16 * shape.params / 1e9  # fp32 weights + gradients + Adam m and v on one GPU
+    assert offloaded.training_gb >= full_state and offloaded.training_gb == pytest.approx(kept.training_gb)
+    assert offloaded.rollout_gb < kept.rollout_gb - 0.7 * full_state
+    assert not offloaded.fits  # a 7B full fine-tune does not fit one 80 GB GPU, offload or not
+    with pytest.raises(WizardError, match="VI602"):
+        plan(answers(model="Qwen/Qwen2.5-7B-Instruct", nnodes=1, gpus_per_node=1, prompts_per_step=16), base_dir="/r")

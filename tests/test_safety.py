@@ -56,7 +56,7 @@ def test_hostile_strings_stay_in_their_slot(tmp_path_factory, model, experiment,
     subprocess.run(["bash", "-n", str(path)], check=True)
     values = _shell_values(run_sh)
     expected_model = plan.value("actor_rollout_ref.model.path")
-    assert values == {"MODEL": model, "EXPERIMENT": experiment, "PROJECT": project}
+    assert values == {"MODEL": expected_model, "EXPERIMENT": experiment, "PROJECT": project}
 
     cfg_text = files["verl_config.yaml"]
     doc = yaml.safe_load(cfg_text)

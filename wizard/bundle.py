@@ -19,6 +19,12 @@ def _check_names(files: Mapping[str, str]) -> None:
             raise UserError(f"refusing to write outside the bundle ({name!r})", "report this as a bug", rule="VI901")
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def write_bundle(files: Mapping[str, str], out: str | os.PathLike[str], *, force: bool = False) -> Path:
     """Write `files` into folder `out`.
 
@@ -35,9 +41,14 @@ def write_bundle(files: Mapping[str, str], out: str | os.PathLike[str], *, force
             f"output folder is not empty ({target})", "choose another --out, or pass --force to replace it",
             rule="VI903", keys=("out",),
         )
-    parent = target.resolve().parent
+    resolved = target.resolve()
+    if target.is_dir() and force and (resolved == Path.cwd().resolve() or resolved in Path.cwd().resolve().parents):
+        raise UserError(f"--force would replace the folder this command runs in ({target})",
+                        "run verl-init from outside it, or choose another --out", rule="VI903", keys=("out",))
+    parent = resolved.parent
     parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=parent))
+    tmp.chmod(0o777 & ~_umask())  # mkdtemp makes 0700; the bundle gets the mode any new folder would
     old: Path | None = None
     try:
         for name, text in files.items():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 from typing import Optional, Sequence
 
 from ._version import VERL_TARGET, __version__
@@ -109,6 +110,9 @@ def _cmd_render(args: list[str]) -> int:
         print()
         print(files["verl_config.yaml"], end="")
         _print_summary(the_plan, out, written=False)
+        target = Path(out)
+        if target.exists() and not ns.force and (not target.is_dir() or any(target.iterdir())):
+            print(f"  note:    {out} exists and is not empty: writing it needs --force (VI903)")
         return 0
 
     write_bundle(files, out, force=ns.force)

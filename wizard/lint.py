@@ -1941,7 +1941,7 @@ def rule_memory(c: Ctx, f: Facts, shape: Any, why: str) -> None:
         top = sorted((est.rollout if phase == "rollout" else est.training).items(), key=lambda kv: -kv[1])[:3]
         parts = ", ".join(f"{k} {v:.1f}" for k, v in top)
         hints = []
-        if not off_p:
+        if not off_p and phase == "rollout":  # verl reloads offloaded state for every update: no help in training
             hints.append("offload the actor (fsdp_config/megatron param_offload and optimizer_offload)")
         if phase == "rollout":
             hints.append(f"lower {keys[1]} (now {gmu:g})")

@@ -135,26 +135,34 @@ def estimate(s: ModelShape, L: Layout) -> Estimate:
     gpn = L.gpus_per_node
 
     # -- training state per GPU -----------------------------------------------------------------
+    # Offload in verl 0.9 is between phases: the engine's context switch (workers/engine/base.py) loads the
+    # parameters, gradients and optimizer states back onto the GPU for every update, so the training phase
+    # holds the full sharded state either way; offload only frees the GPU during rollout.
+    # FSDP shards over every GPU (fsdp_size=-1; Ulysses SP only splits the data: verl's engine builds its FSDP
+    # mesh over the whole world, workers/engine/fsdp/transformer_impl.py); Megatron over TP × PP (+ DP for Adam).
+    fsdp = L.n_gpus
     if L.megatron:
         mp = L.megatron_tp * L.megatron_pp
-        weights = 0.0 if L.offload_params else 2 * P / mp
-        grads = 0.0 if L.offload_params else 4 * P / mp
-        optim = 0.0 if L.offload_optimizer else 12 * P / (mp * L.dp)
+        weights = 2 * P / mp
+        grads = 4 * P / mp
+        optim = 12 * P / (mp * L.dp)
         gather = 0.0
         host += (6 * P / mp if L.offload_params else 0) * gpn + (12 * P / (mp * L.dp) if L.offload_optimizer else 0) * gpn
     elif L.lora_rank:
-        weights = 0.0 if L.offload_params else 2 * P / L.dp  # frozen base in bf16, sharded
+        weights = 2 * P / fsdp  # frozen base in bf16, sharded
         adapters = s.lora_params(L.lora_rank)
-        grads = 4 * adapters / L.dp
-        optim = 0.0 if L.offload_optimizer else 12 * adapters / L.dp
+        grads = 4 * adapters / fsdp
+        optim = 12 * adapters / fsdp
         gather = 2 * 2 * max(s.layer_params(), s.vocab * s.hidden)
-        host += (2 * P / L.dp if L.offload_params else 0) * gpn
+        host += (2 * P / fsdp if L.offload_params else 0) * gpn
     else:
-        weights = 0.0 if L.offload_params else 4 * P / L.dp  # fp32 master weights
-        grads = 0.0 if L.offload_params else 4 * P / L.dp
-        optim = 0.0 if L.offload_optimizer else 8 * P / L.dp  # Adam m and v
+        weights = 4 * P / fsdp  # fp32 master weights
+        grads = 4 * P / fsdp
+        optim = 8 * P / fsdp  # Adam m and v
         gather = 2 * 2 * max(s.layer_params(), s.vocab * s.hidden)  # bf16 unit + prefetch
-        host += ((8 * P / L.dp if L.offload_params else 0) + (8 * P / L.dp if L.offload_optimizer else 0)) * gpn
+        host += ((8 * P / fsdp if L.offload_params else 0) + (8 * P / fsdp if L.offload_optimizer else 0)) * gpn
+    resident_weights = 0.0 if L.offload_params else weights  # what stays on the GPU while the engine rolls out
+    resident_optim = 0.0 if L.offload_optimizer else optim
 
     tp_act = L.megatron_tp if L.megatron else 1
     layers_here = math.ceil(s.layers / L.megatron_pp) if L.megatron else s.layers
@@ -166,19 +174,25 @@ def estimate(s: ModelShape, L: Layout) -> Estimate:
     ref = 0.0
     if L.use_ref and not L.lora_rank:
         if L.ref_resident:
-            ref = 2 * P / (L.megatron_tp * L.megatron_pp if L.megatron else L.dp)
+            ref = 2 * P / (L.megatron_tp * L.megatron_pp if L.megatron else fsdp)
         else:
-            host += 2 * P / L.dp * gpn
+            host += 2 * P / (L.megatron_tp * L.megatron_pp if L.megatron else fsdp) * gpn
 
-    critic_state = critic_acts = 0.0
+    critic_state = critic_resident = critic_acts = 0.0
     if L.critic is not None:
         C = L.critic.params
-        shard = (L.megatron_tp * L.megatron_pp) if L.megatron else L.dp
-        critic_state = (0 if L.offload_params else 8 * C / shard) + (0 if L.offload_optimizer else 8 * C / shard)
+        shard = (L.megatron_tp * L.megatron_pp) if L.megatron else fsdp
+        critic_state = 8 * C / shard + 8 * C / shard  # weights + gradients, Adam states
+        critic_resident = (0 if L.offload_params else 8 * C / shard) + (0 if L.offload_optimizer else 8 * C / shard)
         critic_acts = train_tokens * (L.critic.layers * L.critic.hidden * 2 + (10 * L.critic.hidden + 4 * L.critic.intermediate) * 2)
         host += (8 * C / shard * gpn if L.offload_params else 0) + (8 * C / shard * gpn if L.offload_optimizer else 0)
 
-    train_peak_compute = max(acts + grads, fwd, critic_acts)
+    # With offload the roles take turns: the critic is in host memory while the actor updates and the other
+    # way round; without it both training states stay on the GPU.
+    critic_beside_actor = critic_resident
+    critic_turn = critic_state + critic_acts + (0 if L.offload_params else weights) + \
+        (0 if L.offload_optimizer else optim) if L.critic is not None else 0.0
+    train_peak_compute = max(acts + grads, fwd, 0.0 if critic_resident < critic_state else critic_acts)
     e.training = {
         "actor: weights": weights / GB,
         "actor: gradients": grads / GB if train_peak_compute == acts + grads else 0.0,
@@ -189,26 +203,28 @@ def estimate(s: ModelShape, L: Layout) -> Estimate:
     if L.use_ref and not L.lora_rank:
         e.training["reference: weights"] = ref / GB
     if L.critic is not None:
-        e.training["critic: weights + optimizer"] = critic_state / GB
+        e.training["critic: weights + optimizer"] = critic_beside_actor / GB
     e.training["rollout: asleep"] = ENGINE_ASLEEP_GB
     e.training["runtime: CUDA context"] = CUDA_CONTEXT_GB
     if train_peak_compute != acts + grads:
         # the larger of: forward-only pass, critic update (gradients are freed between them)
         e.training["actor: gradients"] = 0.0
         e.training["actor: activations + logits"] = train_peak_compute / GB
+    if L.critic is not None and critic_resident < critic_state:
+        turn = (critic_turn + (ENGINE_ASLEEP_GB + CUDA_CONTEXT_GB) * GB) / GB
+        if turn > e.training_gb:  # the critic's own update, with the actor swapped out, is the larger moment
+            e.training["critic: its update, actor swapped out (above the actor's)"] = turn - e.training_gb
 
     # -- rollout phase --------------------------------------------------------------------------
-    resident = (weights + optim) / GB + ref / GB + critic_state / GB
     e.rollout = {
         "rollout: engine reservation": L.gmu * L.gpu_gb,
-        "actor: resident (not offloaded)": (weights + optim) / GB,
+        "actor: resident (not offloaded)": (resident_weights + resident_optim) / GB,
     }
     if L.use_ref and not L.lora_rank:
         e.rollout["reference: weights"] = ref / GB
     if L.critic is not None:
-        e.rollout["critic: weights + optimizer"] = critic_state / GB
+        e.rollout["critic: weights + optimizer"] = critic_resident / GB
     e.rollout["runtime: CUDA context"] = CUDA_CONTEXT_GB
-    del resident
 
     engine_weights = 2 * P / L.rollout_tp
     kv_room = L.gmu * L.gpu_gb * GB - engine_weights - ENGINE_OVERHEAD_GB * GB
@@ -251,8 +267,9 @@ def _gmu_range(s: ModelShape, L: Layout, resident_gb: float) -> tuple[float, flo
 def choose(s: ModelShape, base: Layout, *, tp_options: list[int], offload_options: list[bool],
            gmu_fixed: Optional[float], sp_options: list[int], token_cap: int,
            mp_options: Optional[list[tuple[int, int]]] = None, gmu_target: float = 0.6,
-           batch_samples: int = 1) -> Optional[Decision]:
-    """The first layout (least offload, smallest model parallelism) that fits, or None."""
+           batch_samples: int = 1, min_gpu_tokens: int = 0) -> Optional[Decision]:
+    """The first layout (least offload, smallest model parallelism) that fits a training micro-batch of one
+    full sequence and at least `min_gpu_tokens` tokens of activations per GPU, or None."""
     mp_options = mp_options or [(base.megatron_tp, base.megatron_pp)]
     for offload in offload_options:
         for mtp, mpp in mp_options:
@@ -270,7 +287,7 @@ def choose(s: ModelShape, base: Layout, *, tp_options: list[int], offload_option
                 room = (lay.gpu_gb * (1 - SAFETY_MARGIN) - fixed) * GB
                 split = sp if not base.megatron else 1
                 max_tokens = int(room / per_tok_train * split) if room > 0 else 0
-                if max_tokens < base.seq_len:
+                if max_tokens < base.seq_len or max_tokens // split < min_gpu_tokens:
                     continue
                 tokens = min(token_cap, max_tokens)
                 lay = replace(lay, train_tokens=tokens, logprob_tokens=min(2 * tokens, max_tokens))

@@ -199,7 +199,7 @@ def plan(answers: Answers, *, base_dir: Optional[str] = None,
     Tensor-parallel groups (consecutive GPUs) then avoid host-bridge and NUMA crossings whenever a
     layout without them fits, even at the cost of offloading."""
     base = base_dir if base_dir is not None else os.getcwd()
-    a = answers
+    a = with_absolute_paths(answers, base)
     given = a.model_fields_set
     f = Findings()
     s = _Settings()
@@ -694,6 +694,37 @@ def _model_path(model: str, base: str) -> str:
     return resolve_path(model, base) if _looks_local(model) else model
 
 
+def with_absolute_paths(a: Answers, base_dir: str) -> Answers:
+    """The answers with relative local paths (model, data, reward function ...) made absolute against
+    `base_dir`: every file of the bundle, verl-init.yaml included, then names the same files, and replaying
+    verl-init.yaml from any folder gives the same bundle. `~/...` and hub ids are kept."""
+    given = a.model_dump(mode="json", exclude_unset=True)
+    fixed = answers_as_replayed(a, base_dir)
+    changes = {k: v for k, v in fixed.items() if given.get(k) != v}
+    return a.model_copy(update=changes) if changes else a
+
+
+def answers_as_replayed(a: Answers, base_dir: str) -> dict[str, Any]:
+    """The answers given (exclude_unset), with relative local paths made absolute."""
+    out = a.model_dump(mode="json", exclude_unset=True)
+
+    def fixed(value: str) -> str:
+        return resolve_path(value, base_dir) if not value.startswith(("/", "~")) and "${" not in value else value
+
+    for key in ("model", "critic_model", "reward_model"):
+        if isinstance(out.get(key), str) and _looks_local(out[key]):
+            out[key] = fixed(out[key])
+    if isinstance(out.get("reward_function"), str) and ":" in out["reward_function"]:
+        path, _, name = out["reward_function"].rpartition(":")
+        out["reward_function"] = f"{fixed(path)}:{name}"
+    for key in ("train_files", "val_files"):
+        if isinstance(out.get(key), str) and "://" not in out[key]:
+            out[key] = fixed(out[key])
+    if isinstance(out.get("dataset"), str) and out["dataset"] not in dataprep.HUB:
+        out["dataset"] = fixed(out["dataset"])
+    return out
+
+
 def experiment_name(a: Answers) -> str:
     if a.experiment_name:
         return a.experiment_name
@@ -788,9 +819,15 @@ def _fit(a: Answers, shape: ModelShape, critic: Optional[ModelShape], n_gpus: in
         host_memory_gb=a.host_memory_gb if host_limit else None,
     )
     offload = [False, True] if (a.offload is None or any_offload) else [a.offload]
-    return choose(shape, base, tp_options=tp_options, offload_options=offload,
-                  gmu_fixed=None if any_offload else a.gpu_memory_utilization, sp_options=sp_options,
-                  token_cap=token_cap, mp_options=mp_options, batch_samples=a.prompts_per_step * n)
+    kw = dict(tp_options=tp_options, gmu_fixed=None if any_offload else a.gpu_memory_utilization,
+              sp_options=sp_options, token_cap=token_cap, mp_options=mp_options, batch_samples=a.prompts_per_step * n)
+    if len(offload) > 1:
+        # A layout whose GPUs fit activations for less than two sequences trains slowly: offload (which frees the
+        # rollout phase) is preferred to it; the cramped layout is the fallback.
+        roomy = choose(shape, base, offload_options=offload, min_gpu_tokens=min(token_cap, 2 * seq), **kw)
+        if roomy is not None:
+            return roomy
+    return choose(shape, base, offload_options=offload, **kw)
 
 
 _FREEABLE = ("gpu_memory_utilization", "rollout_tp", "offload", "sequence_parallel", "megatron_tp", "megatron_pp",

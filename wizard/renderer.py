@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from . import dataprep
-from .planner import Plan
+from .planner import Plan, answers_as_replayed
 
 # Files that are rendered for every plan.
 CORE_TEMPLATES = ("verl_config.yaml.j2", "run.sh.j2", "PLAN.md.j2", "verl-init.yaml.j2")
@@ -188,7 +188,7 @@ def context(plan: Plan) -> dict[str, Any]:
     answers_doc = {
         "verl_init_version": plan.version,
         "verl_version": plan.verl_version,
-        "answers": a.model_dump(mode="json", exclude_unset=True),
+        "answers": answers_as_replayed(a, plan.base_dir),
     }
     command = "python3 -m verl.trainer.main_ppo --config-path <bundle> --config-name verl_config"
     relative = [f for f in local_files if not f.startswith(("/", "${"))]
@@ -197,11 +197,11 @@ def context(plan: Plan) -> dict[str, Any]:
             a, plan.base_dir, str(plan.value("data.train_files")), str(plan.value("data.val_files")))),
         "version": plan.version,
         "verl_version": plan.verl_version,
-        "title": f"{a.algorithm} on {a.model} ({a.nnodes}×{a.gpus_per_node} GPUs)",
+        "title": f"{a.algorithm} on {plan.value('actor_rollout_ref.model.path')} ({a.nnodes}×{a.gpus_per_node} GPUs)",
         "config_yaml": dump_yaml(doc),
         "answers_yaml": dump_yaml(answers_doc),
         "command": command,
-        "model": a.model,
+        "model": plan.value("actor_rollout_ref.model.path"),
         "experiment": plan.value("trainer.experiment_name"),
         "project": a.project_name,
         "train_files": plan.value("data.train_files"),

@@ -497,7 +497,7 @@ def artefacts(plan: Plan) -> list[Artefact]:
     a = plan.answers
     common = {
         "lay": lay,
-        "heading": one_line(f"{a.algorithm} on {a.model} ({a.nnodes}×{a.gpus_per_node} GPUs, cluster: {cluster})"),
+        "heading": one_line(f"{a.algorithm} on {plan.value('actor_rollout_ref.model.path')} ({a.nnodes}×{a.gpus_per_node} GPUs, cluster: {cluster})"),
         "total_gpus": lay.n_gpus,
         "env_pairs": list(env_vars().items()),
         "env_notes": list(VERL_ENV),
