@@ -125,9 +125,11 @@ def test_reward_function_without_file_uses_the_bundles_scorer():
     assert cfg["reward"]["custom_reward_function"] == {"path": "reward/reward_fn.py", "name": "compute_score"}
 
 
-def test_reward_function_of_the_user_ships_no_scorer():
-    p = plan(answers(reward="function", reward_function="./score.py:my_score"), base_dir="/runs")
-    assert p.value("reward.custom_reward_function.path") == "/runs/score.py"
+def test_reward_function_of_the_user_ships_no_scorer(tmp_path):
+    (tmp_path / "score.py").write_text("def my_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+                                       "    return 0.0\n")
+    p = plan(answers(reward="function", reward_function="./score.py:my_score"), base_dir=str(tmp_path))
+    assert p.value("reward.custom_reward_function.path") == str(tmp_path / "score.py")
     assert "reward/reward_fn.py" not in wizard.render(p)
 
 

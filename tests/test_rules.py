@@ -50,6 +50,7 @@ REJECTED = [
     ("VI409", dict(lora_alpha=16)),
     ("VI510", dict(dataset="mydata.txt")),
     ("VI511", dict(train_files="mydata.csv")),
+    ("VI506", dict(reward="function", reward_function="./missing_reward.py:score")),  # cluster=local
 ]
 
 
@@ -71,6 +72,11 @@ WARNED = [
                    critic_model="org/rm-1.5B")),
     ("VI408", dict(lora_rank=24)),
     ("VI512", dict(dataset="./data/train.jsonl", val_fraction=0)),
+    ("VI506", dict(reward="function", reward_function="./missing_reward.py:score", cluster="slurm", nnodes=2)),
+    ("VI507", dict(reward="function", reward_function="/opt/rewards/score.py:score", cluster="ray", nnodes=2)),
+    ("VI507", dict(reward="function", reward_function="/opt/rewards/score.py:score", cluster="kuberay", nnodes=2)),
+    ("VI517", dict(train_files="/data/train.parquet")),
+    ("VI517", dict(val_files="/data/val.parquet")),
 ]
 
 

@@ -207,3 +207,19 @@ def test_bundle_run_sh_points_at_its_own_config(tmp_path: Path):
     assert e.launch.config_path == str(out.resolve()) and e.launch.config_name == "verl_config"
     assert e.overrides == [] and e.unresolved == []
     assert e.workdir == str(out.resolve())
+
+
+def test_pwd_is_the_scripts_folder_or_where_it_cd_ed(tmp_path):
+    """verl's examples pass --config-path=$(pwd)/...: the folder the script runs in (its own, or after a cd)."""
+    script = tmp_path / "run.sh"
+    script.write_text(textwrap.dedent("""\
+        python3 -m verl.trainer.main_ppo --config-path=$(pwd)/cfg --config-name=mycfg data.train_files=$PWD/t.parquet
+    """))
+    r = extract_file(script)
+    assert r.launch is not None and r.launch.config_path == f"{tmp_path}/cfg" and r.launch.config_name == "mycfg"
+    assert f"data.train_files={tmp_path}/t.parquet" in r.launch.overrides and not r.unresolved
+    r = ex("""\
+        cd /opt/verl
+        python3 -m verl.trainer.main_ppo --config-path "$(pwd)/cfg" trainer.nnodes=1
+    """, script_path=str(script))
+    assert r.launch.config_path == "/opt/verl/cfg"

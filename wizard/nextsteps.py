@@ -9,16 +9,24 @@ if TYPE_CHECKING:
     from .planner import Plan
 
 
+def _join(*parts: str) -> str:
+    return " && ".join(p for p in parts if p)
+
+
 def next_commands(the_plan: "Plan", out: str, ray_url: str | None = None) -> list[str]:
+    from . import dataprep
+
     a = the_plan.answers
     cd = f"cd {shlex.quote(out)}"
-    prep = "python3 data/prepare_data.py"
+    # data/prepare_data.py only when the config reads what it writes (not for your own train/val files)
+    reads = {str(the_plan.value("data.train_files")), str(the_plan.value("data.val_files"))}
+    prep = "python3 data/prepare_data.py" if reads & {dataprep.PREPARED_TRAIN, dataprep.PREPARED_VAL} else ""
     if a.cluster == "ray":
-        return [f"{cd} && {prep} && ray/submit.sh --address {shlex.quote(ray_url or 'http://HEAD:8265')}"]
+        return [_join(cd, prep, f"ray/submit.sh --address {shlex.quote(ray_url or 'http://HEAD:8265')}")]
     if a.cluster == "slurm":
-        return [f"{cd} && {prep} && sbatch slurm/job.sbatch"]
+        return [_join(cd, prep, "sbatch slurm/job.sbatch")]
     if a.cluster == "kuberay":
         ns = f" -n {a.k8s_namespace}" if a.k8s_namespace else ""
         return [f"{cd} && kubectl{ns} apply -f k8s/configmap.yaml -f k8s/rayjob.yaml",
                 "   (or k8s/submit.sh for a long-lived RayCluster; data and secrets: see PLAN.md)"]
-    return [f"{cd} && {prep} && ./run.sh"]
+    return [_join(cd, prep, "./run.sh")]

@@ -247,6 +247,8 @@ def plan(answers: Answers, *, base_dir: Optional[str] = None,
     if a.reward_model and a.reward != "model":
         f.error("VI503", ("reward_model", "reward"), f"reward_model is set but reward={a.reward}",
                 "set reward=model, or remove reward_model")
+    if a.reward == "function" and a.reward_function:
+        _reward_file_rules(a, resolve_path(a.reward_function.rpartition(":")[0], base), f)
     if a.reward_function and a.reward != "function":
         f.error("VI504", ("reward_function", "reward"), f"reward_function is set but reward={a.reward}",
                 "set reward=function, or remove reward_function")
@@ -690,6 +692,25 @@ def _looks_local(model: str) -> bool:
     return model.startswith(("/", "./", "../", "~"))
 
 
+def _reward_file_rules(a: Answers, path: str, f: Findings) -> None:
+    """The reward function's file, where verl will import it from."""
+    if path.startswith("${"):
+        return  # ~/...: expanded on the machine that runs verl
+    here = os.path.isfile(path)
+    if a.cluster == "local" and not here:
+        f.error("VI506", ("reward_function",), f"reward function file not found: {path}",
+                "check the path, or remove reward_function to use the bundle's reward/reward_fn.py")
+    elif a.cluster in ("ray", "kuberay"):
+        carrier = "the job's working_dir upload (the bundle)" if a.cluster == "ray" else "the pods (image + ConfigMap)"
+        f.warning("VI507", ("reward_function", "cluster"),
+                  f"reward function {path} is a file on this machine; {carrier} does not carry it",
+                  "put it at the same path on every node (image or shared storage), or remove reward_function "
+                  "to use the bundle's reward/reward_fn.py, which travels with the bundle")
+    elif not here:
+        f.warning("VI506", ("reward_function",), f"reward function file not found here: {path}",
+                  "it must exist at this path on the cluster's nodes")
+
+
 def _model_path(model: str, base: str) -> str:
     return resolve_path(model, base) if _looks_local(model) else model
 
@@ -957,6 +978,12 @@ def _data_files(a: Answers, base: str, f: Findings) -> tuple[tuple[str, str, Sou
         val_default = train_default
         f.warning("VI512", ("val_files", "val_fraction"), "no validation file: validating on the training file",
                   "set val_fraction (e.g. 0.05) or val_files to a held-out split")
+    if bool(a.train_files) != bool(a.val_files):
+        mine, theirs = ("train_files", "val_files") if a.train_files else ("val_files", "train_files")
+        f.warning("VI517", (mine, theirs),
+                  f"{mine} is your file but {theirs} is the bundle's {val_default if theirs == 'val_files' else train_default}, "
+                  f"written by data/prepare_data.py from {ds}",
+                  f"set {theirs} too (val_files=<your train file> validates on the training data)")
     train: tuple[str, str, Source] = (
         (resolve_path(a.train_files, base), "train_files (your answer)", "answer") if a.train_files
         else (train_default, why, "default"))

@@ -207,6 +207,8 @@ def context(plan: Plan) -> dict[str, Any]:
         "train_files": plan.value("data.train_files"),
         "val_files": plan.value("data.val_files"),
         "local_files": local_files,
+        "prepared_files": [f for f in local_files if f in (dataprep.PREPARED_TRAIN, dataprep.PREPARED_VAL)],
+        "own_files": [f for f in local_files if f not in (dataprep.PREPARED_TRAIN, dataprep.PREPARED_VAL)],
         "dataset": a.dataset,
         "nnodes": a.nnodes,
         "gpus_per_node": a.gpus_per_node,

@@ -134,12 +134,24 @@ class _State:
     env: Mapping[str, str]
     script: str | None
     line: int = 0
+    cwd: str | None = None  # after a top-level `cd DIR`
+
+    def pwd(self) -> str:
+        """The folder the script runs in: after a `cd`, that folder; else the script's own folder (the usual
+        way verl's example scripts are launched; `verl-init check --workdir` overrides it)."""
+        if self.cwd:
+            return self.cwd
+        if "PWD" in self.env:
+            return str(self.env["PWD"])
+        return os.path.dirname(os.path.abspath(self.script)) if self.script else os.getcwd()
 
     def lookup(self, name: str) -> _Var | None:
         if name in self.vars:
             return self.vars[name]
         if name in self.env:
             return _Var(str(self.env[name]))
+        if name == "PWD":
+            return _Var(self.pwd())
         return None
 
 
@@ -627,6 +639,8 @@ class _Expander:
         src = r'(?:"\$\{BASH_SOURCE\[0\]\}"|\$\{BASH_SOURCE\[0\]\}|"\$\{BASH_SOURCE\}"|"\$BASH_SOURCE"|\$BASH_SOURCE|"\$0"|\$0)'
         dirname = rf"dirname (?:-- )?{src}"
         script = self.st.script
+        if re.fullmatch(r"pwd(?: -[PL])?", text):
+            return self.st.pwd()
         if script is not None:
             if re.fullmatch(dirname, text):
                 return posixpath.dirname(script) or "."
@@ -872,6 +886,7 @@ def extract(text: str, *, script_path: str | None = None, env: Mapping[str, str]
             else:
                 base = result.workdir or (os.path.dirname(os.path.abspath(script_path)) if script_path else os.getcwd())
                 result.workdir = os.path.normpath(os.path.join(base, os.path.expanduser(words[1])))
+            state.cwd = result.workdir
             return
         start = _launch_index(words)
         if start is None:
