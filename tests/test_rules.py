@@ -90,7 +90,8 @@ def test_hints_name_nearest_valid_values():
     with pytest.raises(WizardError) as info:
         plan(answers(prompts_per_step=64, updates_per_step=3), base_dir="/runs")
     line = info.value.problems[0].line()
-    assert "updates_per_step=2 or 4" in line and "prompts_per_step=63 or 66" in line
+    # 63 divides by 3 but 21 prompts × 4 samples do not split over 8 ranks: not offered
+    assert "updates_per_step=2 or 4" in line and "prompts_per_step=60 or 66" in line
 
     with pytest.raises(WizardError) as info:
         plan(answers(dynamic_batch=False, micro_batch_per_gpu=3), base_dir="/runs")
@@ -166,3 +167,18 @@ def test_relative_paths_become_absolute_and_home_becomes_env():
     assert p.value("data.train_files") == "/runs/data/t.parquet"
     assert p.value("data.val_files") == "${oc.env:HOME}/v.parquet"
     assert p.value("actor_rollout_ref.model.path") == "/runs/m"
+
+
+@pytest.mark.parametrize("P,U", [(100, 3), (10, 4), (64, 3), (48, 5)])
+def test_vi201_suggestions_are_accepted_when_taken(P, U):
+    """"nearest valid" means valid: each suggested value, taken alone, passes every batch rule (VI201-VI203)."""
+    import re
+
+    with pytest.raises(WizardError) as info:
+        plan(answers(prompts_per_step=P, updates_per_step=U), base_dir="/runs")
+    (hint,) = [p.hint for p in info.value.problems if p.rule == "VI201"]
+    u_part, p_part = hint.split(" or prompts_per_step=")
+    for u in re.findall(r"\d+", u_part.split("updates_per_step=", 1)[1]):
+        plan(answers(prompts_per_step=P, updates_per_step=int(u)), base_dir="/runs")
+    for p in re.findall(r"\d+", p_part):
+        plan(answers(prompts_per_step=int(p), updates_per_step=U), base_dir="/runs")

@@ -368,8 +368,16 @@ def plan(answers: Answers, *, base_dir: Optional[str] = None,
 
     mini = P // U if P % U == 0 else 0
     if P % U:
-        ok_u = [d for d in divisors(P)]
-        ok_p = [U * k for k in range(max(1, P // U - 2), P // U + 3)]
+        def batch_ok(p: int, u: int) -> bool:  # what VI201-VI203 ask, so a suggestion is never refused next
+            if p % u:
+                return False
+            if dp and (p // u * n) % dp:
+                return False
+            return megatron or not n_gpus or (p * n) % n_gpus == 0
+
+        ok_u = [d for d in divisors(P) if batch_ok(P, d)] or [d for d in divisors(P)]
+        ok_p = [m for m in range(U, 2 * P + U * max(dp, 1) * n_gpus + 1, U) if batch_ok(m, U)] or \
+            [U * k for k in range(max(1, P // U - 2), P // U + 3)]
         f.error("VI201", ("updates_per_step", "prompts_per_step"),
                 f"updates_per_step={U} does not divide prompts_per_step={P} into equal mini-batches",
                 f"nearest valid: updates_per_step={_or(nearest(ok_u, U))} or prompts_per_step={_or(nearest(ok_p, P))}")
