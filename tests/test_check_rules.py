@@ -196,8 +196,30 @@ def test_vi871_reward_function_must_define_the_scorer(data, tmp_path):
     assert "VI870" in missing.ids("warning")
 
 
+def test_vi872_fewer_rows_than_one_batch_trains_nothing(data, tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    def parquet(name: str, rows: int) -> Path:
+        path = tmp_path / name
+        pq.write_table(pa.table({"prompt": [f"q{i}" for i in range(rows)]}), path)
+        return path
+
+    small = parquet("small.parquet", 3)
+    report = run(data, [f"data.train_files={small}"])  # train_batch_size=64
+    (hit,) = [f.problem for f in report.findings if f.problem.rule == "VI872"]
+    assert hit.severity == "error" and "holds 3 row(s), fewer than data.train_batch_size=64" in hit.message
+    assert "data.train_batch_size ≤ 3" in hit.hint and not report.ok
+    assert "VI872" not in run(data, [f"data.train_files=[{small},{parquet('more.parquet', 61)}]"]).ids()
+    lines = tmp_path / "t.jsonl"
+    lines.write_text("".join('{"prompt": "q"}\n' for _ in range(10)))
+    assert "VI872" in run(data, [f"data.train_files={lines}"]).ids("error")
+    assert "VI872" not in run(data, [f"data.train_files={lines}", "data.train_batch_size=8",
+                                     "actor_rollout_ref.actor.ppo_mini_batch_size=8"]).ids()
+
+
 def test_every_rule_has_a_test():
-    tested = {c[0] for c in CASES} | {"VI871"}
+    tested = {c[0] for c in CASES} | {"VI871", "VI872"}
     assert tested == set(RULES), sorted(set(RULES) ^ tested)
 
 

@@ -97,6 +97,7 @@ RULES: dict[str, tuple[str, str]] = {
     "VI860": ("memory does not fit", "estimated peak per GPU over the budget (wizard.memory: weights, gradients, optimizer, activations, KV cache)"),
     "VI861": ("memory not estimated", "no GPU memory size, or no model shape (placeholder, unknown model)"),
     "VI862": ("rollout engine reservation too small", "gpu_memory_utilization × GPU memory cannot hold the weights per GPU and one sequence's KV cache"),
+    "VI872": ("fewer training rows than one batch", "verl drops the incomplete batch (drop_last) and trains 0 steps"),
     "VI870": ("file not found", "data files, model folders, reward function, custom classes and configs that do not exist here"),
     "VI871": ("reward function not in its file", "reward.custom_reward_function.name is not defined in the file (verl fails when the reward loop starts)"),
 }
@@ -1987,6 +1988,46 @@ def _looks_local(path: str) -> bool:
     return path.startswith(("/", "./", "../", "~"))
 
 
+def _count_rows(path: Path, enough: int) -> int | None:
+    """Rows in a local data file (parquet from its footer; jsonl lines up to `enough`), or None."""
+    try:
+        if path.suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            return int(pq.ParquetFile(path).metadata.num_rows)
+        if path.suffix == ".jsonl":
+            rows = 0
+            with path.open("rb") as fh:
+                for line in fh:
+                    rows += bool(line.strip())
+                    if rows >= enough:
+                        break
+            return rows
+    except Exception:  # noqa: BLE001 - unreadable files are validate-dataset's business
+        return None
+    return None
+
+
+def _rule_enough_rows(c: Ctx) -> None:
+    """verl's train dataloader drops the last incomplete batch (drop_last=True) and sets steps_per_epoch =
+    rows // train_batch_size (trainer/ppo/v1/trainer_base.py): fewer rows than one batch train 0 steps."""
+    key, batch = "data.train_files", c.int("data.train_batch_size")
+    value = c.v(key)
+    if not batch or c.unknown(key) or value is None:
+        return
+    total = 0
+    for path in ([value] if isinstance(value, str) else value if isinstance(value, list) else []):
+        local = _local(c, path) if isinstance(path, str) and PLACEHOLDER not in path else None
+        rows = _count_rows(local, batch) if local is not None and local.is_file() else None
+        if rows is None:
+            return  # not all files countable here: say nothing
+        total += rows
+    if total < batch:
+        c.add("VI872", "error", (key, "data.train_batch_size"),
+              f"{key} holds {total} row(s), fewer than data.train_batch_size={batch}: verl drops the incomplete "
+              "batch and trains 0 steps", f"use more data, or data.train_batch_size ≤ {max(total, 1)}")
+
+
 def rule_files(c: Ctx, f: Facts) -> None:
     def missing(key: str, path: str, what: str, *, data: bool = False) -> None:
         local = _local(c, path)
@@ -2015,6 +2056,7 @@ def rule_files(c: Ctx, f: Facts) -> None:
         for path in ([value] if isinstance(value, str) else value):
             if isinstance(path, str) and PLACEHOLDER not in path:
                 missing(key, path, "data file", data=True)
+    _rule_enough_rows(c)
     models = [(f"{M}.path", True), ("critic.model.path", f.use_critic),
               ("reward.reward_model.model_path", bool(c.v("reward.reward_model.enable"))),
               (f"{M}.tokenizer_path", True)]
