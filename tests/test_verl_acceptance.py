@@ -101,3 +101,20 @@ def test_harness_rejects_broken_configs(case, tmp_path, tiny_model):
     report = verify_with_verl(bundle, model_dir=str(tiny_model))
     assert not report.ok
     assert any(failing in c.name for c in report.failures), report.summary()
+
+
+def test_without_the_critics_model_and_no_hub_the_verdict_is_not_verified(tmp_path, cli_env):
+    """verl's validate_config loads the critic's config: offline, with no --model-dir, verl-init says it could not
+    verify (one line naming the fix), instead of retrying the hub for half a minute and calling it rejected."""
+    import time
+
+    from conftest import run_cli
+
+    bundle = wizard.write_bundle(wizard.render(wizard.plan(wizard.load_profile("ppo-16gpu"), base_dir=str(tmp_path))),
+                                 tmp_path / "b")
+    start = time.monotonic()
+    report = verify_with_verl(bundle)
+    assert time.monotonic() - start < 20
+    assert not report.ok and "pass --model-dir" in report.blocked and report.summary().startswith("not verified")
+    r = run_cli(["verify", str(bundle)], env={**cli_env, "HF_HUB_OFFLINE": "1"})
+    assert r.returncode == 1 and "NOT VERIFIED" in r.stdout and "REJECTED" not in r.stdout

@@ -226,7 +226,10 @@ def _verify_and_report(bundle: str, model_dir: Optional[str], *, as_json: bool) 
         for check in report.checks:
             mark = "ok  " if check.ok else ("skip" if check.skipped else "FAIL")
             print(f"  [{mark}] {check.name}: {check.detail}")
-        print(f"verl {report.verl_version}: {'accepted' if report.ok else 'REJECTED'} {bundle}")
+        if report.blocked:
+            print(f"verl {report.verl_version}: NOT VERIFIED {bundle} — {report.blocked}")
+        else:
+            print(f"verl {report.verl_version}: {'accepted' if report.ok else 'REJECTED'} {bundle}")
     return 0 if report.ok else 1
 
 

@@ -39,10 +39,11 @@ class VerifyReport:
     verl_version: str
     checks: list[Check] = field(default_factory=list)
     substitutions: dict[str, str] = field(default_factory=dict)
+    blocked: str = ""  # why verl's checks could not run at all (neither accepted nor rejected)
 
     @property
     def ok(self) -> bool:
-        return all(c.ok or c.skipped for c in self.checks)
+        return not self.blocked and all(c.ok or c.skipped for c in self.checks)
 
     @property
     def failures(self) -> list[Check]:
@@ -53,14 +54,32 @@ class VerifyReport:
             "bundle": self.bundle,
             "verl_version": self.verl_version,
             "accepted": self.ok,
+            "blocked": self.blocked or None,
             "checks": [c.__dict__ for c in self.checks],
             "substitutions": self.substitutions,
         }
 
     def summary(self) -> str:
+        if self.blocked:
+            return f"not verified: {self.blocked}"
         if self.ok:
             return f"verl {self.verl_version} accepts {self.bundle} ({len(self.checks)} checks)"
         return "; ".join(f"{c.name}: {c.detail}" for c in self.failures)
+
+
+def _hub_reachable(timeout: float = 2.0) -> bool:
+    """Whether the Hugging Face hub answers a TCP connection (HF_HUB_OFFLINE=1 means no)."""
+    if os.environ.get("HF_HUB_OFFLINE") == "1" or os.environ.get("TRANSFORMERS_OFFLINE") == "1":
+        return False
+    import socket
+    import urllib.parse
+
+    url = urllib.parse.urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    try:
+        with socket.create_connection((url.hostname or "huggingface.co", url.port or 443), timeout=timeout):
+            return True
+    except OSError:
+        return False
 
 
 def _require_verl() -> str:
@@ -176,9 +195,11 @@ def verify_with_verl(
             local = True
         loadable[key] = local
 
-    if use_critic and not loadable.get("critic.model.path", False) and os.environ.get("HF_HUB_OFFLINE") == "1":
-        checks.append(Check("validate_config", False,
-                            "the critic model must be loaded to validate and HF_HUB_OFFLINE=1: pass --model-dir"))
+    if use_critic and not loadable.get("critic.model.path", False) and not _hub_reachable():
+        # verl's validate_config loads the critic's config: without the hub it would retry for ~30 s and fail
+        report.blocked = (f"verl loads the critic's model config ({OmegaConf.select(cfg, 'critic.model.path')}) "
+                          "and the Hugging Face hub cannot be reached from here: pass --model-dir DIR "
+                          "(a local copy of it, or a local model of the same family)")
         return report
 
     with _vllm_lora_fallback() as shimmed, warnings.catch_warnings():
