@@ -2295,7 +2295,8 @@ def format_report(report: Report) -> str:
             lines.append(f"  {'':<7} {'':<{width}}  → {p.hint}" + ("  [--fix]" if fd.fix else ""))
     if report.verl is not None:
         v = report.verl
-        lines.append(f"  verl {v.verl_version}'s own checks: {'accepted' if v.ok else 'REJECTED'}")
+        verdict_v = f"NOT VERIFIED — {v.blocked}" if getattr(v, "blocked", "") else ("accepted" if v.ok else "REJECTED")
+        lines.append(f"  verl {v.verl_version}'s own checks: {verdict_v}")
         for chk in v.checks:
             if not chk.ok and not chk.skipped:
                 lines.append(f"    FAIL {chk.name}: {chk.detail}")
