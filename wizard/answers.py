@@ -267,7 +267,9 @@ def answer_problems(data: dict[str, Any]) -> list[Problem]:
                 )
             else:
                 msg = err["msg"].removeprefix("Value error, ")
-                problems.append(Problem("VI103", "error", (), msg, "change one of the keys it names"))
+                named = tuple(k for k in Answers.model_fields if re.search(rf"(?<![\w.]){re.escape(k)}(?!\w)", msg))
+                problems.append(Problem("VI103", "error", named, msg,
+                                        f"change one of {', '.join(named)}" if named else "change one of the keys it names"))
     return problems
 
 

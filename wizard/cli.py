@@ -177,7 +177,8 @@ def _cmd_keys(args: list[str]) -> int:
             shown = "chosen by verl-init" if default is None else f"`{default!r}`"
             print(f"| `{name}` | {info.description} | {_allowed(name)} | {shown} |")
         else:
-            print(f"{name}: {info.description} ({_allowed(name)}; default {default!r})")
+            shown = "chosen by verl-init" if default is None else repr(default)
+            print(f"{name}: {info.description} ({_allowed(name)}; default {shown})")
     return 0
 
 

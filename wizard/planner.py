@@ -483,7 +483,8 @@ def plan(answers: Answers, *, base_dir: Optional[str] = None,
     # =========================================================================================
     # Settings, in the order they appear in verl_config.yaml
     # =========================================================================================
-    s.set("algorithm.adv_estimator", algo.adv_estimator, f"{a.algorithm}: {algo.summary}")
+    s.set("algorithm.adv_estimator", algo.adv_estimator, f"{a.algorithm}: {algo.summary}"
+          + ("" if use_ref or algo.kl == "none" else "; kl_coef=0 turns the KL term off"))
     s.set("algorithm.use_kl_in_reward", kl_in_reward,
           "KL penalty folded into the reward" if kl_in_reward else
           ("KL is a loss term instead (never both)" if kl_in_loss else "no KL penalty"))
