@@ -623,6 +623,21 @@ def _overlap(a: _FileCheck, b: _FileCheck) -> Optional[Finding]:
 
 
 def load_tokenizer(name: str) -> Any:
+    import os
+
+    if not os.path.isdir(os.path.expanduser(name)):
+        from .verify import _hub_reachable
+
+        if not _hub_reachable():
+            try:  # a copy in the local hub cache still loads offline
+                from transformers import AutoTokenizer
+
+                return AutoTokenizer.from_pretrained(name, local_files_only=True)
+            except Exception:  # noqa: BLE001
+                raise UserError(f"cannot load tokenizer {name!r}: not a local folder, not in the hub cache, and the "
+                                "Hugging Face hub cannot be reached from here",
+                                "pass a local model folder with tokenizer files", rule="VI538",
+                                keys=("--tokenizer",)) from None
     try:
         from transformers import AutoTokenizer
 

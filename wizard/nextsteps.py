@@ -21,6 +21,8 @@ def next_commands(the_plan: "Plan", out: str, ray_url: str | None = None) -> lis
     # data/prepare_data.py only when the config reads what it writes (not for your own train/val files)
     reads = {str(the_plan.value("data.train_files")), str(the_plan.value("data.val_files"))}
     prep = "python3 data/prepare_data.py" if reads & {dataprep.PREPARED_TRAIN, dataprep.PREPARED_VAL} else ""
+    if a.gpu_type.strip().lower() == "cpu":  # a CPU-only plan (cpu-smoke): the smoke run is what runs here
+        return [f"verl-init smoke {shlex.quote(out)}", "   (one rollout/update cycle on this CPU; ./run.sh needs GPUs)"]
     if a.cluster == "ray":
         return [_join(cd, prep, f"ray/submit.sh --address {shlex.quote(ray_url or 'http://HEAD:8265')}")]
     if a.cluster == "slurm":
