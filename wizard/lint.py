@@ -585,11 +585,11 @@ def _read_yaml(path: Path) -> Any:
     try:
         return yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise UserError(f"file not found ({path})", "check the path", rule="VI870") from None
+        raise UserError(f"file not found ({path})", "check the path", rule="VI870", keys=("target",)) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
-        raise UserError(f"not valid YAML{where} ({path})", "fix the YAML syntax", rule="VI808") from None
+        raise UserError(f"not valid YAML{where} ({path})", "fix the YAML syntax", rule="VI808", keys=("target",)) from None
 
 
 def _use_yaml(src: Source, path: Path) -> None:
@@ -597,7 +597,8 @@ def _use_yaml(src: Source, path: Path) -> None:
     if doc is None:
         doc = {}
     if not isinstance(doc, dict):
-        raise UserError(f"{path} is not a YAML mapping of verl config keys", "give a verl config YAML", rule="VI808")
+        raise UserError(f"{path} is not a YAML mapping of verl config keys", "give a verl config YAML", rule="VI808",
+                        keys=("target",))
     src.yaml_path = path
     src.yaml_defaults = list(doc.pop("defaults", None) or [])
     doc.pop("hydra", None)
@@ -621,19 +622,21 @@ def load_source(target: str | None, extra: Sequence[str] = (), *, env: Mapping[s
                 p = p / "run.sh"
             else:
                 raise UserError(f"{target} holds no verl_config.yaml or run.sh", "give a verl YAML or a launch script",
-                                rule="VI870")
+                                rule="VI870", keys=("target",))
         if not p.is_file():
-            raise UserError(f"file not found ({target})", "check the path", rule="VI870")
+            raise UserError(f"file not found ({target})", "check the path", rule="VI870", keys=("target",))
         text = p.read_text(encoding="utf-8", errors="replace")
         if p.suffix in (".sh", ".bash") or (p.suffix not in (".yaml", ".yml") and looks_like_script(text)):
             src = Source("script", str(p))
             try:
                 ex = extract_file(p, env=env)
             except ShellSyntaxError as exc:
-                raise UserError(f"cannot read {p} as a shell script: {exc}", "check the quoting", rule="VI800") from None
+                raise UserError(f"cannot read {p} as a shell script: {exc}", "check the quoting", rule="VI800",
+                                keys=("target",)) from None
             if ex.launch is None:
                 raise UserError(f"{p} does not launch `python -m verl.trainer.main_ppo`",
-                                "give the script that starts training, a verl YAML, or overrides after --", rule="VI800")
+                                "give the script that starts training, a verl YAML, or overrides after --", rule="VI800",
+                                keys=("target",))
             src.extraction = ex
             src.overrides = list(ex.overrides)
             src.origins = [f"{p.name}:{ex.launch.line}"] * len(ex.overrides)
