@@ -727,32 +727,26 @@ def _model_path(model: str, base: str) -> str:
 def with_absolute_paths(a: Answers, base_dir: str) -> Answers:
     """The answers with relative local paths (model, data, reward function ...) made absolute against
     `base_dir`: every file of the bundle, verl-init.yaml included, then names the same files, and replaying
-    verl-init.yaml from any folder gives the same bundle. `~/...` and hub ids are kept."""
+    verl-init.yaml from any folder gives the same bundle. `~/...`, `${...}`, URLs and hub ids are kept."""
     given = a.model_dump(mode="json", exclude_unset=True)
-    fixed = answers_as_replayed(a, base_dir)
-    changes = {k: v for k, v in fixed.items() if given.get(k) != v}
-    return a.model_copy(update=changes) if changes else a
-
-
-def answers_as_replayed(a: Answers, base_dir: str) -> dict[str, Any]:
-    """The answers given (exclude_unset), with relative local paths made absolute."""
-    out = a.model_dump(mode="json", exclude_unset=True)
 
     def fixed(value: str) -> str:
         return resolve_path(value, base_dir) if not value.startswith(("/", "~")) and "${" not in value else value
 
+    changes: dict[str, Any] = {}
     for key in ("model", "critic_model", "reward_model"):
-        if isinstance(out.get(key), str) and _looks_local(out[key]):
-            out[key] = fixed(out[key])
-    if isinstance(out.get("reward_function"), str) and ":" in out["reward_function"]:
-        path, _, name = out["reward_function"].rpartition(":")
-        out["reward_function"] = f"{fixed(path)}:{name}"
+        if isinstance(given.get(key), str) and _looks_local(given[key]):
+            changes[key] = fixed(given[key])
+    if isinstance(given.get("reward_function"), str) and ":" in given["reward_function"]:
+        path, _, name = given["reward_function"].rpartition(":")
+        changes["reward_function"] = f"{fixed(path)}:{name}"
     for key in ("train_files", "val_files"):
-        if isinstance(out.get(key), str) and "://" not in out[key]:
-            out[key] = fixed(out[key])
-    if isinstance(out.get("dataset"), str) and out["dataset"] not in dataprep.HUB:
-        out["dataset"] = fixed(out["dataset"])
-    return out
+        if isinstance(given.get(key), str) and "://" not in given[key]:
+            changes[key] = fixed(given[key])
+    if isinstance(given.get("dataset"), str) and given["dataset"] not in dataprep.HUB:
+        changes["dataset"] = fixed(given["dataset"])
+    changes = {k: v for k, v in changes.items() if given.get(k) != v}
+    return a.model_copy(update=changes) if changes else a
 
 
 def experiment_name(a: Answers) -> str:

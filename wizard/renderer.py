@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from . import dataprep
-from .planner import Plan, answers_as_replayed
+from .planner import Plan
 
 # Files that are rendered for every plan.
 CORE_TEMPLATES = ("verl_config.yaml.j2", "run.sh.j2", "PLAN.md.j2", "verl-init.yaml.j2")
@@ -188,7 +188,7 @@ def context(plan: Plan) -> dict[str, Any]:
     answers_doc = {
         "verl_init_version": plan.version,
         "verl_version": plan.verl_version,
-        "answers": answers_as_replayed(a, plan.base_dir),
+        "answers": a.model_dump(mode="json", exclude_unset=True),  # paths already absolute (planner)
     }
     command = "python3 -m verl.trainer.main_ppo --config-path <bundle> --config-name verl_config"
     relative = [f for f in local_files if not f.startswith(("/", "${"))]
