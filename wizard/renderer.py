@@ -104,6 +104,13 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def _launch(plan: Plan) -> str:
+    """The launch command for the bundle's cluster type, as run from the bundle folder."""
+    from .nextsteps import next_commands
+
+    return next_commands(plan, ".")[0].removeprefix("cd . && ")
+
+
 def _data_where(cluster: str, shared_pvc: Optional[str], relative: list[str], hub: Optional[str]) -> list[str]:
     """Where the data files must be when verl reads them, per cluster type (PLAN.md's Data section)."""
     if not relative:
@@ -201,6 +208,7 @@ def context(plan: Plan) -> dict[str, Any]:
         "config_yaml": dump_yaml(doc),
         "answers_yaml": dump_yaml(answers_doc),
         "command": command,
+        "launch": _launch(plan),
         "model": plan.value("actor_rollout_ref.model.path"),
         "experiment": plan.value("trainer.experiment_name"),
         "project": a.project_name,
