@@ -355,3 +355,11 @@ def test_a_full_config_dump_is_read_like_verls_own(tmp_path, data):
     report = check(str(dump), defaults="snapshot", **HW)
     assert not report.errors and not report.warnings, [f.problem.line() for f in report.findings]
     assert report.config["actor_rollout_ref.actor.strategy"] == "megatron"
+
+
+def test_vi861_unknown_gpu_type_is_said_not_ignored(data):
+    report = run(data, [], hw={"gpu_memory_gb": None}, gpu_type="FOO-9000")
+    (hit,) = [f.problem for f in report.findings if f.problem.rule == "VI861" and "--gpu-type" in f.problem.keys]
+    assert "--gpu-type FOO-9000 does not name a GPU" in hit.message and "--gpu-memory-gb" in hit.hint
+    known = run(data, [], hw={"gpu_memory_gb": None}, gpu_type="H100")
+    assert any("assuming 80 GB per GPU" in f.problem.message for f in known.findings if f.problem.rule == "VI861")

@@ -2147,6 +2147,12 @@ def _hardware(src: Source, res_flat: dict[str, Any], nnodes: int | None, gpus_pe
             hw.gpu_memory_gb = float(GPU_MEMORY_GB[key])
             findings.append(Finding(Problem("VI861", "info", (), f"assuming {GPU_MEMORY_GB[key]} GB per GPU for "
                                             f"--gpu-type {hw.gpu_type}", "pass --gpu-memory-gb to be exact")))
+        else:
+            known = ", ".join(sorted(GPU_MEMORY_GB)[:12])
+            findings.append(Finding(Problem("VI861", "info", ("--gpu-type",),
+                                            f"--gpu-type {hw.gpu_type} does not name a GPU whose memory verl-init knows "
+                                            "(the memory-fit check is off)",
+                                            f"pass --gpu-memory-gb, or a known type ({known}, ...)")))
     return hw
 
 
