@@ -191,8 +191,8 @@ def dashboard_url(address: Optional[str], env: Mapping[str, str]) -> tuple[str, 
 class Token:
     """A Ray auth token and where it came from (never printed)."""
 
-    value: str
-    source: str
+    value: str = field(repr=False)
+    source: str = ""
 
 
 def ray_auth_token(env: Mapping[str, str]) -> Optional[Token]:

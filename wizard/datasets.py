@@ -626,9 +626,9 @@ def load_tokenizer(name: str) -> Any:
     import os
 
     if not os.path.isdir(os.path.expanduser(name)):
-        from .verify import _hub_reachable
+        from .verify import hub_reachable
 
-        if not _hub_reachable():
+        if not hub_reachable():
             try:  # a copy in the local hub cache still loads offline
                 from transformers import AutoTokenizer
 

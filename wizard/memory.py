@@ -189,9 +189,6 @@ def estimate(s: ModelShape, L: Layout) -> Estimate:
 
     # With offload the roles take turns: the critic is in host memory while the actor updates and the other
     # way round; without it both training states stay on the GPU.
-    critic_beside_actor = critic_resident
-    critic_turn = critic_state + critic_acts + (0 if L.offload_params else weights) + \
-        (0 if L.offload_optimizer else optim) if L.critic is not None else 0.0
     train_peak_compute = max(acts + grads, fwd, 0.0 if critic_resident < critic_state else critic_acts)
     e.training = {
         "actor: weights": weights / GB,
@@ -203,7 +200,7 @@ def estimate(s: ModelShape, L: Layout) -> Estimate:
     if L.use_ref and not L.lora_rank:
         e.training["reference: weights"] = ref / GB
     if L.critic is not None:
-        e.training["critic: weights + optimizer"] = critic_beside_actor / GB
+        e.training["critic: weights + optimizer"] = critic_resident / GB
     e.training["rollout: asleep"] = ENGINE_ASLEEP_GB
     e.training["runtime: CUDA context"] = CUDA_CONTEXT_GB
     if train_peak_compute != acts + grads:
@@ -211,7 +208,7 @@ def estimate(s: ModelShape, L: Layout) -> Estimate:
         e.training["actor: gradients"] = 0.0
         e.training["actor: activations + logits"] = train_peak_compute / GB
     if L.critic is not None and critic_resident < critic_state:
-        turn = (critic_turn + (ENGINE_ASLEEP_GB + CUDA_CONTEXT_GB) * GB) / GB
+        turn = (critic_state + critic_acts + resident_weights + resident_optim) / GB + ENGINE_ASLEEP_GB + CUDA_CONTEXT_GB
         if turn > e.training_gb:  # the critic's own update, with the actor swapped out, is the larger moment
             e.training["critic: its update, actor swapped out (above the actor's)"] = turn - e.training_gb
 

@@ -847,7 +847,8 @@ def _fit(a: Answers, shape: ModelShape, critic: Optional[ModelShape], n_gpus: in
               sp_options=sp_options, token_cap=token_cap, mp_options=mp_options, batch_samples=a.prompts_per_step * n)
     if len(offload) > 1:
         # A layout whose GPUs fit activations for less than two sequences trains slowly: offload (which frees the
-        # rollout phase) is preferred to it; the cramped layout is the fallback.
+        # rollout phase, and lets an offloaded actor and critic take turns) is preferred to it; the cramped
+        # layout is the fallback.
         roomy = choose(shape, base, offload_options=offload, min_gpu_tokens=min(token_cap, 2 * seq), **kw)
         if roomy is not None:
             return roomy

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from . import dataprep
+from .nextsteps import launch_commands
 from .planner import Plan
 
 # Files that are rendered for every plan.
@@ -104,14 +105,7 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def _launch(plan: Plan) -> str:
-    """The launch command for the bundle's cluster type, as run from the bundle folder."""
-    from .nextsteps import next_commands
-
-    return next_commands(plan, ".")[0].removeprefix("cd . && ")
-
-
-def _data_where(cluster: str, shared_pvc: Optional[str], relative: list[str], hub: Optional[str]) -> list[str]:
+def data_where(cluster: str, shared_pvc: Optional[str], relative: list[str], hub: Optional[str]) -> list[str]:
     """Where the data files must be when verl reads them, per cluster type (PLAN.md's Data section)."""
     if not relative:
         return ["The data paths are absolute or remote: they must exist on every node that runs verl's driver."]
@@ -200,7 +194,7 @@ def context(plan: Plan) -> dict[str, Any]:
     command = "python3 -m verl.trainer.main_ppo --config-path <bundle> --config-name verl_config"
     relative = [f for f in local_files if not f.startswith(("/", "${"))]
     return {
-        "data_where": _data_where(a.cluster, a.shared_pvc, relative, dataprep.hub_prepared_in_place(
+        "data_where": data_where(a.cluster, a.shared_pvc, relative, dataprep.hub_prepared_in_place(
             a, plan.base_dir, str(plan.value("data.train_files")), str(plan.value("data.val_files")))),
         "version": plan.version,
         "verl_version": plan.verl_version,
@@ -208,7 +202,7 @@ def context(plan: Plan) -> dict[str, Any]:
         "config_yaml": dump_yaml(doc),
         "answers_yaml": dump_yaml(answers_doc),
         "command": command,
-        "launch": _launch(plan),
+        "launch": launch_commands(plan)[0],
         "model": plan.value("actor_rollout_ref.model.path"),
         "experiment": plan.value("trainer.experiment_name"),
         "project": a.project_name,

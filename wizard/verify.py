@@ -67,7 +67,7 @@ class VerifyReport:
         return "; ".join(f"{c.name}: {c.detail}" for c in self.failures)
 
 
-def _hub_reachable(timeout: float = 2.0) -> bool:
+def hub_reachable(timeout: float = 2.0) -> bool:
     """Whether the Hugging Face hub answers a TCP connection (HF_HUB_OFFLINE=1 means no)."""
     if os.environ.get("HF_HUB_OFFLINE") == "1" or os.environ.get("TRANSFORMERS_OFFLINE") == "1":
         return False
@@ -195,7 +195,7 @@ def verify_with_verl(
             local = True
         loadable[key] = local
 
-    if use_critic and not loadable.get("critic.model.path", False) and not _hub_reachable():
+    if use_critic and not loadable.get("critic.model.path", False) and not hub_reachable():
         # verl's validate_config loads the critic's config: without the hub it would retry for ~30 s and fail
         report.blocked = (f"verl loads the critic's model config ({OmegaConf.select(cfg, 'critic.model.path')}) "
                           "and the Hugging Face hub cannot be reached from here: pass --model-dir DIR "
@@ -365,10 +365,9 @@ def worker_time_checks(cfg: Any, use_critic: bool, model_cfg: Any = None) -> lis
         dp = n_gpus // (m.tensor_model_parallel_size * m.pipeline_model_parallel_size * m.context_parallel_size)
         sp = 1
     else:
-        # actor/config.py:328: the deprecated actor key, when > 1, overrides fsdp_config's
-        sp = actor.ulysses_sequence_parallel_size
-        if sp <= 1:
-            sp = actor.fsdp_config.get("ulysses_sequence_parallel_size", 1)
+        from .rules_config import effective_sp
+
+        sp = effective_sp(actor.ulysses_sequence_parallel_size, actor.fsdp_config.get("ulysses_sequence_parallel_size", 1))
         dp = n_gpus // sp
 
     check("engine_workers.py:616 dynamic batch flags agree", actor.use_dynamic_bsz == r.log_prob_use_dynamic_bsz,

@@ -457,19 +457,11 @@ def _k8s_notes(lay: Layout, plan: Plan) -> list[str]:
     for where in files:
         if where not in relative:
             notes.append(f"The config reads {where} in the pods: bake it into the image or mount a volume there.")
-    names = " and ".join(relative)
-    if relative and lay.prepare_data:
-        pods = f"the head pod writes them on PVC {lay.shared_pvc}, seen by every pod" if lay.prepare_data == "head" \
-            else "every pod writes its own copy"
-        notes.append(f"The config reads {names} relative to the working folder: {pods} before Ray starts (init "
-                     f"container prepare-data runs the bundle's data/prepare_data.py from the ConfigMap; it downloads "
-                     f"{lay.dataset_hub} from the Hugging Face hub, with HF_TOKEN when set).")
-    elif relative and lay.shared_pvc:
-        notes.append(f"The config reads {names} relative to the working folder: put them on PVC {lay.shared_pvc} "
-                     "(e.g. run data/prepare_data.py in a pod that mounts it).")
-    elif relative:
-        notes.append(f"The config reads {names} relative to the working folder, which is pod-local: set shared_pvc "
-                     "and put the files there, or point train_files/val_files at paths in the image.")
+    if relative:  # the same explanation as PLAN.md's Data section
+        from ..renderer import data_where
+
+        notes += [line.replace("`", "") for line in data_where("kuberay", lay.shared_pvc, relative,
+                                                              lay.dataset_hub or None)]
     if lay.reward_fn:
         notes.append(f"reward/reward_fn.py (the config's custom reward function) comes from the ConfigMap, mounted "
                      f"at {WORKDIR}/{REWARD_FN} in every pod.")
