@@ -30,7 +30,7 @@ HEAVY = ("verl", "torch", "ray")
 
 
 def run(args: list[str], runs: int) -> tuple[float, set[str]]:
-    cmd = [sys.executable, "-m", "wizard.cli", "check", "--defaults", "snapshot", *args]
+    cmd = [sys.executable, "-m", "wizard.cli.app", "check", "--defaults", "snapshot", *args]
     times = []
     for _ in range(runs):
         t0 = time.perf_counter()
@@ -44,7 +44,7 @@ def run(args: list[str], runs: int) -> tuple[float, set[str]]:
 
 def main() -> int:
     import wizard
-    from wizard.profiles import profile_names
+    from wizard.intent.profiles import profile_names
 
     ok = True
     worst = 0.0

@@ -29,14 +29,14 @@ def wall(cmd: list[str], runs: int) -> float:
 
 def main() -> int:
     import wizard
-    from wizard.profiles import profile_names
+    from wizard.intent.profiles import profile_names
 
     ok = True
-    help_s = wall([sys.executable, "-m", "wizard.cli", "--help"], 15)
+    help_s = wall([sys.executable, "-m", "wizard.cli.app", "--help"], 15)
     ok &= help_s <= 0.25
     print(f"verl-init --help                      {help_s * 1000:7.1f} ms   target 250 ms   {'ok' if help_s <= 0.25 else 'MISSED'}")
     for name in profile_names():
-        cli_s = wall([sys.executable, "-m", "wizard.cli", "--profile", name, "--dry-run", "--out", "/tmp/x"], 5)
+        cli_s = wall([sys.executable, "-m", "wizard.cli.app", "--profile", name, "--dry-run", "--out", "/tmp/x"], 5)
         t0 = time.perf_counter()
         for _ in range(20):
             wizard.render(wizard.plan(wizard.load_profile(name), base_dir="/r"))

@@ -39,10 +39,10 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as tmp:
             bundle = Path(tmp) / "b"
             sets = [x for s in ns.sets for x in ("--set", s)]
-            subprocess.run([sys.executable, "-m", "wizard.cli", "--profile", ns.profile, *sets, "--out", str(bundle)],
+            subprocess.run([sys.executable, "-m", "wizard.cli.app", "--profile", ns.profile, *sets, "--out", str(bundle)],
                            env=env, check=True, capture_output=True, cwd=tmp)
             started = time.perf_counter()
-            r = subprocess.run([sys.executable, "-m", "wizard.cli", "smoke", str(bundle), "--engine", "cpu",
+            r = subprocess.run([sys.executable, "-m", "wizard.cli.app", "smoke", str(bundle), "--engine", "cpu",
                                 "--data-dir", str(ROOT / "tests" / "data" / "gsm8k"), "--json"],
                                env=env, capture_output=True, text=True, cwd=tmp, check=False)
             wall = time.perf_counter() - started

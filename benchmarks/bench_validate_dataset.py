@@ -53,7 +53,7 @@ def write_parquet(path: Path, rows: int, chunk: int = 50_000) -> None:
 
 CHILD = """
 import json, resource, sys, time
-from wizard.datasets import Options, validate, load_tokenizer
+from wizard.env.datasets import Options, validate, load_tokenizer
 path, batch_rows, tok = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 tokenizer = load_tokenizer(tok) if tok else None
 t0 = time.perf_counter()
@@ -77,7 +77,7 @@ def main() -> int:
     tok = ""
     if ns.tokenizer:
         sys.path.insert(0, str(ROOT))
-        from wizard.tiny import build_tokenizer
+        from wizard.smoketest.tiny import build_tokenizer
 
         tok = str(tmp / "tokenizer")
         build_tokenizer(tok)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Regenerate wizard/verl_defaults.yaml: verl's default config trees, for `verl-init check` without verl.
+"""Regenerate wizard/verlspec/verl_defaults.yaml: verl's default config trees, for `verl-init check` without verl.
 
     python scripts/snapshot_verl_defaults.py            # from the installed verl
     python scripts/snapshot_verl_defaults.py --check    # exit 1 if the shipped snapshot is stale
@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "wizard" / "verl_defaults.yaml"
+OUT = ROOT / "wizard" / "verlspec" / "verl_defaults.yaml"
 ENGINES = {  # model_engine -> generated file (dp and megatron are required; the others when present)
     "dp": "_generated_ppo_trainer.yaml",
     "megatron": "_generated_ppo_megatron_trainer.yaml",

@@ -31,7 +31,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A local Qwen2-shaped config + tokenizer: stands in for hub models verl must load."""
-    from wizard.tiny import build_tiny_model
+    from wizard.smoketest.tiny import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny-model"))
 
@@ -47,6 +47,6 @@ def run_cli(args: list[str], cwd: Path | None = None, env: dict[str, str] | None
     import subprocess
 
     return subprocess.run(
-        [sys.executable, "-m", "wizard.cli", *args], cwd=cwd, env=env, capture_output=True, text=True,
+        [sys.executable, "-m", "wizard.cli.app", *args], cwd=cwd, env=env, capture_output=True, text=True,
         input=stdin if stdin is not None else "", timeout=120,
     )

@@ -18,7 +18,7 @@ BASE: dict[str, Any] = {
 
 
 def answers(**changes: Any):
-    from wizard.answers import make_answers
+    from wizard.intent.answers import make_answers
 
     data = dict(BASE)
     data.update(changes)

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from wizard.answers import Answers, answer_problems, make_answers, parse_set
-from wizard.errors import WizardError
-from wizard.profiles import merge_answers
+from wizard.intent.answers import Answers, answer_problems, make_answers, parse_set
+from wizard.intent.errors import WizardError
+from wizard.intent.profiles import merge_answers
 
 
 def test_unknown_key_did_you_mean():

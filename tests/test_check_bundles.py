@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 
 import wizard
-from wizard.lint import check
-from wizard.profiles import profile_names
+from wizard.check.lint import check
+from wizard.intent.profiles import profile_names
 
 PROFILES = profile_names()
 
 
 @pytest.fixture(scope="module")
 def bundles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, object]]:
-    from wizard.tiny import build_tiny_model
+    from wizard.smoketest.tiny import build_tiny_model
 
     root = tmp_path_factory.mktemp("bundles")
     build_tiny_model(root / "tiny-model")  # cpu-smoke's ./tiny-model (the smoke run builds it there)

@@ -12,7 +12,7 @@ import pytest
 from conftest import ROOT, run_cli
 
 import wizard
-from wizard.lint import check, fixed_overrides, format_value, parse_value
+from wizard.check.lint import check, fixed_overrides, format_value, parse_value
 
 
 @pytest.fixture(scope="module")
@@ -87,9 +87,9 @@ def test_script_input_with_env(cli_env, tmp_path):
 
 
 def test_mode_cluster_still_goes_to_cluster_check(monkeypatch):
-    import wizard.cluster_check as cc
-    from wizard import lint
-    from wizard.cli import main
+    import wizard.env.cluster as cc
+    from wizard.check import lint
+    from wizard.cli.app import main
 
     seen = []
     monkeypatch.setattr(cc, "cli", lambda args: seen.append(("cluster", list(args))) or 0)
@@ -214,7 +214,7 @@ def test_under_a_second_per_config_without_verl_imported():
     code = textwrap.dedent(f"""\
         import json, sys, time
         t0 = time.perf_counter()
-        from wizard.lint import check
+        from wizard.check.lint import check
         configs = json.load(open({str(ROOT.parent / 'shared' / 'reference' / 'verl-examples.json')!r}))["configs"]
         times = []
         for c in configs:
@@ -232,7 +232,7 @@ def test_under_a_second_per_config_without_verl_imported():
 
 
 def test_check_help_imports_nothing_heavy():
-    code = ("import sys\nfrom wizard.cli import main\ntry:\n    main(['check', '--help'])\nexcept SystemExit:\n    pass\n"
+    code = ("import sys\nfrom wizard.cli.app import main\ntry:\n    main(['check', '--help'])\nexcept SystemExit:\n    pass\n"
             "print(sorted(m for m in ('ray','torch','transformers','verl','jinja2','pydantic','questionary','yaml',"
             "'omegaconf','hydra') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)

@@ -9,7 +9,7 @@ import sys
 import pytest
 from conftest import ROOT
 
-from wizard import lint
+from wizard.check import lint
 
 
 def test_snapshot_is_verl_091_with_both_required_engines():

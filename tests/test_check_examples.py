@@ -12,7 +12,7 @@ import json
 import pytest
 from conftest import ROOT
 
-from wizard.lint import check
+from wizard.check.lint import check
 
 REFERENCE = ROOT.parent / "shared" / "reference" / "verl-examples.json"
 if not REFERENCE.is_file():
@@ -79,7 +79,7 @@ def test_no_error_on_verls_examples_with_verls_hydra_tree(config):
 @pytest.mark.verl
 def test_snapshot_resolves_every_example_exactly_like_hydra():
     """The shipped snapshot + verl-init's own interpolation resolver give the same ~900 keys as Hydra."""
-    from wizard import lint
+    from wizard.check import lint
 
     for config in EXAMPLES:
         src = lint.load_source(None, config["overrides"], env=ENV)

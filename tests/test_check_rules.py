@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from wizard.lint import RULES, check
+from wizard.check.lint import RULES, check
 
 HW = {"nnodes": 1, "gpus_per_node": 8, "gpu_memory_gb": 80}
 
@@ -343,7 +343,7 @@ def test_a_full_config_dump_is_read_like_verls_own(tmp_path, data):
     """A YAML without `defaults` (e.g. Hydra's outputs/.../.hydra/config.yaml) is the whole config."""
     import yaml
 
-    from wizard import lint
+    from wizard.check import lint
 
     src = lint.load_source(None, base(data) + ["model_engine=megatron"], env={})
     tree = lint.resolve(src, "snapshot", lambda *a, **k: None, {})

@@ -1,5 +1,5 @@
 """One rule set, two judges: on sampled configs, whenever verl's own checks (validate_config, the config
-dataclasses and the worker-time arithmetic, wizard.verify) reject a config, `verl-init check` reports an
+dataclasses and the worker-time arithmetic, wizard.verify.harness) reject a config, `verl-init check` reports an
 error too; and every error verl does not share is one of the rules for what verl accepts but cannot run
 well (listed below with the reason)."""
 
@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from wizard.lint import check, load_source, run_verl_checks
+from wizard.check.lint import check, load_source, run_verl_checks
 
 pytestmark = [pytest.mark.verl]
 N = 40

@@ -110,7 +110,7 @@ def test_no_terminal_no_profile_is_one_line_not_a_hang(cli_env):
 
 
 def test_keys_lists_every_answer(cli_env):
-    from wizard.answers import Answers
+    from wizard.intent.answers import Answers
 
     r = run_cli(["keys"], env=cli_env)
     assert r.returncode == 0

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_cluster_crd import cluster_files
 
-from wizard.errors import WizardError
+from wizard.intent.errors import WizardError
 
 SHELLCHECK = shutil.which("shellcheck")
 SCRIPTS = ("k8s/submit.sh", "slurm/job.sbatch", "ray/submit.sh")
@@ -192,7 +192,7 @@ def test_shared_pvc_and_shm():
 
 
 def test_checkpoint_mount_follows_default_local_dir():
-    from wizard.artefacts.cluster import checkpoint_mount
+    from wizard.renderer.artefacts.cluster import checkpoint_mount
 
     assert checkpoint_mount("checkpoints/${trainer.project_name}/${trainer.experiment_name}") == "/verl-init/run/checkpoints"
     assert checkpoint_mount("/mnt/ckpt/${trainer.experiment_name}") == "/mnt/ckpt"
@@ -316,7 +316,7 @@ def test_scripts_pass_bash_n_and_shellcheck(label, name, text, tmp_path):
 
 @pytest.fixture(scope="module")
 def ray_submit(tmp_path_factory) -> Path:
-    from wizard.bundle import write_bundle
+    from wizard.renderer.writer import write_bundle
 
     out = tmp_path_factory.mktemp("raybundle") / "b"
     write_bundle(cluster_files("ppo-16gpu"), out)
@@ -378,7 +378,7 @@ HOSTILE = st.one_of(
 @settings(max_examples=300, deadline=None)
 @given(value=st.one_of(HOSTILE, st.text(), st.lists(st.text(max_size=20), max_size=5).map("\n".join)))
 def test_manifest_yaml_round_trips_any_string(value):
-    from wizard.artefacts.cluster import to_yaml
+    from wizard.renderer.artefacts.cluster import to_yaml
 
     doc = {"data": {"k": value, "nested": [{"v": value}]}}
     assert yaml.safe_load(to_yaml(doc)) == doc
@@ -463,7 +463,7 @@ esac
 
 
 def _k8s_submit(tmp_path: Path, gpus: int, secret_data: str = "eA==", **answers) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
-    from wizard.bundle import write_bundle
+    from wizard.renderer.writer import write_bundle
 
     bundle = write_bundle(cluster_files("cluster-8gpu", **answers), tmp_path / "b")
     bin_dir = tmp_path / "bin"
@@ -509,8 +509,8 @@ def test_absolute_checkpoint_dir_gets_the_shared_pvc_too():
     import dataclasses
 
     import wizard
-    from wizard.artefacts.cluster import layout, raycluster_spec
-    from wizard.profiles import load_profile
+    from wizard.renderer.artefacts.cluster import layout, raycluster_spec
+    from wizard.intent.profiles import load_profile
 
     lay = layout(wizard.plan(load_profile("cluster-8gpu"), base_dir="/work/runs"))
     spec = raycluster_spec(dataclasses.replace(lay, shared_pvc="pvc", checkpoint_mount="/mnt/ckpt"))

@@ -13,7 +13,7 @@ import yaml
 from conftest import run_cli
 from test_cluster_crd import cluster_files
 
-from wizard.cluster_check import (
+from wizard.env.cluster import (
     Expected,
     Node,
     Observed,
@@ -37,7 +37,7 @@ def _rules(problems) -> dict[str, str]:
 
 @pytest.fixture()
 def bundle(tmp_path) -> Path:
-    from wizard.bundle import write_bundle
+    from wizard.renderer.writer import write_bundle
 
     return write_bundle(cluster_files("cluster-8gpu"), tmp_path / "b")
 
@@ -154,7 +154,7 @@ def test_vi720_cuda_visible_devices_in_the_config(tmp_path):
 
 
 def test_vi720_cuda_visible_devices_in_runtime_env(tmp_path):
-    from wizard.bundle import write_bundle
+    from wizard.renderer.writer import write_bundle
 
     b = write_bundle(cluster_files("ppo-16gpu"), tmp_path / "b")
     rt = b / "ray" / "runtime_env.yaml"
@@ -173,7 +173,7 @@ def test_vi724_bundle_files_drift_from_the_config(bundle):
 
 
 def test_vi724_sbatch_drift(tmp_path):
-    from wizard.bundle import write_bundle
+    from wizard.renderer.writer import write_bundle
 
     b = write_bundle(cluster_files("dapo-32gpu"), tmp_path / "b")
     sb = b / "slurm" / "job.sbatch"
@@ -244,7 +244,7 @@ def test_vi711_not_a_ray_dashboard(bundle):
 
 
 def test_local_bundle_without_address_is_compared_with_this_machine(tmp_path):
-    from wizard.bundle import write_bundle
+    from wizard.renderer.writer import write_bundle
 
     b = write_bundle(cluster_files("single-node-8gpu"), tmp_path / "b")
     report = check_cluster(b, None, env={})

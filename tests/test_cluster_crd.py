@@ -95,8 +95,8 @@ def validate_manifest(doc: dict[str, Any]) -> list[str]:
 def cluster_files(profile: str, base_dir: str = "/work/runs", **answers: Any) -> dict[str, str]:
     """Render a shipped profile with some answers changed."""
     import wizard
-    from wizard.answers import make_answers
-    from wizard.profiles import profile_answers
+    from wizard.intent.answers import make_answers
+    from wizard.intent.profiles import profile_answers
 
     data = {**profile_answers(profile), **answers}
     return wizard.render(wizard.plan(make_answers(data), base_dir=base_dir))
@@ -182,7 +182,7 @@ VARIANTS = [
 @needs_crds
 @pytest.mark.parametrize("answers", VARIANTS, ids=lambda a: ",".join(a) or "profile")
 def test_rendered_manifests_validate_strictly_and_keep_the_rules(answers):
-    from wizard.cluster_check import manifest_problems
+    from wizard.env.cluster import manifest_problems
 
     files = cluster_files("cluster-8gpu", **answers)
     nnodes = answers.get("nnodes", 2)
@@ -212,7 +212,7 @@ def _container(group: dict[str, Any]) -> dict[str, Any]:
 
 
 def _rules(doc: dict[str, Any], nnodes: int = 2, gpn: int = 4) -> set[str]:
-    from wizard.cluster_check import manifest_problems
+    from wizard.env.cluster import manifest_problems
 
     return {p.rule for p in manifest_problems(doc, nnodes, gpn)}
 

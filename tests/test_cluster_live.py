@@ -25,7 +25,7 @@ import pytest
 from conftest import run_cli
 from test_cluster_crd import cluster_files
 
-from wizard.cluster_check import check_cluster
+from wizard.env.cluster import check_cluster
 
 VENV_BIN = Path(sys.executable).parent
 RAY = shutil.which("ray", path=str(VENV_BIN)) or shutil.which("ray")
@@ -174,7 +174,7 @@ def gpu_cluster() -> Iterator[RayHead]:
 
 
 def _bundle(tmp_path: Path, profile: str, **answers) -> Path:
-    from wizard.bundle import write_bundle
+    from wizard.renderer.writer import write_bundle
 
     return write_bundle(cluster_files(profile, **answers), tmp_path / "bundle")
 

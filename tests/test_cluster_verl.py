@@ -8,7 +8,7 @@ import pytest
 import yaml
 from test_cluster_crd import cluster_files
 
-from wizard.bundle import write_bundle
+from wizard.renderer.writer import write_bundle
 
 pytestmark = [pytest.mark.verl, pytest.mark.slow]
 
@@ -23,7 +23,7 @@ CASES = [
 
 @pytest.mark.parametrize("profile, answers", CASES, ids=lambda v: v if isinstance(v, str) else ",".join(v) or "-")
 def test_cluster_bundles_are_accepted_by_verl(profile, answers, tmp_path, tiny_model):
-    from wizard.verify import verify_with_verl
+    from wizard.verify.harness import verify_with_verl
 
     files = cluster_files(profile, base_dir=str(tmp_path), **answers)
     bundle = write_bundle(files, tmp_path / "bundle")

@@ -12,8 +12,8 @@ import yaml
 from helpers_answers import answers
 
 import wizard
-from wizard.errors import WizardError
-from wizard.planner import plan
+from wizard.intent.errors import WizardError
+from wizard.planner.pipeline import plan
 
 DATA = Path(__file__).resolve().parent / "data"
 PROFILES = ["single-gpu", "single-node-8gpu", "cluster-8gpu", "ppo-16gpu", "dapo-32gpu", "megatron-64gpu", "cpu-smoke"]
@@ -105,7 +105,7 @@ def test_no_validation_split_warns():
 
 
 def test_default_data_source_by_reward_and_format():
-    from wizard.dataprep import resolve
+    from wizard.planner.dataprep import resolve
 
     assert resolve(answers(dataset="./qa.jsonl"), "/r").data_source == "openai/gsm8k"
     assert resolve(answers(dataset="./qa.jsonl", answer_format="boxed"), "/r").data_source == \
@@ -165,7 +165,7 @@ def test_run_sh_points_at_prepare_data_from_any_folder(tmp_path):
 
 
 def single_gpu(**changes):
-    from wizard.profiles import profile_answers
+    from wizard.intent.profiles import profile_answers
 
     return wizard.make_answers({**profile_answers("single-gpu"), **changes})
 
@@ -177,7 +177,7 @@ def _write(answers_obj, out: Path) -> Path:
 @pytest.mark.verl
 @pytest.mark.parametrize("profile", PROFILES)
 def test_every_profile_bundle_is_accepted_by_verl(profile, tmp_path, tiny_model):
-    from wizard.verify import verify_with_verl
+    from wizard.verify.harness import verify_with_verl
 
     bundle = _write(wizard.load_profile(profile), tmp_path / profile)
     assert (bundle / "data" / "prepare_data.py").is_file()
@@ -197,7 +197,7 @@ DATA_VARIANTS = [
 @pytest.mark.verl
 @pytest.mark.parametrize("changes", DATA_VARIANTS)
 def test_data_variant_bundles_are_accepted_by_verl(changes, tmp_path, tiny_model):
-    from wizard.verify import verify_with_verl
+    from wizard.verify.harness import verify_with_verl
 
     bundle = _write(single_gpu(**changes), tmp_path / "b")
     report = verify_with_verl(bundle, model_dir=str(tiny_model))
@@ -209,7 +209,7 @@ def test_verl_loads_the_bundles_reward_function_from_the_bundle_folder(tmp_path,
     """run.sh starts verl in the bundle folder: the relative path in the config resolves there."""
     from verl.trainer.ppo.reward import get_custom_reward_fn
 
-    from wizard.verify import compose_bundle
+    from wizard.verify.harness import compose_bundle
 
     bundle = _write(single_gpu(reward="function"), tmp_path / "b")
     cfg = compose_bundle(bundle)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import wizard
-from wizard.answers import make_answers
+from wizard.intent.answers import make_answers
 
 DATA = Path(__file__).resolve().parent / "data"
 BASE = dict(nnodes=1, gpus_per_node=1, gpu_memory_gb=24, model="Qwen/Qwen2.5-0.5B-Instruct",
@@ -219,7 +219,7 @@ def test_hub_download_by_name(dataset, expected, tmp_path):
 
 @pytest.fixture(scope="module")
 def tokenizer_dir(tmp_path_factory):
-    from wizard.tiny import build_tokenizer
+    from wizard.smoketest.tiny import build_tokenizer
 
     path = tmp_path_factory.mktemp("tok")
     build_tokenizer(path)
@@ -236,7 +236,7 @@ def test_variant_loads_in_rlhfdataset_validates_and_scores(name, tmp_path, token
     from verl.utils.import_utils import load_extern_object
     from verl.utils.reward_score import default_compute_score
 
-    from wizard.datasets import Options, validate
+    from wizard.env.datasets import Options, validate
 
     changes, args = VARIANTS[name]
     bundle = make_bundle(tmp_path, **changes)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import run_cli
 
-from wizard.datasets import Options, format_report, validate
+from wizard.env.datasets import Options, format_report, validate
 
 DATA = Path(__file__).resolve().parent / "data"
 BAD = DATA / "bad"
@@ -19,7 +19,7 @@ BAD = DATA / "bad"
 
 @pytest.fixture(scope="module")
 def tok_dir(tmp_path_factory):
-    from wizard.tiny import build_tokenizer
+    from wizard.smoketest.tiny import build_tokenizer
 
     path = tmp_path_factory.mktemp("tok")
     build_tokenizer(path)
@@ -260,7 +260,7 @@ def test_cli_bad_tokenizer_is_one_line(cli_env, tmp_path):
 
 
 def test_help_stays_light(cli_env):
-    code = ("import sys, wizard.cli as c\n"
+    code = ("import sys, wizard.cli.app as c\n"
             "try:\n    c.main(['--help'])\nexcept SystemExit:\n    pass\n"
             "heavy = {'ray', 'torch', 'transformers', 'verl', 'jinja2', 'pydantic', 'questionary', 'pandas',"
             " 'pyarrow', 'numpy'}\n"

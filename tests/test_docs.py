@@ -20,13 +20,13 @@ def test_ci_runs_the_readme_test_command():
 
 
 def test_readme_keys_table_is_current():
-    table = subprocess.run([sys.executable, "-m", "wizard.cli", "keys", "--markdown"], capture_output=True, text=True,
+    table = subprocess.run([sys.executable, "-m", "wizard.cli.app", "keys", "--markdown"], capture_output=True, text=True,
                            cwd=ROOT, check=True).stdout.strip()
     assert table in (ROOT / "README.md").read_text(), "regenerate the README table with `verl-init keys --markdown`"
 
 
 def test_readme_rules_table_is_current():
-    table = subprocess.run([sys.executable, "-m", "wizard.cli", "rules", "--markdown"], capture_output=True, text=True,
+    table = subprocess.run([sys.executable, "-m", "wizard.cli.app", "rules", "--markdown"], capture_output=True, text=True,
                            cwd=ROOT, check=True).stdout.strip()
     assert table in (ROOT / "README.md").read_text(), "regenerate the README table with `verl-init rules --markdown`"
 

@@ -14,9 +14,9 @@ import pytest
 from conftest import ROOT, run_cli
 from test_probe import h100_nvswitch, install, pcie_two_numa, write_fake_nvml
 
-from wizard import doctor
-from wizard.errors import Problem
-from wizard.probe import Gpu, GpuReport, HostReport, Probes, RayReport
+from wizard.env import doctor
+from wizard.intent.errors import Problem
+from wizard.env.probe import Gpu, GpuReport, HostReport, Probes, RayReport
 
 
 def free_port() -> int:
@@ -115,7 +115,7 @@ def test_ray_token_auth_vi809():
 
 
 def test_ray_version_differs_vi721():
-    from wizard.cluster_check import Node, Observed
+    from wizard.env.cluster import Node, Observed
 
     ray = RayReport("http://h:8265", "RAY_ADDRESS", True,
                     observed=Observed("http://h:8265", "2.49.0", [Node("a", "h", True, True, 8, 64)]))
@@ -129,7 +129,7 @@ def test_secrets_and_url_credentials_are_not_shown():
 
 
 def test_torch_cuda_build_is_read_without_importing_torch():
-    code = ("import json, sys; from wizard.doctor import torch_cuda_build; "
+    code = ("import json, sys; from wizard.env.doctor import torch_cuda_build; "
             "print(json.dumps([*torch_cuda_build(), 'torch' in sys.modules]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     installed, cuda, imported = json.loads(out.stdout)
@@ -165,7 +165,7 @@ def test_doctor_cli_json_exits_zero_and_imports_nothing_heavy(tmp_path):
     fake = write_fake_nvml(tmp_path / "fake")
     env = clean_env(PYTHONPATH=f"{fake}{os.pathsep}{ROOT}", VI_FAKE_NVML="mig_a100",
                     RAY_API_SERVER_ADDRESS=f"http://127.0.0.1:{free_port()}", CUDA_VISIBLE_DEVICES="0")
-    code = ("import sys; from wizard.cli import main; rc = main(['doctor', '--json']); "
+    code = ("import sys; from wizard.cli.app import main; rc = main(['doctor', '--json']); "
             "print('HEAVY', sorted(m for m in ('torch','ray','verl','vllm','transformers','pydantic','jinja2') "
             "if m in sys.modules), file=sys.stderr); sys.exit(rc)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60,
@@ -189,7 +189,7 @@ def test_doctor_cli_json_exits_zero_and_imports_nothing_heavy(tmp_path):
 def test_doctor_answers_within_three_seconds_with_a_dead_ray_address(tmp_path, address):
     env = clean_env(RAY_ADDRESS=address)
     start = time.monotonic()
-    r = subprocess.run([sys.executable, "-m", "wizard.cli", "doctor"], capture_output=True, text=True, env=env,
+    r = subprocess.run([sys.executable, "-m", "wizard.cli.app", "doctor"], capture_output=True, text=True, env=env,
                        cwd=tmp_path, timeout=30, check=False)
     elapsed = time.monotonic() - start
     assert r.returncode == 0, r.stderr

@@ -14,7 +14,7 @@ BASE_DIR = "/work/runs"  # fixed, so relative paths in profiles resolve the same
 
 
 def _profiles() -> list[str]:
-    from wizard.profiles import profile_names
+    from wizard.intent.profiles import profile_names
 
     return profile_names()
 

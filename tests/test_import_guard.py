@@ -24,7 +24,7 @@ def _imported(code: str) -> set[str]:
 
 
 def test_help_imports_nothing_heavy():
-    mods = _imported("import sys; sys.argv=['verl-init','--help']\nfrom wizard.cli import main\n"
+    mods = _imported("import sys; sys.argv=['verl-init','--help']\nfrom wizard.cli.app import main\n"
                      "try:\n    main(['--help'])\nexcept SystemExit:\n    pass")
     assert not (mods & set(HEAVY_HELP)), sorted(mods & set(HEAVY_HELP))
 

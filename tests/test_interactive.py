@@ -23,8 +23,8 @@ from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 from test_probe import h100_nvswitch, install, mig_a100, pcie_two_numa
 
-from wizard.interactive import Prompter, run_wizard
-from wizard.probe import GpuReport, HostReport, Probes, RayReport, probe_gpus
+from wizard.cli.interactive.walk import Prompter, run_wizard
+from wizard.env.probe import GpuReport, HostReport, Probes, RayReport, probe_gpus
 
 ENTER = "\r"
 CLEAR = "\x15"  # Ctrl-U: clear the prefilled default
@@ -256,8 +256,8 @@ def test_dapo_with_a_reward_model_is_rejected_and_both_asked_again(tmp_path, mon
 
 def test_a_rule_that_names_no_asked_question_offers_a_choice(tmp_path, monkeypatch):
     """A rejection whose keys are all unasked (here kl_coef) falls back to "which answer do you want to change?"."""
-    from wizard import planner
-    from wizard.errors import Problem, WizardError
+    from wizard.planner import pipeline as planner
+    from wizard.intent.errors import Problem, WizardError
 
     real = planner.plan
     calls = {"n": 0}
@@ -435,7 +435,7 @@ def test_no_terminal_and_no_profile_prints_one_line_and_fails(tmp_path, cli_env)
 @pytest.mark.verl
 @pytest.mark.skipif(not HAS_VERL, reason="verl is not installed")
 def test_in_process_bundles_pass_verl(tmp_path, monkeypatch, tiny_model):
-    from wizard.verify import verify_with_verl
+    from wizard.verify.harness import verify_with_verl
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     r = drive(tmp_path, monkeypatch, {"algorithm": "ppo" + ENTER, "gpus_per_node": typed("2"),

@@ -1,4 +1,4 @@
-"""`python -m wizard.cli` in a real pseudo-terminal (pexpect), typed as a person types.
+"""`python -m wizard.cli.app` in a real pseudo-terminal (pexpect), typed as a person types.
 
 Paths: GRPO on one node (a fake 8×H100 NVML on the subprocess's PYTHONPATH prefills the hardware), PPO
 with a critic, KubeRay, and a rejected-then-corrected answer; plus Ctrl-C. The bundles these sessions write
@@ -55,7 +55,7 @@ class Tty:
                    TRANSFORMERS_OFFLINE="1", TERM="xterm", PROMPT_TOOLKIT_NO_CPR="1",
                    RAY_API_SERVER_ADDRESS=f"http://127.0.0.1:{closed_port()}")
         self.log = open(cwd.parent / f"{cwd.name}-tty.log", "w", encoding="utf-8")  # noqa: SIM115
-        self.child = pexpect.spawn(sys.executable, ["-m", "wizard.cli", *args], cwd=str(cwd), env=env,
+        self.child = pexpect.spawn(sys.executable, ["-m", "wizard.cli.app", *args], cwd=str(cwd), env=env,
                                    dimensions=(50, 220), encoding="utf-8", timeout=TIMEOUT)
         self.child.logfile_read = self.log
         self.asked: list[str] = []
@@ -114,7 +114,7 @@ class Tty:
 def verify(bundle: Path, tiny_model: Path) -> None:
     if not HAS_VERL:
         pytest.skip("verl is not installed")
-    from wizard.verify import verify_with_verl
+    from wizard.verify.harness import verify_with_verl
 
     report = verify_with_verl(bundle, model_dir=str(tiny_model))
     assert report.ok, report.summary()
@@ -179,7 +179,7 @@ def test_kuberay(here, tiny_model):
     job = yaml.safe_load((bundle / "k8s" / "rayjob.yaml").read_text())
     assert job["kind"] == "RayJob" and job["metadata"]["namespace"] == "rl-team"
     assert "kubectl -n rl-team apply -f k8s/configmap.yaml -f k8s/rayjob.yaml" in tty.transcript()
-    from wizard.cluster_check import load_expected, manifest_problems
+    from wizard.env.cluster import load_expected, manifest_problems
 
     exp, problems = load_expected(bundle)
     assert not problems and (exp.nnodes, exp.gpus_per_node) == (2, 8)

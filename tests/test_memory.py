@@ -11,10 +11,10 @@ import wizard
 from conftest import run_cli
 from helpers_answers import answers
 from min_resources import answers_for, rows
-from wizard.errors import WizardError
-from wizard.memory import Layout, estimate
-from wizard.planner import plan
-from wizard.shapes import catalogue, from_catalogue
+from wizard.intent.errors import WizardError
+from wizard.planner.memory import Layout, estimate
+from wizard.planner.pipeline import plan
+from wizard.planner.shapes import catalogue, from_catalogue
 
 UNIQUE = sorted({s.name for k, s in catalogue().items() if k == s.name.lower()})
 
@@ -102,7 +102,7 @@ def test_long_sequences_choose_sequence_parallel():
     assert heads % p.facts["sequence_parallel"] == 0
     # verl packs max_token_len_per_gpu × SP tokens per micro-batch and splits them over the SP group
     # (verl/workers/engine/utils.py): each GPU holds max_tokens_per_gpu tokens of activations.
-    from wizard import memory
+    from wizard.planner import memory
 
     sp, tokens = p.facts["sequence_parallel"], p.facts["max_tokens_per_gpu"]
     assert p.value("actor_rollout_ref.actor.ppo_max_token_len_per_gpu") == tokens
@@ -179,7 +179,7 @@ def test_the_critic_gets_the_layout_the_estimate_assumed():
 def test_offloaded_state_is_counted_in_the_training_phase():
     """verl's engine context switch (workers/engine/base.py) loads offloaded parameters, gradients and optimizer
     states back onto the GPU for every update: offload frees the rollout phase only."""
-    from wizard.shapes import from_catalogue
+    from wizard.planner.shapes import from_catalogue
 
     shape = from_catalogue("Qwen/Qwen2.5-7B-Instruct")
     base = Layout(gpu_gb=80, n_gpus=1, gpus_per_node=1, seq_len=1536, rollout_tp=1, gmu=0.5, dp=1,

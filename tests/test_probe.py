@@ -20,8 +20,8 @@ from typing import Any, ClassVar
 
 import pytest
 
-from wizard import probe as probe_mod
-from wizard.probe import NO_GPU, probe_all, probe_gpus, probe_host
+from wizard.env import probe as probe_mod
+from wizard.env.probe import NO_GPU, probe_all, probe_gpus, probe_host
 
 GiB = 2**30
 
@@ -331,8 +331,8 @@ def test_four_pcie_gpus_over_two_numa_nodes(monkeypatch):
 
 def test_pcie_topology_keeps_tensor_parallel_groups_inside_a_numa_node(monkeypatch):
     """The probed levels feed the planner: TP=2 groups (0,1) and (2,3) stay under one switch; TP=4 must cross."""
-    from wizard.answers import Answers
-    from wizard.planner import LINK_LEVELS, plan
+    from wizard.intent.answers import Answers
+    from wizard.planner.pipeline import LINK_LEVELS, plan
 
     assert probe_mod.LINK_LEVELS == LINK_LEVELS
     install(monkeypatch, pcie_two_numa())
@@ -435,7 +435,7 @@ def test_host_probe_reads_meminfo_and_shm(tmp_path):
 def test_probe_module_imports_only_the_standard_library():
     import subprocess
 
-    code = "import sys, wizard.probe; print(sorted(m for m in ('pynvml','ray','torch','pydantic','rich') if m in sys.modules))"
+    code = "import sys, wizard.env.probe; print(sorted(m for m in ('pynvml','ray','torch','pydantic','rich') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parent.parent)
     assert out.stdout.strip() == "[]"

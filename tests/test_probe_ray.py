@@ -1,4 +1,4 @@
-"""The Ray probe (wizard.probe → wizard.cluster_check's dashboard prober) against real local Ray nodes, and a dead
+"""The Ray probe (wizard.env.probe → wizard.env.cluster's dashboard prober) against real local Ray nodes, and a dead
 address. The head is started by the test (`ray start --head --block` on free ports, its own temp folder) with a
 second node of a different GPU count, and stopped by its process group — never `ray stop`.
 """
@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from test_cluster_live import RAY, TOKEN, RayHead
 
-from wizard import doctor
-from wizard.probe import probe_all, probe_ray_cluster
-from wizard.questions import (
+from wizard.env import doctor
+from wizard.env.probe import probe_all, probe_ray_cluster
+from wizard.cli.interactive.questions import (
     Context,
     default_cluster,
     default_gpus_per_node,
@@ -48,7 +48,7 @@ def test_dead_address_is_reported_quickly():
 
 
 def test_no_address_and_no_local_head_is_not_a_problem(monkeypatch):
-    import wizard.cluster_check as cc
+    import wizard.env.cluster as cc
 
     monkeypatch.setattr(cc, "DEFAULT_DASHBOARD", f"http://127.0.0.1:{closed_port()}")
     r = probe_ray_cluster({})

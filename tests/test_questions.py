@@ -6,11 +6,11 @@ from typing import get_args
 
 import pytest
 
-from wizard import questions as qs
-from wizard.answers import Answers
-from wizard.errors import Problem, WizardError
-from wizard.probe import GpuReport, HostReport, Probes, RayReport
-from wizard.questions import (
+from wizard.cli.interactive import questions as qs
+from wizard.intent.answers import Answers
+from wizard.intent.errors import Problem, WizardError
+from wizard.env.probe import GpuReport, HostReport, Probes, RayReport
+from wizard.cli.interactive.questions import (
     BY_FIELD,
     NOT_ASKED,
     QUESTIONS,
@@ -94,7 +94,7 @@ def test_slurm_only_questions():
 
 
 def test_critic_only_for_algorithms_that_train_one():
-    from wizard.planner import ALGORITHMS
+    from wizard.planner.pipeline import ALGORITHMS
 
     for name, algo in ALGORITHMS.items():
         assert ("critic_model" in asked(algorithm=name)) == algo.critic, name
@@ -170,7 +170,7 @@ def test_a_given_answer_is_the_default_when_asked_again():
 
 
 def test_ray_probe_defaults(monkeypatch):
-    from wizard.cluster_check import Node, Observed
+    from wizard.env.cluster import Node, Observed
 
     obs = Observed("http://h:8265", "2.60.0", [Node("a", "10.0.0.1", True, True, 0, 8),
                                                Node("b", "10.0.0.2", True, False, 8, 64),
@@ -187,7 +187,7 @@ def test_ray_probe_defaults(monkeypatch):
 
 
 def test_probe_fills_only_for_local_runs():
-    from wizard.probe import Gpu
+    from wizard.env.probe import Gpu
 
     g = GpuReport(True, gpus=[Gpu(0, "NVIDIA L40S", 48.3, 48.0)])
     ctx = Context(probes=_probes(gpus=g))
@@ -198,7 +198,7 @@ def test_probe_fills_only_for_local_runs():
 
 
 def test_prompts_per_step_default_divides_for_any_gpu_count():
-    from wizard.planner import plan
+    from wizard.planner.pipeline import plan
 
     for gpus in (1, 2, 3, 5, 6, 7, 8, 12):
         ctx = Context(answers={"gpus_per_node": gpus, "gpu_memory_gb": 80}, base_dir="/r")
@@ -209,7 +209,7 @@ def test_prompts_per_step_default_divides_for_any_gpu_count():
 
 def test_lora_default_follows_the_planner(monkeypatch):
     """32 when only LoRA fits (VI602 without it, none with it); 0 otherwise."""
-    from wizard import planner
+    from wizard.planner import pipeline as planner
 
     def fake_plan(a, base_dir=None, topology=None):
         if a.lora_rank == 0:

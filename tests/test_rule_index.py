@@ -1,4 +1,4 @@
-"""wizard.rule_index stays in step with the rule IDs the code emits."""
+"""wizard.check.rule_index stays in step with the rule IDs the code emits."""
 
 from __future__ import annotations
 
@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from wizard import lint, rule_index
+from wizard.check import lint
 
-WIZARD = Path(rule_index.__file__).resolve().parent
+from wizard.check import rule_index
+
+WIZARD = Path(rule_index.__file__).resolve().parent.parent
 INDEX_FILE = Path(rule_index.__file__).resolve()
 LINT_FILE = Path(lint.__file__).resolve()
 LITERAL = re.compile(r"""["'](VI\d{3})["']""")
@@ -62,12 +64,12 @@ def test_no_stale_entries():
     assert not stale, f"wizard/rule_index.RULES lists IDs no code uses: {stale}"
     used_outside_table = _code_ids(skip_lint_table=True)
     unused_lint = sorted(set(lint.RULES) - used_outside_table)
-    assert not unused_lint, f"wizard.lint.RULES lists IDs no code emits: {unused_lint}"
+    assert not unused_lint, f"wizard.check.lint.RULES lists IDs no code emits: {unused_lint}"
 
 
 def test_lint_rules_are_not_repeated():
     overlap = sorted(set(rule_index.RULES) & set(lint.RULES))
-    assert not overlap, f"described in wizard.lint.RULES already: {overlap}"
+    assert not overlap, f"described in wizard.check.lint.RULES already: {overlap}"
 
 
 def test_all_rules_merges_and_sorts():

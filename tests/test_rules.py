@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from helpers_answers import answers
-from wizard.errors import WizardError
-from wizard.planner import plan
+from wizard.intent.errors import WizardError
+from wizard.planner.pipeline import plan
 
 
 def test_base_plan_is_valid():

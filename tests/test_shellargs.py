@@ -1,4 +1,4 @@
-"""wizard.shellargs: Hydra overrides of a main_ppo launch script, read without running it."""
+"""wizard.check.shellargs: Hydra overrides of a main_ppo launch script, read without running it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from wizard.shellargs import ShellSyntaxError, extract, extract_file, looks_like_script
+from wizard.check.shellargs import ShellSyntaxError, extract, extract_file, looks_like_script
 
 
 def ex(script: str, **kw):

@@ -18,10 +18,10 @@ import pytest
 
 import wizard
 from conftest import ROOT, run_cli
-from wizard.answers import make_answers
-from wizard.errors import UserError, WizardError
-from wizard.smoke import (SmokeOptions, format_report, geometry_from_config, scale_geometry)
-from wizard.smoke_verl import error_message, failing_phase, parse_metrics, parse_value
+from wizard.intent.answers import make_answers
+from wizard.intent.errors import UserError, WizardError
+from wizard.smoketest.core import (SmokeOptions, format_report, geometry_from_config, scale_geometry)
+from wizard.smoketest.verl import error_message, failing_phase, parse_metrics, parse_value
 
 DATA = ROOT / "tests" / "data"
 SMOKE_BASE = dict(nnodes=1, gpus_per_node=1, gpu_memory_gb=16, gpu_type="cpu", model="./tiny-model", model_params_b=0.001,
@@ -104,7 +104,7 @@ def test_broken_bundle_geometry_is_named(tmp_path):
 
 
 def test_answer_formats_follow_the_prompt():
-    from wizard.smoke_model import answer_style, response_text, wrong_answer
+    from wizard.smoketest.model import answer_style, response_text, wrong_answer
 
     assert answer_style('... output the final answer after "####".') == "number"
     assert answer_style("... final answer within \\boxed{}.") == "boxed"
@@ -120,7 +120,7 @@ def test_verl_scores_the_tiny_models_answer_formats():
     pytest.importorskip("verl")
     from verl.utils.reward_score import default_compute_score as score
 
-    from wizard.smoke_model import response_text, wrong_answer
+    from wizard.smoketest.model import response_text, wrong_answer
 
     for ds, style, truth in (("openai/gsm8k", "number", "72"), ("DigitalLearningGmbH/MATH-lighteval", "boxed", "\\frac{1}{2}"),
                              ("math_dapo", "boxed", "7")):
@@ -132,7 +132,7 @@ def test_verl_scores_the_tiny_models_answer_formats():
 
 
 def test_bpe_tokenizer_round_trips_text(tmp_path):
-    from wizard.smoke_model import build_bpe_tokenizer, prompt_ids
+    from wizard.smoketest.model import build_bpe_tokenizer, prompt_ids
 
     tok = build_bpe_tokenizer(["Tom has 3 apples.", "\\boxed{\\frac{1}{2}}", "Answer: Paris"], tmp_path)
     text = 'Sara earns $1,200. #### 2400 \\boxed{x^2} Answer: Mars «ü»'
@@ -146,7 +146,7 @@ def test_tiny_config_of_each_architecture_builds_and_generates(arch, tmp_path):
     import torch
     from transformers import AutoModelForCausalLM, AutoModelForTokenClassification
 
-    from wizard.smoke_model import build_bpe_tokenizer, tiny_config
+    from wizard.smoketest.model import build_bpe_tokenizer, tiny_config
 
     tok = build_bpe_tokenizer(["What is 2 plus 2? #### 4"], tmp_path)
     cfg = tiny_config(arch, tok)
@@ -164,7 +164,7 @@ def test_tiny_config_of_each_architecture_builds_and_generates(arch, tmp_path):
 
 
 def test_model_arch_never_downloads(tmp_path):
-    from wizard.smoke_model import model_arch
+    from wizard.smoketest.model import model_arch
 
     assert model_arch("meta-llama/Llama-3.2-1B")[0] == "llama"
     assert model_arch("google/gemma-2-2b")[0] == "gemma2"
@@ -180,18 +180,18 @@ def test_model_arch_never_downloads(tmp_path):
 
 
 def test_wizard_smoke_is_callable_as_module_and_function(tmp_path):
-    import wizard.smoke as module
+    import wizard.smoketest.core as module
 
-    assert callable(module) and callable(wizard.smoke)
+    assert callable(module) and callable(wizard.smoketest.core)
     assert wizard.SmokeReport is module.SmokeReport
     with pytest.raises(UserError, match="VI960"):
-        wizard.smoke(tmp_path)
+        wizard.smoketest.core(tmp_path)
     with pytest.raises(UserError, match="VI960"):
         module(tmp_path)
 
 
 def test_report_json_has_the_issue_fields():
-    from wizard.smoke import Check, SmokeReport
+    from wizard.smoketest.core import Check, SmokeReport
 
     r = SmokeReport(bundle="b", engine="cpu", algorithm="grpo", prompts=8, samples=32, samples_used=32)
     r.checks.append(Check(1, "actor_updated", True, "x"))
@@ -220,7 +220,7 @@ def test_smoke_help_imports_nothing_heavy():
     import subprocess
 
     out = subprocess.run([sys.executable, "-X", "importtime", "-c",
-                          "from wizard.cli import main\ntry:\n    main(['smoke', '--help'])\nexcept SystemExit:\n    pass"],
+                          "from wizard.cli.app import main\ntry:\n    main(['smoke', '--help'])\nexcept SystemExit:\n    pass"],
                          capture_output=True, text=True, cwd=ROOT, check=True)
     mods = {line.rsplit("|", 1)[1].strip().split(".")[0] for line in out.stderr.splitlines()
             if line.startswith("import time:") and "|" in line}
@@ -286,9 +286,9 @@ def test_failure_phase_and_verl_message(text, phase, message):
 
 
 def verl_overrides(bundle: Path, model_dir: Path) -> tuple[list[str], object]:
-    from wizard.smoke import Display, SmokeContext, SmokeReport
-    from wizard.smoke_verl import build_command, local_geometry
-    from wizard.verify import compose_bundle
+    from wizard.smoketest.core import Display, SmokeContext, SmokeReport
+    from wizard.smoketest.verl import build_command, local_geometry
+    from wizard.verify.harness import compose_bundle
 
     ctx = SmokeContext(str(bundle.resolve()), SmokeOptions(engine="verl", model_dir=str(model_dir)),
                        SmokeReport(str(bundle), "verl"), Display())
@@ -306,14 +306,14 @@ def verl_overrides(bundle: Path, model_dir: Path) -> tuple[list[str], object]:
 @pytest.mark.parametrize("profile", PROFILES)
 def test_verl_engine_overrides_pass_verls_own_checks(profile, tmp_path, tiny_model):
     """main_ppo's driver checks (Hydra struct mode, validate_config) and the worker-time arithmetic
-    (wizard.verify.worker_time_checks, each reproducing a verl assert) all hold for the smoke step."""
+    (wizard.verify.harness.worker_time_checks, each reproducing a verl assert) all hold for the smoke step."""
     import warnings
 
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
     from verl.utils.device import auto_set_device
 
-    from wizard.verify import _vllm_lora_fallback, worker_time_checks
+    from wizard.verify.harness import _vllm_lora_fallback, worker_time_checks
 
     b = bundle_of(tmp_path, profile=profile)
     overrides, sg = verl_overrides(b, tiny_model)
@@ -336,7 +336,7 @@ def test_verl_engine_overrides_pass_verls_own_checks(profile, tmp_path, tiny_mod
 
 @pytest.mark.verl
 def test_multi_node_model_parallel_group_needs_the_cluster(tmp_path, tiny_model):
-    from wizard.smoke_cpu import SmokeFailure
+    from wizard.smoketest.cpu import SmokeFailure
 
     b = bundle_of(tmp_path, profile="megatron-64gpu")
     with pytest.raises(SmokeFailure, match="spans more than one node"):
@@ -388,7 +388,7 @@ def verl_run(tmp_path: Path, bundle: Path, model: Path, mode: str, timeout: floa
     old = dict(os.environ)
     os.environ.update(FAKE_MODE=mode, FAKE_ARGV=str(argv), STEP=STEP_LINE)
     try:
-        report = wizard.smoke(bundle, options=SmokeOptions(engine="verl", model_dir=str(model), timeout=timeout,
+        report = wizard.smoketest.core(bundle, options=SmokeOptions(engine="verl", model_dir=str(model), timeout=timeout,
                                                            main_command=[sys.executable, str(fake)]))
     finally:
         os.environ.clear()
@@ -451,13 +451,13 @@ def test_verl_engine_stops_a_hung_main_ppo(tmp_path, tiny_model):
 @pytest.mark.verl
 def test_verl_engine_needs_the_model_on_this_machine(tmp_path):
     b = bundle_of(tmp_path, profile="cpu-smoke")  # model ./tiny-model does not exist under tmp_path
-    report = wizard.smoke(b, options=SmokeOptions(engine="verl", main_command=[sys.executable, "-c", "pass"]))
+    report = wizard.smoketest.core(b, options=SmokeOptions(engine="verl", main_command=[sys.executable, "-c", "pass"]))
     assert report.failure is not None and report.failure.phase == "probe"
     assert "does not exist on this machine" in report.failure.message and "--model-dir" in report.failure.hint
 
 
 def test_unknown_engine_is_rejected():
     with pytest.raises(WizardError, match="VI962"):
-        from wizard.smoke import choose_engine
+        from wizard.smoketest.core import choose_engine
 
         choose_engine("gpu")

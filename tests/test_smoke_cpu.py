@@ -16,8 +16,8 @@ import pytest
 
 import wizard
 from conftest import ROOT
-from wizard.answers import make_answers
-from wizard.smoke import SmokeOptions, SmokeReport, format_report
+from wizard.intent.answers import make_answers
+from wizard.smoketest.core import SmokeOptions, SmokeReport, format_report
 
 pytestmark = [pytest.mark.verl, pytest.mark.slow]
 
@@ -34,7 +34,7 @@ def bundle(tmp_path: Path, **changes) -> Path:
 
 
 def run(b: Path, **options) -> SmokeReport:
-    report = wizard.smoke(b, options=SmokeOptions(engine="cpu", data_dir=GSM8K, **options))
+    report = wizard.smoketest.core(b, options=SmokeOptions(engine="cpu", data_dir=GSM8K, **options))
     import ray
 
     assert not ray.is_initialized(), "the smoke run must stop its Ray instance"
@@ -43,7 +43,7 @@ def run(b: Path, **options) -> SmokeReport:
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, "-m", "wizard.cli", *args], cwd=cwd, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "wizard.cli.app", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=400)
 
 

@@ -9,8 +9,8 @@ import yaml
 
 import wizard
 from sampler import sample
-from wizard.errors import WizardError
-from wizard.verify import verify_with_verl
+from wizard.intent.errors import WizardError
+from wizard.verify.harness import verify_with_verl
 
 pytestmark = [pytest.mark.verl]
 N_SAMPLES = 200

@@ -13,24 +13,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._version import VERL_TARGET, __version__
-from .errors import Problem, UserError, WizardError
+from wizard._version import VERL_TARGET, __version__
+from wizard.intent.errors import Problem, UserError, WizardError
 
 _LAZY = {
-    "Answers": ("answers", "Answers"),
-    "make_answers": ("answers", "make_answers"),
-    "load_profile": ("profiles", "load_profile"),
-    "load_answers": ("profiles", "load_answers"),
-    "list_profiles": ("profiles", "list_profiles"),
-    "merge_answers": ("profiles", "merge_answers"),
-    "Plan": ("planner", "Plan"),
-    "plan": ("planner", "plan"),
-    "render": ("renderer", "render"),
-    "write_bundle": ("bundle", "write_bundle"),
-    "verify_with_verl": ("verify", "verify_with_verl"),
-    "VerifyReport": ("verify", "VerifyReport"),
-    "smoke": ("smoke", "smoke"),
-    "SmokeReport": ("smoke", "SmokeReport"),
+    "Answers": ("intent.answers", "Answers"),
+    "make_answers": ("intent.answers", "make_answers"),
+    "load_profile": ("intent.profiles", "load_profile"),
+    "load_answers": ("intent.profiles", "load_answers"),
+    "list_profiles": ("intent.profiles", "list_profiles"),
+    "merge_answers": ("intent.profiles", "merge_answers"),
+    "Plan": ("planner.pipeline", "Plan"),
+    "plan": ("planner.pipeline", "plan"),
+    "render": ("renderer.render", "render"),
+    "write_bundle": ("renderer.writer", "write_bundle"),
+    "verify_with_verl": ("verify.harness", "verify_with_verl"),
+    "VerifyReport": ("verify.harness", "VerifyReport"),
+    "smoke": ("smoketest.core", "smoke"),
+    "SmokeReport": ("smoketest.core", "SmokeReport"),
 }
 
 __all__ = ["VERL_TARGET", "Problem", "UserError", "WizardError", "__version__", *_LAZY]

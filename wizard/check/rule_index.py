@@ -1,0 +1,177 @@
+"""One registry of every rule ID verl-init emits, for generated documentation.
+
+`RULES` maps each ID to (area, one-line title of what it detects). The `verl-init check` linter's
+VI8xx rules are described in `wizard.check.lint.RULES` and are not repeated here; `all_rules()` merges
+both, and `markdown()` renders the merged table. tests/test_rule_index.py keeps this file in step
+with the `"VIddd"` literals in the code (every ID covered, no stale entries).
+
+Only the standard library is imported at module level; wizard.check.lint is imported on demand.
+"""
+
+from __future__ import annotations
+
+AREAS = ("answers", "batching", "layout", "roles", "reward & data", "memory", "cluster", "probe & doctor",
+         "bundle", "verify", "smoke", "internal")
+LINT_AREA = "check (linter)"
+
+RULES: dict[str, tuple[str, str]] = {
+    # -- internal ----------------------------------------------------------------------------------
+    "VI000": ("internal", "user-fixable error raised without a rule of its own (default ID of WizardError/UserError)"),
+    # -- answers (wizard.intent.answers, wizard.intent.profiles) ------------------------------------------------
+    "VI101": ("answers", "unknown answer key (in answers, --set, or at the top level of a profile/answers file)"),
+    "VI102": ("answers", "answer value has the wrong type or lies outside the values/range its key allows"),
+    "VI103": ("answers", "answer keys conflict with each other (e.g. total_steps and epochs both set)"),
+    "VI104": ("answers", "--set argument is not in key=value form"),
+    "VI105": ("answers", "answers/profile file not found, not valid YAML, or not a mapping (top level or answers:)"),
+    "VI106": ("answers", "no shipped profile has the given name"),
+    # -- batching (wizard.planner.pipeline) ----------------------------------------------------------------
+    "VI201": ("batching", "updates_per_step does not divide prompts_per_step into equal mini-batches"),
+    "VI202": ("batching", "the samples of one update (mini-batch × samples_per_prompt) do not split over DP ranks"),
+    "VI203": ("batching", "prompts_per_step × samples_per_prompt is not divisible by the number of GPUs"),
+    "VI204": ("batching", "micro_batch_per_gpu does not divide the samples each GPU gets per update"),
+    "VI205": ("batching", "max_tokens_per_gpu (× sequence_parallel) cannot hold one prompt + response sequence"),
+    "VI206": ("batching", "micro_batch_per_gpu set while dynamic batching is on"),
+    "VI207": ("batching", "max_tokens_per_gpu set while dynamic batching is off"),
+    "VI210": ("batching", "dynamic_batch asked for with megatron, which verl-init plans with fixed micro-batches"),
+    # -- layout (wizard.planner.pipeline) ------------------------------------------------------------------
+    "VI301": ("layout", "cluster=local (one machine) with nnodes > 1"),
+    "VI302": ("layout", "sequence_parallel does not divide gpus_per_node (an SP group would leave its node)"),
+    "VI304": ("layout", "rollout_tp does not tile the GPUs: it must divide a node or fill whole nodes"),
+    "VI305": ("layout", "rollout_tp spans several nodes: tensor-parallel traffic crosses the network"),
+    "VI306": ("layout", "Ulysses sequence_parallel > 1 with the megatron backend (an FSDP-only option)"),
+    "VI307": ("layout", "megatron_tp/megatron_pp set while train_backend is not megatron"),
+    "VI308": ("layout", "model not in the catalogue: its shape is estimated from the size in its name"),
+    "VI309": ("layout", "megatron_tp does not divide gpus_per_node (tensor parallel must stay inside a node)"),
+    "VI310": ("layout", "megatron_tp × megatron_pp does not divide the total number of GPUs"),
+    "VI311": ("layout", "the only fitting rollout_tp groups GPUs across a slow link (PCIe host bridge or NUMA)"),
+    # -- roles: algorithm, KL, critic, LoRA (wizard.planner.pipeline) ---------------------------------------
+    "VI401": ("roles", "group-relative algorithm with samples_per_prompt < 2"),
+    "VI402": ("roles", "kl_coef set for an algorithm that uses no KL penalty"),
+    "VI404": ("roles", "critic_model set for an algorithm that trains no critic"),
+    "VI405": ("roles", "critic and reward model are the same checkpoint (value head vs classifier)"),
+    "VI406": ("roles", "LoRA (lora_rank > 0) with the megatron backend, which verl-init does not support"),
+    "VI407": ("roles", "lora_rank above 512, the largest rank vLLM serves"),
+    "VI408": ("roles", "lora_rank is not one of vLLM's ranks: vLLM reserves adapters of the next larger rank"),
+    "VI409": ("roles", "lora_alpha set while lora_rank=0 (full fine-tune)"),
+    # -- reward & data (wizard.planner.pipeline; validate-dataset in wizard.env.datasets) ------------------------
+    "VI501": ("reward & data", "reward=model without a reward_model"),
+    "VI503": ("reward & data", "reward_model set while reward is not model"),
+    "VI504": ("reward & data", "reward_function set while reward is not function"),
+    "VI505": ("reward & data", "dapo with reward=model: group filtering needs rewards a colocated RM cannot give"),
+    "VI506": ("reward & data", "the reward_function file does not exist (error with cluster=local, warning elsewhere)"),
+    "VI507": ("reward & data", "reward_function is a file on this machine that a ray/kuberay job does not carry"),
+    "VI510": ("reward & data", "dataset is neither gsm8k, math nor a local .jsonl/.json/.csv/.parquet file"),
+    "VI511": ("reward & data", "train_files or val_files points at a CSV file, which verl cannot read"),
+    "VI512": ("reward & data", "local dataset without a validation split or file: validation runs on the training file"),
+    "VI513": ("reward & data", "reward=rule but the data_source has no scorer in verl's default scoring"),
+    "VI514": ("reward & data", "verl's scorer for the data_source expects another answer_format than the prompts ask"),
+    "VI515": ("reward & data", "both messages_field and question_field set"),
+    "VI516": ("reward & data", "local-file data keys (question_field, val_fraction, ...) set for a built-in dataset"),
+    "VI517": ("reward & data", "only one of train_files / val_files is yours: the other is the bundle's prepared file"),
+    "VI520": ("reward & data", "data file cannot be read: missing, unsupported format, broken parquet or bad row"),
+    "VI521": ("reward & data", "a required column is missing from the file, or a row's prompt is null/empty"),
+    "VI522": ("reward & data", "prompt is not a non-empty list of {role, content} chat messages with allowed roles"),
+    "VI523": ("reward & data", "reward_model is not a mapping, or its ground_truth is missing or empty"),
+    "VI524": ("reward & data", "reward_model.ground_truth is not text (a warning with a custom reward function)"),
+    "VI525": ("reward & data", "a row's data_source is missing or empty"),
+    "VI526": ("reward & data", "data_source has no scorer in verl's default scoring and no reward function is given"),
+    "VI527": ("reward & data", "the tokenizer's chat template fails on a prompt"),
+    "VI528": ("reward & data", "prompts longer than max_prompt_length tokens"),
+    "VI529": ("reward & data", "duplicate prompts within a file"),
+    "VI530": ("reward & data", "prompts shared between files (train/validation overlap)"),
+    "VI531": ("reward & data", "the file has no rows, or no row survives verl's overlong-prompt filter"),
+    "VI532": ("reward & data", "extra_info.index is missing (verl reports index 0 for such rows)"),
+    "VI533": ("reward & data", "prompt ends with an assistant message (the answer may be in the prompt)"),
+    "VI534": ("reward & data", "no --tokenizer given: chat template and token lengths not checked"),
+    "VI535": ("reward & data", "preference chosen/rejected text is missing, null or empty"),
+    "VI536": ("reward & data", "preference chosen and rejected are the same text"),
+    "VI537": ("reward & data", "preference prompt/chosen/rejected value is not text"),
+    "VI538": ("reward & data", "the --tokenizer cannot be loaded"),
+    # -- memory (wizard.planner.pipeline with wizard.planner.memory) -------------------------------------------------
+    "VI601": ("memory", "model or critic_model cannot be sized: not in the catalogue, no local folder, no size in name"),
+    "VI602": ("memory", "model does not fit the GPUs with any layout or offload verl-init can choose"),
+    "VI603": ("memory", "the planned micro_batch_per_gpu / max_tokens_per_gpu pushes peak GPU memory over the budget"),
+    "VI604": ("memory", "max_prompt_length + max_response_length exceeds the model's context length"),
+    "VI605": ("memory", "fitting the GPUs needs offloaded state beyond 90% of host_memory_gb per node"),
+    "VI606": ("memory", "an explicitly set answer keeps every layout over GPU memory; without it the plan fits"),
+    # -- cluster: planned resources (wizard.renderer.artefacts.cluster) --------------------------------------
+    "VI701": ("cluster", "cpus_per_node below what verl asks Ray for on a node (3 CPUs per GPU + 1)"),
+    "VI702": ("cluster", "the cluster's logical CPUs fall short of verl's 3 per GPU plus TransferQueue's"),
+    "VI703": ("cluster", "KubeRay shm_size_gb is not below the worker pod's memory_per_node_gb"),
+    "VI704": ("cluster", "memory_per_node_gb is larger than host_memory_gb"),
+    # -- cluster: `check --mode cluster` against a live Ray cluster (wizard.env.cluster) -----------
+    "VI710": ("cluster", "no Ray cluster answers at the dashboard address, or it is not a dashboard URL"),
+    "VI711": ("cluster", "the address answers but not as a Ray dashboard, or its state API lists no nodes"),
+    "VI712": ("cluster", "the Ray cluster has fewer GPUs than trainer.nnodes × trainer.n_gpus_per_node"),
+    "VI713": ("cluster", "nodes cannot host nnodes groups of n_gpus_per_node GPUs (+ 3 CPUs per GPU) on one node each"),
+    "VI714": ("cluster", "Ray GPU nodes differ in GPU count or from trainer.n_gpus_per_node"),
+    "VI715": ("cluster", "the Ray cluster has fewer logical CPUs than verl needs (3 per GPU + TransferQueue)"),
+    "VI716": ("cluster", "cluster GPUs in use by other jobs (an error when too few stay free for the config)"),
+    "VI717": ("cluster", "RAY_ADDRESS is the dashboard URL instead of the GCS address"),
+    "VI718": ("cluster", "RAY_ADDRESS goes through Ray Client (ray://) or is not HOST:PORT"),
+    "VI719": ("cluster", "CUDA_VISIBLE_DEVICES set by hand (an error when it hides GPUs a local run needs)"),
+    "VI720": ("cluster", "the config's Ray runtime env or the bundle's ray/runtime_env.yaml sets CUDA_VISIBLE_DEVICES"),
+    "VI721": ("cluster", "the cluster's Ray version differs from this machine's"),
+    "VI722": ("cluster", "the Ray cluster lists DEAD nodes (ignored in the counts)"),
+    "VI723": ("cluster", "check target unusable: missing, invalid YAML, not a mapping, or a count not a whole number"),
+    "VI724": ("cluster", "a bundle's k8s/slurm/ray files are invalid YAML or disagree with verl_config.yaml"),
+    "VI725": ("cluster", "the Ray dashboard wants a token (Ray token authentication) or refused the one given"),
+    "VI730": ("cluster", "RayJob/RayCluster name is not a DNS-1035 label within the length limit"),
+    "VI731": ("cluster", "KubeRay cluster spec missing, or worker groups do not carry exactly the planned GPUs"),
+    "VI732": ("cluster", "a KubeRay GPU container has fewer CPUs than verl asks Ray for (3 per GPU + 1)"),
+    "VI733": ("cluster", "a secret-like env var written inline in a KubeRay manifest, or env from a ConfigMap"),
+    "VI734": ("cluster", "CUDA_VISIBLE_DEVICES set by hand in a KubeRay container"),
+    "VI735": ("cluster", "the KubeRay head pod requests GPUs or advertises them to Ray"),
+    "VI736": ("cluster", "RayJob keeps its GPUs after the job (shutdownAfterJobFinishes/ttlSecondsAfterFinished)"),
+    # -- probe & doctor (wizard.env.probe, wizard.env.doctor) -----------------------------------------------
+    "VI740": ("probe & doctor", "no usable NVIDIA GPU found on this machine (NVML missing, failing or 0 GPUs)"),
+    "VI741": ("probe & doctor", "a GPU is MIG-partitioned: a process sees one slice and NCCL cannot join slices"),
+    "VI742": ("probe & doctor", "this machine mixes GPU models or memory sizes"),
+    "VI743": ("probe & doctor", "a GPU has more than 10% of its memory in use by other processes"),
+    "VI744": ("probe & doctor", "GPU pairs talk across NUMA nodes (SYS) without NVLink"),
+    "VI745": ("probe & doctor", "peer-to-peer access is not possible between some GPUs"),
+    "VI746": ("probe & doctor", "the Ray dashboard probe timed out or failed"),
+    "VI747": ("probe & doctor", "the Ray cluster's GPU nodes have different GPU counts"),
+    "VI748": ("probe & doctor", "the Ray dashboard wants a token or refused it: the cluster cannot be seen"),
+    "VI749": ("probe & doctor", "/dev/shm is smaller than 8 GB"),
+    "VI750": ("probe & doctor", "an NCCL transport is disabled in the environment (NCCL_P2P/IB/SHM_DISABLE)"),
+    "VI751": ("probe & doctor", "other NCCL_* variables are set in the environment"),
+    "VI752": ("probe & doctor", "RAY_DEDUP_LOGS=0: identical log lines printed once per worker"),
+    "VI753": ("probe & doctor", "torch is a CPU build on a GPU machine, or built for a newer CUDA than the driver"),
+    "VI754": ("probe & doctor", "verl is not installed, or its version differs from the one bundles target"),
+    "VI755": ("probe & doctor", "neither vllm nor sglang is installed: bundles can be planned but not run"),
+    # -- bundle writing (wizard.renderer.writer) -------------------------------------------------------------
+    "VI901": ("bundle", "a bundle file name would be written outside the bundle folder (a bug)"),
+    "VI902": ("bundle", "the output path exists and is not a folder"),
+    "VI903": ("bundle", "the output folder is not empty and --force was not given"),
+    # -- verify (wizard.verify.harness) ---------------------------------------------------------------------
+    "VI950": ("verify", "verl is not importable, so the bundle cannot be verified with verl"),
+    # -- smoke (wizard.smoketest.core) -----------------------------------------------------------------------
+    "VI960": ("smoke", "smoke target is not a verl-init bundle (no verl_config.yaml)"),
+    "VI961": ("smoke", "--prompts is below 1 or does not keep the bundle's batch geometry"),
+    "VI962": ("smoke", "unknown smoke --engine"),
+    "VI963": ("smoke", "the bundle's batch geometry is not valid for verl, or no smaller batch keeps it"),
+    "VI964": ("smoke", "--data-dir is not a folder"),
+}
+
+
+def all_rules() -> dict[str, tuple[str, str]]:
+    """RULES plus the linter's VI8xx rules as (area "check (linter)", title), sorted by ID."""
+    from wizard.check import lint
+
+    merged = dict(RULES)
+    for rule, entry in lint.RULES.items():
+        merged.setdefault(rule, (LINT_AREA, entry[0]))
+    return dict(sorted(merged.items()))
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def markdown() -> str:
+    """A Markdown table of every rule: `| rule | area | what it detects |`, one row per ID."""
+    lines = ["| rule | area | what it detects |", "| --- | --- | --- |"]
+    for rule, (area, title) in all_rules().items():
+        lines.append(f"| {rule} | {_cell(area)} | {_cell(title)} |")
+    return "\n".join(lines)

@@ -1,0 +1,398 @@
+"""`verl-init` in a terminal: probe, ask, explain, summarise, write.
+
+1. Probe this machine's GPUs (NVML) and the Ray cluster, under a spinner, bounded in time.
+2. Ask the questions of `wizard.cli.interactive.questions` whose `when` holds, with defaults from the probes and the
+   planner (questionary).
+3. Plan and render. A rejected plan is explained inline (rule ID, message, hint) and the questions
+   its keys name are asked again; the loop ends when the planner accepts.
+4. Summary (rich): GPUs and roles, memory per GPU, batch arithmetic, findings; confirm; write the bundle
+   (with its answers file, verl-init.yaml) through `wizard.renderer.writer.write_bundle`; print the next command.
+
+Ctrl-C (or Ctrl-D) anywhere raises KeyboardInterrupt out of `run_wizard`; nothing is written before the
+one atomic `write_bundle`, so an interrupted session leaves nothing on disk. The CLI turns it into
+exit status 130.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from wizard.intent.errors import Problem, WizardError
+from wizard.planner.nextsteps import next_commands
+from wizard.cli.interactive.questions import (
+    QUESTIONS,
+    RELATED,
+    Context,
+    Question,
+    applicable,
+    as_text,
+    choices_for,
+    default_for,
+    parse,
+)
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from wizard.planner.pipeline import Plan
+    from wizard.env.probe import Probes
+
+QUIT = "__quit__"
+
+
+class Prompter:
+    """Asks through questionary. `unsafe_ask` lets Ctrl-C out as KeyboardInterrupt (Ctrl-D is treated alike)."""
+
+    def __init__(self, console: Console, **prompt_kwargs: Any) -> None:
+        self.console = console
+        self.kwargs = prompt_kwargs  # e.g. input=/output= for tests (or use prompt_toolkit's create_app_session)
+
+    def _run(self, question: Any) -> Any:
+        try:
+            return question.unsafe_ask()
+        except EOFError:
+            raise KeyboardInterrupt from None
+
+    def select(self, message: str, choices: list[tuple[Any, str, str]], default: Any = None) -> Any:
+        """`choices`: (value, title, description)."""
+        import questionary
+
+        items = [questionary.Choice(title=title, value=value, description=desc or None) for value, title, desc in choices]
+        values = [value for value, _, _ in choices]
+        return self._run(questionary.select(
+            message, choices=items, default=default if default in values else None,
+            use_search_filter=True, use_jk_keys=False, instruction="(type to filter, ↑/↓, Enter)", **self.kwargs))
+
+    def text(self, message: str, default: str, validate: Any, instruction: str | None = None) -> str:
+        import questionary
+
+        return str(self._run(questionary.text(message, default=default, validate=validate, instruction=instruction,
+                                              validate_while_typing=False, **self.kwargs)))
+
+    def checkbox(self, message: str, choices: list[Any], checked: list[Any]) -> list[Any]:
+        import questionary
+
+        items = [questionary.Choice(title=str(v), value=v, checked=v in checked) for v in choices]
+        return list(self._run(questionary.checkbox(
+            message, choices=items, validate=lambda sel: True if sel else "choose at least one (console prints here)",
+            instruction="(space toggles, Enter accepts)", **self.kwargs)))
+
+    def confirm(self, message: str, default: bool = True) -> bool:
+        import questionary
+
+        return bool(self._run(questionary.confirm(message, default=default, **self.kwargs)))
+
+    # -- one question of the questionnaire -----------------------------------------------------------
+
+    def ask(self, q: Question, ctx: Context) -> Any:
+        """The answer to `q` (None: leave the field unset, verl-init chooses)."""
+        from rich.markup import escape
+
+        default = default_for(q, ctx)
+        if q.note is not None:
+            note = q.note(ctx)
+            if note:
+                self.console.print(f"  [dim]{escape(note)}[/dim]")
+        if q.kind == "select":
+            choices = [(v, str(v), desc) for v, desc in choices_for(q, ctx)]
+            return self.select(q.message(), choices, default)
+        if q.kind == "checkbox":
+            values = [v for v, _ in choices_for(q, ctx)]
+            return self.checkbox(q.message(), values, list(default or []))
+        instruction = f"(empty: {q.auto(ctx)})" if q.optional and q.auto is not None else None
+
+        def validate(text: str) -> Any:
+            _, error = parse(q, text, ctx)
+            return True if error is None else error
+
+        typed = self.text(q.message(), as_text(default), validate, instruction)
+        value, _ = parse(q, typed, ctx)
+        return value
+
+
+# --- the flow ----------------------------------------------------------------------------------------
+
+
+class Session:
+    """One questionnaire: the answers so far, which were asked and which were read from the probes."""
+
+    def __init__(self, prompter: Prompter, console: Console, ctx: Context) -> None:
+        self.prompter = prompter
+        self.console = console
+        self.ctx = ctx
+        self.asked: set[str] = set()
+        self.filled: set[str] = set()  # taken from the probes without asking
+
+    def walk(self, reask: set[str] | None = None) -> None:
+        """Ask every applicable question not answered yet (and those in `reask` again); drop answers to
+        questions that no longer apply (e.g. critic_model after algorithm changed from ppo)."""
+        from rich.markup import escape
+
+        ctx = self.ctx
+        for q in QUESTIONS:
+            if not q.when(ctx):
+                ctx.answers.pop(q.field, None)
+                self.asked.discard(q.field)
+                self.filled.discard(q.field)
+                continue
+            force = reask is not None and q.field in reask
+            if q.field in self.asked and not force:
+                continue
+            if q.probe_fill is not None and not force:
+                value = q.probe_fill(ctx)
+                if value is not None:
+                    if ctx.answers.get(q.field) != value or q.field not in self.filled:
+                        ctx.answers[q.field] = value
+                        self.filled.add(q.field)
+                        self.console.print(f"  [dim]{q.field} = {escape(as_text(value))} (probed)[/dim]")
+                    continue
+                if q.field in self.filled:
+                    ctx.answers.pop(q.field, None)
+                    self.filled.discard(q.field)
+            value = self.prompter.ask(q, ctx)
+            if value is None:
+                ctx.answers.pop(q.field, None)
+            else:
+                ctx.answers[q.field] = value
+            self.asked.add(q.field)
+            self.filled.discard(q.field)
+
+    def reask_for(self, problems: list[Problem]) -> set[str]:
+        """Applicable questions named by the problems' keys (and by the rules' hints, RELATED)."""
+        here = {q.field for q in applicable(self.ctx)}
+        out: set[str] = set()
+        for p in problems:
+            out |= (set(p.keys) | set(RELATED.get(p.rule, ()))) & here
+        return out
+
+    def choose_change(self, message: str) -> str | None:
+        """Which answer to change (None: quit)."""
+        rows = []
+        for q in applicable(self.ctx):
+            value = self.ctx.answers.get(q.field)
+            shown = as_text(value) if q.field in self.ctx.answers else "(verl-init chooses)"
+            if isinstance(value, list):
+                shown = ", ".join(map(str, value))
+            rows.append((q.field, f"{q.field} = {shown}", q.description))
+        rows.append((QUIT, "quit without writing anything", ""))
+        choice = self.prompter.select(message, rows, rows[0][0])
+        return None if choice == QUIT else str(choice)
+
+
+def explain(console: Console, problems: list[Problem]) -> None:
+    from rich.markup import escape
+
+    console.print("[bold red]verl-init cannot plan these answers:[/bold red]")
+    for p in problems:
+        where = ", ".join(p.keys) if p.keys else "answers"
+        console.print(f"  [red]✗ {p.rule}[/red] {escape(where)}: {escape(p.message)}")
+        if p.hint:
+            console.print(f"    [yellow]→ {escape(p.hint)}[/yellow]")
+
+
+def topology_for(ctx: Context) -> list[list[int]] | None:
+    """This machine's link levels, when the plan's node looks like it (same GPU count, no MIG)."""
+    p = ctx.probes
+    if p is None or not p.gpus.found or p.gpus.mig_gpus:
+        return None
+    if p.gpus.count != int(ctx.get("gpus_per_node")) or p.gpus.count < 2:
+        return None
+    if ctx.get("cluster") == "kuberay":  # the pods run elsewhere
+        return None
+    return p.gpus.levels()
+
+
+def summary(console: Console, the_plan: Plan, topology_used: bool) -> None:
+    from rich import box
+    from rich.markup import escape
+    from rich.table import Table
+
+    from wizard.renderer.render import context
+
+    c = context(the_plan)
+    a = the_plan.answers
+    console.print()
+    console.rule(f"[bold]{escape(c['title'])}[/bold]")
+    roles = Table(box=box.SIMPLE, show_header=True, header_style="bold", title="Roles (all colocated on the same GPUs)")
+    roles.add_column("role")
+    roles.add_column("what")
+    roles.add_column("GPUs", justify="right")
+    for role, what in the_plan.roles.items():
+        roles.add_row(role, escape(what), str(the_plan.n_gpus))
+    console.print(roles)
+    for line in c["layout_lines"]:
+        console.print(f"  {escape(line)}")
+    if topology_used:
+        console.print("  [dim]Tensor-parallel groups were placed with this machine's GPU topology.[/dim]")
+    mem = the_plan.memory
+    if mem is not None:
+        table = Table(box=box.SIMPLE, header_style="bold", title="Memory per GPU (GB)")
+        table.add_column("part")
+        table.add_column("rollout phase", justify="right")
+        table.add_column("training phase", justify="right")
+        for row in c["memory"]["rows"]:
+            table.add_row(escape(row["part"].replace("**", "")), row["rollout"], row["training"])
+        console.print(table)
+        verdict = "[green]fits[/green]" if mem.fits else "[red]does not fit[/red]"
+        console.print(f"  peak {mem.peak_gb:.1f} of {mem.gpu_gb:g} GB per GPU (budget {mem.budget_gb:.1f} GB): {verdict}")
+    else:
+        console.print(f"  memory: {escape(c['memory']['summary'])}")
+    console.print("[bold]Batch arithmetic[/bold]")
+    for line in c["batch_lines"]:
+        console.print(f"  {escape(line)}")
+    for p in the_plan.findings:
+        color = "yellow" if p.severity == "warning" else "dim"
+        console.print(f"  [{color}]{p.severity}: {escape(p.line())}[/{color}]")
+    console.print(f"  [dim]cluster: {a.cluster}; rollout {a.rollout_engine}; training {a.train_backend}[/dim]")
+
+
+
+
+def _free_folder(path: str) -> str:
+    p = Path(path)
+    if not (p.exists() and (not p.is_dir() or any(p.iterdir()))):
+        return path
+    k = 2
+    while True:
+        cand = Path(f"{path}-{k}")
+        if not cand.exists() or (cand.is_dir() and not any(cand.iterdir())):
+            return str(cand)
+        k += 1
+
+
+def _folder_error(text: str, force: bool) -> str | None:
+    if not text.strip():
+        return "a folder is needed"
+    p = Path(text.strip()).expanduser()
+    if p.exists() and not p.is_dir():
+        return f"{p} exists and is not a folder [VI902]"
+    if p.is_dir() and any(p.iterdir()) and not force:
+        return f"{p} is not empty — choose another folder (or rerun with --force to replace it) [VI903]"
+    return None
+
+
+def print_probes(console: Console, probes: Probes) -> None:
+    from rich.markup import escape
+
+    h = probes.host
+    console.print(f"  [bold]GPUs[/bold]  {escape(probes.gpus.describe())}")
+    console.print(f"  [bold]Ray[/bold]   {escape(probes.ray.describe())}")
+    host = []
+    if h.cpus:
+        host.append(f"{h.cpus} CPUs")
+    if h.memory_gb:
+        host.append(f"{h.memory_gb:g} GB memory")
+    if h.shm_gb is not None:
+        host.append(f"/dev/shm {h.shm_gb:g} GB")
+    if host:
+        console.print(f"  [bold]Host[/bold]  {escape(', '.join(host))}")
+    for p in probes.findings():
+        color = "yellow" if p.severity in ("warning", "error") else "dim"
+        console.print(f"  [{color}]{escape(p.line())}[/{color}]")
+
+
+def run_wizard(*, out: str | None = None, force: bool = False, dry_run: bool = False, verify: bool = False,
+               env: Mapping[str, str] | None = None, console: Console | None = None,
+               probes: Probes | None = None, base_dir: str | None = None,
+               prompter: Prompter | None = None) -> int:
+    """The whole interactive session. Returns the exit status; KeyboardInterrupt propagates (nothing written)."""
+    from rich.console import Console
+
+    from wizard._version import VERL_TARGET, __version__
+    from wizard.intent.answers import make_answers
+    from wizard.renderer.writer import write_bundle
+    from wizard.planner.pipeline import experiment_name, plan
+    from wizard.env.probe import probe_all
+    from wizard.renderer.render import render
+
+    console = console or Console(highlight=False)
+    prompter = prompter or Prompter(console)
+    env = dict(os.environ if env is None else env)
+    base = base_dir or os.getcwd()
+
+    console.print(f"[bold]verl-init {__version__}[/bold]: a verl {VERL_TARGET} run in a few questions. "
+                  "Ctrl-C quits without writing anything.")
+    if probes is None:
+        with console.status("Looking at this machine: GPUs (NVML) and the Ray cluster ..."):
+            probes = probe_all(env)
+    print_probes(console, probes)
+
+    ctx = Context(probes=probes, base_dir=base)
+    session = Session(prompter, console, ctx)
+    session.walk()
+    while True:
+        try:
+            answers = make_answers(ctx.answers)
+            topology = topology_for(ctx)
+            the_plan = plan(answers, base_dir=base, topology=topology)
+            files = render(the_plan)
+        except WizardError as exc:
+            explain(console, exc.problems)
+            fields = session.reask_for(exc.problems)
+            if not fields:
+                change = session.choose_change("Which answer do you want to change?")
+                if change is None:
+                    console.print("Nothing was written.")
+                    return 1
+                fields = {change}
+            console.print(f"[dim]Asking again: {', '.join(q.field for q in QUESTIONS if q.field in fields)}[/dim]")
+            session.walk(reask=fields)
+            continue
+        summary(console, the_plan, topology is not None)
+        action = prompter.select("Write this bundle?", [
+            ("write", "write the bundle", "verl_config.yaml, run.sh, PLAN.md, verl-init.yaml (your answers), ..."),
+            ("change", "change an answer", ""),
+            (QUIT, "quit without writing anything", ""),
+        ], "write")
+        if action == "change":
+            change = session.choose_change("Which answer do you want to change?")
+            if change is None:
+                console.print("Nothing was written.")
+                return 1
+            session.walk(reask={change})
+            continue
+        if action == QUIT:
+            console.print("Nothing was written.")
+            return 1
+        break
+
+    target = out
+    if dry_run:
+        target = target or os.path.join("runs", experiment_name(answers))
+        console.print(f"dry run; would write {target}/:")
+        for name, text in files.items():
+            console.print(f"  {name} ({len(text.encode())} bytes)")
+        return 0
+    while True:
+        if target is None:
+            suggested = _free_folder(os.path.join("runs", experiment_name(answers)))
+            target = prompter.text("Bundle folder", suggested,
+                                   lambda t: _folder_error(t, force) or True).strip()
+        try:
+            written = write_bundle(files, target, force=force)
+            break
+        except WizardError as exc:
+            explain(console, exc.problems)
+            target = None
+    from rich.markup import escape
+
+    console.print(f"[bold green]Wrote {escape(str(written))}/[/bold green] ({len(files)} files; your answers are in "
+                  f"{escape(str(written / 'verl-init.yaml'))})")
+    ray_url = probes.ray.url if probes.ray.found else None
+    console.print("[bold]Next:[/bold]")
+    for line in next_commands(the_plan, str(target), ray_url):
+        console.print(f"  {escape(line)}", soft_wrap=True)
+    console.print(f"  [dim]replay or edit: verl-init --answers {escape(shlex.quote(str(written / 'verl-init.yaml')))} "
+                  "--out <new folder>[/dim]", soft_wrap=True)
+    if verify:
+        from wizard.cli.app import _verify_and_report
+
+        return _verify_and_report(str(written), None, as_json=False)
+    return 0
+
+
+__all__ = ["Prompter", "Session", "explain", "next_commands", "run_wizard", "summary", "topology_for"]

@@ -1,0 +1,721 @@
+"""`verl-init check --mode cluster`: what a bundle or verl config expects, against a live Ray cluster.
+
+What a config expects: `trainer.nnodes × trainer.n_gpus_per_node` GPUs in groups of
+`n_gpus_per_node` on one node each (verl's STRICT_PACK placement groups), 3 logical CPUs per GPU on
+the same node, plus one per TransferQueue actor (controller + `num_data_storage_units`), a
+`RAY_ADDRESS` that names the GCS, and no hand-set `CUDA_VISIBLE_DEVICES`.
+
+What the cluster has: read from the Ray dashboard's HTTP API (`/api/version`, the state API
+`/api/v0/nodes`, `/api/cluster_status`), each request with a timeout of at most 2 s. Never
+`ray.init`: connecting a driver to a busy or half-started cluster can block for minutes.
+
+Only the standard library is imported at module level (the CLI's --help stays fast).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from wizard.intent.errors import Problem
+
+CPUS_PER_GPU_BUNDLE = 3  # verl single_controller/ray/base.py:146
+DEFAULT_STORAGE_UNITS = 8  # transfer_queue.backend.SimpleStorage.num_data_storage_units
+VERL_DEFAULT_NNODES = 1  # verl/trainer/config/ppo_trainer.yaml
+VERL_DEFAULT_GPUS_PER_NODE = 8
+DEFAULT_DASHBOARD = "http://127.0.0.1:8265"
+DASHBOARD_PORT = 8265
+MAX_TIMEOUT_S = 2.0
+RAYJOB_NAME_MAX = 47
+DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+# Env names that hold secrets: a whole `_`-separated part is KEY, TOKEN, SECRET, ... (not TOKENIZERS_...).
+SECRET_LIKE = re.compile(r"(^|_)(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)(_|$)", re.IGNORECASE)
+
+
+# --- what the config expects ---------------------------------------------------------------------
+
+
+@dataclass
+class Expected:
+    source: str
+    nnodes: int = VERL_DEFAULT_NNODES
+    gpus_per_node: int = VERL_DEFAULT_GPUS_PER_NODE
+    storage_units: int = DEFAULT_STORAGE_UNITS
+    cluster: Optional[str] = None  # from a bundle's verl-init.yaml
+    bundle: Optional[Path] = None
+    config: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n_gpus(self) -> int:
+        return self.nnodes * self.gpus_per_node
+
+    @property
+    def cpus_needed(self) -> int:
+        return CPUS_PER_GPU_BUNDLE * self.n_gpus + 1 + self.storage_units
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "cluster": self.cluster, "nnodes": self.nnodes,
+                "n_gpus_per_node": self.gpus_per_node, "gpus": self.n_gpus, "logical_cpus": self.cpus_needed}
+
+
+def _select(doc: Any, dotted: str) -> Any:
+    node = doc
+    for part in dotted.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _count(doc: Any, key: str, default: int, problems: list[Problem]) -> int:
+    value = _select(doc, key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).strip().isdigit():
+        problems.append(Problem("VI723", "error", (key,), f"{key} is not a whole number ({value!r})",
+                                "check --mode cluster reads literal values; resolve interpolations first"))
+        return default
+    return int(value)
+
+
+def load_expected(target: str | os.PathLike[str]) -> tuple[Expected, list[Problem]]:
+    """A bundle folder (verl_config.yaml, verl-init.yaml) or a verl config YAML file."""
+    import yaml
+
+    problems: list[Problem] = []
+    path = Path(target)
+    bundle: Optional[Path] = None
+    if path.is_dir():
+        bundle, path = path, path / "verl_config.yaml"
+    exp = Expected(str(target), bundle=bundle)
+    if not path.is_file():
+        what = "no verl_config.yaml in that folder" if bundle else "no such file"
+        problems.append(Problem("VI723", "error", ("target",), f"{what} ({path})",
+                                "pass a bundle folder written by verl-init or a verl config YAML file"))
+        return exp, problems
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        problems.append(Problem("VI723", "error", ("target",), f"not valid YAML ({path}: {type(exc).__name__})",
+                                "fix the YAML syntax"))
+        return exp, problems
+    if not isinstance(doc, dict):
+        problems.append(Problem("VI723", "error", ("target",), f"not a YAML mapping ({path})", "pass a verl config"))
+        return exp, problems
+    exp.config = doc
+    exp.nnodes = _count(doc, "trainer.nnodes", VERL_DEFAULT_NNODES, problems)
+    exp.gpus_per_node = _count(doc, "trainer.n_gpus_per_node", VERL_DEFAULT_GPUS_PER_NODE, problems)
+    exp.storage_units = _count(doc, "transfer_queue.backend.SimpleStorage.num_data_storage_units",
+                               DEFAULT_STORAGE_UNITS, problems)
+    if bundle is not None and (bundle / "verl-init.yaml").is_file():
+        try:
+            answers = (yaml.safe_load((bundle / "verl-init.yaml").read_text(encoding="utf-8")) or {}).get("answers", {})
+            if isinstance(answers, dict):  # verl-init.yaml lists the answers given; the rest are defaults
+                from wizard.intent.answers import Answers
+
+                exp.cluster = answers.get("cluster", Answers.model_fields["cluster"].default)
+        except (yaml.YAMLError, AttributeError, UnicodeDecodeError):
+            exp.cluster = None
+    return exp, problems
+
+
+# --- what the cluster has ------------------------------------------------------------------------
+
+
+@dataclass
+class Node:
+    node_id: str
+    ip: str
+    alive: bool
+    head: bool
+    gpus: int
+    cpus: int
+
+
+@dataclass
+class Observed:
+    source: str  # dashboard URL, or "this machine"
+    ray_version: Optional[str]
+    nodes: list[Node]
+    gpus_used: Optional[float] = None  # None: usage unknown
+
+    @property
+    def alive(self) -> list[Node]:
+        return [n for n in self.nodes if n.alive]
+
+    @property
+    def gpus(self) -> int:
+        return sum(n.gpus for n in self.alive)
+
+    @property
+    def cpus(self) -> int:
+        return sum(n.cpus for n in self.alive)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "ray_version": self.ray_version, "alive_nodes": len(self.alive),
+                "dead_nodes": len(self.nodes) - len(self.alive), "gpus": self.gpus, "logical_cpus": self.cpus,
+                "gpus_used": self.gpus_used,
+                "nodes": [n.__dict__ for n in self.nodes]}
+
+
+class ProbeError(Exception):
+    def __init__(self, problem: Problem):
+        super().__init__(problem.message)
+        self.problem = problem
+
+
+def dashboard_url(address: Optional[str], env: Mapping[str, str]) -> tuple[str, str]:
+    """(dashboard URL to probe, where it came from)."""
+    given = address or env.get("RAY_API_SERVER_ADDRESS") or env.get("RAY_ADDRESS") or ""
+    origin = "--address" if address else ("RAY_API_SERVER_ADDRESS" if env.get("RAY_API_SERVER_ADDRESS")
+                                          else ("RAY_ADDRESS" if env.get("RAY_ADDRESS") else "default"))
+    text = given.strip()
+    if not text or text in ("auto", "local", "localhost"):
+        return DEFAULT_DASHBOARD, origin
+    if re.match(r"^https?://", text):
+        return text.rstrip("/"), origin
+    host = re.sub(r"^ray://", "", text).rsplit(":", 1)[0] if ":" in text else text
+    host = host.rsplit("@", 1)[-1]
+    return f"http://{host}:{DASHBOARD_PORT}", f"{origin} {text}, not a dashboard URL: its dashboard on port {DASHBOARD_PORT}"
+
+
+@dataclass(frozen=True)
+class Token:
+    """A Ray auth token and where it came from (never printed)."""
+
+    value: str = field(repr=False)
+    source: str = ""
+
+
+def ray_auth_token(env: Mapping[str, str]) -> Optional[Token]:
+    """The token Ray's own clients would send, in Ray's order: RAY_AUTH_TOKEN, the file named by
+    RAY_AUTH_TOKEN_PATH, then ~/.ray/auth_token. None when there is none."""
+    value = (env.get("RAY_AUTH_TOKEN") or "").strip()
+    if value:
+        return Token(value, "RAY_AUTH_TOKEN")
+    candidates = []
+    if (env.get("RAY_AUTH_TOKEN_PATH") or "").strip():
+        candidates.append((Path(env["RAY_AUTH_TOKEN_PATH"].strip()).expanduser(), "RAY_AUTH_TOKEN_PATH"))
+    home = env.get("HOME") or str(Path.home())
+    candidates.append((Path(home) / ".ray" / "auth_token", "~/.ray/auth_token"))
+    for path, source in candidates:
+        try:
+            value = path.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            continue
+        if value:
+            return Token(value, source)
+    return None
+
+
+def _get(url: str, timeout: float, token: Optional[Token] = None) -> Any:
+    headers = {"Accept": "application/json", "User-Agent": "verl-init"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token.value}"
+    req = urllib.request.Request(url, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as response:
+            return json.loads(response.read().decode("utf-8"))
+    except urllib.error.HTTPError as exc:
+        if exc.code in (401, 403):
+            base = url.split("/api/", 1)[0]
+            if token is None:
+                message = f"the Ray dashboard at {base} wants a token (Ray token authentication, HTTP {exc.code})"
+                fix = ("set RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH) to the cluster's token: "
+                       "`ray get-auth-token` on the head prints it")
+            else:
+                message = f"the Ray dashboard at {base} refused the token from {token.source} (HTTP {exc.code})"
+                fix = "use the cluster's token: `ray get-auth-token` on the head prints it"
+            raise ProbeError(Problem("VI725", "error", ("RAY_AUTH_TOKEN",), message, fix)) from None
+        raise
+
+
+def probe_ray(dashboard: str, timeout: float = MAX_TIMEOUT_S, token: Optional[Token] = None) -> Observed:
+    """Nodes and resources of the Ray cluster behind `dashboard`, through its HTTP API only
+    (with Ray's bearer token when one is given: Ray 2.59+ turns token authentication on by default)."""
+    timeout = min(timeout, MAX_TIMEOUT_S)
+    parsed = urllib.parse.urlparse(dashboard)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise ProbeError(Problem("VI710", "error", ("address",), f"not a dashboard URL ({dashboard!r})",
+                                 "pass --address http://HEAD:8265"))
+    try:
+        version = _get(dashboard + "/api/version", timeout, token)
+    except urllib.error.HTTPError as exc:
+        raise ProbeError(Problem(
+            "VI711", "error", ("address",), f"{dashboard} answers but is not a Ray dashboard (HTTP {exc.code})",
+            "pass the Ray dashboard URL, e.g. http://HEAD:8265")) from None
+    except ValueError:
+        version = None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise ProbeError(Problem(
+            "VI710", "error", ("address",), f"no Ray cluster answers at {dashboard} ({reason})",
+            "start it (ray start --head ...) or pass --address http://HEAD:8265; "
+            "for KubeRay: kubectl port-forward svc/<cluster>-head-svc 8265:8265")) from None
+    if not isinstance(version, dict) or "ray_version" not in version:
+        raise ProbeError(Problem("VI711", "error", ("address",), f"{dashboard} answers but not as a Ray dashboard",
+                                 "pass the Ray dashboard URL, e.g. http://HEAD:8265"))
+    try:
+        body = _get(dashboard + "/api/v0/nodes?detail=1&limit=10000", timeout, token)
+        rows = body["data"]["result"]["result"]
+    except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError) as exc:
+        raise ProbeError(Problem(
+            "VI711", "error", ("address",), f"Ray {version.get('ray_version')} at {dashboard}: the state API "
+            f"did not list the nodes ({type(exc).__name__}: {exc})",
+            "the dashboard must run with its state API (ray[default]); retry when the head is fully up")) from None
+    nodes = []
+    for row in rows:
+        res = row.get("resources_total") or {}
+        nodes.append(Node(
+            node_id=str(row.get("node_id", "")), ip=str(row.get("node_ip", "")), alive=row.get("state") == "ALIVE",
+            head=bool(row.get("is_head_node")), gpus=int(res.get("GPU", 0)), cpus=int(res.get("CPU", 0)),
+        ))
+    used: Optional[float] = None
+    try:
+        status = _get(dashboard + "/api/cluster_status", timeout, token)
+        usage = status["data"]["clusterStatus"]["loadMetricsReport"]["usage"]
+        used = float(usage.get("GPU", [0.0, 0.0])[0])
+    except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError, IndexError):
+        used = None
+    return Observed(dashboard, str(version.get("ray_version")), nodes, used)
+
+
+def probe_this_machine(env: Mapping[str, str]) -> Observed:
+    """What a local `ray.init` (cluster: local) would find here: NVML GPUs (limited by
+    CUDA_VISIBLE_DEVICES) and the CPUs this process may use."""
+    gpus = 0
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            gpus = int(pynvml.nvmlDeviceGetCount())
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:
+        gpus = 0
+    visible = _visible_devices(env)
+    if visible is not None:
+        gpus = min(gpus, visible)
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cpus = os.cpu_count() or 1
+    return Observed("this machine", None, [Node("local", "127.0.0.1", True, True, gpus, cpus)], None)
+
+
+def _visible_devices(env: Mapping[str, str]) -> Optional[int]:
+    value = env.get("CUDA_VISIBLE_DEVICES")
+    if value is None:
+        return None
+    return len([p for p in value.split(",") if p.strip() and p.strip() != "-1"])
+
+
+# --- comparisons ---------------------------------------------------------------------------------
+
+_NEED = ("trainer.nnodes", "trainer.n_gpus_per_node")
+
+
+def compare(exp: Expected, obs: Observed) -> list[Problem]:
+    """Findings for a config against a cluster's nodes (pure; the probes are done before)."""
+    out: list[Problem] = []
+    gpn, need = exp.gpus_per_node, exp.n_gpus
+    alive = obs.alive
+    where = f"Ray at {obs.source}" if obs.source != "this machine" else "this machine"
+    shape = ", ".join(f"{n.gpus} GPU/{n.cpus} CPU" for n in alive) or "no alive node"
+    if obs.gpus < need:
+        out.append(Problem(
+            "VI712", "error", _NEED,
+            f"{where} has {obs.gpus} GPU(s) on {len(alive)} node(s) ({shape}) but the config needs {need} "
+            f"(trainer.nnodes={exp.nnodes} × trainer.n_gpus_per_node={gpn}); verl stops with "
+            f"'Total available GPUs {obs.gpus} is less than total desired GPUs {need}'",
+            "add the missing GPU nodes (each started with `ray start --address=<GCS>`), or re-plan for this cluster"
+            + (f": nnodes={max(1, obs.gpus // gpn)}" if obs.gpus >= gpn else
+               (f": nnodes=1, gpus_per_node={obs.gpus}" if obs.gpus else "")),
+        ))
+    elif gpn > 0:
+        fit_gpu = sum(n.gpus // gpn for n in alive)
+        fit = sum(min(n.gpus // gpn, n.cpus // (CPUS_PER_GPU_BUNDLE * gpn)) for n in alive)
+        if fit_gpu < exp.nnodes:
+            out.append(Problem(
+                "VI713", "error", _NEED,
+                f"verl places {exp.nnodes} group(s) of {gpn} GPUs, each on one node, but the nodes have "
+                f"{[n.gpus for n in alive if n.gpus]} GPUs: only {fit_gpu} group(s) fit",
+                "re-plan with gpus_per_node equal to the GPUs of the smallest GPU node and nnodes = number of GPU nodes",
+            ))
+        elif fit < exp.nnodes:
+            out.append(Problem(
+                "VI713", "error", _NEED,
+                f"each group of {gpn} GPUs needs {CPUS_PER_GPU_BUNDLE * gpn} logical CPUs on the same node, but "
+                f"the GPU nodes have {[(n.gpus, n.cpus) for n in alive if n.gpus]} (GPUs, CPUs): only {fit} "
+                f"of {exp.nnodes} group(s) fit; verl's placement groups would wait forever",
+                f"start each GPU node with `ray start --num-cpus` ≥ {CPUS_PER_GPU_BUNDLE * gpn + 1}",
+            ))
+        if obs.gpus_used is not None and obs.gpus - obs.gpus_used < need:
+            out.append(Problem(
+                "VI716", "error", _NEED,
+                f"{obs.gpus_used:g} of the {obs.gpus} GPUs are in use by other jobs or actors; "
+                f"{obs.gpus - obs.gpus_used:g} free, the config needs {need}",
+                "wait for them to finish (ray list actors / ray job list) or stop them",
+            ))
+        elif obs.gpus_used:
+            out.append(Problem("VI716", "warning", _NEED,
+                               f"{obs.gpus_used:g} of the {obs.gpus} GPUs are already in use",
+                               "another job shares this cluster; the run fits beside it"))
+    gpu_nodes = [n for n in alive if n.gpus]
+    counts = sorted({n.gpus for n in gpu_nodes})
+    if len(counts) > 1 or (counts and counts[0] != gpn):
+        out.append(Problem(
+            "VI714", "warning", ("trainer.n_gpus_per_node",),
+            f"GPU nodes differ from the config: nodes have {[n.gpus for n in gpu_nodes]} GPUs, "
+            f"the config assumes {gpn} on each of {exp.nnodes} node(s)",
+            "verl needs the same GPU count on every node it uses; GPUs beyond the plan stay idle",
+        ))
+    if obs.cpus < exp.cpus_needed:
+        out.append(Problem(
+            "VI715", "error", _NEED,
+            f"{where} has {obs.cpus} logical CPUs; verl needs ≥ {exp.cpus_needed} "
+            f"({CPUS_PER_GPU_BUNDLE} per GPU × {need} + TransferQueue's {1 + exp.storage_units} actors) "
+            "and hangs silently with fewer",
+            f"start the nodes with more `ray start --num-cpus` (≥ {exp.cpus_needed} in total)",
+        ))
+    dead = len(obs.nodes) - len(alive)
+    if dead:
+        out.append(Problem("VI722", "info", (), f"{dead} node(s) are listed as DEAD", "ignored in the counts above"))
+    return out
+
+
+def env_problems(exp: Expected, env: Mapping[str, str]) -> list[Problem]:
+    """The environment of this shell: RAY_ADDRESS shape, hand-set CUDA_VISIBLE_DEVICES."""
+    out: list[Problem] = []
+    addr = env.get("RAY_ADDRESS")
+    if addr is not None:
+        text = addr.strip()
+        if re.match(r"^https?://", text):
+            host = urllib.parse.urlparse(text).hostname or "HEAD"
+            out.append(Problem(
+                "VI717", "error", ("RAY_ADDRESS",),
+                f"RAY_ADDRESS={addr} is the dashboard URL; ray.init in verl's main_ppo needs the GCS address",
+                f"set RAY_ADDRESS={host}:6379 (the dashboard URL goes to `ray job submit --address` only)",
+            ))
+        elif text.startswith("ray://"):
+            out.append(Problem(
+                "VI718", "warning", ("RAY_ADDRESS",),
+                f"RAY_ADDRESS={addr} goes through Ray Client; verl's driver then runs here, far from the cluster",
+                "submit with `ray job submit` (ray/submit.sh) or use the GCS address HEAD:6379 on a cluster node",
+            ))
+        elif text not in ("auto", "local") and not re.match(r"^[^\s/:]+:\d+$", text):
+            out.append(Problem("VI718", "warning", ("RAY_ADDRESS",), f"RAY_ADDRESS={addr!r} is not HOST:PORT",
+                               "set RAY_ADDRESS to the GCS address, e.g. HEAD:6379"))
+    visible = _visible_devices(env)
+    if visible is not None:
+        local = exp.cluster in (None, "local") and exp.nnodes == 1
+        if local and visible != exp.gpus_per_node:
+            out.append(Problem(
+                "VI719", "error", ("CUDA_VISIBLE_DEVICES", "trainer.n_gpus_per_node"),
+                f"CUDA_VISIBLE_DEVICES={env['CUDA_VISIBLE_DEVICES']} shows {visible} GPU(s) but the config needs "
+                f"{exp.gpus_per_node} on this node",
+                "unset CUDA_VISIBLE_DEVICES (Ray assigns GPUs itself), or re-plan with gpus_per_node="
+                f"{visible}" if visible else "unset CUDA_VISIBLE_DEVICES",
+            ))
+        else:
+            out.append(Problem(
+                "VI719", "warning", ("CUDA_VISIBLE_DEVICES",),
+                f"CUDA_VISIBLE_DEVICES={env['CUDA_VISIBLE_DEVICES']} is set by hand in this shell: a `ray start` "
+                f"from here gives Ray only {visible} GPU(s)",
+                "unset it before `ray start`; Ray assigns GPUs to verl's workers itself",
+            ))
+    return out
+
+
+def config_problems(exp: Expected) -> list[Problem]:
+    """CUDA_VISIBLE_DEVICES in the config's Ray runtime env, and drift in a bundle's cluster files."""
+    out: list[Problem] = []
+    env_vars = _select(exp.config, "ray_kwargs.ray_init.runtime_env.env_vars")
+    if isinstance(env_vars, Mapping) and "CUDA_VISIBLE_DEVICES" in env_vars:
+        out.append(Problem(
+            "VI720", "error", ("ray_kwargs.ray_init.runtime_env.env_vars.CUDA_VISIBLE_DEVICES",),
+            "the config sets CUDA_VISIBLE_DEVICES for every Ray worker; Ray assigns each worker its GPU itself",
+            "remove it from ray_kwargs.ray_init.runtime_env.env_vars"))
+    if exp.bundle is None:
+        return out
+    out.extend(bundle_problems(exp))
+    return out
+
+
+def bundle_problems(exp: Expected) -> list[Problem]:
+    """A bundle's cluster files against its verl_config.yaml (they drift when edited by hand)."""
+    import yaml
+
+    assert exp.bundle is not None
+    out: list[Problem] = []
+    for name in ("k8s/rayjob.yaml", "k8s/raycluster.yaml"):
+        path = exp.bundle / name
+        if path.is_file():
+            try:
+                docs = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d]
+            except yaml.YAMLError as exc:
+                out.append(Problem("VI724", "error", (name,), f"{name} is not valid YAML ({type(exc).__name__})",
+                                   "re-render the bundle"))
+                continue
+            for doc in docs:
+                out.extend(manifest_problems(doc, exp.nnodes, exp.gpus_per_node, source=name))
+    rt = exp.bundle / "ray/runtime_env.yaml"
+    if rt.is_file():
+        try:
+            rt_doc = yaml.safe_load(rt.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError:
+            rt_doc = {}
+        if isinstance(rt_doc, dict) and "CUDA_VISIBLE_DEVICES" in (rt_doc.get("env_vars") or {}):
+            out.append(Problem("VI720", "error", ("ray/runtime_env.yaml",),
+                               "ray/runtime_env.yaml sets CUDA_VISIBLE_DEVICES for every Ray worker",
+                               "remove it; Ray assigns each worker its GPU itself"))
+    for name in ("slurm/job.sbatch", "ray/submit.sh", "k8s/submit.sh"):
+        path = exp.bundle / name
+        if not path.is_file():
+            continue
+        values = dict(re.findall(r"^(NNODES|GPUS_PER_NODE)=(\d+)$", path.read_text(encoding="utf-8"), re.MULTILINE))
+        want = {"NNODES": exp.nnodes, "GPUS_PER_NODE": exp.gpus_per_node}
+        for key, value in values.items():
+            if int(value) != want[key]:
+                out.append(Problem(
+                    "VI724", "error", (name, "trainer.nnodes" if key == "NNODES" else "trainer.n_gpus_per_node"),
+                    f"{name} has {key}={value} but verl_config.yaml says {want[key]}",
+                    "re-render the bundle with verl-init so both come from one plan"))
+    return out
+
+
+def _containers(pod_template: Any) -> list[dict[str, Any]]:
+    spec = (pod_template or {}).get("spec") or {}
+    return list(spec.get("containers") or []) + list(spec.get("initContainers") or [])
+
+
+def _quantity(value: Any) -> Optional[float]:
+    """CPU / GPU quantities as numbers ('4', 4, '500m'); None when absent or unreadable."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    try:
+        return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
+    except ValueError:
+        return None
+
+
+def manifest_problems(doc: Any, nnodes: int, gpus_per_node: int, *, source: str = "manifest") -> list[Problem]:
+    """Rules a KubeRay RayJob / RayCluster must keep that its CRD schema cannot express (VI730-VI736)."""
+    out: list[Problem] = []
+    if not isinstance(doc, dict) or doc.get("kind") not in ("RayJob", "RayCluster"):
+        return out
+    kind = doc["kind"]
+    name = str((doc.get("metadata") or {}).get("name", ""))
+    limit = RAYJOB_NAME_MAX if kind == "RayJob" else 63
+    if not DNS1035.match(name) or len(name) > limit:
+        out.append(Problem("VI730", "error", (source, "metadata.name"),
+                           f"{kind} name {name!r} must be a DNS-1035 label of at most {limit} characters",
+                           "lower-case letters, digits and '-', starting with a letter (set job_name)"))
+    spec = doc.get("spec") or {}
+    cluster = spec.get("rayClusterSpec") if kind == "RayJob" else spec
+    if kind == "RayJob" and (spec.get("shutdownAfterJobFinishes") is not True
+                             or "ttlSecondsAfterFinished" not in spec):
+        out.append(Problem("VI736", "error", (source, "spec.shutdownAfterJobFinishes"),
+                           "the RayJob keeps its GPUs after the job ends",
+                           "set shutdownAfterJobFinishes: true and ttlSecondsAfterFinished"))
+    if not isinstance(cluster, dict):
+        if kind == "RayJob" and spec.get("clusterSelector"):
+            return out  # runs on an existing cluster: nothing to count here
+        out.append(Problem("VI731", "error", (source,), f"{kind} has no cluster spec", "re-render the bundle"))
+        return out
+    head_tpl = (cluster.get("headGroupSpec") or {}).get("template")
+    for c in _containers(head_tpl):
+        res = c.get("resources") or {}
+        gpus = max(_quantity((res.get("limits") or {}).get("nvidia.com/gpu")) or 0,
+                   _quantity((res.get("requests") or {}).get("nvidia.com/gpu")) or 0)
+        if gpus:
+            out.append(Problem("VI735", "error", (source, "headGroupSpec"),
+                               f"the head pod asks for {gpus:g} GPU(s); verl's GPU pool lives on the worker pods",
+                               "keep the head GPU-less"))
+    head_params = (cluster.get("headGroupSpec") or {}).get("rayStartParams") or {}
+    if str(head_params.get("num-gpus", "0")) not in ("0", "0.0"):
+        out.append(Problem("VI735", "error", (source, "headGroupSpec.rayStartParams.num-gpus"),
+                           "the head advertises GPUs to Ray", "set num-gpus: '0' on the head"))
+    total = 0.0
+    groups = cluster.get("workerGroupSpecs") or []
+    for g in groups:
+        gname = g.get("groupName", "?")
+        replicas = g.get("replicas", 0)
+        hosts = g.get("numOfHosts", 1)
+        if not (g.get("minReplicas") == replicas == g.get("maxReplicas")) or hosts != 1:
+            out.append(Problem("VI731", "error", (source, f"workerGroupSpecs[{gname}]"),
+                               f"worker group {gname} must have replicas = minReplicas = maxReplicas and numOfHosts 1 "
+                               f"(got {g.get('minReplicas')}/{replicas}/{g.get('maxReplicas')}, {hosts})",
+                               "a fixed set of one pod per node keeps the GPU count equal to the plan"))
+        pod_gpus = 0.0
+        for c in _containers(g.get("template")):
+            res = c.get("resources") or {}
+            req, lim = res.get("requests") or {}, res.get("limits") or {}
+            g_req, g_lim = _quantity(req.get("nvidia.com/gpu")), _quantity(lim.get("nvidia.com/gpu"))
+            if (g_req or g_lim) and g_req != g_lim:
+                out.append(Problem("VI731", "error", (source, f"workerGroupSpecs[{gname}]"),
+                                   f"container {c.get('name')} requests {g_req} but limits {g_lim} nvidia.com/gpu",
+                                   "GPU requests must equal limits"))
+            gpus = g_lim or g_req or 0
+            pod_gpus += gpus
+            cpus = _quantity(lim.get("cpu")) or _quantity(req.get("cpu"))
+            if gpus and (cpus is None or cpus < CPUS_PER_GPU_BUNDLE * gpus + 1):
+                out.append(Problem(
+                    "VI732", "error", (source, f"workerGroupSpecs[{gname}]"),
+                    f"container {c.get('name')} has {cpus if cpus is not None else 'no'} CPUs for {gpus:g} GPUs; "
+                    f"verl asks Ray for {CPUS_PER_GPU_BUNDLE} per GPU + 1",
+                    f"give it ≥ {CPUS_PER_GPU_BUNDLE * int(gpus) + 1} CPUs"))
+        if pod_gpus and pod_gpus != gpus_per_node:
+            out.append(Problem("VI731", "error", (source, f"workerGroupSpecs[{gname}]", "trainer.n_gpus_per_node"),
+                               f"worker group {gname} pods have {pod_gpus:g} GPUs, the config {gpus_per_node} per node",
+                               "one worker pod per node with trainer.n_gpus_per_node GPUs"))
+        total += pod_gpus * (replicas or 0)
+    if total != nnodes * gpus_per_node:
+        out.append(Problem("VI731", "error", (source, "trainer.nnodes", "trainer.n_gpus_per_node"),
+                           f"the worker groups carry {total:g} GPUs, the config needs {nnodes} × {gpus_per_node} = "
+                           f"{nnodes * gpus_per_node}", "re-render the bundle so both come from one plan"))
+    for tpl in [head_tpl] + [g.get("template") for g in groups]:
+        for c in _containers(tpl):
+            for e in c.get("env") or []:
+                ename = str(e.get("name", ""))
+                if ename == "CUDA_VISIBLE_DEVICES":
+                    out.append(Problem("VI734", "error", (source, f"container {c.get('name')}"),
+                                       "CUDA_VISIBLE_DEVICES is set by hand; Ray assigns GPUs to verl's workers",
+                                       "remove it"))
+                elif SECRET_LIKE.search(ename) and "value" in e:
+                    out.append(Problem("VI733", "error", (source, f"container {c.get('name')}", ename),
+                                       f"{ename} is written inline in the manifest",
+                                       "read it from a Secret: valueFrom.secretKeyRef"))
+            for src in c.get("envFrom") or []:
+                if "configMapRef" in src:
+                    out.append(Problem("VI733", "warning", (source, f"container {c.get('name')}"),
+                                       "environment from a ConfigMap: secrets belong in a Secret",
+                                       "use secretRef / secretKeyRef for keys and tokens"))
+    return out
+
+
+# --- the whole check -----------------------------------------------------------------------------
+
+
+@dataclass
+class Report:
+    expected: Expected
+    observed: Optional[Observed]
+    findings: list[Problem]
+    probed: str = ""  # which address was probed, and where it came from
+
+    @property
+    def errors(self) -> list[Problem]:
+        return [p for p in self.findings if p.severity == "error"]
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"mode": "cluster", "target": self.expected.source, "ok": self.ok, "probed": self.probed,
+                "expected": self.expected.as_dict(),
+                "observed": self.observed.as_dict() if self.observed else None,
+                "findings": [p.as_dict() for p in self.findings]}
+
+
+def check_cluster(target: str | os.PathLike[str], address: Optional[str] = None, *,
+                  env: Optional[Mapping[str, str]] = None, timeout: float = MAX_TIMEOUT_S) -> Report:
+    """Compare `target` (bundle folder or verl config) with the Ray cluster at `address`.
+
+    Without `address` (and no RAY_ADDRESS / RAY_API_SERVER_ADDRESS), a bundle planned for
+    `cluster: local` is compared with this machine, where main_ppo would start its own Ray."""
+    env = dict(os.environ if env is None else env)
+    exp, findings = load_expected(target)
+    if any(p.severity == "error" for p in findings):
+        return Report(exp, None, findings)
+    findings += config_problems(exp)
+    findings += env_problems(exp, env)
+    observed: Optional[Observed] = None
+    explicit = address or env.get("RAY_API_SERVER_ADDRESS") or env.get("RAY_ADDRESS")
+    if not explicit and exp.cluster == "local":
+        observed = probe_this_machine(env)
+        probed = "this machine (cluster: local; main_ppo starts its own Ray here)"
+    else:
+        url, origin = dashboard_url(address, env)
+        probed = f"{url} (from {origin})"
+        try:
+            observed = probe_ray(url, timeout, ray_auth_token(env))
+        except ProbeError as exc:
+            findings.append(exc.problem)
+    if observed is not None:
+        findings += compare(exp, observed)
+        if observed.ray_version:
+            local = _local_ray_version()
+            if local and local != observed.ray_version:
+                findings.append(Problem("VI721", "warning", ("ray",),
+                                        f"the cluster runs Ray {observed.ray_version}, this machine {local}",
+                                        "use the same Ray version on both sides of `ray job submit`"))
+    order = {"error": 0, "warning": 1, "info": 2}
+    findings.sort(key=lambda p: order[p.severity])
+    return Report(exp, observed, findings, probed)
+
+
+def _local_ray_version() -> Optional[str]:
+    from importlib import metadata
+
+    try:
+        return metadata.version("ray")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def format_report(report: Report) -> str:
+    exp, obs = report.expected, report.observed
+    lines = [f"verl-init check --mode cluster: {exp.source} expects {exp.nnodes} node(s) × {exp.gpus_per_node} GPUs "
+             f"= {exp.n_gpus} GPUs and ≥ {exp.cpus_needed} logical CPUs"
+             + (f" (cluster: {exp.cluster})" if exp.cluster else "")]
+    if report.probed:
+        lines.append(f"  probed: {report.probed}")
+    if obs is not None:
+        ver = f"Ray {obs.ray_version} at " if obs.ray_version else ""
+        lines.append(f"  found: {ver}{obs.source}: {len(obs.alive)} node(s), {obs.gpus} GPU(s), {obs.cpus} logical CPUs"
+                     + (f", {obs.gpus_used:g} GPU(s) in use" if obs.gpus_used else ""))
+    for p in report.findings:
+        lines.append(f"  {p.severity}: {p.line()}")
+    n_err = len(report.errors)
+    n_warn = sum(1 for p in report.findings if p.severity == "warning")
+    verdict = "ok" if report.ok else "FAILED"
+    lines.append(f"cluster check {verdict}: {n_err} error(s), {n_warn} warning(s)")
+    return "\n".join(lines)
+
+
+def cli(argv: Iterable[str]) -> int:
+    """`verl-init check --mode cluster TARGET [--address URL] [--json]`."""
+    import argparse
+
+    p = argparse.ArgumentParser(
+        prog="verl-init check",
+        description="Compare a bundle or verl config with the live environment. --mode cluster: the Ray cluster "
+                    "at --address (dashboard URL; default $RAY_API_SERVER_ADDRESS, $RAY_ADDRESS, or "
+                    f"{DEFAULT_DASHBOARD}); a cluster: local bundle without an address is compared with this machine.",
+    )
+    p.add_argument("--mode", required=True, choices=("cluster",), help="what to check against")
+    p.add_argument("target", help="bundle folder or verl config YAML")
+    p.add_argument("--address", help="Ray dashboard URL, e.g. http://HEAD:8265 (a GCS HOST:PORT probes HOST:8265)")
+    p.add_argument("--timeout", type=float, default=MAX_TIMEOUT_S,
+                   help=f"seconds per HTTP request (at most {MAX_TIMEOUT_S:g})")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--debug", action="store_true")
+    ns = p.parse_args(list(argv))
+    report = check_cluster(ns.target, ns.address, timeout=ns.timeout)
+    if ns.json:
+        print(json.dumps(report.as_dict(), indent=2))
+    else:
+        print(format_report(report))
+    return 0 if report.ok else 1

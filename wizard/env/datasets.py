@@ -1,0 +1,758 @@
+"""`verl-init validate-dataset`: check data files against what verl 0.9.1 reads, before a run.
+
+RL files (`--type rl`, read by verl's RLHFDataset and reward loop):
+  VI520 error    the file cannot be read (missing, unsupported format, bad JSON line)
+  VI521 error    a required column is missing (prompt key, data_source, reward_model)
+  VI522 error    the prompt is not a list of {role, content} chat messages with allowed roles
+  VI523 error    reward_model.ground_truth is missing or empty
+  VI524 error    ground_truth is not text (verl's scorers compare text: every reward would be 0)
+  VI525 error    data_source is missing or empty
+  VI526 error    data_source has no scorer in verl's default scoring and no custom function was given
+  VI527 error    the tokenizer's chat template fails on the prompt (verl drops or crashes on the row)
+  VI528 warning  prompts longer than max_prompt_length (what verl does with them is spelled out)
+  VI529 warning  duplicate prompts within a file
+  VI530 warning  prompts shared between files (train/validation overlap)
+  VI531 error    the file has no rows, or no row survives verl's overlong filter
+  VI532 warning  extra_info.index is missing (verl uses index 0 for every row)
+  VI533 warning  the prompt ends with an assistant message (the reference answer may be in the prompt)
+  VI534 info     no tokenizer given: chat template and token lengths not checked
+Preference files (`--type preference`, verl's RMDataset):
+  VI535 error    chosen / rejected is missing or empty
+  VI536 error    chosen and rejected are the same text
+  VI537 error    prompt / chosen / rejected is not text (RMDataset tokenizes them as plain text)
+Usage:
+  VI538 error    the --tokenizer cannot be loaded (exit 2, one line)
+
+Files are streamed: parquet in row batches (pyarrow `iter_batches`), jsonl line by line, so memory
+stays bounded by the batch size plus 12 bytes per row (a prompt hash and a length); only a `.json`
+array has to be loaded whole. Rows are numbered from 0, as `datasets` and pandas number them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from wizard.planner.dataprep import scorer_for
+from wizard.intent.errors import UserError
+
+ROLES = ("system", "user", "assistant", "tool")
+RL_SUFFIXES = (".parquet", ".jsonl", ".json")
+BATCH_ROWS = 2048
+SHOW = 5  # example rows kept per finding
+
+# (rule, severity) of every check, for the docs and the --json output
+RULES: dict[str, tuple[str, str]] = {
+    "VI520": ("error", "file cannot be read"),
+    "VI521": ("error", "required column missing"),
+    "VI522": ("error", "prompt is not a list of chat messages"),
+    "VI523": ("error", "ground truth missing or empty"),
+    "VI524": ("error", "ground truth is not text"),
+    "VI525": ("error", "data_source missing or empty"),
+    "VI526": ("error", "data_source has no scorer"),
+    "VI527": ("error", "chat template fails"),
+    "VI528": ("warning", "prompt longer than max_prompt_length"),
+    "VI529": ("warning", "duplicate prompts"),
+    "VI530": ("warning", "prompts shared between files"),
+    "VI531": ("error", "no usable rows"),
+    "VI532": ("warning", "extra_info.index missing"),
+    "VI533": ("warning", "prompt ends with an assistant message"),
+    "VI534": ("info", "token lengths not checked"),
+    "VI535": ("error", "chosen/rejected missing or empty"),
+    "VI536": ("error", "chosen equals rejected"),
+    "VI537": ("error", "preference field is not text"),
+    "VI538": ("error", "tokenizer cannot be loaded"),
+}
+
+
+@dataclass
+class Finding:
+    """One rule on one file: how many rows broke it, the first few with their exact problem."""
+
+    rule: str
+    severity: str
+    file: str
+    message: str
+    hint: str = ""
+    count: int = 0
+    examples: list[tuple[Optional[int], str]] = field(default_factory=list)  # (row, problem)
+
+    def add(self, row: Optional[int], detail: str) -> None:
+        self.count += 1
+        if len(self.examples) < SHOW:
+            self.examples.append((row, detail))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.rule, "severity": self.severity, "file": self.file, "message": self.message,
+            "hint": self.hint, "count": self.count,
+            "examples": [{"row": r, "problem": d} for r, d in self.examples],
+        }
+
+
+@dataclass
+class FileSummary:
+    path: str
+    rows: int = 0
+    columns: dict[str, str] = field(default_factory=dict)
+    data_sources: Counter = field(default_factory=Counter)
+    length_unit: str = "chars"
+    lengths: dict[str, int] = field(default_factory=dict)  # p50 p90 p99 max
+    overlong: int = 0
+    kept_by_verl: Optional[int] = None  # rows left after verl's overlong filter
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path, "rows": self.rows, "columns": self.columns,
+            "data_sources": {k: {"rows": v, "scorer": scorer_for(k)} for k, v in self.data_sources.items()},
+            "prompt_length": {"unit": self.length_unit, **self.lengths}, "overlong": self.overlong,
+            "rows_after_verl_filter": self.kept_by_verl,
+        }
+
+
+@dataclass
+class Report:
+    kind: str
+    options: dict[str, Any]
+    files: list[FileSummary] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not any(f.severity == "error" for f in self.findings)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "type": self.kind, "options": self.options,
+                "files": [f.as_dict() for f in self.files], "findings": [f.as_dict() for f in self.findings]}
+
+
+@dataclass
+class Options:
+    kind: str = "rl"
+    prompt_key: str = "prompt"
+    max_prompt_length: int = 512
+    tokenizer: Any = None  # a loaded tokenizer, or None
+    tokenizer_name: Optional[str] = None
+    reward_function: Optional[str] = None
+    filter_overlong_prompts: bool = True
+    chosen_key: str = "chosen"
+    rejected_key: str = "rejected"
+    batch_rows: int = BATCH_ROWS
+
+
+# ---------------------------------------------------------------------------------------------
+# reading, in batches
+
+
+def _iter_batches(path: str, batch_rows: int) -> Iterator[tuple[list[Optional[dict[str, Any]]], list[tuple[int, str]]]]:
+    """(rows, unreadable (index in batch, why)) batches; an unreadable row is None in rows.
+    Parquet via pyarrow iter_batches, jsonl line by line."""
+    lower = path.lower()
+    if lower.endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        pf = pq.ParquetFile(path)
+        for batch in pf.iter_batches(batch_size=batch_rows):
+            yield batch.to_pylist(), []
+    elif lower.endswith(".jsonl"):
+        rows: list[Optional[dict[str, Any]]] = []
+        bad: list[tuple[int, str]] = []
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                if not line.strip():
+                    continue
+                try:
+                    value = json.loads(line)
+                except ValueError as exc:
+                    bad.append((len(rows), f"not valid JSON ({exc})"))
+                    value = None
+                else:
+                    if not isinstance(value, dict):
+                        bad.append((len(rows), f"a JSON {type(value).__name__}, not an object"))
+                        value = None
+                rows.append(value)
+                if len(rows) >= batch_rows:
+                    yield rows, bad
+                    rows, bad = [], []
+        if rows or bad:
+            yield rows, bad
+    else:  # .json: one array (datasets' json loader also takes {"data": [...]}-style objects)
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+        if isinstance(doc, dict):
+            lists = [v for v in doc.values() if isinstance(v, list)]
+            doc = lists[0] if len(lists) == 1 else [doc]
+        for start in range(0, len(doc), batch_rows):
+            chunk = doc[start:start + batch_rows]
+            yield ([r if isinstance(r, dict) else None for r in chunk],
+                   [(i, f"a JSON {type(r).__name__}, not an object") for i, r in enumerate(chunk)
+                    if not isinstance(r, dict)])
+
+
+def _schema(path: str) -> Optional[dict[str, str]]:
+    """Column -> type for parquet (from the footer, no data read); None for JSON (learned per row)."""
+    if path.lower().endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        schema = pq.ParquetFile(path).schema_arrow
+        return {name: str(schema.field(name).type) for name in schema.names}
+    return None
+
+
+def _type_name(value: Any) -> str:
+    if isinstance(value, list):
+        inner = {_type_name(v) for v in value[:3]}
+        return f"list[{'|'.join(sorted(inner))}]" if inner else "list"
+    if isinstance(value, dict):
+        return "struct"
+    return {str: "string", int: "int", float: "float", bool: "bool", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _is_chat(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(m, dict) and "role" in m and "content" in m for m in value)
+
+
+def _hash(value: Any) -> int:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little")
+
+
+# ---------------------------------------------------------------------------------------------
+# one file
+
+
+class _FileCheck:
+    def __init__(self, path: str, opts: Options):
+        self.path = path
+        self.name = path
+        self.opts = opts
+        self.summary = FileSummary(path)
+        self.findings: dict[tuple[str, str], Finding] = {}
+        self.seen_columns: set[str] = set()
+        self.hashes: list[Any] = []  # numpy uint64 arrays, one per batch
+        self.hash_rows: list[Any] = []
+        self.lengths: list[Any] = []
+        self.row0 = 0
+        self.col_kinds: dict[str, dict[type, str]] = {}  # JSON: the value types seen per column
+        self.ds_rows: dict[str, list[int]] = {}  # first rows of each data_source
+        self.chat_columns: set[str] = set()  # columns that hold chat message lists (for --prompt-key hints)
+        self._batch_hashes: list[int] = []
+        self._batch_hash_rows: list[int] = []
+
+    def finding(self, rule: str, message: str, hint: str = "", severity: Optional[str] = None) -> Finding:
+        key = (rule, message)
+        if key not in self.findings:
+            self.findings[key] = Finding(rule, severity or RULES[rule][0], self.name, message, hint)
+        return self.findings[key]
+
+    # -- per row (RL) ---------------------------------------------------------------------------
+    def check_rl_row(self, row_no: int, row: dict[str, Any]) -> Optional[list[dict[str, Any]]]:
+        """Schema checks of one row; returns the chat messages when the prompt is usable."""
+        o = self.opts
+        key = o.prompt_key
+        prompt = row.get(key)
+        chat: Optional[list[dict[str, Any]]] = None
+        if prompt is None:
+            self.finding("VI521", f"{key!r} is missing or null",
+                         f"every row needs {key!r}: a list of {{role, content}} messages").add(row_no, "no prompt")
+        elif isinstance(prompt, str):
+            self.finding("VI522", f"{key!r} is a string, not a list of chat messages",
+                         "verl drops such rows when filter_overlong_prompts=True (the chat template fails) and "
+                         "fails on them otherwise; write [{\"role\": \"user\", \"content\": ...}] "
+                         "(data/prepare_data.py does)").add(row_no, _short(prompt))
+        elif not isinstance(prompt, list) or not prompt:
+            self.finding("VI522", f"{key!r} is not a non-empty list of chat messages",
+                         "write [{\"role\": \"user\", \"content\": ...}]").add(row_no, _short(prompt))
+        else:
+            problem = None
+            for i, m in enumerate(prompt):
+                if not isinstance(m, dict):
+                    problem = f"message {i} is {_type_name(m)}, not a {{role, content}} mapping"
+                elif m.get("role") not in ROLES:
+                    problem = f"message {i} has role {m.get('role')!r}; allowed: {', '.join(ROLES)}"
+                elif not isinstance(m.get("content"), str):
+                    problem = f"message {i} content is {_type_name(m.get('content'))}, not text"
+                if problem:
+                    break
+            if problem:
+                self.finding("VI522", f"{key!r} has a malformed chat message",
+                             f"each message is {{\"role\": one of {', '.join(ROLES)}, \"content\": text}}"
+                             ).add(row_no, problem)
+            else:
+                chat = prompt
+                if prompt[-1].get("role") == "assistant":
+                    self.finding("VI533", f"{key!r} ends with an assistant message",
+                                 "the reply the policy should write may be in its prompt; end prompts with the user turn"
+                                 ).add(row_no, _short(prompt[-1].get("content")))
+        if prompt is not None:
+            self._remember(row_no, prompt)
+
+        ds = row.get("data_source")
+        if not isinstance(ds, str) or not ds.strip():
+            self.finding("VI525", "data_source is missing or empty",
+                         "verl's reward loop reads data_source on every row to pick the scorer").add(
+                row_no, "null" if ds is None else _short(ds))
+        else:
+            self.summary.data_sources[ds] += 1
+            first = self.ds_rows.setdefault(ds, []) if len(self.ds_rows) < 1000 else []
+            if len(first) < SHOW:
+                first.append(row_no)
+
+        rm = row.get("reward_model")
+        if not isinstance(rm, dict):
+            self.finding("VI523", "reward_model is missing or not a mapping",
+                         "write reward_model = {\"style\": \"rule\", \"ground_truth\": \"...\"}").add(
+                row_no, "null" if rm is None else _short(rm))
+        else:
+            gt = rm.get("ground_truth")
+            if gt is None:
+                self.finding("VI523", "reward_model.ground_truth is missing",
+                             "verl's scorers compare the response with ground_truth: without it every reward is 0"
+                             ).add(row_no, "null")
+            elif isinstance(gt, str):
+                if not gt.strip():
+                    self.finding("VI523", "reward_model.ground_truth is empty",
+                                 "verl's scorers compare the response with ground_truth: an empty one never matches"
+                                 ).add(row_no, repr(gt))
+            else:
+                custom = o.reward_function is not None
+                self.finding("VI524", f"reward_model.ground_truth is {_type_name(gt)}, not text",
+                             "verl's scorers compare extracted answer text with ground_truth, so every reward "
+                             "would be 0: store it as a string (e.g. '72')" if not custom else
+                             "your reward function receives it as is; verl's own scorers expect text",
+                             severity="warning" if custom else "error").add(row_no, _short(gt))
+
+        extra = row.get("extra_info")
+        if not isinstance(extra, dict) or extra.get("index") is None:
+            self.finding("VI532", "extra_info.index is missing",
+                         "verl reports index 0 for every such row; write extra_info = {\"split\": ..., \"index\": n}"
+                         ).add(row_no, "no extra_info" if not isinstance(extra, dict) else "no index")
+        return chat
+
+    # -- per row (preference) ---------------------------------------------------------------------
+    def check_pref_row(self, row_no: int, row: dict[str, Any]) -> Optional[str]:
+        o = self.opts
+        texts: dict[str, Optional[str]] = {}
+        for col in (o.prompt_key, o.chosen_key, o.rejected_key):
+            value = row.get(col)
+            if value is None:
+                rule = "VI521" if col == o.prompt_key else "VI535"
+                self.finding(rule, f"{col!r} is missing or null",
+                             f"every preference row needs {o.prompt_key!r}, {o.chosen_key!r} and {o.rejected_key!r}"
+                             ).add(row_no, "null")
+                texts[col] = None
+            elif not isinstance(value, str):
+                self.finding("VI537", f"{col!r} is {_type_name(value)}, not text",
+                             "verl's RMDataset tokenizes prompt, chosen and rejected as plain text; "
+                             "render chats to text with the chat template first").add(row_no, _short(value))
+                texts[col] = None
+            elif not value.strip():
+                rule = "VI521" if col == o.prompt_key else "VI535"
+                self.finding(rule, f"{col!r} is empty", "an empty text gives the reward model nothing to compare"
+                             ).add(row_no, repr(value))
+                texts[col] = None
+            else:
+                texts[col] = value
+        c, r = texts[o.chosen_key], texts[o.rejected_key]
+        if c is not None and c == r:
+            self.finding("VI536", f"{o.chosen_key!r} and {o.rejected_key!r} are the same text",
+                         "a pair with no difference teaches the reward model nothing; drop or fix it").add(row_no, _short(c))
+        prompt = texts[o.prompt_key]
+        if prompt is not None:
+            self._remember(row_no, prompt)
+        return prompt
+
+    # -- bookkeeping ----------------------------------------------------------------------------
+    def _remember(self, row_no: int, prompt: Any) -> None:
+        self._batch_hashes.append(_hash(prompt))
+        self._batch_hash_rows.append(row_no)
+
+    def run(self) -> None:
+        import numpy as np
+
+        o = self.opts
+        if not os.path.isfile(self.path):
+            self.finding("VI520", "file not found", "check the path")
+            return
+        lower = self.path.lower()
+        if o.kind == "preference" and not lower.endswith(".parquet"):
+            self.finding("VI520", "verl's RMDataset reads parquet only",
+                         "write the pairs to a .parquet file")
+            return
+        if not lower.endswith(RL_SUFFIXES):
+            hint = ("convert it with the bundle's data/prepare_data.py (it reads .csv) or write .parquet"
+                    if lower.endswith(".csv") else "use a .parquet, .jsonl or .json file")
+            self.finding("VI520", f"verl reads .parquet, .jsonl and .json files, not {os.path.splitext(lower)[1] or 'this'}",
+                         hint)
+            return
+        try:
+            schema = _schema(self.path)
+        except Exception as exc:  # noqa: BLE001 - a broken footer, not parquet at all, ...
+            self.finding("VI520", "not a readable parquet file", "re-write the file").add(None, f"{type(exc).__name__}: {exc}")
+            return
+        if schema is not None:
+            self.summary.columns = dict(schema)
+            self.seen_columns = set(schema)
+            self.chat_columns = {c for c, t in schema.items() if "list<" in t and "role" in t and "content" in t}
+
+        try:
+            for rows, unreadable in _iter_batches(self.path, o.batch_rows):
+                for row_no, why in unreadable:
+                    self.finding("VI520", "row cannot be read", "fix the line").add(self.row0 + row_no, why)
+                self._batch(rows)
+        except (ValueError, OSError) as exc:
+            self.finding("VI520", "file cannot be read", "check that it is the format its name says").add(
+                None, f"{type(exc).__name__}: {str(exc)[:200]}")
+            return
+        if self.summary.rows:
+            self._required_columns()
+        self._finish(np)
+
+    def _required_columns(self) -> None:
+        """File-level check of required columns; replaces the per-row 'missing' findings."""
+        o = self.opts
+        required = ([o.prompt_key, "data_source", "reward_model"] if o.kind == "rl"
+                    else [o.prompt_key, o.chosen_key, o.rejected_key])
+        for col in [c for c in required if c not in self.seen_columns]:
+            hint = f"every row needs {col!r}"
+            if col == o.prompt_key:
+                chats = sorted(self.chat_columns)
+                if chats:
+                    hint = f"the chat messages look like they are in {chats[0]!r}: pass --prompt-key {chats[0]}" + (
+                        f" (and set data.prompt_key={chats[0]} in verl)" if o.kind == "rl" else "")
+                elif o.kind == "rl":
+                    hint = "build the prompt column with the bundle's data/prepare_data.py"
+            # one file-level finding replaces the per-row ones about the same column
+            for k in [k for k in self.findings if k[1].startswith(f"{col!r} is missing")]:
+                del self.findings[k]
+            if col == "reward_model":
+                for k in [k for k in self.findings if k[1].startswith("reward_model is missing")]:
+                    del self.findings[k]
+            if col == "data_source":
+                for k in [k for k in self.findings if k[1].startswith("data_source is missing")]:
+                    del self.findings[k]
+            cols = ", ".join(sorted(self.seen_columns)) or "none"
+            self.finding("VI521", f"column {col!r} not found (columns: {cols})", hint).count = self.summary.rows
+
+    def _batch(self, rows: list[Optional[dict[str, Any]]]) -> None:
+        import numpy as np
+
+        o = self.opts
+        self._batch_hashes = []
+        self._batch_hash_rows = []
+        chats: list[tuple[int, Any]] = []
+        json_rows = not self.path.lower().endswith(".parquet")
+        for i, row in enumerate(rows):
+            row_no = self.row0 + i
+            if row is None:  # unreadable: already reported (VI520)
+                continue
+            if json_rows:  # JSON rows may differ in keys and types: learn the columns as they come
+                for k, v in row.items():
+                    kinds = self.col_kinds.setdefault(k, {})
+                    if type(v) not in kinds:
+                        kinds[type(v)] = _type_name(v)
+                        self.summary.columns[k] = "|".join(sorted(set(kinds.values())))
+                        if k not in self.chat_columns and _is_chat(v):
+                            self.chat_columns.add(k)
+                self.seen_columns.update(row)
+            if o.kind == "rl":
+                chat = self.check_rl_row(row_no, row)
+                if chat is not None:
+                    chats.append((row_no, chat))
+            else:
+                text = self.check_pref_row(row_no, row)
+                if text is not None:
+                    chats.append((row_no, text))
+        self.row0 += len(rows)
+        self.summary.rows = self.row0
+        if self._batch_hashes:
+            self.hashes.append(np.asarray(self._batch_hashes, dtype=np.uint64))
+            self.hash_rows.append(np.asarray(self._batch_hash_rows, dtype=np.int64))
+        self._measure(chats)
+
+    def _measure(self, items: list[tuple[int, Any]]) -> None:
+        """Token lengths as verl's overlong filter counts them (chat template + generation prompt)."""
+        import numpy as np
+
+        o = self.opts
+        if not items:
+            return
+        tok = o.tokenizer
+        if tok is None:
+            lengths = [len(v) if isinstance(v, str) else sum(len(m["content"]) for m in v) for _, v in items]
+            self.lengths.append(np.asarray(lengths, dtype=np.int32))
+            return
+        rows: list[int] = []
+        texts: list[str] = []
+        for row_no, value in items:
+            if o.kind == "preference":
+                rows.append(row_no)
+                texts.append(value)
+                continue
+            try:
+                rendered = tok.apply_chat_template(value, add_generation_prompt=True, tokenize=False)
+            except Exception as exc:  # noqa: BLE001 - jinja errors, template exceptions, ...
+                self.finding("VI527", "the tokenizer's chat template fails on this prompt",
+                             "verl counts such rows as too long and drops them (or fails without the filter); "
+                             "fix the messages or the template").add(row_no, f"{type(exc).__name__}: {exc}"[:200])
+                continue
+            rows.append(row_no)
+            texts.append(rendered)
+        if not texts:
+            return
+        ids = tok(texts, add_special_tokens=o.kind == "preference", return_attention_mask=False)["input_ids"]
+        counts = np.asarray([len(x) for x in ids], dtype=np.int32)
+        self.lengths.append(counts)
+        limit = o.max_prompt_length
+        for row_no, n in zip(rows, counts.tolist(), strict=True):
+            if n > limit:
+                self.summary.overlong += 1
+                self._overlong().add(row_no, f"{n} tokens > max_prompt_length={limit}")
+
+    def _overlong(self) -> Finding:
+        o = self.opts
+        if o.kind == "preference":
+            what = ("verl's RMDataset cuts prompt + response at max_length, so the responses of these rows "
+                    "are cut off entirely")
+        elif o.filter_overlong_prompts:
+            what = ("with data.filter_overlong_prompts=True (verl-init's setting) verl drops these rows "
+                    "when it loads the file")
+        else:
+            what = ("with data.filter_overlong_prompts=False verl keeps them and the agent loop left-truncates "
+                    "them to rollout.prompt_length (their beginning is lost; data.truncation is not applied "
+                    "to RL prompts in verl 0.9.1)")
+        return self.finding("VI528", f"prompts longer than max_prompt_length={o.max_prompt_length} tokens",
+                            f"{what}; raise max_prompt_length or shorten them")
+
+    def _finish(self, np: Any) -> None:
+        o = self.opts
+        s = self.summary
+        if s.rows == 0:
+            self.finding("VI531", "the file has no rows", "verl cannot train on an empty dataset")
+        if self.lengths:
+            lengths = np.concatenate(self.lengths)
+            s.length_unit = "tokens" if o.tokenizer is not None else "chars"
+            s.lengths = {f"p{q}": int(np.percentile(lengths, q, method="higher")) for q in (50, 90, 99)}
+            s.lengths["max"] = int(lengths.max())
+        if o.tokenizer is not None and o.kind == "rl" and o.filter_overlong_prompts and s.rows:
+            # verl keeps rows whose templated prompt fits; failing templates count as too long
+            s.kept_by_verl = len(np.concatenate(self.lengths)) - s.overlong if self.lengths else 0
+            if s.kept_by_verl == 0 and not self._has_error_except("VI528"):
+                self.finding("VI531", "no row survives verl's overlong filter: the dataset would be empty",
+                             f"raise max_prompt_length (longest prompt: {s.lengths.get('max', 0)} tokens)"
+                             ).count = s.rows
+        if o.kind == "rl" and o.reward_function is None:
+            for ds, n in sorted(s.data_sources.items()):
+                if scorer_for(ds) is None:
+                    f = self.finding("VI526", f"data_source {ds!r} has no scorer in verl's default scoring",
+                                     "rewards fail with NotImplementedError at the first step: use a known "
+                                     "data_source (e.g. openai/gsm8k) or a custom reward function "
+                                     "(pass --reward-function FILE.py:NAME here)")
+                    f.count = n
+                    f.examples = [(r, f"data_source {ds!r}") for r in self.ds_rows.get(ds, [])]
+        self._duplicates(np)
+
+    def _has_error_except(self, rule: str) -> bool:
+        return any(f.severity == "error" and f.rule != rule for f in self.findings.values())
+
+    def _duplicates(self, np: Any) -> None:
+        if not self.hashes:
+            return
+        h = np.concatenate(self.hashes)
+        rows = np.concatenate(self.hash_rows)
+        order = np.argsort(h, kind="stable")
+        hs, rs = h[order], rows[order]
+        same = np.flatnonzero(hs[1:] == hs[:-1]) + 1
+        if not len(same):
+            return
+        # first row of each run of equal hashes
+        starts = np.flatnonzero(np.r_[True, hs[1:] != hs[:-1]])
+        first_of = rs[starts[np.searchsorted(starts, same, side="right") - 1]]
+        dup_rows, originals = rs[same], first_of
+        pick = np.argsort(dup_rows, kind="stable")
+        f = self.finding("VI529", "duplicate prompts", "each repeat is trained on more often; drop repeats")
+        for j in pick[:SHOW]:
+            f.examples.append((int(dup_rows[j]), f"same prompt as row {int(originals[j])}"))
+        f.count = int(len(same))
+        f.examples = f.examples[:SHOW]
+
+    def unique_hashes(self) -> tuple[Any, Any]:
+        import numpy as np
+
+        if not self.hashes:
+            return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64)
+        h = np.concatenate(self.hashes)
+        rows = np.concatenate(self.hash_rows)
+        uniq, first = np.unique(h, return_index=True)
+        return uniq, rows[first]
+
+
+def _overlap(a: _FileCheck, b: _FileCheck) -> Optional[Finding]:
+    import numpy as np
+
+    ua, ra = a.unique_hashes()
+    if not len(ua) or not b.hashes:
+        return None
+    hb = np.concatenate(b.hashes)
+    rb = np.concatenate(b.hash_rows)
+    pos = np.searchsorted(ua, hb)
+    pos[pos >= len(ua)] = 0
+    hit = ua[pos] == hb
+    if not hit.any():
+        return None
+    f = Finding("VI530", "warning", b.name,
+                f"prompts also in {a.name} (train/validation overlap)",
+                "validation scores on seen prompts are inflated; remove them from one file")
+    f.count = int(hit.sum())
+    for j in np.flatnonzero(hit)[:SHOW]:
+        f.examples.append((int(rb[j]), f"same prompt as row {int(ra[pos[j]])} of {a.name}"))
+    return f
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def load_tokenizer(name: str) -> Any:
+    import os
+
+    if not os.path.isdir(os.path.expanduser(name)):
+        from wizard.verify.harness import hub_reachable
+
+        if not hub_reachable():
+            try:  # a copy in the local hub cache still loads offline
+                from transformers import AutoTokenizer
+
+                return AutoTokenizer.from_pretrained(name, local_files_only=True)
+            except Exception:  # noqa: BLE001
+                raise UserError(f"cannot load tokenizer {name!r}: not a local folder, not in the hub cache, and the "
+                                "Hugging Face hub cannot be reached from here",
+                                "pass a local model folder with tokenizer files", rule="VI538",
+                                keys=("--tokenizer",)) from None
+    try:
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(name)
+    except Exception as exc:  # noqa: BLE001 - OSError, ValueError, hub errors ...
+        raise UserError(f"cannot load tokenizer {name!r}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}",
+                        "pass a local model folder with tokenizer files (or a hub id reachable from here)",
+                        rule="VI538", keys=("--tokenizer",)) from None
+
+
+def validate(paths: list[str], opts: Options) -> Report:
+    """Check every file; findings carry rule IDs, severities, row numbers and the exact problem."""
+    report = Report(opts.kind, {
+        "prompt_key": opts.prompt_key, "max_prompt_length": opts.max_prompt_length,
+        "tokenizer": opts.tokenizer_name, "reward_function": opts.reward_function,
+        "filter_overlong_prompts": opts.filter_overlong_prompts,
+    })
+    checks = []
+    for path in paths:
+        check = _FileCheck(path, opts)
+        check.run()
+        checks.append(check)
+        report.files.append(check.summary)
+        report.findings.extend(check.findings.values())
+    for i, a in enumerate(checks):
+        for b in checks[i + 1:]:
+            f = _overlap(a, b)
+            if f is not None:
+                report.findings.append(f)
+    if opts.tokenizer is None and opts.kind == "rl":
+        report.findings.append(Finding("VI534", "info", "", "no --tokenizer: chat template and token lengths not "
+                                       "checked (lengths below are characters)",
+                                       "pass --tokenizer <model folder or hub id> to count tokens as verl does"))
+    order = {"error": 0, "warning": 1, "info": 2}
+    report.findings.sort(key=lambda f: (order[f.severity], f.file, f.rule))
+    return report
+
+
+def format_report(report: Report) -> str:
+    """The human summary: one table of files, per-data_source counts, then findings with rows."""
+    lines = []
+    unit = report.files[0].length_unit if report.files else "chars"
+    head = ["file", "rows", "columns", f"prompt {unit} p50/p90/p99/max", "overlong"]
+    table = []
+    for s in report.files:
+        lens = "/".join(str(s.lengths.get(k, "-")) for k in ("p50", "p90", "p99", "max")) if s.lengths else "-"
+        overlong = str(s.overlong) if report.options.get("tokenizer") else "-"
+        table.append([s.path, str(s.rows), str(len(s.columns)), lens, overlong])
+    widths = [max(len(h), *(len(r[i]) for r in table)) if table else len(h) for i, h in enumerate(head)]
+    lines.append("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)))
+    for r in table:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)))
+    for s in report.files:
+        if s.columns:
+            lines.append(f"{s.path}: columns " + ", ".join(f"{k} ({v})" for k, v in s.columns.items()))
+        if s.data_sources:
+            parts = []
+            for ds, n in s.data_sources.most_common():
+                scorer = scorer_for(ds)
+                how = f"verl {scorer}" if scorer else ("your reward function" if report.options.get("reward_function")
+                                                        else "NO SCORER")
+                parts.append(f"{ds} {n} ({how})")
+            lines.append(f"{s.path}: data_source " + ", ".join(parts))
+        if s.kept_by_verl is not None:
+            lines.append(f"{s.path}: {s.kept_by_verl} of {s.rows} rows kept by verl's overlong filter")
+    lines.append("")
+    for f in report.findings:
+        where = f" {f.file}" if f.file else ""
+        per_row = bool(f.examples) and f.examples[0][0] is not None
+        count = f" ({f.count} row{'s' if f.count != 1 else ''})" if per_row else ""
+        lines.append(f"{f.severity} {f.rule}{where}: {f.message}{count}" + (f" — {f.hint}" if f.hint else ""))
+        for row, detail in f.examples:
+            lines.append(f"    row {row}: {detail}" if row is not None else f"    {detail}")
+        if per_row and f.count > len(f.examples):
+            lines.append(f"    ... {f.count - len(f.examples)} more")
+    errors = sum(1 for f in report.findings if f.severity == "error")
+    warnings = sum(1 for f in report.findings if f.severity == "warning")
+    verdict = "OK" if report.ok else "FAILED"
+    lines.append(f"validate-dataset: {verdict} — {errors} error(s), {warnings} warning(s) in {len(report.files)} file(s)")
+    return "\n".join(lines)
+
+
+def main(args: list[str]) -> int:
+    """`verl-init validate-dataset` (called by wizard.cli.app)."""
+    import argparse
+
+    p = argparse.ArgumentParser(
+        prog="verl-init validate-dataset",
+        description="Check data files against what verl 0.9.1 reads: schema, ground truth, scorers, chat template, "
+                    "token lengths, duplicates and train/validation overlap. Exit 1 on errors.")
+    p.add_argument("files", nargs="+", metavar="FILE", help=".parquet, .jsonl or .json files (e.g. train then val)")
+    p.add_argument("--tokenizer", metavar="PATH", help="model folder or hub id whose tokenizer and chat template to use")
+    p.add_argument("--max-prompt-length", type=int, default=512, metavar="N",
+                   help="data.max_prompt_length in tokens (default 512, as verl and verl-init)")
+    p.add_argument("--prompt-key", default="prompt", metavar="KEY", help="data.prompt_key (default prompt)")
+    p.add_argument("--type", dest="kind", choices=("rl", "preference"), default="rl",
+                   help="rl: verl's RLHFDataset rows; preference: prompt/chosen/rejected pairs (RMDataset)")
+    p.add_argument("--reward-function", metavar="FILE.py:NAME",
+                   help="the run uses a custom reward function, so any data_source is scored")
+    p.add_argument("--no-filter-overlong-prompts", dest="filter_overlong", action="store_false",
+                   help="the run sets data.filter_overlong_prompts=False (verl-init sets True)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
+    ns = p.parse_args(args)
+    if ns.max_prompt_length < 1:
+        p.error("--max-prompt-length must be at least 1")
+
+    tokenizer = load_tokenizer(ns.tokenizer) if ns.tokenizer else None
+    opts = Options(kind=ns.kind, prompt_key=ns.prompt_key, max_prompt_length=ns.max_prompt_length,
+                   tokenizer=tokenizer, tokenizer_name=ns.tokenizer, reward_function=ns.reward_function,
+                   filter_overlong_prompts=ns.filter_overlong)
+    report = validate(ns.files, opts)
+    if ns.json:
+        print(json.dumps(report.as_dict(), indent=2, default=str))
+    else:
+        print(format_report(report))
+    return 0 if report.ok else 1
+

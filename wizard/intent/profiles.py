@@ -1,0 +1,105 @@
+"""Shipped profiles: short YAML files of answers with a one-line description."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from wizard.intent.errors import Problem, UserError, WizardError, did_you_mean
+from wizard.resources import data_dir
+
+# Keys an answers file may carry besides `answers:` (written by verl-init into verl-init.yaml).
+META_KEYS = frozenset({"description", "verl_init_version", "verl_version", "profile", "answers"})
+
+
+def _read_yaml(path: Path) -> Any:
+    import yaml
+
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"file not found ({path})", "check the path", rule="VI105", keys=("answers",)) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise UserError(
+            f"not valid YAML{where} ({path})", "fix the YAML syntax", rule="VI105", keys=("answers",)
+        ) from None
+
+
+def answers_mapping(doc: Any, source: str) -> dict[str, Any]:
+    """The answer keys of a profile or answers file: an `answers:` mapping, or a flat mapping."""
+    if doc is None:
+        return {}
+    if not isinstance(doc, dict):
+        raise WizardError([Problem("VI105", "error", ("answers",), f"{source} is not a YAML mapping", "write key: value lines")])
+    if "answers" in doc:
+        inner = doc["answers"] or {}
+        if not isinstance(inner, dict):
+            raise WizardError([Problem("VI105", "error", ("answers",), f"{source}: answers is not a mapping", "write key: value lines under answers:")])
+        extra = [k for k in doc if k not in META_KEYS]
+        if extra:
+            raise WizardError(
+                [Problem("VI101", "error", (k,), f"unknown top-level key in {source} ({k!r})", "put answer keys under answers:") for k in extra]
+            )
+        return dict(inner)
+    return {k: v for k, v in doc.items() if k not in META_KEYS}
+
+
+def profile_names() -> list[str]:
+    return sorted(p.stem for p in data_dir("profiles").glob("*.yaml"))
+
+
+def profile_doc(name: str) -> dict[str, Any]:
+    path = data_dir("profiles") / f"{name}.yaml"
+    if not path.is_file():
+        names = profile_names()
+        hint = did_you_mean(name, names) or "available: " + ", ".join(names)
+        raise UserError(f"no such profile ({name!r})", hint, rule="VI106", keys=("profile",))
+    doc = _read_yaml(path)
+    return doc if isinstance(doc, dict) else {}
+
+
+def list_profiles() -> list[tuple[str, str]]:
+    """(name, one-line description) for every shipped profile."""
+    return [(n, str(profile_doc(n).get("description", "")).strip()) for n in profile_names()]
+
+
+def profile_answers(name: str) -> dict[str, Any]:
+    return answers_mapping(profile_doc(name), f"profile {name}")
+
+
+def answers_file(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    return answers_mapping(_read_yaml(p), str(p))
+
+
+def load_profile(name: str) -> "Answers":  # noqa: F821
+    """A shipped profile as validated Answers."""
+    from wizard.intent.answers import make_answers
+
+    return make_answers(profile_answers(name))
+
+
+def load_answers(path: str | Path) -> "Answers":  # noqa: F821
+    """An answers file (e.g. a bundle's verl-init.yaml) as validated Answers."""
+    from wizard.intent.answers import make_answers
+
+    return make_answers(answers_file(path))
+
+
+def merge_answers(
+    profile: str | None = None, answers_path: str | Path | None = None, sets: list[str] | None = None
+) -> "Answers":  # noqa: F821
+    """Built-in defaults < profile < answers file < --set, validated once at the end."""
+    from wizard.intent.answers import make_answers, parse_set
+
+    merged: dict[str, Any] = {}
+    if profile:
+        merged.update(profile_answers(profile))
+    if answers_path:
+        merged.update(answers_file(answers_path))
+    for item in sets or []:
+        key, value = parse_set(item)
+        merged[key] = value
+    return make_answers(merged)

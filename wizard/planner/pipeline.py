@@ -1,0 +1,997 @@
+"""Answers → Plan: every number verl needs, each with the reason it was chosen.
+
+The planner never rewrites what the user chose: an explicit answer is used as given or the plan is
+rejected with a rule ID, the keys involved and the nearest valid values. Derived values are
+chosen so that every divisibility verl checks (on the driver, in the TaskRunner and inside the Ray
+workers; see docs/verl-facts.md §1) holds by construction.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import posixpath
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterable, Literal, Optional, Sequence
+
+from wizard.planner import dataprep
+from wizard._version import VERL_TARGET, __version__
+from wizard.intent.answers import BUILTIN_DATASETS, DATA_SUFFIXES, Answers
+from wizard.intent.errors import Findings, Problem
+from wizard.planner.memory import Decision, Layout, choose, estimate, pow2_divisors
+from wizard.planner.models import ModelSize, model_size
+from wizard.planner.shapes import ModelShape, resolve_shape
+
+Source = Literal["answer", "derived", "default"]
+
+# Tokens per training micro-batch that keep activations and the logits tensor modest.
+MICRO_TOKEN_BUDGET = 8192
+# vLLM's / verl's accepted LoRA ranks when vllm itself is absent (verl's fallback list).
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
+
+@dataclass(frozen=True)
+class Algo:
+    adv_estimator: str
+    kl: Literal["loss", "reward", "none"]
+    default_n: int
+    group: bool  # advantage is relative within a prompt's group: needs n >= 2
+    critic: bool = False
+    loss_mode: str = "vanilla"
+    loss_agg_mode: Optional[str] = None
+    kl_loss_type: str = "low_var_kl"
+    clip_low: Optional[float] = None
+    clip_high: Optional[float] = None
+    filter_groups: bool = False
+    reward_manager: str = "naive"
+    summary: str = ""
+
+
+ALGORITHMS: dict[str, Algo] = {
+    "grpo": Algo("grpo", "loss", 5, True, loss_agg_mode="token-mean",
+                 summary="group-relative advantages, KL to the reference as a loss term"),
+    "ppo": Algo("gae", "reward", 1, False, critic=True,
+                summary="a critic (value model) with GAE advantages, KL as a reward penalty"),
+    "dapo": Algo("grpo", "none", 16, True, loss_agg_mode="token-mean", clip_low=0.2, clip_high=0.28,
+                 filter_groups=True, reward_manager="dapo",
+                 summary="GRPO advantages, decoupled clip (0.2/0.28), groups with identical rewards filtered, no KL"),
+    "rloo": Algo("rloo", "reward", 5, True,
+                 summary="leave-one-out baseline within each group, KL as a reward penalty"),
+    "reinforce_plus_plus": Algo("reinforce_plus_plus", "loss", 8, False, kl_loss_type="mse",
+                                summary="REINFORCE++ with batch-normalised returns, KL (mse) as a loss term"),
+    "remax": Algo("remax", "reward", 4, False,
+                  summary="greedy-rollout baseline (ReMax), KL as a reward penalty"),
+    "gspo": Algo("grpo", "none", 8, True, loss_mode="gspo", loss_agg_mode="seq-mean-token-mean",
+                 clip_low=3e-4, clip_high=4e-4,
+                 summary="GRPO advantages with sequence-level importance ratios (GSPO), no KL"),
+}
+
+# Where the bundle's data/prepare_data.py writes (bundle-relative: run.sh launches verl from the bundle).
+DATASET_DEFAULTS = {
+    "gsm8k": ("data/train.parquet", "data/val.parquet"),
+    "math": ("data/train.parquet", "data/val.parquet"),
+}
+
+
+@dataclass(frozen=True)
+class Choice:
+    value: Any
+    reason: str
+    source: Source
+
+
+@dataclass
+class Plan:
+    """A resolved plan. `settings` maps verl's dotted keys to the chosen value and its reason."""
+
+    answers: Answers
+    base_dir: str
+    settings: dict[str, Choice]
+    facts: dict[str, Any]
+    roles: dict[str, str]
+    findings: list[Problem] = field(default_factory=list)
+    memory: Optional[Any] = None  # filled by the memory-fit planner (its own issue); None = not estimated
+    version: str = __version__
+    verl_version: str = VERL_TARGET
+
+    @property
+    def n_gpus(self) -> int:
+        return int(self.facts["n_gpus"])
+
+    @property
+    def base_config(self) -> str:
+        return "megatron" if self.answers.train_backend == "megatron" else "fsdp"
+
+    def value(self, key: str) -> Any:
+        return self.settings[key].value
+
+    def overrides(self) -> list[str]:
+        """The plan as Hydra command-line overrides (for `check`, logs and docs)."""
+        import json
+
+        out = []
+        for key, choice in self.settings.items():
+            v = choice.value
+            text = json.dumps(v) if isinstance(v, (list, dict)) else ("null" if v is None else str(v))
+            if isinstance(v, bool):
+                text = str(v)
+            out.append(f"{key}={text}")
+        return out
+
+    def nested(self) -> dict[str, Any]:
+        """The settings as the nested mapping the verl YAML holds."""
+        root: dict[str, Any] = {}
+        for key, choice in self.settings.items():
+            node = root
+            parts = key.split(".")
+            for part in parts[:-1]:
+                node = node.setdefault(part, {})
+            node[parts[-1]] = choice.value
+        return root
+
+
+# ---------------------------------------------------------------------------------------------
+# small arithmetic helpers (nearest valid values for hints)
+
+
+def divisors(n: int) -> list[int]:
+    small = [d for d in range(1, int(math.isqrt(n)) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+def nearest(candidates: Iterable[int], target: int, k: int = 2) -> list[int]:
+    return sorted(sorted(set(candidates), key=lambda c: (abs(c - target), c))[:k])
+
+
+def largest_divisor_at_most(n: int, cap: int) -> int:
+    return max(d for d in divisors(n) if d <= max(1, cap))
+
+
+def _or(values: list[int]) -> str:
+    return " or ".join(str(v) for v in values)
+
+
+def _pow2_at_most(n: int) -> list[int]:
+    out, t = [], 1
+    while t <= n:
+        out.append(t)
+        t *= 2
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# paths
+
+
+def is_local_path(value: str) -> bool:
+    return value.startswith(("/", "./", "../", "~")) or (
+        "://" not in value and value.lower().endswith(DATA_SUFFIXES + (".py",))
+    )
+
+
+def resolve_path(value: str, base_dir: str) -> str:
+    """Local paths become absolute (bundles are launched from anywhere); `~/` becomes $HOME."""
+    if value.startswith("~/"):
+        return "${oc.env:HOME}/" + value[2:]
+    if "${" in value or "://" in value or value.startswith("/"):
+        return value
+    return posixpath.normpath(posixpath.join(base_dir, value))
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+class _Settings:
+    def __init__(self) -> None:
+        self.items: dict[str, Choice] = {}
+
+    def set(self, key: str, value: Any, reason: str, source: Source = "derived") -> Any:
+        self.items[key] = Choice(value, reason, source)
+        return value
+
+
+def plan(answers: Answers, *, base_dir: Optional[str] = None,
+         topology: Optional[Sequence[Sequence[int]]] = None) -> Plan:
+    """Resolve answers into a Plan; raise WizardError listing every rule the answers break.
+
+    `topology`: for a probed node, the link level between each pair of its GPUs (see LINK_LEVELS:
+    1 NVLink/NVSwitch, 2 same PCIe switch, 3 across a PCIe host bridge, 4 across NUMA nodes).
+    Tensor-parallel groups (consecutive GPUs) then avoid host-bridge and NUMA crossings whenever a
+    layout without them fits, even at the cost of offloading."""
+    base = base_dir if base_dir is not None else os.getcwd()
+    a = with_absolute_paths(answers, base)
+    given = a.model_fields_set
+    f = Findings()
+    s = _Settings()
+    facts: dict[str, Any] = {}
+    roles: dict[str, str] = {}
+
+    algo = ALGORITHMS[a.algorithm]
+    n_gpus = a.nnodes * a.gpus_per_node
+    facts["n_gpus"] = n_gpus
+    size: ModelSize = model_size(a.model, a.model_params_b)
+    facts["model_params_b"] = size.params_b
+    facts["model_size_source"] = size.source
+
+    # -- cluster ------------------------------------------------------------------------------
+    if a.cluster == "local" and a.nnodes > 1:
+        f.error("VI301", ("cluster", "nnodes"), f"cluster=local runs on one machine but nnodes={a.nnodes}",
+                "choose cluster=ray, kuberay or slurm for several nodes, or set nnodes=1")
+
+    # -- samples per prompt -------------------------------------------------------------------
+    n = a.samples_per_prompt if a.samples_per_prompt is not None else algo.default_n
+    n_src: Source = "answer" if a.samples_per_prompt is not None else "default"
+    if algo.group and n < 2:
+        f.error("VI401", ("samples_per_prompt", "algorithm"),
+                f"{a.algorithm} compares responses within a prompt's group but samples_per_prompt={n}",
+                f"use samples_per_prompt ≥ 2 (default for {a.algorithm}: {algo.default_n})")
+
+    # -- KL and the reference model ------------------------------------------------------------
+    if algo.kl == "none":
+        if a.kl_coef:
+            f.error("VI402", ("kl_coef", "algorithm"),
+                    f"{a.algorithm} uses no KL penalty but kl_coef={a.kl_coef}",
+                    "remove kl_coef (or set 0), or choose grpo / ppo / rloo to train with a KL term")
+        kl_coef = 0.0
+    else:
+        kl_coef = a.kl_coef if a.kl_coef is not None else 0.001
+    use_ref = kl_coef > 0
+    kl_in_loss = use_ref and algo.kl == "loss"
+    kl_in_reward = use_ref and algo.kl == "reward"
+
+    # -- reward ------------------------------------------------------------------------------
+    if a.reward == "model" and not a.reward_model:
+        f.error("VI501", ("reward", "reward_model"), "reward=model needs reward_model",
+                "set reward_model=<hub id or path of a sequence-classification model>, or use reward=rule")
+    # VI502 (retired): reward=function without reward_function now uses the bundle's reward/reward_fn.py.
+    if a.reward_model and a.reward != "model":
+        f.error("VI503", ("reward_model", "reward"), f"reward_model is set but reward={a.reward}",
+                "set reward=model, or remove reward_model")
+    if a.reward == "function" and a.reward_function:
+        _reward_file_rules(a, resolve_path(a.reward_function.rpartition(":")[0], base), f)
+    if a.reward_function and a.reward != "function":
+        f.error("VI504", ("reward_function", "reward"), f"reward_function is set but reward={a.reward}",
+                "set reward=function, or remove reward_function")
+    if algo.filter_groups and a.reward == "model":
+        f.error("VI505", ("algorithm", "reward"),
+                "dapo filters groups by reward at sampling time, which a colocated reward model cannot provide",
+                "use reward=rule or reward=function with dapo, or choose grpo")
+    critic_model = a.critic_model or a.model
+    if a.critic_model and not algo.critic:
+        f.error("VI404", ("critic_model", "algorithm"), f"{a.algorithm} trains no critic but critic_model is set",
+                "remove critic_model, or choose algorithm=ppo")
+    if algo.critic and a.reward_model and a.reward_model == critic_model:
+        f.warning("VI405", ("critic_model", "reward_model"),
+                  "critic and reward model are the same checkpoint; the critic needs a value head, the reward model a classifier",
+                  "set critic_model to the policy (default) or another checkpoint")
+
+    # -- layout: sequence parallel / megatron ---------------------------------------------------
+    sp = a.sequence_parallel
+    megatron = a.train_backend == "megatron"
+    if megatron and sp > 1:
+        f.error("VI306", ("sequence_parallel", "train_backend"), "Ulysses sequence parallel is an FSDP option",
+                "with megatron use megatron_tp / megatron_pp; or set sequence_parallel=1")
+    if sp > 1 and (a.gpus_per_node % sp or sp > a.gpus_per_node):
+        valid = [d for d in divisors(a.gpus_per_node)]
+        f.error("VI302", ("sequence_parallel", "gpus_per_node"),
+                f"sequence_parallel={sp} must divide gpus_per_node={a.gpus_per_node} so each group stays in one node",
+                f"nearest valid: {_or(nearest(valid, sp))}")
+    if a.lora_rank and megatron:
+        f.error("VI406", ("lora_rank", "train_backend"), "verl-init supports LoRA with the FSDP backends only",
+                "use train_backend=fsdp or fsdp2 with LoRA, or lora_rank=0 with megatron")
+    if not megatron and (a.megatron_tp or a.megatron_pp):
+        f.error("VI307", ("megatron_tp", "megatron_pp", "train_backend"),
+                f"megatron_tp/megatron_pp only apply to train_backend=megatron (got {a.train_backend})",
+                "remove them, or set train_backend=megatron")
+
+    # -- model shape, parallel layout and memory fit (wizard.planner.memory) -----------------------------
+    seq = a.max_prompt_length + a.max_response_length
+    dynamic = a.dynamic_batch if a.dynamic_batch is not None else not megatron
+    shape = resolve_shape(a.model, a.model_params_b, name_size=size.params_b if size.source == "name" else None)
+    if shape is None:
+        f.error("VI601", ("model", "model_params_b"),
+                f"cannot size {a.model!r}: not in the catalogue, not a local folder, no size in its name",
+                "give a local model folder (only config.json is read) or set model_params_b (e.g. 7)")
+    critic_shape = None
+    if algo.critic:
+        critic_shape = shape if critic_model == a.model else resolve_shape(
+            critic_model, None, name_size=model_size(critic_model, None).params_b)
+        if critic_shape is None:
+            f.error("VI601", ("critic_model",), f"cannot size critic_model {critic_model!r}",
+                    "give a local model folder or a catalogue model as critic_model")
+    tp_options = _rollout_tp_options(a, n_gpus, f)
+    mp_options = _megatron_options(a, shape, n_gpus, f) if megatron else [(1, 1)]
+    decision = None
+    if not f.errors and shape is not None:
+        decision = None
+        if topology is not None:
+            fast = [t for t in tp_options if group_level(topology, t) < 3]
+            if fast and len(fast) < len(tp_options):
+                decision = _fit(a, shape, critic_shape, n_gpus, seq, dynamic, megatron, use_ref, n, given, fast,
+                                mp_options)
+        if decision is None:
+            decision = _fit(a, shape, critic_shape, n_gpus, seq, dynamic, megatron, use_ref, n, given, tp_options,
+                            mp_options)
+        if decision is not None and topology is not None and group_level(topology, decision.layout.rollout_tp) >= 3:
+            f.warning("VI311", ("rollout_tp",),
+                      f"rollout_tp={decision.layout.rollout_tp} groups GPUs across a "
+                      f"{LINK_LEVELS[group_level(topology, decision.layout.rollout_tp)]}: slower tensor-parallel traffic",
+                      "nothing smaller fits; more GPUs per NVLink domain or a smaller model would avoid it")
+        unlimited = None
+        if decision is None and a.host_memory_gb is not None:
+            unlimited = _fit(a, shape, critic_shape, n_gpus, seq, dynamic, megatron, use_ref, n, given, tp_options,
+                             mp_options, host_limit=False)
+        if unlimited is not None:
+            f.error("VI605", ("host_memory_gb", "offload"),
+                    f"fitting the GPUs needs offloaded training state: {unlimited.estimate.host_gb_per_node:.0f} GB of host "
+                    f"memory per node, more than 90% of host_memory_gb={a.host_memory_gb:g}",
+                    "use more nodes, LoRA, or nodes with more host memory")
+        elif decision is None and (culprit := _explicit_culprit(a, shape, critic_shape, n_gpus, seq, dynamic, megatron,
+                                                                   use_ref, n, given)) is not None:
+            knob, freed = culprit
+            f.error("VI606", (knob,),
+                    f"{knob}={getattr(a, knob)} does not fit {a.gpus_per_node} × {a.gpu_memory_gb:g} GB GPUs "
+                    "(peak memory over the budget in every layout with it)",
+                    f"remove it and verl-init chooses {_describe(knob, freed)}")
+        elif decision is None:
+            f.error("VI602", ("model", "nnodes", "gpus_per_node", "gpu_memory_gb"),
+                    f"{shape.name} ({shape.params_b:.1f}B, {a.algorithm}{', LoRA' if a.lora_rank else ''}) does not fit "
+                    f"{a.nnodes}×{a.gpus_per_node} × {a.gpu_memory_gb:g} GB GPUs with any layout or offload verl-init can choose",
+                    _suggest(a, shape, critic_shape, n_gpus, seq, dynamic, megatron, use_ref, n, given))
+    if decision is not None:
+        lay = decision.layout
+        sp, dp, mtp, mpp = lay.sp, lay.dp, lay.megatron_tp, lay.megatron_pp
+        rtp, gmu, offload = lay.rollout_tp, lay.gmu, lay.offload_params
+    else:
+        mtp, mpp = mp_options[0] if mp_options else (1, 1)
+        dp = (n_gpus // (mtp * mpp) if n_gpus % (mtp * mpp) == 0 else 0) if megatron else (
+            n_gpus // sp if sp and n_gpus % sp == 0 else 0)
+        rtp = tp_options[0] if tp_options else 0
+        gmu = a.gpu_memory_utilization or 0.6
+        offload = bool(a.offload)
+    facts.update(dp=dp, sequence_parallel=sp, megatron_tp=mtp, megatron_pp=mpp, rollout_tp=rtp, offload=offload,
+                 rollout_replicas=n_gpus // rtp if rtp and n_gpus % rtp == 0 else 0)
+
+    # -- batch arithmetic ---------------------------------------------------------------------
+    P, U = a.prompts_per_step, a.updates_per_step
+    if megatron and dynamic and a.dynamic_batch is not None:
+        f.error("VI210", ("dynamic_batch", "train_backend"), "verl-init plans megatron with fixed micro-batches",
+                "set dynamic_batch=false with megatron (micro_batch_per_gpu), or use fsdp/fsdp2")
+    if dynamic and a.micro_batch_per_gpu is not None:
+        f.error("VI206", ("micro_batch_per_gpu", "dynamic_batch"),
+                "micro_batch_per_gpu applies only without dynamic batching",
+                "set dynamic_batch=false, or use max_tokens_per_gpu instead")
+    if not dynamic and a.max_tokens_per_gpu is not None:
+        f.error("VI207", ("max_tokens_per_gpu", "dynamic_batch"),
+                "max_tokens_per_gpu applies only with dynamic batching",
+                "set dynamic_batch=true, or use micro_batch_per_gpu instead")
+
+    mini = P // U if P % U == 0 else 0
+    if P % U:
+        def batch_ok(p: int, u: int) -> bool:  # what VI201-VI203 ask, so a suggestion is never refused next
+            if p % u:
+                return False
+            if dp and (p // u * n) % dp:
+                return False
+            return megatron or not n_gpus or (p * n) % n_gpus == 0
+
+        ok_u = [d for d in divisors(P) if batch_ok(P, d)] or [d for d in divisors(P)]
+        ok_p = [m for m in range(U, 2 * P + U * max(dp, 1) * n_gpus + 1, U) if batch_ok(m, U)] or \
+            [U * k for k in range(max(1, P // U - 2), P // U + 3)]
+        f.error("VI201", ("updates_per_step", "prompts_per_step"),
+                f"updates_per_step={U} does not divide prompts_per_step={P} into equal mini-batches",
+                f"nearest valid: updates_per_step={_or(nearest(ok_u, U))} or prompts_per_step={_or(nearest(ok_p, P))}")
+    facts.update(prompts_per_step=P, samples_per_prompt=n, updates_per_step=U, mini_batch_prompts=mini,
+                 samples_per_step=P * n, samples_per_update=mini * n, dynamic_batch=dynamic, seq_len=seq)
+
+    per_rank = 0
+    if mini and dp:
+        if (mini * n) % dp:
+            # nearest prompts_per_step that keeps U updates and splits evenly over dp ranks
+            step = dp // math.gcd(dp, n * 1)
+            ok_p = [U * step * k for k in range(1, max(2, (P // (U * step)) + 3))]
+            ok_n = [m for m in range(1, 2 * n + dp + 1) if (mini * m) % dp == 0 and (not algo.group or m >= 2)]
+            hint = f"nearest valid: prompts_per_step={_or(nearest(ok_p, P))}"
+            if ok_n:
+                hint += f" or samples_per_prompt={_or(nearest(ok_n, n))}"
+            f.error("VI202", ("prompts_per_step", "samples_per_prompt", "updates_per_step"),
+                    f"each update holds {mini}×{n}={mini * n} samples, which {dp} data-parallel ranks cannot share evenly",
+                    hint)
+        elif not megatron and (P * n) % n_gpus:
+            f.error("VI203", ("prompts_per_step", "samples_per_prompt", "nnodes", "gpus_per_node"),
+                    f"prompts_per_step×samples_per_prompt={P * n} is not divisible by the {n_gpus} GPUs",
+                    f"nearest valid prompts_per_step: {_or(nearest([m for m in range(1, 2 * P + n_gpus) if (m * n) % n_gpus == 0 and m % U == 0], P))}")
+        else:
+            per_rank = mini * n // dp
+    facts["samples_per_rank_per_update"] = per_rank
+
+    micro = logprob_micro = 0
+    tokens = logprob_tokens = critic_tokens = 0
+    fit_tokens = decision.layout.train_tokens if decision else _round_up(3 * seq, 1024)
+    fit_lp_tokens = decision.layout.logprob_tokens if decision else 2 * fit_tokens
+    if dynamic:
+        # verl packs max_tokens_per_gpu × SP tokens per micro-batch and splits them over the SP group
+        # (verl/workers/engine/utils.py): each GPU holds max_tokens_per_gpu tokens; the layout counts the group's.
+        floor_tokens = -(-seq // sp)
+        fit_tokens //= sp
+        fit_lp_tokens //= sp
+        tokens = a.max_tokens_per_gpu or max(floor_tokens, (fit_tokens // 1024) * 1024, min(fit_tokens, _round_up(floor_tokens, 256)))
+        if tokens * sp < seq:
+            need = -(-seq // sp)
+            f.error("VI205", ("max_tokens_per_gpu", "max_prompt_length", "max_response_length"),
+                    f"max_tokens_per_gpu={tokens} cannot hold one sequence of {seq} tokens"
+                    + (f" split over sequence_parallel={sp}" if sp > 1 else ""),
+                    f"set max_tokens_per_gpu ≥ {need} (recommended {_round_up(3 * seq, 1024)})")
+        logprob_tokens = max(tokens, (fit_lp_tokens // 1024) * 1024)
+        critic_tokens = tokens
+    elif per_rank:
+        cap = max(1, fit_tokens // seq)
+        if a.micro_batch_per_gpu is not None:
+            micro = a.micro_batch_per_gpu
+            if per_rank % micro:
+                f.error("VI204", ("micro_batch_per_gpu",),
+                        f"micro_batch_per_gpu={micro} does not divide the {per_rank} samples each GPU gets per update",
+                        f"nearest valid: {_or(nearest(divisors(per_rank), micro))}")
+        else:
+            micro = largest_divisor_at_most(per_rank, cap)
+        per_rank_step = P * n // dp
+        logprob_micro = largest_divisor_at_most(per_rank_step, max(micro, fit_lp_tokens // seq))
+    if decision is not None and not f.errors:
+        final = replace(decision.layout,
+                        train_tokens=tokens * sp if dynamic else micro * seq,
+                        logprob_tokens=logprob_tokens * sp if dynamic else logprob_micro * seq)
+        memory = estimate(shape, final)
+        if not memory.fits:
+            knob = "max_tokens_per_gpu" if dynamic else "micro_batch_per_gpu"
+            f.error("VI603", (knob,),
+                    f"{knob}={a.max_tokens_per_gpu if dynamic else micro} needs {memory.peak_gb:.1f} GB per GPU "
+                    f"(budget {memory.budget_gb:.1f} GB of {a.gpu_memory_gb:g} GB)",
+                    f"lower it to ≤ {decision.layout.train_tokens // sp if dynamic else max(1, decision.layout.train_tokens // seq)}, "
+                    "or remove it and let verl-init choose")
+        decision = Decision(final, memory, decision.reasons)
+    facts.update(micro_batch_per_gpu=micro, logprob_micro_batch_per_gpu=logprob_micro, max_tokens_per_gpu=tokens,
+                 logprob_max_tokens_per_gpu=logprob_tokens)
+
+    # -- LoRA ---------------------------------------------------------------------------------
+    lora_alpha = a.lora_alpha if a.lora_alpha is not None else 2 * a.lora_rank
+    if a.lora_rank and a.rollout_engine == "vllm":
+        if a.lora_rank > VLLM_LORA_RANKS[-1]:
+            f.error("VI407", ("lora_rank", "rollout_engine"), f"vLLM serves LoRA ranks up to 512 (got {a.lora_rank})",
+                    f"nearest valid: {_or(nearest(VLLM_LORA_RANKS, a.lora_rank))}")
+        elif a.lora_rank not in VLLM_LORA_RANKS:
+            up = min(r for r in VLLM_LORA_RANKS if r >= a.lora_rank)
+            f.warning("VI408", ("lora_rank",), f"vLLM reserves adapters of rank {up} for lora_rank={a.lora_rank}",
+                      f"use one of {', '.join(map(str, VLLM_LORA_RANKS))} to waste no memory")
+    if a.lora_alpha is not None and not a.lora_rank:
+        f.error("VI409", ("lora_alpha", "lora_rank"), "lora_alpha is set but lora_rank=0 (full fine-tune)",
+                "set lora_rank (e.g. 32), or remove lora_alpha")
+
+    # -- data ---------------------------------------------------------------------------------
+    train_files, val_files = _data_files(a, base, f)
+
+    if shape is not None and shape.source == "name":
+        f.warning("VI308", ("model", "model_params_b"),
+                  f"{a.model!r} is not in the catalogue: its shape is estimated from the {shape.params_b:.1f}B in its name",
+                  "give a local model folder (config.json is read) for an exact memory estimate")
+    if (shape is not None and shape.max_pos and seq > shape.max_pos):
+        f.error("VI604", ("max_prompt_length", "max_response_length"),
+                f"prompt + response = {seq} tokens exceeds the model's context of {shape.max_pos}",
+                f"keep max_prompt_length + max_response_length ≤ {shape.max_pos}")
+
+    f.raise_if_errors()
+
+    # =========================================================================================
+    # Settings, in the order they appear in verl_config.yaml
+    # =========================================================================================
+    s.set("algorithm.adv_estimator", algo.adv_estimator, f"{a.algorithm}: {algo.summary}"
+          + ("" if use_ref or algo.kl == "none" else "; kl_coef=0 turns the KL term off"))
+    s.set("algorithm.use_kl_in_reward", kl_in_reward,
+          "KL penalty folded into the reward" if kl_in_reward else
+          ("KL is a loss term instead (never both)" if kl_in_loss else "no KL penalty"))
+    if kl_in_reward:
+        s.set("algorithm.kl_penalty", "kl", "per-token KL estimate subtracted from the reward")
+        s.set("algorithm.kl_ctrl.kl_coef", kl_coef, _given("kl_coef", given, "KL coefficient"), _src("kl_coef", given))
+    if algo.filter_groups:
+        s.set("algorithm.filter_groups.enable", True, "DAPO: drop groups whose samples all got the same reward")
+        s.set("algorithm.filter_groups.metric", "reward", "filter on the canonical reward (every scorer returns it)")
+        s.set("algorithm.filter_groups.max_num_gen_batches", 10, "give up refilling after 10 generation batches")
+
+    s.set("data.train_files", train_files[0], train_files[1], train_files[2])
+    s.set("data.val_files", val_files[0], val_files[1], val_files[2])
+    s.set("data.train_batch_size", P, "prompts_per_step: prompts drawn per step", _src("prompts_per_step", given))
+    s.set("data.max_prompt_length", a.max_prompt_length, "max_prompt_length", _src("max_prompt_length", given))
+    s.set("data.max_response_length", a.max_response_length, "max_response_length", _src("max_response_length", given))
+    s.set("data.filter_overlong_prompts", True,
+          "drop prompts longer than max_prompt_length at load time instead of truncating them mid-run")
+
+    pre = "actor_rollout_ref"
+    s.set(f"{pre}.model.path", _model_path(a.model, base), "model", _src("model", given))
+    if a.lora_rank:
+        s.set(f"{pre}.model.lora_rank", a.lora_rank, "LoRA adapters instead of full weights", "answer")
+        s.set(f"{pre}.model.lora_alpha", lora_alpha, _given("lora_alpha", given, "twice the rank"), _src("lora_alpha", given))
+        s.set(f"{pre}.model.target_modules", "all-linear", "adapters on every linear layer")
+    s.set(f"{pre}.model.use_remove_padding", True, "sequence packing: no compute spent on padding")
+    s.set(f"{pre}.model.enable_gradient_checkpointing", True, "recompute activations in backward to save memory")
+
+    lr = a.learning_rate if a.learning_rate is not None else (3e-5 if a.lora_rank else 1e-6)
+    if a.train_backend == "fsdp2":
+        s.set(f"{pre}.actor.strategy", "fsdp2", "train_backend=fsdp2 (reference follows the actor)", "answer")
+    s.set(f"{pre}.actor.optim.lr", lr,
+          _given("learning_rate", given, "1e-6 for full fine-tuning, 3e-5 for LoRA adapters"), _src("learning_rate", given))
+    s.set(f"{pre}.actor.ppo_mini_batch_size", mini,
+          f"prompts_per_step / updates_per_step = {P} / {U}: {U} optimizer updates per step, each sample used once")
+    if dynamic:
+        s.set(f"{pre}.actor.use_dynamic_bsz", True,
+              _given("dynamic_batch", given, "micro-batches packed by token budget (fsdp default)"), _src("dynamic_batch", given))
+        s.set(f"{pre}.actor.ppo_max_token_len_per_gpu", tokens,
+              _given("max_tokens_per_gpu", given, f"3 × (prompt + response) = 3 × {seq}, rounded to 1024"),
+              _src("max_tokens_per_gpu", given))
+    else:
+        s.set(f"{pre}.actor.use_dynamic_bsz", False,
+              _given("dynamic_batch", given, "megatron plans use fixed micro-batches"), _src("dynamic_batch", given))
+        s.set(f"{pre}.actor.ppo_micro_batch_size_per_gpu", micro,
+              _given("micro_batch_per_gpu", given,
+                     f"largest divisor of the {per_rank} samples per GPU per update within ~{MICRO_TOKEN_BUDGET} tokens"),
+              _src("micro_batch_per_gpu", given))
+    s.set(f"{pre}.actor.use_kl_loss", kl_in_loss,
+          "KL to the reference as a loss term" if kl_in_loss else "no KL loss term")
+    if kl_in_loss:
+        s.set(f"{pre}.actor.kl_loss_coef", kl_coef, _given("kl_coef", given, "KL coefficient"), _src("kl_coef", given))
+        s.set(f"{pre}.actor.kl_loss_type", algo.kl_loss_type, f"{a.algorithm}'s usual KL estimator")
+    s.set(f"{pre}.actor.entropy_coeff", 0, "no entropy bonus (verl's recipes)")
+    if algo.loss_agg_mode:
+        s.set(f"{pre}.actor.loss_agg_mode", algo.loss_agg_mode, f"{a.algorithm}'s loss aggregation")
+    if algo.clip_low is not None:
+        s.set(f"{pre}.actor.clip_ratio_low", algo.clip_low, f"{a.algorithm}'s lower clip range")
+        s.set(f"{pre}.actor.clip_ratio_high", algo.clip_high, f"{a.algorithm}'s upper clip range")
+    if algo.loss_mode != "vanilla":
+        s.set(f"{pre}.actor.policy_loss.loss_mode", algo.loss_mode, f"{a.algorithm}'s policy loss")
+    mem = decision.estimate if decision else None
+    off_reason = ("offload (your answer)" if "offload" in given else
+                  "training state does not fit beside the rollout engine: kept in host memory between uses" if offload
+                  else "fits on the GPU: no offload needed")
+    if not megatron:
+        s.set(f"{pre}.actor.ulysses_sequence_parallel_size", sp,
+              _given("sequence_parallel", given,
+                     "no sequence parallelism needed: one sequence's activations fit a GPU" if sp == 1 else
+                     f"one {seq}-token sequence's activations only fit split over {sp} GPUs (divides the attention and KV heads)"),
+              _src("sequence_parallel", given))
+        s.set(f"{pre}.actor.fsdp_config.param_offload", offload, off_reason, _src("offload", given))
+        s.set(f"{pre}.actor.fsdp_config.optimizer_offload", offload, off_reason, _src("offload", given))
+    else:
+        s.set(f"{pre}.actor.megatron.tensor_model_parallel_size", mtp,
+              _given("megatron_tp", given, f"{mtp}: with PP={mpp}, the least model parallelism whose training state fits"),
+              _src("megatron_tp", given))
+        s.set(f"{pre}.actor.megatron.pipeline_model_parallel_size", mpp,
+              _given("megatron_pp", given, f"{mpp}: pipeline stages needed beside TP={mtp} for the training state to fit"),
+              _src("megatron_pp", given))
+        s.set(f"{pre}.actor.megatron.param_offload", offload, off_reason, _src("offload", given))
+        s.set(f"{pre}.actor.megatron.optimizer_offload", offload, off_reason, _src("offload", given))
+
+    s.set(f"{pre}.rollout.name", a.rollout_engine, "rollout_engine", _src("rollout_engine", given))
+    s.set(f"{pre}.rollout.n", n,
+          _given("samples_per_prompt", given, f"{a.algorithm}'s usual group size"), n_src)
+    weights_gb = 2 * shape.params / rtp / 1e9 if shape else 0.0
+    s.set(f"{pre}.rollout.tensor_model_parallel_size", rtp,
+          _given("rollout_tp", given,
+                 f"{rtp}: smallest split inside a node whose reservation holds the bf16 weights ({weights_gb:.1f} GB per GPU) "
+                 f"and a KV cache for {mem.kv_seqs:.0f} full sequences" if mem else f"{rtp}"),
+          _src("rollout_tp", given))
+    s.set(f"{pre}.rollout.gpu_memory_utilization", gmu,
+          _given("gpu_memory_utilization", given,
+                 f"{gmu:g} × {a.gpu_memory_gb:g} GB for the engine; what training keeps resident "
+                 f"({mem.rollout.get('actor: resident (not offloaded)', 0):.1f} GB actor) and a {int(mem.margin * 100)}% margin fit beside it"
+                 if mem else f"{gmu:g}"),
+          _src("gpu_memory_utilization", given))
+    s.set(f"{pre}.rollout.max_num_batched_tokens", max(8192, seq),
+          f"max(8192, prompt + response = {seq}): one full sequence fits a prefill batch")
+    s.set(f"{pre}.rollout.temperature", a.temperature, "temperature", _src("temperature", given))
+    if a.lora_rank:
+        s.set(f"{pre}.rollout.load_format", "safetensors", "LoRA: the engine loads real base weights, adapters synced")
+    if dynamic:
+        s.set(f"{pre}.rollout.log_prob_max_token_len_per_gpu", logprob_tokens,
+              "2 × the training budget: forward-only passes keep no activations")
+    else:
+        s.set(f"{pre}.rollout.log_prob_micro_batch_size_per_gpu", logprob_micro,
+              f"divides the {P * n // dp if dp else 0} samples per GPU per step; forward-only, so up to 2× the training micro-batch")
+
+    if use_ref:
+        roles["ref"] = "frozen copy of the policy for the KL term" + (" (inside the actor: LoRA base weights)" if a.lora_rank else "")
+        if dynamic:
+            s.set(f"{pre}.ref.log_prob_max_token_len_per_gpu", logprob_tokens, "same budget as the actor's log-prob pass")
+        else:
+            s.set(f"{pre}.ref.log_prob_micro_batch_size_per_gpu", logprob_micro, "same as the actor's log-prob pass")
+        if not megatron and not a.lora_rank:
+            s.set(f"{pre}.ref.fsdp_config.param_offload", True,
+                  "the reference only runs forward passes: keep its weights in host memory between them")
+
+    if algo.critic:
+        roles["critic"] = f"value model initialised from {critic_model}"
+        s.set("critic.enable", True, "ppo: GAE needs a critic (never inferred silently)")
+        if a.train_backend == "fsdp2":
+            s.set("critic.strategy", "fsdp2", "train_backend=fsdp2", "answer")
+        s.set("critic.model.path", _model_path(critic_model, base),
+              _given("critic_model", given, "initialised from the policy model"), _src("critic_model", given))
+        s.set("critic.optim.lr", a.critic_learning_rate or 1e-5,
+              _given("critic_learning_rate", given, "critics learn faster than the policy"), _src("critic_learning_rate", given))
+        if dynamic:
+            s.set("critic.ppo_max_token_len_per_gpu", critic_tokens,
+                  "the actor's token budget: the memory estimate's critic update")
+        else:
+            s.set("critic.ppo_micro_batch_size_per_gpu", micro, "same split as the actor")
+        critic_off = "same as the actor: the memory estimate offloads both or neither"
+        if not megatron:
+            # verl 0.9 builds the critic's engine from critic.fsdp; critic.ulysses_sequence_parallel_size is
+            # deprecated and not copied there (unlike the actor's), but validate() still reads it: set both.
+            s.set("critic.fsdp.ulysses_sequence_parallel_size", sp, "same as the actor")
+            s.set("critic.ulysses_sequence_parallel_size", sp, "same as the actor (read by verl's validate())")
+            s.set("critic.fsdp.param_offload", offload, critic_off, _src("offload", given))
+            s.set("critic.fsdp.optimizer_offload", offload, critic_off, _src("offload", given))
+        else:
+            s.set("critic.megatron.tensor_model_parallel_size", mtp, "same layout as the actor")
+            s.set("critic.megatron.pipeline_model_parallel_size", mpp, "same layout as the actor")
+            s.set("critic.megatron.param_offload", offload, critic_off, _src("offload", given))
+            s.set("critic.megatron.optimizer_offload", offload, critic_off, _src("offload", given))
+    else:
+        s.set("critic.enable", False, f"{a.algorithm} needs no critic")
+
+    s.set("reward.reward_manager.name", algo.reward_manager,
+          "DAPO's reward manager" if algo.reward_manager == "dapo" else "one scorer call per sample")
+    if a.reward == "function" and a.reward_function:
+        path, _, name = a.reward_function.rpartition(":")
+        s.set("reward.custom_reward_function.path", resolve_path(path, base), "reward_function", "answer")
+        s.set("reward.custom_reward_function.name", name, "reward_function", "answer")
+        roles["reward"] = f"custom function {name} in {path}"
+    elif a.reward == "function":
+        prep = dataprep.resolve(a, base)
+        s.set("reward.custom_reward_function.path", dataprep.BUNDLE_REWARD_FN,
+              f"verl-init's scorer for answer_format={prep.answer_format}, shipped in the bundle "
+              "(relative: run.sh starts verl in the bundle folder)")
+        s.set("reward.custom_reward_function.name", dataprep.BUNDLE_REWARD_NAME, "the scorer's function in reward_fn.py")
+        roles["reward"] = (f"{dataprep.BUNDLE_REWARD_FN} (answer_format={prep.answer_format}): "
+                           f"{dataprep.FORMAT_WORDS[prep.answer_format]}")
+    elif a.reward == "model" and a.reward_model:
+        s.set("reward.reward_model.enable", True, "reward=model")
+        s.set("reward.reward_model.model_path", _model_path(a.reward_model, base), "reward_model", "answer")
+        s.set("reward.reward_model.rollout.name", a.rollout_engine, "served by the same engine as the rollout")
+        s.set("reward.reward_model.rollout.tensor_model_parallel_size", 1, "a classifier fits one GPU")
+        s.set("reward.reward_model.rollout.gpu_memory_utilization", 0.2, "small share beside the policy's engine")
+        roles["reward"] = f"reward model {a.reward_model}"
+    else:
+        roles["reward"] = "verl's rule-based scorer chosen by each row's data_source"
+
+    s.set("trainer.nnodes", a.nnodes, "nnodes", _src("nnodes", given))
+    s.set("trainer.n_gpus_per_node", a.gpus_per_node, "gpus_per_node", _src("gpus_per_node", given))
+    s.set("trainer.logger", list(a.logger), "logger", _src("logger", given))
+    s.set("trainer.project_name", a.project_name, "project_name", _src("project_name", given))
+    s.set("trainer.experiment_name", experiment_name(a), _given("experiment_name", given, "algorithm-model"),
+          _src("experiment_name", given))
+    if a.total_steps is not None:
+        s.set("trainer.total_training_steps", a.total_steps, "total_steps", "answer")
+    else:
+        s.set("trainer.total_epochs", a.epochs or 15, _given("epochs", given, "15 passes, as verl's GSM8K recipes"),
+              _src("epochs", given))
+    s.set("trainer.save_freq", a.save_freq, "save_freq", _src("save_freq", given))
+    s.set("trainer.test_freq", a.test_freq, "test_freq", _src("test_freq", given))
+
+    roles["actor"] = f"{a.model} trained with {a.train_backend}" + (f" + LoRA r={a.lora_rank}" if a.lora_rank else "")
+    roles["rollout"] = f"{a.rollout_engine}, {facts['rollout_replicas']} replica(s) of TP={rtp}, colocated with the actor"
+    roles = {k: roles[k] for k in ("actor", "rollout", "ref", "critic", "reward") if k in roles}
+
+    return Plan(answers=a, base_dir=base, settings=s.items, facts=facts, roles=roles, findings=f.others,
+                memory=decision.estimate if decision else None)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def _round_up(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+def _given(name: str, given: set[str], default_reason: str) -> str:
+    return f"{name} (your answer)" if name in given else default_reason
+
+
+def _src(name: str, given: set[str]) -> Source:
+    return "answer" if name in given else "default"
+
+
+def _looks_local(model: str) -> bool:
+    return model.startswith(("/", "./", "../", "~"))
+
+
+def _reward_file_rules(a: Answers, path: str, f: Findings) -> None:
+    """The reward function's file, where verl will import it from."""
+    if path.startswith("${"):
+        return  # ~/...: expanded on the machine that runs verl
+    here = os.path.isfile(path)
+    if a.cluster == "local" and not here:
+        f.error("VI506", ("reward_function",), f"reward function file not found: {path}",
+                "check the path, or remove reward_function to use the bundle's reward/reward_fn.py")
+    elif a.cluster in ("ray", "kuberay"):
+        carrier = "the job's working_dir upload (the bundle)" if a.cluster == "ray" else "the pods (image + ConfigMap)"
+        f.warning("VI507", ("reward_function", "cluster"),
+                  f"reward function {path} is a file on this machine; {carrier} does not carry it",
+                  "put it at the same path on every node (image or shared storage), or remove reward_function "
+                  "to use the bundle's reward/reward_fn.py, which travels with the bundle")
+    elif not here:
+        f.warning("VI506", ("reward_function",), f"reward function file not found here: {path}",
+                  "it must exist at this path on the cluster's nodes")
+
+
+def _model_path(model: str, base: str) -> str:
+    return resolve_path(model, base) if _looks_local(model) else model
+
+
+def with_absolute_paths(a: Answers, base_dir: str) -> Answers:
+    """The answers with relative local paths (model, data, reward function ...) made absolute against
+    `base_dir`: every file of the bundle, verl-init.yaml included, then names the same files, and replaying
+    verl-init.yaml from any folder gives the same bundle. `~/...`, `${...}`, URLs and hub ids are kept."""
+    given = a.model_dump(mode="json", exclude_unset=True)
+
+    def fixed(value: str) -> str:
+        return resolve_path(value, base_dir) if not value.startswith(("/", "~")) and "${" not in value else value
+
+    changes: dict[str, Any] = {}
+    for key in ("model", "critic_model", "reward_model"):
+        if isinstance(given.get(key), str) and _looks_local(given[key]):
+            changes[key] = fixed(given[key])
+    if isinstance(given.get("reward_function"), str) and ":" in given["reward_function"]:
+        path, _, name = given["reward_function"].rpartition(":")
+        changes["reward_function"] = f"{fixed(path)}:{name}"
+    for key in ("train_files", "val_files"):
+        if isinstance(given.get(key), str) and "://" not in given[key]:
+            changes[key] = fixed(given[key])
+    if isinstance(given.get("dataset"), str) and given["dataset"] not in dataprep.HUB:
+        changes["dataset"] = fixed(given["dataset"])
+    changes = {k: v for k, v in changes.items() if given.get(k) != v}
+    return a.model_copy(update=changes) if changes else a
+
+
+def experiment_name(a: Answers) -> str:
+    if a.experiment_name:
+        return a.experiment_name
+    short = a.model.rstrip("/").rsplit("/", 1)[-1].lower()
+    return f"{a.algorithm}-{short}"
+
+
+LINK_LEVELS = {0: "same GPU", 1: "NVLink/NVSwitch", 2: "PCIe switch", 3: "PCIe host bridge", 4: "NUMA boundary"}
+
+
+def group_level(topology: Sequence[Sequence[int]], tp: int) -> int:
+    """Worst link level inside any group of `tp` consecutive GPUs (verl's TP groups are consecutive ranks)."""
+    n = len(topology)
+    worst = 0
+    for start in range(0, n - n % tp if tp <= n else 0, tp):
+        for i in range(start, start + tp):
+            for j in range(start, start + tp):
+                worst = max(worst, int(topology[i][j]))
+    return worst
+
+
+def _rollout_tp_options(a: Answers, n_gpus: int, f: Findings) -> list[int]:
+    """Rollout TP candidates, smallest first: powers of two inside one node; an explicit answer is
+    validated (a replica must fill a node or whole nodes) and then the only candidate."""
+    gpn = a.gpus_per_node
+    if a.rollout_tp is None:
+        return pow2_divisors(gpn)
+    tp = a.rollout_tp
+    if tp <= gpn and gpn % tp == 0:
+        return [tp]
+    if tp > gpn and tp % gpn == 0 and n_gpus % tp == 0:
+        f.warning("VI305", ("rollout_tp", "gpus_per_node"),
+                  f"rollout_tp={tp} spans {tp // gpn} nodes: tensor-parallel traffic crosses the network",
+                  f"prefer rollout_tp ≤ {gpn} (one node) when the model fits")
+        return [tp]
+    valid = divisors(gpn) + [gpn * k for k in range(2, a.nnodes + 1) if n_gpus % (gpn * k) == 0]
+    f.error("VI304", ("rollout_tp", "gpus_per_node", "nnodes"),
+            f"rollout_tp={tp} does not tile {a.nnodes} node(s) × {gpn} GPUs (a replica must fill a node or whole nodes)",
+            f"nearest valid: {_or(nearest(valid, tp))}")
+    return []
+
+
+def _megatron_options(a: Answers, shape: Optional[ModelShape], n_gpus: int, f: Findings) -> list[tuple[int, int]]:
+    """Megatron (TP, PP) candidates, least model parallelism first; TP stays inside a node."""
+    gpn = a.gpus_per_node
+    if a.megatron_tp is not None and (gpn % a.megatron_tp or a.megatron_tp > gpn):
+        f.error("VI309", ("megatron_tp", "gpus_per_node"),
+                f"megatron_tp={a.megatron_tp} must divide gpus_per_node={gpn} (tensor parallel stays inside a node)",
+                f"nearest valid: {_or(nearest(divisors(gpn), a.megatron_tp))}")
+        return []
+    tps = [a.megatron_tp] if a.megatron_tp is not None else pow2_divisors(gpn)
+    layers = shape.layers if shape else 1
+    pps = [a.megatron_pp] if a.megatron_pp is not None else [p for p in range(1, 33) if layers % p == 0 or p <= 2]
+    out = [(t, p) for t in tps for p in pps if n_gpus % (t * p) == 0]
+    if not out:
+        tp = tps[0]
+        valid = divisors(n_gpus // tp if n_gpus % tp == 0 else n_gpus)
+        f.error("VI310", ("megatron_tp", "megatron_pp", "nnodes", "gpus_per_node"),
+                f"megatron_tp×megatron_pp={tp * (a.megatron_pp or 1)} does not divide the {n_gpus} GPUs",
+                f"nearest valid megatron_pp: {_or(nearest(valid, a.megatron_pp or 1))}")
+    return sorted(out, key=lambda tp_pp: (tp_pp[0] * tp_pp[1], tp_pp[1]))
+
+
+def _fit(a: Answers, shape: ModelShape, critic: Optional[ModelShape], n_gpus: int, seq: int, dynamic: bool,
+         megatron: bool, use_ref: bool, n: int, given: set[str], tp_options: list[int],
+         mp_options: list[tuple[int, int]], *, nnodes: Optional[int] = None, lora_rank: Optional[int] = None,
+         gpus_per_node: Optional[int] = None, any_offload: bool = False,
+         host_limit: bool = True) -> Optional[Decision]:
+    """The least-offload, least-parallel layout whose memory peak fits (wizard.planner.memory.choose).
+    With other hardware (nnodes/gpus_per_node), every layout of that hardware is considered."""
+    gpn = gpus_per_node or a.gpus_per_node
+    n_all = gpn * (nnodes or a.nnodes)
+    other_hw = n_all != n_gpus or gpn != a.gpus_per_node
+    if "sequence_parallel" in given or megatron:
+        sp_options = [a.sequence_parallel] if not other_hw else [1]
+    else:
+        sp_options = [d for d in pow2_divisors(gpn) if shape.heads % d == 0 and shape.kv_heads % d == 0]
+    if dynamic:
+        token_cap = a.max_tokens_per_gpu or _round_up(3 * seq, 1024)
+    elif a.micro_batch_per_gpu is not None:
+        token_cap = a.micro_batch_per_gpu * seq
+    else:
+        token_cap = max(MICRO_TOKEN_BUDGET, seq)
+    if other_hw:
+        tp_options = pow2_divisors(gpn)
+        mp_options = [(t, p) for t in pow2_divisors(gpn) for p in (1, 2, 4, 8, 16) if n_all % (t * p) == 0]
+        mp_options.sort(key=lambda tp_pp: (tp_pp[0] * tp_pp[1], tp_pp[1]))
+    base = Layout(
+        gpu_gb=a.gpu_memory_gb, n_gpus=n_all, gpus_per_node=gpn, seq_len=seq, rollout_tp=1, gmu=0.0, dp=1,
+        megatron=megatron, use_ref=use_ref, ref_resident=megatron,
+        lora_rank=a.lora_rank if lora_rank is None else lora_rank, critic=critic,
+        host_memory_gb=a.host_memory_gb if host_limit else None,
+    )
+    offload = [False, True] if (a.offload is None or any_offload) else [a.offload]
+    kw = dict(tp_options=tp_options, gmu_fixed=None if any_offload else a.gpu_memory_utilization,
+              sp_options=sp_options, token_cap=token_cap, mp_options=mp_options, batch_samples=a.prompts_per_step * n)
+    if len(offload) > 1:
+        # A layout whose GPUs fit activations for less than two sequences trains slowly: offload (which frees the
+        # rollout phase, and lets an offloaded actor and critic take turns) is preferred to it; the cramped
+        # layout is the fallback.
+        roomy = choose(shape, base, offload_options=offload, min_gpu_tokens=min(token_cap, 2 * seq), **kw)
+        if roomy is not None:
+            return roomy
+    return choose(shape, base, offload_options=offload, **kw)
+
+
+_FREEABLE = ("gpu_memory_utilization", "rollout_tp", "offload", "sequence_parallel", "megatron_tp", "megatron_pp",
+             "max_tokens_per_gpu", "micro_batch_per_gpu")
+
+
+def _explicit_culprit(a: Answers, shape: ModelShape, critic: Optional[ModelShape], n_gpus: int, seq: int,
+                      dynamic: bool, megatron: bool, use_ref: bool, n: int,
+                      given: set[str]) -> Optional[tuple[str, Decision]]:
+    """An explicit answer without which the plan would fit: the user's value, not the hardware, is the problem."""
+    for knob in _FREEABLE:
+        if knob not in given or getattr(a, knob) is None:
+            continue
+        update: dict[str, Any] = {knob: 1 if knob == "sequence_parallel" else None}
+        freed_a = a.model_copy(update=update)
+        freed_given = given - {knob}
+        tps = pow2_divisors(a.gpus_per_node) if freed_a.rollout_tp is None else [freed_a.rollout_tp]
+        mps = [(t, p) for t in ([freed_a.megatron_tp] if freed_a.megatron_tp else pow2_divisors(a.gpus_per_node))
+               for p in ([freed_a.megatron_pp] if freed_a.megatron_pp else (1, 2, 4, 8, 16)) if n_gpus % (t * p) == 0]
+        d = _fit(freed_a, shape, critic, n_gpus, seq, dynamic, megatron, use_ref, n, freed_given, tps,
+                 sorted(mps, key=lambda tp_pp: tp_pp[0] * tp_pp[1]) if megatron else [(1, 1)])
+        if d is not None:
+            return knob, d
+    return None
+
+
+def _describe(knob: str, d: Decision) -> str:
+    lay = d.layout
+    return {
+        "gpu_memory_utilization": f"gpu_memory_utilization={lay.gmu:g}",
+        "rollout_tp": f"rollout_tp={lay.rollout_tp}",
+        "offload": f"offload={str(lay.offload_params).lower()}",
+        "sequence_parallel": f"sequence_parallel={lay.sp}",
+        "megatron_tp": f"megatron_tp={lay.megatron_tp}",
+        "megatron_pp": f"megatron_pp={lay.megatron_pp}",
+        "max_tokens_per_gpu": f"a token budget of {lay.train_tokens}",
+        "micro_batch_per_gpu": f"micro-batches of {max(1, lay.train_tokens // lay.seq_len)}",
+    }[knob]
+
+
+def _suggest(a: Answers, shape: ModelShape, critic: Optional[ModelShape], n_gpus: int, seq: int, dynamic: bool,
+             megatron: bool, use_ref: bool, n: int, given: set[str]) -> str:
+    """What would fit instead: more GPUs, LoRA, or a smaller model (each checked with the same estimate)."""
+    from wizard.planner.shapes import from_params
+
+    gpn = a.gpus_per_node
+    options = []
+
+    def fits(sh: ModelShape, **kw: Any) -> Optional[Decision]:
+        return _fit(a, sh, None if critic is None else sh if critic is shape else critic, n_gpus, seq, dynamic,
+                    megatron, use_ref, n, given, pow2_divisors(gpn),
+                    [(t, p) for t in pow2_divisors(gpn) for p in (1, 2, 4, 8) if n_gpus % (t * p) == 0],
+                    any_offload=True, **kw)
+
+    hardware = [(1, g) for g in (2, 4, 8) if g > gpn] + [(k, max(gpn, 8)) for k in (2, 4, 8, 16, 32, 64)]
+    for nodes, g in hardware:
+        if nodes * g <= n_gpus:
+            continue
+        d = fits(shape, nnodes=nodes, gpus_per_node=g)
+        if d:
+            options.append(f"needs ≥ {nodes}×{g} × {a.gpu_memory_gb:g} GB GPUs"
+                           + (" with offload" if d.layout.offload_params else ""))
+            break
+    if not a.lora_rank and not megatron and fits(shape, lora_rank=32):
+        options.append(f"or LoRA rank 32 on these {n_gpus} GPU(s)")
+    lo, hi = 0.05, shape.params_b
+    if fits(from_params(lo, "answer")):
+        for _ in range(10):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if fits(from_params(mid, "answer")) else (lo, mid)
+        options.append(f"or a model of ≤ {lo:.1f}B parameters on these GPUs")
+    if not any(o.startswith("needs") for o in options):
+        options.insert(0, f"no number of {a.gpu_memory_gb:g} GB GPUs fits it: use GPUs with more memory")
+    if len(options) == 1:
+        options.append("or shorten max_prompt_length/max_response_length")
+    return ", ".join(options)
+
+
+def _data_files(a: Answers, base: str, f: Findings) -> tuple[tuple[str, str, Source], tuple[str, str, Source]]:
+    """Where verl reads the data (data/prepare_data.py writes it by default) and the VI5xx data rules."""
+    ds = a.dataset
+    builtin = ds in BUILTIN_DATASETS
+    if not builtin and not ds.lower().endswith(DATA_SUFFIXES):
+        f.error("VI510", ("dataset",), f"dataset must be gsm8k, math or a local data file (got {ds!r})",
+                "use gsm8k, math, or a .jsonl/.json/.csv/.parquet path")
+        return ("", "", "answer"), ("", "", "answer")
+    for key in ("train_files", "val_files"):
+        value = getattr(a, key)
+        if value and value.lower().endswith(".csv"):
+            f.error("VI511", (key,), f"verl reads parquet, json and jsonl but not csv ({key}={value!r})",
+                    f"set dataset={value} and leave {key} unset: data/prepare_data.py converts it to parquet; "
+                    "or point it at a .parquet/.jsonl file in verl's schema")
+    if builtin:
+        stray = dataprep.local_only_keys_given(a)
+        if stray:
+            f.error("VI516", tuple(stray), f"{', '.join(stray)} only apply to a local data file, not dataset={ds}",
+                    f"remove {' and '.join(stray)}; {ds} has its own columns and a test split")
+    if a.messages_field and "question_field" in a.model_fields_set:
+        f.error("VI515", ("messages_field", "question_field"),
+                "set messages_field (a chat column) or question_field (a question column), not both",
+                f"remove question_field to build prompts from {a.messages_field!r}")
+
+    prep = dataprep.resolve(a, base)
+    scorer = prep.scorer
+    prepared_used = not (a.train_files and a.val_files)
+    if a.reward == "rule" and prepared_used:
+        if scorer is None:
+            rule_ds = dataprep.RULE_DATA_SOURCE.get(prep.answer_format)
+            hint = "use reward=function (the bundle gets reward/reward_fn.py for your answer_format)"
+            if rule_ds:
+                hint += f", or data_source={rule_ds}"
+            f.error("VI513", ("data_source", "reward", "answer_format"),
+                    f"data_source={prep.data_source!r} has no scorer in verl's default scoring: every reward step "
+                    "would fail with NotImplementedError", hint)
+        else:
+            expects = dataprep.SCORER_FORMAT.get(scorer)
+            if expects is not None and expects != prep.answer_format:
+                f.error("VI514", ("answer_format", "data_source", "reward"),
+                        f"verl scores data_source={prep.data_source!r} with its {scorer} scorer, which reads "
+                        f"answer_format={expects}, but prompts ask for answer_format={prep.answer_format}: "
+                        "every reward would be 0",
+                        f"set answer_format={expects}, or reward=function to score {prep.answer_format} answers")
+
+    train_default, val_default = DATASET_DEFAULTS.get(ds, (dataprep.PREPARED_TRAIN, dataprep.PREPARED_VAL))
+    why = f"written by data/prepare_data.py from {ds}"
+    if not builtin and a.val_fraction == 0 and a.val_files is None:
+        val_default = train_default
+        f.warning("VI512", ("val_files", "val_fraction"), "no validation file: validating on the training file",
+                  "set val_fraction (e.g. 0.05) or val_files to a held-out split")
+    if bool(a.train_files) != bool(a.val_files):
+        mine, theirs = ("train_files", "val_files") if a.train_files else ("val_files", "train_files")
+        f.warning("VI517", (mine, theirs),
+                  f"{mine} is your file but {theirs} is the bundle's {val_default if theirs == 'val_files' else train_default}, "
+                  f"written by data/prepare_data.py from {ds}",
+                  f"set {theirs} too (val_files=<your train file> validates on the training data)")
+    train: tuple[str, str, Source] = (
+        (resolve_path(a.train_files, base), "train_files (your answer)", "answer") if a.train_files
+        else (train_default, why, "default"))
+    val: tuple[str, str, Source] = (
+        (resolve_path(a.val_files, base), "val_files (your answer)", "answer") if a.val_files
+        else (val_default, why, "default"))
+    return train, val

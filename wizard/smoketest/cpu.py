@@ -1,0 +1,1279 @@
+"""The `cpu` smoke engine: one rollout → reward → advantage → update cycle as a miniature of verl.
+
+It runs on a local Ray instance started for the run (a temporary folder, a small fixed number of
+CPUs, stopped afterwards), with one Ray actor process per role, as verl does:
+
+- actor + rollout: the tiny policy, which samples the responses, computes the old log-probs and
+  takes one optimizer step per mini-batch;
+- reference: a separate, frozen copy of the initial weights (only when a KL term needs it);
+- critic: a value model with its own optimizer (only when the advantage estimator needs one);
+- reward: verl's own reward manager (`reward.reward_manager.name`) around the bundle's reward
+  function, or verl's default scoring by data_source.
+
+What comes from verl itself (all of it runs on CPU): the mini-batch iterator
+(`tensordict_utils.make_iterator`), micro-batching (`workers.engine.utils.prepare_micro_batches`,
+token-budget packing included), every policy loss (`core_algos.get_policy_loss_fn`), `agg_loss`,
+`kl_penalty`, the advantage estimators and `compute_value_loss`, the config dataclasses
+(`omega_conf_to_dataclass`), RLHFDataset and the reward managers. What is the miniature's own:
+sampling with transformers' `generate` (verl's rollout engines need a GPU), data parallelism
+emulated inside one process (each rank's loss is scaled as verl scales it, gradients are averaged
+over the ranks before the step), and the glue between the roles.
+
+This module is imported by the Ray worker processes; heavy imports stay inside functions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Optional
+
+if TYPE_CHECKING:
+    from wizard.smoketest.core import SmokeContext
+
+# verl colocates up to this many worker processes on one GPU (RayResourcePool's max_colocate_count).
+MAX_COLOCATE = 3
+ROLE_TIMEOUT_S = 600
+FIRST_ROWS = 256  # rows of the prepared data the smoke reads (and verl's loader sees)
+
+
+class SmokeFailure(Exception):
+    """A property of the run that does not hold: reported in its phase, with a hint."""
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+# =============================================================================================
+# helpers run inside the role processes
+
+
+def _worker_setup() -> None:
+    import logging
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    logging.getLogger().setLevel(logging.ERROR)
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def _digest(model: Any) -> str:
+    """sha256 over every tensor of the state dict (names and bytes): any weight change shows."""
+    h = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        h.update(name.encode())
+        h.update(tensor.detach().to("cpu").contiguous().view(-1).view(dtype=__import__("torch").uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def _whoami(role: str, model: Any = None) -> dict[str, Any]:
+    import ray
+
+    ctx = ray.get_runtime_context()
+    info: dict[str, Any] = {"role": role, "pid": os.getpid(), "node": ctx.get_node_id()[:12],
+                            "ray_resources": {k: round(v, 4) for k, v in ctx.get_assigned_resources().items()}}
+    pg = ctx.get_placement_group_id()
+    info["placement_group"] = pg[:12] if pg else None
+    if model is not None:
+        info["model_object"] = f"{type(model).__name__}@{id(model):x}"
+    return info
+
+
+def _forward_logprobs(model: Any, batch: dict[str, Any], temperature: float, with_entropy: bool) -> tuple[Any, Any]:
+    """Response-token log-probs (and entropy) of `model`, exactly where verl reads them."""
+    from verl.utils.torch_functional import entropy_from_logits, logprobs_from_logits
+
+    responses = batch["responses"]
+    r = responses.shape[1]
+    out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                position_ids=batch["position_ids"], use_cache=False)
+    logits = out.logits[:, -r - 1:-1, :].float() / temperature
+    logp = logprobs_from_logits(logits, responses)
+    ent = entropy_from_logits(logits) if with_entropy else None
+    return logp, ent
+
+
+def _chunks(n: int, size: int) -> list[slice]:
+    return [slice(i, min(n, i + size)) for i in range(0, n, size)]
+
+
+def _select(batch: dict[str, Any], sl: slice) -> dict[str, Any]:
+    return {k: v[sl] for k, v in batch.items()}
+
+
+def _micro_batches(mb: Any, dynamic: bool, micro: Optional[int], budget: Optional[int]) -> tuple[list[Any], Any]:
+    """verl's own split of one rank's mini-batch into micro-batches (fixed size or token budget)."""
+    from verl.utils import tensordict_utils as tu
+    from verl.workers.engine.utils import prepare_micro_batches
+
+    if dynamic:
+        tu.assign_non_tensor(mb, use_dynamic_bsz=True, max_token_len_per_gpu=int(budget or 0))
+    else:
+        tu.assign_non_tensor(mb, use_dynamic_bsz=False, micro_batch_size_per_gpu=int(micro or 0))
+    return prepare_micro_batches(mb)
+
+
+# =============================================================================================
+# the roles (each one a Ray actor process)
+
+
+class ActorRolloutRole:
+    """The policy: rollout (sampling), old log-probs and the actor update."""
+
+    def __init__(self, config: dict[str, Any], seed: int) -> None:
+        _worker_setup()
+        from omegaconf import OmegaConf
+
+        # imported now, while the driver prepares the data and the tiny model
+        import verl.trainer.ppo.core_algos  # noqa: F401
+        import verl.workers.engine.utils  # noqa: F401
+
+        self.cfg = OmegaConf.create(config)
+        self.seed = seed
+        self.model: Any = None
+        self.tokenizer: Any = None
+        self.optimizer: Any = None
+
+    def load(self, model_dir: str) -> dict[str, Any]:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+        self.model.train()
+        optim = self.cfg.actor_rollout_ref.actor.optim
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=float(optim.lr),
+                                           betas=tuple(optim.get("betas", (0.9, 0.999))),
+                                           weight_decay=float(optim.get("weight_decay", 0.01)))
+        return {"digest": _digest(self.model), "who": _whoami("actor+rollout", self.model),
+                "trainable": sum(p.numel() for p in self.model.parameters() if p.requires_grad)}
+
+    def digest(self) -> str:
+        return _digest(self.model)
+
+    def who(self) -> dict[str, Any]:
+        return _whoami("actor+rollout", self.model)
+
+    def generate(self, prompts: list[list[int]], n: int, max_new_tokens: int, temperature: float,
+                 do_sample: bool, seed: int, width: int) -> dict[str, Any]:
+        """n samples per prompt (interleaved, as verl repeats a batch); prompts left-padded to `width`,
+        responses right-padded to `max_new_tokens`; response_mask ends after the first EOS."""
+        import torch
+
+        tok = self.tokenizer
+        pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+        eos = tok.eos_token_id
+        rows = [p for p in prompts for _ in range(n)]
+        ids = torch.full((len(rows), width), pad, dtype=torch.long)
+        att = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, p in enumerate(rows):
+            ids[i, width - len(p):] = torch.tensor(p)
+            att[i, width - len(p):] = 1
+        rollout = self.cfg.actor_rollout_ref.rollout
+        top_k = int(rollout.get("top_k", -1) or -1)
+        torch.manual_seed(seed)
+        self.model.eval()
+        with torch.no_grad():
+            kwargs: dict[str, Any] = dict(max_new_tokens=max_new_tokens, pad_token_id=pad, eos_token_id=eos,
+                                          do_sample=do_sample)
+            if do_sample:
+                kwargs.update(temperature=temperature, top_k=top_k if top_k > 0 else 0,
+                              top_p=float(rollout.get("top_p", 1.0)))
+            out = self.model.generate(input_ids=ids, attention_mask=att, **kwargs)
+        self.model.train()
+        gen = out[:, width:]
+        responses = torch.full((len(rows), max_new_tokens), pad, dtype=torch.long)
+        responses[:, : gen.shape[1]] = gen
+        mask = torch.zeros_like(responses)
+        truncated = 0
+        for i in range(len(rows)):
+            row = responses[i].tolist()
+            if eos in row:
+                end = row.index(eos) + 1
+            else:
+                end, truncated = max_new_tokens, truncated + 1
+            mask[i, :end] = 1
+            responses[i, end:] = pad
+        attention = torch.cat([att, mask], dim=1)
+        return {
+            "prompts": ids, "responses": responses, "input_ids": torch.cat([ids, responses], dim=1),
+            "attention_mask": attention, "position_ids": (attention.cumsum(-1) - 1).clamp(min=0),
+            "response_mask": mask, "truncated": truncated,
+        }
+
+    def compute_log_prob(self, batch: dict[str, Any], with_entropy: bool = True) -> dict[str, Any]:
+        import torch
+
+        temp = float(self.cfg.actor_rollout_ref.rollout.temperature)
+        logps, ents = [], []
+        with torch.no_grad():
+            for sl in _chunks(batch["input_ids"].shape[0], 16):
+                lp, ent = _forward_logprobs(self.model, _select(batch, sl), temp, with_entropy)
+                logps.append(lp)
+                if ent is not None:
+                    ents.append(ent)
+        return {"old_log_probs": torch.cat(logps), "entropy": torch.cat(ents) if ents else None}
+
+    # A reference that shares the actor's weights (only for the fault-injection test):
+    def compute_ref_log_prob(self, batch: dict[str, Any]) -> Any:
+        return self.compute_log_prob(batch, with_entropy=False)["old_log_probs"]
+
+    def update(self, batch: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
+        """verl's actor update: mini-batches from verl's iterator, micro-batches from verl's splitter,
+        the loss assembled as verl's `ppo_loss` does, one optimizer step per mini-batch."""
+        import torch
+        from tensordict import TensorDict
+
+        from verl.trainer.ppo.core_algos import agg_loss, get_policy_loss_fn, kl_penalty
+        from verl.utils import tensordict_utils as tu
+        from verl.utils.config import omega_conf_to_dataclass
+
+        acfg = omega_conf_to_dataclass(self.cfg.actor_rollout_ref.actor)
+        loss_fn = get_policy_loss_fn(acfg.policy_loss.get("loss_mode", "vanilla"))
+        temp = float(self.cfg.actor_rollout_ref.rollout.temperature)
+        dp, mini = int(spec["dp"]), int(spec["mini_samples"])
+        use_kl_loss = bool(acfg.use_kl_loss)
+        calc_entropy = bool(acfg.get("calculate_entropy", False)) or float(acfg.entropy_coeff) != 0.0
+        fields = ["input_ids", "attention_mask", "position_ids", "responses", "response_mask", "old_log_probs",
+                  "advantages"] + (["ref_log_prob"] if use_kl_loss else [])
+        size = batch["input_ids"].shape[0]
+        td = TensorDict({k: batch[k] for k in fields}, batch_size=[size])
+        td["sample_id"] = torch.arange(size)
+        shards = td.chunk(dp)  # verl dispatches a batch to the data-parallel ranks in equal contiguous parts
+        iters = [tu.make_iterator(shard, mini_batch_size=mini // dp, epochs=int(acfg.ppo_epochs),
+                                  seed=int(acfg.data_loader_seed) + rank,
+                                  dataloader_kwargs={"shuffle": bool(acfg.shuffle)})
+                 for rank, shard in enumerate(shards)]
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        steps: list[dict[str, Any]] = []
+        consumed: list[list[int]] = []
+        for step, minis in enumerate(zip(*iters, strict=True)):
+            tokens = int(sum(int(m["response_mask"].sum()) for m in minis))
+            self.optimizer.zero_grad()
+            totals: dict[str, float] = {"pg_loss": 0.0, "kl_loss": 0.0, "entropy_loss": 0.0}
+            clipfrac: list[float] = []
+            ppo_kl: list[float] = []
+            micro_counts = []
+            for mb in minis:
+                micro_batches, _ = _micro_batches(mb, spec["dynamic"], spec.get("micro"), spec.get("token_budget"))
+                micro_counts.append(len(micro_batches))
+                for micro in micro_batches:
+                    consumed.append([int(i) for i in micro["sample_id"].tolist()])
+                    mbatch = {k: micro[k] for k in fields}
+                    logp, ent = _forward_logprobs(self.model, mbatch, temp, calc_entropy)
+                    mask = mbatch["response_mask"].to(bool)
+                    acfg.global_batch_info.update(dp_size=dp, batch_num_tokens=tokens, global_batch_size=mini,
+                                                  loss_scale_factor=acfg.loss_scale_factor)
+                    gbi = acfg.global_batch_info
+                    pg_loss, pg_metrics = loss_fn(old_log_prob=mbatch["old_log_probs"], log_prob=logp,
+                                                  advantages=mbatch["advantages"], response_mask=mask,
+                                                  loss_agg_mode=acfg.loss_agg_mode, config=acfg,
+                                                  rollout_is_weights=None)
+                    loss = pg_loss
+                    totals["pg_loss"] += float(pg_loss.detach()) / dp
+                    clipfrac.append(float(pg_metrics.get("actor/pg_clipfrac", 0.0)))
+                    ppo_kl.append(float(pg_metrics.get("actor/ppo_kl", 0.0)))
+                    if ent is not None:
+                        ent_loss = agg_loss(loss_mat=ent, loss_mask=mask, loss_agg_mode=acfg.loss_agg_mode, **gbi)
+                        loss = loss - float(acfg.entropy_coeff) * ent_loss
+                        totals["entropy_loss"] += float(ent_loss.detach()) / dp
+                    if use_kl_loss:
+                        kld = kl_penalty(logprob=logp, ref_logprob=mbatch["ref_log_prob"], kl_penalty=acfg.kl_loss_type)
+                        kl_loss = agg_loss(loss_mat=kld, loss_mask=mask, loss_agg_mode=acfg.loss_agg_mode, **gbi)
+                        loss = loss + kl_loss * float(acfg.kl_loss_coef)
+                        totals["kl_loss"] += float(kl_loss.detach()) / dp
+                    loss.backward()
+            for p in params:  # the data-parallel all-reduce: mean of the ranks' gradients
+                if p.grad is not None:
+                    p.grad.div_(dp)
+            clip = float(acfg.optim.get("clip_grad", 1.0) or 1.0)
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, clip))
+            stepped = math.isfinite(grad_norm)
+            if stepped:
+                self.optimizer.step()
+            steps.append({"step": step, "samples": int(sum(m.batch_size[0] for m in minis)), "tokens": tokens,
+                          "micro_batches_per_rank": micro_counts, "grad_norm": grad_norm, "stepped": stepped,
+                          "pg_loss": totals["pg_loss"], "kl_loss": totals["kl_loss"] if use_kl_loss else None,
+                          "entropy_loss": totals["entropy_loss"] if ent is not None else None,
+                          "pg_clipfrac": sum(clipfrac) / max(1, len(clipfrac)),
+                          "ppo_kl": sum(ppo_kl) / max(1, len(ppo_kl))})
+        return {"steps": steps, "consumed": consumed, "epochs": int(acfg.ppo_epochs),
+                "loss_mode": acfg.policy_loss.get("loss_mode", "vanilla"), "loss_agg_mode": acfg.loss_agg_mode}
+
+
+class ReferenceRole:
+    """A frozen copy of the initial policy, in its own process."""
+
+    def __init__(self, config: dict[str, Any], seed: int) -> None:
+        _worker_setup()
+        from omegaconf import OmegaConf
+
+        import verl.utils.torch_functional  # noqa: F401
+
+        self.cfg = OmegaConf.create(config)
+        self.model: Any = None
+
+    def load(self, model_dir: str) -> dict[str, Any]:
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+        self.model.eval()
+        for p in self.model.parameters():
+            p.requires_grad_(False)
+        return {"digest": _digest(self.model), "who": _whoami("reference", self.model)}
+
+    def digest(self) -> str:
+        return _digest(self.model)
+
+    def who(self) -> dict[str, Any]:
+        return _whoami("reference", self.model)
+
+    def compute_ref_log_prob(self, batch: dict[str, Any]) -> Any:
+        import torch
+
+        temp = float(self.cfg.actor_rollout_ref.rollout.temperature)
+        with torch.no_grad():
+            return torch.cat([_forward_logprobs(self.model, _select(batch, sl), temp, False)[0]
+                              for sl in _chunks(batch["input_ids"].shape[0], 16)])
+
+
+class CriticRole:
+    """The value model: a token-classification head on the policy's architecture, its own optimizer."""
+
+    def __init__(self, config: dict[str, Any], seed: int) -> None:
+        _worker_setup()
+        from omegaconf import OmegaConf
+
+        import verl.trainer.ppo.core_algos  # noqa: F401
+
+        self.cfg = OmegaConf.create(config)
+        self.seed = seed
+        self.model: Any = None
+        self.optimizer: Any = None
+
+    def load(self, model_dir: str) -> dict[str, Any]:
+        import torch
+        from transformers import AutoModelForTokenClassification
+
+        torch.manual_seed(self.seed + 1)
+        self.model = AutoModelForTokenClassification.from_pretrained(model_dir, num_labels=1, dtype=torch.float32)
+        self.model.train()
+        optim = self.cfg.critic.optim
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=float(optim.lr),
+                                           betas=tuple(optim.get("betas", (0.9, 0.999))),
+                                           weight_decay=float(optim.get("weight_decay", 0.01)))
+        return {"digest": _digest(self.model), "who": _whoami("critic", self.model)}
+
+    def digest(self) -> str:
+        return _digest(self.model)
+
+    def who(self) -> dict[str, Any]:
+        return _whoami("critic", self.model)
+
+    def _values(self, batch: dict[str, Any]) -> Any:
+        r = batch["responses"].shape[1]
+        out = self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                         position_ids=batch["position_ids"], use_cache=False)
+        values = out.logits.squeeze(-1)[:, -r - 1:-1]  # verl: the value before each response token
+        return values * batch["response_mask"]
+
+    def compute_values(self, batch: dict[str, Any]) -> Any:
+        import torch
+
+        with torch.no_grad():
+            return torch.cat([self._values(_select(batch, sl)) for sl in _chunks(batch["input_ids"].shape[0], 16)])
+
+    def update(self, batch: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
+        import torch
+        from tensordict import TensorDict
+
+        from verl.trainer.ppo.core_algos import compute_value_loss
+        from verl.utils import tensordict_utils as tu
+
+        ccfg = self.cfg.critic
+        dp, mini = int(spec["dp"]), int(spec["mini_samples"])
+        fields = ["input_ids", "attention_mask", "position_ids", "responses", "response_mask", "values", "returns"]
+        size = batch["input_ids"].shape[0]
+        td = TensorDict({k: batch[k] for k in fields}, batch_size=[size])
+        td["sample_id"] = torch.arange(size)
+        iters = [tu.make_iterator(shard, mini_batch_size=mini // dp, epochs=int(ccfg.ppo_epochs),
+                                  seed=int(ccfg.get("data_loader_seed", 42) or 42) + rank,
+                                  dataloader_kwargs={"shuffle": bool(ccfg.get("shuffle", False))})
+                 for rank, shard in enumerate(td.chunk(dp))]
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        steps, consumed = [], []
+        for step, minis in enumerate(zip(*iters, strict=True)):
+            tokens = int(sum(int(m["response_mask"].sum()) for m in minis))
+            self.optimizer.zero_grad()
+            vf_total, micro_counts = 0.0, []
+            for mb in minis:
+                micro_batches, _ = _micro_batches(mb, spec["dynamic"], spec.get("micro"), spec.get("token_budget"))
+                micro_counts.append(len(micro_batches))
+                for micro in micro_batches:
+                    consumed.append([int(i) for i in micro["sample_id"].tolist()])
+                    vpreds = self._values({k: micro[k] for k in fields})
+                    vf_loss, _ = compute_value_loss(vpreds=vpreds, returns=micro["returns"], values=micro["values"],
+                                                    response_mask=micro["response_mask"],
+                                                    cliprange_value=float(ccfg.cliprange_value),
+                                                    loss_agg_mode=str(ccfg.loss_agg_mode), dp_size=dp,
+                                                    batch_num_tokens=tokens, global_batch_size=mini)
+                    vf_loss.backward()
+                    vf_total += float(vf_loss.detach()) / dp
+            for p in params:
+                if p.grad is not None:
+                    p.grad.div_(dp)
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, float(ccfg.optim.get("clip_grad", 1.0) or 1.0)))
+            if math.isfinite(grad_norm):
+                self.optimizer.step()
+            steps.append({"step": step, "vf_loss": vf_total, "grad_norm": grad_norm,
+                          "micro_batches_per_rank": micro_counts, "stepped": math.isfinite(grad_norm)})
+        return {"steps": steps, "consumed": consumed}
+
+
+class RewardRole:
+    """verl's reward manager (`reward.reward_manager.name`) around the bundle's scorer, on CPU."""
+
+    def __init__(self, config: dict[str, Any], seed: int) -> None:
+        _worker_setup()
+        from omegaconf import OmegaConf
+
+        from verl.trainer.ppo.reward import load_reward_manager  # noqa: F401
+
+        self.cfg = OmegaConf.create(config)
+        self.manager: Any = None
+
+    def load(self, model_dir: str) -> dict[str, Any]:
+        from transformers import AutoTokenizer
+
+        from verl.trainer.ppo.reward import load_reward_manager
+
+        tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        self.manager = load_reward_manager(self.cfg, tokenizer)
+        fn = self.cfg.reward.custom_reward_function
+        scorer = (f"{fn.path}:{fn.name}" if fn.get("path") else "verl's default_compute_score (by data_source)")
+        return {"manager": type(self.manager).__name__, "scorer": scorer, "who": _whoami("reward")}
+
+    def who(self) -> dict[str, Any]:
+        return _whoami("reward")
+
+    def score(self, tensors: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]:
+        """Score every sample exactly as verl's RewardLoopWorker does (one run_single per sample)."""
+        import copy
+
+        import numpy as np
+
+        from verl import DataProto
+
+        non_tensors = {
+            "data_source": np.array([r["data_source"] for r in rows], dtype=object),
+            "reward_model": np.array([copy.deepcopy(r["reward_model"]) for r in rows], dtype=object),
+            "extra_info": np.array([copy.deepcopy(r.get("extra_info") or {}) for r in rows], dtype=object),
+        }
+        data = DataProto.from_dict(tensors={k: tensors[k] for k in ("prompts", "responses", "attention_mask")},
+                                   non_tensors=non_tensors)
+        loop = self.manager.loop
+
+        async def run_all() -> list[dict[str, Any]]:
+            import asyncio
+
+            return list(await asyncio.gather(*(self.manager.run_single(data[i:i + 1]) for i in range(len(data)))))
+
+        results = loop.run_until_complete(run_all())
+        scores = [float(r["reward_score"]) for r in results]
+        rm_scores = type(self.manager).assemble_rm_scores(data, scores)
+        decoded = [self.manager.tokenizer.decode(tensors["responses"][i][: int(tensors["response_mask"][i].sum())],
+                                                 skip_special_tokens=True) for i in range(min(len(rows), 4))]
+        return {"scores": scores, "rm_scores": rm_scores, "examples": decoded}
+
+    def probe(self, items: list[dict[str, Any]]) -> list[float]:
+        """Scores of hand-written responses (diagnosis only: never used for training)."""
+        import inspect
+
+        out = []
+        for it in items:
+            res = self.manager.compute_score(data_source=it["data_source"], solution_str=it["text"],
+                                             ground_truth=it["ground_truth"], extra_info=dict(it.get("extra_info") or {}))
+            if inspect.isawaitable(res):
+                res = self.manager.loop.run_until_complete(res)
+            out.append(float(res["score"] if isinstance(res, dict) else res))
+        return out
+
+
+# =============================================================================================
+# the driver
+
+
+@dataclass
+class _Roles:
+    actor: Any
+    reward: Any
+    ref: Any = None
+    critic: Any = None
+    who: dict[str, Any] = field(default_factory=dict)
+
+
+def _cause(exc: BaseException) -> BaseException:
+    """The user's exception behind Ray's wrapper."""
+    cause = getattr(exc, "cause", None)
+    return cause if isinstance(cause, BaseException) else exc
+
+
+def _rows_file(ctx: "SmokeContext") -> tuple[str, str]:
+    """(path of the training rows, where they came from): the bundle's prepared data if it exists,
+    else the bundle's own data/prepare_data.py run into a temporary folder."""
+    cfg = ctx.cfg
+    files = cfg.data.train_files
+    first = str(files[0] if not isinstance(files, str) else files)
+    path = first if os.path.isabs(first) else os.path.join(ctx.bundle, first)
+    if os.path.isfile(path):
+        return path, f"{first} (data.train_files)"
+    script = os.path.join(ctx.bundle, "data", "prepare_data.py")
+    if not os.path.isfile(script):
+        raise SmokeFailure(f"data.train_files {first!r} does not exist and the bundle has no data/prepare_data.py",
+                           "write the training file first, or re-render the bundle with verl-init")
+    out = os.path.join(ctx.workdir, "prepared")
+    cmd = [sys.executable, script, "--out", out]
+    with open(script, encoding="utf-8") as fh:
+        hub = "SOURCE = 'file'" not in fh.read()  # gsm8k / math read the hub (or --local-dir); a file reads itself
+    local = ctx.options.data_dir if hub else None
+    if local:
+        cmd += ["--local-dir", os.path.abspath(local)]
+    proc = subprocess.run(cmd, cwd=ctx.bundle, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "0")})
+    ctx.log(proc.stdout + proc.stderr)
+    if proc.returncode != 0 or not os.path.isfile(os.path.join(out, "train.parquet")):
+        last = (proc.stderr.strip() or proc.stdout.strip() or f"exit {proc.returncode}").splitlines()[-1]
+        hint = "run it yourself first (python data/prepare_data.py), or pass --data-dir with a local copy of the dataset"
+        raise SmokeFailure(f"the bundle's data/prepare_data.py failed: {last}", hint)
+    how = "data/prepare_data.py" + (f" --local-dir {local}" if local else "")
+    return (os.path.join(out, "train.parquet"),
+            f"the bundle's {how} (run into a temporary folder: {first} is not written yet)")
+
+
+def _first_rows(path: str, out_dir: str, limit: int) -> tuple[str, int]:
+    """The first `limit` rows of a parquet/jsonl/json file, copied unchanged into `out_dir` (same format)."""
+    lower = path.lower()
+    os.makedirs(out_dir, exist_ok=True)
+    if lower.endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(path)
+        dest = os.path.join(out_dir, "rows.parquet")
+        pq.write_table(table.slice(0, limit), dest)
+        return dest, table.num_rows
+    if lower.endswith(".jsonl"):
+        with open(path, encoding="utf-8") as fh:
+            lines = [line for line in fh if line.strip()]
+        dest = os.path.join(out_dir, "rows.jsonl")
+        with open(dest, "w", encoding="utf-8") as fh:
+            fh.writelines(lines[:limit])
+        return dest, len(lines)
+    if lower.endswith(".json"):
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+        rows = doc if isinstance(doc, list) else next((v for v in doc.values() if isinstance(v, list)), [])
+        dest = os.path.join(out_dir, "rows.jsonl")
+        with open(dest, "w", encoding="utf-8") as fh:
+            for row in rows[:limit]:
+                fh.write(json.dumps(row) + "\n")
+        return dest, len(rows)
+    raise SmokeFailure(f"verl reads parquet, json and jsonl, not {os.path.basename(path)}",
+                       "convert it with the bundle's data/prepare_data.py")
+
+
+def _texts_for_tokenizer(path: str) -> list[str]:
+    """Every prompt text and ground truth of the rows (for the data-trained tokenizer)."""
+    texts: list[str] = []
+    try:
+        if path.endswith(".parquet"):
+            import pyarrow.parquet as pq
+
+            rows = pq.read_table(path).to_pylist()
+        else:
+            with open(path, encoding="utf-8") as fh:
+                rows = [json.loads(line) for line in fh if line.strip()]
+    except Exception:  # noqa: BLE001 - the data phase reports unreadable files
+        return texts
+    for row in rows:
+        prompt = row.get("prompt")
+        if isinstance(prompt, list):
+            texts += [str(m.get("content", "")) for m in prompt if isinstance(m, dict)]
+        elif prompt is not None:
+            texts.append(str(prompt))
+        rm = row.get("reward_model")
+        if isinstance(rm, dict) and rm.get("ground_truth") is not None:
+            texts.append(str(rm["ground_truth"]))
+    return texts
+
+
+def _cat(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    import torch
+
+    keys = [k for k, v in parts[0].items() if hasattr(v, "shape")]
+    return {k: torch.cat([p[k] for p in parts]) for k in keys}
+
+
+class CpuRun:
+    """The driver of the miniature: it owns the roles and moves the batch between them."""
+
+    def __init__(self, ctx: "SmokeContext") -> None:
+        self.ctx = ctx
+        self.cfg = ctx.cfg
+        self.report = ctx.report
+        sg = ctx.smoke_geometry
+        assert sg is not None
+        self.sg = sg
+        self.roles: Optional[_Roles] = None
+        self.items: list[dict[str, Any]] = []
+        self.prompt_ids: list[list[int]] = []
+        self.tokenizer: Any = None
+        self.model_dir = os.path.join(ctx.workdir, "tiny-model")
+        self.arch = ("", "")
+        self.digests: dict[str, str] = {}
+        self.width = 0
+        self.batch: dict[str, Any] = {}
+        self.rows: list[dict[str, Any]] = []
+
+    # -----------------------------------------------------------------------------------------
+    def run(self) -> None:
+        """The phases after probe (smoke._run enters probe and calls self.probe inside it)."""
+        ctx = self.ctx
+        with ctx.phase("data") as ph:
+            self.data(ph)
+        self.rollout_and_reward()
+        with ctx.phase("advantage") as ph:
+            self.advantage(ph)
+        with ctx.phase("update") as ph:
+            self.update(ph)
+
+    def close(self) -> None:
+        cleanup(self.ctx)
+
+    # ------------------------------------------------------------------------------------ probe
+    def probe(self, ph: Any) -> None:
+        from wizard.smoketest import model as smoke_model
+
+        ctx, g = self.ctx, self.ctx.geometry
+        ctx.static_checks()
+        ctx.env_checks()
+        fn = self.cfg.reward.custom_reward_function
+        if fn.get("path"):
+            path = ctx.bundle_path(str(fn.path))
+            if not os.path.isfile(path):
+                raise SmokeFailure(f"reward.custom_reward_function.path {fn.path!r} does not exist ({path})",
+                                   "paths in verl_config.yaml are relative to the bundle folder (run.sh starts verl there)")
+        import logging
+
+        import ray
+        from ray.util.placement_group import placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        gpn = g.gpus_per_node
+        ctx.ray_dir = tempfile.mkdtemp(prefix="vi-ray-", dir="/tmp")  # short: Ray's socket paths have a length limit
+        keep = ("OMP_NUM_THREADS", "TOKENIZERS_PARALLELISM", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "RAY_ADDRESS",
+                "RAY_ENABLE_UV_RUN_RUNTIME_ENV", "VERL_LOGGING_LEVEL", "RAY_DEDUP_LOGS")
+        ctx.env_restore = {k: os.environ.get(k) for k in keep}
+        os.environ.update(OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1",
+                          TRANSFORMERS_OFFLINE="1", RAY_ENABLE_UV_RUN_RUNTIME_ENV="0", VERL_LOGGING_LEVEL="ERROR")
+        os.environ.pop("RAY_ADDRESS", None)  # always a fresh local instance, never someone's cluster
+        started = time.perf_counter()
+        ray.init(address="local", num_cpus=ctx.options.ray_cpus, num_gpus=gpn, include_dashboard=False,
+                 _temp_dir=ctx.ray_dir, log_to_driver=False, logging_level=logging.ERROR, namespace="verl-init-smoke")
+        ctx.ray_started = True
+        seen = {k: v for k, v in ray.cluster_resources().items() if k in ("CPU", "GPU")}
+        # verl's RayResourcePool: one bundle per GPU of a node. The GPUs are Ray's logical stand-ins
+        # (this machine has none): the placement is Ray's real scheduler, the compute is CPU.
+        pg = placement_group([{"GPU": 1.0}] * gpn, strategy="STRICT_PACK", name="verl-init-smoke-pool")
+        try:
+            ray.get(pg.ready(), timeout=60)
+        except Exception as exc:  # noqa: BLE001 - GetTimeoutError
+            raise SmokeFailure(f"Ray could not place the resource pool of {gpn} GPU(s) within 60 s (Ray sees {seen}): "
+                               f"{type(exc).__name__}",
+                               "verl would hang here without a message; give Ray the GPUs the plan names") from None
+        pool_s = round(time.perf_counter() - started, 2)
+        config = ctx.config_for_roles()
+        opts: dict[str, Any] = dict(num_cpus=0, num_gpus=1.0 / MAX_COLOCATE, max_restarts=0,
+                                    scheduling_strategy=PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=0))
+        seed = ctx.options.seed
+        actor = ray.remote(ActorRolloutRole).options(name="actor_rollout", **opts).remote(config, seed)
+        ref = None
+        if ctx.need_ref:
+            ref = actor if ctx.options.fault == "shared_reference" else \
+                ray.remote(ReferenceRole).options(name="reference", **opts).remote(config, seed)
+        critic = ray.remote(CriticRole).options(name="critic", **opts).remote(config, seed) if ctx.need_critic else None
+        reward = ray.remote(RewardRole).options(name="reward", num_cpus=1, max_restarts=0).remote(config, seed)
+        self.roles = _Roles(actor=actor, reward=reward, ref=ref, critic=critic)
+        avail = {k: round(v, 3) for k, v in ray.available_resources().items() if k in ("CPU", "GPU")}
+        self.report.resources.update({
+            "ray_cluster": seen, "ray_available_after_pool": avail, "ray_cpus": ctx.options.ray_cpus,
+            "pool": f"{gpn} GPU bundle(s), STRICT_PACK: one node of trainer.n_gpus_per_node={gpn} "
+                    f"(the plan: {g.nnodes} node(s) × {gpn} = {g.n_gpus} GPUs)",
+            "pool_ready_s": pool_s,
+            "verl_needs_per_node": f"{gpn} GPU(s) and ≥ {MAX_COLOCATE * gpn} CPUs for the GPU bundles "
+                                   "(+ about 9 on the head node for TransferQueue and the TaskRunner)",
+        })
+        ctx.check(5, "ray_resources", seen.get("GPU") == gpn,
+                  f"Ray saw {seen.get('GPU', 0):g} GPU(s) = trainer.n_gpus_per_node={gpn} (the plan's {g.n_gpus} GPUs "
+                  f"scaled to one node; logical GPUs on this machine) and {seen.get('CPU', 0):g} CPUs; the pool of "
+                  f"{gpn} GPU bundle(s) was placed in {pool_s} s instead of hanging",
+                  {"ray_cluster": seen, "pool_ready_s": pool_s})
+        self.arch = smoke_model.model_arch(ctx.model_path, ctx.answers_model, ctx.answers_params_b)
+        ph.detail = (f"config composed by verl's Hydra tree; Ray up with {seen.get('GPU', 0):g} GPU / "
+                     f"{seen.get('CPU', 0):g} CPU, pool placed in {pool_s} s; roles: {', '.join(ctx.role_names())}; "
+                     f"model family {self.arch[0]}")
+
+    # ------------------------------------------------------------------------------------- data
+    def data(self, ph: Any) -> None:
+        from wizard.smoketest import model as smoke_model
+
+        ctx, cfg, sg = self.ctx, self.cfg, self.sg
+        src_path, src_how = _rows_file(ctx)
+        rows_path, total = _first_rows(src_path, os.path.join(ctx.workdir, "rows"), FIRST_ROWS)
+        read = min(total, FIRST_ROWS)
+        tok, tok_source = smoke_model.find_local_tokenizer(ctx.model_path)
+        if tok is None:
+            why = tok_source
+            tok = smoke_model.build_bpe_tokenizer(_texts_for_tokenizer(rows_path), self.model_dir)
+            tok_source = f"a byte-level BPE tokenizer trained on the bundle's rows ({why})"
+        if tok.pad_token_id is None:
+            tok.pad_token = tok.eos_token
+        if not getattr(tok, "chat_template", None):
+            raise SmokeFailure(f"the tokenizer ({tok_source}) has no chat template: verl builds every prompt with "
+                               "apply_chat_template", "use an instruct/chat model, or give its tokenizer a chat_template")
+        items, kept = _load_with_verl(ctx, rows_path, tok)
+        findings = _validate_rows(ctx, rows_path, tok)
+        errors = [f for f in findings if f["severity"] == "error" and f["id"] != "VI526"]
+        no_scorer = [f for f in findings if f["id"] == "VI526"]
+        if errors:
+            first = errors[0]
+            ex = "; ".join(f"row {e['row']}: {e['problem']}" for e in first["examples"][:2])
+            raise SmokeFailure(f"rows not in verl's schema: {first['message']} [{first['id']}]" + (f" ({ex})" if ex else "")
+                               + f"; verl's RLHFDataset kept {kept} of {read} rows",
+                               first["hint"] or "fix data/prepare_data.py's settings and run it again")
+        if not items:
+            raise SmokeFailure(f"verl's RLHFDataset kept none of the {read} rows",
+                               "check prompt lengths against data.max_prompt_length and the prompt column")
+        max_prompt = int(cfg.data.max_prompt_length)
+        truncated = 0
+        for i in range(sg.prompts * ctx.max_gen_batches):
+            item = items[i % len(items)]
+            ids = smoke_model.prompt_ids(tok, list(item["raw_prompt"]))
+            if len(ids) > max_prompt:  # verl's agent loop left-truncates an over-long prompt (with a warning)
+                ids, truncated = ids[-max_prompt:], truncated + 1
+            self.items.append(item)
+            self.prompt_ids.append(ids)
+        self.tokenizer = tok
+        self.width = max(len(p) for p in self.prompt_ids)
+        drawn = self.items[: sg.prompts]
+        distinct = len({json.dumps(it["raw_prompt"], sort_keys=True, default=str) for it in drawn})
+        self.report.data = {
+            "source": src_how, "rows_in_file": total, "rows_read": read, "kept_by_verl_rlhfdataset": kept,
+            "prompts": sg.prompts, "distinct_prompts": distinct, "reused_rows": len(items) < sg.prompts,
+            "prompt_key": str(cfg.data.get("prompt_key", "prompt")), "max_prompt_length": max_prompt,
+            "filter_overlong_prompts": bool(cfg.data.get("filter_overlong_prompts", False)),
+            "left_truncated": truncated, "tokenizer": tok_source, "prompt_tokens_max": self.width,
+            "data_sources": dict(Counter(str(it["data_source"]) for it in drawn)),
+            "schema_findings": [f"{f['severity']} {f['id']}: {f['message']}" for f in findings if f["severity"] != "info"],
+            "example_row": _example(drawn[0]),
+        }
+        ctx.check(4, "dataset_schema", True,
+                  f"{read} row(s) from {src_how}; verl's RLHFDataset kept {kept} (max_prompt_length={max_prompt}); "
+                  "prompts are chat lists and every row has data_source, reward_model.ground_truth (text) and "
+                  "extra_info" + (f"; note: {no_scorer[0]['message']}" if no_scorer else ""),
+                  {"rows_read": read, "kept_by_verl": kept, "findings": self.report.data["schema_findings"],
+                   "example_row": self.report.data["example_row"]})
+        ph.detail = (f"{read} row(s) from {src_how}; verl's RLHFDataset kept {kept}; {sg.prompts} prompts drawn "
+                     f"({distinct} distinct); tokenizer: {tok_source.split(' (')[0]}")
+
+    # ------------------------------------------------------------------------------ model, roles
+    def load_roles(self) -> str:
+        """Build and fit the tiny policy, load it in every role process; returns what was done."""
+        import torch
+
+        from wizard.smoketest import model as smoke_model
+
+        ctx, sg = self.ctx, self.sg
+        fallback = ctx.answer_format or "number"
+        examples, seen = [], set()
+        for item, ids in zip(self.items, self.prompt_ids, strict=True):
+            key = json.dumps(item["raw_prompt"], sort_keys=True, default=str)
+            if key in seen:
+                continue
+            seen.add(key)
+            truth = str((item.get("reward_model") or {}).get("ground_truth", ""))
+            style = smoke_model.answer_style(_last_user(item["raw_prompt"]), fallback)
+            examples.append((ids, smoke_model.response_text(style, truth),
+                             smoke_model.response_text(style, smoke_model.wrong_answer(truth, style))))
+        shape = ctx.model_shape()
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # the role processes are importing beside it: one thread avoids spin-wait contention
+        try:
+            info = smoke_model.build_tiny_policy(
+                self.model_dir, arch=self.arch[0], arch_source=self.arch[1], tokenizer=self.tokenizer,
+                tokenizer_source=self.report.data.get("tokenizer", ""), examples=examples,
+                kv_heads=2 if shape is None or shape.kv_heads < shape.heads else 4,
+                tied=bool(shape.tied) if shape is not None else True,
+                max_positions=max(1024, self.width + sg.response_length + 8), seed=ctx.options.seed)
+        finally:
+            torch.set_num_threads(threads)
+        self.report.model = info.as_dict()
+        roles = self.roles
+        assert roles is not None
+        handles = {"actor": roles.actor, "reward": roles.reward}
+        if roles.ref is not None and roles.ref is not roles.actor:
+            handles["reference"] = roles.ref
+        if roles.critic is not None:
+            handles["critic"] = roles.critic
+        waited = time.perf_counter()
+        loaded = dict(zip(handles, ctx.get([h.load.remote(self.model_dir) for h in handles.values()]), strict=True))
+        self.report.model["roles_ready_s"] = round(time.perf_counter() - waited, 2)
+        if roles.ref is roles.actor:
+            loaded["reference"] = {"who": dict(loaded["actor"]["who"], role="reference"),
+                                   "digest": loaded["actor"]["digest"]}
+        self.digests = {k: v["digest"] for k, v in loaded.items() if "digest" in v}
+        self.report.placement = {k: v["who"] for k, v in loaded.items()}
+        self.report.placement_note = (
+            f"actor+rollout, reference and critic are colocated on the GPU pool as verl's hybrid-engine workers are, "
+            f"each process holding 1/{MAX_COLOCATE} of a GPU bundle (verl's max_colocate_count); the reward manager "
+            "runs in a CPU-only process, as verl's reward loop workers do")
+        self.report.reward["manager"] = loaded["reward"]["manager"]
+        self.report.reward["scorer"] = loaded["reward"]["scorer"]
+        return (f"tiny {info.arch} ({info.parameters:,} parameters, fitted in {info.warmup.get('steps')} steps, "
+                f"{info.warmup.get('seconds')} s) loaded by {', '.join(k for k in loaded if k != 'reward')} "
+                f"(ready after {self.report.model['roles_ready_s']} s more)")
+
+    # -------------------------------------------------------------------------- rollout + reward
+    def rollout_and_reward(self) -> None:
+        """Generate and score; with DAPO's group filtering, refill with new prompts as verl does."""
+        import numpy as np
+        import torch
+
+        ctx, sg, cfg = self.ctx, self.sg, self.cfg
+        n, temp = sg.n, float(cfg.actor_rollout_ref.rollout.temperature)
+        kept: list[tuple[dict[str, Any], list[dict[str, Any]], list[float], str]] = []  # one entry per group
+        all_scores: list[float] = []
+        gen_batches, evicted, truncated, cursor, loaded = 0, 0, 0, 0, ""
+        while True:
+            prompts = self.prompt_ids[cursor: cursor + sg.prompts]
+            rows = self.items[cursor: cursor + sg.prompts]
+            with ctx.phase("rollout") as ph:
+                if not loaded:
+                    loaded = self.load_roles()
+                roles = self.roles
+                assert roles is not None
+                out = ctx.get(roles.actor.generate.remote(prompts, n, sg.response_length, temp, True,
+                                                          ctx.options.seed + gen_batches, self.width))
+                truncated += int(out.pop("truncated"))
+                lp = ctx.get(roles.actor.compute_log_prob.remote(out, True))  # verl: old log-probs from the actor
+                out["old_log_probs"], out["entropy"] = lp["old_log_probs"], lp["entropy"]
+                baseline = None
+                if str(cfg.algorithm.adv_estimator) == "remax":  # ReMax: a greedy response per prompt is the baseline
+                    baseline = ctx.get(roles.actor.generate.remote(prompts, 1, sg.response_length, temp, False,
+                                                                   ctx.options.seed, self.width))
+                    baseline.pop("truncated")
+                generated = (gen_batches + 1) * sg.prompts * n
+                ph.detail = (f"{loaded}; {generated} samples sampled (temperature {temp:g}, {n} per prompt, "
+                             f"≤ {sg.response_length} tokens) in {gen_batches + 1} generation batch(es); "
+                             "old log-probs from the actor")
+            with ctx.phase("reward") as ph:
+                sample_rows = [r for r in rows for _ in range(n)]
+                scored = ctx.get(roles.reward.score.remote(out, sample_rows))
+                base_scores = ctx.get(roles.reward.score.remote(baseline, rows))["scores"] if baseline is not None else None
+                if gen_batches == 0:
+                    self.report.reward["examples"] = scored["examples"]
+                gen_batches += 1
+                cursor += sg.prompts
+                all_scores += scored["scores"]
+                for j in range(len(prompts)):
+                    sl = slice(j * n, (j + 1) * n)
+                    group_scores = scored["scores"][sl]
+                    if ctx.filter_groups and n > 1 and float(np.std(group_scores)) == 0.0:
+                        evicted += 1  # verl's ReplayBuffer evicts groups whose rewards are identical
+                        continue
+                    group = {k: v[sl] for k, v in out.items() if hasattr(v, "shape")}
+                    group["rm_scores"] = scored["rm_scores"][sl]
+                    if base_scores is not None:
+                        group["reward_baselines"] = torch.full((n,), float(base_scores[j]))
+                    kept.append((group, [rows[j]] * n, group_scores, f"g{gen_batches}-{j}"))
+                done = len(kept) >= sg.prompts or gen_batches >= ctx.max_gen_batches
+                ph.detail = f"{len(all_scores)} samples scored"
+                if done:
+                    self.report.samples_generated = gen_batches * sg.prompts * n
+                    self.reward_stats(all_scores, kept, gen_batches, evicted)
+                    ph.detail = self.reward_detail
+            if done:
+                break
+        kept = kept[: sg.prompts]
+        batch = _cat([g for g, _, _, _ in kept])
+        self.rows = [r for _, rows, _, _ in kept for r in rows]
+        self.uids = np.array([uid for _, _, _, uid in kept for _ in range(n)], dtype=object)
+        mask = batch["response_mask"].float()
+        self.report.entropy = float((batch.pop("entropy") * mask).sum() / mask.sum())
+        self.batch = batch
+        lengths = batch["response_mask"].sum(-1).float()
+        self.report.data["response_length_mean"] = round(float(lengths.mean()), 2)
+        self.report.data["responses_cut_at_max_length"] = truncated
+
+    def reward_stats(self, all_scores: list[float], kept: list[Any], gen_batches: int, evicted: int) -> None:
+        import statistics
+
+        ctx, sg = self.ctx, self.sg
+        roles = self.roles
+        assert roles is not None
+        trained = [s for _, _, scores, _ in kept[: sg.prompts] for s in scores]
+        mean = statistics.fmean(all_scores) if all_scores else 0.0
+        std = statistics.pstdev(all_scores) if len(all_scores) > 1 else 0.0
+        # diagnosis: how the scorer rates a right and a wrong answer written in the prompt's format
+        from wizard.smoketest import model as smoke_model
+
+        probes, seen = [], set()
+        fallback = ctx.answer_format or "number"
+        for item in self.items[: sg.prompts]:
+            key = json.dumps(item["raw_prompt"], sort_keys=True, default=str)
+            if key in seen:
+                continue
+            seen.add(key)
+            truth = str((item.get("reward_model") or {}).get("ground_truth", ""))
+            style = smoke_model.answer_style(_last_user(item["raw_prompt"]), fallback)
+            for kind, answer in (("right", truth), ("wrong", smoke_model.wrong_answer(truth, style))):
+                probes.append({"kind": kind, "data_source": item["data_source"], "ground_truth": truth,
+                               "extra_info": item.get("extra_info"), "text": smoke_model.response_text(style, answer)})
+        probe_scores = ctx.get(roles.reward.probe.remote(probes))
+        right = [s for p, s in zip(probes, probe_scores, strict=True) if p["kind"] == "right"]
+        wrong = [s for p, s in zip(probes, probe_scores, strict=True) if p["kind"] == "wrong"]
+        discriminates = bool(right) and all(r > w for r, w in zip(right, wrong, strict=True))
+        self.report.reward.update({
+            "mean": round(mean, 4), "std": round(std, 4), "min": min(all_scores, default=None),
+            "max": max(all_scores, default=None), "scored": len(all_scores),
+            "trained_mean": round(statistics.fmean(trained), 4) if trained else None,
+            "generation_batches": gen_batches, "groups_evicted_identical_rewards": evicted if ctx.filter_groups else None,
+            "probe": {"right_answer_scores": right, "wrong_answer_scores": wrong,
+                      "note": "hand-written responses stating the ground truth / a wrong answer in the prompt's "
+                              "format; diagnosis only, never trained on"},
+        })
+        self.report.reward_mean = round(statistics.fmean(trained), 4) if trained else round(mean, 4)
+        self.report.reward_std = round(statistics.pstdev(trained), 4) if len(trained) > 1 else round(std, 4)
+        scorer = self.report.reward.get("scorer", "")
+        ctx.check(4, "scorer_discriminates", discriminates,
+                  f"{scorer}: a response stating the ground truth scores {_fmt_list(right)}, a wrong one "
+                  f"{_fmt_list(wrong)}" + ("" if discriminates else " — it cannot tell right from wrong"),
+                  {"right": right, "wrong": wrong})
+        constant = std == 0.0
+        detail = (f"{len(all_scores)} samples scored by {self.report.reward.get('manager')} → {scorer}: mean {mean:.3f}, "
+                  f"std {std:.3f}, min {min(all_scores, default=0):g}, max {max(all_scores, default=0):g}")
+        if ctx.filter_groups:
+            detail += f"; DAPO filter evicted {evicted} group(s) with identical rewards in {gen_batches} generation batch(es)"
+        self.reward_detail = detail
+        ctx.check(4, "rewards_vary", not constant, detail, {"mean": mean, "std": std, "n": len(all_scores)})
+        if constant:
+            value = all_scores[0] if all_scores else 0.0
+            if not discriminates:
+                cause = (f"the scorer gives {_fmt_list(right)} to responses that state the ground truth in the format "
+                         f"the prompt asks for and {_fmt_list(wrong)} to wrong ones")
+                hint = ("check data_source (it picks verl's scorer and its answer format), reward_model.ground_truth "
+                        "(text, in the form the scorer compares) and the reward function")
+            else:
+                cause = "the scorer tells right from wrong, but every sampled response got the same score"
+                hint = "raise --prompts so that more answers are sampled"
+            raise SmokeFailure(f"every reward is {value:g} ({len(all_scores)} samples): {cause}", hint)
+        if ctx.filter_groups and len(kept) < sg.prompts:
+            raise SmokeFailure(f"DAPO group filtering kept {len(kept)} of {sg.prompts} groups after {gen_batches} "
+                               "generation batches: rewards barely vary within a group",
+                               "check the reward function; raise algorithm.filter_groups.max_num_gen_batches")
+
+    # -------------------------------------------------------------------------------- advantage
+    def advantage(self, ph: Any) -> None:
+        import torch
+
+        from verl.trainer.ppo import core_algos
+        from verl.utils.torch_functional import masked_mean
+
+        ctx, cfg, batch = self.ctx, self.cfg, self.batch
+        roles = self.roles
+        assert roles is not None
+        algo = cfg.algorithm
+        mask = batch["response_mask"]
+        parts = []
+        if roles.ref is not None:
+            batch["ref_log_prob"] = ctx.get(roles.ref.compute_ref_log_prob.remote(batch))
+            parts.append("reference log-probs")
+        if roles.critic is not None:
+            batch["values"] = ctx.get(roles.critic.compute_values.remote(batch))
+            parts.append("critic values")
+        scores = batch["rm_scores"]
+        self.reward_kl = None
+        if bool(algo.get("use_kl_in_reward", False)):  # verl's apply_kl_penalty
+            kl_ctrl = core_algos.get_kl_controller(algo.kl_ctrl)
+            kld = core_algos.kl_penalty(batch["old_log_probs"], batch["ref_log_prob"], kl_penalty=algo.kl_penalty) * mask
+            batch["token_level_rewards"] = scores - kl_ctrl.value * kld
+            self.reward_kl = float(torch.mean(masked_mean(kld, mask=mask, axis=-1)))
+            parts.append(f"KL penalty in the reward (coef {kl_ctrl.value:g}, {algo.kl_penalty}: {self.reward_kl:.3g})")
+        else:
+            batch["token_level_rewards"] = scores
+        adv = str(algo.adv_estimator)
+        if adv == "gae":
+            a, r = core_algos.compute_gae_advantage_return(token_level_rewards=batch["token_level_rewards"],
+                                                           values=batch["values"], response_mask=mask,
+                                                           gamma=algo.gamma, lam=algo.lam)
+        elif adv == "grpo":
+            a, r = core_algos.compute_grpo_outcome_advantage(
+                token_level_rewards=batch["token_level_rewards"], response_mask=mask, index=self.uids,
+                norm_adv_by_std_in_grpo=algo.get("norm_adv_by_std_in_grpo", True))
+        else:
+            fn = core_algos.get_adv_estimator_fn(adv)
+            kwargs: dict[str, Any] = {"token_level_rewards": batch["token_level_rewards"], "response_mask": mask,
+                                      "config": algo, "index": self.uids}
+            if "reward_baselines" in batch:
+                kwargs["reward_baselines"] = batch["reward_baselines"]
+            a, r = fn(**kwargs)
+        batch["advantages"], batch["returns"] = a, r
+        finite = bool(torch.isfinite(a).all()) and bool(torch.isfinite(r).all())
+        nonzero = int((a.abs() * mask).sum(-1).gt(0).sum())
+        self.report.update["advantage"] = {"estimator": adv, "nonzero_samples": nonzero, "finite": finite,
+                                           "mean": round(float(masked_mean(a, mask)), 4)}
+        if not finite:
+            raise SmokeFailure(f"{adv} advantages are not finite", "check the rewards for NaN/inf")
+        if nonzero == 0:
+            raise SmokeFailure(f"every {adv} advantage is 0: the update would not move the policy",
+                               "rewards are identical within every group; check the reward function and samples_per_prompt")
+        ph.detail = ", ".join(parts + [f"verl's {adv} estimator: {nonzero} of {a.shape[0]} samples with a non-zero advantage"])
+
+    # ----------------------------------------------------------------------------------- update
+    def update(self, ph: Any) -> None:
+        from verl.trainer.ppo import core_algos
+        from verl.utils.torch_functional import masked_mean
+
+        ctx, cfg, sg, batch = self.ctx, self.cfg, self.sg, self.batch
+        roles = self.roles
+        assert roles is not None
+        size = batch["input_ids"].shape[0]
+        width = batch["input_ids"].shape[1]
+        spec = {"dp": sg.dp, "mini_samples": sg.samples_per_update, "dynamic": sg.dynamic, "micro": sg.micro,
+                "token_budget": sg.seqs_per_budget * width}
+        cspec = dict(spec, token_budget=sg.critic_seqs_per_budget * width)
+        critic_ref = roles.critic.update.remote(batch, cspec) if roles.critic is not None else None
+        result = ctx.get(roles.actor.update.remote(batch, spec))
+        critic_result = ctx.get(critic_ref) if critic_ref is not None else None
+        after: dict[str, str] = {"actor": ctx.get(roles.actor.digest.remote())}
+        if roles.ref is not None:
+            after["reference"] = ctx.get(roles.ref.digest.remote())
+        if roles.critic is not None:
+            after["critic"] = ctx.get(roles.critic.digest.remote())
+        steps = result["steps"]
+        epochs = int(result["epochs"])
+        self.report.policy_loss = _mean([s["pg_loss"] for s in steps])
+        kl_losses = [s["kl_loss"] for s in steps if s["kl_loss"] is not None]
+        self.report.update.update({
+            "actor_steps": steps, "critic_steps": critic_result["steps"] if critic_result else None,
+            "loss_mode": result["loss_mode"], "loss_agg_mode": result["loss_agg_mode"], "ppo_epochs": epochs,
+            "kl_loss_mean": _mean(kl_losses), "reward_kl_penalty": self.reward_kl,
+            "digests": {"before": {k: v[:16] for k, v in self.digests.items()}, "after": {k: v[:16] for k, v in after.items()}},
+        })
+        # -- pitfall 2: every sample once per epoch, one optimizer step per mini-batch ------------------
+        counts = Counter(i for micro in result["consumed"] for i in micro)
+        used = len(counts)
+        once = used == size and all(c == epochs for c in counts.values())
+        self.report.samples_used = used
+        expect_steps = sg.updates * epochs
+        micro_ok = all(s["samples"] == sg.samples_per_update for s in steps) and len(steps) == expect_steps
+        if not sg.dynamic:
+            micro_ok = micro_ok and all(c == sg.micro_batches for s in steps for c in s["micro_batches_per_rank"])
+        per_rank = [c for s in steps for c in s["micro_batches_per_rank"]]
+        ctx.check(2, "every_sample_used_once", once,
+                  f"{used} of {size} samples consumed, each {epochs}× per {epochs} epoch(s)"
+                  + ("" if once else f" — {size - used} never used, {sum(1 for c in counts.values() if c != epochs)} used a wrong number of times"),
+                  {"samples": size, "used": used, "epochs": epochs,
+                   "uses_per_sample": dict(Counter(counts.values()))},
+                  hint="ppo_mini_batch_size must divide train_batch_size so that every sample lands in one mini-batch")
+        how = (f"{sg.micro_batches} micro-batch(es) of {sg.micro} per rank" if not sg.dynamic else
+               f"token-budget micro-batches (budget {spec['token_budget']} tokens = {sg.seqs_per_budget} full sequence(s), "
+               f"as in the bundle): {min(per_rank)}-{max(per_rank)} per rank")
+        ctx.check(2, "mini_and_micro_batches", micro_ok,
+                  f"{len(steps)} optimizer step(s) = {sg.updates} mini-batch(es) × {epochs} epoch(s), each of "
+                  f"{sg.samples_per_update} samples over {sg.dp} rank(s); {how}; verl's iterator and splitter asserted "
+                  "every divisibility",
+                  {"steps": len(steps), "expected_steps": expect_steps, "micro_batches_per_rank": per_rank,
+                   "smoke": sg.as_dict()}, hint="re-render the bundle with verl-init so that the batch sizes divide")
+        if critic_result is not None:
+            c_counts = Counter(i for micro in critic_result["consumed"] for i in micro)
+            ctx.check(2, "critic_sample_use", len(c_counts) == size and len(set(c_counts.values())) == 1,
+                      f"critic consumed {len(c_counts)} of {size} samples in {len(critic_result['steps'])} step(s)",
+                      {"used": len(c_counts)})
+        # -- pitfall 1: separate weights per role --------------------------------------------------------
+        before = self.digests
+        self.report.actor_updated = before["actor"] != after["actor"]
+        ctx.check(1, "actor_updated", bool(self.report.actor_updated),
+                  f"actor weights sha256 {before['actor'][:12]} → {after['actor'][:12]}"
+                  + ("" if self.report.actor_updated else " (unchanged: no optimizer step took effect)"),
+                  {"before": before["actor"][:16], "after": after["actor"][:16]},
+                  hint="check actor_rollout_ref.actor.optim.lr and that advantages are not all zero")
+        who = self.report.placement
+        if roles.ref is not None:
+            unchanged = before["reference"] == after["reference"]
+            same_init = before["reference"] == before["actor"]
+            separate = who.get("reference", {}).get("pid") != who.get("actor", {}).get("pid")
+            self.report.reference_unchanged = unchanged
+            ctx.check(1, "reference_unchanged", unchanged and same_init,
+                      f"reference weights sha256 {before['reference'][:12]} → {after['reference'][:12]} "
+                      + ("(unchanged" if unchanged else "(MOVED with the actor")
+                      + f"; loaded from the actor's initial weights: {'yes' if same_init else 'no'})",
+                      {"before": before["reference"][:16], "after": after["reference"][:16], "same_init": same_init},
+                      hint="the reference must be its own frozen copy of the initial policy, never the actor's weights")
+            ctx.check(1, "reference_is_own_instance", separate,
+                      f"reference in process {who.get('reference', {}).get('pid')}, actor in process "
+                      f"{who.get('actor', {}).get('pid')}" + ("" if separate else ": the SAME process and weights"),
+                      {"reference": who.get("reference"), "actor": who.get("actor")},
+                      hint="the reference must be its own frozen copy of the initial policy, never the actor's weights")
+            # after the step, both roles score the same samples again: a reference that moved with the
+            # actor gives exactly the actor's log-probs (KL stuck at 0), a frozen one its old ones
+            new_lp = ctx.get(roles.actor.compute_log_prob.remote(batch, False))["old_log_probs"]
+            ref_lp = ctx.get(roles.ref.compute_ref_log_prob.remote(batch))
+            mask = batch["response_mask"]
+            kind = str(cfg.actor_rollout_ref.actor.kl_loss_type) if cfg.actor_rollout_ref.actor.get("use_kl_loss") \
+                else str(cfg.algorithm.get("kl_penalty", "kl"))
+            kl_after = float(masked_mean(core_algos.kl_penalty(new_lp, ref_lp, kl_penalty=kind), mask))
+            kl_abs = float(masked_mean((new_lp - ref_lp).abs(), mask))
+            ref_drift = float(masked_mean((ref_lp - batch["ref_log_prob"]).abs(), mask))
+            self.report.kl = kl_after
+            ctx.check(1, "kl_moves", math.isfinite(kl_after) and kl_abs > 0 and ref_drift == 0.0,
+                      f"after the update KL(actor‖reference) = {kl_after:.3g} ({kind}), mean |Δ log-prob| {kl_abs:.3g}; "
+                      f"the reference's own log-probs moved by {ref_drift:.3g}: "
+                      + ("it is a separate frozen copy" if kl_abs > 0 and ref_drift == 0.0 else
+                         "KL stuck at 0 — the reference moves with the actor" if kl_abs == 0 else
+                         "the reference's outputs changed"),
+                      {"kl": kl_after, "mean_abs_logprob_diff": kl_abs, "reference_drift": ref_drift, "estimator": kind},
+                      hint="a KL stuck at 0 means the reference is updated with the actor or was never loaded")
+        else:
+            self.report.reference_unchanged = None
+            ctx.check(1, "reference_unchanged", None, "no reference model: this algorithm uses no KL term", {})
+        if roles.critic is not None:
+            self.report.critic_updated = before["critic"] != after["critic"]
+            ctx.check(1, "critic_updated", bool(self.report.critic_updated),
+                      f"critic weights sha256 {before['critic'][:12]} → {after['critic'][:12]} in its own process "
+                      f"{who.get('critic', {}).get('pid')}", {"before": before["critic"][:16], "after": after["critic"][:16]})
+        pids = {k: v.get("pid") for k, v in who.items()}
+        gpu_roles = [k for k in ("actor", "reference", "critic") if k in who]
+        pooled = all(who[k].get("placement_group") and who[k].get("ray_resources", {}).get("GPU") for k in gpu_roles)
+        distinct = len({pids[k] for k in gpu_roles}) == len(gpu_roles)
+        ctx.check(3, "role_placement", pooled and (distinct or ctx.options.fault == "shared_reference"),
+                  "; ".join(f"{k}: pid {v.get('pid')}, Ray {v.get('ray_resources')}" for k, v in who.items()),
+                  {"placement": who})
+        # -- the run itself: finite numbers ---------------------------------------------------------------
+        grad = [s["grad_norm"] for s in steps]
+        finite = all(math.isfinite(x) for x in [*grad, self.report.policy_loss or 0.0, self.report.entropy or 0.0,
+                                                 self.report.kl or 0.0])
+        ctx.check(None, "finite_losses", finite,
+                  f"policy loss {self.report.policy_loss:.4g}, entropy {self.report.entropy:.4g}"
+                  + (f", KL {self.report.kl:.3g}" if self.report.kl is not None else "")
+                  + f", grad norms {', '.join(f'{g:.3g}' for g in grad)}",
+                  {"policy_loss": self.report.policy_loss, "entropy": self.report.entropy, "kl": self.report.kl,
+                   "grad_norms": grad})
+        ph.detail = (f"{len(steps)} actor step(s) ({result['loss_mode']} loss, {result['loss_agg_mode']}, "
+                     f"policy loss {self.report.policy_loss:.4g}"
+                     + (f", KL loss {_mean(kl_losses):.3g}" if kl_losses else "") + ")"
+                     + (f", {len(critic_result['steps'])} critic step(s)" if critic_result else "")
+                     + f"; {used}/{size} samples used")
+
+
+def _mean(values: list[float]) -> Optional[float]:
+    vals = [float(v) for v in values if v is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def _fmt_list(values: list[float]) -> str:
+    uniq = sorted(set(values))
+    return f"{uniq[0]:g}" if len(uniq) == 1 else "/".join(f"{v:g}" for v in values[:6])
+
+
+def _last_user(messages: Any) -> str:
+    msgs = list(messages or [])
+    for m in reversed(msgs):
+        if isinstance(m, dict) and m.get("role") == "user":
+            return str(m.get("content", ""))
+    return str(msgs[-1].get("content", "")) if msgs and isinstance(msgs[-1], dict) else ""
+
+
+def _example(item: dict[str, Any]) -> dict[str, Any]:
+    def short(v: Any) -> Any:
+        text = json.dumps(v, default=str, ensure_ascii=False)
+        return v if len(text) <= 200 else text[:197] + "..."
+
+    return {k: short(item.get(k)) for k in ("data_source", "prompt", "ability", "reward_model", "extra_info")}
+
+
+def _load_with_verl(ctx: "SmokeContext", rows_path: str, tok: Any) -> tuple[list[dict[str, Any]], int]:
+    """verl's RLHFDataset on the rows: its schema handling and overlong filter, with verl's data config."""
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    try:
+        import datasets
+
+        datasets.disable_progress_bars()
+    except Exception:  # noqa: BLE001
+        pass
+    try:
+        ds = RLHFDataset(data_files=[rows_path], tokenizer=tok, config=ctx.cfg.data, processor=None)
+    except Exception as exc:  # noqa: BLE001 - verl's own message is the report
+        cause = _cause(exc)
+        findings = _validate_rows(ctx, rows_path, tok)
+        errors = [f for f in findings if f["severity"] == "error"]
+        hint = (f"{errors[0]['message']} [{errors[0]['id']}]: " + "; ".join(
+            f"row {e['row']}: {e['problem']}" for e in errors[0]["examples"][:2])) if errors else \
+            "`verl-init validate-dataset FILE --tokenizer MODEL` lists the problem rows"
+        raise SmokeFailure(f"verl's RLHFDataset cannot load the rows: {type(cause).__name__}: "
+                           f"{str(cause).strip().splitlines()[-1][:300] if str(cause).strip() else ''}", hint) from None
+    items = [ds[i] for i in range(len(ds))]
+    for it in items:
+        if not isinstance(it.get("raw_prompt"), (list, tuple)) or not it.get("raw_prompt"):
+            it["raw_prompt"] = it.get(ctx.cfg.data.get("prompt_key", "prompt"))
+    return items, len(ds)
+
+
+def _validate_rows(ctx: "SmokeContext", rows_path: str, tok: Any) -> list[dict[str, Any]]:
+    """verl-init's validate-dataset on the same rows (precise row-level diagnosis)."""
+    from wizard.env.datasets import Options, validate
+
+    fn = ctx.cfg.reward.custom_reward_function
+    opts = Options(kind="rl", prompt_key=str(ctx.cfg.data.get("prompt_key", "prompt")),
+                   max_prompt_length=int(ctx.cfg.data.max_prompt_length), tokenizer=tok, tokenizer_name="smoke",
+                   reward_function=str(fn.path) if fn.get("path") else None,
+                   filter_overlong_prompts=bool(ctx.cfg.data.get("filter_overlong_prompts", False)))
+    try:
+        return [f.as_dict() for f in validate([rows_path], opts).findings]
+    except Exception as exc:  # noqa: BLE001 - diagnosis only
+        ctx.log(f"validate-dataset failed: {exc!r}")
+        return []
+
+
+def cleanup(ctx: "SmokeContext") -> None:
+    """Stop Ray and remove the temporary folders (always called)."""
+    try:
+        import ray
+
+        if ray.is_initialized():
+            ray.shutdown()
+    except Exception:  # noqa: BLE001
+        pass
+    if ctx.ray_dir:
+        shutil.rmtree(ctx.ray_dir, ignore_errors=True)
+    for k, v in (ctx.env_restore or {}).items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    ctx.env_restore = {}
+

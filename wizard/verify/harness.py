@@ -1,0 +1,475 @@
+"""`verify_with_verl(bundle)`: run verl's own code on a rendered bundle.
+
+In the order verl runs it (docs/verl-facts.md §1 and §4b): Hydra composition with verl's tree
+(struct mode), `auto_set_device`, `validate_config` exactly as `main_ppo` calls it, the config
+dataclasses the workers build (actor, rollout, reference as the workers rebuild it, critic,
+model, checkpoint engine), the registries the TaskRunner and workers look names up in, and the
+arithmetic the workers assert only after Ray has started (reproduced here, each with verl's line).
+
+Needs verl importable (`pip install verl==0.9.1`); imports it lazily.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import math
+import os
+import sys
+import types
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from wizard.intent.errors import UserError
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str = ""
+    skipped: bool = False
+
+
+@dataclass
+class VerifyReport:
+    bundle: str
+    verl_version: str
+    checks: list[Check] = field(default_factory=list)
+    substitutions: dict[str, str] = field(default_factory=dict)
+    blocked: str = ""  # why verl's checks could not run at all (neither accepted nor rejected)
+
+    @property
+    def ok(self) -> bool:
+        return not self.blocked and all(c.ok or c.skipped for c in self.checks)
+
+    @property
+    def failures(self) -> list[Check]:
+        return [c for c in self.checks if not c.ok and not c.skipped]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "bundle": self.bundle,
+            "verl_version": self.verl_version,
+            "accepted": self.ok,
+            "blocked": self.blocked or None,
+            "checks": [c.__dict__ for c in self.checks],
+            "substitutions": self.substitutions,
+        }
+
+    def summary(self) -> str:
+        if self.blocked:
+            return f"not verified: {self.blocked}"
+        if self.ok:
+            return f"verl {self.verl_version} accepts {self.bundle} ({len(self.checks)} checks)"
+        return "; ".join(f"{c.name}: {c.detail}" for c in self.failures)
+
+
+def hub_reachable(timeout: float = 2.0) -> bool:
+    """Whether the Hugging Face hub answers a TCP connection (HF_HUB_OFFLINE=1 means no)."""
+    if os.environ.get("HF_HUB_OFFLINE") == "1" or os.environ.get("TRANSFORMERS_OFFLINE") == "1":
+        return False
+    import socket
+    import urllib.parse
+
+    url = urllib.parse.urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    try:
+        with socket.create_connection((url.hostname or "huggingface.co", url.port or 443), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _require_verl() -> str:
+    try:
+        import verl
+    except ImportError:
+        raise UserError(
+            "verl is not importable", "install it: pip install torch==2.13.0 'verl==0.9.1' (or verl[vllm] on a GPU box)",
+            rule="VI950",
+        ) from None
+    return str(getattr(verl, "__version__", "unknown"))
+
+
+@contextlib.contextmanager
+def _vllm_lora_fallback():
+    """validate_config imports verl.workers.rollout.vllm_rollout.utils for LoRA ranks, which needs vllm.
+    Without vllm, provide verl's own fallback rule (its `except` branch): ranks up to 512."""
+    import importlib.util
+
+    name = "verl.workers.rollout.vllm_rollout.utils"
+    if importlib.util.find_spec("vllm") is not None or name in sys.modules:
+        yield False
+        return
+    from typing import Literal, get_args
+
+    def get_vllm_max_lora_rank(lora_rank: int) -> int:
+        assert lora_rank > 0, f"lora_rank must be greater than 0, get {lora_rank}"
+        ranks = sorted(get_args(Literal[1, 8, 16, 32, 64, 128, 256, 320, 512]))
+        if lora_rank > ranks[-1]:
+            raise ValueError(f"lora_rank must be less than or equal to {ranks[-1]}, but got {lora_rank}")
+        return next(r for r in ranks if lora_rank <= r)
+
+    module = types.ModuleType(name)
+    module.get_vllm_max_lora_rank = get_vllm_max_lora_rank  # type: ignore[attr-defined]
+    sys.modules[name] = module
+    try:
+        yield True
+    finally:
+        sys.modules.pop(name, None)
+
+
+def compose_bundle(bundle: str | os.PathLike[str], config_name: str = "verl_config") -> Any:
+    """The config main_ppo would build from `--config-path bundle --config-name verl_config`."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(Path(bundle).resolve()), version_base=None):
+        return compose(config_name=config_name)
+
+
+def verify_with_verl(
+    bundle: str | os.PathLike[str], *, model_dir: Optional[str] = None, config_name: str = "verl_config"
+) -> VerifyReport:
+    """Run verl's composition, validation, dataclass and worker-time checks on a bundle folder.
+
+    `model_dir`: a local model folder (config.json + tokenizer) that stands in for any model path
+    that is not a local folder, for the steps where verl loads a model's config and tokenizer
+    (the critic in validate_config, HFModelConfig in the workers). Substitutions are reported.
+    """
+    version = _require_verl()
+    report = VerifyReport(str(bundle), version)
+    checks = report.checks
+
+    def run(name: str, fn: Callable[[], Any], detail_ok: str = "") -> Any:
+        out = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(out):
+                result = fn()
+        except Exception as exc:  # noqa: BLE001 - verl raises all kinds; we report them
+            msg = " ".join(str(exc).split())
+            msg = msg if len(msg) <= 400 else msg[:397] + "..."
+            checks.append(Check(name, False, f"{type(exc).__name__}: {msg}"))
+            return _FAILED
+        checks.append(Check(name, True, detail_ok or (out.getvalue().strip().splitlines() or [""])[-1]))
+        return result
+
+    cfg = run("hydra compose (verl's tree, struct mode)", lambda: compose_bundle(bundle, config_name))
+    if cfg is _FAILED:
+        return report
+
+    import warnings
+
+    from omegaconf import OmegaConf, open_dict
+
+    run("every key exists in verl's tree (verl-init check: Hydra lets YAML typos through)",
+        lambda: _unknown_keys(bundle, config_name), "ok")
+
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import omega_conf_to_dataclass, validate_config
+    from verl.utils.device import auto_set_device
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run("auto_set_device", lambda: auto_set_device(cfg))
+        use_ref = need_reference_policy(cfg)
+        use_critic = need_critic(cfg)
+
+    # Stand-in model for steps that load a model's config/tokenizer.
+    model_keys = ["actor_rollout_ref.model.path"]
+    if use_critic:
+        model_keys.append("critic.model.path")
+    if cfg.reward.reward_model.enable:
+        model_keys.append("reward.reward_model.model_path")
+    loadable: dict[str, bool] = {}
+    for key in model_keys:
+        path = OmegaConf.select(cfg, key)
+        local = path is not None and os.path.isdir(os.path.expanduser(str(path)))
+        if not local and model_dir:
+            report.substitutions[key] = str(path)
+            with open_dict(cfg):
+                OmegaConf.update(cfg, key, str(Path(model_dir).resolve()))
+            local = True
+        loadable[key] = local
+
+    if use_critic and not loadable.get("critic.model.path", False) and not hub_reachable():
+        # verl's validate_config loads the critic's config: without the hub it would retry for ~30 s and fail
+        report.blocked = (f"verl loads the critic's model config ({OmegaConf.select(cfg, 'critic.model.path')}) "
+                          "and the Hugging Face hub cannot be reached from here: pass --model-dir DIR "
+                          "(a local copy of it, or a local model of the same family)")
+        return report
+
+    with _vllm_lora_fallback() as shimmed, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run("validate_config (main_ppo, before Ray)", lambda: validate_config(cfg, use_ref, use_critic),
+            "passed" + (" (vllm absent: LoRA rank checked by verl's fallback list)"
+                        if shimmed and a_lora(cfg) else ""))
+
+    a = cfg.actor_rollout_ref
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run("actor config dataclass", lambda: omega_conf_to_dataclass(a.actor), "instantiated")
+        run("rollout config dataclass (RolloutConfig)", lambda: omega_conf_to_dataclass(a.rollout), "instantiated")
+        if use_ref:
+            def _ref() -> Any:
+                ref = copy.deepcopy(a.ref)
+                with open_dict(ref):
+                    # engine_workers.py:545-552: the worker turns the log-prob keys into ppo_* keys
+                    ref.ppo_mini_batch_size = a.actor.ppo_mini_batch_size
+                    ref.ppo_micro_batch_size = ref.pop("log_prob_micro_batch_size", None)
+                    ref.ppo_micro_batch_size_per_gpu = ref.pop("log_prob_micro_batch_size_per_gpu", None)
+                    ref.use_dynamic_bsz = ref.pop("log_prob_use_dynamic_bsz", False)
+                    ref.ppo_max_token_len_per_gpu = ref.pop("log_prob_max_token_len_per_gpu", None)
+                return omega_conf_to_dataclass(ref)
+
+            run("reference config as the worker rebuilds it", _ref, "instantiated")
+        if use_critic:
+            run("critic config dataclass", lambda: omega_conf_to_dataclass(cfg.critic), "instantiated")
+        run("checkpoint engine config", lambda: omega_conf_to_dataclass(a.rollout.checkpoint_engine), "instantiated")
+        if loadable["actor_rollout_ref.model.path"]:
+            model_cfg = run("model config (HFModelConfig: config + tokenizer)", lambda: omega_conf_to_dataclass(a.model),
+                            "loaded")
+        else:
+            model_cfg = _FAILED
+            checks.append(Check("model config (HFModelConfig: config + tokenizer)", True,
+                                "skipped: model is not a local folder (pass model_dir to load a stand-in)", skipped=True))
+
+    _registries(cfg, run)
+    for name, ok, detail in worker_time_checks(cfg, use_critic, model_cfg if model_cfg is not _FAILED else None):
+        checks.append(Check(name, ok, detail))
+    return report
+
+
+_FAILED = object()
+_FREE_FORM = ("override_config", "engine_kwargs", "reward_kwargs", "ray_kwargs", "kwargs")
+
+
+def _flatten(node: Any, prefix: str = "") -> list[str]:
+    if isinstance(node, dict) and node:
+        out: list[str] = []
+        for k, v in node.items():
+            out.extend(_flatten(v, f"{prefix}{k}."))
+        return out
+    return [prefix[:-1]]
+
+
+def _unknown_keys(bundle: str | os.PathLike[str], config_name: str) -> None:
+    """Keys set in the bundle YAML that verl's tree does not have: Hydra merges them silently and
+    verl ignores them (or fails late in a dataclass). Raises with the keys and a did-you-mean."""
+    import difflib
+
+    import yaml
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    doc = yaml.safe_load((Path(bundle) / f"{config_name}.yaml").read_text(encoding="utf-8")) or {}
+    defaults = doc.pop("defaults", [])
+    doc.pop("hydra", None)
+    overrides = [f"{k.split()[-1]}={v}" for d in defaults if isinstance(d, dict) for k, v in d.items()]
+    GlobalHydra.instance().clear()
+    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
+        base = compose(config_name="ppo_trainer", overrides=overrides)
+    GlobalHydra.instance().clear()
+    tree = OmegaConf.to_container(base, resolve=False)
+    unknown = []
+    for key in _flatten(doc):
+        parts = key.split(".")
+        if any(p in _FREE_FORM for p in parts[:-1]):
+            continue
+        node: Any = tree
+        for i, part in enumerate(parts):
+            if not isinstance(node, dict) or part not in node:
+                siblings = [str(s) for s in node] if isinstance(node, dict) else []
+                close = difflib.get_close_matches(part, siblings, n=1)
+                parent = ".".join(parts[:i])
+                unknown.append(key + (f" (did you mean {parent + '.' if parent else ''}{close[0]}?)" if close else ""))
+                break
+            node = node[part]
+    if unknown:
+        raise KeyError("not in verl's config tree: " + ", ".join(unknown))
+
+
+def _registries(cfg: Any, run: Callable[..., Any]) -> None:
+    """Names the TaskRunner and workers look up, checked against verl's own registries."""
+    import torch
+
+    from verl.trainer.ppo import core_algos
+    from verl.utils.tracking import Tracking
+    from verl.workers.rollout.base import _ROLLOUT_REGISTRY
+
+    a = cfg.actor_rollout_ref
+    r = a.rollout
+
+    def rollout() -> None:
+        assert (r.name, r.mode) in _ROLLOUT_REGISTRY, f"Rollout {r.name} with mode {r.mode} not found"
+
+    def adv() -> None:
+        core_algos.get_adv_estimator_fn(cfg.algorithm.adv_estimator)
+
+    def loss() -> None:
+        core_algos.get_policy_loss_fn(a.actor.policy_loss.loss_mode)
+
+    def kl() -> None:
+        lp = torch.zeros(1, 3)
+        if a.actor.use_kl_loss:
+            core_algos.kl_penalty(lp, lp, a.actor.kl_loss_type)
+        if cfg.algorithm.use_kl_in_reward:
+            core_algos.kl_penalty(lp, lp, cfg.algorithm.kl_penalty)
+
+    def reward_manager() -> None:
+        from verl.experimental.reward_loop.reward_manager.registry import get_reward_manager_cls
+
+        if cfg.reward.reward_manager.source == "register":
+            get_reward_manager_cls(cfg.reward.reward_manager.name)
+
+    def logger() -> None:
+        backends = cfg.trainer.logger
+        backends = [backends] if isinstance(backends, str) else list(backends)
+        for b in backends:
+            assert b == "tracking" or b in Tracking.supported_backend, f"{b} is not supported"
+
+    def trainer_mode() -> None:
+        mode = cfg.trainer.v1.trainer_mode if cfg.trainer.get("use_v1", True) else "sync"
+        assert mode in ("sync", "colocate_async", "separate_async"), f"Unknown trainer '{mode}'"
+
+    run("rollout registry (name, mode)", rollout, f"{r.name}/{r.mode}")
+    run("advantage estimator registry", adv, str(cfg.algorithm.adv_estimator))
+    run("policy loss registry", loss, str(a.actor.policy_loss.loss_mode))
+    run("KL estimator", kl, "ok")
+    run("reward manager registry", reward_manager, str(cfg.reward.reward_manager.name))
+    run("tracking backends", logger, ",".join(map(str, cfg.trainer.logger)))
+    run("trainer mode", trainer_mode, "ok")
+
+
+def worker_time_checks(cfg: Any, use_critic: bool, model_cfg: Any = None) -> list[tuple[str, bool, str]]:
+    """The assertions verl makes only in the TaskRunner and Ray workers (verl-facts.md §1.4)."""
+    out: list[tuple[str, bool, str]] = []
+
+    def check(name: str, ok: bool, detail: str) -> None:
+        out.append((name, bool(ok), detail if not ok else "ok"))
+
+    a = cfg.actor_rollout_ref
+    actor, r, ref = a.actor, a.rollout, a.ref
+    n_gpus = cfg.trainer.n_gpus_per_node * cfg.trainer.nnodes
+    n = r.n
+    tbs = cfg.data.train_batch_size
+    seq = cfg.data.max_prompt_length + cfg.data.max_response_length
+    dyn = actor.use_dynamic_bsz
+
+    if actor.strategy == "megatron":
+        m = actor.megatron
+        dp = n_gpus // (m.tensor_model_parallel_size * m.pipeline_model_parallel_size * m.context_parallel_size)
+        sp = 1
+    else:
+        from wizard.verlspec.arithmetic import effective_sp
+
+        sp = effective_sp(actor.ulysses_sequence_parallel_size, actor.fsdp_config.get("ulysses_sequence_parallel_size", 1))
+        dp = n_gpus // sp
+
+    check("engine_workers.py:616 dynamic batch flags agree", actor.use_dynamic_bsz == r.log_prob_use_dynamic_bsz,
+          f"actor.use_dynamic_bsz={actor.use_dynamic_bsz} but rollout.log_prob_use_dynamic_bsz={r.log_prob_use_dynamic_bsz}")
+    if dyn:
+        check("engine_workers.py:632 token budgets set",
+              r.log_prob_max_token_len_per_gpu is not None and actor.ppo_max_token_len_per_gpu is not None,
+              "log_prob_max_token_len_per_gpu / ppo_max_token_len_per_gpu missing")
+    else:
+        check("engine_workers.py:636 per-GPU micro-batches set",
+              r.log_prob_micro_batch_size_per_gpu is not None and actor.ppo_micro_batch_size_per_gpu is not None,
+              "rollout.log_prob_micro_batch_size_per_gpu / actor.ppo_micro_batch_size_per_gpu missing (deprecated global keys are not converted)")
+
+    tp, rdp, pp = r.tensor_model_parallel_size, r.data_parallel_size, r.pipeline_model_parallel_size
+    w = tp * rdp * pp
+    check("engine_workers.py:659 rollout world size", n_gpus % w == 0,
+          f"rollout world_size: {n_gpus} is not divisible by infer_world_size: {w}")
+    gpn = r.n_gpus_per_node
+    check("replica.py:113 replica fills whole nodes", w % min(gpn, w) == 0,
+          f"world_size {w} must be divisible by gpus_per_node {gpn}")
+    if rdp > 1:
+        check("vllm_async_server.py:385 TP divides GPUs per node", gpn % tp == 0,
+              "gpus_per_node should be divisible by tensor_model_parallel_size")
+
+    mini = actor.ppo_mini_batch_size
+    check("engine_workers.py:264 mini-batch splits over data-parallel ranks", (mini * n) % dp == 0,
+          f"Got mini_batch_size={mini * n} and data parallel size={dp}")
+    lcm_terms = [dp, mini * n]
+    if use_critic:
+        cmini = cfg.critic.ppo_mini_batch_size
+        # critic/config.py: the critic's engine is critic.fsdp; its deprecated top-level key is not copied there
+        csp = cfg.critic.fsdp.get("ulysses_sequence_parallel_size", 1) if cfg.critic.strategy != "megatron" else 1
+        cdp = n_gpus // csp if cfg.critic.strategy != "megatron" else dp
+        check("engine_workers.py:264 critic mini-batch splits over data-parallel ranks", (cmini * n) % cdp == 0,
+              f"Got mini_batch_size={cmini * n} and data parallel size={cdp}")
+        lcm_terms.append(cmini * n)
+    L = 1
+    for t in lcm_terms:
+        L = L * t // math.gcd(L, t)
+    B = -(-tbs * n // L) * L  # trainer_base.py:1589-1606 pads the batch to a multiple of L
+    if not dyn:
+        micro = actor.ppo_micro_batch_size_per_gpu
+        per = mini * n // dp if dp else 0
+        check("engine/utils.py:123 update micro-batches divide the per-rank mini-batch",
+              micro and per % micro == 0, f"data size {per} must be divisible by micro_batch_size_per_gpu {micro}")
+        lp = r.log_prob_micro_batch_size_per_gpu
+        check("engine/utils.py:123 log-prob micro-batches divide the per-rank batch",
+              lp and (B // dp) % lp == 0, f"data size {B // dp} must be divisible by micro_batch_size_per_gpu {lp}")
+        if need_ref(cfg):
+            rlp = ref.log_prob_micro_batch_size_per_gpu
+            check("engine/utils.py:123 reference micro-batches divide the per-rank batch",
+                  rlp and (B // dp) % rlp == 0, f"data size {B // dp} must be divisible by micro_batch_size_per_gpu {rlp}")
+        if use_critic and not cfg.critic.use_dynamic_bsz:
+            cm = cfg.critic.ppo_micro_batch_size_per_gpu
+            cper = cfg.critic.ppo_mini_batch_size * n // dp
+            check("engine/utils.py:123 critic micro-batches divide the per-rank mini-batch",
+                  cm and cper % cm == 0, f"data size {cper} must be divisible by micro_batch_size_per_gpu {cm}")
+    else:
+        for name, budget in (
+            ("actor", actor.ppo_max_token_len_per_gpu),
+            ("rollout log-prob", r.log_prob_max_token_len_per_gpu),
+            ("reference", ref.log_prob_max_token_len_per_gpu if need_ref(cfg) else None),
+            ("critic", cfg.critic.ppo_max_token_len_per_gpu if use_critic and cfg.critic.use_dynamic_bsz else None),
+        ):
+            if budget is None:
+                continue
+            check(f"seqlen_balancing.py:384 {name} token budget holds the longest sequence", budget * sp >= seq,
+                  f"max_token_len must be greater than the sequence length. Got max_token_len={budget * sp} and max_seq_len={seq}")
+
+    check("ray_trainer.py:222 GAE has a critic", cfg.algorithm.adv_estimator != "gae" or use_critic,
+          "adv_estimator=gae with the critic disabled fails at step 1 with KeyError: 'values'")
+    fg = cfg.algorithm.get("filter_groups", None)
+    if fg is not None and fg.enable:
+        check("trainer_base.py:195 group-filtering metric set", bool(fg.metric),
+              "algorithm.filter_groups.metric must be set when group filtering is enabled")
+        rm = cfg.reward.reward_model
+        check("trainer_base.py:199 group filtering sees rewards at sampling time",
+              not rm.enable or rm.enable_resource_pool,
+              "algorithm.filter_groups requires the reward metric at sampling time")
+    rm = cfg.reward.reward_model
+    if rm.enable:
+        check("reward_model.py:47 reward model path set", rm.model_path is not None, "reward.reward_model.model_path is null")
+        rtp = rm.rollout.tensor_model_parallel_size * rm.rollout.data_parallel_size * rm.rollout.pipeline_model_parallel_size
+        pool = rm.n_gpus_per_node * rm.nnodes if rm.enable_resource_pool else n_gpus
+        check("reward_model.py:60 reward model fits its pool", pool // rtp > 0,
+              f"Not enough GPUs to run the reward model. world_size ({pool}) < rollout_world_size ({rtp})")
+        check("reward_loop.py:252 reward model engine", rm.rollout.name in ("vllm", "sglang"),
+              f"reward model rollout name {rm.rollout.name!r} must be vllm or sglang")
+    if model_cfg is not None and r.max_model_len is not None:
+        mpe = getattr(getattr(model_cfg, "hf_config", None), "max_position_embeddings", None)
+        if mpe is not None:
+            check("vllm_async_server.py:1101 max_model_len within the model's context", r.max_model_len <= mpe,
+                  f"max_model_len ({r.max_model_len}) should be less than or equal to max_position_embeddings ({mpe})")
+    return out
+
+
+def a_lora(cfg: Any) -> bool:
+    model = cfg.actor_rollout_ref.model
+    return bool(model.get("lora_rank", 0) or model.get("lora", {}).get("rank", 0))
+
+
+def need_ref(cfg: Any) -> bool:
+    from verl.trainer.ppo.utils import need_reference_policy
+
+    return bool(need_reference_policy(cfg))
