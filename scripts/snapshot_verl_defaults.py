@@ -26,7 +26,9 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "wizard" / "verlspec" / "verl_defaults.yaml"
+sys.path.insert(0, str(ROOT))
+from wizard.verlspec.keys import SNAPSHOT as OUT  # noqa: E402 - after the path: the snapshot's one home
+
 ENGINES = {  # model_engine -> generated file (dp and megatron are required; the others when present)
     "dp": "_generated_ppo_trainer.yaml",
     "megatron": "_generated_ppo_megatron_trainer.yaml",

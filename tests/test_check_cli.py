@@ -9,10 +9,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, run_cli
+from conftest import REFERENCE, ROOT, run_cli
 
 import wizard
-from wizard.check.lint import check, fixed_overrides, format_value, parse_value
+from wizard.check.lint import check
+from wizard.check.overrides import format_value, parse_value
+from wizard.check.report import fixed_overrides
 
 
 @pytest.fixture(scope="module")
@@ -210,25 +212,21 @@ def test_verl_verdict_beside_ours(bundle, tmp_path):
 # --- speed and imports ----------------------------------------------------------------------------
 
 
-def test_under_a_second_per_config_without_verl_imported():
+def test_checking_configs_without_verl_imports_nothing_heavy():
+    """Without --verl, check reads verl's tree from the shipped snapshot: no verl/torch/hydra import.
+    (How fast it is lives in benchmarks/bench_check.py, not here.)"""
     code = textwrap.dedent(f"""\
-        import json, sys, time
-        t0 = time.perf_counter()
+        import json, sys
         from wizard.check.lint import check
-        configs = json.load(open({str(ROOT.parent / 'shared' / 'reference' / 'verl-examples.json')!r}))["configs"]
-        times = []
+        configs = json.load(open({str(REFERENCE / 'verl-examples.json')!r}))["configs"]
         for c in configs:
-            t = time.perf_counter()
             check(None, c["overrides"], defaults="snapshot", env={{"HOME": "/root"}})
-            times.append(time.perf_counter() - t)
         heavy = [m for m in ("verl", "torch", "hydra", "omegaconf", "ray", "transformers") if m in sys.modules]
-        print(json.dumps({{"max": max(times), "total": time.perf_counter() - t0, "n": len(times), "heavy": heavy}}))
+        print(json.dumps({{"n": len(configs), "heavy": heavy}}))
         """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     stats = json.loads(out.stdout)
-    assert stats["heavy"] == []
-    assert stats["max"] < 1.0, stats
-    assert stats["total"] < stats["n"] * 1.0, stats
+    assert stats["heavy"] == [] and stats["n"] >= 28, stats
 
 
 def test_check_help_imports_nothing_heavy():

@@ -1,4 +1,4 @@
-"""`verl-init check` on verl's own example configs (shared/reference/verl-examples.json).
+"""`verl-init check` on verl's own example configs (tests/data/reference/verl-examples.json).
 
 verl 0.9.1 accepts every one of them on the hardware it declares (trainer.nnodes × n_gpus_per_node),
 so the checker must report no error. UNSET_* values are placeholders for what the scripts take from
@@ -10,15 +10,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import ROOT
+from conftest import REFERENCE, ROOT
 
 from wizard.check.lint import check
 
-REFERENCE = ROOT.parent / "shared" / "reference" / "verl-examples.json"
-if not REFERENCE.is_file():
-    pytest.skip(f"verl's example configs not found at {REFERENCE} (the project's shared/ folder)",
-                allow_module_level=True)
-EXAMPLES = json.loads(REFERENCE.read_text(encoding="utf-8"))["configs"]
+EXAMPLES = json.loads((REFERENCE / "verl-examples.json").read_text(encoding="utf-8"))["configs"]
 IDS = [c["source"].split(":", 1)[1].removeprefix("examples/") for c in EXAMPLES]
 ENV = {"HOME": "/root"}  # the examples read their data from $HOME/data on verl's machines
 
@@ -79,13 +75,14 @@ def test_no_error_on_verls_examples_with_verls_hydra_tree(config):
 @pytest.mark.verl
 def test_snapshot_resolves_every_example_exactly_like_hydra():
     """The shipped snapshot + verl-init's own interpolation resolver give the same ~900 keys as Hydra."""
-    from wizard.check import lint
+    from wizard.check.resolve import resolve
+    from wizard.check.source import load_source
 
     for config in EXAMPLES:
-        src = lint.load_source(None, config["overrides"], env=ENV)
+        src = load_source(None, config["overrides"], env=ENV)
         trees = {}
         for mode in ("snapshot", "verl"):
-            trees[mode] = lint.resolve(src, mode, lambda *a, **k: None, ENV)
+            trees[mode] = resolve(src, mode, lambda *a, **k: None, ENV)
         assert trees["verl"].mode == "verl"
         a, b = trees["snapshot"].flat, trees["verl"].flat
         diff = sorted(k for k in set(a) | set(b) if a.get(k, "<missing>") != b.get(k, "<missing>"))

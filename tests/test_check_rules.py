@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from wizard.check.lint import RULES, check
+from wizard.check.catalog import RULES
+from wizard.check.lint import check
 
 HW = {"nnodes": 1, "gpus_per_node": 8, "gpu_memory_gb": 80}
 
@@ -343,13 +344,15 @@ def test_a_full_config_dump_is_read_like_verls_own(tmp_path, data):
     """A YAML without `defaults` (e.g. Hydra's outputs/.../.hydra/config.yaml) is the whole config."""
     import yaml
 
-    from wizard.check import lint
+    from wizard.check.resolve import resolve
+    from wizard.check.source import load_source
+    from wizard.check.tree import set_key
 
-    src = lint.load_source(None, base(data) + ["model_engine=megatron"], env={})
-    tree = lint.resolve(src, "snapshot", lambda *a, **k: None, {})
+    src = load_source(None, base(data) + ["model_engine=megatron"], env={})
+    tree = resolve(src, "snapshot", lambda *a, **k: None, {})
     nested: dict = {}
     for k, v in tree.flat.items():
-        lint._set(nested, k, v)
+        set_key(nested, k, v)
     dump = tmp_path / "config.yaml"
     dump.write_text(yaml.safe_dump(nested))
     report = check(str(dump), defaults="snapshot", **HW)

@@ -9,7 +9,8 @@ import random
 
 import pytest
 
-from wizard.check.lint import check, load_source, run_verl_checks
+from wizard.check.lint import check, run_verl_checks
+from wizard.check.source import load_source
 
 pytestmark = [pytest.mark.verl]
 N = 40

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import ast
 import os
 
+import pytest
 import yaml
 
-from conftest import run_cli
+from conftest import ROOT, run_cli
+from wizard.cli.app import COMMANDS, main
 
 
 def test_profiles_lists_names_and_descriptions(cli_env):
@@ -193,3 +196,45 @@ def test_replay_from_another_folder_is_byte_identical(tmp_path, cli_env):
     for path in (first / "b").rglob("*"):
         if path.is_file():
             assert path.read_bytes() == (elsewhere / "b" / path.relative_to(first / "b")).read_bytes(), path
+
+
+@pytest.mark.parametrize("word", sorted(COMMANDS))
+def test_every_command_has_its_help(word, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main([word, "--help"])
+    assert stop.value.code == 0
+    assert capsys.readouterr().out.startswith(f"usage: verl-init {word} ")
+
+
+def _cli_imports() -> dict[str, set[str]]:
+    """wizard.cli module -> the wizard.cli modules it imports, counting imports inside functions."""
+    base = ROOT / "wizard" / "cli"
+    names = {".".join(("wizard", "cli", *p.relative_to(base).with_suffix("").parts)).removesuffix(".__init__"): p
+             for p in base.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in names.items():
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                found |= {f"{node.module}.{a.name}" for a in node.names} | {node.module}
+            elif isinstance(node, ast.Import):
+                found |= {a.name for a in node.names}
+        graph[name] = {m for m in found if m in names and m != name}
+    return graph
+
+
+def test_cli_modules_import_no_cycle():
+    """app.py dispatches to the command modules by name; none of them imports app.py or another in a loop."""
+    graph = _cli_imports()
+    assert not any("wizard.cli.app" in deps for deps in graph.values())
+    done: set[str] = set()
+
+    def visit(name: str, path: tuple[str, ...]) -> None:
+        assert name not in path, " -> ".join((*path, name))
+        if name not in done:
+            for dep in graph[name]:
+                visit(dep, (*path, name))
+            done.add(name)
+
+    for name in graph:
+        visit(name, ())

@@ -305,8 +305,7 @@ def test_scripts_pass_bash_n_and_shellcheck(label, name, text, tmp_path):
     assert text.startswith("#!/usr/bin/env bash\n")
     r = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stderr
-    if SHELLCHECK is None:
-        pytest.skip("shellcheck is not installed (apt-get install shellcheck; .ci/run installs it)")
+    assert SHELLCHECK, "shellcheck is not installed (apt-get install shellcheck; .ci/run installs it)"
     r = subprocess.run([SHELLCHECK, "-s", "bash", "-S", "style", str(path)], capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stdout
 

@@ -29,7 +29,7 @@ from wizard.env.cluster import check_cluster
 
 VENV_BIN = Path(sys.executable).parent
 RAY = shutil.which("ray", path=str(VENV_BIN)) or shutil.which("ray")
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(RAY is None, reason="the ray CLI is not installed")]
+pytestmark = [pytest.mark.slow]
 
 PORT_FLAGS = ("--port", "--dashboard-port", "--ray-client-server-port", "--dashboard-agent-listen-port",
               "--dashboard-agent-grpc-port", "--runtime-env-agent-port", "--metrics-export-port",

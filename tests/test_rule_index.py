@@ -8,31 +8,29 @@ from pathlib import Path
 
 import pytest
 
-from wizard.check import lint
-
-from wizard.check import rule_index
+from wizard.check import catalog, rule_index
 
 WIZARD = Path(rule_index.__file__).resolve().parent.parent
 INDEX_FILE = Path(rule_index.__file__).resolve()
-LINT_FILE = Path(lint.__file__).resolve()
+CATALOG_FILE = Path(catalog.__file__).resolve()
 LITERAL = re.compile(r"""["'](VI\d{3})["']""")
 ALLOWED_AREAS = {"answers", "batching", "layout", "roles", "reward & data", "memory", "cluster", "probe & doctor",
                  "bundle", "verify", "smoke", "internal"}
 
 
 def _lint_table_lines() -> range:
-    """Lines of the `RULES = {...}` table at the top of wizard/lint.py (descriptions, not uses)."""
-    tree = ast.parse(LINT_FILE.read_text(encoding="utf-8"))
+    """Lines of the `RULES = {...}` table in wizard/check/catalog.py (descriptions, not uses)."""
+    tree = ast.parse(CATALOG_FILE.read_text(encoding="utf-8"))
     for node in tree.body:
         target = node.target if isinstance(node, ast.AnnAssign) else (
             node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None)
         if isinstance(target, ast.Name) and target.id == "RULES":
             return range(node.lineno, (node.end_lineno or node.lineno) + 1)
-    raise AssertionError("wizard/lint.py has no RULES table")
+    raise AssertionError("wizard/check/catalog.py has no RULES table")
 
 
 def _code_ids(*, skip_lint_table: bool = False) -> set[str]:
-    """Every "VIddd" string literal in wizard/**/*.py, except in wizard/rule_index.py itself."""
+    """Every "VIddd" string literal in wizard/**/*.py, except in wizard/check/rule_index.py itself."""
     table = _lint_table_lines() if skip_lint_table else range(0)
     found: set[str] = set()
     for path in sorted(WIZARD.rglob("*.py")):
@@ -40,7 +38,7 @@ def _code_ids(*, skip_lint_table: bool = False) -> set[str]:
             continue
         lines = path.read_text(encoding="utf-8").splitlines()
         for no, line in enumerate(lines, start=1):
-            if path.resolve() == LINT_FILE and no in table:
+            if path.resolve() == CATALOG_FILE and no in table:
                 continue
             found.update(LITERAL.findall(line))
     return found
@@ -49,7 +47,7 @@ def _code_ids(*, skip_lint_table: bool = False) -> set[str]:
 def test_scanner_sees_the_code():
     ids = _code_ids()
     assert len(ids) > 50
-    assert set(lint.RULES) <= ids  # the lint table itself is code the scanner reads
+    assert set(catalog.RULES) <= ids  # the lint table itself is code the scanner reads
     assert "VI000" in ids  # errors.py's default rule
 
 
@@ -63,20 +61,20 @@ def test_no_stale_entries():
     stale = sorted(set(rule_index.RULES) - used)
     assert not stale, f"wizard/rule_index.RULES lists IDs no code uses: {stale}"
     used_outside_table = _code_ids(skip_lint_table=True)
-    unused_lint = sorted(set(lint.RULES) - used_outside_table)
-    assert not unused_lint, f"wizard.check.lint.RULES lists IDs no code emits: {unused_lint}"
+    unused_lint = sorted(set(catalog.RULES) - used_outside_table)
+    assert not unused_lint, f"wizard.check.catalog.RULES lists IDs no code emits: {unused_lint}"
 
 
 def test_lint_rules_are_not_repeated():
-    overlap = sorted(set(rule_index.RULES) & set(lint.RULES))
-    assert not overlap, f"described in wizard.check.lint.RULES already: {overlap}"
+    overlap = sorted(set(rule_index.RULES) & set(catalog.RULES))
+    assert not overlap, f"described in wizard.check.catalog.RULES already: {overlap}"
 
 
 def test_all_rules_merges_and_sorts():
     merged = rule_index.all_rules()
     assert list(merged) == sorted(merged)
-    assert set(merged) == set(rule_index.RULES) | set(lint.RULES)
-    for rule, entry in lint.RULES.items():
+    assert set(merged) == set(rule_index.RULES) | set(catalog.RULES)
+    for rule, entry in catalog.RULES.items():
         assert merged[rule] == ("check (linter)", entry[0])
     for rule, entry in rule_index.RULES.items():
         assert merged[rule] == entry

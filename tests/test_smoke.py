@@ -20,7 +20,9 @@ import wizard
 from conftest import ROOT, run_cli
 from wizard.intent.answers import make_answers
 from wizard.intent.errors import UserError, WizardError
-from wizard.smoketest.core import (SmokeOptions, format_report, geometry_from_config, scale_geometry)
+from wizard.smoketest.geometry import geometry_from_config, scale_geometry
+from wizard.smoketest.report import format_report
+from wizard.smoketest.run import SmokeOptions
 from wizard.smoketest.verl import error_message, failing_phase, parse_metrics, parse_value
 
 DATA = ROOT / "tests" / "data"
@@ -179,19 +181,19 @@ def test_model_arch_never_downloads(tmp_path):
 # the report, the API and the CLI
 
 
-def test_wizard_smoke_is_callable_as_module_and_function(tmp_path):
-    import wizard.smoketest.core as module
+def test_wizard_smoke_is_the_lazily_exported_function(tmp_path):
+    import wizard.smoketest.report as report
+    import wizard.smoketest.run as run
 
-    assert callable(module) and callable(wizard.smoketest.core)
-    assert wizard.SmokeReport is module.SmokeReport
+    assert wizard.smoke is run.smoke and wizard.SmokeReport is report.SmokeReport is run.SmokeReport
+    assert not callable(wizard.smoketest)  # the package is a package; `wizard.smoke` is the function
     with pytest.raises(UserError, match="VI960"):
-        wizard.smoketest.core(tmp_path)
-    with pytest.raises(UserError, match="VI960"):
-        module(tmp_path)
+        wizard.smoke(tmp_path)
+    assert {"SmokeOptions", "run_and_print", "cli"} <= set(vars(run))  # what the CLI imports
 
 
 def test_report_json_has_the_issue_fields():
-    from wizard.smoketest.core import Check, SmokeReport
+    from wizard.smoketest.report import Check, SmokeReport
 
     r = SmokeReport(bundle="b", engine="cpu", algorithm="grpo", prompts=8, samples=32, samples_used=32)
     r.checks.append(Check(1, "actor_updated", True, "x"))
@@ -286,7 +288,8 @@ def test_failure_phase_and_verl_message(text, phase, message):
 
 
 def verl_overrides(bundle: Path, model_dir: Path) -> tuple[list[str], object]:
-    from wizard.smoketest.core import Display, SmokeContext, SmokeReport
+    from wizard.smoketest.context import Display, SmokeContext
+    from wizard.smoketest.report import SmokeReport
     from wizard.smoketest.verl import build_command, local_geometry
     from wizard.verify.harness import compose_bundle
 
@@ -336,7 +339,7 @@ def test_verl_engine_overrides_pass_verls_own_checks(profile, tmp_path, tiny_mod
 
 @pytest.mark.verl
 def test_multi_node_model_parallel_group_needs_the_cluster(tmp_path, tiny_model):
-    from wizard.smoketest.cpu import SmokeFailure
+    from wizard.smoketest.context import SmokeFailure
 
     b = bundle_of(tmp_path, profile="megatron-64gpu")
     with pytest.raises(SmokeFailure, match="spans more than one node"):
@@ -388,7 +391,7 @@ def verl_run(tmp_path: Path, bundle: Path, model: Path, mode: str, timeout: floa
     old = dict(os.environ)
     os.environ.update(FAKE_MODE=mode, FAKE_ARGV=str(argv), STEP=STEP_LINE)
     try:
-        report = wizard.smoketest.core(bundle, options=SmokeOptions(engine="verl", model_dir=str(model), timeout=timeout,
+        report = wizard.smoke(bundle, options=SmokeOptions(engine="verl", model_dir=str(model), timeout=timeout,
                                                            main_command=[sys.executable, str(fake)]))
     finally:
         os.environ.clear()
@@ -451,13 +454,13 @@ def test_verl_engine_stops_a_hung_main_ppo(tmp_path, tiny_model):
 @pytest.mark.verl
 def test_verl_engine_needs_the_model_on_this_machine(tmp_path):
     b = bundle_of(tmp_path, profile="cpu-smoke")  # model ./tiny-model does not exist under tmp_path
-    report = wizard.smoketest.core(b, options=SmokeOptions(engine="verl", main_command=[sys.executable, "-c", "pass"]))
+    report = wizard.smoke(b, options=SmokeOptions(engine="verl", main_command=[sys.executable, "-c", "pass"]))
     assert report.failure is not None and report.failure.phase == "probe"
     assert "does not exist on this machine" in report.failure.message and "--model-dir" in report.failure.hint
 
 
 def test_unknown_engine_is_rejected():
     with pytest.raises(WizardError, match="VI962"):
-        from wizard.smoketest.core import choose_engine
+        from wizard.smoketest.run import choose_engine
 
         choose_engine("gpu")

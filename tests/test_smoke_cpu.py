@@ -17,7 +17,8 @@ import pytest
 import wizard
 from conftest import ROOT
 from wizard.intent.answers import make_answers
-from wizard.smoketest.core import SmokeOptions, SmokeReport, format_report
+from wizard.smoketest.report import SmokeReport, format_report
+from wizard.smoketest.run import SmokeOptions
 
 pytestmark = [pytest.mark.verl, pytest.mark.slow]
 
@@ -34,7 +35,7 @@ def bundle(tmp_path: Path, **changes) -> Path:
 
 
 def run(b: Path, **options) -> SmokeReport:
-    report = wizard.smoketest.core(b, options=SmokeOptions(engine="cpu", data_dir=GSM8K, **options))
+    report = wizard.smoke(b, options=SmokeOptions(engine="cpu", data_dir=GSM8K, **options))
     import ray
 
     assert not ray.is_initialized(), "the smoke run must stop its Ray instance"

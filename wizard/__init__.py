@@ -29,8 +29,8 @@ _LAZY = {
     "write_bundle": ("renderer.writer", "write_bundle"),
     "verify_with_verl": ("verify.harness", "verify_with_verl"),
     "VerifyReport": ("verify.harness", "VerifyReport"),
-    "smoke": ("smoketest.core", "smoke"),
-    "SmokeReport": ("smoketest.core", "SmokeReport"),
+    "smoke": ("smoketest.run", "smoke"),
+    "SmokeReport": ("smoketest.report", "SmokeReport"),
 }
 
 __all__ = ["VERL_TARGET", "Problem", "UserError", "WizardError", "__version__", *_LAZY]

@@ -1,14 +1,16 @@
 """One registry of every rule ID verl-init emits, for generated documentation.
 
 `RULES` maps each ID to (area, one-line title of what it detects). The `verl-init check` linter's
-VI8xx rules are described in `wizard.check.lint.RULES` and are not repeated here; `all_rules()` merges
+VI8xx rules are described in `wizard.check.catalog.RULES` and are not repeated here; `all_rules()` merges
 both, and `markdown()` renders the merged table. tests/test_rule_index.py keeps this file in step
 with the `"VIddd"` literals in the code (every ID covered, no stale entries).
 
-Only the standard library is imported at module level; wizard.check.lint is imported on demand.
+Only the standard library (and the linter's table, wizard.check.catalog) is imported at module level.
 """
 
 from __future__ import annotations
+
+from wizard.check.catalog import RULES as LINT_RULES
 
 AREAS = ("answers", "batching", "layout", "roles", "reward & data", "memory", "cluster", "probe & doctor",
          "bundle", "verify", "smoke", "internal")
@@ -146,7 +148,7 @@ RULES: dict[str, tuple[str, str]] = {
     "VI903": ("bundle", "the output folder is not empty and --force was not given"),
     # -- verify (wizard.verify.harness) ---------------------------------------------------------------------
     "VI950": ("verify", "verl is not importable, so the bundle cannot be verified with verl"),
-    # -- smoke (wizard.smoketest.core) -----------------------------------------------------------------------
+    # -- smoke (wizard.smoketest.run) ------------------------------------------------------------------------
     "VI960": ("smoke", "smoke target is not a verl-init bundle (no verl_config.yaml)"),
     "VI961": ("smoke", "--prompts is below 1 or does not keep the bundle's batch geometry"),
     "VI962": ("smoke", "unknown smoke --engine"),
@@ -157,10 +159,8 @@ RULES: dict[str, tuple[str, str]] = {
 
 def all_rules() -> dict[str, tuple[str, str]]:
     """RULES plus the linter's VI8xx rules as (area "check (linter)", title), sorted by ID."""
-    from wizard.check import lint
-
     merged = dict(RULES)
-    for rule, entry in lint.RULES.items():
+    for rule, entry in LINT_RULES.items():
         merged.setdefault(rule, (LINT_AREA, entry[0]))
     return dict(sorted(merged.items()))
 

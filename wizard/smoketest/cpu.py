@@ -19,6 +19,11 @@ sampling with transformers' `generate` (verl's rollout engines need a GPU), data
 emulated inside one process (each rank's loss is scaled as verl scales it, gradients are averaged
 over the ranks before the step), and the glue between the roles.
 
+What the update reports is measured, not counted: GradientLedger records per micro-batch whether the
+backward pass reached it and what it added to the parameters' gradients, so "samples used" counts the
+samples whose gradient reached the weights, and "actor updated" needs a non-zero gradient at the
+optimizer step (AdamW's weight decay alone also moves the weights).
+
 This module is imported by the Ray worker processes; heavy imports stay inside functions.
 """
 
@@ -35,24 +40,13 @@ import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
-if TYPE_CHECKING:
-    from wizard.smoketest.core import SmokeContext
+from wizard.smoketest.context import SmokeContext, SmokeFailure
 
 # verl colocates up to this many worker processes on one GPU (RayResourcePool's max_colocate_count).
 MAX_COLOCATE = 3
-ROLE_TIMEOUT_S = 600
 FIRST_ROWS = 256  # rows of the prepared data the smoke reads (and verl's loader sees)
-
-
-class SmokeFailure(Exception):
-    """A property of the run that does not hold: reported in its phase, with a hint."""
-
-    def __init__(self, message: str, hint: str = "") -> None:
-        super().__init__(message)
-        self.message = message
-        self.hint = hint
 
 
 # =============================================================================================
@@ -126,11 +120,76 @@ def _micro_batches(mb: Any, dynamic: bool, micro: Optional[int], budget: Optiona
     return prepare_micro_batches(mb)
 
 
+class GradientLedger:
+    """What each micro-batch's backward pass put into the accumulated gradients, measured on the
+    gradients themselves (never taken from the loop's own bookkeeping).
+
+    Per micro-batch: `backprop` (the backward pass reached its model output: a tensor hook fired),
+    `carried` (norm of the loss's gradient at that output) and `added` (norm of what the parameters'
+    .grad gained). Its samples reached the weights when the backward ran and whatever gradient it
+    carried arrived (`reached`): a skipped backward, or a gradient dropped on the way, shows."""
+
+    def __init__(self, params: list[Any]) -> None:
+        self.params = params
+        self.entries: list[dict[str, Any]] = []
+        self._before: list[Any] = []
+
+    def watch(self, output: Any, samples: list[int], **where: int) -> dict[str, Any]:
+        """Call after the forward pass, before the backward pass, with a tensor on the loss's path."""
+        entry: dict[str, Any] = {**where, "samples": samples, "backprop": False, "carried": 0.0, "added": 0.0}
+
+        def seen(grad: Any) -> None:
+            entry["backprop"] = True
+            entry["carried"] = float(grad.detach().float().norm())
+
+        output.register_hook(seen)
+        self._before = [None if q.grad is None else q.grad.detach().clone() for q in self.params]
+        self.entries.append(entry)
+        return entry
+
+    def settle(self, entry: dict[str, Any]) -> None:
+        """Call after the backward pass: the norm of what it added to the gradients."""
+        total = 0.0
+        for q, before in zip(self.params, self._before, strict=True):
+            if q.grad is not None:
+                delta = q.grad.detach() if before is None else q.grad.detach() - before
+                total += float(delta.float().pow(2).sum())
+        self._before = []
+        entry["added"] = math.sqrt(total)
+        entry["reached"] = bool(entry["backprop"] and (entry["added"] > 0 or entry["carried"] == 0))
+
+    def step_summary(self, step: int) -> dict[str, Any]:
+        mine = [e for e in self.entries if e["step"] == step]
+        return {"loss_grad_norm": math.sqrt(sum(e["carried"] ** 2 for e in mine)),
+                "micro_grad_added": [round(e["added"], 6) for e in mine]}
+
+
+class _TrainedRole:
+    """What the actor and the critic share: gradient accumulation over micro-batches, then the
+    data-parallel mean, each a method so that a test can plant a fault in it."""
+
+    def _backward(self, loss: Any, micro: int) -> None:
+        """Back-propagate one micro-batch's loss (`micro`: its index in the rank's mini-batch)."""
+        loss.backward()
+
+    def _all_reduce(self, params: list[Any], dp: int) -> None:
+        """The data-parallel all-reduce: the mean of the emulated ranks' gradients."""
+        for q in params:
+            if q.grad is not None:
+                q.grad.div_(dp)
+
+    def _accumulate(self, ledger: GradientLedger, loss: Any, output: Any, samples: list[int], *, step: int,
+                    rank: int, micro: int) -> None:
+        entry = ledger.watch(output, samples, step=step, rank=rank, micro=micro)
+        self._backward(loss, micro)
+        ledger.settle(entry)
+
+
 # =============================================================================================
 # the roles (each one a Ray actor process)
 
 
-class ActorRolloutRole:
+class ActorRolloutRole(_TrainedRole):
     """The policy: rollout (sampling), old log-probs and the actor update."""
 
     def __init__(self, config: dict[str, Any], seed: int) -> None:
@@ -258,6 +317,7 @@ class ActorRolloutRole:
                                   dataloader_kwargs={"shuffle": bool(acfg.shuffle)})
                  for rank, shard in enumerate(shards)]
         params = [p for p in self.model.parameters() if p.requires_grad]
+        ledger = GradientLedger(params)
         steps: list[dict[str, Any]] = []
         consumed: list[list[int]] = []
         for step, minis in enumerate(zip(*iters, strict=True)):
@@ -267,11 +327,12 @@ class ActorRolloutRole:
             clipfrac: list[float] = []
             ppo_kl: list[float] = []
             micro_counts = []
-            for mb in minis:
+            for rank, mb in enumerate(minis):
                 micro_batches, _ = _micro_batches(mb, spec["dynamic"], spec.get("micro"), spec.get("token_budget"))
                 micro_counts.append(len(micro_batches))
-                for micro in micro_batches:
-                    consumed.append([int(i) for i in micro["sample_id"].tolist()])
+                for index, micro in enumerate(micro_batches):
+                    ids = [int(i) for i in micro["sample_id"].tolist()]
+                    consumed.append(ids)
                     mbatch = {k: micro[k] for k in fields}
                     logp, ent = _forward_logprobs(self.model, mbatch, temp, calc_entropy)
                     mask = mbatch["response_mask"].to(bool)
@@ -295,10 +356,8 @@ class ActorRolloutRole:
                         kl_loss = agg_loss(loss_mat=kld, loss_mask=mask, loss_agg_mode=acfg.loss_agg_mode, **gbi)
                         loss = loss + kl_loss * float(acfg.kl_loss_coef)
                         totals["kl_loss"] += float(kl_loss.detach()) / dp
-                    loss.backward()
-            for p in params:  # the data-parallel all-reduce: mean of the ranks' gradients
-                if p.grad is not None:
-                    p.grad.div_(dp)
+                    self._accumulate(ledger, loss, logp, ids, step=step, rank=rank, micro=index)
+            self._all_reduce(params, dp)
             clip = float(acfg.optim.get("clip_grad", 1.0) or 1.0)
             grad_norm = float(torch.nn.utils.clip_grad_norm_(params, clip))
             stepped = math.isfinite(grad_norm)
@@ -306,11 +365,12 @@ class ActorRolloutRole:
                 self.optimizer.step()
             steps.append({"step": step, "samples": int(sum(m.batch_size[0] for m in minis)), "tokens": tokens,
                           "micro_batches_per_rank": micro_counts, "grad_norm": grad_norm, "stepped": stepped,
+                          **ledger.step_summary(step),
                           "pg_loss": totals["pg_loss"], "kl_loss": totals["kl_loss"] if use_kl_loss else None,
                           "entropy_loss": totals["entropy_loss"] if ent is not None else None,
                           "pg_clipfrac": sum(clipfrac) / max(1, len(clipfrac)),
                           "ppo_kl": sum(ppo_kl) / max(1, len(ppo_kl))})
-        return {"steps": steps, "consumed": consumed, "epochs": int(acfg.ppo_epochs),
+        return {"steps": steps, "consumed": consumed, "micro": ledger.entries, "epochs": int(acfg.ppo_epochs),
                 "loss_mode": acfg.policy_loss.get("loss_mode", "vanilla"), "loss_agg_mode": acfg.loss_agg_mode}
 
 
@@ -351,7 +411,7 @@ class ReferenceRole:
                               for sl in _chunks(batch["input_ids"].shape[0], 16)])
 
 
-class CriticRole:
+class CriticRole(_TrainedRole):
     """The value model: a token-classification head on the policy's architecture, its own optimizer."""
 
     def __init__(self, config: dict[str, Any], seed: int) -> None:
@@ -415,33 +475,34 @@ class CriticRole:
                                   dataloader_kwargs={"shuffle": bool(ccfg.get("shuffle", False))})
                  for rank, shard in enumerate(td.chunk(dp))]
         params = [p for p in self.model.parameters() if p.requires_grad]
+        ledger = GradientLedger(params)
         steps, consumed = [], []
         for step, minis in enumerate(zip(*iters, strict=True)):
             tokens = int(sum(int(m["response_mask"].sum()) for m in minis))
             self.optimizer.zero_grad()
             vf_total, micro_counts = 0.0, []
-            for mb in minis:
+            for rank, mb in enumerate(minis):
                 micro_batches, _ = _micro_batches(mb, spec["dynamic"], spec.get("micro"), spec.get("token_budget"))
                 micro_counts.append(len(micro_batches))
-                for micro in micro_batches:
-                    consumed.append([int(i) for i in micro["sample_id"].tolist()])
+                for index, micro in enumerate(micro_batches):
+                    ids = [int(i) for i in micro["sample_id"].tolist()]
+                    consumed.append(ids)
                     vpreds = self._values({k: micro[k] for k in fields})
                     vf_loss, _ = compute_value_loss(vpreds=vpreds, returns=micro["returns"], values=micro["values"],
                                                     response_mask=micro["response_mask"],
                                                     cliprange_value=float(ccfg.cliprange_value),
                                                     loss_agg_mode=str(ccfg.loss_agg_mode), dp_size=dp,
                                                     batch_num_tokens=tokens, global_batch_size=mini)
-                    vf_loss.backward()
+                    self._accumulate(ledger, vf_loss, vpreds, ids, step=step, rank=rank, micro=index)
                     vf_total += float(vf_loss.detach()) / dp
-            for p in params:
-                if p.grad is not None:
-                    p.grad.div_(dp)
+            self._all_reduce(params, dp)
             grad_norm = float(torch.nn.utils.clip_grad_norm_(params, float(ccfg.optim.get("clip_grad", 1.0) or 1.0)))
             if math.isfinite(grad_norm):
                 self.optimizer.step()
             steps.append({"step": step, "vf_loss": vf_total, "grad_norm": grad_norm,
-                          "micro_batches_per_rank": micro_counts, "stepped": math.isfinite(grad_norm)})
-        return {"steps": steps, "consumed": consumed}
+                          "micro_batches_per_rank": micro_counts, "stepped": math.isfinite(grad_norm),
+                          **ledger.step_summary(step)})
+        return {"steps": steps, "consumed": consumed, "micro": ledger.entries}
 
 
 class RewardRole:
@@ -532,7 +593,7 @@ def _cause(exc: BaseException) -> BaseException:
     return cause if isinstance(cause, BaseException) else exc
 
 
-def _rows_file(ctx: "SmokeContext") -> tuple[str, str]:
+def _rows_file(ctx: SmokeContext) -> tuple[str, str]:
     """(path of the training rows, where they came from): the bundle's prepared data if it exists,
     else the bundle's own data/prepare_data.py run into a temporary folder."""
     cfg = ctx.cfg
@@ -630,7 +691,7 @@ def _cat(parts: list[dict[str, Any]]) -> dict[str, Any]:
 class CpuRun:
     """The driver of the miniature: it owns the roles and moves the batch between them."""
 
-    def __init__(self, ctx: "SmokeContext") -> None:
+    def __init__(self, ctx: SmokeContext) -> None:
         self.ctx = ctx
         self.cfg = ctx.cfg
         self.report = ctx.report
@@ -650,7 +711,7 @@ class CpuRun:
 
     # -----------------------------------------------------------------------------------------
     def run(self) -> None:
-        """The phases after probe (smoke._run enters probe and calls self.probe inside it)."""
+        """The phases after probe (run._run enters probe and calls self.probe inside it)."""
         ctx = self.ctx
         with ctx.phase("data") as ph:
             self.data(ph)
@@ -1084,21 +1145,33 @@ class CpuRun:
             "digests": {"before": {k: v[:16] for k, v in self.digests.items()}, "after": {k: v[:16] for k, v in after.items()}},
         })
         # -- pitfall 2: every sample once per epoch, one optimizer step per mini-batch ------------------
-        counts = Counter(i for micro in result["consumed"] for i in micro)
+        # "used" is measured on the gradients: a sample counts once per micro-batch backward pass that
+        # reached the weights (GradientLedger), not once per micro-batch the loop merely visited
+        counts, lost = _gradient_use(result)
         used = len(counts)
-        once = used == size and all(c == epochs for c in counts.values())
+        once = used == size and all(c == epochs for c in counts.values()) and not lost
         self.report.samples_used = used
         expect_steps = sg.updates * epochs
         micro_ok = all(s["samples"] == sg.samples_per_update for s in steps) and len(steps) == expect_steps
         if not sg.dynamic:
             micro_ok = micro_ok and all(c == sg.micro_batches for s in steps for c in s["micro_batches_per_rank"])
         per_rank = [c for s in steps for c in s["micro_batches_per_rank"]]
+        added = [e["added"] for e in result["micro"]]
+        visited = len({i for micro in result["consumed"] for i in micro})
+        wrong = sum(1 for c in counts.values() if c != epochs)
         ctx.check(2, "every_sample_used_once", once,
-                  f"{used} of {size} samples consumed, each {epochs}× per {epochs} epoch(s)"
-                  + ("" if once else f" — {size - used} never used, {sum(1 for c in counts.values() if c != epochs)} used a wrong number of times"),
-                  {"samples": size, "used": used, "epochs": epochs,
-                   "uses_per_sample": dict(Counter(counts.values()))},
-                  hint="ppo_mini_batch_size must divide train_batch_size so that every sample lands in one mini-batch")
+                  (f"{used} of {size} samples back-propagated into the actor's gradients, each {epochs}× in {epochs} "
+                   f"epoch(s)" if once else
+                   f"only {used} of {size} samples back-propagated into the actor's gradients ({size - used} never "
+                   f"reached them" + (f", {wrong} a wrong number of times" if wrong else "") + ")"
+                   + _lost_detail(lost, len(result["micro"])))
+                  + f"; measured per micro-batch: {len(added)} micro-batch(es) added gradient norms "
+                    f"{min(added, default=0):.3g}-{max(added, default=0):.3g}",
+                  {"samples": size, "used": used, "in_micro_batches": visited, "epochs": epochs,
+                   "uses_per_sample": dict(Counter(counts.values())), "micro_batches_lost": _lost_brief(lost)},
+                  hint="every micro-batch's loss must be back-propagated before the optimizer step (gradient "
+                       "accumulation over the rank's micro-batches)" if lost else
+                       "ppo_mini_batch_size must divide train_batch_size so that every sample lands in one mini-batch")
         how = (f"{sg.micro_batches} micro-batch(es) of {sg.micro} per rank" if not sg.dynamic else
                f"token-budget micro-batches (budget {spec['token_budget']} tokens = {sg.seqs_per_budget} full sequence(s), "
                f"as in the bundle): {min(per_rank)}-{max(per_rank)} per rank")
@@ -1109,18 +1182,27 @@ class CpuRun:
                   {"steps": len(steps), "expected_steps": expect_steps, "micro_batches_per_rank": per_rank,
                    "smoke": sg.as_dict()}, hint="re-render the bundle with verl-init so that the batch sizes divide")
         if critic_result is not None:
-            c_counts = Counter(i for micro in critic_result["consumed"] for i in micro)
-            ctx.check(2, "critic_sample_use", len(c_counts) == size and len(set(c_counts.values())) == 1,
-                      f"critic consumed {len(c_counts)} of {size} samples in {len(critic_result['steps'])} step(s)",
-                      {"used": len(c_counts)})
+            c_counts, c_lost = _gradient_use(critic_result)
+            ctx.check(2, "critic_sample_use", len(c_counts) == size and len(set(c_counts.values())) == 1 and not c_lost,
+                      f"{len(c_counts)} of {size} samples back-propagated into the critic's gradients in "
+                      f"{len(critic_result['steps'])} step(s)" + _lost_detail(c_lost, len(critic_result["micro"])),
+                      {"used": len(c_counts), "micro_batches_lost": _lost_brief(c_lost)})
         # -- pitfall 1: separate weights per role --------------------------------------------------------
         before = self.digests
-        self.report.actor_updated = before["actor"] != after["actor"]
+        moved = before["actor"] != after["actor"]
+        no_grad = _steps_without_gradient(steps)
+        self.report.actor_updated = moved and not no_grad
         ctx.check(1, "actor_updated", bool(self.report.actor_updated),
-                  f"actor weights sha256 {before['actor'][:12]} → {after['actor'][:12]}"
-                  + ("" if self.report.actor_updated else " (unchanged: no optimizer step took effect)"),
-                  {"before": before["actor"][:16], "after": after["actor"][:16]},
-                  hint="check actor_rollout_ref.actor.optim.lr and that advantages are not all zero")
+                  f"actor weights sha256 {before['actor'][:12]} → {after['actor'][:12]}, gradient norm at the optimizer "
+                  f"step(s) {_norms(steps)}"
+                  + ("" if moved else " (unchanged: no optimizer step took effect)")
+                  + ("" if not no_grad else f" — no gradient reached the optimizer at step(s) "
+                     f"{', '.join(str(i + 1) for i in no_grad)} although the loss had one: whatever moved the weights "
+                     "(weight decay) was not training"),
+                  {"before": before["actor"][:16], "after": after["actor"][:16],
+                   "grad_norms": [s_["grad_norm"] for s_ in steps], "loss_grad_norms": [s_["loss_grad_norm"] for s_ in steps]},
+                  hint="the gradients were lost between the backward passes and the optimizer step" if no_grad else
+                       "check actor_rollout_ref.actor.optim.lr and that advantages are not all zero")
         who = self.report.placement
         if roles.ref is not None:
             unchanged = before["reference"] == after["reference"]
@@ -1161,10 +1243,16 @@ class CpuRun:
             self.report.reference_unchanged = None
             ctx.check(1, "reference_unchanged", None, "no reference model: this algorithm uses no KL term", {})
         if roles.critic is not None:
-            self.report.critic_updated = before["critic"] != after["critic"]
+            c_steps = critic_result["steps"] if critic_result else []
+            c_no_grad = _steps_without_gradient(c_steps)
+            self.report.critic_updated = before["critic"] != after["critic"] and not c_no_grad
             ctx.check(1, "critic_updated", bool(self.report.critic_updated),
                       f"critic weights sha256 {before['critic'][:12]} → {after['critic'][:12]} in its own process "
-                      f"{who.get('critic', {}).get('pid')}", {"before": before["critic"][:16], "after": after["critic"][:16]})
+                      f"{who.get('critic', {}).get('pid')}, gradient norm(s) {_norms(c_steps)}"
+                      + ("" if not c_no_grad else " — no gradient reached the critic's optimizer at step(s) "
+                         + ", ".join(str(i + 1) for i in c_no_grad)),
+                      {"before": before["critic"][:16], "after": after["critic"][:16],
+                       "grad_norms": [s_["grad_norm"] for s_ in c_steps]})
         pids = {k: v.get("pid") for k, v in who.items()}
         gpu_roles = [k for k in ("actor", "reference", "critic") if k in who]
         pooled = all(who[k].get("placement_group") and who[k].get("ray_resources", {}).get("GPU") for k in gpu_roles)
@@ -1187,6 +1275,48 @@ class CpuRun:
                      + (f", KL loss {_mean(kl_losses):.3g}" if kl_losses else "") + ")"
                      + (f", {len(critic_result['steps'])} critic step(s)" if critic_result else "")
                      + f"; {used}/{size} samples used")
+
+
+def _gradient_use(result: dict[str, Any]) -> tuple[Counter[int], list[dict[str, Any]]]:
+    """Per sample, how many of its micro-batches' backward passes reached the weights (GradientLedger's
+    measurement in the role); and the micro-batches whose did not."""
+    counts: Counter[int] = Counter()
+    lost = []
+    for entry in result["micro"]:
+        if entry.get("reached"):
+            counts.update(entry["samples"])
+        else:
+            lost.append(entry)
+    return counts, lost
+
+
+def _lost_brief(lost: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: e[k] for k in ("step", "rank", "micro", "backprop", "carried", "added")} | {"samples": len(e["samples"])}
+            for e in lost[:16]]
+
+
+def _lost_detail(lost: list[dict[str, Any]], total: int) -> str:
+    if not lost:
+        return ""
+    where = ", ".join(f"step {e['step'] + 1} rank {e['rank']} micro-batch {e['micro'] + 1}" for e in lost[:4])
+    why = ("no backward pass reached them" if not any(e["backprop"] for e in lost) else
+           "their gradient never arrived in the weights' .grad")
+    return f"; {len(lost)} of {total} micro-batch(es) lost ({where}{', ...' if len(lost) > 4 else ''}: {why})"
+
+
+def _steps_without_gradient(steps: list[dict[str, Any]]) -> list[int]:
+    """Optimizer steps (0-based) at which the optimizer saw no gradient: a zero or non-finite gradient norm
+    although the loss had a gradient; every step when none had one."""
+    def live(s: dict[str, Any]) -> bool:
+        return math.isfinite(s["grad_norm"]) and s["grad_norm"] > 0
+
+    if not any(live(s) for s in steps):
+        return [s["step"] for s in steps]
+    return [s["step"] for s in steps if s["loss_grad_norm"] > 0 and not live(s)]
+
+
+def _norms(steps: list[dict[str, Any]]) -> str:
+    return ", ".join(f"{s['grad_norm']:.3g}" for s in steps)
 
 
 def _mean(values: list[float]) -> Optional[float]:
@@ -1215,7 +1345,7 @@ def _example(item: dict[str, Any]) -> dict[str, Any]:
     return {k: short(item.get(k)) for k in ("data_source", "prompt", "ability", "reward_model", "extra_info")}
 
 
-def _load_with_verl(ctx: "SmokeContext", rows_path: str, tok: Any) -> tuple[list[dict[str, Any]], int]:
+def _load_with_verl(ctx: SmokeContext, rows_path: str, tok: Any) -> tuple[list[dict[str, Any]], int]:
     """verl's RLHFDataset on the rows: its schema handling and overlong filter, with verl's data config."""
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
@@ -1243,7 +1373,7 @@ def _load_with_verl(ctx: "SmokeContext", rows_path: str, tok: Any) -> tuple[list
     return items, len(ds)
 
 
-def _validate_rows(ctx: "SmokeContext", rows_path: str, tok: Any) -> list[dict[str, Any]]:
+def _validate_rows(ctx: SmokeContext, rows_path: str, tok: Any) -> list[dict[str, Any]]:
     """verl-init's validate-dataset on the same rows (precise row-level diagnosis)."""
     from wizard.env.datasets import Options, validate
 
@@ -1259,7 +1389,7 @@ def _validate_rows(ctx: "SmokeContext", rows_path: str, tok: Any) -> list[dict[s
         return []
 
 
-def cleanup(ctx: "SmokeContext") -> None:
+def cleanup(ctx: SmokeContext) -> None:
     """Stop Ray and remove the temporary folders (always called)."""
     try:
         import ray

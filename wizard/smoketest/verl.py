@@ -21,10 +21,11 @@ import subprocess
 import sys
 import time
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
-if TYPE_CHECKING:
-    from wizard.smoketest.core import Geometry, SmokeContext, SmokeGeometry
+from wizard.smoketest.context import SmokeContext, SmokeFailure
+from wizard.smoketest.geometry import Geometry, SmokeGeometry, scale_geometry
+from wizard.verlspec.arithmetic import data_parallel_size
 
 MAIN = ["-m", "verl.trainer.main_ppo"]
 STEP_LINE = re.compile(r"step:(\d+) - (.*)$")
@@ -134,7 +135,7 @@ def _hydra_value(value: Any) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def local_geometry(g: "Geometry", cluster: bool = False) -> "Geometry":
+def local_geometry(g: Geometry, cluster: bool = False) -> Geometry:
     """The geometry main_ppo runs with here: the bundle's own on a Ray cluster (`cluster`: RAY_ADDRESS
     set), else one node of trainer.n_gpus_per_node GPUs (a multi-node bundle is smoke-tested on one
     of its nodes: the ranks per node, TP and SP stay the same). Raises SmokeFailure when a
@@ -143,23 +144,19 @@ def local_geometry(g: "Geometry", cluster: bool = False) -> "Geometry":
         return g
     n = g.gpus_per_node
     group = g.model_parallel if g.megatron else g.sp
-    if n % group:
-        from wizard.smoketest.cpu import SmokeFailure
-
+    dp = data_parallel_size(n, megatron=g.megatron, sp=g.sp, tp=g.model_parallel)  # model_parallel = TP·PP·CP
+    if dp is None:
         raise SmokeFailure(f"a model-parallel group of {group} GPUs (TP×PP×CP) spans more than one node of {n} GPUs: "
                            "one node cannot run this bundle",
                            "run the smoke on the cluster itself (RAY_ADDRESS set, all nodes joined), or the cpu engine")
-    dp = n // group
     rtp = g.rollout_tp
     if rtp > n:
-        from wizard.smoketest.cpu import SmokeFailure
-
         raise SmokeFailure(f"rollout TP={rtp} spans more than one node of {n} GPUs",
                            "run the smoke on the cluster itself (RAY_ADDRESS set, all nodes joined), or the cpu engine")
     return replace(g, nnodes=1, dp=dp)
 
 
-def build_command(ctx: "SmokeContext", g: "Geometry", sg: "SmokeGeometry") -> list[str]:
+def build_command(ctx: SmokeContext, g: Geometry, sg: SmokeGeometry) -> list[str]:
     """`python3 -m verl.trainer.main_ppo --config-path BUNDLE --config-name verl_config` + the smoke overrides."""
     cfg = ctx.cfg
     base = list(ctx.options.main_command) if ctx.options.main_command else [sys.executable, *MAIN]
@@ -208,7 +205,7 @@ class VerlRun:
     The probe phase covers verl's own start (Hydra, validate_config, Ray, worker groups) until its
     output shows the data being loaded; the later phases follow verl's output markers."""
 
-    def __init__(self, ctx: "SmokeContext") -> None:
+    def __init__(self, ctx: SmokeContext) -> None:
         self.ctx = ctx
         self.proc: Optional[subprocess.Popen[str]] = None
         self.output: list[str] = []
@@ -255,8 +252,6 @@ class VerlRun:
             return line
 
     def _failure(self) -> Any:
-        from wizard.smoketest.cpu import SmokeFailure
-
         text = "".join(self.output)
         rc = self.proc.wait(timeout=30) if self.proc is not None else None
         if self.timed_out:
@@ -271,8 +266,6 @@ class VerlRun:
 
     # -- phases ---------------------------------------------------------------------------------
     def probe(self, ph: Any) -> None:
-        from wizard.smoketest.core import scale_geometry
-
         ctx = self.ctx
         ctx.static_checks()
         ctx.env_checks()
@@ -284,9 +277,7 @@ class VerlRun:
         ctx.report.geometry.update(smoke=sg.as_dict(), machine=g.as_dict())
         model = ctx.model_path
         if model.startswith(("/", "./", "../", "~")) and not os.path.exists(os.path.expanduser(model)):
-            from wizard.smoketest.cpu import SmokeFailure
-
-            raise SmokeFailure(f"the model {model} does not exist on this machine",
+                raise SmokeFailure(f"the model {model} does not exist on this machine",
                                "pass --model-dir with a local model folder, or fix actor_rollout_ref.model.path")
         ctx.report.command = build_command(ctx, g, sg)
         ph.detail = (f"main_ppo for one step on {g.nnodes}×{g.gpus_per_node} GPU(s): {sg.prompts} prompts × {sg.n}, "

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import io
 import math
 import os
@@ -256,25 +257,33 @@ def _flatten(node: Any, prefix: str = "") -> list[str]:
     return [prefix[:-1]]
 
 
+@functools.lru_cache(maxsize=16)
+def _verl_tree(group_overrides: tuple[str, ...]) -> dict[str, Any]:
+    """verl's own `ppo_trainer` tree with the bundle's group choices (e.g. model_engine), unresolved. Installed
+    verl does not change while this process runs, so one composition per choice list is enough (read-only)."""
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    GlobalHydra.instance().clear()
+    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
+        base = compose(config_name="ppo_trainer", overrides=list(group_overrides))
+    GlobalHydra.instance().clear()
+    return OmegaConf.to_container(base, resolve=False)
+
+
 def _unknown_keys(bundle: str | os.PathLike[str], config_name: str) -> None:
     """Keys set in the bundle YAML that verl's tree does not have: Hydra merges them silently and
     verl ignores them (or fails late in a dataclass). Raises with the keys and a did-you-mean."""
     import difflib
 
     import yaml
-    from hydra import compose, initialize_config_module
-    from hydra.core.global_hydra import GlobalHydra
-    from omegaconf import OmegaConf
 
     doc = yaml.safe_load((Path(bundle) / f"{config_name}.yaml").read_text(encoding="utf-8")) or {}
     defaults = doc.pop("defaults", [])
     doc.pop("hydra", None)
-    overrides = [f"{k.split()[-1]}={v}" for d in defaults if isinstance(d, dict) for k, v in d.items()]
-    GlobalHydra.instance().clear()
-    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
-        base = compose(config_name="ppo_trainer", overrides=overrides)
-    GlobalHydra.instance().clear()
-    tree = OmegaConf.to_container(base, resolve=False)
+    overrides = tuple(f"{k.split()[-1]}={v}" for d in defaults if isinstance(d, dict) for k, v in d.items())
+    tree = _verl_tree(overrides)
     unknown = []
     for key in _flatten(doc):
         parts = key.split(".")

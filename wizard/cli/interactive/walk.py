@@ -389,9 +389,9 @@ def run_wizard(*, out: str | None = None, force: bool = False, dry_run: bool = F
     console.print(f"  [dim]replay or edit: verl-init --answers {escape(shlex.quote(str(written / 'verl-init.yaml')))} "
                   "--out <new folder>[/dim]", soft_wrap=True)
     if verify:
-        from wizard.cli.app import _verify_and_report
+        from wizard.cli.verify import verify_and_report
 
-        return _verify_and_report(str(written), None, as_json=False)
+        return verify_and_report(str(written), None, as_json=False)
     return 0
 
 

@@ -1,0 +1,66 @@
+"""The hardware a config is checked against: `--nnodes/--gpus-per-node/--gpu-memory-gb/--gpu-type`, else the
+bundle's verl-init.yaml, else the config's own trainer.nnodes × n_gpus_per_node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from wizard.check.source import Source, read_yaml
+from wizard.intent.errors import Problem, UserError
+from wizard.verlspec.hardware import GPU_MEMORY_GB, memory_of_gpu_type
+
+
+@dataclass
+class Hardware:
+    """The hardware a config is checked against, and where it came from."""
+
+    nnodes: int | None = None
+    gpus_per_node: int | None = None
+    gpu_memory_gb: float | None = None
+    gpu_type: str | None = None
+    source: str = "config"  # flags | bundle | config
+
+    @property
+    def given(self) -> bool:
+        return self.source in ("flags", "bundle") and self.nnodes is not None and self.gpus_per_node is not None
+
+
+def resolve_hardware(src: Source, res_flat: dict[str, Any], nnodes: int | None, gpus_per_node: int | None,
+                     gpu_memory_gb: float | None, gpu_type: str | None) -> tuple[Hardware, list[Problem]]:
+    """The hardware to check against, and a VI861 info when the GPU memory comes from --gpu-type (or
+    --gpu-type names no GPU whose memory is known)."""
+    notes: list[Problem] = []
+    hw = Hardware(nnodes, gpus_per_node, gpu_memory_gb, gpu_type, "flags")
+    if nnodes is None and gpus_per_node is None and src.bundle_dir is not None:
+        try:
+            doc = read_yaml(src.bundle_dir / "verl-init.yaml") or {}
+            ans = doc.get("answers", doc) if isinstance(doc, dict) else {}
+            hw = Hardware(ans.get("nnodes"), ans.get("gpus_per_node"), gpu_memory_gb or ans.get("gpu_memory_gb"),
+                          gpu_type or ans.get("gpu_type"), "bundle")
+        except UserError:
+            pass
+    if hw.nnodes is None and hw.gpus_per_node is None:
+        hw.source = "config"
+        nn, g = res_flat.get("trainer.nnodes"), res_flat.get("trainer.n_gpus_per_node")
+        hw.nnodes = nn if isinstance(nn, int) else None
+        hw.gpus_per_node = g if isinstance(g, int) else None
+    elif hw.source == "flags":
+        if hw.nnodes is None:
+            hw.nnodes = 1
+        if hw.gpus_per_node is None:
+            g = res_flat.get("trainer.n_gpus_per_node")
+            hw.gpus_per_node = g if isinstance(g, int) else None
+    if hw.gpu_memory_gb is None and hw.gpu_type:
+        memory = memory_of_gpu_type(hw.gpu_type)
+        if memory is not None:
+            hw.gpu_memory_gb = float(memory)
+            notes.append(Problem("VI861", "info", (), f"assuming {memory} GB per GPU for --gpu-type {hw.gpu_type}",
+                                 "pass --gpu-memory-gb to be exact"))
+        else:
+            known = ", ".join(sorted(GPU_MEMORY_GB)[:12])
+            notes.append(Problem("VI861", "info", ("--gpu-type",),
+                                 f"--gpu-type {hw.gpu_type} does not name a GPU whose memory verl-init knows "
+                                 "(the memory-fit check is off)", f"pass --gpu-memory-gb, or a known type ({known}, ...)"))
+    return hw, notes

@@ -1,0 +1,93 @@
+"""The user's settings in the order Hydra applies them: YAML leaves, then overrides (`Item`), and the
+model_engine they choose; and the same settings written back as a verl-init-style primary config.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from wizard.check.overrides import parse_override
+from wizard.check.source import Source
+from wizard.check.tree import flatten, set_key
+from wizard.intent.errors import Problem
+
+
+@dataclass
+class Item:
+    """One user setting (a YAML leaf or an override) after key validation."""
+
+    key: str
+    value: Any
+    op: str
+    origin: str
+    override: int | None  # index in Source.overrides, None for YAML leaves
+    apply: bool = True  # False: Hydra would refuse it; resolution goes on without it
+    plus_to_plain: bool = False
+
+
+def user_items(src: Source) -> tuple[list[Item], str, list[Problem]]:
+    """User settings in order (YAML leaves, then overrides), the model_engine, and input problems."""
+    problems: list[Problem] = []
+    items: list[Item] = []
+    engine = "dp"
+    for d in src.yaml_defaults:
+        if d == "ppo_megatron_trainer":
+            engine = "megatron"
+        elif isinstance(d, dict):
+            for k, v in d.items():
+                if str(k).split()[-1] == "model_engine":
+                    engine = str(v)
+                elif str(k).split()[-1] not in ("_self_",):
+                    problems.append(Problem("VI800", "info", (str(k),), f"defaults entry {k}: {v} is composed by Hydra only",
+                                            "without verl, verl-init resolves against ppo_trainer's own defaults"))
+        elif isinstance(d, str) and d not in ("ppo_trainer", "_self_", "ppo_megatron_trainer"):
+            problems.append(Problem("VI800", "info", (d,), f"defaults entry {d} is composed by Hydra only",
+                                    "without verl, verl-init resolves against ppo_trainer's own defaults"))
+    if src.config_name == "ppo_megatron_trainer":
+        engine = "megatron"
+    for key, value in flatten(src.yaml_body).items():
+        if key == "model_engine":  # a full config dump carries the group choice as a key
+            engine = str(value)
+            continue
+        items.append(Item(key, value, "", "YAML", None))
+    for i, (text, origin) in enumerate(zip(src.overrides, src.origins)):
+        ov = parse_override(text, origin, i)
+        if ov is None:
+            problems.append(Problem("VI801", "error", (text,), f"{text!r} is not a Hydra override (key=value)",
+                                    "write key=value, +key=value to add a key, or ~key to remove one"))
+            continue
+        if ov.key == "model_engine":
+            engine = str(ov.value)
+            continue
+        if ov.op == "~":  # a removal also takes back what the YAML or earlier overrides set under that key
+            items = [it for it in items if not (it.key == ov.key or it.key.startswith(ov.key + "."))]
+        items.append(Item(ov.key, ov.value, ov.op, origin, i))
+    return items, engine, problems
+
+
+def bundle_doc(src: Source, items: list[Item], *, only_valid: bool, with_overrides: bool,
+               engine: str | None = None) -> dict[str, Any]:
+    """A verl-init-style primary config holding the user's settings (for Hydra and for --verl)."""
+    defaults: list[Any] = ["ppo_trainer"]
+    eng = engine
+    if eng is None:
+        eng = "dp"
+        for d in src.yaml_defaults:
+            if d == "ppo_megatron_trainer":
+                eng = "megatron"
+            elif isinstance(d, dict):
+                for k, v in d.items():
+                    if str(k).split()[-1] == "model_engine":
+                        eng = str(v)
+    if eng != "dp":
+        defaults.append({"override model_engine": eng})
+    defaults.append("_self_")
+    body: dict[str, Any] = {}
+    for it in items:
+        if it.op == "~" or (only_valid and not it.apply) or (it.override is not None and not with_overrides):
+            continue
+        if it.key.split(".")[0] == "hydra":
+            continue
+        set_key(body, it.key, it.value)
+    return {"hydra": {"searchpath": ["pkg://verl.trainer.config"]}, "defaults": defaults, **body}

@@ -1,0 +1,101 @@
+"""The full config verl would build from a `Source`: with verl installed (`--defaults auto|verl`) composed
+by Hydra from verl's tree (wizard.check.verltree), else from the snapshot of verl's defaults
+(wizard.check.tree). Key and type problems (wizard.check.rules.keys) are reported on the way.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from wizard.check.items import Item, user_items
+from wizard.check.rules.keys import type_problems, validate_keys
+from wizard.check.shellargs import PLACEHOLDER
+from wizard.check.source import Source
+from wizard.check.tree import NOTHING, delete_key, flatten, resolve_snapshot, set_key, snapshot_tree
+from wizard.check.verltree import compose_verl, verl_available, verl_base
+from wizard.intent.errors import UserError
+from wizard.verlspec.keys import ENGINES
+
+
+@dataclass
+class Resolved:
+    """The resolved config (flat dotted keys), verl's resolved defaults, the settings the user chose, the
+    model_engine, and how it was resolved ("verl" or "snapshot")."""
+
+    flat: dict[str, Any]
+    defaults_flat: dict[str, Any]
+    user: dict[str, Item]
+    engine: str
+    mode: str
+
+
+def resolve(src: Source, mode: str, add: Callable[..., None], env: Mapping[str, str]) -> Resolved:
+    """Resolve with `mode` auto | verl | snapshot; `add(rule, severity, keys, message, hint, fix=None)` takes the
+    problems found on the way (input, keys, types, Hydra's own errors)."""
+    items, engine, problems = user_items(src)
+    for p in problems:
+        add(p.rule, p.severity, p.keys, p.message, p.hint)
+    use_verl = mode == "verl" or (mode == "auto" and verl_available())
+    if mode == "verl" and not verl_available():
+        raise UserError("--defaults verl: verl (and hydra) are not importable", "pip install 'verl==0.9.1', or use "
+                        "--defaults snapshot", rule="VI800")
+    if engine not in ENGINES:
+        add("VI809", "error", ("model_engine",), f"model_engine={engine} is not one of verl's engines",
+            f"use one of {', '.join(ENGINES)}")
+        engine = "dp"
+    base = verl_base(engine) if use_verl else snapshot_tree(engine)
+    if use_verl:
+        base = dict(base)
+    base_flat = flatten(base)
+    critic_hint = None
+    for it in items:
+        if it.key == "critic.enable":
+            critic_hint = bool(it.value)
+        if it.key == "algorithm.adv_estimator" and critic_hint is None:
+            critic_hint = it.value == "gae"
+    validate_keys(items, base, add, critic_hint)
+    type_problems(items, base_flat, add)
+    defaults_resolved, _ = resolve_snapshot(base, env)
+    tree: dict[str, Any] | None = None
+    mode_used = "snapshot"
+    if use_verl:
+        try:
+            tree, _ = compose_verl(src, items, engine)
+            mode_used = "verl"
+        except Exception as exc:  # noqa: BLE001 - Hydra's errors: report and resolve without it
+            msg = " ".join(str(exc).split())[:300]
+            add("VI801", "error", (), f"Hydra cannot compose this config: {type(exc).__name__}: {msg}",
+                "fix the keys above; the other rules ran on verl-init's own resolution")
+    if tree is None:
+        raw = copy.deepcopy(base)
+        for it in items:
+            if not it.apply or it.key.split(".")[0] == "hydra":
+                continue
+            if it.op == "~":
+                delete_key(raw, it.key)
+            else:
+                set_key(raw, it.key, it.value)
+        tree, failures = resolve_snapshot(raw, env)
+        for body, why in failures.items():
+            if PLACEHOLDER in why or "environment variable" in why:
+                continue
+            add("VI808", "error", (), f"interpolation ${{{body}}} cannot be resolved: {why}",
+                "point it at an existing key")
+    defaults_flat = flatten(defaults_resolved)
+    full_dump = src.yaml_path is not None and not src.yaml_defaults
+
+    def chosen(it: Item) -> bool:
+        """Set by the user. In a full dump (a YAML without `defaults`, e.g. Hydra's .hydra/config.yaml) only
+        values that differ from verl's defaults, and not ones that follow another key by interpolation."""
+        if not full_dump or it.override is not None:
+            return True
+        raw = base_flat.get(it.key, NOTHING)
+        if isinstance(raw, str) and "${" in raw:
+            return False
+        return raw is NOTHING or defaults_flat.get(it.key, NOTHING) != it.value
+
+    user = {it.key: it for it in items if it.apply and it.op != "~" and it.key.split(".")[0] != "hydra" and chosen(it)}
+    return Resolved(flatten(tree), defaults_flat, user, engine, mode_used)

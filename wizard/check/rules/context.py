@@ -1,0 +1,222 @@
+"""What every rule reads: `Ctx` (the resolved values, recording each key a rule reads, and `add` for
+findings), `Facts` (quantities several rules need) and small helpers for hints.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from wizard.check.catalog import RULES
+from wizard.check.hardware import Hardware
+from wizard.check.report import Finding, Fix
+from wizard.check.resolve import Resolved
+from wizard.check.shellargs import PLACEHOLDER
+from wizard.check.source import Source
+from wizard.intent.errors import Problem
+from wizard.verlspec import arithmetic as rc
+from wizard.verlspec.keys import MISSING
+
+
+class Ctx:
+    """The resolved config as the rules see it: `v(key)` reads a value (and records the key for the report's
+    `config`), `add(...)` records a finding under an ID of wizard.check.catalog.RULES."""
+
+    def __init__(self, src: Source, res: Resolved, hw: Hardware, env: Mapping[str, str],
+                 findings: list[Finding]) -> None:
+        self.src, self.res, self.hw, self.env = src, res, hw, env
+        self.findings = findings
+        self.used: dict[str, Any] = {}
+        self.memory: Any = None  # wizard.planner.memory.Estimate when the memory fit was checked
+        self.bad: set[str] = set()  # counts that are not positive whole numbers (VI808)
+        self.typed: set[str] = set()  # keys VI808 already reported during key validation
+
+    # values
+    def v(self, key: str, default: Any = None) -> Any:
+        value = self.res.flat.get(key, default)
+        self.used[key] = value
+        return value
+
+    def unknown(self, *keys: str) -> bool:
+        for k in keys:
+            value = self.v(k)
+            if value == MISSING or (isinstance(value, str) and PLACEHOLDER in value):
+                return True
+        return False
+
+    def num(self, key: str) -> float | None:
+        value = self.v(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return None
+        return value
+
+    def int(self, key: str) -> int | None:
+        value = self.num(key)
+        if key in self.bad or value is None or not float(value).is_integer():
+            return None
+        return int(value)
+
+    def set_by_user(self, key: str) -> bool:
+        return key in self.res.user
+
+    def add(self, rule: str, severity: str, keys: Iterable[str], message: str, hint: str = "",
+            fix: Fix | None = None) -> None:
+        assert rule in RULES, rule
+        self.findings.append(Finding(Problem(rule, severity, tuple(keys), message, hint), fix))  # type: ignore[arg-type]
+
+
+A = "actor_rollout_ref.actor"
+R = "actor_rollout_ref.rollout"
+REF = "actor_rollout_ref.ref"
+M = "actor_rollout_ref.model"
+
+
+@dataclass
+class Facts:
+    """Quantities several rules need; None where a value is unresolved or not a number."""
+
+    n_gpus: int | None
+    gpn: int | None
+    nnodes: int | None
+    megatron: bool
+    sp: int
+    ref_sp: int
+    critic_sp: int
+    dp: int | None
+    n: int | None
+    tbs: int | None
+    mini: int | None
+    seq: int | None
+    dynamic: bool
+    use_ref: bool
+    use_critic: bool
+    critic_mini: int | None
+    critic_dp: int | None
+    lora: int
+    adv: Any
+
+
+POSITIVE = ("trainer.nnodes", "trainer.n_gpus_per_node", "data.train_batch_size", "data.max_prompt_length",
+            "data.max_response_length", f"{A}.ppo_mini_batch_size", f"{A}.ppo_micro_batch_size_per_gpu",
+            f"{A}.ppo_max_token_len_per_gpu", f"{R}.log_prob_micro_batch_size_per_gpu", f"{R}.log_prob_max_token_len_per_gpu",
+            f"{REF}.log_prob_micro_batch_size_per_gpu", f"{REF}.log_prob_max_token_len_per_gpu",
+            f"{R}.tensor_model_parallel_size", f"{R}.data_parallel_size", f"{R}.pipeline_model_parallel_size",
+            f"{A}.ulysses_sequence_parallel_size", f"{A}.fsdp_config.ulysses_sequence_parallel_size",
+            f"{A}.megatron.tensor_model_parallel_size", f"{A}.megatron.pipeline_model_parallel_size",
+            f"{A}.megatron.context_parallel_size", "critic.ppo_mini_batch_size", "critic.ppo_micro_batch_size_per_gpu",
+            "critic.ppo_max_token_len_per_gpu")
+
+
+def _positive(c: Ctx, key: str) -> int | None:
+    """A count verl divides by: a positive whole number, else an error and None (rules that need it skip)."""
+    value = c.v(key)
+    if value is None or c.unknown(key):
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not float(value).is_integer() or value < 1:
+        if key not in c.bad:
+            c.bad.add(key)
+            if key not in c.typed:
+                c.add("VI808", "error", (key,), f"{key}={value!r} must be a whole number ≥ 1", "give a positive count")
+        return None
+    return int(value)
+
+
+def facts(c: Ctx) -> Facts:
+    """The shared quantities; a VI808 error for each count in POSITIVE that is not a positive whole number."""
+    for key in POSITIVE:
+        _positive(c, key)
+    gpn, nnodes = _positive(c, "trainer.n_gpus_per_node"), _positive(c, "trainer.nnodes")
+    n_gpus = gpn * nnodes if gpn is not None and nnodes is not None else None
+    megatron = c.v(f"{A}.strategy") == "megatron"
+    sp = rc.effective_sp(c.int(f"{A}.ulysses_sequence_parallel_size"), c.int(f"{A}.fsdp_config.ulysses_sequence_parallel_size"))
+    ref_sp = rc.effective_sp(c.int(f"{REF}.ulysses_sequence_parallel_size"), c.int(f"{REF}.fsdp_config.ulysses_sequence_parallel_size"))
+    # the critic's engine is critic.fsdp: verl 0.9 does not copy the deprecated critic key there (critic/config.py)
+    critic_sp = c.int("critic.fsdp.ulysses_sequence_parallel_size") or 1
+    dp = None
+    if n_gpus is not None:
+        if megatron:
+            tp, pp, cp = (c.int(f"{A}.megatron.tensor_model_parallel_size") or 1, c.int(f"{A}.megatron.pipeline_model_parallel_size") or 1,
+                          c.int(f"{A}.megatron.context_parallel_size") or 1)
+            dp = rc.data_parallel_size(n_gpus, megatron=True, tp=tp, pp=pp, cp=cp)
+        else:
+            dp = rc.data_parallel_size(n_gpus, sp=sp)
+    p, r = c.int("data.max_prompt_length"), c.int("data.max_response_length")
+    enable = c.v("critic.enable")
+    adv = c.v("algorithm.adv_estimator")
+    use_critic = bool(enable) if enable is not None else adv == "gae"
+    use_ref = bool(c.v("algorithm.use_kl_in_reward")) or bool(c.v(f"{A}.use_kl_loss"))
+    critic_dp = None
+    if use_critic and n_gpus is not None:
+        if c.v("critic.strategy") == "megatron":
+            critic_dp = rc.data_parallel_size(
+                n_gpus, megatron=True, tp=c.int("critic.megatron.tensor_model_parallel_size") or 1,
+                pp=c.int("critic.megatron.pipeline_model_parallel_size") or 1,
+                cp=c.int("critic.megatron.context_parallel_size") or 1)
+        else:
+            critic_dp = rc.data_parallel_size(n_gpus, sp=critic_sp)
+    lora = c.int(f"{M}.lora_rank") or 0
+    if not lora and not c.v(f"{M}.lora.merge"):
+        lora = c.int(f"{M}.lora.rank") or 0
+    return Facts(n_gpus=n_gpus, gpn=gpn, nnodes=nnodes, megatron=megatron, sp=sp, ref_sp=ref_sp, critic_sp=critic_sp,
+                 dp=dp, n=c.int(f"{R}.n"), tbs=c.int("data.train_batch_size"), mini=c.int(f"{A}.ppo_mini_batch_size"),
+                 seq=p + r if p is not None and r is not None else None, dynamic=bool(c.v(f"{A}.use_dynamic_bsz")),
+                 use_ref=use_ref, use_critic=use_critic, critic_mini=c.int("critic.ppo_mini_batch_size"),
+                 critic_dp=critic_dp, lora=lora, adv=adv)
+
+
+def join_or(values: Iterable[Any]) -> str:
+    """Hint text: "a or b"."""
+    return " or ".join(str(v) for v in values)
+
+
+def nearest(candidates: Iterable[int], target: int, k: int = 2) -> list[int]:
+    """The k positive candidates nearest to target (wizard.planner.pipeline.nearest)."""
+    from wizard.planner.pipeline import nearest as planner_nearest
+
+    return planner_nearest([c for c in candidates if c > 0], target, k)
+
+
+def divisors(n: int) -> list[int]:
+    """The divisors of n (none for n < 1)."""
+    from wizard.planner.pipeline import divisors as planner_divisors
+
+    return planner_divisors(n) if n > 0 else []
+
+
+def model_shape(c: Ctx, key: str) -> tuple[Any, str]:
+    """(ModelShape or None, why not)."""
+    from wizard.planner.models import model_size
+    from wizard.planner.shapes import resolve_shape
+
+    path = c.v(key)
+    if not isinstance(path, str) or c.unknown(key):
+        return None, f"{key} is unresolved"
+    local = local_path(c, path)
+    name = str(local) if local is not None and local.is_dir() else path
+    size = model_size(path, None)
+    try:
+        shape = resolve_shape(name, None, name_size=size.params_b if size.source == "name" else None)
+    except Exception as exc:  # noqa: BLE001 - a broken local config.json
+        return None, f"cannot read {name}/config.json ({type(exc).__name__})"
+    if shape is None:
+        return None, f"{path!r} is not in verl-init's model catalogue and has no size in its name"
+    return shape, ""
+
+
+_URL = re.compile(r"^[a-z][a-z0-9+.-]*://", re.IGNORECASE)
+
+
+def local_path(c: Ctx, path: str) -> Path | None:
+    """A path the run reads from local disk (relative ones from the working folder); None for URLs/hub ids."""
+    if _URL.match(path):
+        return None
+    if path.startswith("~"):
+        home = c.env.get("HOME")
+        if home is None:
+            return None
+        path = home + path[1:]
+    p = Path(path)
+    return p if p.is_absolute() else c.src.workdir / p

@@ -1,0 +1,139 @@
+"""File rules: data, model, reward-function and config files that do not exist here (VI870), a reward
+function missing from its file (VI871) and fewer training rows than one batch (VI872).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from pathlib import Path
+
+from wizard.check.rules.context import M, R, Ctx, Facts, local_path
+from wizard.check.shellargs import PLACEHOLDER
+
+
+def _looks_local(path: str) -> bool:
+    return path.startswith(("/", "./", "../", "~"))
+
+
+def _count_rows(path: Path, enough: int) -> int | None:
+    """Rows in a local data file (parquet from its footer; jsonl lines up to `enough`), or None."""
+    try:
+        if path.suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            return int(pq.ParquetFile(path).metadata.num_rows)
+        if path.suffix == ".jsonl":
+            rows = 0
+            with path.open("rb") as fh:
+                for line in fh:
+                    rows += bool(line.strip())
+                    if rows >= enough:
+                        break
+            return rows
+    except Exception:  # noqa: BLE001 - unreadable files are validate-dataset's business
+        return None
+    return None
+
+
+def _rule_enough_rows(c: Ctx) -> None:
+    """verl's train dataloader drops the last incomplete batch (drop_last=True) and sets steps_per_epoch =
+    rows // train_batch_size (trainer/ppo/v1/trainer_base.py): fewer rows than one batch train 0 steps."""
+    key, batch = "data.train_files", c.int("data.train_batch_size")
+    value = c.v(key)
+    if not batch or c.unknown(key) or value is None:
+        return
+    total = 0
+    for path in ([value] if isinstance(value, str) else value if isinstance(value, list) else []):
+        local = local_path(c, path) if isinstance(path, str) and PLACEHOLDER not in path else None
+        rows = _count_rows(local, batch) if local is not None and local.is_file() else None
+        if rows is None:
+            return  # not all files countable here: say nothing
+        total += rows
+    if total < batch:
+        c.add("VI872", "error", (key, "data.train_batch_size"),
+              f"{key} holds {total} row(s), fewer than data.train_batch_size={batch}: verl drops the incomplete "
+              "batch and trains 0 steps", f"use more data, or data.train_batch_size ≤ {max(total, 1)}")
+
+
+def rule_files(c: Ctx, f: Facts) -> None:
+    def missing(key: str, path: str, what: str, *, data: bool = False) -> None:
+        local = local_path(c, path)
+        if local is None or local.exists():
+            return
+        bundle = c.src.bundle_dir
+        if data and bundle is not None and (bundle / "data" / "prepare_data.py").is_file() and \
+                bundle.resolve() in local.resolve().parents:
+            c.add("VI870", "info", (key,), f"{path} does not exist yet: the bundle's data/prepare_data.py writes it",
+                  f"run: python3 {bundle / 'data' / 'prepare_data.py'}")
+            return
+        relative = not os.path.isabs(path) and not path.startswith("~")
+        c.add("VI870", "warning", (key,), f"{what} {path} does not exist here" + (f" ({local})" if str(local) != path else "")
+              + "; verl fails at start-up if it is missing where the job runs",
+              "check the path" + (f" (relative paths start from the folder verl is launched in: {c.src.workdir}; "
+                                  "see --workdir)" if relative else ""))
+
+    for key in ("data.train_files", "data.val_files"):
+        value = c.v(key)
+        if c.unknown(key) or value is None:
+            continue
+        if not isinstance(value, (str, list)):
+            c.add("VI808", "error", (key,), f"{key}={value!r} is not a file path or a list of paths",
+                  "give a .parquet/.json/.jsonl path or a list of them")
+            continue
+        for path in ([value] if isinstance(value, str) else value):
+            if isinstance(path, str) and PLACEHOLDER not in path:
+                missing(key, path, "data file", data=True)
+    _rule_enough_rows(c)
+    models = [(f"{M}.path", True), ("critic.model.path", f.use_critic),
+              ("reward.reward_model.model_path", bool(c.v("reward.reward_model.enable"))),
+              (f"{M}.tokenizer_path", True)]
+    for key, used in models:
+        value = c.v(key)
+        if not used or not isinstance(value, str) or c.unknown(key):
+            continue
+        if _looks_local(value):
+            missing(key, value, "model folder")
+    rf = c.v("reward.custom_reward_function.path")
+    if isinstance(rf, str) and rf and not c.unknown("reward.custom_reward_function.path"):
+        local = local_path(c, rf)
+        if local is not None and not local.exists():
+            missing("reward.custom_reward_function.path", rf, "reward function file")
+        elif local is not None and local.is_file():
+            name = c.v("reward.custom_reward_function.name") or "compute_score"
+            _check_function(c, local, str(name))
+    for key, what in (("data.custom_cls.path", "dataset class file"), (f"{R}.multi_turn.tool_config_path", "tool config"),
+                      (f"{R}.agent.agent_loop_config_path", "agent loop config"),
+                      ("reward.reward_manager.module.path", "reward manager module")):
+        value = c.v(key)
+        if isinstance(value, str) and value and not c.unknown(key) and not (key.startswith("reward.reward_manager")
+                                                                             and c.v("reward.reward_manager.source") != "importlib"):
+            missing(key, value, what)
+
+
+def _check_function(c: Ctx, path: Path, name: str) -> None:
+    import ast
+
+    key = "reward.custom_reward_function.name"
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+    except SyntaxError as exc:
+        c.add("VI871", "error", ("reward.custom_reward_function.path",), f"{path} is not valid Python (line {exc.lineno})",
+              "fix the syntax error; verl imports the file when the reward loop starts")
+        return
+    names = set()
+    functions = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+            if not isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                functions.append(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    if name not in names:
+        close = difflib.get_close_matches(name, functions, n=1, cutoff=0.5) or (functions if len(functions) == 1 else [])
+        c.add("VI871", "error", (key, "reward.custom_reward_function.path"), f"{path.name} defines no {name!r}: verl fails "
+              "when the reward loop loads it", (f"did you mean {close[0]}? " if close else "") +
+              f"set {key} to the scorer's name (signature: fn(data_source, solution_str, ground_truth, extra_info=None))")

@@ -1,0 +1,168 @@
+"""Key rules, applied while the tree is resolved: unknown keys (VI801), `+` on keys verl ignores, already
+has or a dataclass rejects (VI802-VI804), legacy reward keys (VI805), and value types (VI808).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from typing import Any
+
+from wizard.check.items import Item
+from wizard.check.overrides import format_value
+from wizard.check.report import Fix
+from wizard.check.shellargs import PLACEHOLDER
+from wizard.check.tree import NOTHING, flatten, lookup
+from wizard.verlspec.keys import DATACLASS_ROOTS, EXTRA_FREE_FORM, LEGACY_ROOTS, dataclass_fields, drift, legacy_target
+
+
+def _is_free_form(base: dict[str, Any], parts: list[str], dataclasses_: dict[str, Any]) -> bool:
+    from wizard.verify.harness import _FREE_FORM
+
+    node: Any = base
+    for i, part in enumerate(parts[:-1]):
+        if part in _FREE_FORM or part in EXTRA_FREE_FORM:
+            return True
+        if not isinstance(node, dict):
+            return False
+        target = node.get("_target_")
+        if isinstance(target, str) and part in dataclasses_.get(target, {}).get("free_form", []):
+            return True
+        if part not in node:
+            return False
+        node = node[part]
+        if node == {} or node is None:
+            return True
+    return False
+
+
+def _dataclass_of(base: dict[str, Any], parts: list[str]) -> tuple[str | None, str | None]:
+    """The nearest `_target_` class above a missing key and the path of that node."""
+    node: Any = base
+    best: tuple[str | None, str | None] = (None, None)
+    path: list[str] = []
+    for part in parts[:-1]:
+        if isinstance(node, dict) and isinstance(node.get("_target_"), str):
+            best = (node["_target_"], ".".join(path))
+        if not isinstance(node, dict) or part not in node:
+            break
+        node = node[part]
+        path.append(part)
+    else:
+        if isinstance(node, dict) and isinstance(node.get("_target_"), str):
+            best = (node["_target_"], ".".join(path))
+    return best
+
+
+def _did_you_mean(base: dict[str, Any], key: str) -> str:
+    parts = key.split(".")
+    node: Any = base
+    for i, part in enumerate(parts):
+        if not isinstance(node, dict) or part not in node:
+            siblings = [str(s) for s in node] if isinstance(node, dict) else []
+            close = difflib.get_close_matches(part, siblings, n=1, cutoff=0.6)
+            if close:
+                return ".".join(parts[:i] + [close[0]] + parts[i + 1:])
+            # the same leaf name elsewhere in the tree (e.g. a key that moved)
+            leaf = parts[-1]
+            moved = [k for k in flatten(base) if k.endswith("." + leaf) and k.split(".")[0] == parts[0]]
+            return moved[0] if len(moved) == 1 else ""
+        node = node[part]
+    return ""
+
+
+def validate_keys(items: list[Item], base: dict[str, Any], add: Callable[..., None],
+                  use_critic_hint: bool | None) -> None:
+    dcs = dataclass_fields()
+    for it in items:
+        key = it.key
+        parts = key.split(".")
+        if parts[0] == "hydra":
+            it.apply = False
+            continue
+        if len(parts) == 1 and isinstance(base.get(key), dict) and not isinstance(it.value, dict) and it.override is not None:
+            it.apply = False
+            add("VI800", "info", (key,), f"{key}={it.value} selects a config group, which only Hydra composes",
+                "install verl to resolve it exactly; checked against the default group")
+            continue
+        legacy = legacy_target(key)
+        if legacy is not None and parts[0] in LEGACY_ROOTS:
+            if it.value is None and it.override is None:
+                continue  # a full dump's legacy nulls
+            it.apply = lookup(base, key) is not NOTHING
+            if it.op == "~":
+                continue
+            add("VI805", "error", (key,), f"{key} is a legacy reward key: verl 0.9.1's main_ppo ignores it, so the "
+                "setting has no effect", f"use {legacy} (verl's own migration maps it there)",
+                fix=Fix(set={legacy: it.value}, delete=[key]))
+            continue
+        exists = lookup(base, key) is not NOTHING
+        if it.op == "~":
+            continue
+        if exists:
+            if it.op == "+" and it.override is not None:
+                it.plus_to_plain = True
+                add("VI803", "error", (key,), f"+{key}: the key exists, so Hydra refuses to add it "
+                    "(`Could not append to config`)", f"drop the +: {key}={format_value(it.value)}",
+                    fix=Fix(strip_plus=[key]))
+            continue
+        new, removed = drift(key)
+        if new is not None and lookup(base, new) is not NOTHING:
+            it.apply = False
+            add("VI801", "error", (key,), f"{key} is not in verl 0.9's config tree (moved)", f"use {new}",
+                fix=Fix(set={new: it.value}, delete=[key]))
+            continue
+        if removed:
+            it.apply = False
+            add("VI801", "error", (key,), f"{key} was removed in verl 0.9", "remove it", fix=Fix(delete=[key]))
+            continue
+        if _is_free_form(base, parts, dcs):
+            if it.op == "" and it.override is not None:
+                it.apply = False
+                add("VI801", "error", (key,), f"{key} is not in verl's tree yet: Hydra refuses to set it without +",
+                    f"write +{key}={format_value(it.value)}", fix=None)
+            continue
+        hint = _did_you_mean(base, key)
+        dym = f"did you mean {hint}?" if hint else "check the spelling against `python -m verl.trainer.main_ppo --cfg job`"
+        if it.op == "" and it.override is not None:
+            it.apply = False
+            add("VI801", "error", (key,), f"{key} is not in verl's config tree: Hydra refuses the override "
+                "(`Key ... is not in struct`)", dym)
+            continue
+        target, node = _dataclass_of(base, parts)
+        instantiated = node is not None and any(node == r or node.startswith(r + ".") for r in DATACLASS_ROOTS)
+        if node and node.startswith("critic") and use_critic_hint:
+            instantiated = True
+        if instantiated and target in dcs:
+            field_name = parts[len(node.split("."))] if node else parts[0]
+            if field_name not in dcs[target]["fields"]:
+                add("VI804", "error", (key,), f"{key}: {target.rsplit('.', 1)[-1]} has no field {field_name!r}; verl "
+                    "fails with TypeError when it builds the config", dym)
+                continue
+        if instantiated:
+            continue  # a real dataclass field the YAML does not list
+        if it.override is None:
+            add("VI801", "error", (key,), f"{key} is not in verl's config tree: Hydra merges it and verl ignores it",
+                dym)
+        else:
+            add("VI802", "warning", (key,), f"+{key} adds a key verl never reads: it is silently ignored", dym)
+
+
+def type_problems(items: list[Item], base_flat: dict[str, Any], add: Callable[..., None]) -> None:
+    for it in items:
+        if not it.apply or it.op == "~" or it.key not in base_flat:
+            continue
+        default, v = base_flat[it.key], it.value
+        if isinstance(v, str) and ("${" in v or PLACEHOLDER in v):
+            continue
+        if isinstance(default, bool):
+            if not isinstance(v, bool):
+                add("VI808", "error", (it.key,), f"{it.key}={v!r} is not a boolean", "use true or false")
+        elif isinstance(default, (int, float)) and not isinstance(default, bool):
+            if v is None:
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                add("VI808", "error", (it.key,), f"{it.key}={v!r} is not a number (verl's default is {default!r}); "
+                    "Hydra accepts it and verl fails later with a TypeError", f"give a number like {default!r}")
+            elif isinstance(default, int) and isinstance(v, float) and not v.is_integer():
+                add("VI808", "error", (it.key,), f"{it.key}={v!r} must be a whole number", f"e.g. {int(v)}")

@@ -1,0 +1,133 @@
+"""GPU layout rules: rollout tiling (VI810-VI811), Ulysses SP (VI812, VI816), Megatron (VI813), the
+config against the given hardware (VI814) and rollout parallelism verl cannot run (VI815).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from wizard.check.report import Fix
+from wizard.check.rules.context import A, M, R, Ctx, Facts, divisors, join_or, nearest
+from wizard.verlspec import arithmetic as rc
+from wizard.verlspec.keys import ROLLOUT_NAMES
+
+
+def rule_layout(c: Ctx, f: Facts) -> None:
+    if f.n_gpus is None or f.gpn is None:
+        return
+    keys = (f"{R}.tensor_model_parallel_size", f"{R}.data_parallel_size", f"{R}.pipeline_model_parallel_size")
+    if c.unknown(*keys):
+        return
+    tp, rdp, pp = (c.int(k) or 1 for k in keys)
+    gpn = f.gpn
+    rgpn = c.int(f"{R}.n_gpus_per_node") or gpn
+    problems = rc.rollout_layout(f.n_gpus, rgpn, tp, rdp, pp)
+    if problems:
+        valid = rc.valid_rollout_tp(f.n_gpus, gpn)
+        fix = Fix(set={keys[0]: valid[0]}) if len(valid) == 1 and rdp == 1 and pp == 1 else None
+        c.add("VI810", "error", (keys[0], "trainer.n_gpus_per_node", "trainer.nnodes"),
+              "; ".join(problems) + f" ({f.nnodes}×{gpn} GPUs): the Ray workers fail at start-up",
+              f"nearest valid {keys[0]}: {join_or(nearest(valid, tp))}", fix=fix)
+        return
+    w = rc.rollout_world(tp, rdp, pp)
+    if w > gpn:
+        c.add("VI811", "warning", (keys[0], "trainer.n_gpus_per_node"),
+              f"a rollout replica of {w} GPUs spans {w // gpn} nodes: tensor-parallel traffic crosses the network",
+              f"prefer tensor_model_parallel_size ≤ {gpn} (one node) when the model fits")
+    elif gpn % w:
+        c.add("VI811", "warning", (keys[0], "trainer.n_gpus_per_node"),
+              f"rollout replicas of {w} GPUs do not divide the {gpn} GPUs of a node: some replicas straddle two nodes",
+              f"nearest valid: {join_or(nearest(divisors(gpn), w))}")
+
+
+def rule_hardware(c: Ctx, f: Facts) -> None:
+    hw = c.hw
+    if not hw.given or f.n_gpus is None or f.gpn is None:
+        return
+    have = (hw.nnodes or 0) * (hw.gpus_per_node or 0)
+    want = f.n_gpus
+    extra = []
+    if bool(c.v("reward.reward_model.enable")) and bool(c.v("reward.reward_model.enable_resource_pool")):
+        k = (c.int("reward.reward_model.n_gpus_per_node") or 0) * (c.int("reward.reward_model.nnodes") or 0)
+        want += k
+        extra.append(f"{k} for the reward model")
+    if bool(c.v("distillation.enabled")):
+        k = (c.int("distillation.n_gpus_per_node") or 0) * (c.int("distillation.nnodes") or 0)
+        want += k
+        extra.append(f"{k} for teacher models")
+    label = f"{hw.nnodes}×{hw.gpus_per_node} GPUs ({'--nnodes/--gpus-per-node' if hw.source == 'flags' else 'the bundle'})"
+    keys = ("trainer.nnodes", "trainer.n_gpus_per_node")
+    if f.gpn > (hw.gpus_per_node or 0):
+        c.add("VI814", "error", keys, f"trainer.n_gpus_per_node={f.gpn} but a node has {hw.gpus_per_node} GPUs: verl's "
+              "placement groups never fit (Ray waits forever)", f"set trainer.n_gpus_per_node ≤ {hw.gpus_per_node}")
+    elif want > have:
+        c.add("VI814", "error", keys, f"the config needs {want} GPUs" + (f" ({', '.join(extra)} included)" if extra else "")
+              + f" but the hardware has {label}: `Total available GPUs {have} is less than total desired GPUs {want}`",
+              "lower trainer.nnodes / n_gpus_per_node or give more nodes")
+    elif want < have:
+        c.add("VI814", "warning", keys, f"the config uses {want} of the {have} GPUs of {label}",
+              f"set trainer.nnodes={hw.nnodes} trainer.n_gpus_per_node={hw.gpus_per_node} to use them all "
+              "(re-check the batch sizes)")
+
+
+def rule_rollout_parallel(c: Ctx, f: Facts) -> None:
+    pp, name = c.int(f"{R}.pipeline_model_parallel_size"), c.v(f"{R}.name")
+    if pp and pp > 1 and name in ROLLOUT_NAMES:
+        c.add("VI815", "error", (f"{R}.pipeline_model_parallel_size",), f"{name} rollout with pipeline_model_parallel_size="
+              f"{pp}: verl raises NotImplementedError", f"set {R}.pipeline_model_parallel_size=1 and raise tensor_model_parallel_size")
+    ep, tp, rdp = c.int(f"{R}.expert_parallel_size"), c.int(f"{R}.tensor_model_parallel_size"), c.int(f"{R}.data_parallel_size")
+    if ep and ep > 1 and name != "trtllm" and tp and rdp and ep != tp * rdp:
+        c.add("VI815", "error", (f"{R}.expert_parallel_size", f"{R}.tensor_model_parallel_size", f"{R}.data_parallel_size"),
+              f"expert_parallel_size={ep} must equal tensor_model_parallel_size × data_parallel_size = {tp * rdp} (RolloutConfig)",
+              f"set {R}.expert_parallel_size={tp * rdp}")
+
+
+def rule_sequence_parallel(c: Ctx, f: Facts, shape: Any) -> None:
+    if f.megatron:
+        return
+    old_critic_sp = c.int("critic.ulysses_sequence_parallel_size") or 1
+    if f.use_critic and old_critic_sp > 1 and old_critic_sp != f.critic_sp:
+        c.add("VI816", "warning", ("critic.ulysses_sequence_parallel_size", "critic.fsdp.ulysses_sequence_parallel_size"),
+              f"critic.ulysses_sequence_parallel_size={old_critic_sp} is deprecated and verl 0.9's critic engine ignores it: "
+              f"the critic runs with sequence parallel {f.critic_sp}",
+              f"set critic.fsdp.ulysses_sequence_parallel_size={old_critic_sp}")
+    for role, sp, keys in (("actor", f.sp, (f"{A}.ulysses_sequence_parallel_size", f"{A}.fsdp_config.ulysses_sequence_parallel_size")),
+                           ("critic", f.critic_sp if f.use_critic else 1, ("critic.fsdp.ulysses_sequence_parallel_size",))):
+        if sp <= 1:
+            continue
+        if f.n_gpus is not None and f.n_gpus % sp:
+            c.add("VI812", "error", keys[:1] + ("trainer.n_gpus_per_node",),
+                  f"{role} Ulysses sequence parallel size {sp} does not divide the {f.n_gpus} GPUs",
+                  f"nearest valid: {join_or(nearest(divisors(f.n_gpus), sp))}")
+        elif f.gpn is not None and f.gpn % sp:
+            c.add("VI812", "error", keys[:1] + ("trainer.n_gpus_per_node",),
+                  f"{role} Ulysses sequence parallel size {sp} does not divide the {f.gpn} GPUs of a node: groups straddle nodes",
+                  f"nearest valid: {join_or(nearest(divisors(f.gpn), sp))}")
+        if shape is not None and role == "actor" and (shape.heads % sp or (shape.kv_heads % sp and sp % shape.kv_heads)):
+            ok = [d for d in divisors(shape.heads) if shape.kv_heads % d == 0 or d % shape.kv_heads == 0]
+            c.add("VI812", "error", keys[:1], f"Ulysses splits attention heads: {shape.name} has {shape.heads} heads "
+                  f"({shape.kv_heads} KV heads), which {sp} GPUs cannot share", f"nearest valid: {join_or(nearest(ok, sp))}")
+        model_key = f"{M}.use_remove_padding" if role == "actor" else "critic.model.use_remove_padding"
+        if not bool(c.v(model_key)):
+            c.add("VI812", "error", (model_key, keys[0]), f"{role} sequence parallelism needs {model_key}=true (validate_config)",
+                  f"set {model_key}=true", fix=Fix(set={model_key: True}))
+
+
+def rule_megatron(c: Ctx, f: Facts) -> None:
+    for role, prefix, used in (("actor", f"{A}.megatron", f.megatron),
+                               ("critic", "critic.megatron", f.use_critic and c.v("critic.strategy") == "megatron")):
+        if not used or f.n_gpus is None or f.gpn is None:
+            continue
+        keys = [f"{prefix}.tensor_model_parallel_size", f"{prefix}.pipeline_model_parallel_size", f"{prefix}.context_parallel_size"]
+        if c.unknown(*keys):
+            continue
+        tp, pp, cp = (c.int(k) or 1 for k in keys)
+        if f.n_gpus % (tp * pp * cp):
+            valid = [p for p in range(1, f.n_gpus + 1) if f.n_gpus % (tp * p * cp) == 0]
+            c.add("VI813", "error", keys[:2] + ["trainer.nnodes", "trainer.n_gpus_per_node"],
+                  f"{role} Megatron TP×PP×CP = {tp}×{pp}×{cp} = {tp * pp * cp} does not divide the {f.n_gpus} GPUs (validate_config)",
+                  f"nearest valid pipeline_model_parallel_size: {join_or(nearest(valid, pp))}")
+        if f.gpn % tp:
+            c.add("VI813", "error", keys[:1] + ["trainer.n_gpus_per_node"],
+                  f"{role} Megatron tensor_model_parallel_size={tp} must divide the {f.gpn} GPUs of a node "
+                  "(tensor parallel stays inside a node)", f"nearest valid: {join_or(nearest(divisors(f.gpn), tp))}")

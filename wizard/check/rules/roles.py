@@ -1,0 +1,90 @@
+"""Role rules: critic, reference and reward model against the algorithm (VI840-VI848)."""
+
+from __future__ import annotations
+
+from wizard.check.report import Fix
+from wizard.check.rules.context import REF, A, M, R, Ctx, Facts
+from wizard.verlspec.keys import GROUP_ESTIMATORS, MISSING, REWARD_MODEL_ROLLOUTS, VERL_DEFAULT_CRITIC_PATH
+
+
+def rule_roles(c: Ctx, f: Facts) -> None:
+    adv = f.adv
+    if c.unknown("algorithm.adv_estimator"):
+        return
+    if adv == "gae" and not f.use_critic:
+        c.add("VI840", "error", ("algorithm.adv_estimator", "critic.enable"),
+              "adv_estimator=gae needs a critic but critic.enable=false: every config check passes and step 1 fails with "
+              "KeyError: 'values' (ray_trainer.py:222)", "set critic.enable=true (and critic.model.path), or choose grpo",
+              fix=None)
+    if f.use_critic and adv != "gae":
+        c.add("VI841", "warning", ("critic.enable", "algorithm.adv_estimator"),
+              f"critic.enable=true with adv_estimator={adv}: the critic is built and trained every step but {adv} never "
+              "uses its values", "set critic.enable=false (or null), or use adv_estimator=gae")
+    elif not f.use_critic:
+        stray = sorted(k for k in c.res.user if k.startswith("critic.") and k != "critic.enable")
+        if stray:
+            c.add("VI841", "warning", stray[:6], f"{len(stray)} critic setting(s) have no effect: {adv} trains no critic",
+                  "remove them, or use adv_estimator=gae for PPO with a critic")
+    kl_loss, kl_reward = bool(c.v(f"{A}.use_kl_loss")), bool(c.v("algorithm.use_kl_in_reward"))
+    if kl_loss and kl_reward:
+        c.add("VI842", "warning", (f"{A}.use_kl_loss", "algorithm.use_kl_in_reward"),
+              "KL to the reference is both a loss term and a reward penalty: it is counted twice",
+              "keep one: use_kl_loss for GRPO-style training, use_kl_in_reward for PPO-style")
+    for on, coef_key, what in ((kl_loss, f"{A}.kl_loss_coef", f"{A}.use_kl_loss"),
+                               (kl_reward, "algorithm.kl_ctrl.kl_coef", "algorithm.use_kl_in_reward")):
+        coef = c.num(coef_key)
+        if not on and c.set_by_user(coef_key) and coef:
+            c.add("VI843", "warning", (coef_key, what), f"{coef_key}={coef:g} has no effect: {what}=false",
+                  f"set {what}=true to use it, or remove {coef_key}")
+        elif on and coef == 0:
+            c.add("VI843", "info", (coef_key, what), f"{what}=true with {coef_key}=0: the reference model runs every step "
+                  "for a KL term of weight 0 (only its metric is logged)", f"set {coef_key} > 0, or {what}=false to skip the reference")
+    if not f.use_ref:
+        stray = sorted(k for k in c.res.user if k.startswith(f"{REF}."))
+        if stray:
+            c.add("VI844", "info", stray[:6], f"{len(stray)} reference-model setting(s) have no effect: neither "
+                  "use_kl_loss nor use_kl_in_reward is on, so verl builds no reference model", "remove them")
+    rm_path = c.v("reward.reward_model.model_path")
+    if f.use_critic and bool(c.v("reward.reward_model.enable")) and rm_path and rm_path == c.v("critic.model.path"):
+        c.add("VI845", "warning", ("critic.model.path", "reward.reward_model.model_path"),
+              "critic and reward model load the same checkpoint: the critic needs a value head, the reward model a classifier",
+              "initialise the critic from the policy (actor_rollout_ref.model.path)")
+    if f.use_critic and not c.set_by_user("critic.model.path") and c.v("critic.model.path") == VERL_DEFAULT_CRITIC_PATH:
+        policy = c.v(f"{M}.path")
+        if policy != VERL_DEFAULT_CRITIC_PATH and not c.unknown(f"{M}.path"):
+            c.add("VI846", "error", ("critic.model.path", f"{M}.path"),
+                  f"the critic loads verl's default {VERL_DEFAULT_CRITIC_PATH}, not the policy: critic.model.path is not "
+                  "taken from actor_rollout_ref.model.path", f"set critic.model.path={policy}",
+                  fix=Fix(set={"critic.model.path": policy}))
+    if f.n is not None and f.n < 2 and adv in GROUP_ESTIMATORS and f.n >= 1:
+        distill = bool(c.v("distillation.enabled")) and not bool(c.v("distillation.distillation_loss.use_task_rewards"))
+        if not distill:
+            c.add("VI847", "error", (f"{R}.n", "algorithm.adv_estimator"),
+                  f"{adv} compares the samples of each prompt's group but rollout.n={f.n}: every advantage is 0 and nothing is learned",
+                  f"set {R}.n ≥ 2 (5-16 is usual)")
+    rm = "reward.reward_model"
+    if bool(c.v(f"{rm}.enable")):
+        if not c.v(f"{rm}.model_path"):
+            c.add("VI848", "error", (f"{rm}.model_path",), "the reward model is enabled without a model path (HFModelConfig)",
+                  f"set {rm}.model_path")
+        rname = c.v(f"{rm}.rollout.name")
+        if rname == MISSING or rname is None:
+            c.add("VI848", "error", (f"{rm}.rollout.name",), "the reward model has no rollout engine (`???`)",
+                  f"set {rm}.rollout.name=vllm or sglang")
+        elif rname not in REWARD_MODEL_ROLLOUTS:
+            c.add("VI848", "error", (f"{rm}.rollout.name",), f"reward models are served by vllm or sglang, not {rname}",
+                  f"set {rm}.rollout.name=vllm")
+        rtp = (c.int(f"{rm}.rollout.tensor_model_parallel_size") or 1) * (c.int(f"{rm}.rollout.data_parallel_size") or 1)
+        pool = ((c.int(f"{rm}.n_gpus_per_node") or 0) * (c.int(f"{rm}.nnodes") or 0)
+                if bool(c.v(f"{rm}.enable_resource_pool")) else f.n_gpus)
+        if pool is not None and pool // max(rtp, 1) < 1:
+            c.add("VI848", "error", (f"{rm}.rollout.tensor_model_parallel_size", f"{rm}.n_gpus_per_node", f"{rm}.nnodes"),
+                  f"the reward model's pool has {pool} GPU(s) but a replica needs {rtp}", "give the pool more GPUs or lower its TP")
+    if bool(c.v("algorithm.filter_groups.enable")):
+        if not c.v("algorithm.filter_groups.metric"):
+            c.add("VI848", "error", ("algorithm.filter_groups.metric",),
+                  "group filtering is enabled without a metric (trainer_base.py:195)", "set algorithm.filter_groups.metric=acc or score")
+        if bool(c.v(f"{rm}.enable")) and not bool(c.v(f"{rm}.enable_resource_pool")):
+            c.add("VI848", "error", ("algorithm.filter_groups.enable", f"{rm}.enable_resource_pool"),
+                  "group filtering needs rewards at sampling time, which a colocated reward model computes only later "
+                  "(trainer_base.py:199)", f"set {rm}.enable_resource_pool=true, or use a rule-based reward")

@@ -1,0 +1,63 @@
+"""Sequence-length rules: dynamic token budgets (VI830, VI834), the rollout engine's limits (VI831, VI833)
+and the model's context (VI833).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from wizard.check.rules.context import REF, A, R, Ctx, Facts
+from wizard.verlspec import arithmetic as rc
+
+
+def rule_tokens(c: Ctx, f: Facts) -> None:
+    if f.seq is None or c.unknown("data.max_prompt_length", "data.max_response_length"):
+        return
+    seq = f.seq
+    checks = [("actor", f.dynamic, f"{A}.ppo_max_token_len_per_gpu", f.sp),
+              ("rollout log-prob", bool(c.v(f"{R}.log_prob_use_dynamic_bsz")), f"{R}.log_prob_max_token_len_per_gpu", f.sp),
+              ("reference", f.use_ref and bool(c.v(f"{REF}.log_prob_use_dynamic_bsz")), f"{REF}.log_prob_max_token_len_per_gpu", f.ref_sp),
+              ("critic", f.use_critic and bool(c.v("critic.use_dynamic_bsz")), "critic.ppo_max_token_len_per_gpu", f.critic_sp)]
+    if f.use_critic and bool(c.v("critic.use_dynamic_bsz")):
+        checks.append(("critic forward", True, "critic.forward_max_token_len_per_gpu", f.critic_sp))
+    for role, dyn, key, sp in checks:
+        if not dyn or c.unknown(key):
+            continue
+        budget = c.int(key)
+        if budget is None:
+            c.add("VI830", "error", (key,), f"dynamic batching needs {key} (engine/utils.py:109)",
+                  f"set {key} ≥ {rc.min_token_budget(seq, sp)} (2-3 × prompt + response is usual)")
+            continue
+        if budget * sp < seq:
+            c.add("VI830", "error", (key, "data.max_prompt_length", "data.max_response_length"),
+                  f"{role} token budget {key}={budget}" + (f" × SP {sp}" if sp > 1 else "") +
+                  f" cannot hold one sequence of prompt + response = {seq} tokens (seqlen_balancing.py:384, inside the workers)",
+                  f"set {key} ≥ {rc.min_token_budget(seq, sp)}; 2-3 × that is usual")
+        elif budget * sp < 2 * seq:
+            c.add("VI834", "info", (key,), f"{role} token budget {budget * sp} holds only one full sequence of {seq} tokens "
+                  "per micro-batch", f"verl's perf guide suggests ≥ 2 × (prompt + response) = {2 * seq}")
+    # rollout engine limits
+    name = c.v(f"{R}.name")
+    mnbt = c.int(f"{R}.max_num_batched_tokens")
+    if name == "vllm" and mnbt and c.v(f"{R}.enable_chunked_prefill") is False and mnbt < seq:
+        c.add("VI831", "warning", (f"{R}.max_num_batched_tokens", f"{R}.enable_chunked_prefill"),
+              f"max_num_batched_tokens={mnbt} is below prompt + response = {seq} with chunked prefill off: verl raises it "
+              "to max_model_len with a warning, so this value has no effect", f"set it ≥ {max(8192, seq)}, or enable chunked prefill")
+    mml = c.int(f"{R}.max_model_len")
+    if mml and mml < seq:
+        c.add("VI833", "warning", (f"{R}.max_model_len", "data.max_prompt_length", "data.max_response_length"),
+              f"rollout.max_model_len={mml} is below prompt + response = {seq}: long responses are cut short",
+              f"set it ≥ {seq}, or null to use the model's context")
+
+
+def rule_context(c: Ctx, f: Facts, shape: Any) -> None:
+    if shape is None or not shape.max_pos or f.seq is None:
+        return
+    if f.seq > shape.max_pos:
+        c.add("VI833", "error", ("data.max_prompt_length", "data.max_response_length"),
+              f"prompt + response = {f.seq} tokens exceeds {shape.name}'s context of {shape.max_pos}",
+              f"keep max_prompt_length + max_response_length ≤ {shape.max_pos}")
+    mml = c.int(f"{R}.max_model_len")
+    if mml and mml > shape.max_pos:
+        c.add("VI833", "error", (f"{R}.max_model_len",), f"rollout.max_model_len={mml} is above {shape.name}'s "
+              f"max_position_embeddings={shape.max_pos} (vllm_async_server.py:1101 raises)", f"set it ≤ {shape.max_pos} or null")

@@ -1,0 +1,183 @@
+"""Value rules: unresolved values (VI800), required values (VI807), verl's choices (VI809) and values
+verl passes on unchecked (VI850-VI857).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Sequence
+
+from wizard.check.report import Fix
+from wizard.check.rules.context import REF, A, M, R, Ctx, Facts, join_or, nearest
+from wizard.check.shellargs import PLACEHOLDER
+from wizard.verlspec.keys import (
+    ADV_ESTIMATORS,
+    AGENT_LOOPS,
+    CRITIC_STRATEGIES,
+    FSDP_SCHEDULERS,
+    KL_CTRL_TYPES,
+    KL_TYPES,
+    LOGGERS,
+    LOSS_AGG_MODES,
+    LOSS_MODES,
+    MISSING,
+    RESUME_MODES,
+    REWARD_MANAGER_SOURCES,
+    REWARD_MANAGERS,
+    ROLLOUT_IS_LEVELS,
+    ROLLOUT_NAMES,
+    STRATEGIES,
+    TRAINER_MODES,
+)
+
+
+def rule_unresolved(c: Ctx, f: Facts) -> None:
+    by_name: dict[str, list[str]] = {}
+    for key, value in c.res.flat.items():
+        if isinstance(value, str) and PLACEHOLDER in value and key in c.res.user:
+            for m in re.finditer(r"UNSET_[A-Za-z0-9_]+", value):
+                by_name.setdefault(m.group(0), []).append(key)
+    for name, keys in sorted(by_name.items()):
+        why = c.src.placeholders.get(name, "placeholder value")
+        var = name[len(PLACEHOLDER):]
+        c.add("VI800", "info", sorted(set(keys)), f"{name}: {why}; rules that read these keys were skipped",
+              f"pass --env {var}=VALUE (or set it in the script) to check them" if var.isidentifier() and var not in ("CMD", "SCRIPT", "ARITH", "SPECIAL") else
+              "give the value after -- to check it")
+    for p in c.src.problems:
+        c.add(p.rule, p.severity, p.keys, p.message, p.hint)
+
+
+def rule_required(c: Ctx, f: Facts) -> None:
+    if c.v(f"{R}.name") == MISSING:
+        c.add("VI807", "error", (f"{R}.name",), "rollout.name has no default (`???`): verl stops with MissingMandatoryValue",
+              f"set {R}.name=vllm (or sglang, trtllm)")
+    if c.v(f"{M}.path") == MISSING:
+        c.add("VI807", "error", (f"{M}.path",), "the policy model path is missing", f"set {M}.path")
+    required = (
+        (not f.dynamic, f"{A}.ppo_micro_batch_size", (f"{A}.ppo_micro_batch_size_per_gpu", f"{A}.use_dynamic_bsz"),
+         "without dynamic batching verl needs the actor's micro-batch size per GPU (ActorConfig assert)",
+         f"set {A}.ppo_micro_batch_size_per_gpu (it must divide the per-GPU mini-batch), or {A}.use_dynamic_bsz=true"),
+        (not bool(c.v(f"{R}.log_prob_use_dynamic_bsz")), f"{R}.log_prob_micro_batch_size",
+         (f"{R}.log_prob_micro_batch_size_per_gpu",),
+         "without dynamic batching verl needs the rollout log-prob micro-batch size per GPU (validate_config)",
+         f"set {R}.log_prob_micro_batch_size_per_gpu (often 1-2 × the training micro-batch)"),
+        (f.use_ref and not bool(c.v(f"{REF}.log_prob_use_dynamic_bsz")), f"{REF}.log_prob_micro_batch_size",
+         (f"{REF}.log_prob_micro_batch_size_per_gpu",),
+         "a KL term needs the reference model, and without dynamic batching its log-prob micro-batch size (validate_config)",
+         f"set {REF}.log_prob_micro_batch_size_per_gpu (e.g. equal to the rollout's)"),
+        (f.use_critic and not bool(c.v("critic.use_dynamic_bsz")), "critic.ppo_micro_batch_size",
+         ("critic.ppo_micro_batch_size_per_gpu",),
+         "the critic needs a micro-batch size per GPU without dynamic batching (CriticConfig)",
+         "set critic.ppo_micro_batch_size_per_gpu (e.g. equal to the actor's)"),
+    )
+    for needed, old, keys, message, hint in required:
+        if needed and c.v(keys[0]) is None and c.v(old) is None:
+            c.add("VI807", "error", keys, message, hint)
+
+
+def _enum(c: Ctx, key: str, allowed: Sequence[str], what: str, *, when: bool = True, plus_suffix: bool = False) -> None:
+    if not when or c.unknown(key):
+        return
+    value = c.v(key)
+    if value is None:
+        return
+    text = str(value)
+    check = text[:-1] if plus_suffix and text.endswith("+") else text
+    if check not in allowed:
+        close = difflib.get_close_matches(check, list(allowed), n=1)
+        c.add("VI809", "error", (key,), f"{key}={text} is not a {what} verl 0.9.1 knows",
+              (f"did you mean {close[0]}? " if close else "") + f"choose from {', '.join(allowed)}")
+
+
+def rule_choices(c: Ctx, f: Facts) -> None:
+    _enum(c, "algorithm.adv_estimator", ADV_ESTIMATORS, "advantage estimator")
+    _enum(c, f"{A}.policy_loss.loss_mode", LOSS_MODES, "policy loss")
+    _enum(c, f"{A}.loss_agg_mode", LOSS_AGG_MODES, "loss aggregation")
+    _enum(c, "critic.loss_agg_mode", LOSS_AGG_MODES, "loss aggregation", when=f.use_critic)
+    _enum(c, f"{A}.kl_loss_type", KL_TYPES, "KL estimator", when=bool(c.v(f"{A}.use_kl_loss")), plus_suffix=True)
+    _enum(c, "algorithm.kl_penalty", KL_TYPES, "KL estimator", when=bool(c.v("algorithm.use_kl_in_reward")), plus_suffix=True)
+    _enum(c, "algorithm.kl_ctrl.type", KL_CTRL_TYPES, "KL controller", when=bool(c.v("algorithm.use_kl_in_reward")))
+    if c.v(f"{R}.name") != MISSING:
+        _enum(c, f"{R}.name", ROLLOUT_NAMES, "rollout engine")
+    _enum(c, "reward.reward_manager.source", REWARD_MANAGER_SOURCES, "reward manager source")
+    _enum(c, "reward.reward_manager.name", REWARD_MANAGERS, "reward manager",
+          when=c.v("reward.reward_manager.source") == "register")
+    _enum(c, "trainer.v1.trainer_mode", TRAINER_MODES, "trainer mode", when=c.v("trainer.use_v1") is not False)
+    _enum(c, "trainer.resume_mode", RESUME_MODES, "resume mode")
+    _enum(c, f"{A}.strategy", STRATEGIES, "training strategy")
+    _enum(c, "critic.strategy", CRITIC_STRATEGIES, "critic strategy", when=f.use_critic)
+    _enum(c, f"{R}.agent.default_agent_loop", AGENT_LOOPS, "agent loop")
+    if c.v(f"{A}.strategy") in ("fsdp", "fsdp2", "fsdp_turbo"):
+        _enum(c, f"{A}.optim.lr_scheduler_type", FSDP_SCHEDULERS, "learning-rate schedule for FSDP (bare assert in FSDPOptimizerConfig)")
+    if c.v("reward.reward_manager.source") == "importlib" and not c.v("reward.reward_manager.module.path"):
+        c.add("VI807", "error", ("reward.reward_manager.module.path",),
+              "reward.reward_manager.source=importlib needs the module path", "set reward.reward_manager.module.path")
+    logger = c.v("trainer.logger")
+    if not c.unknown("trainer.logger") and logger is not None:
+        if not isinstance(logger, (str, list)):
+            c.add("VI809", "error", ("trainer.logger",), f"trainer.logger={logger!r} is not a logger name or a list of them",
+                  "e.g. trainer.logger=[console] or [console,wandb]")
+            logger = []
+        backends = [logger] if isinstance(logger, str) else list(logger)
+        for b in backends:
+            if str(b) not in LOGGERS:
+                close = difflib.get_close_matches(str(b), LOGGERS, n=1)
+                c.add("VI809", "error", ("trainer.logger",), f"logger {b!r} is not supported by verl's Tracking "
+                      "(`... is not supported` when training starts)",
+                      (f"did you mean {close[0]}? " if close else "") + f"choose from {', '.join(LOGGERS[:-1])}")
+    rs = c.v("algorithm.rollout_correction.rollout_is")
+    if rs is not None and not c.unknown("algorithm.rollout_correction.rollout_is") and rs not in ROLLOUT_IS_LEVELS:
+        c.add("VI809", "error", ("algorithm.rollout_correction.rollout_is",), f"rollout_is={rs} is not token, sequence or null",
+              "use token or sequence, or null to turn it off")
+
+
+def rule_values(c: Ctx, f: Facts) -> None:
+    for key, used in ((f"{R}.gpu_memory_utilization", True),
+                      ("reward.reward_model.rollout.gpu_memory_utilization", bool(c.v("reward.reward_model.enable")))):
+        g = c.num(key)
+        if used and g is not None and not 0 < g <= 1:
+            c.add("VI850", "error", (key,), f"{key}={g:g} is a share of GPU memory and must be in (0, 1]; verl passes it to "
+                  "the engine unchecked", "0.5-0.7 without offload, 0.8-0.9 with offload" +
+                  (f" (did you mean {g / 100:g}?)" if 1 < g <= 100 else ""))
+    n = c.int(f"{R}.n")
+    if n is not None and n < 1:
+        c.add("VI851", "error", (f"{R}.n",), f"rollout.n={n}: no samples per prompt (validate_config lets it pass)",
+              "set rollout.n ≥ 1 (≥ 2 for group estimators)")
+    for temp_key, sample_key, where in ((f"{R}.temperature", f"{R}.do_sample", "rollout"),
+                                       (f"{R}.val_kwargs.temperature", f"{R}.val_kwargs.do_sample", "validation")):
+        t = c.num(temp_key)
+        if t is not None and t <= 0 and bool(c.v(sample_key)):
+            c.add("VI852", "error", (temp_key, sample_key), f"{where} samples with temperature={t:g}: every sample of a "
+                  "prompt is the same greedy answer" + (" (validate_config rejects it)" if where == "validation" else ""),
+                  f"set {temp_key} > 0 (1.0 is usual), or {sample_key}=false for greedy decoding")
+    if c.v(f"{R}.mode") == "sync":
+        c.add("VI853", "error", (f"{R}.mode",), "rollout mode 'sync' has been removed in verl 0.9 (RolloutConfig raises)",
+              f"set {R}.mode=async or remove it", fix=Fix(set={f"{R}.mode": "async"}))
+    loss = c.v(f"{A}.policy_loss.loss_mode")
+    cc = c.num(f"{A}.clip_ratio_c")
+    if loss == "vanilla" and cc is not None and cc <= 1:
+        c.add("VI854", "error", (f"{A}.clip_ratio_c",), f"clip_ratio_c={cc:g}: dual-clip PPO needs a lower bound > 1 "
+              "(core_algos.py asserts in the first update)", "use 3.0 (verl's default)")
+    if loss == "dro":
+        beta = c.num(f"{A}.policy_loss.dro_beta")
+        if beta is None or beta <= 0:
+            c.add("VI854", "error", (f"{A}.policy_loss.dro_beta",), "loss_mode=dro needs policy_loss.dro_beta > 0 (core_algos.py)",
+                  f"set {A}.policy_loss.dro_beta, e.g. 0.1")
+    if f.lora and c.v(f"{R}.name") == "vllm":
+        from wizard.planner.pipeline import VLLM_LORA_RANKS
+
+        key = f"{M}.lora_rank" if c.int(f"{M}.lora_rank") else f"{M}.lora.rank"
+        if f.lora > VLLM_LORA_RANKS[-1]:
+            c.add("VI856", "error", (key,), f"vLLM serves LoRA ranks up to 512 (got {f.lora}; validate_config raises)",
+                  f"nearest valid: {join_or(nearest(VLLM_LORA_RANKS, f.lora))}")
+        elif f.lora not in VLLM_LORA_RANKS:
+            up = min(r for r in VLLM_LORA_RANKS if r >= f.lora)
+            c.add("VI856", "warning", (key,), f"vLLM reserves adapters of rank {up} for lora_rank={f.lora}",
+                  f"use one of {', '.join(map(str, VLLM_LORA_RANKS))} to waste no memory")
+    if c.v("data.val_batch_size") is not None and c.set_by_user("data.val_batch_size"):
+        c.add("VI857", "info", ("data.val_batch_size",), "data.val_batch_size is deprecated: verl validates the whole "
+              "validation set at once", "remove it", fix=Fix(delete=["data.val_batch_size"]))
+    if c.v("trainer.device") == "cpu":
+        c.add("VI857", "info", ("trainer.device",), "trainer.device=cpu is rewritten to cuda by verl's auto_set_device "
+              "when no accelerator is found; verl 0.9.1 cannot train on CPU", "run on GPUs")

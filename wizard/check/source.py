@@ -1,0 +1,141 @@
+"""What `verl-init check` reads: a verl YAML, a bundle folder, a launch script (read by
+wizard.check.shellargs, never run) and/or overrides given after `--`, gathered into one `Source`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from wizard.check.shellargs import PLACEHOLDER, Extraction, ShellSyntaxError, extract_file, looks_like_script
+from wizard.intent.errors import Problem, UserError
+
+
+@dataclass
+class Source:
+    kind: str  # yaml | script | overrides
+    label: str
+    overrides: list[str] = field(default_factory=list)
+    origins: list[str] = field(default_factory=list)
+    yaml_path: Path | None = None  # the YAML verl composes from (--config-path/--config-name)
+    yaml_body: dict[str, Any] = field(default_factory=dict)
+    yaml_defaults: list[Any] = field(default_factory=list)
+    config_name: str = "ppo_trainer"  # verl's own config when there is no yaml_path
+    workdir: Path = field(default_factory=Path.cwd)
+    extraction: Extraction | None = None
+    bundle_dir: Path | None = None
+    placeholders: dict[str, str] = field(default_factory=dict)  # UNSET_X -> reason
+    problems: list[Problem] = field(default_factory=list)
+
+
+def read_yaml(path: Path) -> Any:
+    import yaml
+
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"file not found ({path})", "check the path", rule="VI870", keys=("target",)) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise UserError(f"not valid YAML{where} ({path})", "fix the YAML syntax", rule="VI808", keys=("target",)) from None
+
+
+def _use_yaml(src: Source, path: Path) -> None:
+    doc = read_yaml(path)
+    if doc is None:
+        doc = {}
+    if not isinstance(doc, dict):
+        raise UserError(f"{path} is not a YAML mapping of verl config keys", "give a verl config YAML", rule="VI808",
+                        keys=("target",))
+    src.yaml_path = path
+    src.yaml_defaults = list(doc.pop("defaults", None) or [])
+    doc.pop("hydra", None)
+    src.yaml_body = doc
+    if (path.parent / "verl-init.yaml").is_file():
+        src.bundle_dir = path.parent
+
+
+def load_source(target: str | None, extra: Sequence[str] = (), *, env: Mapping[str, str] | None = None,
+                workdir: str | None = None) -> Source:
+    """What to check: a YAML, a bundle folder, a launch script and/or overrides (after `--`)."""
+    env = dict(env or {})
+    if target is None:
+        src = Source("overrides", "overrides")
+    else:
+        p = Path(target)
+        if p.is_dir():
+            if (p / "verl_config.yaml").is_file():
+                p = p / "verl_config.yaml"
+            elif (p / "run.sh").is_file():
+                p = p / "run.sh"
+            else:
+                raise UserError(f"{target} holds no verl_config.yaml or run.sh", "give a verl YAML or a launch script",
+                                rule="VI870", keys=("target",))
+        if not p.is_file():
+            raise UserError(f"file not found ({target})", "check the path", rule="VI870", keys=("target",))
+        text = p.read_text(encoding="utf-8", errors="replace")
+        if p.suffix in (".sh", ".bash") or (p.suffix not in (".yaml", ".yml") and looks_like_script(text)):
+            src = Source("script", str(p))
+            try:
+                ex = extract_file(p, env=env)
+            except ShellSyntaxError as exc:
+                raise UserError(f"cannot read {p} as a shell script: {exc}", "check the quoting", rule="VI800",
+                                keys=("target",)) from None
+            if ex.launch is None:
+                raise UserError(f"{p} does not launch `python -m verl.trainer.main_ppo`",
+                                "give the script that starts training, a verl YAML, or overrides after --", rule="VI800",
+                                keys=("target",))
+            src.extraction = ex
+            src.overrides = list(ex.overrides)
+            src.origins = [f"{p.name}:{ex.launch.line}"] * len(ex.overrides)
+            src.workdir = Path(ex.workdir) if ex.workdir else Path.cwd()
+            for u in ex.unresolved:
+                src.placeholders.setdefault(u.placeholder, u.reason)
+            la = ex.launch
+            if la.config_path or la.config_dir or (la.config_name and la.config_name not in ("ppo_trainer", "ppo_megatron_trainer")):
+                folder = la.config_path or la.config_dir or ""
+                name = la.config_name or "ppo_trainer"
+                if PLACEHOLDER in folder or PLACEHOLDER in name:
+                    src.problems.append(Problem("VI800", "info", ("--config-path", "--config-name"),
+                                                f"the config file {folder}/{name}.yaml depends on unresolved values",
+                                                "checked against verl's ppo_trainer defaults instead"))
+                else:
+                    base = Path(ex.workdir) if ex.workdir else p.parent
+                    candidates = [Path(folder) / f"{name}.yaml"] if os.path.isabs(folder) else \
+                        [base / folder / f"{name}.yaml", Path.cwd() / folder / f"{name}.yaml"]
+                    found = next((c for c in candidates if c.is_file()), None)
+                    if found is None:
+                        src.problems.append(Problem("VI870", "error", ("--config-path", "--config-name"),
+                                                    f"config file {candidates[0]} not found",
+                                                    "checked against verl's ppo_trainer defaults instead"))
+                    else:
+                        _use_yaml(src, found)
+            elif la.config_name:
+                src.config_name = la.config_name
+            if src.bundle_dir is None and (p.parent / "verl-init.yaml").is_file():
+                src.bundle_dir = p.parent
+        else:
+            src = Source("yaml", str(p))
+            _use_yaml(src, p)
+            src.workdir = p.parent.resolve()
+    if extra:
+        src.overrides += list(extra)
+        src.origins += ["argument"] * len(extra)
+    if workdir:
+        src.workdir = Path(workdir)
+    for text in src.overrides + [json.dumps(src.yaml_body, default=str)]:
+        for m in re.finditer(r"UNSET_([A-Za-z0-9_]+)", text):
+            src.placeholders.setdefault(m.group(0), "placeholder for a value the launch takes from its environment")
+    return src
+
+
+def write_yaml(path: Path, doc: dict[str, Any]) -> None:
+    import yaml
+
+    path.write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True), encoding="utf-8")

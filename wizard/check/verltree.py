@@ -1,0 +1,81 @@
+"""verl's own config tree, composed by Hydra (only when verl and hydra are installed; imported lazily)."""
+
+from __future__ import annotations
+
+import functools
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from wizard.check.items import Item, bundle_doc
+from wizard.check.source import Source, write_yaml
+
+
+def compose_verl(src: Source, items: list[Item], engine: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Hydra composition with verl's own tree: (resolved config, base tree for key checks)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    overrides = []
+    for it in items:
+        if it.override is None or not it.apply:
+            continue
+        op = "" if it.plus_to_plain else it.op
+        text = src.overrides[it.override]
+        body = text[len(it.op):] if it.op and text.startswith(it.op) else text
+        overrides.append(op + body)
+    if engine != "dp" and src.yaml_path is None:
+        overrides.insert(0, f"model_engine={engine}")
+    GlobalHydra.instance().clear()
+    try:
+        if src.yaml_path is not None and src.yaml_defaults:
+            # the user's own file: Hydra merges its keys (typos included) exactly as main_ppo does
+            with initialize_config_dir(config_dir=str(src.yaml_path.parent.resolve()), version_base=None):
+                cfg = compose(config_name=src.yaml_path.stem, overrides=overrides)
+        elif src.yaml_path is not None:
+            with tempfile.TemporaryDirectory() as tmp:
+                write_yaml(Path(tmp) / "cfg.yaml", bundle_doc(src, items, only_valid=True, with_overrides=False,
+                                                              engine=engine))
+                with initialize_config_dir(config_dir=tmp, version_base=None):
+                    cfg = compose(config_name="cfg", overrides=overrides)
+        else:
+            with initialize_config_dir(config_dir=str(verl_config_dir()), version_base=None):
+                cfg = compose(config_name="ppo_trainer", overrides=overrides)
+        return OmegaConf.to_container(cfg, resolve=True), {}  # type: ignore[return-value]
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def verl_config_dir() -> Path:
+    import importlib.util
+
+    spec = importlib.util.find_spec("verl")
+    if spec is None or spec.origin is None:
+        raise ImportError("verl")
+    return Path(spec.origin).parent / "trainer" / "config"
+
+
+@functools.lru_cache(maxsize=8)
+def verl_base(engine: str) -> dict[str, Any]:
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(verl_config_dir()), version_base=None):
+            cfg = compose(config_name="ppo_trainer", overrides=[f"model_engine={engine}"])
+        return OmegaConf.to_container(cfg, resolve=False)  # type: ignore[return-value]
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def verl_available() -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("verl") is not None and importlib.util.find_spec("hydra") is not None \
+            and (verl_config_dir() / "ppo_trainer.yaml").is_file()
+    except (ImportError, ValueError):
+        return False

@@ -1,0 +1,60 @@
+"""`verl-init plan --profile NAME [--set ...] [--json]`: memory per GPU for each role and phase, every choice with
+its reason."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from wizard.planner.pipeline import Plan
+
+
+def main(args: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="verl-init plan",
+                                description="Memory per GPU for each role and phase, every choice with its reason.")
+    p.add_argument("--profile")
+    p.add_argument("--answers", metavar="FILE")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--debug", action="store_true")
+    ns = p.parse_args(args)
+    from wizard.intent.profiles import merge_answers
+    from wizard.planner.pipeline import plan
+
+    the_plan = plan(merge_answers(ns.profile, ns.answers, ns.sets))
+    choices = {k: {"value": c.value, "reason": c.reason, "source": c.source} for k, c in the_plan.settings.items()}
+    if ns.json:
+        _print_json(the_plan, choices)
+    else:
+        _print_text(the_plan, choices)
+    return 0
+
+
+def _print_json(the_plan: Plan, choices: dict[str, dict[str, Any]]) -> None:
+    import json
+
+    mem = the_plan.memory
+    doc = dict(mem.as_dict()) if mem else {"fits": None}
+    doc["choices"] = choices
+    doc["findings"] = [f.as_dict() for f in the_plan.findings]
+    print(json.dumps(doc, indent=2, default=str))
+
+
+def _print_text(the_plan: Plan, choices: dict[str, dict[str, Any]]) -> None:
+    a, mem = the_plan.answers, the_plan.memory
+    print(f"{a.algorithm} on {a.model}: {a.nnodes}×{a.gpus_per_node} × {a.gpu_memory_gb:g} GB")
+    if mem:
+        for phase, rows in (("rollout", mem.rollout), ("training", mem.training)):
+            print(f"  {phase} phase, GB per GPU:")
+            for k, v in rows.items():
+                print(f"    {k:<38} {v:7.1f}")
+            print(f"    {'total':<38} {sum(rows.values()):7.1f}")
+        print(f"  peak {mem.peak_gb:.1f} GB of {mem.gpu_gb:g} GB (budget {mem.budget_gb:.1f} GB after a "
+              f"{int(mem.margin * 100)}% margin): {'fits' if mem.fits else 'DOES NOT FIT'}; "
+              f"KV cache holds {mem.kv_seqs:.0f} full sequences per rollout GPU")
+    print("  choices:")
+    for k, c in choices.items():
+        print(f"    {k} = {c['value']}  ({c['reason']})")
+    for problem in the_plan.findings:
+        print(f"  {problem.severity}: {problem.line()}")

@@ -1,0 +1,108 @@
+"""`verl-init [--profile NAME | --answers FILE] [--set k=v ...]`: render a bundle; with neither, ask in a terminal.
+
+The parser's description is the top-level `verl-init --help`, so this module imports nothing heavy at the top.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from wizard._version import VERL_TARGET, __version__
+from wizard.cli.common import err, print_summary
+
+if TYPE_CHECKING:
+    from wizard.planner.pipeline import Plan
+
+DESCRIPTION = f"""\
+Turn "these GPUs, this model, this algorithm" into a verl {VERL_TARGET} run that works the first time.
+
+commands:
+  verl-init                                                     ask, in a terminal: probe GPUs and Ray, plan, write
+  verl-init --profile NAME [--set key=value ...] [--out DIR]   render a bundle from a profile
+  verl-init --answers FILE [--set key=value ...] [--out DIR]   replay / edit an answers file
+  verl-init profiles                                            list shipped profiles
+  verl-init keys                                                list answer keys
+  verl-init rules [VIxxx ...] [--markdown]                     what each rule ID means
+  verl-init verify BUNDLE [--model-dir DIR]                     run verl's own checks on a bundle
+  verl-init plan --profile NAME [--set ...] [--json]            memory per GPU, per role and phase; choices
+  verl-init validate-dataset FILE... [--tokenizer PATH]         check data files against what verl reads
+  verl-init check CONFIG|SCRIPT|BUNDLE [-- OVERRIDES] [--json]  lint a verl config or launch script (--fix, --verl)
+  verl-init check --mode cluster BUNDLE [--address URL]         compare a bundle with a live Ray cluster
+  verl-init doctor [--json]                                     versions, GPUs + topology, Ray, env pitfalls
+  verl-init smoke BUNDLE [--engine auto|verl|cpu] [--prompts N] [--json]
+                                                                one real rollout/update cycle; proves the pitfalls absent
+"""
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="verl-init", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--version", action="version", version=f"verl-init {__version__} (verl {VERL_TARGET})")
+    p.add_argument("--profile", help="shipped profile to start from (see `verl-init profiles`)")
+    p.add_argument("--answers", metavar="FILE", help="answers YAML, e.g. a bundle's verl-init.yaml")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="override one answer; repeatable; wins over --answers and --profile")
+    p.add_argument("--out", metavar="DIR", help="bundle folder (default: runs/<experiment_name>)")
+    p.add_argument("--force", action="store_true", help="replace a non-empty output folder")
+    p.add_argument("--dry-run", action="store_true", help="print what would be written; write nothing")
+    p.add_argument("--verify", action="store_true", help="after writing, run verl's own checks (needs verl)")
+    p.add_argument("--smoke", action="store_true",
+                   help="after writing, run one rollout/update cycle (verl-init smoke; needs verl)")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    return p
+
+
+def main(args: list[str]) -> int:
+    ns = parser().parse_args(args)
+    if not (ns.profile or ns.answers or ns.sets):
+        if sys.stdin.isatty() and sys.stdout.isatty():
+            from wizard.cli.interactive.walk import run_wizard
+
+            return run_wizard(out=ns.out, force=ns.force, dry_run=ns.dry_run, verify=ns.verify)
+        err("no terminal to ask questions in: pass --profile NAME or --answers FILE (see `verl-init profiles`)")
+        return 2
+
+    from wizard.intent.profiles import merge_answers
+    from wizard.planner.pipeline import experiment_name, plan
+    from wizard.renderer.render import render
+    from wizard.renderer.writer import write_bundle
+
+    answers = merge_answers(ns.profile, ns.answers, ns.sets)
+    the_plan = plan(answers)
+    files = render(the_plan)
+    out = ns.out or os.path.join("runs", experiment_name(answers))
+
+    if ns.dry_run:
+        _print_dry_run(the_plan, files, out, force=ns.force)
+        return 0
+
+    write_bundle(files, out, force=ns.force)
+    print_summary(the_plan, out, written=True)
+    if ns.verify:
+        from wizard.cli.verify import verify_and_report
+
+        code = verify_and_report(out, None, as_json=False)
+        if code or not ns.smoke:
+            return code
+    if ns.smoke:
+        from wizard.smoketest.run import SmokeOptions, run_and_print
+
+        return run_and_print(out, SmokeOptions(), as_json=False, debug=ns.debug)
+    return 0
+
+
+def _print_dry_run(the_plan: Plan, files: dict[str, str], out: str, *, force: bool) -> None:
+    print(f"verl-init: dry run; would write {out}/:")
+    for name, text in files.items():
+        print(f"  {name} ({len(text.encode())} bytes)")
+    print()
+    print(files["verl_config.yaml"], end="")
+    print_summary(the_plan, out, written=False)
+    target = Path(out)
+    if target.exists() and not force and (not target.is_dir() or any(target.iterdir())):
+        print(f"  note:    {out} exists and is not empty: writing it needs --force (VI903)")
