@@ -94,7 +94,7 @@ def test_slurm_only_questions():
 
 
 def test_critic_only_for_algorithms_that_train_one():
-    from wizard.planner.pipeline import ALGORITHMS
+    from wizard.verlspec.algorithms import ALGORITHMS
 
     for name, algo in ALGORITHMS.items():
         assert ("critic_model" in asked(algorithm=name)) == algo.critic, name

@@ -120,7 +120,7 @@ ALGOS = {
     "ppo": ("gae", False, True, True),
     "dapo": ("grpo", False, False, False),
     "rloo": ("rloo", False, True, False),
-    "reinforce_plus_plus": ("reinforce_plus_plus", True, False, False),
+    "reinforce_plus_plus": ("reinforce_plus_plus", False, True, False),  # KL in the reward: verl's own example
     "remax": ("remax", False, True, False),
     "gspo": ("grpo", False, False, False),
 }

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Optional
 
 from wizard.planner.shapes import ModelShape
+from wizard.verlspec import arithmetic as rc
 
 GB = 1e9
 SAFETY_MARGIN = 0.08  # share of GPU memory never planned for (allocator fragmentation, spikes)
@@ -241,15 +242,6 @@ class Decision:
     reasons: dict[str, str]
 
 
-def pow2_divisors(n: int) -> list[int]:
-    out, t = [], 1
-    while t <= n:
-        if n % t == 0:
-            out.append(t)
-        t *= 2
-    return out
-
-
 def _gmu_range(s: ModelShape, L: Layout, resident_gb: float) -> tuple[float, float]:
     """(lowest useful, highest that fits) gpu_memory_utilization for this rollout TP."""
     per_seq = s.kv_bytes_per_token(L.rollout_tp) * L.seq_len
@@ -271,8 +263,8 @@ def choose(s: ModelShape, base: Layout, *, tp_options: list[int], offload_option
     for offload in offload_options:
         for mtp, mpp in mp_options:
             for sp in sp_options:
-                dp = base.n_gpus // (mtp * mpp) if base.megatron else base.n_gpus // sp
-                if dp < 1:
+                dp = rc.data_parallel_size(base.n_gpus, megatron=base.megatron, sp=sp, tp=mtp, pp=mpp)
+                if not dp:
                     continue
                 lay = replace(base, offload_params=offload, offload_optimizer=offload, sp=sp, dp=dp,
                               megatron_tp=mtp, megatron_pp=mpp)

@@ -8,64 +8,25 @@ workers; see docs/verl-facts.md §1) holds by construction.
 
 from __future__ import annotations
 
-import math
 import os
 import posixpath
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Literal, Optional, Sequence
+from typing import Any, Literal, Optional, Sequence
 
 from wizard.planner import dataprep
 from wizard._version import VERL_TARGET, __version__
 from wizard.intent.answers import BUILTIN_DATASETS, DATA_SUFFIXES, Answers
 from wizard.intent.errors import Findings, Problem
-from wizard.planner.memory import Decision, Layout, choose, estimate, pow2_divisors
-from wizard.planner.models import ModelSize, model_size
+from wizard.planner.memory import Decision, Layout, choose, estimate
 from wizard.planner.shapes import ModelShape, resolve_shape
+from wizard.verlspec import arithmetic as rc
+from wizard.verlspec.algorithms import ALGORITHMS, VLLM_LORA_RANKS, Algo
+from wizard.verlspec.arithmetic import divisors, largest_divisor_at_most, nearest, pow2_divisors
 
 Source = Literal["answer", "derived", "default"]
 
 # Tokens per training micro-batch that keep activations and the logits tensor modest.
 MICRO_TOKEN_BUDGET = 8192
-# vLLM's / verl's accepted LoRA ranks when vllm itself is absent (verl's fallback list).
-VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
-
-
-@dataclass(frozen=True)
-class Algo:
-    adv_estimator: str
-    kl: Literal["loss", "reward", "none"]
-    default_n: int
-    group: bool  # advantage is relative within a prompt's group: needs n >= 2
-    critic: bool = False
-    loss_mode: str = "vanilla"
-    loss_agg_mode: Optional[str] = None
-    kl_loss_type: str = "low_var_kl"
-    clip_low: Optional[float] = None
-    clip_high: Optional[float] = None
-    filter_groups: bool = False
-    reward_manager: str = "naive"
-    summary: str = ""
-
-
-ALGORITHMS: dict[str, Algo] = {
-    "grpo": Algo("grpo", "loss", 5, True, loss_agg_mode="token-mean",
-                 summary="group-relative advantages, KL to the reference as a loss term"),
-    "ppo": Algo("gae", "reward", 1, False, critic=True,
-                summary="a critic (value model) with GAE advantages, KL as a reward penalty"),
-    "dapo": Algo("grpo", "none", 16, True, loss_agg_mode="token-mean", clip_low=0.2, clip_high=0.28,
-                 filter_groups=True, reward_manager="dapo",
-                 summary="GRPO advantages, decoupled clip (0.2/0.28), groups with identical rewards filtered, no KL"),
-    "rloo": Algo("rloo", "reward", 5, True,
-                 summary="leave-one-out baseline within each group, KL as a reward penalty"),
-    "reinforce_plus_plus": Algo("reinforce_plus_plus", "loss", 8, False, kl_loss_type="mse",
-                                summary="REINFORCE++ with batch-normalised returns, KL (mse) as a loss term"),
-    "remax": Algo("remax", "reward", 4, False,
-                  summary="greedy-rollout baseline (ReMax), KL as a reward penalty"),
-    "gspo": Algo("grpo", "none", 8, True, loss_mode="gspo", loss_agg_mode="seq-mean-token-mean",
-                 clip_low=3e-4, clip_high=4e-4,
-                 summary="GRPO advantages with sequence-level importance ratios (GSPO), no KL"),
-}
-
 # Where the bundle's data/prepare_data.py writes (bundle-relative: run.sh launches verl from the bundle).
 DATASET_DEFAULTS = {
     "gsm8k": ("data/train.parquet", "data/val.parquet"),
@@ -131,32 +92,11 @@ class Plan:
 
 
 # ---------------------------------------------------------------------------------------------
-# small arithmetic helpers (nearest valid values for hints)
-
-
-def divisors(n: int) -> list[int]:
-    small = [d for d in range(1, int(math.isqrt(n)) + 1) if n % d == 0]
-    return sorted(set(small + [n // d for d in small]))
-
-
-def nearest(candidates: Iterable[int], target: int, k: int = 2) -> list[int]:
-    return sorted(sorted(set(candidates), key=lambda c: (abs(c - target), c))[:k])
-
-
-def largest_divisor_at_most(n: int, cap: int) -> int:
-    return max(d for d in divisors(n) if d <= max(1, cap))
+# hint helpers
 
 
 def _or(values: list[int]) -> str:
     return " or ".join(str(v) for v in values)
-
-
-def _pow2_at_most(n: int) -> list[int]:
-    out, t = [], 1
-    while t <= n:
-        out.append(t)
-        t *= 2
-    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -190,6 +130,56 @@ class _Settings:
         return value
 
 
+@dataclass
+class _Build:
+    """The planner's working state: the answers, and what each stage has resolved so far."""
+
+    a: Answers
+    base: str
+    topology: Optional[Sequence[Sequence[int]]]
+    given: set[str] = field(default_factory=set)
+    f: Findings = field(default_factory=Findings)
+    s: _Settings = field(default_factory=_Settings)
+    facts: dict[str, Any] = field(default_factory=dict)
+    roles: dict[str, str] = field(default_factory=dict)
+    algo: Algo = ALGORITHMS["grpo"]
+    n_gpus: int = 0
+    n: int = 1  # samples per prompt
+    n_src: Source = "default"
+    kl_coef: float = 0.0
+    use_ref: bool = False
+    kl_in_loss: bool = False
+    kl_in_reward: bool = False
+    critic_model: str = ""
+    sp: int = 1
+    megatron: bool = False
+    seq: int = 0
+    dynamic: bool = True
+    shape: Optional[ModelShape] = None
+    critic_shape: Optional[ModelShape] = None
+    tp_options: list[int] = field(default_factory=list)
+    mp_options: list[tuple[int, int]] = field(default_factory=list)
+    decision: Optional[Decision] = None
+    dp: int = 0
+    mtp: int = 1
+    mpp: int = 1
+    rtp: int = 0
+    gmu: float = 0.6
+    offload: bool = False
+    prompts: int = 0  # prompts_per_step (data.train_batch_size)
+    updates: int = 1  # updates_per_step
+    mini: int = 0  # prompts per update (ppo_mini_batch_size); 0 when the updates are unequal
+    per_rank: int = 0  # samples each data-parallel rank trains on per update
+    micro: int = 0
+    logprob_micro: int = 0
+    tokens: int = 0
+    logprob_tokens: int = 0
+    critic_tokens: int = 0
+    lora_alpha: int = 0
+    train_files: tuple[str, str, Source] = ("", "", "default")
+    val_files: tuple[str, str, Source] = ("", "", "default")
+
+
 def plan(answers: Answers, *, base_dir: Optional[str] = None,
          topology: Optional[Sequence[Sequence[int]]] = None) -> Plan:
     """Resolve answers into a Plan; raise WizardError listing every rule the answers break.
@@ -197,49 +187,58 @@ def plan(answers: Answers, *, base_dir: Optional[str] = None,
     `topology`: for a probed node, the link level between each pair of its GPUs (see LINK_LEVELS:
     1 NVLink/NVSwitch, 2 same PCIe switch, 3 across a PCIe host bridge, 4 across NUMA nodes).
     Tensor-parallel groups (consecutive GPUs) then avoid host-bridge and NUMA crossings whenever a
-    layout without them fits, even at the cost of offloading."""
+    layout without them fits, even at the cost of offloading.
+
+    A pipeline: the rule stages resolve numbers and record findings; if none is an error, the key
+    stages write verl's keys in the order verl_config.yaml shows them."""
     base = base_dir if base_dir is not None else os.getcwd()
     a = with_absolute_paths(answers, base)
-    given = a.model_fields_set
-    f = Findings()
-    s = _Settings()
-    facts: dict[str, Any] = {}
-    roles: dict[str, str] = {}
+    b = _Build(a=a, base=base, topology=topology, given=set(a.model_fields_set))
+    for stage in RULE_STAGES:
+        stage(b)
+    b.f.raise_if_errors()
+    for stage in KEY_STAGES:
+        stage(b)
+    return Plan(answers=a, base_dir=base, settings=b.s.items, facts=b.facts, roles=b.roles, findings=b.f.others,
+                memory=b.decision.estimate if b.decision else None)
 
-    algo = ALGORITHMS[a.algorithm]
-    n_gpus = a.nnodes * a.gpus_per_node
-    facts["n_gpus"] = n_gpus
-    size: ModelSize = model_size(a.model, a.model_params_b)
-    facts["model_params_b"] = size.params_b
-    facts["model_size_source"] = size.source
 
-    # -- cluster ------------------------------------------------------------------------------
+# -- rule stages ------------------------------------------------------------------------------
+
+
+def _cluster(b: _Build) -> None:
+    a = b.a
+    b.algo = ALGORITHMS[a.algorithm]
+    b.n_gpus = a.nnodes * a.gpus_per_node
+    b.facts["n_gpus"] = b.n_gpus
     if a.cluster == "local" and a.nnodes > 1:
-        f.error("VI301", ("cluster", "nnodes"), f"cluster=local runs on one machine but nnodes={a.nnodes}",
-                "choose cluster=ray, kuberay or slurm for several nodes, or set nnodes=1")
+        b.f.error("VI301", ("cluster", "nnodes"), f"cluster=local runs on one machine but nnodes={a.nnodes}",
+                  "choose cluster=ray, kuberay or slurm for several nodes, or set nnodes=1")
 
-    # -- samples per prompt -------------------------------------------------------------------
-    n = a.samples_per_prompt if a.samples_per_prompt is not None else algo.default_n
-    n_src: Source = "answer" if a.samples_per_prompt is not None else "default"
-    if algo.group and n < 2:
+
+def _samples_and_kl(b: _Build) -> None:
+    a, f, algo = b.a, b.f, b.algo
+    b.n = a.samples_per_prompt if a.samples_per_prompt is not None else algo.default_n
+    b.n_src = "answer" if a.samples_per_prompt is not None else "default"
+    if algo.group and b.n < 2:
         f.error("VI401", ("samples_per_prompt", "algorithm"),
-                f"{a.algorithm} compares responses within a prompt's group but samples_per_prompt={n}",
+                f"{a.algorithm} compares responses within a prompt's group but samples_per_prompt={b.n}",
                 f"use samples_per_prompt ≥ 2 (default for {a.algorithm}: {algo.default_n})")
-
-    # -- KL and the reference model ------------------------------------------------------------
     if algo.kl == "none":
         if a.kl_coef:
             f.error("VI402", ("kl_coef", "algorithm"),
                     f"{a.algorithm} uses no KL penalty but kl_coef={a.kl_coef}",
                     "remove kl_coef (or set 0), or choose grpo / ppo / rloo to train with a KL term")
-        kl_coef = 0.0
+        b.kl_coef = 0.0
     else:
-        kl_coef = a.kl_coef if a.kl_coef is not None else 0.001
-    use_ref = kl_coef > 0
-    kl_in_loss = use_ref and algo.kl == "loss"
-    kl_in_reward = use_ref and algo.kl == "reward"
+        b.kl_coef = a.kl_coef if a.kl_coef is not None else 0.001
+    b.use_ref = b.kl_coef > 0
+    b.kl_in_loss = b.use_ref and algo.kl == "loss"
+    b.kl_in_reward = b.use_ref and algo.kl == "reward"
 
-    # -- reward ------------------------------------------------------------------------------
+
+def _reward(b: _Build) -> None:
+    a, f, algo = b.a, b.f, b.algo
     if a.reward == "model" and not a.reward_model:
         f.error("VI501", ("reward", "reward_model"), "reward=model needs reward_model",
                 "set reward_model=<hub id or path of a sequence-classification model>, or use reward=rule")
@@ -248,7 +247,7 @@ def plan(answers: Answers, *, base_dir: Optional[str] = None,
         f.error("VI503", ("reward_model", "reward"), f"reward_model is set but reward={a.reward}",
                 "set reward=model, or remove reward_model")
     if a.reward == "function" and a.reward_function:
-        _reward_file_rules(a, resolve_path(a.reward_function.rpartition(":")[0], base), f)
+        _reward_file_rules(a, resolve_path(a.reward_function.rpartition(":")[0], b.base), f)
     if a.reward_function and a.reward != "function":
         f.error("VI504", ("reward_function", "reward"), f"reward_function is set but reward={a.reward}",
                 "set reward=function, or remove reward_function")
@@ -256,26 +255,27 @@ def plan(answers: Answers, *, base_dir: Optional[str] = None,
         f.error("VI505", ("algorithm", "reward"),
                 "dapo filters groups by reward at sampling time, which a colocated reward model cannot provide",
                 "use reward=rule or reward=function with dapo, or choose grpo")
-    critic_model = a.critic_model or a.model
+    b.critic_model = a.critic_model or a.model
     if a.critic_model and not algo.critic:
         f.error("VI404", ("critic_model", "algorithm"), f"{a.algorithm} trains no critic but critic_model is set",
                 "remove critic_model, or choose algorithm=ppo")
-    if algo.critic and a.reward_model and a.reward_model == critic_model:
+    if algo.critic and a.reward_model and a.reward_model == b.critic_model:
         f.warning("VI405", ("critic_model", "reward_model"),
                   "critic and reward model are the same checkpoint; the critic needs a value head, the reward model a classifier",
                   "set critic_model to the policy (default) or another checkpoint")
 
-    # -- layout: sequence parallel / megatron ---------------------------------------------------
-    sp = a.sequence_parallel
-    megatron = a.train_backend == "megatron"
+
+def _parallelism(b: _Build) -> None:
+    a, f = b.a, b.f
+    b.sp = sp = a.sequence_parallel
+    b.megatron = megatron = a.train_backend == "megatron"
     if megatron and sp > 1:
         f.error("VI306", ("sequence_parallel", "train_backend"), "Ulysses sequence parallel is an FSDP option",
                 "with megatron use megatron_tp / megatron_pp; or set sequence_parallel=1")
     if sp > 1 and (a.gpus_per_node % sp or sp > a.gpus_per_node):
-        valid = [d for d in divisors(a.gpus_per_node)]
         f.error("VI302", ("sequence_parallel", "gpus_per_node"),
                 f"sequence_parallel={sp} must divide gpus_per_node={a.gpus_per_node} so each group stays in one node",
-                f"nearest valid: {_or(nearest(valid, sp))}")
+                f"nearest valid: {_or(nearest(divisors(a.gpus_per_node), sp))}")
     if a.lora_rank and megatron:
         f.error("VI406", ("lora_rank", "train_backend"), "verl-init supports LoRA with the FSDP backends only",
                 "use train_backend=fsdp or fsdp2 with LoRA, or lora_rank=0 with megatron")
@@ -284,34 +284,37 @@ def plan(answers: Answers, *, base_dir: Optional[str] = None,
                 f"megatron_tp/megatron_pp only apply to train_backend=megatron (got {a.train_backend})",
                 "remove them, or set train_backend=megatron")
 
-    # -- model shape, parallel layout and memory fit (wizard.planner.memory) -----------------------------
-    seq = a.max_prompt_length + a.max_response_length
-    dynamic = a.dynamic_batch if a.dynamic_batch is not None else not megatron
-    shape = resolve_shape(a.model, a.model_params_b, name_size=size.params_b if size.source == "name" else None)
+
+def _memory_fit(b: _Build) -> None:
+    """Model shape, parallel layout and memory fit (wizard.planner.memory)."""
+    a, f, given, n_gpus = b.a, b.f, b.given, b.n_gpus
+    b.seq = seq = a.max_prompt_length + a.max_response_length
+    b.dynamic = dynamic = a.dynamic_batch if a.dynamic_batch is not None else not b.megatron
+    b.shape = shape = resolve_shape(a.model, a.model_params_b)
+    # one model size everywhere: the shape's (PLAN.md, the memory estimate and the facts agree)
+    b.facts["model_params_b"] = round(shape.params_b, 2) if shape else None
+    b.facts["model_size_source"] = shape.source if shape else "unknown"
     if shape is None:
         f.error("VI601", ("model", "model_params_b"),
                 f"cannot size {a.model!r}: not in the catalogue, not a local folder, no size in its name",
                 "give a local model folder (only config.json is read) or set model_params_b (e.g. 7)")
-    critic_shape = None
-    if algo.critic:
-        critic_shape = shape if critic_model == a.model else resolve_shape(
-            critic_model, None, name_size=model_size(critic_model, None).params_b)
-        if critic_shape is None:
-            f.error("VI601", ("critic_model",), f"cannot size critic_model {critic_model!r}",
+    if b.algo.critic:
+        b.critic_shape = shape if b.critic_model == a.model else resolve_shape(b.critic_model)
+        if b.critic_shape is None:
+            f.error("VI601", ("critic_model",), f"cannot size critic_model {b.critic_model!r}",
                     "give a local model folder or a catalogue model as critic_model")
-    tp_options = _rollout_tp_options(a, n_gpus, f)
-    mp_options = _megatron_options(a, shape, n_gpus, f) if megatron else [(1, 1)]
+    b.tp_options = tp_options = _rollout_tp_options(a, n_gpus, f)
+    b.mp_options = mp_options = _megatron_options(a, shape, n_gpus, f) if b.megatron else [(1, 1)]
+    fit_args = (b.critic_shape, n_gpus, seq, dynamic, b.megatron, b.use_ref, b.n, given)
     decision = None
     if not f.errors and shape is not None:
-        decision = None
+        topology = b.topology
         if topology is not None:
             fast = [t for t in tp_options if group_level(topology, t) < 3]
             if fast and len(fast) < len(tp_options):
-                decision = _fit(a, shape, critic_shape, n_gpus, seq, dynamic, megatron, use_ref, n, given, fast,
-                                mp_options)
+                decision = _fit(a, shape, *fit_args, fast, mp_options)
         if decision is None:
-            decision = _fit(a, shape, critic_shape, n_gpus, seq, dynamic, megatron, use_ref, n, given, tp_options,
-                            mp_options)
+            decision = _fit(a, shape, *fit_args, tp_options, mp_options)
         if decision is not None and topology is not None and group_level(topology, decision.layout.rollout_tp) >= 3:
             f.warning("VI311", ("rollout_tp",),
                       f"rollout_tp={decision.layout.rollout_tp} groups GPUs across a "
@@ -319,15 +322,13 @@ def plan(answers: Answers, *, base_dir: Optional[str] = None,
                       "nothing smaller fits; more GPUs per NVLink domain or a smaller model would avoid it")
         unlimited = None
         if decision is None and a.host_memory_gb is not None:
-            unlimited = _fit(a, shape, critic_shape, n_gpus, seq, dynamic, megatron, use_ref, n, given, tp_options,
-                             mp_options, host_limit=False)
+            unlimited = _fit(a, shape, *fit_args, tp_options, mp_options, host_limit=False)
         if unlimited is not None:
             f.error("VI605", ("host_memory_gb", "offload"),
                     f"fitting the GPUs needs offloaded training state: {unlimited.estimate.host_gb_per_node:.0f} GB of host "
                     f"memory per node, more than 90% of host_memory_gb={a.host_memory_gb:g}",
                     "use more nodes, LoRA, or nodes with more host memory")
-        elif decision is None and (culprit := _explicit_culprit(a, shape, critic_shape, n_gpus, seq, dynamic, megatron,
-                                                                   use_ref, n, given)) is not None:
+        elif decision is None and (culprit := _explicit_culprit(a, shape, *fit_args)) is not None:
             knob, freed = culprit
             f.error("VI606", (knob,),
                     f"{knob}={getattr(a, knob)} does not fit {a.gpus_per_node} × {a.gpu_memory_gb:g} GB GPUs "
@@ -337,123 +338,133 @@ def plan(answers: Answers, *, base_dir: Optional[str] = None,
             f.error("VI602", ("model", "nnodes", "gpus_per_node", "gpu_memory_gb"),
                     f"{shape.name} ({shape.params_b:.1f}B, {a.algorithm}{', LoRA' if a.lora_rank else ''}) does not fit "
                     f"{a.nnodes}×{a.gpus_per_node} × {a.gpu_memory_gb:g} GB GPUs with any layout or offload verl-init can choose",
-                    _suggest(a, shape, critic_shape, n_gpus, seq, dynamic, megatron, use_ref, n, given))
+                    _suggest(a, shape, *fit_args))
+    b.decision = decision
     if decision is not None:
         lay = decision.layout
-        sp, dp, mtp, mpp = lay.sp, lay.dp, lay.megatron_tp, lay.megatron_pp
-        rtp, gmu, offload = lay.rollout_tp, lay.gmu, lay.offload_params
+        b.sp, b.dp, b.mtp, b.mpp = lay.sp, lay.dp, lay.megatron_tp, lay.megatron_pp
+        b.rtp, b.gmu, b.offload = lay.rollout_tp, lay.gmu, lay.offload_params
     else:
-        mtp, mpp = mp_options[0] if mp_options else (1, 1)
-        dp = (n_gpus // (mtp * mpp) if n_gpus % (mtp * mpp) == 0 else 0) if megatron else (
-            n_gpus // sp if sp and n_gpus % sp == 0 else 0)
-        rtp = tp_options[0] if tp_options else 0
-        gmu = a.gpu_memory_utilization or 0.6
-        offload = bool(a.offload)
-    facts.update(dp=dp, sequence_parallel=sp, megatron_tp=mtp, megatron_pp=mpp, rollout_tp=rtp, offload=offload,
-                 rollout_replicas=n_gpus // rtp if rtp and n_gpus % rtp == 0 else 0)
+        b.mtp, b.mpp = mp_options[0] if mp_options else (1, 1)
+        b.dp = rc.data_parallel_size(n_gpus, megatron=b.megatron, sp=b.sp, tp=b.mtp, pp=b.mpp) or 0
+        b.rtp = tp_options[0] if tp_options else 0
+        b.gmu = a.gpu_memory_utilization or 0.6
+        b.offload = bool(a.offload)
+    b.facts.update(dp=b.dp, sequence_parallel=b.sp, megatron_tp=b.mtp, megatron_pp=b.mpp, rollout_tp=b.rtp,
+                   offload=b.offload, rollout_replicas=n_gpus // b.rtp if b.rtp and n_gpus % b.rtp == 0 else 0)
 
-    # -- batch arithmetic ---------------------------------------------------------------------
-    P, U = a.prompts_per_step, a.updates_per_step
-    if megatron and dynamic and a.dynamic_batch is not None:
+
+def _step_batches(b: _Build) -> None:
+    """prompts_per_step, updates_per_step and samples_per_prompt against verl's batch arithmetic
+    (wizard.verlspec.arithmetic: mini-batches, their split over data-parallel ranks, the minimal batch)."""
+    a, f, n, dp, n_gpus, megatron = b.a, b.f, b.n, b.dp, b.n_gpus, b.megatron
+    b.prompts, b.updates = P, U = a.prompts_per_step, a.updates_per_step
+    if megatron and b.dynamic and a.dynamic_batch is not None:
         f.error("VI210", ("dynamic_batch", "train_backend"), "verl-init plans megatron with fixed micro-batches",
                 "set dynamic_batch=false with megatron (micro_batch_per_gpu), or use fsdp/fsdp2")
-    if dynamic and a.micro_batch_per_gpu is not None:
+    if b.dynamic and a.micro_batch_per_gpu is not None:
         f.error("VI206", ("micro_batch_per_gpu", "dynamic_batch"),
                 "micro_batch_per_gpu applies only without dynamic batching",
                 "set dynamic_batch=false, or use max_tokens_per_gpu instead")
-    if not dynamic and a.max_tokens_per_gpu is not None:
+    if not b.dynamic and a.max_tokens_per_gpu is not None:
         f.error("VI207", ("max_tokens_per_gpu", "dynamic_batch"),
                 "max_tokens_per_gpu applies only with dynamic batching",
                 "set dynamic_batch=true, or use micro_batch_per_gpu instead")
 
-    mini = P // U if P % U == 0 else 0
-    if P % U:
-        def batch_ok(p: int, u: int) -> bool:  # what VI201-VI203 ask, so a suggestion is never refused next
-            if p % u:
-                return False
-            if dp and (p // u * n) % dp:
-                return False
-            return megatron or not n_gpus or (p * n) % n_gpus == 0
+    def batch_ok(p: int, u: int) -> bool:
+        """What VI201-VI203 ask, so that a suggestion is never refused next."""
+        m = rc.mini_batch(p, u)
+        if m is None or (dp and not rc.splits_evenly(m, n, dp)):
+            return False
+        return megatron or not n_gpus or rc.splits_evenly(p, n, rc.minimal_batch(n_gpus))
 
-        ok_u = [d for d in divisors(P) if batch_ok(P, d)] or [d for d in divisors(P)]
+    b.mini = mini = rc.mini_batch(P, U) or 0
+    if not mini:
+        ok_u = [d for d in divisors(P) if batch_ok(P, d)] or divisors(P)
         ok_p = [m for m in range(U, 2 * P + U * max(dp, 1) * n_gpus + 1, U) if batch_ok(m, U)] or \
             [U * k for k in range(max(1, P // U - 2), P // U + 3)]
         f.error("VI201", ("updates_per_step", "prompts_per_step"),
                 f"updates_per_step={U} does not divide prompts_per_step={P} into equal mini-batches",
                 f"nearest valid: updates_per_step={_or(nearest(ok_u, U))} or prompts_per_step={_or(nearest(ok_p, P))}")
-    facts.update(prompts_per_step=P, samples_per_prompt=n, updates_per_step=U, mini_batch_prompts=mini,
-                 samples_per_step=P * n, samples_per_update=mini * n, dynamic_batch=dynamic, seq_len=seq)
+    b.facts.update(prompts_per_step=P, samples_per_prompt=n, updates_per_step=U, mini_batch_prompts=mini,
+                   samples_per_step=P * n, samples_per_update=mini * n, dynamic_batch=b.dynamic, seq_len=b.seq)
 
-    per_rank = 0
     if mini and dp:
-        if (mini * n) % dp:
+        split = rc.update_split(mini, n, dp, None)
+        if split.per_rank is None:
             # nearest prompts_per_step that keeps U updates and splits evenly over dp ranks
-            step = dp // math.gcd(dp, n * 1)
+            step = rc.mini_multiple(dp, n)
             ok_p = [U * step * k for k in range(1, max(2, (P // (U * step)) + 3))]
-            ok_n = [m for m in range(1, 2 * n + dp + 1) if (mini * m) % dp == 0 and (not algo.group or m >= 2)]
+            ok_n = [m for m in range(1, 2 * n + dp + 1) if rc.splits_evenly(mini, m, dp) and (not b.algo.group or m >= 2)]
             hint = f"nearest valid: prompts_per_step={_or(nearest(ok_p, P))}"
             if ok_n:
                 hint += f" or samples_per_prompt={_or(nearest(ok_n, n))}"
             f.error("VI202", ("prompts_per_step", "samples_per_prompt", "updates_per_step"),
                     f"each update holds {mini}×{n}={mini * n} samples, which {dp} data-parallel ranks cannot share evenly",
                     hint)
-        elif not megatron and (P * n) % n_gpus:
+        elif not megatron and not rc.splits_evenly(P, n, rc.minimal_batch(n_gpus)):
+            ok_p = [m for m in range(1, 2 * P + n_gpus) if rc.splits_evenly(m, n, n_gpus) and m % U == 0]
             f.error("VI203", ("prompts_per_step", "samples_per_prompt", "nnodes", "gpus_per_node"),
                     f"prompts_per_step×samples_per_prompt={P * n} is not divisible by the {n_gpus} GPUs",
-                    f"nearest valid prompts_per_step: {_or(nearest([m for m in range(1, 2 * P + n_gpus) if (m * n) % n_gpus == 0 and m % U == 0], P))}")
+                    f"nearest valid prompts_per_step: {_or(nearest(ok_p, P))}")
         else:
-            per_rank = mini * n // dp
-    facts["samples_per_rank_per_update"] = per_rank
+            b.per_rank = split.per_rank
+    b.facts["samples_per_rank_per_update"] = b.per_rank
 
-    micro = logprob_micro = 0
-    tokens = logprob_tokens = critic_tokens = 0
+
+def _micro_batches(b: _Build) -> None:
+    """Token budgets (dynamic batching) or micro-batch sizes, within what the memory fit allows."""
+    a, f, seq, sp, decision = b.a, b.f, b.seq, b.sp, b.decision
     fit_tokens = decision.layout.train_tokens if decision else _round_up(3 * seq, 1024)
     fit_lp_tokens = decision.layout.logprob_tokens if decision else 2 * fit_tokens
-    if dynamic:
+    if b.dynamic:
         # verl packs max_tokens_per_gpu × SP tokens per micro-batch and splits them over the SP group
         # (verl/workers/engine/utils.py): each GPU holds max_tokens_per_gpu tokens; the layout counts the group's.
-        floor_tokens = -(-seq // sp)
+        floor_tokens = rc.min_token_budget(seq, sp)
         fit_tokens //= sp
         fit_lp_tokens //= sp
         tokens = a.max_tokens_per_gpu or max(floor_tokens, (fit_tokens // 1024) * 1024, min(fit_tokens, _round_up(floor_tokens, 256)))
-        if tokens * sp < seq:
-            need = -(-seq // sp)
+        if tokens < floor_tokens:
             f.error("VI205", ("max_tokens_per_gpu", "max_prompt_length", "max_response_length"),
                     f"max_tokens_per_gpu={tokens} cannot hold one sequence of {seq} tokens"
                     + (f" split over sequence_parallel={sp}" if sp > 1 else ""),
-                    f"set max_tokens_per_gpu ≥ {need} (recommended {_round_up(3 * seq, 1024)})")
-        logprob_tokens = max(tokens, (fit_lp_tokens // 1024) * 1024)
-        critic_tokens = tokens
-    elif per_rank:
+                    f"set max_tokens_per_gpu ≥ {floor_tokens} (recommended {_round_up(3 * seq, 1024)})")
+        b.tokens = tokens
+        b.logprob_tokens = max(tokens, (fit_lp_tokens // 1024) * 1024)
+        b.critic_tokens = tokens
+    elif b.per_rank:
         cap = max(1, fit_tokens // seq)
         if a.micro_batch_per_gpu is not None:
-            micro = a.micro_batch_per_gpu
-            if per_rank % micro:
+            b.micro = a.micro_batch_per_gpu
+            if rc.update_split(b.mini, b.n, b.dp, b.micro).micro_ok is False:
                 f.error("VI204", ("micro_batch_per_gpu",),
-                        f"micro_batch_per_gpu={micro} does not divide the {per_rank} samples each GPU gets per update",
-                        f"nearest valid: {_or(nearest(divisors(per_rank), micro))}")
+                        f"micro_batch_per_gpu={b.micro} does not divide the {b.per_rank} samples each GPU gets per update",
+                        f"nearest valid: {_or(nearest(divisors(b.per_rank), b.micro))}")
         else:
-            micro = largest_divisor_at_most(per_rank, cap)
-        per_rank_step = P * n // dp
-        logprob_micro = largest_divisor_at_most(per_rank_step, max(micro, fit_lp_tokens // seq))
+            b.micro = largest_divisor_at_most(b.per_rank, cap)
+        step = rc.step_batch(b.prompts, b.n, b.dp, b.mini, b.mini if b.algo.critic else None)
+        b.logprob_micro = largest_divisor_at_most(step.per_rank, max(b.micro, fit_lp_tokens // seq))
     if decision is not None and not f.errors:
+        assert b.shape is not None
         final = replace(decision.layout,
-                        train_tokens=tokens * sp if dynamic else micro * seq,
-                        logprob_tokens=logprob_tokens * sp if dynamic else logprob_micro * seq)
-        memory = estimate(shape, final)
+                        train_tokens=b.tokens * sp if b.dynamic else b.micro * seq,
+                        logprob_tokens=b.logprob_tokens * sp if b.dynamic else b.logprob_micro * seq)
+        memory = estimate(b.shape, final)
         if not memory.fits:
-            knob = "max_tokens_per_gpu" if dynamic else "micro_batch_per_gpu"
+            knob = "max_tokens_per_gpu" if b.dynamic else "micro_batch_per_gpu"
             f.error("VI603", (knob,),
-                    f"{knob}={a.max_tokens_per_gpu if dynamic else micro} needs {memory.peak_gb:.1f} GB per GPU "
+                    f"{knob}={a.max_tokens_per_gpu if b.dynamic else b.micro} needs {memory.peak_gb:.1f} GB per GPU "
                     f"(budget {memory.budget_gb:.1f} GB of {a.gpu_memory_gb:g} GB)",
-                    f"lower it to ≤ {decision.layout.train_tokens // sp if dynamic else max(1, decision.layout.train_tokens // seq)}, "
+                    f"lower it to ≤ {decision.layout.train_tokens // sp if b.dynamic else max(1, decision.layout.train_tokens // seq)}, "
                     "or remove it and let verl-init choose")
-        decision = Decision(final, memory, decision.reasons)
-    facts.update(micro_batch_per_gpu=micro, logprob_micro_batch_per_gpu=logprob_micro, max_tokens_per_gpu=tokens,
-                 logprob_max_tokens_per_gpu=logprob_tokens)
+        b.decision = Decision(final, memory, decision.reasons)
+    b.facts.update(micro_batch_per_gpu=b.micro, logprob_micro_batch_per_gpu=b.logprob_micro, max_tokens_per_gpu=b.tokens,
+                   logprob_max_tokens_per_gpu=b.logprob_tokens)
 
-    # -- LoRA ---------------------------------------------------------------------------------
-    lora_alpha = a.lora_alpha if a.lora_alpha is not None else 2 * a.lora_rank
+
+def _lora(b: _Build) -> None:
+    a, f = b.a, b.f
+    b.lora_alpha = a.lora_alpha if a.lora_alpha is not None else 2 * a.lora_rank
     if a.lora_rank and a.rollout_engine == "vllm":
         if a.lora_rank > VLLM_LORA_RANKS[-1]:
             f.error("VI407", ("lora_rank", "rollout_engine"), f"vLLM serves LoRA ranks up to 512 (got {a.lora_rank})",
@@ -466,184 +477,224 @@ def plan(answers: Answers, *, base_dir: Optional[str] = None,
         f.error("VI409", ("lora_alpha", "lora_rank"), "lora_alpha is set but lora_rank=0 (full fine-tune)",
                 "set lora_rank (e.g. 32), or remove lora_alpha")
 
-    # -- data ---------------------------------------------------------------------------------
-    train_files, val_files = _data_files(a, base, f)
 
+def _data(b: _Build) -> None:
+    a, f, shape, seq = b.a, b.f, b.shape, b.seq
+    b.train_files, b.val_files = _data_files(a, b.base, f)
     if shape is not None and shape.source == "name":
         f.warning("VI308", ("model", "model_params_b"),
                   f"{a.model!r} is not in the catalogue: its shape is estimated from the {shape.params_b:.1f}B in its name",
                   "give a local model folder (config.json is read) for an exact memory estimate")
-    if (shape is not None and shape.max_pos and seq > shape.max_pos):
+    if shape is not None and shape.max_pos and seq > shape.max_pos:
         f.error("VI604", ("max_prompt_length", "max_response_length"),
                 f"prompt + response = {seq} tokens exceeds the model's context of {shape.max_pos}",
                 f"keep max_prompt_length + max_response_length ≤ {shape.max_pos}")
 
-    f.raise_if_errors()
 
-    # =========================================================================================
-    # Settings, in the order they appear in verl_config.yaml
-    # =========================================================================================
+RULE_STAGES = (_cluster, _samples_and_kl, _reward, _parallelism, _memory_fit, _step_batches, _micro_batches, _lora, _data)
+
+
+# -- key stages: verl's keys, in the order they appear in verl_config.yaml ---------------------
+
+PRE = "actor_rollout_ref"
+
+
+def _algorithm_keys(b: _Build) -> None:
+    a, s, given, algo = b.a, b.s, b.given, b.algo
     s.set("algorithm.adv_estimator", algo.adv_estimator, f"{a.algorithm}: {algo.summary}"
-          + ("" if use_ref or algo.kl == "none" else "; kl_coef=0 turns the KL term off"))
-    s.set("algorithm.use_kl_in_reward", kl_in_reward,
-          "KL penalty folded into the reward" if kl_in_reward else
-          ("KL is a loss term instead (never both)" if kl_in_loss else "no KL penalty"))
-    if kl_in_reward:
-        s.set("algorithm.kl_penalty", "kl", "per-token KL estimate subtracted from the reward")
-        s.set("algorithm.kl_ctrl.kl_coef", kl_coef, _given("kl_coef", given, "KL coefficient"), _src("kl_coef", given))
+          + ("" if b.use_ref or algo.kl == "none" else "; kl_coef=0 turns the KL term off"))
+    s.set("algorithm.use_kl_in_reward", b.kl_in_reward,
+          "KL penalty folded into the reward" if b.kl_in_reward else
+          ("KL is a loss term instead (never both)" if b.kl_in_loss else "no KL penalty"))
+    if b.kl_in_reward:
+        s.set("algorithm.kl_penalty", algo.kl_penalty, "per-token KL estimate subtracted from the reward")
+        s.set("algorithm.kl_ctrl.kl_coef", b.kl_coef, _given("kl_coef", given, "KL coefficient"), _src("kl_coef", given))
     if algo.filter_groups:
         s.set("algorithm.filter_groups.enable", True, "DAPO: drop groups whose samples all got the same reward")
         s.set("algorithm.filter_groups.metric", "reward", "filter on the canonical reward (every scorer returns it)")
         s.set("algorithm.filter_groups.max_num_gen_batches", 10, "give up refilling after 10 generation batches")
 
-    s.set("data.train_files", train_files[0], train_files[1], train_files[2])
-    s.set("data.val_files", val_files[0], val_files[1], val_files[2])
-    s.set("data.train_batch_size", P, "prompts_per_step: prompts drawn per step", _src("prompts_per_step", given))
+
+def _data_keys(b: _Build) -> None:
+    a, s, given = b.a, b.s, b.given
+    s.set("data.train_files", *b.train_files)
+    s.set("data.val_files", *b.val_files)
+    s.set("data.train_batch_size", b.prompts, "prompts_per_step: prompts drawn per step", _src("prompts_per_step", given))
     s.set("data.max_prompt_length", a.max_prompt_length, "max_prompt_length", _src("max_prompt_length", given))
     s.set("data.max_response_length", a.max_response_length, "max_response_length", _src("max_response_length", given))
     s.set("data.filter_overlong_prompts", True,
           "drop prompts longer than max_prompt_length at load time instead of truncating them mid-run")
 
-    pre = "actor_rollout_ref"
-    s.set(f"{pre}.model.path", _model_path(a.model, base), "model", _src("model", given))
-    if a.lora_rank:
-        s.set(f"{pre}.model.lora_rank", a.lora_rank, "LoRA adapters instead of full weights", "answer")
-        s.set(f"{pre}.model.lora_alpha", lora_alpha, _given("lora_alpha", given, "twice the rank"), _src("lora_alpha", given))
-        s.set(f"{pre}.model.target_modules", "all-linear", "adapters on every linear layer")
-    s.set(f"{pre}.model.use_remove_padding", True, "sequence packing: no compute spent on padding")
-    s.set(f"{pre}.model.enable_gradient_checkpointing", True, "recompute activations in backward to save memory")
 
+def _model_keys(b: _Build) -> None:
+    a, s, given = b.a, b.s, b.given
+    s.set(f"{PRE}.model.path", _model_path(a.model, b.base), "model", _src("model", given))
+    if a.lora_rank:
+        s.set(f"{PRE}.model.lora_rank", a.lora_rank, "LoRA adapters instead of full weights", "answer")
+        s.set(f"{PRE}.model.lora_alpha", b.lora_alpha, _given("lora_alpha", given, "twice the rank"), _src("lora_alpha", given))
+        s.set(f"{PRE}.model.target_modules", "all-linear", "adapters on every linear layer")
+    s.set(f"{PRE}.model.use_remove_padding", True, "sequence packing: no compute spent on padding")
+    s.set(f"{PRE}.model.enable_gradient_checkpointing", True, "recompute activations in backward to save memory")
+
+
+def _offload_reason(b: _Build) -> str:
+    return ("offload (your answer)" if "offload" in b.given else
+            "training state does not fit beside the rollout engine: kept in host memory between uses" if b.offload
+            else "fits on the GPU: no offload needed")
+
+
+def _actor_keys(b: _Build) -> None:
+    a, s, given, algo, seq, sp = b.a, b.s, b.given, b.algo, b.seq, b.sp
     lr = a.learning_rate if a.learning_rate is not None else (3e-5 if a.lora_rank else 1e-6)
     if a.train_backend == "fsdp2":
-        s.set(f"{pre}.actor.strategy", "fsdp2", "train_backend=fsdp2 (reference follows the actor)", "answer")
-    s.set(f"{pre}.actor.optim.lr", lr,
+        s.set(f"{PRE}.actor.strategy", "fsdp2", "train_backend=fsdp2 (reference follows the actor)", "answer")
+    s.set(f"{PRE}.actor.optim.lr", lr,
           _given("learning_rate", given, "1e-6 for full fine-tuning, 3e-5 for LoRA adapters"), _src("learning_rate", given))
-    s.set(f"{pre}.actor.ppo_mini_batch_size", mini,
-          f"prompts_per_step / updates_per_step = {P} / {U}: {U} optimizer updates per step, each sample used once")
-    if dynamic:
-        s.set(f"{pre}.actor.use_dynamic_bsz", True,
+    s.set(f"{PRE}.actor.ppo_mini_batch_size", b.mini,
+          f"prompts_per_step / updates_per_step = {b.prompts} / {b.updates}: {b.updates} optimizer updates per step, "
+          "each sample used once")
+    if b.dynamic:
+        s.set(f"{PRE}.actor.use_dynamic_bsz", True,
               _given("dynamic_batch", given, "micro-batches packed by token budget (fsdp default)"), _src("dynamic_batch", given))
-        s.set(f"{pre}.actor.ppo_max_token_len_per_gpu", tokens,
+        s.set(f"{PRE}.actor.ppo_max_token_len_per_gpu", b.tokens,
               _given("max_tokens_per_gpu", given, f"3 × (prompt + response) = 3 × {seq}, rounded to 1024"),
               _src("max_tokens_per_gpu", given))
     else:
-        s.set(f"{pre}.actor.use_dynamic_bsz", False,
+        s.set(f"{PRE}.actor.use_dynamic_bsz", False,
               _given("dynamic_batch", given, "megatron plans use fixed micro-batches"), _src("dynamic_batch", given))
-        s.set(f"{pre}.actor.ppo_micro_batch_size_per_gpu", micro,
+        s.set(f"{PRE}.actor.ppo_micro_batch_size_per_gpu", b.micro,
               _given("micro_batch_per_gpu", given,
-                     f"largest divisor of the {per_rank} samples per GPU per update within ~{MICRO_TOKEN_BUDGET} tokens"),
+                     f"largest divisor of the {b.per_rank} samples per GPU per update within ~{MICRO_TOKEN_BUDGET} tokens"),
               _src("micro_batch_per_gpu", given))
-    s.set(f"{pre}.actor.use_kl_loss", kl_in_loss,
-          "KL to the reference as a loss term" if kl_in_loss else "no KL loss term")
-    if kl_in_loss:
-        s.set(f"{pre}.actor.kl_loss_coef", kl_coef, _given("kl_coef", given, "KL coefficient"), _src("kl_coef", given))
-        s.set(f"{pre}.actor.kl_loss_type", algo.kl_loss_type, f"{a.algorithm}'s usual KL estimator")
-    s.set(f"{pre}.actor.entropy_coeff", 0, "no entropy bonus (verl's recipes)")
+    s.set(f"{PRE}.actor.use_kl_loss", b.kl_in_loss,
+          "KL to the reference as a loss term" if b.kl_in_loss else "no KL loss term")
+    if b.kl_in_loss:
+        s.set(f"{PRE}.actor.kl_loss_coef", b.kl_coef, _given("kl_coef", given, "KL coefficient"), _src("kl_coef", given))
+        s.set(f"{PRE}.actor.kl_loss_type", algo.kl_loss_type, f"{a.algorithm}'s usual KL estimator")
+    s.set(f"{PRE}.actor.entropy_coeff", 0, "no entropy bonus (verl's recipes)")
     if algo.loss_agg_mode:
-        s.set(f"{pre}.actor.loss_agg_mode", algo.loss_agg_mode, f"{a.algorithm}'s loss aggregation")
+        s.set(f"{PRE}.actor.loss_agg_mode", algo.loss_agg_mode, f"{a.algorithm}'s loss aggregation")
     if algo.clip_low is not None:
-        s.set(f"{pre}.actor.clip_ratio_low", algo.clip_low, f"{a.algorithm}'s lower clip range")
-        s.set(f"{pre}.actor.clip_ratio_high", algo.clip_high, f"{a.algorithm}'s upper clip range")
+        s.set(f"{PRE}.actor.clip_ratio_low", algo.clip_low, f"{a.algorithm}'s lower clip range")
+        s.set(f"{PRE}.actor.clip_ratio_high", algo.clip_high, f"{a.algorithm}'s upper clip range")
     if algo.loss_mode != "vanilla":
-        s.set(f"{pre}.actor.policy_loss.loss_mode", algo.loss_mode, f"{a.algorithm}'s policy loss")
-    mem = decision.estimate if decision else None
-    off_reason = ("offload (your answer)" if "offload" in given else
-                  "training state does not fit beside the rollout engine: kept in host memory between uses" if offload
-                  else "fits on the GPU: no offload needed")
-    if not megatron:
-        s.set(f"{pre}.actor.ulysses_sequence_parallel_size", sp,
+        s.set(f"{PRE}.actor.policy_loss.loss_mode", algo.loss_mode, f"{a.algorithm}'s policy loss")
+    off_reason = _offload_reason(b)
+    if not b.megatron:
+        s.set(f"{PRE}.actor.ulysses_sequence_parallel_size", sp,
               _given("sequence_parallel", given,
                      "no sequence parallelism needed: one sequence's activations fit a GPU" if sp == 1 else
                      f"one {seq}-token sequence's activations only fit split over {sp} GPUs (divides the attention and KV heads)"),
               _src("sequence_parallel", given))
-        s.set(f"{pre}.actor.fsdp_config.param_offload", offload, off_reason, _src("offload", given))
-        s.set(f"{pre}.actor.fsdp_config.optimizer_offload", offload, off_reason, _src("offload", given))
+        s.set(f"{PRE}.actor.fsdp_config.param_offload", b.offload, off_reason, _src("offload", given))
+        s.set(f"{PRE}.actor.fsdp_config.optimizer_offload", b.offload, off_reason, _src("offload", given))
     else:
-        s.set(f"{pre}.actor.megatron.tensor_model_parallel_size", mtp,
-              _given("megatron_tp", given, f"{mtp}: with PP={mpp}, the least model parallelism whose training state fits"),
+        s.set(f"{PRE}.actor.megatron.tensor_model_parallel_size", b.mtp,
+              _given("megatron_tp", given, f"{b.mtp}: with PP={b.mpp}, the least model parallelism whose training state fits"),
               _src("megatron_tp", given))
-        s.set(f"{pre}.actor.megatron.pipeline_model_parallel_size", mpp,
-              _given("megatron_pp", given, f"{mpp}: pipeline stages needed beside TP={mtp} for the training state to fit"),
+        s.set(f"{PRE}.actor.megatron.pipeline_model_parallel_size", b.mpp,
+              _given("megatron_pp", given, f"{b.mpp}: pipeline stages needed beside TP={b.mtp} for the training state to fit"),
               _src("megatron_pp", given))
-        s.set(f"{pre}.actor.megatron.param_offload", offload, off_reason, _src("offload", given))
-        s.set(f"{pre}.actor.megatron.optimizer_offload", offload, off_reason, _src("offload", given))
+        s.set(f"{PRE}.actor.megatron.param_offload", b.offload, off_reason, _src("offload", given))
+        s.set(f"{PRE}.actor.megatron.optimizer_offload", b.offload, off_reason, _src("offload", given))
 
-    s.set(f"{pre}.rollout.name", a.rollout_engine, "rollout_engine", _src("rollout_engine", given))
-    s.set(f"{pre}.rollout.n", n,
-          _given("samples_per_prompt", given, f"{a.algorithm}'s usual group size"), n_src)
+
+def _rollout_keys(b: _Build) -> None:
+    a, s, given, seq, rtp, gmu, shape = b.a, b.s, b.given, b.seq, b.rtp, b.gmu, b.shape
+    mem = b.decision.estimate if b.decision else None
+    s.set(f"{PRE}.rollout.name", a.rollout_engine, "rollout_engine", _src("rollout_engine", given))
+    s.set(f"{PRE}.rollout.n", b.n,
+          _given("samples_per_prompt", given, f"{a.algorithm}'s usual group size"), b.n_src)
     weights_gb = 2 * shape.params / rtp / 1e9 if shape else 0.0
-    s.set(f"{pre}.rollout.tensor_model_parallel_size", rtp,
+    s.set(f"{PRE}.rollout.tensor_model_parallel_size", rtp,
           _given("rollout_tp", given,
                  f"{rtp}: smallest split inside a node whose reservation holds the bf16 weights ({weights_gb:.1f} GB per GPU) "
                  f"and a KV cache for {mem.kv_seqs:.0f} full sequences" if mem else f"{rtp}"),
           _src("rollout_tp", given))
-    s.set(f"{pre}.rollout.gpu_memory_utilization", gmu,
+    s.set(f"{PRE}.rollout.gpu_memory_utilization", gmu,
           _given("gpu_memory_utilization", given,
                  f"{gmu:g} × {a.gpu_memory_gb:g} GB for the engine; what training keeps resident "
                  f"({mem.rollout.get('actor: resident (not offloaded)', 0):.1f} GB actor) and a {int(mem.margin * 100)}% margin fit beside it"
                  if mem else f"{gmu:g}"),
           _src("gpu_memory_utilization", given))
-    s.set(f"{pre}.rollout.max_num_batched_tokens", max(8192, seq),
+    s.set(f"{PRE}.rollout.max_num_batched_tokens", max(8192, seq),
           f"max(8192, prompt + response = {seq}): one full sequence fits a prefill batch")
-    s.set(f"{pre}.rollout.temperature", a.temperature, "temperature", _src("temperature", given))
+    s.set(f"{PRE}.rollout.temperature", a.temperature, "temperature", _src("temperature", given))
     if a.lora_rank:
-        s.set(f"{pre}.rollout.load_format", "safetensors", "LoRA: the engine loads real base weights, adapters synced")
-    if dynamic:
-        s.set(f"{pre}.rollout.log_prob_max_token_len_per_gpu", logprob_tokens,
+        s.set(f"{PRE}.rollout.load_format", "safetensors", "LoRA: the engine loads real base weights, adapters synced")
+    if b.dynamic:
+        s.set(f"{PRE}.rollout.log_prob_max_token_len_per_gpu", b.logprob_tokens,
               "2 × the training budget: forward-only passes keep no activations")
     else:
-        s.set(f"{pre}.rollout.log_prob_micro_batch_size_per_gpu", logprob_micro,
-              f"divides the {P * n // dp if dp else 0} samples per GPU per step; forward-only, so up to 2× the training micro-batch")
+        per_rank_step = rc.step_batch(b.prompts, b.n, b.dp, b.mini).per_rank if b.dp else 0
+        s.set(f"{PRE}.rollout.log_prob_micro_batch_size_per_gpu", b.logprob_micro,
+              f"divides the {per_rank_step} samples per GPU per step; forward-only, so up to 2× the training micro-batch")
 
-    if use_ref:
-        roles["ref"] = "frozen copy of the policy for the KL term" + (" (inside the actor: LoRA base weights)" if a.lora_rank else "")
-        if dynamic:
-            s.set(f"{pre}.ref.log_prob_max_token_len_per_gpu", logprob_tokens, "same budget as the actor's log-prob pass")
-        else:
-            s.set(f"{pre}.ref.log_prob_micro_batch_size_per_gpu", logprob_micro, "same as the actor's log-prob pass")
-        if not megatron and not a.lora_rank:
-            s.set(f"{pre}.ref.fsdp_config.param_offload", True,
-                  "the reference only runs forward passes: keep its weights in host memory between them")
 
-    if algo.critic:
-        roles["critic"] = f"value model initialised from {critic_model}"
-        s.set("critic.enable", True, "ppo: GAE needs a critic (never inferred silently)")
-        if a.train_backend == "fsdp2":
-            s.set("critic.strategy", "fsdp2", "train_backend=fsdp2", "answer")
-        s.set("critic.model.path", _model_path(critic_model, base),
-              _given("critic_model", given, "initialised from the policy model"), _src("critic_model", given))
-        s.set("critic.optim.lr", a.critic_learning_rate or 1e-5,
-              _given("critic_learning_rate", given, "critics learn faster than the policy"), _src("critic_learning_rate", given))
-        if dynamic:
-            s.set("critic.ppo_max_token_len_per_gpu", critic_tokens,
-                  "the actor's token budget: the memory estimate's critic update")
-        else:
-            s.set("critic.ppo_micro_batch_size_per_gpu", micro, "same split as the actor")
-        critic_off = "same as the actor: the memory estimate offloads both or neither"
-        if not megatron:
-            # verl 0.9 builds the critic's engine from critic.fsdp; critic.ulysses_sequence_parallel_size is
-            # deprecated and not copied there (unlike the actor's), but validate() still reads it: set both.
-            s.set("critic.fsdp.ulysses_sequence_parallel_size", sp, "same as the actor")
-            s.set("critic.ulysses_sequence_parallel_size", sp, "same as the actor (read by verl's validate())")
-            s.set("critic.fsdp.param_offload", offload, critic_off, _src("offload", given))
-            s.set("critic.fsdp.optimizer_offload", offload, critic_off, _src("offload", given))
-        else:
-            s.set("critic.megatron.tensor_model_parallel_size", mtp, "same layout as the actor")
-            s.set("critic.megatron.pipeline_model_parallel_size", mpp, "same layout as the actor")
-            s.set("critic.megatron.param_offload", offload, critic_off, _src("offload", given))
-            s.set("critic.megatron.optimizer_offload", offload, critic_off, _src("offload", given))
+def _ref_keys(b: _Build) -> None:
+    a, s = b.a, b.s
+    if not b.use_ref:
+        return
+    b.roles["ref"] = "frozen copy of the policy for the KL term" + (" (inside the actor: LoRA base weights)" if a.lora_rank else "")
+    if b.dynamic:
+        s.set(f"{PRE}.ref.log_prob_max_token_len_per_gpu", b.logprob_tokens, "same budget as the actor's log-prob pass")
     else:
-        s.set("critic.enable", False, f"{a.algorithm} needs no critic")
+        s.set(f"{PRE}.ref.log_prob_micro_batch_size_per_gpu", b.logprob_micro, "same as the actor's log-prob pass")
+    if not b.megatron and not a.lora_rank:
+        s.set(f"{PRE}.ref.fsdp_config.param_offload", True,
+              "the reference only runs forward passes: keep its weights in host memory between them")
 
+
+def _critic_keys(b: _Build) -> None:
+    a, s, given = b.a, b.s, b.given
+    if not b.algo.critic:
+        s.set("critic.enable", False, f"{a.algorithm} needs no critic")
+        return
+    b.roles["critic"] = f"value model initialised from {b.critic_model}"
+    s.set("critic.enable", True, "ppo: GAE needs a critic (never inferred silently)")
+    if a.train_backend == "fsdp2":
+        s.set("critic.strategy", "fsdp2", "train_backend=fsdp2", "answer")
+    s.set("critic.model.path", _model_path(b.critic_model, b.base),
+          _given("critic_model", given, "initialised from the policy model"), _src("critic_model", given))
+    s.set("critic.optim.lr", a.critic_learning_rate or 1e-5,
+          _given("critic_learning_rate", given, "critics learn faster than the policy"), _src("critic_learning_rate", given))
+    if b.dynamic:
+        s.set("critic.ppo_max_token_len_per_gpu", b.critic_tokens,
+              "the actor's token budget: the memory estimate's critic update")
+    else:
+        s.set("critic.ppo_micro_batch_size_per_gpu", b.micro, "same split as the actor")
+    critic_off = "same as the actor: the memory estimate offloads both or neither"
+    if not b.megatron:
+        # verl 0.9 builds the critic's engine from critic.fsdp; critic.ulysses_sequence_parallel_size is
+        # deprecated and not copied there (unlike the actor's), but validate() still reads it: set both.
+        s.set("critic.fsdp.ulysses_sequence_parallel_size", b.sp, "same as the actor")
+        s.set("critic.ulysses_sequence_parallel_size", b.sp, "same as the actor (read by verl's validate())")
+        s.set("critic.fsdp.param_offload", b.offload, critic_off, _src("offload", given))
+        s.set("critic.fsdp.optimizer_offload", b.offload, critic_off, _src("offload", given))
+    else:
+        s.set("critic.megatron.tensor_model_parallel_size", b.mtp, "same layout as the actor")
+        s.set("critic.megatron.pipeline_model_parallel_size", b.mpp, "same layout as the actor")
+        s.set("critic.megatron.param_offload", b.offload, critic_off, _src("offload", given))
+        s.set("critic.megatron.optimizer_offload", b.offload, critic_off, _src("offload", given))
+
+
+# The reward model's engine reservation: a share of each GPU beside the policy's engine. vLLM refuses to
+# start when util × GPU memory is not free, so policy + reward reservations + what training keeps resident
+# must stay under the GPU (tests/test_algorithms.py writes that sum out).
+REWARD_MODEL_GMU = 0.2
+
+
+def _reward_keys(b: _Build) -> None:
+    a, s, algo, roles = b.a, b.s, b.algo, b.roles
     s.set("reward.reward_manager.name", algo.reward_manager,
           "DAPO's reward manager" if algo.reward_manager == "dapo" else "one scorer call per sample")
     if a.reward == "function" and a.reward_function:
         path, _, name = a.reward_function.rpartition(":")
-        s.set("reward.custom_reward_function.path", resolve_path(path, base), "reward_function", "answer")
+        s.set("reward.custom_reward_function.path", resolve_path(path, b.base), "reward_function", "answer")
         s.set("reward.custom_reward_function.name", name, "reward_function", "answer")
         roles["reward"] = f"custom function {name} in {path}"
     elif a.reward == "function":
-        prep = dataprep.resolve(a, base)
+        prep = dataprep.resolve(a, b.base)
         s.set("reward.custom_reward_function.path", dataprep.BUNDLE_REWARD_FN,
               f"verl-init's scorer for answer_format={prep.answer_format}, shipped in the bundle "
               "(relative: run.sh starts verl in the bundle folder)")
@@ -652,14 +703,17 @@ def plan(answers: Answers, *, base_dir: Optional[str] = None,
                            f"{dataprep.FORMAT_WORDS[prep.answer_format]}")
     elif a.reward == "model" and a.reward_model:
         s.set("reward.reward_model.enable", True, "reward=model")
-        s.set("reward.reward_model.model_path", _model_path(a.reward_model, base), "reward_model", "answer")
+        s.set("reward.reward_model.model_path", _model_path(a.reward_model, b.base), "reward_model", "answer")
         s.set("reward.reward_model.rollout.name", a.rollout_engine, "served by the same engine as the rollout")
         s.set("reward.reward_model.rollout.tensor_model_parallel_size", 1, "a classifier fits one GPU")
-        s.set("reward.reward_model.rollout.gpu_memory_utilization", 0.2, "small share beside the policy's engine")
+        s.set("reward.reward_model.rollout.gpu_memory_utilization", REWARD_MODEL_GMU, "small share beside the policy's engine")
         roles["reward"] = f"reward model {a.reward_model}"
     else:
         roles["reward"] = "verl's rule-based scorer chosen by each row's data_source"
 
+
+def _trainer_keys(b: _Build) -> None:
+    a, s, given = b.a, b.s, b.given
     s.set("trainer.nnodes", a.nnodes, "nnodes", _src("nnodes", given))
     s.set("trainer.n_gpus_per_node", a.gpus_per_node, "gpus_per_node", _src("gpus_per_node", given))
     s.set("trainer.logger", list(a.logger), "logger", _src("logger", given))
@@ -674,12 +728,16 @@ def plan(answers: Answers, *, base_dir: Optional[str] = None,
     s.set("trainer.save_freq", a.save_freq, "save_freq", _src("save_freq", given))
     s.set("trainer.test_freq", a.test_freq, "test_freq", _src("test_freq", given))
 
-    roles["actor"] = f"{a.model} trained with {a.train_backend}" + (f" + LoRA r={a.lora_rank}" if a.lora_rank else "")
-    roles["rollout"] = f"{a.rollout_engine}, {facts['rollout_replicas']} replica(s) of TP={rtp}, colocated with the actor"
-    roles = {k: roles[k] for k in ("actor", "rollout", "ref", "critic", "reward") if k in roles}
 
-    return Plan(answers=a, base_dir=base, settings=s.items, facts=facts, roles=roles, findings=f.others,
-                memory=decision.estimate if decision else None)
+def _roles(b: _Build) -> None:
+    a, roles = b.a, b.roles
+    roles["actor"] = f"{a.model} trained with {a.train_backend}" + (f" + LoRA r={a.lora_rank}" if a.lora_rank else "")
+    roles["rollout"] = f"{a.rollout_engine}, {b.facts['rollout_replicas']} replica(s) of TP={b.rtp}, colocated with the actor"
+    b.roles = {k: roles[k] for k in ("actor", "rollout", "ref", "critic", "reward") if k in roles}
+
+
+KEY_STAGES = (_algorithm_keys, _data_keys, _model_keys, _actor_keys, _rollout_keys, _ref_keys, _critic_keys,
+              _reward_keys, _trainer_keys, _roles)
 
 
 # ---------------------------------------------------------------------------------------------

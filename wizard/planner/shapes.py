@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Optional
@@ -153,17 +154,41 @@ def from_params(params_b: float, source: str, name: str = "") -> ModelShape:
     return replace(base, name=name or f"~{params_b:g}B", layers=layers, source=source)
 
 
-def resolve_shape(model: str, params_b: Optional[float], *, name_size: Optional[float]) -> Optional[ModelShape]:
-    """Catalogue > local folder > model_params_b > the size in the name; None when nothing is known."""
+_MOE = re.compile(r"(?i)(?:^|[-_/ .])(\d+)x(\d+(?:\.\d+)?)b(?=$|[-_ .])")
+_SIZE = re.compile(r"(?i)(?:^|[-_/ ])(\d+(?:\.\d+)?)b(?=$|[-_ .])")
+_SIZE_M = re.compile(r"(?i)(?:^|[-_/ ])(\d+(?:\.\d+)?)m(?=$|[-_ .])")
+
+
+def size_in_name(model: str) -> Optional[float]:
+    """Billions of parameters stated in a model's name ("Qwen2.5-7B-Instruct" → 7.0, "Qwen3-30B-A3B" → 30.0,
+    Mixtral-style "8x7B" → 0.84 × 8 × 7: experts share attention); None when the name states none."""
+    name = model.rstrip("/").rsplit("/", 1)[-1]
+    m = _MOE.search(name)
+    if m:
+        return round(int(m.group(1)) * float(m.group(2)) * 0.84, 1)
+    m = _SIZE.search(name)
+    if m:
+        return float(m.group(1))
+    m = _SIZE_M.search(name)
+    if m:
+        return float(m.group(1)) / 1000.0
+    return None
+
+
+def resolve_shape(model: str, params_b: Optional[float] = None) -> Optional[ModelShape]:
+    """The one answer to "how big is this model": a local folder's config.json > the catalogue >
+    model_params_b > the size in the name; None when nothing is known. With model_params_b, a catalogue
+    entry within 15% of it is kept (the answer confirms it), else a shape scaled to the answer."""
     path = os.path.expanduser(model)
     if params_b is not None:
         shape = from_catalogue(model)
         return shape if shape and abs(shape.params_b - params_b) / params_b < 0.15 else from_params(params_b, "answer", model)
+    if os.path.isdir(path) and os.path.isfile(os.path.join(path, "config.json")):
+        return from_local(path)
     shape = from_catalogue(model)
     if shape is not None:
         return shape
-    if os.path.isdir(path) and os.path.isfile(os.path.join(path, "config.json")):
-        return from_local(path)
+    name_size = size_in_name(model)
     if name_size is not None:
         return from_params(name_size, "name", model)
     return None

@@ -193,15 +193,13 @@ class SmokeContext:
     def model_shape(self) -> Any:
         """The real model's shape (heads for the sequence-parallel check), when it can be known offline."""
         try:
-            from wizard.planner.models import model_size
             from wizard.planner.shapes import from_local, resolve_shape
 
             path = os.path.expanduser(self.model_path)
             if os.path.isfile(os.path.join(path, "config.json")):
                 return from_local(path)
             name = self.answers_model or self.model_path
-            size = model_size(name, self.answers_params_b)
-            return resolve_shape(name, self.answers_params_b, name_size=size.params_b if size.source == "name" else None)
+            return resolve_shape(name, self.answers_params_b)
         except Exception:  # noqa: BLE001
             return None
 

@@ -72,13 +72,11 @@ def model_arch(model_path: str, answers_model: Optional[str] = None, params_b: O
                 return str(model_type), f"config.json of {model_path}"
         except (OSError, ValueError):
             pass
-    from wizard.planner.models import model_size
     from wizard.planner.shapes import resolve_shape
 
     name = answers_model or model_path
     try:
-        size = model_size(name, params_b)
-        shape = resolve_shape(name, params_b, name_size=size.params_b if size.source == "name" else None)
+        shape = resolve_shape(name, params_b)
     except Exception:  # noqa: BLE001 - a shape we cannot read is not the smoke run's failure
         shape = None
     if shape is not None:

@@ -15,7 +15,6 @@ import contextlib
 import copy
 import functools
 import io
-import math
 import os
 import sys
 import types
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from wizard.intent.errors import UserError
+from wizard.verlspec import arithmetic as rc
 
 
 @dataclass
@@ -374,9 +374,7 @@ def worker_time_checks(cfg: Any, use_critic: bool, model_cfg: Any = None) -> lis
         dp = n_gpus // (m.tensor_model_parallel_size * m.pipeline_model_parallel_size * m.context_parallel_size)
         sp = 1
     else:
-        from wizard.verlspec.arithmetic import effective_sp
-
-        sp = effective_sp(actor.ulysses_sequence_parallel_size, actor.fsdp_config.get("ulysses_sequence_parallel_size", 1))
+        sp = rc.effective_sp(actor.ulysses_sequence_parallel_size, actor.fsdp_config.get("ulysses_sequence_parallel_size", 1))
         dp = n_gpus // sp
 
     check("engine_workers.py:616 dynamic batch flags agree", actor.use_dynamic_bsz == r.log_prob_use_dynamic_bsz,
@@ -391,7 +389,7 @@ def worker_time_checks(cfg: Any, use_critic: bool, model_cfg: Any = None) -> lis
               "rollout.log_prob_micro_batch_size_per_gpu / actor.ppo_micro_batch_size_per_gpu missing (deprecated global keys are not converted)")
 
     tp, rdp, pp = r.tensor_model_parallel_size, r.data_parallel_size, r.pipeline_model_parallel_size
-    w = tp * rdp * pp
+    w = rc.rollout_world(tp, rdp, pp)
     check("engine_workers.py:659 rollout world size", n_gpus % w == 0,
           f"rollout world_size: {n_gpus} is not divisible by infer_world_size: {w}")
     gpn = r.n_gpus_per_node
@@ -402,38 +400,37 @@ def worker_time_checks(cfg: Any, use_critic: bool, model_cfg: Any = None) -> lis
               "gpus_per_node should be divisible by tensor_model_parallel_size")
 
     mini = actor.ppo_mini_batch_size
-    check("engine_workers.py:264 mini-batch splits over data-parallel ranks", (mini * n) % dp == 0,
+    split = rc.update_split(mini, n, dp, None if dyn else actor.ppo_micro_batch_size_per_gpu)
+    check("engine_workers.py:264 mini-batch splits over data-parallel ranks", split.per_rank is not None,
           f"Got mini_batch_size={mini * n} and data parallel size={dp}")
-    lcm_terms = [dp, mini * n]
+    cmini = None
     if use_critic:
         cmini = cfg.critic.ppo_mini_batch_size
         # critic/config.py: the critic's engine is critic.fsdp; its deprecated top-level key is not copied there
         csp = cfg.critic.fsdp.get("ulysses_sequence_parallel_size", 1) if cfg.critic.strategy != "megatron" else 1
         cdp = n_gpus // csp if cfg.critic.strategy != "megatron" else dp
-        check("engine_workers.py:264 critic mini-batch splits over data-parallel ranks", (cmini * n) % cdp == 0,
+        check("engine_workers.py:264 critic mini-batch splits over data-parallel ranks",
+              rc.update_split(cmini, n, cdp, None).per_rank is not None,
               f"Got mini_batch_size={cmini * n} and data parallel size={cdp}")
-        lcm_terms.append(cmini * n)
-    L = 1
-    for t in lcm_terms:
-        L = L * t // math.gcd(L, t)
-    B = -(-tbs * n // L) * L  # trainer_base.py:1589-1606 pads the batch to a multiple of L
+    step = rc.step_batch(tbs, n, dp, mini, cmini)  # trainer_base.py:1589-1606 pads the batch to a multiple
     if not dyn:
         micro = actor.ppo_micro_batch_size_per_gpu
-        per = mini * n // dp if dp else 0
-        check("engine/utils.py:123 update micro-batches divide the per-rank mini-batch",
-              micro and per % micro == 0, f"data size {per} must be divisible by micro_batch_size_per_gpu {micro}")
+        per = split.per_rank if split.per_rank is not None else mini * n // max(dp, 1)
+        check("engine/utils.py:123 update micro-batches divide the per-rank mini-batch", bool(micro) and per % micro == 0,
+              f"data size {per} must be divisible by micro_batch_size_per_gpu {micro}")
         lp = r.log_prob_micro_batch_size_per_gpu
         check("engine/utils.py:123 log-prob micro-batches divide the per-rank batch",
-              lp and (B // dp) % lp == 0, f"data size {B // dp} must be divisible by micro_batch_size_per_gpu {lp}")
+              bool(lp) and step.per_rank % lp == 0, f"data size {step.per_rank} must be divisible by micro_batch_size_per_gpu {lp}")
         if need_ref(cfg):
             rlp = ref.log_prob_micro_batch_size_per_gpu
             check("engine/utils.py:123 reference micro-batches divide the per-rank batch",
-                  rlp and (B // dp) % rlp == 0, f"data size {B // dp} must be divisible by micro_batch_size_per_gpu {rlp}")
+                  bool(rlp) and step.per_rank % rlp == 0,
+                  f"data size {step.per_rank} must be divisible by micro_batch_size_per_gpu {rlp}")
         if use_critic and not cfg.critic.use_dynamic_bsz:
             cm = cfg.critic.ppo_micro_batch_size_per_gpu
-            cper = cfg.critic.ppo_mini_batch_size * n // dp
+            cper = cfg.critic.ppo_mini_batch_size * n // max(dp, 1)
             check("engine/utils.py:123 critic micro-batches divide the per-rank mini-batch",
-                  cm and cper % cm == 0, f"data size {cper} must be divisible by micro_batch_size_per_gpu {cm}")
+                  bool(cm) and cper % cm == 0, f"data size {cper} must be divisible by micro_batch_size_per_gpu {cm}")
     else:
         for name, budget in (
             ("actor", actor.ppo_max_token_len_per_gpu),
@@ -443,7 +440,8 @@ def worker_time_checks(cfg: Any, use_critic: bool, model_cfg: Any = None) -> lis
         ):
             if budget is None:
                 continue
-            check(f"seqlen_balancing.py:384 {name} token budget holds the longest sequence", budget * sp >= seq,
+            check(f"seqlen_balancing.py:384 {name} token budget holds the longest sequence",
+                  budget >= rc.min_token_budget(seq, sp),
                   f"max_token_len must be greater than the sequence length. Got max_token_len={budget * sp} and max_seq_len={seq}")
 
     check("ray_trainer.py:222 GAE has a critic", cfg.algorithm.adv_estimator != "gae" or use_critic,

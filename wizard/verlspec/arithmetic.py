@@ -1,11 +1,10 @@
 """The arithmetic verl applies to a config, as small pure functions over plain numbers.
 
-`verl-init check` (wizard/lint.py) evaluates these on the keys of an existing verl config; the
-planner derives the same quantities from answers (prompts_per_step, samples_per_prompt, ...), so it
-can call them too, e.g. `data_parallel_size(n_gpus, sp=sp)` for its `dp`, `rollout_layout(...)` for
-`_rollout_tp_options`, `update_split(...)` for VI202/VI204 and `padded_batch(...)` for the log-prob
-micro-batch. Each function names the verl 0.9.1 line it mirrors (docs/verl-facts.md §1).
-Only the standard library is imported.
+The single home of verl's batch and layout arithmetic: the planner (wizard.planner.pipeline) derives
+a config with these functions, `verl-init check` (wizard.check.rules) evaluates them on the keys of an
+existing config, `verify` (wizard.verify.harness) replays verl's worker-time asserts with them, the smoke
+run (wizard.smoketest.geometry) scales a bundle with them and the wizard's questions offer values that
+pass them. Each function names the verl 0.9.1 line it mirrors. Only the standard library is imported.
 """
 
 from __future__ import annotations
@@ -31,6 +30,33 @@ def effective_sp(actor_sp: int | None, engine_sp: int | None) -> int:
     if actor_sp and actor_sp > 1:
         return int(actor_sp)
     return int(engine_sp or 1)
+
+
+def divisors(n: int) -> list[int]:
+    """The divisors of n, ascending (none for n < 1)."""
+    if n < 1:
+        return []
+    small = [d for d in range(1, int(math.isqrt(n)) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+def nearest(candidates: Iterable[int], target: int, k: int = 2) -> list[int]:
+    """The k candidates nearest to target (ties: the smaller first), ascending."""
+    return sorted(sorted(set(candidates), key=lambda c: (abs(c - target), c))[:k])
+
+
+def largest_divisor_at_most(n: int, cap: int) -> int:
+    return max(d for d in divisors(n) if d <= max(1, cap))
+
+
+def pow2_divisors(n: int) -> list[int]:
+    """The powers of two that divide n, ascending."""
+    out, t = [], 1
+    while t <= n:
+        if n % t == 0:
+            out.append(t)
+        t *= 2
+    return out
 
 
 def lcm(values: Iterable[int]) -> int:
@@ -66,6 +92,40 @@ def update_split(mini: int, n: int, dp: int, micro: int | None) -> Split:
     per_rank = samples // dp if dp > 0 and samples % dp == 0 else None
     micro_ok = None if micro is None or per_rank is None else (micro > 0 and per_rank % micro == 0)
     return Split(samples, per_rank, micro_ok)
+
+
+def mini_batch(prompts: int, updates: int) -> int | None:
+    """Prompts per optimizer update: ppo_mini_batch_size = train_batch_size / updates; None when the
+    updates cannot be equal (verl would run a last, smaller mini-batch: ppo_epochs × ceil)."""
+    return prompts // updates if updates > 0 and prompts % updates == 0 else None
+
+
+def mini_multiple(dp: int, n: int) -> int:
+    """The smallest step of mini-batch prompts m for which m·n splits over dp ranks (engine_workers.py:264):
+    every valid mini-batch is a multiple of dp / gcd(dp, n)."""
+    return dp // math.gcd(dp, n) if dp > 0 and n > 0 else 1
+
+
+def splits_evenly(prompts: int, n: int, ranks: int) -> bool:
+    """prompts × n samples share evenly over `ranks` (the workers' mini-batch assert, validate_config's minimal batch)."""
+    return ranks > 0 and (prompts * n) % ranks == 0
+
+
+@dataclass(frozen=True)
+class StepBatch:
+    """A step's batch as verl's trainer forms it."""
+
+    multiple: int  # lcm(dp, mini·n[, critic mini·n]) (trainer_base.py:1589)
+    samples: int  # train_batch_size × n, padded up to `multiple`
+    per_rank: int  # samples each data-parallel rank scores per step (log-prob passes, engine/utils.py:123)
+    padding: int  # padding sequences verl adds every step
+
+
+def step_batch(tbs: int, n: int, dp: int, mini: int, critic_mini: int | None = None) -> StepBatch:
+    """train_batch_size × n upsampled to lcm(dp, mini·n[, critic mini·n]), then split over dp ranks."""
+    multiple = batch_multiple(dp, mini * n, critic_mini * n if critic_mini else None)
+    padded = padded_batch(tbs * n, multiple)
+    return StepBatch(multiple, padded, padded // dp if dp > 0 else 0, padded - tbs * n)
 
 
 def minimal_batch(n_gpus: int, *, megatron: bool = False, megatron_dp: int = 0, micro: int = 0) -> int:

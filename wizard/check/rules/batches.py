@@ -4,8 +4,6 @@ validate_config and the Ray workers (VI820-VI825), and dynamic batching (VI826-V
 
 from __future__ import annotations
 
-import math
-
 from wizard.check.report import Fix
 from wizard.check.rules.context import REF, A, R, Ctx, Facts, divisors, join_or, nearest
 from wizard.verlspec import arithmetic as rc
@@ -71,8 +69,8 @@ def rule_batches(c: Ctx, f: Facts) -> None:
             minimal = rc.minimal_batch(f.n_gpus, megatron=True, megatron_dp=dp, micro=micro or 0) if micro else 0
         else:
             minimal = rc.minimal_batch(f.n_gpus)
-        if minimal and (tbs * n) % minimal:
-            ok = [t for t in range(1, 2 * tbs + minimal) if (t * n) % minimal == 0 and t % mini == 0]
+        if minimal and not rc.splits_evenly(tbs, n, minimal):
+            ok = [t for t in range(1, 2 * tbs + minimal) if rc.splits_evenly(t, n, minimal) and t % mini == 0]
             c.add("VI821", "error", (tkey, nkey, "trainer.n_gpus_per_node", "trainer.nnodes"),
                   f"train_batch_size × n = {tbs}×{n} = {tbs * n} samples do not divide by verl's minimal batch {minimal}"
                   " (validate_config)", f"nearest valid train_batch_size: {join_or(nearest(ok, tbs))}" if ok else
@@ -89,9 +87,9 @@ def rule_batches(c: Ctx, f: Facts) -> None:
         s = rc.update_split(m, n, rdp, micro)
         if s.per_rank is None:
             ok_split = False
-            step = rdp // math.gcd(rdp, n)
+            step = rc.mini_multiple(rdp, n)
             ok_m = [step * k for k in range(1, max(2, 2 * m // step + 2))]
-            ok_n = [x for x in range(1, 2 * n + rdp + 1) if (m * x) % rdp == 0]
+            ok_n = [x for x in range(1, 2 * n + rdp + 1) if rc.splits_evenly(m, x, rdp)]
             c.add("VI822", "error", (key, nkey, "trainer.n_gpus_per_node", "trainer.nnodes"),
                   f"each {role} update holds {m}×{n} = {m * n} samples, which {rdp} data-parallel ranks cannot share evenly "
                   "(asserted only inside the Ray workers, engine_workers.py:264)",
@@ -104,11 +102,11 @@ def rule_batches(c: Ctx, f: Facts) -> None:
     if not ok_split:
         return
     critic_samples = f.critic_mini * n if f.use_critic and f.critic_mini else None
-    multiple = rc.batch_multiple(dp, mini * n, critic_samples)
-    padded = rc.padded_batch(tbs * n, multiple)
+    step = rc.step_batch(tbs, n, dp, mini, f.critic_mini if critic_samples else None)
+    multiple, padded = step.multiple, step.samples
     # VI824
     if not bool(c.v(f"{R}.log_prob_use_dynamic_bsz")):
-        per = padded // dp
+        per = step.per_rank
         for key, used in ((f"{R}.log_prob_micro_batch_size_per_gpu", True),
                           (f"{REF}.log_prob_micro_batch_size_per_gpu", f.use_ref and not bool(c.v(f"{REF}.log_prob_use_dynamic_bsz")))):
             lp = c.int(key)
@@ -123,7 +121,7 @@ def rule_batches(c: Ctx, f: Facts) -> None:
               f"train_batch_size × n = {tbs * n} is not a multiple of lcm(data-parallel {dp}, mini-batch samples {mini * n}"
               + (f", critic {critic_samples}" if critic_samples else "") + f") = {multiple}: verl adds {padded - tbs * n} "
               "padding sequences to every step", f"use train_batch_size as a multiple of ppo_mini_batch_size, e.g. "
-              f"{join_or(nearest([t for t in range(mini, 2 * tbs + mini) if (t * n) % multiple == 0], tbs))}")
+              f"{join_or(nearest([t for t in range(mini, 2 * tbs + mini) if rc.splits_evenly(t, n, multiple)], tbs))}")
 
 
 def rule_dynamic_flags(c: Ctx, f: Facts) -> None:

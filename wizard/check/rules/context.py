@@ -173,22 +173,15 @@ def join_or(values: Iterable[Any]) -> str:
 
 
 def nearest(candidates: Iterable[int], target: int, k: int = 2) -> list[int]:
-    """The k positive candidates nearest to target (wizard.planner.pipeline.nearest)."""
-    from wizard.planner.pipeline import nearest as planner_nearest
-
-    return planner_nearest([c for c in candidates if c > 0], target, k)
+    """The k positive candidates nearest to target."""
+    return rc.nearest([c for c in candidates if c > 0], target, k)
 
 
-def divisors(n: int) -> list[int]:
-    """The divisors of n (none for n < 1)."""
-    from wizard.planner.pipeline import divisors as planner_divisors
-
-    return planner_divisors(n) if n > 0 else []
+divisors = rc.divisors
 
 
 def model_shape(c: Ctx, key: str) -> tuple[Any, str]:
     """(ModelShape or None, why not)."""
-    from wizard.planner.models import model_size
     from wizard.planner.shapes import resolve_shape
 
     path = c.v(key)
@@ -196,9 +189,8 @@ def model_shape(c: Ctx, key: str) -> tuple[Any, str]:
         return None, f"{key} is unresolved"
     local = local_path(c, path)
     name = str(local) if local is not None and local.is_dir() else path
-    size = model_size(path, None)
     try:
-        shape = resolve_shape(name, None, name_size=size.params_b if size.source == "name" else None)
+        shape = resolve_shape(name)
     except Exception as exc:  # noqa: BLE001 - a broken local config.json
         return None, f"cannot read {name}/config.json ({type(exc).__name__})"
     if shape is None:

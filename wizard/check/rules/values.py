@@ -165,7 +165,7 @@ def rule_values(c: Ctx, f: Facts) -> None:
             c.add("VI854", "error", (f"{A}.policy_loss.dro_beta",), "loss_mode=dro needs policy_loss.dro_beta > 0 (core_algos.py)",
                   f"set {A}.policy_loss.dro_beta, e.g. 0.1")
     if f.lora and c.v(f"{R}.name") == "vllm":
-        from wizard.planner.pipeline import VLLM_LORA_RANKS
+        from wizard.verlspec.algorithms import VLLM_LORA_RANKS
 
         key = f"{M}.lora_rank" if c.int(f"{M}.lora_rank") else f"{M}.lora.rank"
         if f.lora > VLLM_LORA_RANKS[-1]:

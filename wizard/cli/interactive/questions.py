@@ -82,7 +82,7 @@ class Question:
 
 
 def _algo(ctx: Context) -> Any:
-    from wizard.planner.pipeline import ALGORITHMS
+    from wizard.verlspec.algorithms import ALGORITHMS
 
     return ALGORITHMS[ctx.get("algorithm")]
 
@@ -226,7 +226,9 @@ def _batch_step(ctx: Context) -> int:
     updates = int(ctx.get("updates_per_step"))
     gpus = int(ctx.get("nnodes")) * int(ctx.get("gpus_per_node"))
     # each update's samples (prompts_per_step / updates × n) must split evenly over the data-parallel ranks
-    return updates * (gpus // math.gcd(gpus, int(n)))
+    from wizard.verlspec.arithmetic import mini_multiple
+
+    return updates * mini_multiple(gpus, int(n))
 
 
 def default_prompts_per_step(ctx: Context) -> int:
@@ -286,7 +288,7 @@ BACKEND_TEXT = {
 
 
 def algorithm_choices(ctx: Context) -> list[tuple[Any, str]]:
-    from wizard.planner.pipeline import ALGORITHMS
+    from wizard.verlspec.algorithms import ALGORITHMS
 
     return [(name, f"{a.summary}" + (" (trains a critic)" if a.critic else "")) for name, a in ALGORITHMS.items()]
 
@@ -311,12 +313,11 @@ def check_dataset(value: Any, ctx: Context) -> str | None:
 
 def needs_size(ctx: Context) -> bool:
     """model_params_b is asked only when the model cannot be sized from the catalogue, a folder or its name."""
-    from wizard.planner.models import model_size
     from wizard.planner.shapes import resolve_shape
 
     model = str(ctx.get("model"))
     try:
-        return resolve_shape(model, None, name_size=model_size(model, None).params_b) is None
+        return resolve_shape(model) is None
     except Exception:  # noqa: BLE001 - an unreadable local config.json: ask
         return True
 
