@@ -14,7 +14,7 @@ phases must stay under the GPU's memory less a safety margin.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Optional
 
 from wizard.planner.shapes import ModelShape
@@ -55,23 +55,56 @@ class Layout:
     host_memory_gb: Optional[float] = None
 
 
+@dataclass(frozen=True)
+class Term:
+    """One amount of memory on one GPU in one phase: who holds it (`role`: actor, reference, critic,
+    rollout, runtime) and what it is (`part`), in GB (1e9 bytes)."""
+
+    role: str
+    part: str
+    gb: float
+
+    @property
+    def label(self) -> str:
+        return f"{self.role}: {self.part}"
+
+
+def _table(terms: tuple[Term, ...]) -> dict[str, float]:
+    return {t.label: t.gb for t in terms}
+
+
 @dataclass
 class Estimate:
     gpu_gb: float
-    rollout: dict[str, float] = field(default_factory=dict)
-    training: dict[str, float] = field(default_factory=dict)
+    rollout_terms: tuple[Term, ...] = ()
+    training_terms: tuple[Term, ...] = ()
     kv_seqs: float = 0.0  # full sequences the KV cache holds per rollout replica GPU
     host_gb_per_node: float = 0.0
     host_memory_gb: Optional[float] = None
     margin: float = SAFETY_MARGIN
 
     @property
+    def rollout(self) -> dict[str, float]:
+        """The rollout phase as label → GB (for display; the terms are typed)."""
+        return _table(self.rollout_terms)
+
+    @property
+    def training(self) -> dict[str, float]:
+        """The training phase as label → GB (for display; the terms are typed)."""
+        return _table(self.training_terms)
+
+    def gb(self, phase: str, role: str, part: str) -> float:
+        """One term's GB (0 when the estimate has no such term)."""
+        terms = self.rollout_terms if phase == "rollout" else self.training_terms
+        return sum(t.gb for t in terms if t.role == role and t.part == part)
+
+    @property
     def rollout_gb(self) -> float:
-        return sum(self.rollout.values())
+        return sum(t.gb for t in self.rollout_terms)
 
     @property
     def training_gb(self) -> float:
-        return sum(self.training.values())
+        return sum(t.gb for t in self.training_terms)
 
     @property
     def peak_gb(self) -> float:
@@ -90,16 +123,10 @@ class Estimate:
         return self.peak_gb <= self.budget_gb + 1e-9 and self.kv_seqs >= 1 and self.host_fits
 
     def roles(self) -> dict[str, float]:
-        """Role → GB per GPU at that role's peak."""
-        out: dict[str, float] = {}
-        for phase in (self.rollout, self.training):
-            for k, v in phase.items():
-                role = k.split(":", 1)[0]
-                out[role] = max(out.get(role, 0.0), 0.0) + 0.0
-        for role in list(out):
-            out[role] = round(max(sum(v for k, v in phase.items() if k.split(":", 1)[0] == role)
-                                  for phase in (self.rollout, self.training)), 2)
-        return out
+        """Role → GB per GPU at that role's peak (the larger of its two phases)."""
+        order = list(dict.fromkeys(t.role for t in (*self.rollout_terms, *self.training_terms)))
+        return {role: round(max(sum(t.gb for t in terms if t.role == role)
+                                for terms in (self.rollout_terms, self.training_terms)), 2) for role in order}
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -191,38 +218,38 @@ def estimate(s: ModelShape, L: Layout) -> Estimate:
     # With offload the roles take turns: the critic is in host memory while the actor updates and the other
     # way round; without it both training states stay on the GPU.
     train_peak_compute = max(acts + grads, fwd, 0.0 if critic_resident < critic_state else critic_acts)
-    e.training = {
-        "actor: weights": weights / GB,
-        "actor: gradients": grads / GB if train_peak_compute == acts + grads else 0.0,
-        "actor: optimizer states": optim / GB,
-        "actor: activations + logits": max(acts, fwd) / GB,
-        "actor: gathered layers": gather / GB,
-    }
+    backward_peaks = train_peak_compute == acts + grads  # else a forward-only pass or the critic's update is larger
+    training = [
+        Term("actor", "weights", weights / GB),
+        Term("actor", "gradients", grads / GB if backward_peaks else 0.0),
+        Term("actor", "optimizer states", optim / GB),
+        Term("actor", "activations + logits", (max(acts, fwd) if backward_peaks else train_peak_compute) / GB),
+        Term("actor", "gathered layers", gather / GB),
+    ]
     if L.use_ref and not L.lora_rank:
-        e.training["reference: weights"] = ref / GB
+        training.append(Term("reference", "weights", ref / GB))
     if L.critic is not None:
-        e.training["critic: weights + optimizer"] = critic_resident / GB
-    e.training["rollout: asleep"] = ENGINE_ASLEEP_GB
-    e.training["runtime: CUDA context"] = CUDA_CONTEXT_GB
-    if train_peak_compute != acts + grads:
-        # the larger of: forward-only pass, critic update (gradients are freed between them)
-        e.training["actor: gradients"] = 0.0
-        e.training["actor: activations + logits"] = train_peak_compute / GB
+        training.append(Term("critic", "weights + optimizer", critic_resident / GB))
+    training.append(Term("rollout", "asleep", ENGINE_ASLEEP_GB))
+    training.append(Term("runtime", "CUDA context", CUDA_CONTEXT_GB))
     if L.critic is not None and critic_resident < critic_state:
         turn = (critic_state + critic_acts + resident_weights + resident_optim) / GB + ENGINE_ASLEEP_GB + CUDA_CONTEXT_GB
-        if turn > e.training_gb:  # the critic's own update, with the actor swapped out, is the larger moment
-            e.training["critic: its update, actor swapped out (above the actor's)"] = turn - e.training_gb
+        so_far = sum(t.gb for t in training)
+        if turn > so_far:  # the critic's own update, with the actor swapped out, is the larger moment
+            training.append(Term("critic", "its update, actor swapped out (above the actor's)", turn - so_far))
+    e.training_terms = tuple(training)
 
     # -- rollout phase --------------------------------------------------------------------------
-    e.rollout = {
-        "rollout: engine reservation": L.gmu * L.gpu_gb,
-        "actor: resident (not offloaded)": (resident_weights + resident_optim) / GB,
-    }
+    rollout = [
+        Term("rollout", "engine reservation", L.gmu * L.gpu_gb),
+        Term("actor", "resident (not offloaded)", (resident_weights + resident_optim) / GB),
+    ]
     if L.use_ref and not L.lora_rank:
-        e.rollout["reference: weights"] = ref / GB
+        rollout.append(Term("reference", "weights", ref / GB))
     if L.critic is not None:
-        e.rollout["critic: weights + optimizer"] = critic_resident / GB
-    e.rollout["runtime: CUDA context"] = CUDA_CONTEXT_GB
+        rollout.append(Term("critic", "weights + optimizer", critic_resident / GB))
+    rollout.append(Term("runtime", "CUDA context", CUDA_CONTEXT_GB))
+    e.rollout_terms = tuple(rollout)
 
     engine_weights = 2 * P / L.rollout_tp
     kv_room = L.gmu * L.gpu_gb * GB - engine_weights - ENGINE_OVERHEAD_GB * GB
@@ -270,7 +297,7 @@ def choose(s: ModelShape, base: Layout, *, tp_options: list[int], offload_option
                               megatron_tp=mtp, megatron_pp=mpp)
                 # training tokens: as many as fit, up to the cap, at least one full sequence
                 probe = estimate(s, replace(lay, train_tokens=0, logprob_tokens=0, gmu=0.0))
-                fixed = probe.training_gb - probe.training["actor: activations + logits"]
+                fixed = probe.training_gb - probe.gb("training", "actor", "activations + logits")
                 per_tok_train = _act_bytes_per_token(s, train=True, tp=mtp if base.megatron else 1,
                                                      layers=math.ceil(s.layers / mpp) if base.megatron else None)
                 room = (lay.gpu_gb * (1 - SAFETY_MARGIN) - fixed) * GB

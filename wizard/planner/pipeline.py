@@ -614,7 +614,7 @@ def _rollout_keys(b: _Build) -> None:
     s.set(f"{PRE}.rollout.gpu_memory_utilization", gmu,
           _given("gpu_memory_utilization", given,
                  f"{gmu:g} × {a.gpu_memory_gb:g} GB for the engine; what training keeps resident "
-                 f"({mem.rollout.get('actor: resident (not offloaded)', 0):.1f} GB actor) and a {int(mem.margin * 100)}% margin fit beside it"
+                 f"({mem.gb('rollout', 'actor', 'resident (not offloaded)'):.1f} GB actor) and a {int(mem.margin * 100)}% margin fit beside it"
                  if mem else f"{gmu:g}"),
           _src("gpu_memory_utilization", given))
     s.set(f"{PRE}.rollout.max_num_batched_tokens", max(8192, seq),
