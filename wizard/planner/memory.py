@@ -52,6 +52,7 @@ class Layout:
     lora_rank: int = 0
     critic: Optional[ModelShape] = None
     replica_batch: int = 1  # sequences one rollout replica generates per step
+    reward_gmu: float = 0.0  # share of each GPU a colocated reward-model engine reserves (0: no reward model)
     host_memory_gb: Optional[float] = None
 
 
@@ -231,6 +232,8 @@ def estimate(s: ModelShape, L: Layout) -> Estimate:
     if L.critic is not None:
         training.append(Term("critic", "weights + optimizer", critic_resident / GB))
     training.append(Term("rollout", "asleep", ENGINE_ASLEEP_GB))
+    if L.reward_gmu:
+        training.append(Term("reward model", "engine asleep", ENGINE_ASLEEP_GB))
     training.append(Term("runtime", "CUDA context", CUDA_CONTEXT_GB))
     if L.critic is not None and critic_resident < critic_state:
         turn = (critic_state + critic_acts + resident_weights + resident_optim) / GB + ENGINE_ASLEEP_GB + CUDA_CONTEXT_GB
@@ -242,6 +245,7 @@ def estimate(s: ModelShape, L: Layout) -> Estimate:
     # -- rollout phase --------------------------------------------------------------------------
     rollout = [
         Term("rollout", "engine reservation", L.gmu * L.gpu_gb),
+        *([Term("reward model", "engine reservation", L.reward_gmu * L.gpu_gb)] if L.reward_gmu else []),
         Term("actor", "resident (not offloaded)", (resident_weights + resident_optim) / GB),
     ]
     if L.use_ref and not L.lora_rank:
@@ -276,7 +280,7 @@ def _gmu_range(s: ModelShape, L: Layout, resident_gb: float) -> tuple[float, flo
     weights = 2 * s.params / L.rollout_tp
     # verl's rule of thumb: the reservation holds the bf16 weights twice (the rest is KV cache)
     low = max(2 * weights, weights + ENGINE_OVERHEAD_GB * GB + want * per_seq) / GB / L.gpu_gb
-    high = (L.gpu_gb * (1 - SAFETY_MARGIN) - resident_gb - CUDA_CONTEXT_GB) / L.gpu_gb
+    high = (L.gpu_gb * (1 - SAFETY_MARGIN) - resident_gb - CUDA_CONTEXT_GB) / L.gpu_gb - L.reward_gmu
     return low, high
 
 
@@ -309,7 +313,7 @@ def choose(s: ModelShape, base: Layout, *, tp_options: list[int], offload_option
                 lay = replace(lay, train_tokens=tokens, logprob_tokens=min(2 * tokens, max_tokens))
                 for tp in tp_options:
                     lay_tp = replace(lay, rollout_tp=tp, replica_batch=max(1, -(-batch_samples * tp // base.n_gpus)))
-                    resident = estimate(s, replace(lay_tp, gmu=0.0)).rollout_gb - CUDA_CONTEXT_GB
+                    resident = estimate(s, replace(lay_tp, gmu=0.0, reward_gmu=0.0)).rollout_gb - CUDA_CONTEXT_GB
                     low, high = _gmu_range(s, lay_tp, resident)
                     if gmu_fixed is not None:
                         gmu = gmu_fixed

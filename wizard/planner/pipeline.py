@@ -899,6 +899,7 @@ def _fit(a: Answers, shape: ModelShape, critic: Optional[ModelShape], n_gpus: in
         megatron=megatron, use_ref=use_ref, ref_resident=megatron,
         lora_rank=a.lora_rank if lora_rank is None else lora_rank, critic=critic,
         host_memory_gb=a.host_memory_gb if host_limit else None,
+        reward_gmu=REWARD_MODEL_GMU if a.reward == "model" else 0.0,
     )
     offload = [False, True] if (a.offload is None or any_offload) else [a.offload]
     kw = dict(tp_options=tp_options, gmu_fixed=None if any_offload else a.gpu_memory_utilization,

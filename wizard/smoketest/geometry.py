@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from wizard.intent.errors import UserError
-from wizard.verlspec.arithmetic import data_parallel_size, effective_sp, min_token_budget, minimal_batch, update_split
+from wizard.verlspec.arithmetic import (data_parallel_size, effective_sp, min_token_budget, minimal_batch, splits_evenly,
+                                        update_split)
 
 DEFAULT_PROMPTS = 8  # prompts per smoke step unless --prompts (rounded up to the geometry's unit)
 MAX_RESPONSE_TOKENS = 48  # responses are capped here in the cpu miniature
@@ -217,7 +218,7 @@ def scale_geometry(g: Geometry, prompts: Optional[int] = None, *, dp: Optional[i
             return False
         if verl_rules and not g.dynamic:
             minimal = minimal_batch(g.n_gpus, megatron=g.megatron, megatron_dp=g.dp, micro=split.per_rank // k)
-            if (u * m * n) % minimal:
+            if not splits_evenly(u * m, n, minimal):
                 return False
         return True
 

@@ -30,11 +30,10 @@ def rule_deprecated_micro(c: Ctx, f: Facts) -> None:
             continue
         fix = None
         hint = f"set {new} (per GPU) instead"
-        if isinstance(value, int) and f.n_gpus and f.n_gpus % sp == 0:
-            ranks = f.n_gpus // sp
-            if value % ranks == 0 and value // ranks >= 1:
-                fix = Fix(set={new: value // ranks}, delete=[old])
-                hint = f"use {new}={value // ranks} ({value} over {ranks} data-parallel ranks, verl's old conversion)"
+        ranks = rc.data_parallel_size(f.n_gpus or 0, sp=sp) if isinstance(value, int) else None
+        if ranks and isinstance(value, int) and value >= ranks and rc.splits_evenly(value, 1, ranks):
+            fix = Fix(set={new: value // ranks}, delete=[old])
+            hint = f"use {new}={value // ranks} ({value} over {ranks} data-parallel ranks, verl's old conversion)"
         c.add("VI806", "error", (old,), f"{old}={value} is the deprecated global size: verl 0.9.1 workers assert on "
               f"{new} (engine_workers.py:636) and crash at start-up", hint, fix=fix)
 

@@ -53,11 +53,16 @@ def rule_memory(c: Ctx, f: Facts, shape: Any, why: str) -> None:
         same = c.v("critic.model.path") == c.v(f"{M}.path")
         critic = shape if same else model_shape(c, "critic.model.path")[0]
     tbs, n = f.tbs or 1, f.n or 1
+    # a reward model served beside the policy (not in its own resource pool) reserves its share of each GPU
+    reward_gmu = 0.0
+    if bool(c.v("reward.reward_model.enable")) and not bool(c.v("reward.reward_model.enable_resource_pool")):
+        reward_gmu = c.num("reward.reward_model.rollout.gpu_memory_utilization") or 0.0
     layout = Layout(gpu_gb=float(hw.gpu_memory_gb), n_gpus=f.n_gpus, gpus_per_node=f.gpn or f.n_gpus, seq_len=seq,
                     rollout_tp=tp, gmu=float(gmu), dp=f.dp, sp=1 if f.megatron else f.sp, megatron=f.megatron,
                     megatron_tp=mtp, megatron_pp=mpp, train_tokens=train_tokens, logprob_tokens=lp_tokens,
                     offload_params=off_p, offload_optimizer=off_o, ref_resident=ref_resident, use_ref=f.use_ref,
-                    lora_rank=f.lora, critic=critic, replica_batch=max(1, -(-tbs * n * tp // f.n_gpus)))
+                    lora_rank=f.lora, critic=critic, replica_batch=max(1, -(-tbs * n * tp // f.n_gpus)),
+                    reward_gmu=reward_gmu if 0 < reward_gmu <= 1 else 0.0)
     est = estimate(shape, layout)
     approx = shape.source not in ("catalogue", "local")
     sev = "warning" if approx else "error"
