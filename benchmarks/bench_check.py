@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _results import record  # benchmarks/ is on sys.path when a script here runs
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 EXAMPLES = ROOT.parent / "shared" / "reference" / "verl-examples.json"
@@ -56,6 +58,7 @@ def main() -> int:
             good = seconds <= TARGET_S and not heavy
             ok &= good
             worst = max(worst, seconds)
+            record(f"check bundle {name}", seconds, TARGET_S)
             print(f"check bundle {name:<18} {seconds * 1000:7.1f} ms   target {TARGET_S * 1000:.0f} ms   "
                   f"{'ok' if good else 'MISSED'}{'   imported ' + ', '.join(sorted(heavy)) if heavy else ''}")
     if EXAMPLES.is_file():
@@ -68,6 +71,7 @@ def main() -> int:
                 ok = False
                 print(f"check {config['source']}: {seconds * 1000:.1f} ms MISSED {sorted(heavy)}")
         worst = max(worst, max(times))
+        record(f"check verl's {len(configs)} example configs (worst)", max(times), TARGET_S)
         print(f"check verl's {len(configs)} example configs: median {statistics.median(times) * 1000:.1f} ms, "
               f"max {max(times) * 1000:.1f} ms   target {TARGET_S * 1000:.0f} ms   {'ok' if max(times) <= TARGET_S else 'MISSED'}")
     else:

@@ -16,6 +16,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _results import record  # noqa: E402
 
 
 def wall(cmd: list[str], runs: int) -> float:
@@ -34,6 +37,7 @@ def main() -> int:
     ok = True
     help_s = wall([sys.executable, "-m", "wizard.cli.app", "--help"], 15)
     ok &= help_s <= 0.25
+    record("verl-init --help", help_s, 0.25)
     print(f"verl-init --help                      {help_s * 1000:7.1f} ms   target 250 ms   {'ok' if help_s <= 0.25 else 'MISSED'}")
     for name in profile_names():
         cli_s = wall([sys.executable, "-m", "wizard.cli.app", "--profile", name, "--dry-run", "--out", "/tmp/x"], 5)
@@ -42,6 +46,8 @@ def main() -> int:
             wizard.render(wizard.plan(wizard.load_profile(name), base_dir="/r"))
         inproc = (time.perf_counter() - t0) / 20
         ok &= cli_s <= 0.5
+        record(f"render {name} (process)", cli_s, 0.5)
+        record(f"plan+render {name} (in-process)", inproc, None, "cpu")
         print(f"render {name:<18} process {cli_s * 1000:7.1f} ms   target 500 ms   {'ok' if cli_s <= 0.5 else 'MISSED'}"
               f"   (in-process plan+render {inproc * 1000:.1f} ms)")
     return 0 if ok else 1

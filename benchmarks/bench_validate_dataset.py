@@ -21,6 +21,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from _results import record  # benchmarks/ is on sys.path when a script here runs
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -97,6 +99,7 @@ def main() -> int:
             out = json.loads(r.stdout.strip().splitlines()[-1])
             assert out["rows"] == rows and out["ok"], out
             rss_mb = out["maxrss_kb"] / 1024  # Linux reports kilobytes
+            record(f"validate-dataset {rows} rows", out["seconds"], None)
             print(f"{rows:>10}  {path.stat().st_size / 2**20:>8.1f}  {out['seconds']:>8.2f}  "
                   f"{rows / out['seconds']:>10.0f}  {rss_mb:>11.1f}")
             if not ns.keep:
