@@ -73,17 +73,20 @@ def stop_group(proc: subprocess.Popen, marker: str) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGTERM)
     try:
-        proc.wait(timeout=30)
+        proc.wait(timeout=5)
     except subprocess.TimeoutExpired:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and _pids_naming(marker):
-        time.sleep(0.5)
-    for pid in _pids_naming(marker):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+    # Ray's own daemons (raylet, GCS, dashboard) run in sessions of their own: ask, then insist
+    for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 2.0)):
+        pids = _pids_naming(marker)
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + wait
+        while pids and time.monotonic() < deadline and _pids_naming(marker):
+            time.sleep(0.2)
 
 
 TOKEN = "vi-test-token-0123456789abcdef0123456789abcdef"
