@@ -6,22 +6,32 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import wizard
 from helpers_answers import BASE
+from wizard.intent.text import shown
 
 HOSTILE = st.one_of(
     st.sampled_from([
-        "it's", 'say "hi"', "$(touch /tmp/pwned)", "`touch /tmp/pwned`", "a\nb", "# not a comment",
-        "key: value", "a; rm -rf /", "ünïcødé ✓", "tab\there", "--flag", "-", "*", "{a,b}", "~root", "a\\b",
-        "'; echo x; '", "line1\r\nline2", "[list]", "{map: 1}", "&anchor", "!tag", "%percent", "@at", "null",
-        "true", "1e3", "0x1F", "  spaced  ",
+        "it's", 'say "hi"', "$(touch /tmp/pwned)", "`touch /tmp/pwned`", "# not a comment",
+        "key: value", "a; rm -rf /", "ünïcødé ✓", "--flag", "-", "*", "{a,b}", "~root", "a\\b",
+        "'; echo x; '", "[list]", "{map: 1}", "&anchor", "!tag", "%percent", "@at", "null",
+        "true", "1e3", "0x1F", "  spaced  ", "$x{y}", "$", "a\\", "\\$", "<script>alert(1)</script>",
+        "a|b", "``code``", "[x](javascript:1)",
     ]),
-    st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1, max_size=30),
-).filter(lambda s: "${" not in s and s.strip() != "")  # ${...} is an intended OmegaConf interpolation
+    # control characters (newline, NUL, ESC, C1, U+2028 ...) are refused: see REFUSED below
+    st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc", "Zl", "Zp"),
+                                   blacklist_characters="\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"),
+            min_size=1, max_size=30),
+).filter(lambda s: "${" not in s and s != "???" and s.strip() != "")  # OmegaConf syntax is refused: see REFUSED
+
+# Strings no slot can hold: refused by `make_answers`, naming the key and showing the value escaped.
+REFUSED = ["a\nb", "tab\there", "line1\r\nline2", "nul\x00", "esc\x1b[2J", "del\x7f", "nel\x85x", "ls\u2028x",
+           "ps\u2029x", "bidi\u202ex", "run-${oc.env:WANDB_API_KEY}", "a${b", "???", "x\udce9"]
 
 VALUES_BLOCK = ("# >>> values", "# <<< values")
 
@@ -77,7 +87,7 @@ def test_hostile_strings_stay_in_their_slot(tmp_path_factory, model, experiment,
 
 
 def test_hostile_data_paths_in_run_sh(tmp_path):
-    weird = tmp_path / "d$(touch pwned) 'x'\n\"y\""
+    weird = tmp_path / "d$(touch pwned) 'x' \"y\" `z` <b>"  # a newline in a path is refused (test below)
     weird.mkdir()
     train = weird / "train.parquet"
     train.write_text("")
@@ -96,3 +106,14 @@ def test_hostile_data_paths_in_run_sh(tmp_path):
                        capture_output=True, text=True)
     assert r.returncode == 3 and "missing data file" in r.stdout
     assert not (tmp_path / "pwned").exists()
+
+
+@pytest.mark.parametrize("value", REFUSED)
+@pytest.mark.parametrize("key", ["model", "experiment_name", "project_name", "gpu_type"])
+def test_unsafe_strings_are_refused_naming_the_key(key, value):
+    with pytest.raises(wizard.WizardError) as info:
+        wizard.make_answers(dict(BASE, **{key: value}))
+    (problem,) = info.value.problems
+    line = problem.line()
+    assert problem.keys == (key,) and line.startswith(f"{key}: ") and "\n" not in line and line.isprintable()
+    assert shown(value) in line  # the value, escaped as repr shows it
