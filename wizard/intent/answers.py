@@ -316,7 +316,7 @@ def parse_set(item: str) -> tuple[str, Any]:
             try:
                 return key, yaml.safe_load(raw)
             except (yaml.YAMLError, RecursionError):
-                raise WizardError([Problem("VI104", "error", (key,), f"not a YAML list ({shown(raw)})",
+                raise WizardError([Problem("VI102", "error", (key,), f"not a YAML list ({shown(raw)})",
                                            f"e.g. --set {key}=[console, wandb] or --set {key}=console,wandb")]) from None
         return key, [part.strip() for part in raw.split(",") if part.strip()]
     return key, raw
