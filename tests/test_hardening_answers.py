@@ -11,7 +11,6 @@ import os
 import pwd
 import re
 import typing
-from pathlib import Path
 
 import pytest
 import yaml

@@ -357,3 +357,17 @@ def test_unclassified_exceptions_still_say_bug(monkeypatch, capsys):
     monkeypatch.setattr(app, "_dispatch", boom)
     assert app.main(["--profile", "x"]) == 1
     assert "this is a bug in verl-init" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("exc", [PermissionError(13, "Permission denied", "/srv/x"), OSError(28, "No space left", "/srv/x"),
+                                 OSError(36, "File name too long", "/srv/x")])
+def test_user_caused_os_errors_anywhere_are_one_line_not_a_bug(monkeypatch, capsys, exc):
+    from wizard.cli import app
+
+    def boom(args):
+        raise exc
+
+    monkeypatch.setattr(app, "_dispatch", boom)
+    assert app.main(["--profile", "x"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "/srv/x" in line and "bug" not in line

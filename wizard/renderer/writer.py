@@ -260,7 +260,8 @@ def _write(files: Mapping[str, str], out: str | os.PathLike[str], force: bool) -
     existing = target.is_dir()
     if existing and any(target.iterdir()) and not force:
         raise UserError(
-            f"output folder is not empty ({shown(str(target))})", "choose another --out, or pass --force to re-render into it (your other files there are kept)",
+            f"output folder is not empty ({shown(str(target))})",
+            "choose another --out, or pass --force to re-render into it (your other files there are kept)",
             rule="VI903", keys=("--out",),
         )
     resolved = target.resolve()
