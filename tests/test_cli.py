@@ -68,7 +68,8 @@ def test_existing_folder_refused_without_force(tmp_path, cli_env):
     assert (out / "keep.txt").read_text() == "mine" and sorted(os.listdir(out)) == ["keep.txt"]
     r = run_cli(["--profile", "single-gpu", "--out", str(out), "--force"], env=cli_env)
     assert r.returncode == 0, r.stderr
-    assert not (out / "keep.txt").exists() and (out / "verl_config.yaml").exists()
+    # --force replaces the rendered files and never deletes the user's own (data, checkpoints, notes)
+    assert (out / "keep.txt").read_text() == "mine" and (out / "verl_config.yaml").exists()
 
 
 def test_dry_run_writes_nothing(tmp_path, cli_env):

@@ -143,17 +143,19 @@ def test_chat_source_prompt_ends_at_user_turn_and_bad_rows_are_reported(tmp_path
 
 
 def test_user_strings_cannot_break_out_of_the_script(tmp_path):
-    nasty = 'a "quote", a \'quote\', """triple""", \'\'\' too, \\ backslash, {{ jinja }}, {% x %}\n# newline\x00'
+    # prose answers (system_prompt, instruction) may hold newlines and tabs; NUL and other control characters
+    # are refused in every answer (tests/test_hardening_answers.py)
+    nasty = 'a "quote", a \'quote\', """triple""", \'\'\' too, \\ backslash, {{ jinja }}, {% x %}, ${x}\n# newline\t'
     bundle = make_bundle(tmp_path, dataset=str(DATA / "qa/plain.jsonl"), system_prompt=nasty,
                          instruction="Q: {question}\nEnd with #### and the number. " + nasty,
-                         data_source="my \"src\"\n", question_field="question", reward="function")
+                         data_source="my \"src\" \\", question_field="question", reward="function")
     source = (bundle / "data" / "prepare_data.py").read_text()
     compile(source, "prepare_data.py", "exec")
     assert run_prepare(bundle).returncode == 0
     row = read_parquet(bundle / "data" / "train.parquet")[0]
     assert row["prompt"][0] == {"role": "system", "content": nasty}
     assert row["prompt"][1]["content"] == f"Q: {row['extra_info']['question']}\nEnd with #### and the number. {nasty}"
-    assert row["data_source"] == "my \"src\"\n"
+    assert row["data_source"] == "my \"src\" \\"
 
 
 def test_instruction_can_be_empty(tmp_path):

@@ -415,7 +415,7 @@ def test_out_and_force_replace_the_folder(tmp_path, monkeypatch):
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "x").write_text("x")
     r = drive(tmp_path, monkeypatch, {"gpus_per_node": typed("8"), "gpu_memory_gb": typed("80")}, out="b", force=True)
-    assert r.rc == 0 and (tmp_path / "b" / "verl_config.yaml").is_file() and not (tmp_path / "b" / "x").exists()
+    assert r.rc == 0 and (tmp_path / "b" / "verl_config.yaml").is_file() and (tmp_path / "b" / "x").read_text() == "x"  # --force keeps user files
 
 
 def test_dry_run_writes_nothing(tmp_path, monkeypatch):

@@ -12,7 +12,7 @@ import sys
 from typing import Optional, Sequence
 
 from wizard.cli.common import err
-from wizard.intent.errors import WizardError
+from wizard.intent.errors import Interrupted, WizardError
 
 # command word -> module under wizard.cli holding its `main(args) -> int`
 COMMANDS = {"profiles": "profiles", "keys": "keys", "rules": "rules", "verify": "verify",
@@ -35,14 +35,48 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except BrokenPipeError:  # `verl-init keys | head`
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except Interrupted as exc:  # a command that knows what it left on disk says it
+        from wizard.intent.text import one_line
+
+        print(f"verl-init: {one_line(exc.what)}", file=sys.stderr)
+        return 128 + exc.signum
     except KeyboardInterrupt:
         print("verl-init: interrupted; nothing was written", file=sys.stderr)
         return 130
     except Exception as exc:  # noqa: BLE001 - the last line of defence; --debug shows the traceback
         if debug:
             raise
+        user = _user_caused(exc)
+        if user is not None:
+            err(user)
+            return 2
         err(f"{type(exc).__name__}: {exc} (run with --debug for the traceback; this is a bug in verl-init)")
         return 1
+
+
+# OSErrors that say something about the user's files, disk or permissions, never about verl-init's code.
+_USER_ERRNOS = {"EACCES": "permission denied", "EPERM": "operation not permitted", "ENOSPC": "no space left on the device",
+                "EDQUOT": "disk quota exceeded", "ENAMETOOLONG": "a file or folder name is too long",
+                "ENOTDIR": "a part of the path is a file, not a folder", "EISDIR": "is a folder, not a file",
+                "EROFS": "read-only file system", "ELOOP": "too many levels of symbolic links",
+                "ENOENT": "no such file or folder", "EEXIST": "already exists", "EXDEV": "crosses filesystems",
+                "EMFILE": "too many open files", "EIO": "input/output error"}
+
+
+def _user_caused(exc: BaseException) -> Optional[str]:
+    """The one line for an error the user's files or disk caused (not a bug), or None for a real bug."""
+    import errno
+
+    if isinstance(exc, OSError) and errno.errorcode.get(exc.errno or -1) in _USER_ERRNOS:
+        what = _USER_ERRNOS[errno.errorcode[exc.errno or -1]]
+        where = exc.filename if exc.filename is not None else "?"
+        where = os.fsdecode(where) if isinstance(where, bytes) else str(where)
+        return (f"{where}: {what} ({exc.strerror or exc}) — check the path and its permissions, free disk space, "
+                "or choose another path")
+    if isinstance(exc, UnicodeDecodeError):
+        return (f"a file is not UTF-8 text (byte {exc.object[exc.start:exc.start + 1]!r} at offset {exc.start}) "
+                "— save it as UTF-8")
+    return None
 
 
 def _dispatch(args: list[str]) -> int:

@@ -13,8 +13,11 @@ if TYPE_CHECKING:
 
 
 def err(line: str) -> None:
-    """`verl-init: error: LINE` on stderr: how every command reports a problem."""
-    print(f"verl-init: error: {line}", file=sys.stderr)
+    """`verl-init: error: LINE` on stderr: how every command reports a problem (always one line: control
+    characters in LINE, e.g. from a user's value or an exception message, are shown escaped)."""
+    from wizard.intent.text import one_line
+
+    print(f"verl-init: error: {one_line(line)}", file=sys.stderr)
 
 
 def print_summary(the_plan: Plan, out: str, *, written: bool) -> None:

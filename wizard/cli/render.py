@@ -48,7 +48,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override one answer; repeatable; wins over --answers and --profile")
     p.add_argument("--out", metavar="DIR", help="bundle folder (default: runs/<experiment_name>)")
-    p.add_argument("--force", action="store_true", help="replace a non-empty output folder")
+    p.add_argument("--force", action="store_true", help="re-render into a non-empty output folder: rendered files are replaced, "
+                   "every other file there (data, checkpoints, logs) is kept")
     p.add_argument("--dry-run", action="store_true", help="print what would be written; write nothing")
     p.add_argument("--verify", action="store_true", help="after writing, run verl's own checks (needs verl)")
     p.add_argument("--smoke", action="store_true",
@@ -67,11 +68,14 @@ def main(args: list[str]) -> int:
         err("no terminal to ask questions in: pass --profile NAME or --answers FILE (see `verl-init profiles`)")
         return 2
 
+    from wizard.intent.errors import Interrupted
     from wizard.intent.profiles import merge_answers
     from wizard.planner.pipeline import experiment_name, plan
     from wizard.renderer.render import render
-    from wizard.renderer.writer import write_bundle
+    from wizard.renderer.writer import check_out, write_bundle
 
+    if ns.out is not None:
+        check_out(ns.out)  # before planning: a newline in --out is a typo, not a folder name
     answers = merge_answers(ns.profile, ns.answers, ns.sets)
     the_plan = plan(answers)
     files = render(the_plan)
@@ -82,6 +86,15 @@ def main(args: list[str]) -> int:
         return 0
 
     write_bundle(files, out, force=ns.force)
+    try:
+        return _after_write(the_plan, out, ns)
+    except Interrupted:
+        raise
+    except KeyboardInterrupt:
+        raise Interrupted(f"interrupted after writing the bundle: {out} is complete") from None
+
+
+def _after_write(the_plan: Plan, out: str, ns: argparse.Namespace) -> int:
     print_summary(the_plan, out, written=True)
     if ns.verify:
         from wizard.cli.verify import verify_and_report

@@ -10,9 +10,13 @@ from __future__ import annotations
 import re
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from wizard.intent.errors import Problem, WizardError, did_you_mean
+from wizard.intent.text import TextRefused, check_text, expand_user_home, shown
+
+TEXT_ERROR = "verl_init_text"  # pydantic error type of a refused string (see wizard.intent.text)
 
 Algorithm = Literal["grpo", "ppo", "dapo", "rloo", "reinforce_plus_plus", "remax", "gspo"]
 Cluster = Literal["local", "ray", "kuberay", "slurm"]
@@ -175,6 +179,23 @@ class Answers(BaseModel):
     val_fraction: float = Field(0.05, ge=0, lt=1, description="Share of a local file held out for validation (0: none).")
     split_seed: int = Field(42, ge=0, description="Seed of the train/validation split of a local file.")
 
+    @field_validator("*")
+    @classmethod
+    def _safe_text(cls, v: Any, info: ValidationInfo) -> Any:
+        """Every string answer (and string in a list): no control characters or OmegaConf syntax; `~user` expanded."""
+        key = info.field_name or ""
+        try:
+            if isinstance(v, str):
+                check_text(key, v)
+                return expand_user_home(key, v)
+            if isinstance(v, list):
+                for item in v:
+                    if isinstance(item, str):
+                        check_text(key, item)
+        except TextRefused as exc:
+            raise PydanticCustomError(TEXT_ERROR, "{message}", {"message": exc.message, "hint": exc.hint}) from None
+        return v
+
     @field_validator("logger", mode="before")
     @classmethod
     def _logger_list(cls, v: Any) -> Any:
@@ -242,7 +263,7 @@ def answer_problems(data: dict[str, Any]) -> list[Problem]:
     for key in data:
         if key not in Answers.model_fields:
             hint = did_you_mean(key, FIELD_NAMES) or "see `verl-init keys` for the list of answer keys"
-            problems.append(Problem("VI101", "error", (key,), f"unknown answer key ({key!r})", hint))
+            problems.append(Problem("VI101", "error", (key,), f"unknown answer key ({shown(key)})", hint))
     if problems:
         return problems
     try:
@@ -256,15 +277,9 @@ def answer_problems(data: dict[str, Any]) -> list[Problem]:
                 msg = err["msg"]
                 if msg.startswith("Value error, "):
                     msg = msg[len("Value error, ") :]
-                problems.append(
-                    Problem(
-                        "VI102",
-                        "error",
-                        (key,),
-                        f"{msg} (got {value!r})",
-                        f"allowed: {_allowed(key)}",
-                    )
-                )
+                ctx = err.get("ctx") or {}
+                hint = str(ctx["hint"]) if err["type"] == TEXT_ERROR else f"allowed: {_allowed(key)}"
+                problems.append(Problem("VI102", "error", (key,), f"{msg} (got {shown(value)})", hint))
             else:
                 msg = err["msg"].removeprefix("Value error, ")
                 named = tuple(k for k in Answers.model_fields if re.search(rf"(?<![\w.]){re.escape(k)}(?!\w)", msg))
@@ -287,17 +302,21 @@ def parse_set(item: str) -> tuple[str, Any]:
     key = key.strip()
     if not sep or not key:
         raise WizardError(
-            [Problem("VI104", "error", (item,), f"--set needs key=value (got {item!r})", "e.g. --set nnodes=2")]
+            [Problem("VI104", "error", (item,), f"--set needs key=value (got {shown(item)})", "e.g. --set nnodes=2")]
         )
     if key not in Answers.model_fields:
         hint = did_you_mean(key, FIELD_NAMES) or "see `verl-init keys` for the list of answer keys"
-        raise WizardError([Problem("VI101", "error", (key,), f"unknown answer key ({key!r})", hint)])
+        raise WizardError([Problem("VI101", "error", (key,), f"unknown answer key ({shown(key)})", hint)])
     if raw.strip().lower() in ("null", "none", "~"):
         return key, None
     if key in LIST_FIELDS:
         import yaml
 
         if raw.strip().startswith("["):
-            return key, yaml.safe_load(raw)
+            try:
+                return key, yaml.safe_load(raw)
+            except (yaml.YAMLError, RecursionError):
+                raise WizardError([Problem("VI102", "error", (key,), f"not a YAML list ({shown(raw)})",
+                                           f"e.g. --set {key}=[console, wandb] or --set {key}=console,wandb")]) from None
         return key, [part.strip() for part in raw.split(",") if part.strip()]
     return key, raw

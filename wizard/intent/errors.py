@@ -23,12 +23,15 @@ class Problem:
     hint: str = ""
 
     def line(self) -> str:
-        """`key: message — hint [RULE]`, the one-line form the CLI prints."""
+        """`key: message — hint [RULE]`, the one-line form the CLI prints: a newline or other control character
+        in a key or value (a user's string) is shown escaped, so no value can forge a line of output."""
+        from wizard.intent.text import one_line
+
         where = ", ".join(self.keys) if self.keys else "answers"
         text = f"{where}: {self.message}"
         if self.hint:
             text += f" — {self.hint}"
-        return f"{text} [{self.rule}]"
+        return one_line(f"{text} [{self.rule}]")
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -52,6 +55,15 @@ class WizardError(Exception):
     @property
     def rules(self) -> list[str]:
         return [p.rule for p in self.problems]
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C / SIGTERM caught by a command that knows what it left on disk: `what` says it, truthfully."""
+
+    def __init__(self, what: str, signum: int = 2):
+        super().__init__(what)
+        self.what = what
+        self.signum = signum
 
 
 class UserError(WizardError):

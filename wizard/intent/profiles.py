@@ -15,15 +15,30 @@ META_KEYS = frozenset({"description", "verl_init_version", "verl_version", "prof
 def _read_yaml(path: Path) -> Any:
     import yaml
 
+    from wizard.intent.text import one_line
+
+    where = one_line(str(path))
     try:
         return yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise UserError(f"file not found ({path})", "check the path", rule="VI105", keys=("answers",)) from None
+        raise UserError(f"file not found ({where})", "check the path", rule="VI105", keys=("answers",)) from None
+    except IsADirectoryError:
+        raise UserError(f"is a folder, not a file ({where})", "give the answers YAML file, e.g. BUNDLE/verl-init.yaml",
+                        rule="VI105", keys=("answers",)) from None
+    except OSError as exc:
+        raise UserError(f"cannot read {where}: {exc.strerror or exc}", "check the path and its permissions",
+                        rule="VI105", keys=("answers",)) from None
+    except UnicodeDecodeError as exc:
+        raise UserError(f"not UTF-8 text (byte {exc.object[exc.start:exc.start + 1]!r} at offset {exc.start}) ({where})",
+                        "save the file as UTF-8", rule="VI105", keys=("answers",)) from None
+    except RecursionError:
+        raise UserError(f"YAML nested too deeply ({where})", "answers are flat key: value lines",
+                        rule="VI105", keys=("answers",)) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
+        line = f" line {mark.line + 1}" if mark is not None else ""
         raise UserError(
-            f"not valid YAML{where} ({path})", "fix the YAML syntax", rule="VI105", keys=("answers",)
+            f"not valid YAML{line} ({where})", "fix the YAML syntax", rule="VI105", keys=("answers",)
         ) from None
 
 

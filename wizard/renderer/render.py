@@ -8,6 +8,7 @@ for shell, YAML through the YAML dumper, `md` for Markdown table cells.
 from __future__ import annotations
 
 import importlib
+import re
 import shlex
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -71,8 +72,25 @@ def oneline(value: Any) -> str:
 
 
 def md(value: Any) -> str:
-    text = oneline(" ".join(str(value).split())).replace("\\", "\\\\").replace("|", "\\|")
-    return " ".join(text.split())
+    """Plain Markdown text (also a table cell): one line; `\\`, `|`, backticks, `<`, `>` and `](` escaped, so a
+    user's value can neither open a code span nor an HTML tag or link, nor split a table row."""
+    text = oneline(" ".join(str(value).split()))
+    for ch in ("\\", "|", "`", "<", ">"):
+        text = text.replace(ch, "\\" + ch)
+    return " ".join(text.replace("](", "]\\(").split())
+
+
+def code(value: Any, cell: bool = False) -> str:
+    """A whole Markdown code span holding `value` literally: fenced by more backticks than the value's longest
+    run of them. In a table cell (`cell=True`) backslashes and `|` are escaped, as GFM tables read them first."""
+    text = " ".join(oneline(" ".join(str(value).split())).split())
+    if cell:
+        text = text.replace("\\", "\\\\").replace("|", "\\|")
+    if not text:
+        return "``"
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def _env():
@@ -91,6 +109,7 @@ def _env():
     env.filters["sh"] = sh
     env.filters["sh_path"] = sh_path
     env.filters["md"] = md
+    env.filters["code"] = code
     env.filters["oneline"] = oneline
     return env
 
@@ -109,7 +128,7 @@ def data_where(cluster: str, shared_pvc: Optional[str], relative: list[str], hub
     """Where the data files must be when verl reads them, per cluster type (PLAN.md's Data section)."""
     if not relative:
         return ["The data paths are absolute or remote: they must exist on every node that runs verl's driver."]
-    names = ", ".join(f"`{f}`" for f in relative)
+    names = ", ".join(code(f) for f in relative)  # Markdown: the template places these lines as they are
     if cluster == "local":
         return [f"{names} resolve in the bundle folder (run.sh runs there): write them before `./run.sh`."]
     if cluster == "ray":

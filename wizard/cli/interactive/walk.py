@@ -271,7 +271,7 @@ def _folder_error(text: str, force: bool) -> str | None:
     if p.exists() and not p.is_dir():
         return f"{p} exists and is not a folder [VI902]"
     if p.is_dir() and any(p.iterdir()) and not force:
-        return f"{p} is not empty — choose another folder (or rerun with --force to replace it) [VI903]"
+        return f"{p} is not empty — choose another folder (or rerun with --force: rendered files are replaced, your other files kept) [VI903]"
     return None
 
 
