@@ -23,7 +23,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 # pieces stop the run with one line instead of skipping the tests that prove README's claims.
 _REQUIRED_MODULES = {"verl": "pip install torch==2.13.0 -e '.[verl,test]'", "jsonschema": "pip install -e '.[test]'",
                      "pexpect": "pip install -e '.[test]'", "hypothesis": "pip install -e '.[test]'"}
-_REQUIRED_COMMANDS = {"shellcheck": "apt-get install -y shellcheck", "ray": "pip install -e '.[verl]'"}
+_REQUIRED_COMMANDS = {"shellcheck": "apt-get install -y shellcheck", "bwrap": "apt-get install -y bubblewrap",
+                     "ray": "pip install -e '.[verl]'"}
 REFERENCE = ROOT / "tests" / "data" / "reference"  # verl's and KubeRay's published data, carried by the repo
 
 

@@ -28,7 +28,7 @@ import fnmatch
 import os
 import posixpath
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Union
@@ -1000,3 +1000,34 @@ def looks_like_script(text: str) -> bool:
     """A shell script rather than YAML: a shebang, or a main_ppo launch line."""
     head = text.lstrip()[:200]
     return head.startswith("#!") or bool(re.search(r"(?m)^[^#\n]*(-m\s+verl\.trainer\.main_ppo|main_ppo\.py)", text))
+
+
+def adopt_traced(ex: Extraction, module: str, args: list[str], needed: Sequence[str] = ()) -> None:
+    """Take the argument vector bash really passed to main_ppo (wizard.check.bashtrace) as the launch.
+
+    Where this reader marked a value as taken from the environment (UNSET_X) and bash, with X unset,
+    expanded the same argument to that value with X empty, the marked value is kept: it says where the
+    value comes from. Every other argument is bash's (branches, arrays, functions as bash ran them)."""
+    static = {a.partition("=")[0]: a for a in (ex.launch.args if ex.launch else []) if PLACEHOLDER in a}
+    merged = []
+    for arg in args:
+        key = arg.partition("=")[0]
+        mine = static.get(key)
+        if mine is not None and re.sub(PLACEHOLDER + r"[A-Za-z0-9_]*", "", mine) == arg:
+            merged.append(mine)
+        else:
+            merged.append(arg)
+    line = ex.launch.line if ex.launch else 0
+    launch = Launch(line=line, args=merged, passthrough=bool(ex.launch and ex.launch.passthrough),
+                    conditional=bool(ex.launch and ex.launch.conditional))
+    _split_launch(launch)
+    text = " ".join(merged)
+    ex.unresolved = [u for u in ex.unresolved if u.placeholder in text]
+    known = {u.name for u in ex.unresolved}
+    for name in needed:
+        if name not in known:
+            ex.unresolved.append(Unresolved(name, "the script stops without it (set -u or ${X:?})", line))
+    ex.notes = [n for n in ex.notes if "conditional" not in n and "another main_ppo launch" not in n]
+    ex.notes.append(f"read as bash runs it (in a sandbox, commands stubbed): {module}"
+                    + (f" at line {line}" if line else ""))
+    ex.launch = launch

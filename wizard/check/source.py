@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wizard.check.shellargs import PLACEHOLDER, Extraction, ShellSyntaxError, extract_file, looks_like_script
+from wizard.check.shellargs import (PLACEHOLDER, Extraction, ShellSyntaxError, adopt_traced, extract_file,
+                                    looks_like_script)
 from wizard.intent.errors import Problem, UserError
 
 
@@ -61,6 +62,36 @@ def _use_yaml(src: Source, path: Path) -> None:
         src.bundle_dir = path.parent
 
 
+def _config_stem(name: str) -> str:
+    """--config-name as Hydra reads it: with or without `.yaml`."""
+    return name[:-5] if name.endswith(".yaml") else name[:-4] if name.endswith(".yml") else name
+
+
+def _is_verls_own(config_path: str | None, config_dir: str | None, name: str) -> bool:
+    """`-m verl.trainer.main_ppo --config-path=config`: Hydra resolves a relative --config-path against the
+    launched module's folder (verl/trainer/), so `config` is verl's own tree, where ppo_trainer and
+    ppo_megatron_trainer live; `pkg://verl.trainer.config` names it too."""
+    if config_dir or name not in ("ppo_trainer", "ppo_megatron_trainer"):
+        return False
+    if config_path is None:
+        return True
+    path = config_path.rstrip("/")
+    return path in ("config", "./config", "pkg://verl.trainer.config", "pkg://verl/trainer/config")
+
+
+def _traced(path: Path, env: Mapping[str, str], workdir: str | None) -> Any:
+    """bash's own reading of the script (wizard.check.bashtrace), or None where no sandbox can run it or
+    bash reached no launch (then the static reader's result stands). VERL_INIT_NO_SANDBOX=1 turns it off."""
+    if os.environ.get("VERL_INIT_NO_SANDBOX"):
+        return None
+    from wizard.check import bashtrace
+
+    if not bashtrace.available():
+        return None
+    traced = bashtrace.trace(path, env, workdir=workdir)
+    return traced if traced.ok else None
+
+
 def load_source(target: str | None, extra: Sequence[str] = (), *, env: Mapping[str, str] | None = None,
                 workdir: str | None = None) -> Source:
     """What to check: a YAML, a bundle folder, a launch script and/or overrides (after `--`)."""
@@ -85,8 +116,16 @@ def load_source(target: str | None, extra: Sequence[str] = (), *, env: Mapping[s
             try:
                 ex = extract_file(p, env=env)
             except ShellSyntaxError as exc:
-                raise UserError(f"cannot read {p} as a shell script: {exc}", "check the quoting", rule="VI800",
+                ex = None
+                syntax = exc
+            traced = _traced(p, env, workdir)
+            if ex is None and traced is None:
+                raise UserError(f"cannot read {p} as a shell script: {syntax}", "check the quoting", rule="VI800",
                                 keys=("target",)) from None
+            if ex is None:
+                ex = Extraction(launch=None, script=str(p))
+            if traced is not None:
+                adopt_traced(ex, traced.module or "", traced.args, traced.needed)
             if ex.launch is None:
                 raise UserError(f"{p} does not launch `python -m verl.trainer.main_ppo`",
                                 "give the script that starts training, a verl YAML, or overrides after --", rule="VI800",
@@ -98,9 +137,13 @@ def load_source(target: str | None, extra: Sequence[str] = (), *, env: Mapping[s
             for u in ex.unresolved:
                 src.placeholders.setdefault(u.placeholder, u.reason)
             la = ex.launch
-            if la.config_path or la.config_dir or (la.config_name and la.config_name not in ("ppo_trainer", "ppo_megatron_trainer")):
-                folder = la.config_path or la.config_dir or ""
-                name = la.config_name or "ppo_trainer"
+            name = _config_stem(la.config_name) if la.config_name else None
+            folder = la.config_path or la.config_dir or ""
+            if name and _is_verls_own(la.config_path, la.config_dir, name):
+                la.config_path = la.config_dir = None  # Hydra resolves it to verl's own tree
+                folder = ""
+            if folder or (name and name not in ("ppo_trainer", "ppo_megatron_trainer")):
+                name = name or "ppo_trainer"
                 if PLACEHOLDER in folder or PLACEHOLDER in name:
                     src.problems.append(Problem("VI800", "info", ("--config-path", "--config-name"),
                                                 f"the config file {folder}/{name}.yaml depends on unresolved values",
@@ -116,8 +159,8 @@ def load_source(target: str | None, extra: Sequence[str] = (), *, env: Mapping[s
                                                     "checked against verl's ppo_trainer defaults instead"))
                     else:
                         _use_yaml(src, found)
-            elif la.config_name:
-                src.config_name = la.config_name
+            elif name:
+                src.config_name = name
             if src.bundle_dir is None and (p.parent / "verl-init.yaml").is_file():
                 src.bundle_dir = p.parent
         else:

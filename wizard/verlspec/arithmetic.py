@@ -160,6 +160,15 @@ def valid_rollout_tp(n_gpus: int, gpus_per_node: int) -> list[int]:
     return inside + across
 
 
+def token_split(engine: str, *, ulysses: int = 1, context_parallel: int = 1, veomni_ulysses: int = 1) -> int:
+    """The factor verl multiplies `*_max_token_len_per_gpu` by before packing micro-batches (engine/utils.py:111,
+    `max_token_len_per_gpu * sp_size`), as each engine sets `sp_size`: FSDP its Ulysses SP
+    (fsdp/transformer_impl.py:726), Megatron its context-parallel size (megatron/transformer_impl.py:836),
+    VeOmni its Ulysses size (veomni/transformer_impl.py:417)."""
+    factor = {"megatron": context_parallel, "veomni": veomni_ulysses}.get(engine, ulysses)
+    return max(int(factor or 1), 1)
+
+
 def min_token_budget(seq_len: int, sp: int = 1) -> int:
     """Smallest `*_max_token_len_per_gpu` that holds one full sequence (seqlen_balancing.py:384: budget × SP ≥ seq)."""
     return -(-seq_len // max(sp, 1))

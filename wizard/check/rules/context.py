@@ -97,6 +97,16 @@ class Facts:
     critic_dp: int | None
     lora: int
     adv: Any
+    token_sp: tuple[int, int, int] = (1, 1, 1)  # the factor verl multiplies token budgets by: actor, ref, critic
+
+
+def _token_sp(c: Ctx, prefix: str, ulysses: int) -> int:
+    """wizard.verlspec.arithmetic.token_split for one role's engine (model_engine / strategy)."""
+    engine = str(c.v("model_engine") or "")
+    strategy = str(c.v(f"{prefix}.strategy") or "")
+    kind = "megatron" if "megatron" in (engine, strategy) else "veomni" if "veomni" in (engine, strategy) else "fsdp"
+    return rc.token_split(kind, ulysses=ulysses, context_parallel=c.int(f"{prefix}.megatron.context_parallel_size") or 1,
+                          veomni_ulysses=c.int(f"{prefix}.veomni.ulysses_parallel_size") or 1)
 
 
 POSITIVE = ("trainer.nnodes", "trainer.n_gpus_per_node", "data.train_batch_size", "data.max_prompt_length",
@@ -164,7 +174,8 @@ def facts(c: Ctx) -> Facts:
                  dp=dp, n=c.int(f"{R}.n"), tbs=c.int("data.train_batch_size"), mini=c.int(f"{A}.ppo_mini_batch_size"),
                  seq=p + r if p is not None and r is not None else None, dynamic=bool(c.v(f"{A}.use_dynamic_bsz")),
                  use_ref=use_ref, use_critic=use_critic, critic_mini=c.int("critic.ppo_mini_batch_size"),
-                 critic_dp=critic_dp, lora=lora, adv=adv)
+                 critic_dp=critic_dp, lora=lora, adv=adv,
+                 token_sp=(_token_sp(c, A, sp), _token_sp(c, REF, ref_sp), _token_sp(c, "critic", critic_sp)))
 
 
 def join_or(values: Iterable[Any]) -> str:

@@ -14,12 +14,13 @@ def rule_tokens(c: Ctx, f: Facts) -> None:
     if f.seq is None or c.unknown("data.max_prompt_length", "data.max_response_length"):
         return
     seq = f.seq
-    checks = [("actor", f.dynamic, f"{A}.ppo_max_token_len_per_gpu", f.sp),
-              ("rollout log-prob", bool(c.v(f"{R}.log_prob_use_dynamic_bsz")), f"{R}.log_prob_max_token_len_per_gpu", f.sp),
-              ("reference", f.use_ref and bool(c.v(f"{REF}.log_prob_use_dynamic_bsz")), f"{REF}.log_prob_max_token_len_per_gpu", f.ref_sp),
-              ("critic", f.use_critic and bool(c.v("critic.use_dynamic_bsz")), "critic.ppo_max_token_len_per_gpu", f.critic_sp)]
+    actor_sp, ref_sp, critic_sp = f.token_sp
+    checks = [("actor", f.dynamic, f"{A}.ppo_max_token_len_per_gpu", actor_sp),
+              ("rollout log-prob", bool(c.v(f"{R}.log_prob_use_dynamic_bsz")), f"{R}.log_prob_max_token_len_per_gpu", actor_sp),
+              ("reference", f.use_ref and bool(c.v(f"{REF}.log_prob_use_dynamic_bsz")), f"{REF}.log_prob_max_token_len_per_gpu", ref_sp),
+              ("critic", f.use_critic and bool(c.v("critic.use_dynamic_bsz")), "critic.ppo_max_token_len_per_gpu", critic_sp)]
     if f.use_critic and bool(c.v("critic.use_dynamic_bsz")):
-        checks.append(("critic forward", True, "critic.forward_max_token_len_per_gpu", f.critic_sp))
+        checks.append(("critic forward", True, "critic.forward_max_token_len_per_gpu", critic_sp))
     for role, dyn, key, sp in checks:
         if not dyn or c.unknown(key):
             continue
@@ -28,7 +29,7 @@ def rule_tokens(c: Ctx, f: Facts) -> None:
             c.add("VI830", "error", (key,), f"dynamic batching needs {key} (engine/utils.py:109)",
                   f"set {key} ≥ {rc.min_token_budget(seq, sp)} (2-3 × prompt + response is usual)")
             continue
-        if budget * sp < seq:
+        if budget < rc.min_token_budget(seq, sp):
             c.add("VI830", "error", (key, "data.max_prompt_length", "data.max_response_length"),
                   f"{role} token budget {key}={budget}" + (f" × SP {sp}" if sp > 1 else "") +
                   f" cannot hold one sequence of prompt + response = {seq} tokens (seqlen_balancing.py:384, inside the workers)",
