@@ -59,6 +59,15 @@ def _is_free_form(tp: Any) -> bool:
     return isinstance(tp, str) and "dict" in tp.lower()
 
 
+def _is_float(tp: Any) -> bool:
+    """A field typed float (or Optional[float], float | int ...): a value like 0.6 is its type, not a typo."""
+    if tp is float:
+        return True
+    if typing.get_origin(tp) in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        return any(_is_float(a) for a in typing.get_args(tp))
+    return isinstance(tp, str) and "float" in tp
+
+
 def dataclass_info(targets: set[str]) -> dict[str, dict[str, list[str]]]:
     info: dict[str, dict[str, list[str]]] = {}
     for target in sorted(targets):
@@ -76,7 +85,8 @@ def dataclass_info(targets: set[str]) -> dict[str, dict[str, list[str]]]:
             hints = {f.name: f.type for f in dataclasses.fields(cls)}
         fields = [f.name for f in dataclasses.fields(cls)]
         info[target] = {"fields": sorted(fields),
-                        "free_form": sorted(f for f in fields if _is_free_form(hints.get(f)))}
+                        "free_form": sorted(f for f in fields if _is_free_form(hints.get(f))),
+                        "floats": sorted(f for f in fields if _is_float(hints.get(f)))}
     return info
 
 

@@ -146,7 +146,7 @@ CASES: list[tuple[str, str, list[str], tuple[str, ...], str, dict[str, Any]]] = 
                           "reward.reward_model.enable=True", "reward.reward_model.model_path=org/rm-7b",
                           "reward.reward_model.rollout.name=vllm"], (), "reward.reward_model.model_path", {}),
     ("VI846", "error", ["algorithm.adv_estimator=gae", "critic.ppo_micro_batch_size_per_gpu=4"], (), "critic.model.path", {}),
-    ("VI847", "error", ["actor_rollout_ref.rollout.n=1"], (), "actor_rollout_ref.rollout.n", {}),
+    ("VI847", "warning", ["actor_rollout_ref.rollout.n=1"], (), "actor_rollout_ref.rollout.n", {}),
     ("VI848", "error", ["reward.reward_model.enable=True", "reward.reward_model.rollout.name=vllm"], (), "reward.reward_model.model_path", {}),
     ("VI848", "error", ["algorithm.filter_groups.enable=True", "reward.reward_model.enable=True",
                         "reward.reward_model.model_path=org/rm", "reward.reward_model.rollout.name=vllm"], (),

@@ -44,7 +44,7 @@ RULES: dict[str, tuple[str, str]] = {
     "VI844": ("reference settings without a reference", "ref.* settings while neither KL loss nor KL reward uses the reference model"),
     "VI845": ("critic and reward model share a checkpoint", "the critic needs a value head, the reward model a classifier"),
     "VI846": ("critic model path left at verl's default", "critic.model.path is not interpolated from the policy: verl loads ~/models/deepseek-llm-7b-chat"),
-    "VI847": ("group estimator with one sample per prompt", "grpo/rloo/... compare samples within a prompt's group: n=1 gives zero advantages"),
+    "VI847": ("group estimator with one sample per prompt", "grpo/rloo/... compare samples within a prompt's group: with n=1 there is no group (grpo/rloo fall back to the raw score)"),
     "VI848": ("reward model / group filtering settings", "reward_model.py:47-71 and trainer_base.py:195-203, checked only after Ray starts"),
     "VI850": ("gpu_memory_utilization out of range", "must be in (0, 1]; verl passes it to vLLM/SGLang unchecked"),
     "VI851": ("rollout.n below 1", "n=0 passes validate_config (0 % x == 0)"),

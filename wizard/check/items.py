@@ -4,6 +4,7 @@ model_engine they choose; and the same settings written back as a verl-init-styl
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +54,15 @@ def user_items(src: Source) -> tuple[list[Item], str, list[Problem]]:
         items.append(Item(key, value, "", "YAML", None))
     for i, (text, origin) in enumerate(zip(src.overrides, src.origins)):
         ov = parse_override(text, origin, i)
+        if ov is None and re.fullmatch(r"UNSET_[A-Za-z0-9_]+", text):
+            # the static reader could not expand an argument (an array set in a branch, a function): say so,
+            # never report the placeholder as a key
+            name = text[len("UNSET_"):]
+            problems.append(Problem("VI800", "info", (text,), f"argument ${name} could not be expanded without running "
+                                    "the script (assigned in a branch or function); its overrides are not checked",
+                                    "install bubblewrap so check reads the script as bash runs it, or pass the "
+                                    "overrides after --"))
+            continue
         if ov is None:
             problems.append(Problem("VI801", "error", (text,), f"{text!r} is not a Hydra override (key=value)",
                                     "write key=value, +key=value to add a key, or ~key to remove one"))

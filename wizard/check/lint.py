@@ -50,10 +50,10 @@ from wizard.verlspec.keys import load_snapshot
 def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: int | None = None,
           gpus_per_node: int | None = None, gpu_memory_gb: float | None = None, gpu_type: str | None = None,
           defaults: str = "auto", env: Mapping[str, str] | None = None, workdir: str | None = None,
-          run_verl: bool = False, model_dir: str | None = None) -> Report:
+          run_verl: bool = False, model_dir: str | None = None, config_name: str | None = None) -> Report:
     """Lint a verl YAML / launch script / bundle folder and/or overrides; see the module docstring."""
     env = dict(env if env is not None else {k: v for k, v in os.environ.items() if k == "HOME"})
-    src = load_source(target, overrides, env=env, workdir=workdir)
+    src = load_source(target, overrides, env=env, workdir=workdir, config_name=config_name)
     findings: list[Finding] = []
 
     def add(rule: str, severity: str, keys: Iterable[str], message: str, hint: str = "", fix: Fix | None = None) -> None:
@@ -136,6 +136,8 @@ def cli(argv: Iterable[str]) -> int:
                    help="environment variable the launch script reads (repeatable); only HOME is taken from here")
     p.add_argument("--workdir", help="folder verl is launched from (relative data/reward paths); default: the "
                    "config's folder, or the script's `cd`")
+    p.add_argument("--config-name", help="verl's config the overrides apply to: ppo_trainer (default) or "
+                   "ppo_megatron_trainer, as main_ppo's --config-name")
     p.add_argument("--json", action="store_true", help='print {"findings": [...], "config": {...}}')
     p.add_argument("--verl", action="store_true", help="also run verl's own validation in-process and report its verdict")
     p.add_argument("--model-dir", help="with --verl: local model folder standing in for hub models verl must load")
@@ -153,7 +155,7 @@ def cli(argv: Iterable[str]) -> int:
         env[name] = value
     report = check(ns.target, extra, nnodes=ns.nnodes, gpus_per_node=ns.gpus_per_node, gpu_memory_gb=ns.gpu_memory_gb,
                    gpu_type=ns.gpu_type, defaults=ns.defaults, env=env, workdir=ns.workdir, run_verl=ns.verl,
-                   model_dir=ns.model_dir)
+                   model_dir=ns.model_dir, config_name=ns.config_name)
     if ns.fix is not None:
         lines, changes = fixed_overrides(report)
         text = "\n".join(lines) + ("\n" if lines else "")

@@ -57,7 +57,7 @@ def resolve(src: Source, mode: str, add: Callable[..., None], env: Mapping[str, 
         if it.key == "algorithm.adv_estimator" and critic_hint is None:
             critic_hint = it.value == "gae"
     validate_keys(items, base, add, critic_hint)
-    type_problems(items, base_flat, add)
+    type_problems(items, base_flat, add, base)
     defaults_resolved, _ = resolve_snapshot(base, env)
     tree: dict[str, Any] | None = None
     mode_used = "snapshot"

@@ -76,7 +76,10 @@ def _is_verls_own(config_path: str | None, config_dir: str | None, name: str) ->
     if config_path is None:
         return True
     path = config_path.rstrip("/")
-    return path in ("config", "./config", "pkg://verl.trainer.config", "pkg://verl/trainer/config")
+    return path in ("config", "./config", *_VERL_PKG_PATHS)
+
+
+_VERL_PKG_PATHS = ("pkg://verl.trainer.config", "pkg://verl/trainer/config")
 
 
 def _traced(path: Path, env: Mapping[str, str], workdir: str | None) -> Any:
@@ -93,7 +96,7 @@ def _traced(path: Path, env: Mapping[str, str], workdir: str | None) -> Any:
 
 
 def load_source(target: str | None, extra: Sequence[str] = (), *, env: Mapping[str, str] | None = None,
-                workdir: str | None = None) -> Source:
+                workdir: str | None = None, config_name: str | None = None) -> Source:
     """What to check: a YAML, a bundle folder, a launch script and/or overrides (after `--`)."""
     env = dict(env or {})
     if target is None:
@@ -167,6 +170,24 @@ def load_source(target: str | None, extra: Sequence[str] = (), *, env: Mapping[s
             src = Source("yaml", str(p))
             _use_yaml(src, p)
             src.workdir = p.parent.resolve()
+    extra = list(extra)
+    if config_name is not None:
+        extra.insert(0, f"--config-name={config_name}")
+    flags = [e for e in extra if e.split("=", 1)[0] in ("--config-name", "-cn", "--config-path", "-cp", "--config-dir", "-cd")]
+    extra = [e for e in extra if e not in flags]
+    for flag in flags:  # Hydra's own flags among the overrides: name verl's config as main_ppo would
+        opt, _, value = flag.partition("=")
+        if opt in ("--config-name", "-cn"):
+            stem = _config_stem(value)
+            if stem not in ("ppo_trainer", "ppo_megatron_trainer"):
+                raise UserError(f"--config-name={value!r} is not one of verl's own configs",
+                                "use ppo_trainer or ppo_megatron_trainer, or give your YAML file as the target",
+                                rule="VI800", keys=("--config-name",))
+            if src.yaml_path is None:
+                src.config_name = stem
+        elif value.rstrip("/") not in ("config", "./config", *(_VERL_PKG_PATHS)):
+            raise UserError(f"{opt}={value!r}: with overrides alone only verl's own config folder can be named",
+                            "give your YAML file as the target instead", rule="VI800", keys=(opt,))
     if extra:
         src.overrides += list(extra)
         src.origins += ["argument"] * len(extra)

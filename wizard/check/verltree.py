@@ -30,9 +30,13 @@ def compose_verl(src: Source, items: list[Item], engine: str) -> tuple[dict[str,
     GlobalHydra.instance().clear()
     try:
         if src.yaml_path is not None and src.yaml_defaults:
-            # the user's own file: Hydra merges its keys (typos included) exactly as main_ppo does
-            with initialize_config_dir(config_dir=str(src.yaml_path.parent.resolve()), version_base=None):
-                cfg = compose(config_name=src.yaml_path.stem, overrides=overrides)
+            # the user's own file: Hydra merges its keys (typos included) exactly as main_ppo does; a
+            # `pkg://verl.trainer.config` search path is read as the files it names (Hydra would import verl,
+            # torch with it, only to find that folder)
+            with tempfile.TemporaryDirectory() as tmp:
+                write_yaml(Path(tmp) / "cfg.yaml", _file_searchpath(src.yaml_path))
+                with initialize_config_dir(config_dir=tmp, version_base=None):
+                    cfg = compose(config_name="cfg", overrides=overrides)
         elif src.yaml_path is not None:
             with tempfile.TemporaryDirectory() as tmp:
                 write_yaml(Path(tmp) / "cfg.yaml", bundle_doc(src, items, only_valid=True, with_overrides=False,
@@ -47,10 +51,27 @@ def compose_verl(src: Source, items: list[Item], engine: str) -> tuple[dict[str,
         GlobalHydra.instance().clear()
 
 
+_VERL_PKG = ("pkg://verl.trainer.config", "pkg://verl/trainer/config")
+
+
+def _file_searchpath(path: Path) -> dict[str, Any]:
+    """The YAML at `path` with its folder and verl's config folder as file:// search paths."""
+    from wizard.check.source import read_yaml
+
+    doc = dict(read_yaml(path) or {})
+    hydra = dict(doc.get("hydra") or {})
+    entries = [str(e) for e in (hydra.get("searchpath") or [])]
+    verl_dir = f"file://{verl_config_dir()}"
+    entries = [verl_dir if e.rstrip("/") in _VERL_PKG else e for e in entries]
+    hydra["searchpath"] = [f"file://{path.parent.resolve()}", *entries]
+    doc["hydra"] = hydra
+    return doc
+
+
 def verl_config_dir() -> Path:
     import importlib.util
 
-    spec = importlib.util.find_spec("verl")
+    spec = importlib.util.find_spec("verl")  # finds the package without importing it (nor torch)
     if spec is None or spec.origin is None:
         raise ImportError("verl")
     return Path(spec.origin).parent / "trainer" / "config"

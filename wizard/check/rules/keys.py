@@ -96,11 +96,15 @@ def validate_keys(items: list[Item], base: dict[str, Any], add: Callable[..., No
                 "setting has no effect", f"use {legacy} (verl's own migration maps it there)",
                 fix=Fix(set={legacy: it.value}, delete=[key]))
             continue
-        exists = lookup(base, key) is not NOTHING
+        current = lookup(base, key)
+        exists = current is not NOTHING
         if it.op == "~":
             continue
         if exists:
-            if it.op == "+" and it.override is not None:
+            # Hydra appends with `+` when the key is absent or null, and merges a mapping or list into what is
+            # there (hydra/_internal/config_loader_impl.py, _apply_overrides_to_config); only a set scalar refuses
+            if it.op == "+" and it.override is not None and current is not None \
+                    and not isinstance(it.value, (dict, list)):
                 it.plus_to_plain = True
                 add("VI803", "error", (key,), f"+{key}: the key exists, so Hydra refuses to add it "
                     "(`Could not append to config`)", f"drop the +: {key}={format_value(it.value)}",
@@ -114,7 +118,11 @@ def validate_keys(items: list[Item], base: dict[str, Any], add: Callable[..., No
             continue
         if removed:
             it.apply = False
-            add("VI801", "error", (key,), f"{key} was removed in verl 0.9", "remove it", fix=Fix(delete=[key]))
+            if it.op in ("+", "++"):  # Hydra adds it; verl 0.9.1 never reads it
+                add("VI802", "warning", (key,), f"+{key} was removed in verl 0.9: Hydra adds it and verl ignores it",
+                    "remove it", fix=Fix(delete=[key]))
+            else:
+                add("VI801", "error", (key,), f"{key} was removed in verl 0.9", "remove it", fix=Fix(delete=[key]))
             continue
         if _is_free_form(base, parts, dcs):
             if it.op == "" and it.override is not None:
@@ -148,7 +156,24 @@ def validate_keys(items: list[Item], base: dict[str, Any], add: Callable[..., No
             add("VI802", "warning", (key,), f"+{key} adds a key verl never reads: it is silently ignored", dym)
 
 
-def type_problems(items: list[Item], base_flat: dict[str, Any], add: Callable[..., None]) -> None:
+def type_problems(items: list[Item], base_flat: dict[str, Any], add: Callable[..., None],
+                  base: dict[str, Any] | None = None) -> None:
+    cache: dict[str, Any] = {}
+
+    def float_field(key: str) -> bool:
+        """verl's config dataclass types the field float, whatever its YAML default looks like (top_p: 1)."""
+        if base is None:
+            return False
+        if "dcs" not in cache:
+            cache["dcs"] = dataclass_fields()
+        dcs = cache["dcs"]
+        parts = key.split(".")
+        target, node = _dataclass_of(base or {}, parts + ["_"])
+        if target not in dcs or node is None:
+            return False
+        rest = parts[len(node.split(".")) if node else 0:]
+        return len(rest) == 1 and rest[0] in dcs[target].get("floats", [])
+
     for it in items:
         if not it.apply or it.op == "~" or it.key not in base_flat:
             continue
@@ -164,5 +189,5 @@ def type_problems(items: list[Item], base_flat: dict[str, Any], add: Callable[..
             if isinstance(v, bool) or not isinstance(v, (int, float)):
                 add("VI808", "error", (it.key,), f"{it.key}={v!r} is not a number (verl's default is {default!r}); "
                     "Hydra accepts it and verl fails later with a TypeError", f"give a number like {default!r}")
-            elif isinstance(default, int) and isinstance(v, float) and not v.is_integer():
+            elif isinstance(default, int) and isinstance(v, float) and not v.is_integer() and not float_field(it.key):
                 add("VI808", "error", (it.key,), f"{it.key}={v!r} must be a whole number", f"e.g. {int(v)}")

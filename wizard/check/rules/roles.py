@@ -59,9 +59,12 @@ def rule_roles(c: Ctx, f: Facts) -> None:
     if f.n is not None and f.n < 2 and adv in GROUP_ESTIMATORS and f.n >= 1:
         distill = bool(c.v("distillation.enabled")) and not bool(c.v("distillation.distillation_loss.use_task_rewards"))
         if not distill:
-            c.add("VI847", "error", (f"{R}.n", "algorithm.adv_estimator"),
-                  f"{adv} compares the samples of each prompt's group but rollout.n={f.n}: every advantage is 0 and nothing is learned",
-                  f"set {R}.n ≥ 2 (5-16 is usual)")
+            raw = adv in ("grpo", "grpo_vectorized", "rloo", "rloo_vectorized")
+            c.add("VI847", "warning", (f"{R}.n", "algorithm.adv_estimator"),
+                  f"{adv} compares the samples of each prompt's group but rollout.n={f.n}: there is no group"
+                  + (" — verl 0.9.1 then takes each sample's raw score as its advantage (core_algos.py: a group of one"
+                     " gets mean 0, std 1), plain REINFORCE without a baseline" if raw else ""),
+                  f"set {R}.n ≥ 2 (5-16 is usual), or choose reinforce_plus_plus / remax for one sample per prompt")
     rm = "reward.reward_model"
     if bool(c.v(f"{rm}.enable")):
         if not c.v(f"{rm}.model_path"):
