@@ -48,11 +48,11 @@ def _ids(report, severity="error"):
     return report.ids(severity)
 
 
-def test_json_has_exactly_findings_and_config(bundle, cli_env):
+def test_json_has_exactly_findings_config_and_memory(bundle, cli_env):
     r = run_cli(["check", str(bundle), "--json", "--defaults", "snapshot"], env=cli_env)
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert set(doc) == {"findings", "config"}
+    assert set(doc) == {"findings", "config", "memory"}  # the bundle says its GPU memory: the estimate is there
     for f in doc["findings"]:
         assert set(f) == {"id", "severity", "keys", "message", "hint"}
         assert f["severity"] in ("error", "warning", "info") and isinstance(f["keys"], list)
@@ -206,7 +206,7 @@ def test_verl_verdict_beside_ours(bundle, tmp_path):
     assert not broken.verl.ok
     assert any("engine_workers.py:264" in c.name for c in broken.verl.failures)
     doc = broken.as_dict()
-    assert set(doc) == {"findings", "config", "verl"} and doc["verl"]["accepted"] is False
+    assert set(doc) == {"findings", "config", "memory", "verl"} and doc["verl"]["accepted"] is False
 
 
 # --- speed and imports ----------------------------------------------------------------------------

@@ -138,7 +138,7 @@ def cli(argv: Iterable[str]) -> int:
                    "config's folder, or the script's `cd`")
     p.add_argument("--config-name", help="verl's config the overrides apply to: ppo_trainer (default) or "
                    "ppo_megatron_trainer, as main_ppo's --config-name")
-    p.add_argument("--json", action="store_true", help='print {"findings": [...], "config": {...}}')
+    p.add_argument("--json", action="store_true", help='print {"findings": [...], "config": {...}, "memory": {...} when the GPU memory is known}')
     p.add_argument("--verl", action="store_true", help="also run verl's own validation in-process and report its verdict")
     p.add_argument("--model-dir", help="with --verl: local model folder standing in for hub models verl must load")
     p.add_argument("--fix", nargs="?", const="-", metavar="PATH",

@@ -65,6 +65,8 @@ class Report:
 
     def as_dict(self) -> dict[str, object]:
         doc: dict[str, object] = {"findings": [f.as_dict() for f in self.findings], "config": self.config}
+        if self.memory is not None:  # the GPU memory is known and the model could be sized
+            doc["memory"] = self.memory.as_dict()
         if self.verl is not None:
             doc["verl"] = self.verl.as_dict()
         return doc

@@ -117,6 +117,21 @@ class ShellSyntaxError(ValueError):
     """The script cannot be tokenised (an unterminated quote, `$(`, `${` or array)."""
 
 
+class ShellLimitError(ValueError):
+    """Reading the script would pass one of the bounds below (a hostile or runaway script)."""
+
+    def __init__(self, what: str, line: int) -> None:
+        super().__init__(f"line {line}: {what}")
+        self.line = line
+
+
+# Bounds of the static reader: no script verl users write comes near them.
+MAX_VALUE_CHARS = 1 << 20  # one variable's value or one expanded word
+MAX_ARRAY_ITEMS = 100_000
+MAX_EXPR_CHARS = 10_000  # one $(( )) expression
+MAX_SCRIPT_CHARS = 4 << 20
+
+
 # --- values ----------------------------------------------------------------------------------------
 
 Text = Union[str, list[str]]  # noqa: UP007 - a runtime alias (3.9-compatible spelling)
@@ -427,6 +442,8 @@ class _Expander:
                 fields.append("")
                 brk = False
             fields[-1] += text
+            if len(fields[-1]) > MAX_VALUE_CHARS:
+                raise ShellLimitError(f"a word expands to more than {MAX_VALUE_CHARS} characters", self.st.line)
             present = True
 
         def unquoted(vals: list[str]) -> None:
@@ -722,10 +739,22 @@ def _div(a: int, b: int) -> int:
     return q if (a >= 0) == (b >= 0) else -q
 
 
+def _i64(v: int) -> int:
+    """bash arithmetic is signed 64-bit with wraparound (intmax_t)."""
+    v &= (1 << 64) - 1
+    return v - (1 << 64) if v >> 63 else v
+
+
+def _pow(a: int, b: int) -> int:
+    if b < 0:
+        raise ValueError("exponent less than 0")
+    return _i64(pow(a, b, 1 << 64))
+
+
 _INT_OPS = {
     ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
-    ast.Div: _div, ast.FloorDiv: _div, ast.Mod: lambda a, b: a - b * _div(a, b), ast.Pow: lambda a, b: a ** b,
-    ast.LShift: lambda a, b: a << b, ast.RShift: lambda a, b: a >> b, ast.BitAnd: lambda a, b: a & b,
+    ast.Div: _div, ast.FloorDiv: _div, ast.Mod: lambda a, b: a - b * _div(a, b), ast.Pow: _pow,
+    ast.LShift: lambda a, b: a << (b & 63), ast.RShift: lambda a, b: a >> (b & 63), ast.BitAnd: lambda a, b: a & b,
     ast.BitOr: lambda a, b: a | b, ast.BitXor: lambda a, b: a ^ b,
 }
 _CMP_OPS = {ast.Lt: lambda a, b: a < b, ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b,
@@ -734,10 +763,15 @@ _CMP_OPS = {ast.Lt: lambda a, b: a < b, ast.LtE: lambda a, b: a <= b, ast.Gt: la
 
 def _eval_int(text: str) -> int:
     """A bash integer expression (no assignments, increments or ?:), evaluated without eval()."""
+    if len(text) > MAX_EXPR_CHARS:
+        raise ValueError(f"arithmetic expression longer than {MAX_EXPR_CHARS} characters")
     if re.search(r"\?|(?<![=!<>])=(?!=)|\+\+|--", text):
         raise ValueError("assignment, increment or ?: is not supported")
     py = re.sub(r"!(?!=)", " not ", text.replace("&&", " and ").replace("||", " or ")).strip()
-    tree = ast.parse(py or "0", mode="eval")
+    try:
+        tree = ast.parse(py or "0", mode="eval")
+    except (RecursionError, MemoryError):
+        raise ValueError("arithmetic nested too deeply") from None
 
     def ev(node: ast.AST) -> int:
         if isinstance(node, ast.Expression):
@@ -745,12 +779,10 @@ def _eval_int(text: str) -> int:
         if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
             return node.value
         if isinstance(node, ast.BinOp) and type(node.op) in _INT_OPS:
-            if isinstance(node.op, ast.Pow) and ev(node.right) > 64:
-                raise ValueError("exponent too large")
-            return int(_INT_OPS[type(node.op)](ev(node.left), ev(node.right)))
+            return _i64(int(_INT_OPS[type(node.op)](ev(node.left), ev(node.right))))
         if isinstance(node, ast.UnaryOp):
             v = ev(node.operand)
-            ops = {ast.USub: -v, ast.UAdd: v, ast.Invert: ~v, ast.Not: int(not v)}
+            ops = {ast.USub: _i64(-v), ast.UAdd: v, ast.Invert: ~v, ast.Not: int(not v)}
             if type(node.op) in ops:
                 return ops[type(node.op)]
         if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _CMP_OPS:
@@ -760,7 +792,10 @@ def _eval_int(text: str) -> int:
             return int(all(vals) if isinstance(node.op, ast.And) else any(vals))
         raise ValueError("unsupported arithmetic")
 
-    return ev(tree)
+    try:
+        return ev(tree)
+    except RecursionError:
+        raise ValueError("arithmetic nested too deeply") from None
 
 
 # --- the interpreter -------------------------------------------------------------------------------
@@ -806,7 +841,17 @@ def extract(text: str, *, script_path: str | None = None, env: Mapping[str, str]
 
     `script_path` resolves `$0`/`${BASH_SOURCE[0]}` and the folder idioms; `env` holds the environment
     variables to assume (nothing from the real environment is read unless it is passed here).
+    Raises ShellLimitError when the script would pass one of the reader's bounds.
     """
+    if len(text) > MAX_SCRIPT_CHARS:
+        raise ShellLimitError(f"the script is longer than {MAX_SCRIPT_CHARS} characters", 1)
+    try:
+        return _extract(text, script_path, env)
+    except (RecursionError, MemoryError):
+        raise ShellLimitError("expansions nested too deeply", 0) from None
+
+
+def _extract(text: str, script_path: str | None, env: Mapping[str, str] | None) -> Extraction:
     tokens = _Lexer(text).tokens()
     state = _State(vars={}, env=dict(env or {}), script=script_path)
     result = Extraction(launch=None, script=script_path)
@@ -950,6 +995,9 @@ def _assign(state: _State, text: str, conditional: bool, line: int) -> None:
     exp = _Expander(state)
     value = exp.string(text[m.end():])
     refs = tuple(exp.refs)
+    old_len = len(state.vars[name].value) if name in state.vars and isinstance(state.vars[name].value, str) else 0
+    if len(value) + (old_len if append else 0) > MAX_VALUE_CHARS:
+        raise ShellLimitError(f"${name} would hold more than {MAX_VALUE_CHARS} characters", line)
     old = state.lookup(name)
     if index:
         items: list[str] = list(old.value) if old and isinstance(old.value, list) else ([str(old.value)] if old else [])
@@ -983,7 +1031,12 @@ def _assign_array(state: _State, tok: _Tok, conditional: bool) -> None:
     items: list[str] = []
     for raw in tok.items:
         items.extend(exp.fields(raw))
+        if len(items) > MAX_ARRAY_ITEMS or sum(map(len, items)) > MAX_VALUE_CHARS:
+            raise ShellLimitError(f"array {name} would hold more than {MAX_ARRAY_ITEMS} items or "
+                                  f"{MAX_VALUE_CHARS} characters", tok.line)
     old = state.vars.get(name)
+    if tok.append and old is not None and isinstance(old.value, list) and len(old.value) + len(items) > MAX_ARRAY_ITEMS:
+        raise ShellLimitError(f"array {name} would hold more than {MAX_ARRAY_ITEMS} items", tok.line)
     if tok.append and old is not None:
         prev = old.value if isinstance(old.value, list) else [old.value]
         state.vars[name] = _Var(list(prev) + items, old.refs + tuple(exp.refs))
@@ -993,7 +1046,9 @@ def _assign_array(state: _State, tok: _Tok, conditional: bool) -> None:
 
 def extract_file(path: str | os.PathLike[str], *, env: Mapping[str, str] | None = None) -> Extraction:
     p = Path(path)
-    return extract(p.read_text(encoding="utf-8"), script_path=str(p), env=env)
+    with open(p, "rb") as fh:
+        data = fh.read(MAX_SCRIPT_CHARS + 1)
+    return extract(data.decode("utf-8", errors="replace"), script_path=str(p), env=env)
 
 
 def looks_like_script(text: str) -> bool:

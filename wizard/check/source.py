@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wizard.check.shellargs import (PLACEHOLDER, Extraction, ShellSyntaxError, adopt_traced, extract_file,
-                                    looks_like_script)
+from wizard.check.shellargs import (MAX_SCRIPT_CHARS, PLACEHOLDER, Extraction, ShellLimitError, ShellSyntaxError,
+                                    adopt_traced, extract_file, looks_like_script)
 from wizard.intent.errors import Problem, UserError
 
 
@@ -34,17 +34,61 @@ class Source:
     problems: list[Problem] = field(default_factory=list)
 
 
+MAX_YAML_BYTES = 16 << 20
+MAX_YAML_NODES = 1_000_000  # values the document holds once its aliases are expanded
+MAX_OVERRIDES = 20_000
+
+
+def _limit(what: str, path: Path | str, hint: str = "check the file") -> UserError:
+    return UserError(f"{path}: {what}", hint, rule="VI800", keys=("target",))
+
+
+def _expanded_nodes(doc: Any) -> int:
+    """How many values the document holds with every alias expanded (a billion-laughs YAML shares a few
+    nodes many times over); counted without expanding, memoised per shared node."""
+    sizes: dict[int, int] = {}
+
+    def size(node: Any, depth: int) -> int:
+        if depth > 200:
+            raise _limit("nested deeper than 200 levels", "document")
+        if not isinstance(node, (dict, list)):
+            return 1
+        if id(node) in sizes:
+            return sizes[id(node)]
+        sizes[id(node)] = 0  # a cycle counts once
+        children = node.values() if isinstance(node, dict) else node
+        total = 1
+        for child in children:
+            total += size(child, depth + 1)
+            if total > MAX_YAML_NODES:
+                break
+        sizes[id(node)] = total
+        return total
+
+    return size(doc, 0)
+
+
 def read_yaml(path: Path) -> Any:
     import yaml
 
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_YAML_BYTES + 1)
     except FileNotFoundError:
         raise UserError(f"file not found ({path})", "check the path", rule="VI870", keys=("target",)) from None
+    if len(data) > MAX_YAML_BYTES:
+        raise _limit(f"larger than {MAX_YAML_BYTES >> 20} MiB: not a verl config", path)
+    try:
+        doc = yaml.safe_load(data.decode("utf-8", errors="replace"))
+    except RecursionError:
+        raise _limit("nested too deeply to be a verl config", path) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
         raise UserError(f"not valid YAML{where} ({path})", "fix the YAML syntax", rule="VI808", keys=("target",)) from None
+    if _expanded_nodes(doc) > MAX_YAML_NODES:
+        raise _limit(f"its aliases expand to more than {MAX_YAML_NODES} values (a YAML bomb, not a verl config)", path)
+    return doc
 
 
 def _use_yaml(src: Source, path: Path) -> None:
@@ -113,14 +157,21 @@ def load_source(target: str | None, extra: Sequence[str] = (), *, env: Mapping[s
                                 rule="VI870", keys=("target",))
         if not p.is_file():
             raise UserError(f"file not found ({target})", "check the path", rule="VI870", keys=("target",))
-        text = p.read_text(encoding="utf-8", errors="replace")
+        with open(p, "rb") as fh:
+            text = fh.read(MAX_SCRIPT_CHARS + 1).decode("utf-8", errors="replace")
         if p.suffix in (".sh", ".bash") or (p.suffix not in (".yaml", ".yml") and looks_like_script(text)):
             src = Source("script", str(p))
+            limit: ShellLimitError | None = None
             try:
                 ex = extract_file(p, env=env)
             except ShellSyntaxError as exc:
                 ex = None
                 syntax = exc
+            except ShellLimitError as exc:
+                ex, limit = None, exc
+            if limit is not None:  # not a launch script anyone writes: stop here, and do not hand it to bash
+                raise _limit(f"{limit}: past the bounds of the script reader", p,
+                             "check the script; a launch script needs nothing near these sizes") from None
             traced = _traced(p, env, workdir)
             if ex is None and traced is None:
                 raise UserError(f"cannot read {p} as a shell script: {syntax}", "check the quoting", rule="VI800",
@@ -134,6 +185,9 @@ def load_source(target: str | None, extra: Sequence[str] = (), *, env: Mapping[s
                                 "give the script that starts training, a verl YAML, or overrides after --", rule="VI800",
                                 keys=("target",))
             src.extraction = ex
+            if len(ex.overrides) > MAX_OVERRIDES:
+                raise _limit(f"the launch passes {len(ex.overrides)} overrides, more than {MAX_OVERRIDES}", p,
+                             "check the script")
             src.overrides = list(ex.overrides)
             src.origins = [f"{p.name}:{ex.launch.line}"] * len(ex.overrides)
             src.workdir = Path(ex.workdir) if ex.workdir else Path.cwd()
@@ -171,6 +225,8 @@ def load_source(target: str | None, extra: Sequence[str] = (), *, env: Mapping[s
             _use_yaml(src, p)
             src.workdir = p.parent.resolve()
     extra = list(extra)
+    if len(extra) > MAX_OVERRIDES:
+        raise _limit(f"{len(extra)} overrides, more than {MAX_OVERRIDES}", "the command line", "pass fewer overrides")
     if config_name is not None:
         extra.insert(0, f"--config-name={config_name}")
     flags = [e for e in extra if e.split("=", 1)[0] in ("--config-name", "-cn", "--config-path", "-cp", "--config-dir", "-cd")]

@@ -71,9 +71,13 @@ def _did_you_mean(base: dict[str, Any], key: str) -> str:
     return ""
 
 
+DID_YOU_MEAN = 200
+
+
 def validate_keys(items: list[Item], base: dict[str, Any], add: Callable[..., None],
                   use_critic_hint: bool | None) -> None:
     dcs = dataclass_fields()
+    suggestions = 0  # a did-you-mean search per unknown key, for the first DID_YOU_MEAN of them only
     for it in items:
         key = it.key
         parts = key.split(".")
@@ -130,7 +134,8 @@ def validate_keys(items: list[Item], base: dict[str, Any], add: Callable[..., No
                 add("VI801", "error", (key,), f"{key} is not in verl's tree yet: Hydra refuses to set it without +",
                     f"write +{key}={format_value(it.value)}", fix=None)
             continue
-        hint = _did_you_mean(base, key)
+        suggestions += 1
+        hint = _did_you_mean(base, key) if suggestions <= DID_YOU_MEAN else ""
         dym = f"did you mean {hint}?" if hint else "check the spelling against `python -m verl.trainer.main_ppo --cfg job`"
         if it.op == "" and it.override is not None:
             it.apply = False
