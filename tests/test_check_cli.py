@@ -229,6 +229,21 @@ def test_checking_configs_without_verl_imports_nothing_heavy():
     assert stats["heavy"] == [] and stats["n"] >= 28, stats
 
 
+def test_checking_with_verls_tree_imports_neither_verl_nor_torch(bundle):
+    """With verl installed, check composes verl's own Hydra tree from its installed files: Hydra is imported,
+    verl's Python package (and torch with it) is not (a bundle's pkg://verl.trainer.config search path
+    would make Hydra import it)."""
+    code = textwrap.dedent(f"""\
+        import json, sys
+        from wizard.check.lint import check
+        r = check({str(bundle)!r}, defaults="verl")
+        print(json.dumps({{"mode": r.defaults, "heavy": [m for m in ("verl", "torch", "tensordict") if m in sys.modules]}}))
+        """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    stats = json.loads(out.stdout.strip().splitlines()[-1])
+    assert stats["heavy"] == [] and "Hydra tree" in stats["mode"], stats
+
+
 def test_check_help_imports_nothing_heavy():
     code = ("import sys\nfrom wizard.cli.app import main\ntry:\n    main(['check', '--help'])\nexcept SystemExit:\n    pass\n"
             "print(sorted(m for m in ('ray','torch','transformers','verl','jinja2','pydantic','questionary','yaml',"
