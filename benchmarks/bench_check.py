@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
-"""Speed of `verl-init check` without verl imported (the issue's target: ≤ 1 s per config).
+"""Speed of `verl-init check` (the target: ≤ 1 s per config or script, with or without verl installed).
 
     python benchmarks/bench_check.py
 
-- every shipped profile rendered to a bundle, then `verl-init check BUNDLE --defaults snapshot` in a
-  fresh process (wall clock, median of 3 runs);
-- every config in ../shared/reference/verl-examples.json (verl's own example scripts' overrides),
-  when that folder is there: one fresh process each, `verl-init check --defaults snapshot -- OVERRIDES`.
+- every shipped profile rendered to a bundle, then `verl-init check BUNDLE` in a fresh process with
+  `--defaults snapshot` and with `--defaults auto` (verl's own tree when verl is installed), wall clock,
+  median of 3 runs;
+- every config in tests/data/reference/verl-examples.json (verl's own example scripts' overrides): one fresh
+  process each, `verl-init check --defaults snapshot -- OVERRIDES`;
+- verl's 79 current launch scripts (tests/data/reference/verl-main-scripts): `verl-init check SCRIPT
+  --defaults auto`, one fresh process each (bash's sandboxed reading included where bubblewrap is installed).
 
 Each process is also run once under `python -X importtime` to show that verl, torch and ray are not
 imported. Exit status 1 if a target is missed or one of them is imported.
@@ -26,13 +29,14 @@ from _results import record  # benchmarks/ is on sys.path when a script here run
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-EXAMPLES = ROOT.parent / "shared" / "reference" / "verl-examples.json"
+EXAMPLES = ROOT / "tests" / "data" / "reference" / "verl-examples.json"
+SCRIPTS = ROOT / "tests" / "data" / "reference" / "verl-main-scripts"
 TARGET_S = 1.0
 HEAVY = ("verl", "torch", "ray")
 
 
-def run(args: list[str], runs: int) -> tuple[float, set[str]]:
-    cmd = [sys.executable, "-m", "wizard.cli.app", "check", "--defaults", "snapshot", *args]
+def run(args: list[str], runs: int, defaults: str = "snapshot") -> tuple[float, set[str]]:
+    cmd = [sys.executable, "-m", "wizard.cli.app", "check", "--defaults", defaults, *args]
     times = []
     for _ in range(runs):
         t0 = time.perf_counter()
@@ -54,13 +58,14 @@ def main() -> int:
         for name in profile_names():
             out = Path(tmp) / name
             wizard.write_bundle(wizard.render(wizard.plan(wizard.load_profile(name), base_dir=str(out))), out)
-            seconds, heavy = run([str(out)], 3)
-            good = seconds <= TARGET_S and not heavy
-            ok &= good
-            worst = max(worst, seconds)
-            record(f"check bundle {name}", seconds, TARGET_S)
-            print(f"check bundle {name:<18} {seconds * 1000:7.1f} ms   target {TARGET_S * 1000:.0f} ms   "
-                  f"{'ok' if good else 'MISSED'}{'   imported ' + ', '.join(sorted(heavy)) if heavy else ''}")
+            for defaults in ("snapshot", "auto"):
+                seconds, heavy = run([str(out)], 3, defaults)
+                good = seconds <= TARGET_S and not heavy
+                ok &= good
+                worst = max(worst, seconds)
+                record(f"check bundle {name} ({defaults})", seconds, TARGET_S)
+                print(f"check bundle {name:<18} {defaults:<8} {seconds * 1000:7.1f} ms   target {TARGET_S * 1000:.0f} ms   "
+                      f"{'ok' if good else 'MISSED'}{'   imported ' + ', '.join(sorted(heavy)) if heavy else ''}")
     if EXAMPLES.is_file():
         configs = json.loads(EXAMPLES.read_text(encoding="utf-8"))["configs"]
         times = []
@@ -76,6 +81,18 @@ def main() -> int:
               f"max {max(times) * 1000:.1f} ms   target {TARGET_S * 1000:.0f} ms   {'ok' if max(times) <= TARGET_S else 'MISSED'}")
     else:
         print(f"(verl's example configs not found at {EXAMPLES}: skipped)")
+    index = json.loads((SCRIPTS / "index.json").read_text(encoding="utf-8"))["scripts"]
+    times = []
+    for entry in index:
+        seconds, heavy = run([str(SCRIPTS / entry["file"]), "--env", "HOME=$HOME"], 1, "auto")
+        times.append(seconds)
+        if seconds > TARGET_S or heavy:
+            ok = False
+            print(f"check {entry['path']}: {seconds * 1000:.1f} ms MISSED {sorted(heavy)}")
+    worst = max(worst, max(times))
+    record(f"check verl's {len(index)} launch scripts (worst)", max(times), TARGET_S)
+    print(f"check verl's {len(index)} launch scripts (auto): median {statistics.median(times) * 1000:.1f} ms, "
+          f"max {max(times) * 1000:.1f} ms   target {TARGET_S * 1000:.0f} ms   {'ok' if max(times) <= TARGET_S else 'MISSED'}")
     print(f"worst {worst * 1000:.1f} ms per config")
     return 0 if ok else 1
 
