@@ -75,7 +75,7 @@ class Server:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            def do_GET(self) -> None:
                 outer.seen.append((self.path, dict(self.headers.items())))
                 try:
                     behaviour(self, outer)

@@ -15,7 +15,8 @@ stays fast). Every request is bounded and keeps credentials where they belong:
   that origin only (when no Ray token is given), and are redacted (`http://***@host:8265`) in every
   message and exception text (`redact`).
 
-Name resolution (getaddrinfo) is the one step the deadline cannot interrupt.
+Name resolution (getaddrinfo) cannot be interrupted, and an https dashboard's TLS handshake is bounded per
+read (by the time left) rather than by the watchdog; everything after it is bounded by the wall clock.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import time
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 MAX_BODY_BYTES = 8 * 1024 * 1024
 MAX_REDIRECTS = 3
@@ -64,7 +65,7 @@ class HttpError(Exception):
     """A dashboard request that failed. `kind`: connect, timeout, too_large, redirect or invalid; `str()` is one
     line naming the URL (redacted), the limit and what to do."""
 
-    def __init__(self, kind: str, url: str, message: str, hint: str = "", status: Optional[int] = None):
+    def __init__(self, kind: str, url: str, message: str, hint: str = "", status: int | None = None):
         self.kind = kind
         self.url = redact(url)
         self.message = redact(message)
@@ -111,8 +112,8 @@ def _without_userinfo(parts: urllib.parse.SplitResult) -> str:
     return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
 
 
-def get(url: str, *, timeout: float, deadline: Optional[Deadline] = None, token: Optional[str] = None,
-        headers: Optional[Mapping[str, str]] = None, max_bytes: int = MAX_BODY_BYTES) -> Response:
+def get(url: str, *, timeout: float, deadline: Deadline | None = None, token: str | None = None,
+        headers: Mapping[str, str] | None = None, max_bytes: int = MAX_BODY_BYTES) -> Response:
     """GET `url` within `timeout` seconds of wall clock (and within `deadline`, when given), with a body of at most
     `max_bytes`; `token` goes in `Authorization: Bearer`, to this origin only. Any status is returned (the caller
     judges 4xx/5xx); connection failures, the deadline, the cap and cross-origin redirects raise HttpError."""
@@ -153,7 +154,7 @@ def get(url: str, *, timeout: float, deadline: Optional[Deadline] = None, token:
 
 
 def _once(parts: urllib.parse.SplitResult, headers: Mapping[str, str], end: float, limit: float,
-          max_bytes: int) -> tuple[Response, Optional[str]]:
+          max_bytes: int) -> tuple[Response, str | None]:
     """One GET: (the response, its Location header when it is a redirect)."""
     shown = redact(_without_userinfo(parts))
     timeout_error = HttpError(
