@@ -118,6 +118,8 @@ RULES: dict[str, tuple[str, str]] = {
     "VI723": ("cluster", "check target unusable: missing, invalid YAML, not a mapping, or a count not a whole number"),
     "VI724": ("cluster", "a bundle's k8s/slurm/ray files are invalid YAML or disagree with verl_config.yaml"),
     "VI725": ("cluster", "the Ray dashboard wants a token (Ray token authentication) or refused the one given"),
+    "VI726": ("cluster", "the Ray dashboard redirects to another origin (not followed) or answers more than 8 MiB"),
+    "VI727": ("cluster", "a Ray token file is not a regular file (FIFO, device), is over 64 KiB, or cannot be read"),
     "VI730": ("cluster", "RayJob/RayCluster name is not a DNS-1035 label within the length limit"),
     "VI731": ("cluster", "KubeRay cluster spec missing, or worker groups do not carry exactly the planned GPUs"),
     "VI732": ("cluster", "a KubeRay GPU container has fewer CPUs than verl asks Ray for (3 per GPU + 1)"),

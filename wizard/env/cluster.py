@@ -6,7 +6,9 @@ the same node, plus one per TransferQueue actor (controller + `num_data_storage_
 `RAY_ADDRESS` that names the GCS, and no hand-set `CUDA_VISIBLE_DEVICES`.
 
 What the cluster has: read from the Ray dashboard's HTTP API (`/api/version`, the state API
-`/api/v0/nodes`, `/api/cluster_status`), each request with a timeout of at most 2 s. Never
+`/api/v0/nodes`, `/api/cluster_status`) through wizard.env.http: each request within a wall-clock
+deadline of at most 2 s (all of them within `COMMAND_BUDGET_S`), bodies of at most 8 MiB, no redirect
+to another origin (Ray's token stays with the dashboard), credentials in URLs redacted. Never
 `ray.init`: connecting a driver to a busy or half-started cluster can block for minutes.
 
 Only the standard library is imported at module level (the CLI's --help stays fast).
@@ -14,12 +16,12 @@ Only the standard library is imported at module level (the CLI's --help stays fa
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
-import urllib.error
+import stat
 import urllib.parse
-import urllib.request
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +36,8 @@ VERL_DEFAULT_GPUS_PER_NODE = 8
 DEFAULT_DASHBOARD = "http://127.0.0.1:8265"
 DASHBOARD_PORT = 8265
 MAX_TIMEOUT_S = 2.0
+COMMAND_BUDGET_S = 3 * MAX_TIMEOUT_S  # all dashboard requests of one probe (version, nodes, cluster status)
+MAX_TOKEN_BYTES = 64 * 1024  # a Ray token is a few dozen bytes
 RAYJOB_NAME_MAX = 47
 DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 # Env names that hold secrets: a whole `_`-separated part is KEY, TOKEN, SECRET, ... (not TOKENIZERS_...).
@@ -172,8 +176,15 @@ class ProbeError(Exception):
         self.problem = problem
 
 
+def _redact(text: str) -> str:
+    from wizard.env.http import redact
+
+    return redact(text)
+
+
 def dashboard_url(address: Optional[str], env: Mapping[str, str]) -> tuple[str, str]:
-    """(dashboard URL to probe, where it came from)."""
+    """(dashboard URL to probe, where it came from). The URL keeps credentials written into it (they are sent to
+    that dashboard only); the second part is for messages and has them redacted."""
     given = address or env.get("RAY_API_SERVER_ADDRESS") or env.get("RAY_ADDRESS") or ""
     origin = "--address" if address else ("RAY_API_SERVER_ADDRESS" if env.get("RAY_API_SERVER_ADDRESS")
                                           else ("RAY_ADDRESS" if env.get("RAY_ADDRESS") else "default"))
@@ -184,7 +195,8 @@ def dashboard_url(address: Optional[str], env: Mapping[str, str]) -> tuple[str, 
         return text.rstrip("/"), origin
     host = re.sub(r"^ray://", "", text).rsplit(":", 1)[0] if ":" in text else text
     host = host.rsplit("@", 1)[-1]
-    return f"http://{host}:{DASHBOARD_PORT}", f"{origin} {text}, not a dashboard URL: its dashboard on port {DASHBOARD_PORT}"
+    return (f"http://{host}:{DASHBOARD_PORT}",
+            _redact(f"{origin} {text}, not a dashboard URL: its dashboard on port {DASHBOARD_PORT}"))
 
 
 @dataclass(frozen=True)
@@ -195,9 +207,62 @@ class Token:
     source: str = ""
 
 
+_FILE_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+               (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"))
+
+
+def _token_problem(source: str, path: Path, what: str) -> ProbeError:
+    fix = ("point RAY_AUTH_TOKEN_PATH at the token file (`ray get-auth-token` on the head prints the token) or set "
+           "RAY_AUTH_TOKEN" if source == "RAY_AUTH_TOKEN_PATH" else
+           "replace it with the token file (`ray get-auth-token` on the head prints the token) or set RAY_AUTH_TOKEN")
+    shown = f"RAY_AUTH_TOKEN_PATH={path}" if source == "RAY_AUTH_TOKEN_PATH" else f"{path} (~/.ray/auth_token)"
+    return ProbeError(Problem("VI727", "error", (source,), f"{shown} {what}; Ray's token is read from a regular file",
+                              fix))
+
+
+def read_token_file(path: Path, source: str, max_bytes: int = MAX_TOKEN_BYTES) -> Optional[str]:
+    """The stripped text of a token file; None when it does not exist or is empty. Opened without blocking (a FIFO
+    cannot hold it), read only when it is a regular file and up to `max_bytes` (/dev/zero cannot fill memory);
+    anything else raises ProbeError (VI727) naming the file and `source`."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # a socket file (or a FIFO opened for writing): not a file to read
+            raise _token_problem(source, path, "is not a regular file") from None
+        raise _token_problem(source, path, f"cannot be read ({exc.strerror or exc})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = next((name for test, name in _FILE_KINDS if test(st.st_mode)), "not a regular file")
+            raise _token_problem(source, path, f"is {kind}, not a regular file")
+        if st.st_size > max_bytes:
+            raise _token_problem(source, path, f"is {st.st_size} bytes, more than a token's {max_bytes // 1024} KiB")
+        data = b""
+        while len(data) <= max_bytes:
+            chunk = os.read(fd, max_bytes + 1 - len(data))
+            if not chunk:
+                break
+            data += chunk
+        if len(data) > max_bytes:
+            raise _token_problem(source, path, f"holds more than a token's {max_bytes // 1024} KiB")
+    except OSError as exc:
+        raise _token_problem(source, path, f"cannot be read ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
+    try:
+        value = data.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise _token_problem(source, path, "is not UTF-8 text") from None
+    return value or None
+
+
 def ray_auth_token(env: Mapping[str, str]) -> Optional[Token]:
     """The token Ray's own clients would send, in Ray's order: RAY_AUTH_TOKEN, the file named by
-    RAY_AUTH_TOKEN_PATH, then ~/.ray/auth_token. None when there is none."""
+    RAY_AUTH_TOKEN_PATH, then ~/.ray/auth_token. None when there is none; ProbeError (VI727) when a token file is
+    not a regular file (a FIFO, a device), is larger than 64 KiB or cannot be read."""
     value = (env.get("RAY_AUTH_TOKEN") or "").strip()
     if value:
         return Token(value, "RAY_AUTH_TOKEN")
@@ -207,69 +272,88 @@ def ray_auth_token(env: Mapping[str, str]) -> Optional[Token]:
     home = env.get("HOME") or str(Path.home())
     candidates.append((Path(home) / ".ray" / "auth_token", "~/.ray/auth_token"))
     for path, source in candidates:
-        try:
-            value = path.read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError):
-            continue
-        if value:
-            return Token(value, source)
+        text = read_token_file(path, source)
+        if text:
+            return Token(text, source)
     return None
 
 
-def _get(url: str, timeout: float, token: Optional[Token] = None) -> Any:
-    headers = {"Accept": "application/json", "User-Agent": "verl-init"}
-    if token is not None:
-        headers["Authorization"] = f"Bearer {token.value}"
-    req = urllib.request.Request(url, headers=headers)
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as response:
-            return json.loads(response.read().decode("utf-8"))
-    except urllib.error.HTTPError as exc:
-        if exc.code in (401, 403):
-            base = url.split("/api/", 1)[0]
-            if token is None:
-                message = f"the Ray dashboard at {base} wants a token (Ray token authentication, HTTP {exc.code})"
-                fix = ("set RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH) to the cluster's token: "
-                       "`ray get-auth-token` on the head prints it")
-            else:
-                message = f"the Ray dashboard at {base} refused the token from {token.source} (HTTP {exc.code})"
-                fix = "use the cluster's token: `ray get-auth-token` on the head prints it"
-            raise ProbeError(Problem("VI725", "error", ("RAY_AUTH_TOKEN",), message, fix)) from None
-        raise
+def _get(url: str, timeout: float, token: Optional[Token] = None, deadline: Any = None) -> Any:
+    """The JSON at `url` (ValueError when it is not JSON); HttpError (wizard.env.http) for a failed request, with
+    `kind="status"` for an HTTP error status; ProbeError (VI725) when the dashboard wants a token or refuses it."""
+    from wizard.env import http
+
+    response = http.get(url, timeout=timeout, deadline=deadline, token=token.value if token is not None else None)
+    if response.status in (401, 403):
+        base = _redact(url.split("/api/", 1)[0])
+        if token is None:
+            message = f"the Ray dashboard at {base} wants a token (Ray token authentication, HTTP {response.status})"
+            fix = ("set RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH) to the cluster's token: "
+                   "`ray get-auth-token` on the head prints it")
+        else:
+            message = f"the Ray dashboard at {base} refused the token from {token.source} (HTTP {response.status})"
+            fix = "use the cluster's token: `ray get-auth-token` on the head prints it"
+        raise ProbeError(Problem("VI725", "error", ("RAY_AUTH_TOKEN",), message, fix))
+    if response.status >= 400:
+        raise http.HttpError("status", url, f"{response.url} answers HTTP {response.status}", status=response.status)
+    return response.json()
 
 
-def probe_ray(dashboard: str, timeout: float = MAX_TIMEOUT_S, token: Optional[Token] = None) -> Observed:
+def _limit_problem(exc: Any) -> ProbeError:
+    """A redirect to another origin or a body over the cap (VI726)."""
+    return ProbeError(Problem("VI726", "error", ("address",), exc.message, exc.hint))
+
+
+def probe_ray(dashboard: str, timeout: float = MAX_TIMEOUT_S, token: Optional[Token] = None,
+              budget: float = COMMAND_BUDGET_S) -> Observed:
     """Nodes and resources of the Ray cluster behind `dashboard`, through its HTTP API only
-    (with Ray's bearer token when one is given: Ray 2.59+ turns token authentication on by default)."""
+    (with Ray's bearer token when one is given: Ray 2.59+ turns token authentication on by default).
+    Each request ends within `timeout` seconds (at most 2), all of them within `budget` seconds."""
+    from wizard.env.http import Deadline, HttpError
+
     timeout = min(timeout, MAX_TIMEOUT_S)
-    parsed = urllib.parse.urlparse(dashboard)
-    if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        raise ProbeError(Problem("VI710", "error", ("address",), f"not a dashboard URL ({dashboard!r})",
+    deadline = Deadline(budget)
+    shown = _redact(dashboard)
+    parsed = urllib.parse.urlsplit(dashboard)
+    try:
+        port_ok = parsed.port is None or parsed.port > 0
+    except ValueError:
+        port_ok = False
+    if parsed.scheme not in ("http", "https") or not parsed.hostname or not port_ok:
+        raise ProbeError(Problem("VI710", "error", ("address",), f"not a dashboard URL ({shown!r})",
                                  "pass --address http://HEAD:8265"))
     try:
-        version = _get(dashboard + "/api/version", timeout, token)
-    except urllib.error.HTTPError as exc:
-        raise ProbeError(Problem(
-            "VI711", "error", ("address",), f"{dashboard} answers but is not a Ray dashboard (HTTP {exc.code})",
-            "pass the Ray dashboard URL, e.g. http://HEAD:8265")) from None
+        version = _get(dashboard + "/api/version", timeout, token, deadline)
+    except HttpError as exc:
+        if exc.kind == "status":
+            raise ProbeError(Problem(
+                "VI711", "error", ("address",), f"{shown} answers but is not a Ray dashboard (HTTP {exc.status})",
+                "pass the Ray dashboard URL, e.g. http://HEAD:8265")) from None
+        if exc.kind in ("too_large", "redirect"):
+            raise _limit_problem(exc) from None
+        hint = exc.hint if exc.kind == "timeout" else (
+            "start it (ray start --head ...) or pass --address http://HEAD:8265; "
+            "for KubeRay: kubectl port-forward svc/<cluster>-head-svc 8265:8265")
+        raise ProbeError(Problem("VI710", "error", ("address",), exc.message, hint)) from None
     except ValueError:
         version = None
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise ProbeError(Problem(
-            "VI710", "error", ("address",), f"no Ray cluster answers at {dashboard} ({reason})",
-            "start it (ray start --head ...) or pass --address http://HEAD:8265; "
-            "for KubeRay: kubectl port-forward svc/<cluster>-head-svc 8265:8265")) from None
     if not isinstance(version, dict) or "ray_version" not in version:
-        raise ProbeError(Problem("VI711", "error", ("address",), f"{dashboard} answers but not as a Ray dashboard",
+        raise ProbeError(Problem("VI711", "error", ("address",), f"{shown} answers but not as a Ray dashboard",
                                  "pass the Ray dashboard URL, e.g. http://HEAD:8265"))
     try:
-        body = _get(dashboard + "/api/v0/nodes?detail=1&limit=10000", timeout, token)
+        body = _get(dashboard + "/api/v0/nodes?detail=1&limit=10000", timeout, token, deadline)
         rows = body["data"]["result"]["result"]
-    except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError) as exc:
+    except HttpError as exc:
+        if exc.kind in ("too_large", "redirect"):
+            raise _limit_problem(exc) from None
         raise ProbeError(Problem(
-            "VI711", "error", ("address",), f"Ray {version.get('ray_version')} at {dashboard}: the state API "
-            f"did not list the nodes ({type(exc).__name__}: {exc})",
+            "VI711", "error", ("address",), f"Ray {version.get('ray_version')} at {shown}: the state API "
+            f"did not list the nodes ({exc.message})",
+            "the dashboard must run with its state API (ray[default]); retry when the head is fully up")) from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ProbeError(Problem(
+            "VI711", "error", ("address",), f"Ray {version.get('ray_version')} at {shown}: the state API "
+            f"did not list the nodes ({type(exc).__name__}: {_redact(str(exc))})",
             "the dashboard must run with its state API (ray[default]); retry when the head is fully up")) from None
     nodes = []
     for row in rows:
@@ -280,12 +364,16 @@ def probe_ray(dashboard: str, timeout: float = MAX_TIMEOUT_S, token: Optional[To
         ))
     used: Optional[float] = None
     try:
-        status = _get(dashboard + "/api/cluster_status", timeout, token)
+        status = _get(dashboard + "/api/cluster_status", timeout, token, deadline)
         usage = status["data"]["clusterStatus"]["loadMetricsReport"]["usage"]
         used = float(usage.get("GPU", [0.0, 0.0])[0])
-    except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError, IndexError):
+    except HttpError as exc:
+        if exc.kind in ("too_large", "redirect"):
+            raise _limit_problem(exc) from None
         used = None
-    return Observed(dashboard, str(version.get("ray_version")), nodes, used)
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError):
+        used = None
+    return Observed(shown, str(version.get("ray_version")), nodes, used)
 
 
 def probe_this_machine(env: Mapping[str, str]) -> Observed:
@@ -396,9 +484,10 @@ def compare(exp: Expected, obs: Observed) -> list[Problem]:
 def env_problems(exp: Expected, env: Mapping[str, str]) -> list[Problem]:
     """The environment of this shell: RAY_ADDRESS shape, hand-set CUDA_VISIBLE_DEVICES."""
     out: list[Problem] = []
-    addr = env.get("RAY_ADDRESS")
-    if addr is not None:
-        text = addr.strip()
+    raw = env.get("RAY_ADDRESS")
+    if raw is not None:
+        text = raw.strip()
+        addr = _redact(raw)  # credentials in the address are never printed
         if re.match(r"^https?://", text):
             host = urllib.parse.urlparse(text).hostname or "HEAD"
             out.append(Problem(
@@ -648,7 +737,7 @@ def check_cluster(target: str | os.PathLike[str], address: Optional[str] = None,
         probed = "this machine (cluster: local; main_ppo starts its own Ray here)"
     else:
         url, origin = dashboard_url(address, env)
-        probed = f"{url} (from {origin})"
+        probed = f"{_redact(url)} (from {origin})"
         try:
             observed = probe_ray(url, timeout, ray_auth_token(env))
         except ProbeError as exc:
@@ -709,7 +798,8 @@ def cli(argv: Iterable[str]) -> int:
     p.add_argument("target", help="bundle folder or verl config YAML")
     p.add_argument("--address", help="Ray dashboard URL, e.g. http://HEAD:8265 (a GCS HOST:PORT probes HOST:8265)")
     p.add_argument("--timeout", type=float, default=MAX_TIMEOUT_S,
-                   help=f"seconds per HTTP request (at most {MAX_TIMEOUT_S:g})")
+                   help=f"seconds (wall clock) per HTTP request to the dashboard (at most {MAX_TIMEOUT_S:g}; "
+                        f"all requests within {COMMAND_BUDGET_S:g})")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--debug", action="store_true")
     ns = p.parse_args(list(argv))

@@ -106,7 +106,9 @@ def torch_cuda_build() -> tuple[bool, str | None]:
 
 def _redact(value: str) -> str:
     """User info in URLs (ray://user:pass@host) is not pasted into bug reports."""
-    return re.sub(r"(//)[^/@\s]+@", r"\1***@", value)
+    from wizard.env.http import redact
+
+    return redact(value)
 
 
 def shown_environment(env: Mapping[str, str]) -> dict[str, str]:

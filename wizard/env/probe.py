@@ -5,7 +5,7 @@
   the common PCIe ancestor (same board / PCIe switch / host bridge / NUMA node / system), the NVLink
   links between them and the P2P status. No library, no driver or no GPU is not an error: the
   probe says "no NVIDIA GPU found" and the wizard asks instead.
-- The Ray cluster through `wizard.env.cluster` (the dashboard's HTTP API, ≤ 2 s per request;
+- The Ray cluster through `wizard.env.cluster` (the dashboard's HTTP API via wizard.env.http, ≤ 2 s per request;
   never `ray.init`).
 - Host memory, CPUs and /dev/shm from the operating system.
 
@@ -495,8 +495,10 @@ class RayReport:
                                    "check the address and that the head is up; verl-init never waits on ray.init"))
             elif self.problem is not None and self.explicit:
                 out.append(self.problem)
-            elif self.problem is not None and self.problem.rule in ("VI711", "VI725"):
-                out.append(self.problem)  # something else listens on 8265, or a local head wants a token
+            elif self.problem is not None and self.problem.rule in ("VI711", "VI725", "VI726", "VI727"):
+                # something else listens on 8265, a local head wants a token, answers past a limit, or the
+                # token file is unusable
+                out.append(self.problem)
             return out
         counts = sorted({n.gpus for n in self.gpu_nodes})
         if len(counts) > 1:
@@ -522,13 +524,15 @@ def ray_address_set(env: Mapping[str, str]) -> bool:
 
 def probe_ray_cluster(env: Mapping[str, str], timeout: float = 1.0, address: str | None = None) -> RayReport:
     """The Ray cluster through cluster_check's dashboard prober (no ray import, no ray.init)."""
-    from wizard.env.cluster import ProbeError, dashboard_url, probe_ray, ray_auth_token
+    from wizard.env.cluster import MAX_TIMEOUT_S, ProbeError, dashboard_url, probe_ray, ray_auth_token
+    from wizard.env.http import redact
 
     url, origin = dashboard_url(address, env)
-    report = RayReport(url, origin, bool(address) or ray_address_set(env))
+    report = RayReport(redact(url), origin, bool(address) or ray_address_set(env))  # credentials never shown
     start = time.monotonic()
     try:
-        report.observed = probe_ray(url, timeout, ray_auth_token(env))
+        # each request within `timeout`, all three within 3 × timeout (wizard.env.http: wall clock, capped bodies)
+        report.observed = probe_ray(url, timeout, ray_auth_token(env), budget=3 * min(timeout, MAX_TIMEOUT_S))
     except ProbeError as exc:
         report.problem = exc.problem
     report.seconds = time.monotonic() - start
@@ -583,9 +587,11 @@ def probe_all(env: Mapping[str, str] | None = None, *, gpu_timeout: float = 2.5,
     ray = box.get("ray")
     if ray is None:
         from wizard.env.cluster import dashboard_url
+        from wizard.env.http import redact
 
         url, origin = dashboard_url(None, env)
-        ray = RayReport(url, origin, ray_address_set(env), timed_out="ray:error" not in box)
+        ray = RayReport(redact(url), origin, ray_address_set(env), timed_out="ray:error" not in box)
         if "ray:error" in box:
-            ray.problem = Problem("VI746", "warning", ("RAY_ADDRESS",), f"Ray probe failed: {box['ray:error']}", "")
+            ray.problem = Problem("VI746", "warning", ("RAY_ADDRESS",),
+                                  redact(f"Ray probe failed: {box['ray:error']}"), "")
     return Probes(gpus, ray, host)

@@ -297,7 +297,11 @@ class SmokeContext:
 
     def env_checks(self) -> None:
         """The launching environment (pitfall 5): hand-set CUDA_VISIBLE_DEVICES, RAY_ADDRESS at a dashboard."""
+        from wizard.env.http import redact
+
         cvd, addr = self.user_env["CUDA_VISIBLE_DEVICES"], self.user_env["RAY_ADDRESS"]
+        if addr:
+            addr = redact(addr)  # credentials in the address are never printed
         gpn = self.geometry.gpus_per_node
         notes, ok = [], True
         if cvd:

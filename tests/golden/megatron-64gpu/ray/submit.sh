@@ -29,42 +29,112 @@ while [ $# -gt 0 ]; do
   esac
 done
 
+# Credentials written into the address (http://user:password@...) are never printed: messages show http://***@...
+SHOWN=$ADDRESS
+if [[ "$ADDRESS" =~ ^([A-Za-z][A-Za-z0-9+.-]*://)?.*@(.*)$ ]]; then
+  SHOWN="${BASH_REMATCH[1]}***@${BASH_REMATCH[2]}"
+fi
+
 # `ray job submit` talks to the dashboard's Jobs API (http://HEAD:8265); ray.init inside the cluster uses
 # the GCS (HEAD:6379). Mixing them up is a classic: check the shape before anything is sent.
 case "$ADDRESS" in
   "") die "no Ray address — pass --address http://HEAD:8265 (the dashboard URL) or set RAY_API_SERVER_ADDRESS" ;;
   http://*|https://*)
     [[ "$ADDRESS" =~ ^https?://([^/:@[:space:]]+|\[[0-9a-fA-F:]+\])(:[0-9]+)?/?$ ]] \
-      || die "'$ADDRESS' is not a dashboard URL of the form http://HOST:PORT" ;;
-  ray://*) die "'$ADDRESS' is a Ray Client address; ray job submit needs the dashboard URL, e.g. http://HOST:8265" ;;
-  auto|localhost|local) die "'$ADDRESS' is not a cluster address; pass the dashboard URL, e.g. http://HEAD:8265" ;;
-  *:*) die "'$ADDRESS' looks like the GCS address (HOST:PORT, for ray.init / RAY_ADDRESS inside the cluster); ray job submit needs the dashboard URL, e.g. http://${ADDRESS%:*}:8265" ;;
-  *) die "'$ADDRESS' is not a Ray dashboard URL; expected http://HOST:PORT, e.g. http://HEAD:8265" ;;
+      || die "'$SHOWN' is not a dashboard URL of the form http://HOST:PORT (without credentials or a path)" ;;
+  ray://*) die "'$SHOWN' is a Ray Client address; ray job submit needs the dashboard URL, e.g. http://HOST:8265" ;;
+  auto|localhost|local) die "'$SHOWN' is not a cluster address; pass the dashboard URL, e.g. http://HEAD:8265" ;;
+  *:*) die "'$SHOWN' looks like the GCS address (HOST:PORT, for ray.init / RAY_ADDRESS inside the cluster); ray job submit needs the dashboard URL, e.g. http://${SHOWN%:*}:8265" ;;
+  *) die "'$SHOWN' is not a Ray dashboard URL; expected http://HOST:PORT, e.g. http://HEAD:8265" ;;
 esac
 ADDRESS="${ADDRESS%/}"
+SHOWN="${SHOWN%/}"
 command -v ray >/dev/null 2>&1 || die "the ray CLI is not installed here — pip install 'ray[default]'"
 
 # Alive nodes, GPUs, logical CPUs as the cluster's state API reports them, and whether the dashboard
 # wants Ray's token (Ray 2.59+ turns token authentication on; the token is looked up in Ray's own order).
+# Bounded like verl-init's own dashboard client: 10 s of wall clock for the whole call, answers of at most
+# 8 MiB, token files read only when regular and ≤ 64 KiB, no redirect to another origin (the token stays
+# with the dashboard), credentials in URLs never printed.
 cluster_resources() {
   python3 - "$ADDRESS" <<'PY'
 import json
 import os
+import re
+import signal
+import stat
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 
-url = sys.argv[1] + "/api/v0/nodes?detail=1&limit=10000"
-token = os.environ.get("RAY_AUTH_TOKEN", "").strip()
-for path in (os.environ.get("RAY_AUTH_TOKEN_PATH", "").strip(), os.path.expanduser("~/.ray/auth_token")):
-    if not token and path and os.path.isfile(path):
-        with open(path, encoding="utf-8") as f:
-            token = f.read().strip()
+BODY_CAP, TOKEN_CAP, DEADLINE_S = 8 * 1024 * 1024, 64 * 1024, 10
+base = sys.argv[1]
+url = base + "/api/v0/nodes?detail=1&limit=10000"
+
+
+def fail(message):
+    sys.exit("ray/submit.sh: " + re.sub(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s@]*@", r"\1***@", str(message)))
+
+
+def expired(signum, frame):
+    fail(f"the Ray dashboard at {base} did not answer within {DEADLINE_S} s (wall-clock deadline) — check the "
+         "address and that the head is up")
+
+
+signal.signal(signal.SIGALRM, expired)
+signal.setitimer(signal.ITIMER_REAL, DEADLINE_S)
+
+
+def origin(u):
+    p = urllib.parse.urlsplit(u)
+    return p.scheme.lower(), (p.hostname or "").lower(), p.port or {"http": 80, "https": 443}.get(p.scheme.lower())
+
+
+class SameOrigin(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        if origin(newurl) != origin(req.full_url) or "@" in urllib.parse.urlsplit(newurl).netloc:
+            fail(f"the Ray dashboard at {base} redirects (HTTP {code}) to another origin, {newurl}; not followed, so "
+                 "Ray's token stays with the dashboard — pass the dashboard's own URL with --address")
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+def read_token():
+    token = os.environ.get("RAY_AUTH_TOKEN", "").strip()
+    given, default = os.environ.get("RAY_AUTH_TOKEN_PATH", "").strip(), os.path.expanduser("~/.ray/auth_token")
+    paths = ((f"RAY_AUTH_TOKEN_PATH={given}", given), (f"{default} (~/.ray/auth_token)", default))
+    for name, path in paths if not token else ():
+        fix = "point RAY_AUTH_TOKEN_PATH at the token file (`ray get-auth-token` on the head prints it) or set RAY_AUTH_TOKEN"
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY) if path else None
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            fail(f"{name} cannot be read ({exc.strerror}) — {fix}")
+        if fd is None:
+            continue
+        with os.fdopen(fd, "rb") as f:
+            mode = os.fstat(fd).st_mode
+            if not stat.S_ISREG(mode):
+                kind = "a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a file"
+                fail(f"{name} is {kind}, not a regular file; Ray's token is read from a regular file — {fix}")
+            data = f.read(TOKEN_CAP + 1)
+        if len(data) > TOKEN_CAP:
+            fail(f"{name} holds more than a token's {TOKEN_CAP // 1024} KiB — {fix}")
+        token = data.decode("utf-8", "replace").strip()
+        if token:
+            break
+    return token
 
 
 def nodes(headers):
-    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=2) as response:
-        return json.load(response)["data"]["result"]["result"]
+    opener = urllib.request.build_opener(SameOrigin)
+    with opener.open(urllib.request.Request(url, headers=headers), timeout=DEADLINE_S) as response:
+        data = response.read(BODY_CAP + 1)
+    if len(data) > BODY_CAP:
+        fail(f"the answer from {base} is larger than {BODY_CAP // (1024 * 1024)} MiB; not read further — check that "
+             "the address is the Ray dashboard")
+    return json.loads(data)["data"]["result"]["result"]
 
 
 auth = "none"
@@ -74,19 +144,20 @@ try:
     except urllib.error.HTTPError as exc:
         if exc.code not in (401, 403):
             raise
+        token = read_token()
         if not token:
-            sys.exit(f"ray/submit.sh: the Ray dashboard at {sys.argv[1]} wants a token (HTTP {exc.code}) — set "
-                     "RAY_AUTH_TOKEN to the cluster's token (`ray get-auth-token` on the head prints it)")
+            fail(f"the Ray dashboard at {base} wants a token (HTTP {exc.code}) — set "
+                 "RAY_AUTH_TOKEN to the cluster's token (`ray get-auth-token` on the head prints it)")
         try:
             rows = nodes({"Authorization": "Bearer " + token})
         except urllib.error.HTTPError as exc2:
             if exc2.code in (401, 403):
-                sys.exit(f"ray/submit.sh: the Ray dashboard at {sys.argv[1]} refused this machine's token "
-                         f"(HTTP {exc2.code}) — use the cluster's token (`ray get-auth-token` on the head)")
+                fail(f"the Ray dashboard at {base} refused this machine's token "
+                     f"(HTTP {exc2.code}) — use the cluster's token (`ray get-auth-token` on the head)")
             raise
         auth = "token"
 except Exception as exc:  # noqa: BLE001 - any other failure means: no usable dashboard there
-    sys.exit(f"ray/submit.sh: no Ray dashboard answers at {sys.argv[1]} ({exc})")
+    fail(f"no Ray dashboard answers at {base} ({exc})")
 alive = [n.get("resources_total") or {} for n in rows if n.get("state") == "ALIVE"]
 print(len(alive), int(sum(r.get("GPU", 0) for r in alive)), int(sum(r.get("CPU", 0) for r in alive)), auth)
 PY
@@ -98,7 +169,7 @@ while :; do
   read -r nodes gpus cpus auth <<<"$resources"
   [ "$gpus" -lt "$TOTAL_GPUS" ] || break
   [ "$SECONDS" -lt "$deadline" ] \
-    || die "after ${WAIT_TIMEOUT}s Ray at $ADDRESS shows $gpus GPU(s) on $nodes node(s); the config needs $TOTAL_GPUS ($NNODES node(s) × $GPUS_PER_NODE) — start the missing nodes, or re-plan with nnodes/gpus_per_node that match"
+    || die "after ${WAIT_TIMEOUT}s Ray at $SHOWN shows $gpus GPU(s) on $nodes node(s); the config needs $TOTAL_GPUS ($NNODES node(s) × $GPUS_PER_NODE) — start the missing nodes, or re-plan with nnodes/gpus_per_node that match"
   echo "ray/submit.sh: Ray shows $gpus of $TOTAL_GPUS GPUs on $nodes node(s); waiting for the other nodes"
   sleep 5
 done
@@ -107,9 +178,9 @@ if [ "$auth" = token ] && [ -z "${RAY_AUTH_MODE:-}" ]; then
   export RAY_AUTH_MODE=token
 fi
 [ "$cpus" -ge "$MIN_CPUS" ] \
-  || die "Ray at $ADDRESS has $cpus logical CPUs; verl needs ≥ $MIN_CPUS (3 per GPU + 9 for TransferQueue) and would hang silently — start the nodes with more --num-cpus"
+  || die "Ray at $SHOWN has $cpus logical CPUs; verl needs ≥ $MIN_CPUS (3 per GPU + 9 for TransferQueue) and would hang silently — start the nodes with more --num-cpus"
 
 ID="$PREFIX-$(date +%Y%m%d-%H%M%S)"
-echo "ray/submit.sh: Ray shows $gpus GPUs on $nodes node(s); submitting $ID to $ADDRESS"
+echo "ray/submit.sh: Ray shows $gpus GPUs on $nodes node(s); submitting $ID to $SHOWN"
 ray job submit --address "$ADDRESS" --submission-id "$ID" --working-dir "$HERE" \
   --runtime-env "$HERE/ray/runtime_env.yaml" -- bash run.sh
