@@ -623,7 +623,13 @@ def _overlap(a: _FileCheck, b: _FileCheck) -> Optional[Finding]:
 
 
 def load_tokenizer(name: str) -> Any:
+    import importlib.util
     import os
+
+    if importlib.util.find_spec("transformers") is None:
+        raise UserError("--tokenizer needs the transformers library, which is not installed",
+                        "pip install 'verl-init[tokenizer]' (or drop --tokenizer to check without token counts)",
+                        rule="VI538", keys=("--tokenizer",))
 
     if not os.path.isdir(os.path.expanduser(name)):
         from wizard.verify.harness import hub_reachable

@@ -290,7 +290,12 @@ def _memory_fit(b: _Build) -> None:
     a, f, given, n_gpus = b.a, b.f, b.given, b.n_gpus
     b.seq = seq = a.max_prompt_length + a.max_response_length
     b.dynamic = dynamic = a.dynamic_batch if a.dynamic_batch is not None else not b.megatron
-    b.shape = shape = resolve_shape(a.model, a.model_params_b)
+    try:
+        b.shape = shape = resolve_shape(a.model, a.model_params_b)
+    except (OSError, ValueError) as exc:  # a local folder whose config.json is unreadable or not a model config
+        f.error("VI601", ("model",), f"cannot read the model folder's config.json: {exc}",
+                "give a model folder with a Hugging Face config.json, or set model_params_b")
+        b.shape = shape = None
     # one model size everywhere: the shape's (PLAN.md, the memory estimate and the facts agree)
     b.facts["model_params_b"] = round(shape.params_b, 2) if shape else None
     b.facts["model_size_source"] = shape.source if shape else "unknown"

@@ -122,25 +122,48 @@ def from_catalogue(model: str) -> Optional[ModelShape]:
     return matches[0] if matches else None
 
 
-def from_local(path: str) -> ModelShape:
-    """config.json of a local model folder through transformers.AutoConfig (no weights)."""
-    from transformers import AutoConfig
+MAX_CONFIG_BYTES = 4 << 20
 
-    c = AutoConfig.from_pretrained(path)
-    c = getattr(c, "text_config", None) or c
-    heads = int(c.num_attention_heads)
-    hidden = int(c.hidden_size)
-    experts = int(getattr(c, "num_experts", 0) or getattr(c, "num_local_experts", 0) or 0)
+
+def from_local(path: str) -> ModelShape:
+    """config.json of a local model folder, read as JSON (no weights, no transformers); a multimodal config's
+    `text_config` describes the language model. Raises ValueError when it is not a usable model config."""
+    import json
+
+    with open(os.path.join(path, "config.json"), "rb") as fh:
+        raw = fh.read(MAX_CONFIG_BYTES + 1)
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ValueError(f"{path}/config.json is larger than {MAX_CONFIG_BYTES >> 20} MiB")
+    top = json.loads(raw.decode("utf-8"))
+    if not isinstance(top, dict):
+        raise ValueError(f"{path}/config.json is not a JSON object")
+    c = top.get("text_config") if isinstance(top.get("text_config"), dict) else top
+
+    def get(*names: str, default: Any = None) -> Any:
+        for name in names:
+            if c.get(name) is not None:
+                return c[name]
+        return default
+
+    try:
+        heads = int(get("num_attention_heads", "n_head"))
+        hidden = int(get("hidden_size", "n_embd", "d_model"))
+        layers = int(get("num_hidden_layers", "n_layer"))
+        vocab = int(get("vocab_size", default=top.get("vocab_size")))
+    except (TypeError, ValueError):
+        raise ValueError(f"{path}/config.json lacks num_attention_heads, hidden_size, num_hidden_layers or vocab_size") from None
+    model_type = str(get("model_type", default=top.get("model_type", "")))
+    experts = int(get("num_experts", "num_local_experts", "n_routed_experts", default=0) or 0)
     return ModelShape(
-        name=path, arch=str(c.model_type), layers=int(c.num_hidden_layers), hidden=hidden, heads=heads,
-        kv_heads=int(getattr(c, "num_key_value_heads", None) or heads),
-        head_dim=int(getattr(c, "head_dim", None) or hidden // heads),
-        intermediate=int(getattr(c, "intermediate_size", 0) or 4 * hidden), vocab=int(c.vocab_size),
-        tied=bool(getattr(c, "tie_word_embeddings", False)),
-        qkv_bias=bool(getattr(c, "attention_bias", False)) or str(c.model_type) == "qwen2",
-        max_pos=getattr(c, "max_position_embeddings", None), experts=experts,
-        active_experts=int(getattr(c, "num_experts_per_tok", 0) or 0),
-        moe_intermediate=int(getattr(c, "moe_intermediate_size", 0) or (getattr(c, "intermediate_size", 0) if experts else 0)),
+        name=path, arch=model_type, layers=layers, hidden=hidden, heads=heads,
+        kv_heads=int(get("num_key_value_heads", default=heads) or heads),
+        head_dim=int(get("head_dim", default=hidden // heads) or hidden // heads),
+        intermediate=int(get("intermediate_size", "n_inner", default=0) or 4 * hidden), vocab=vocab,
+        tied=bool(get("tie_word_embeddings", default=top.get("tie_word_embeddings", False))),
+        qkv_bias=bool(get("attention_bias", default=False)) or model_type == "qwen2",
+        max_pos=get("max_position_embeddings"), experts=experts,
+        active_experts=int(get("num_experts_per_tok", default=0) or 0),
+        moe_intermediate=int(get("moe_intermediate_size", default=0) or (get("intermediate_size", default=0) if experts else 0)),
         source="local",
     )
 

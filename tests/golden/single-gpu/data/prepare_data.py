@@ -81,9 +81,7 @@ def read_rows(path):
         with open(path, encoding="utf-8", newline="") as fh:
             return list(csv.DictReader(fh))
     if lower.endswith(".parquet"):
-        import pyarrow.parquet as pq
-
-        return pq.read_table(path).to_pylist()
+        return _pyarrow().parquet.read_table(path).to_pylist()
     sys.exit(f"prepare_data: cannot read {path}: use a {', '.join(SUFFIXES)} file")
 
 
@@ -258,12 +256,20 @@ def split_file(rows):
     return train, val
 
 
-def write_parquet(rows, path):
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+def _pyarrow():
+    """pyarrow (parquet), or one line saying how to get it."""
+    try:
+        import pyarrow
+        import pyarrow.parquet  # noqa: F401
+    except ImportError:
+        sys.exit("prepare_data: parquet needs `pip install pyarrow` (verl installs it too)")
+    return pyarrow
 
+
+def write_parquet(rows, path):
+    pa = _pyarrow()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    pq.write_table(pa.Table.from_pylist(rows), path)
+    pa.parquet.write_table(pa.Table.from_pylist(rows), path)
 
 
 def n_rows(n):
