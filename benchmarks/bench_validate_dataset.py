@@ -63,7 +63,9 @@ report = validate([path], Options(tokenizer=tokenizer, batch_rows=batch_rows, ma
 dt = time.perf_counter() - t0
 print(json.dumps({"seconds": dt, "rows": report.files[0].rows, "ok": report.ok,
                   "findings": [f.rule for f in report.findings],
-                  "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+                  # VmHWM: this program's own peak (ru_maxrss would keep the parent's from before exec)
+                  "maxrss_kb": next((int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:")),
+                                    resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)}))
 """
 
 

@@ -149,27 +149,45 @@ class Options:
 # reading, in batches
 
 
+MAX_JSON_BYTES = 64 << 20
+HIST_CAP = 1 << 20  # prompt lengths counted exactly up to here (a histogram of at most 8 MiB)
+
+
 def _iter_batches(path: str, batch_rows: int) -> Iterator[tuple[list[Optional[dict[str, Any]]], list[tuple[int, str]]]]:
     """(rows, unreadable (index in batch, why)) batches; an unreadable row is None in rows.
     Parquet via pyarrow iter_batches, jsonl line by line."""
     lower = path.lower()
     if lower.endswith(".parquet"):
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
-        pf = pq.ParquetFile(path)
-        for batch in pf.iter_batches(batch_size=batch_rows):
-            yield batch.to_pylist(), []
+        # the system allocator (it gives freed batches back), no read-ahead, one thread: memory stays at a few
+        # batches whatever the file size
+        previous = pa.default_memory_pool()
+        pa.set_memory_pool(pa.system_memory_pool())
+        try:
+            pf = pq.ParquetFile(path, pre_buffer=False)
+            for batch in pf.iter_batches(batch_size=batch_rows, use_threads=False):
+                yield batch.to_pylist(), []
+        finally:
+            pa.set_memory_pool(previous)
     elif lower.endswith(".jsonl"):
+        from wizard._io import LineTooLong, bounded_lines
+
         rows: list[Optional[dict[str, Any]]] = []
         bad: list[tuple[int, str]] = []
-        with open(path, encoding="utf-8") as fh:
-            for line in fh:
+        with open(path, "rb") as fh:  # line by line, each line capped: a file without newlines is never held
+            for line in bounded_lines(fh):
+                if isinstance(line, LineTooLong):
+                    bad.append((len(rows), str(line)))
+                    rows.append(None)
+                    continue
                 if not line.strip():
                     continue
                 try:
-                    value = json.loads(line)
+                    value = json.loads(line.decode("utf-8"))
                 except ValueError as exc:
-                    bad.append((len(rows), f"not valid JSON ({exc})"))
+                    bad.append((len(rows), f"not valid JSON ({str(exc)[:200]})"))
                     value = None
                 else:
                     if not isinstance(value, dict):
@@ -182,6 +200,10 @@ def _iter_batches(path: str, batch_rows: int) -> Iterator[tuple[list[Optional[di
         if rows or bad:
             yield rows, bad
     else:  # .json: one array (datasets' json loader also takes {"data": [...]}-style objects)
+        size = os.path.getsize(path)
+        if size > MAX_JSON_BYTES:
+            raise ValueError(f"a .json file of {size >> 20} MiB is parsed whole; above {MAX_JSON_BYTES >> 20} MiB "
+                             "write it as .jsonl or .parquet, which are read row by row")
         with open(path, encoding="utf-8") as fh:
             doc = json.load(fh)
         if isinstance(doc, dict):
@@ -231,6 +253,50 @@ def _hash(value: Any) -> int:
 # one file
 
 
+class _HashStore:
+    """One uint64 per row in fixed blocks (each a separate allocation the OS gets back when freed): 8 bytes a
+    row while reading, with no copy of the whole column ever made."""
+
+    BLOCK = 1 << 20
+
+    def __init__(self) -> None:
+        self._blocks: list[Any] = []
+        self._n = 0
+
+    def __len__(self) -> int:
+        return self._n
+
+    def extend(self, values: Any) -> None:
+        import numpy as np
+
+        i = 0
+        while i < len(values):
+            at = self._n % self.BLOCK
+            if at == 0:
+                self._blocks.append(np.empty(self.BLOCK, dtype=np.uint64))
+            take = min(self.BLOCK - at, len(values) - i)
+            self._blocks[-1][at:at + take] = values[i:i + take]
+            self._n += take
+            i += take
+
+    def blocks(self) -> Iterator[tuple[int, Any]]:
+        """(first row, that block's filled part)."""
+        for k, block in enumerate(self._blocks):
+            start = k * self.BLOCK
+            yield start, block[:max(0, min(self.BLOCK, self._n - start))]
+
+    def take(self, rows: Any) -> Any:
+        import numpy as np
+
+        rows = np.asarray(rows, dtype=np.int64)
+        out = np.empty(len(rows), dtype=np.uint64)
+        which = rows // self.BLOCK
+        for k in np.unique(which).tolist():
+            sel = which == k
+            out[sel] = self._blocks[k][rows[sel] % self.BLOCK]
+        return out
+
+
 class _FileCheck:
     def __init__(self, path: str, opts: Options):
         self.path = path
@@ -239,15 +305,17 @@ class _FileCheck:
         self.summary = FileSummary(path)
         self.findings: dict[tuple[str, str], Finding] = {}
         self.seen_columns: set[str] = set()
-        self.hashes: list[Any] = []  # numpy uint64 arrays, one per batch
-        self.hash_rows: list[Any] = []
-        self.lengths: list[Any] = []
+        # Memory per row stays at 8 bytes (a prompt hash, in row order; 0 = a row without a prompt) plus a
+        # histogram of prompt lengths whose size depends on the longest prompt, not on the number of rows.
+        self.hashes = _HashStore()  # uint64 per row, row order, in blocks of 1 Mi rows
+        self.length_hist: Any = None  # numpy int64: rows per length (lengths ≥ HIST_CAP count at HIST_CAP)
+        self.length_max = 0
+        self.measured = 0
         self.row0 = 0
         self.col_kinds: dict[str, dict[type, str]] = {}  # JSON: the value types seen per column
         self.ds_rows: dict[str, list[int]] = {}  # first rows of each data_source
         self.chat_columns: set[str] = set()  # columns that hold chat message lists (for --prompt-key hints)
         self._batch_hashes: list[int] = []
-        self._batch_hash_rows: list[int] = []
 
     def finding(self, rule: str, message: str, hint: str = "", severity: Optional[str] = None) -> Finding:
         key = (rule, message)
@@ -374,8 +442,7 @@ class _FileCheck:
 
     # -- bookkeeping ----------------------------------------------------------------------------
     def _remember(self, row_no: int, prompt: Any) -> None:
-        self._batch_hashes.append(_hash(prompt))
-        self._batch_hash_rows.append(row_no)
+        self._batch_hashes[row_no - self.row0] = _hash(prompt) or 1  # 0 marks rows without a prompt
 
     def run(self) -> None:
         import numpy as np
@@ -448,8 +515,7 @@ class _FileCheck:
         import numpy as np
 
         o = self.opts
-        self._batch_hashes = []
-        self._batch_hash_rows = []
+        self._batch_hashes = [0] * len(rows)
         chats: list[tuple[int, Any]] = []
         json_rows = not self.path.lower().endswith(".parquet")
         for i, row in enumerate(rows):
@@ -476,8 +542,8 @@ class _FileCheck:
         self.row0 += len(rows)
         self.summary.rows = self.row0
         if self._batch_hashes:
-            self.hashes.append(np.asarray(self._batch_hashes, dtype=np.uint64))
-            self.hash_rows.append(np.asarray(self._batch_hash_rows, dtype=np.int64))
+            self.hashes.extend(np.asarray(self._batch_hashes, dtype=np.uint64))
+        self._batch_hashes = []
         self._measure(chats)
 
     def _measure(self, items: list[tuple[int, Any]]) -> None:
@@ -490,7 +556,7 @@ class _FileCheck:
         tok = o.tokenizer
         if tok is None:
             lengths = [len(v) if isinstance(v, str) else sum(len(m["content"]) for m in v) for _, v in items]
-            self.lengths.append(np.asarray(lengths, dtype=np.int32))
+            self._count_lengths(np.asarray(lengths, dtype=np.int64))
             return
         rows: list[int] = []
         texts: list[str] = []
@@ -511,13 +577,40 @@ class _FileCheck:
         if not texts:
             return
         ids = tok(texts, add_special_tokens=o.kind == "preference", return_attention_mask=False)["input_ids"]
-        counts = np.asarray([len(x) for x in ids], dtype=np.int32)
-        self.lengths.append(counts)
+        counts = np.asarray([len(x) for x in ids], dtype=np.int64)
+        self._count_lengths(counts)
         limit = o.max_prompt_length
         for row_no, n in zip(rows, counts.tolist(), strict=True):
             if n > limit:
                 self.summary.overlong += 1
                 self._overlong().add(row_no, f"{n} tokens > max_prompt_length={limit}")
+
+    def _count_lengths(self, lengths: Any) -> None:
+        import numpy as np
+
+        if not len(lengths):
+            return
+        self.measured += len(lengths)
+        self.length_max = max(self.length_max, int(lengths.max()))
+        counts = np.bincount(np.minimum(lengths, HIST_CAP))
+        if self.length_hist is None:
+            self.length_hist = counts
+        else:
+            if len(counts) > len(self.length_hist):
+                counts[:len(self.length_hist)] += self.length_hist
+                self.length_hist = counts
+            else:
+                self.length_hist[:len(counts)] += counts
+
+    def percentile(self, q: float) -> int:
+        """np.percentile(lengths, q, method="higher") from the histogram: the length at sorted position
+        ceil(q/100 × (n − 1)); exact below HIST_CAP."""
+        import numpy as np
+
+        k = int(np.ceil(q / 100 * (self.measured - 1)))
+        cum = np.cumsum(self.length_hist)
+        value = int(np.searchsorted(cum, k, side="right"))
+        return self.length_max if value >= HIST_CAP else value
 
     def _overlong(self) -> Finding:
         o = self.opts
@@ -539,14 +632,13 @@ class _FileCheck:
         s = self.summary
         if s.rows == 0:
             self.finding("VI531", "the file has no rows", "verl cannot train on an empty dataset")
-        if self.lengths:
-            lengths = np.concatenate(self.lengths)
+        if self.measured:
             s.length_unit = "tokens" if o.tokenizer is not None else "chars"
-            s.lengths = {f"p{q}": int(np.percentile(lengths, q, method="higher")) for q in (50, 90, 99)}
-            s.lengths["max"] = int(lengths.max())
+            s.lengths = {f"p{q}": self.percentile(q) for q in (50, 90, 99)}
+            s.lengths["max"] = self.length_max
         if o.tokenizer is not None and o.kind == "rl" and o.filter_overlong_prompts and s.rows:
             # verl keeps rows whose templated prompt fits; failing templates count as too long
-            s.kept_by_verl = len(np.concatenate(self.lengths)) - s.overlong if self.lengths else 0
+            s.kept_by_verl = self.measured - s.overlong
             if s.kept_by_verl == 0 and not self._has_error_except("VI528"):
                 self.finding("VI531", "no row survives verl's overlong filter: the dataset would be empty",
                              f"raise max_prompt_length (longest prompt: {s.lengths.get('max', 0)} tokens)"
@@ -566,12 +658,32 @@ class _FileCheck:
         return any(f.severity == "error" and f.rule != rule for f in self.findings.values())
 
     def _duplicates(self, np: Any) -> None:
-        if not self.hashes:
+        if not len(self.hashes):
             return
-        h = np.concatenate(self.hashes)
-        rows = np.concatenate(self.hash_rows)
-        order = np.argsort(h, kind="stable")
-        hs, rs = h[order], rows[order]
+        # candidates first, on the low 32 bits (4 bytes a row, sorted in place), then exactly on the few rows
+        # whose low bits repeat: never a sorted copy or an index of every row's 64-bit hash; other temporary
+        # arrays are per block of rows
+        low = np.empty(sum(int(np.count_nonzero(part)) for _, part in self.hashes.blocks()), dtype=np.uint32)
+        at = 0
+        for _, part in self.hashes.blocks():
+            part = part[part != 0].astype(np.uint32)
+            low[at:at + len(part)] = part
+            at += len(part)
+        low.sort()
+        repeated = np.unique(low[1:][low[1:] == low[:-1]])
+        del low
+        if not len(repeated):
+            return
+        found = []
+        for start, part in self.hashes.blocks():
+            part32 = part.astype(np.uint32)
+            pos = np.searchsorted(repeated, part32)
+            pos[pos >= len(repeated)] = 0
+            found.append(np.flatnonzero((repeated[pos] == part32) & (part != 0)) + start)
+        rows = np.concatenate(found)
+        hc = self.hashes.take(rows)
+        order = np.argsort(hc, kind="stable")
+        hs, rs = hc[order], rows[order]
         same = np.flatnonzero(hs[1:] == hs[:-1]) + 1
         if not len(same):
             return
@@ -589,11 +701,11 @@ class _FileCheck:
     def unique_hashes(self) -> tuple[Any, Any]:
         import numpy as np
 
-        if not self.hashes:
+        rows = np.concatenate([np.flatnonzero(part) + start for start, part in self.hashes.blocks()] or
+                               [np.zeros(0, dtype=np.int64)])
+        if not len(rows):
             return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64)
-        h = np.concatenate(self.hashes)
-        rows = np.concatenate(self.hash_rows)
-        uniq, first = np.unique(h, return_index=True)
+        uniq, first = np.unique(self.hashes.take(rows), return_index=True)
         return uniq, rows[first]
 
 
@@ -601,10 +713,11 @@ def _overlap(a: _FileCheck, b: _FileCheck) -> Optional[Finding]:
     import numpy as np
 
     ua, ra = a.unique_hashes()
-    if not len(ua) or not b.hashes:
+    rb = np.concatenate([np.flatnonzero(part) + start for start, part in b.hashes.blocks()] or
+                        [np.zeros(0, dtype=np.int64)])
+    if not len(ua) or not len(rb):
         return None
-    hb = np.concatenate(b.hashes)
-    rb = np.concatenate(b.hash_rows)
+    hb = b.hashes.take(rb)
     pos = np.searchsorted(ua, hb)
     pos[pos >= len(ua)] = 0
     hit = ua[pos] == hb

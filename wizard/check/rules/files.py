@@ -24,13 +24,10 @@ def _count_rows(path: Path, enough: int) -> int | None:
 
             return int(pq.ParquetFile(path).metadata.num_rows)
         if path.suffix == ".jsonl":
-            rows = 0
+            from wizard._io import count_rows
+
             with path.open("rb") as fh:
-                for line in fh:
-                    rows += bool(line.strip())
-                    if rows >= enough:
-                        break
-            return rows
+                return count_rows(fh, enough)  # streamed, stops at `enough`; never a whole file in memory
     except Exception:  # noqa: BLE001 - unreadable files are validate-dataset's business
         return None
     return None
