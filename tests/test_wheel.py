@@ -22,6 +22,7 @@ def test_wheel_contains_templates_and_profiles(tmp_path):
     for p in (ROOT / "profiles").glob("*.yaml"):
         assert f"wizard/_data/profiles/{p.name}" in names
     assert any(n.endswith("entry_points.txt") for n in names)
+    assert "wizard/verlspec/key_history.json" in names  # package data: hatchling ships it with the package
 
     # install it alone (no checkout on the path) and render from the packaged data
     target = tmp_path / "site"
