@@ -166,3 +166,56 @@ def test_composer_resolves_package_placement():
     assert keys == {"trainer", "trainer.n", "actor_rollout_ref", "actor_rollout_ref.actor",
                     "actor_rollout_ref.actor.strategy", "actor_rollout_ref.actor.ppo_epochs",
                     "actor_rollout_ref.actor.optim", "actor_rollout_ref.actor.optim.lr"}
+
+
+# -- check uses the history ------------------------------------------------------------------------------------
+
+
+def _renamed_scalars(limit: int = 12) -> list[tuple[str, str, object]]:
+    """(old key, 0.9.1 key, a value of the new key's type: verl 0.9.1's own default) for renamed leaf keys."""
+    from wizard.check.tree import NOTHING, lookup, snapshot_tree
+
+    base = snapshot_tree("dp")
+    out = []
+    per_section: dict[str, int] = {}
+    for old, new in sorted(history.load_history()["renamed"].items()):
+        section = ".".join(old.split(".")[:2])
+        if per_section.get(section, 0) >= 3:  # a spread over sections, not one section's leaves
+            continue
+        default = lookup(base, new)
+        if default is NOTHING or isinstance(default, (dict, list)) or default is None or old.endswith("_target_"):
+            continue
+        if isinstance(default, str) and ("${" in default or default == "???"):
+            continue
+        out.append((old, new, default))
+        per_section[section] = per_section.get(section, 0) + 1
+    return out[:limit]
+
+
+def test_check_names_the_versions_and_fix_gives_a_list_verl_accepts(tmp_path):
+    """Old keys added to a plan verl accepts: check names the releases and 0.9.1's name; --fix's list then has
+    no key error and verl 0.9.1's own validation accepts it."""
+    import wizard
+    from wizard.check.lint import check
+    from wizard.check.overrides import format_value
+    from wizard.check.report import fixed_overrides
+
+    olds = _renamed_scalars()
+    assert len(olds) >= 5, olds
+    p = wizard.plan(wizard.load_profile("single-gpu"), base_dir=str(tmp_path))
+    planned = [o for o in p.overrides() if not o.startswith(("data.train_files", "data.val_files"))]
+    overrides = planned + [f"{old}={format_value(value)}" for old, _, value in olds]
+    hw = dict(nnodes=1, gpus_per_node=p.answers.gpus_per_node, gpu_memory_gb=p.answers.gpu_memory_gb)
+    report = check(None, overrides, defaults="snapshot", **hw)
+    for old, new, _ in olds:
+        (f,) = [f for f in report.findings if old in f.problem.keys]
+        if f.problem.rule == "VI805":  # a legacy reward key: verl's own migration names its new place
+            assert new in f.problem.hint
+        else:
+            assert f.problem.rule == "VI801" and "existed in verl" in f.problem.message and new in f.problem.message
+    fixed, _ = fixed_overrides(report)
+    again = check(None, fixed, defaults="snapshot", **hw)
+    assert not [f for f in again.errors if f.problem.rule in ("VI801", "VI802", "VI803", "VI804")], \
+        [f.problem.line() for f in again.errors]
+    verdict = check(None, fixed, defaults="verl", run_verl=True, **hw)
+    assert verdict.verl is not None and verdict.verl.ok, verdict.verl.summary()

@@ -13,6 +13,7 @@ from wizard.check.overrides import format_value
 from wizard.check.report import Fix
 from wizard.check.shellargs import PLACEHOLDER
 from wizard.check.tree import NOTHING, flatten, lookup
+from wizard.verlspec.history import key_history, renamed
 from wizard.verlspec.keys import DATACLASS_ROOTS, EXTRA_FREE_FORM, LEGACY_ROOTS, dataclass_fields, drift, legacy_target
 
 
@@ -115,18 +116,25 @@ def validate_keys(items: list[Item], base: dict[str, Any], add: Callable[..., No
                     fix=Fix(strip_plus=[key]))
             continue
         new, removed = drift(key)
+        span = key_history(key)  # the verl releases (0.3 … 0.9.0) whose config tree had this key
+        was = f"{key} existed in verl {span[0]}–{span[1]}" if span else None
+        later = renamed(key) if span else None
+        if new is None and later is not None:
+            new = later
         if new is not None and lookup(base, new) is not NOTHING:
             it.apply = False
-            add("VI801", "error", (key,), f"{key} is not in verl 0.9's config tree (moved)", f"use {new}",
+            add("VI801", "error", (key,), (f"{was}; verl 0.9.1 calls it {new}" if was else
+                                           f"{key} is not in verl 0.9's config tree (moved)"), f"use {new}",
                 fix=Fix(set={new: it.value}, delete=[key]))
             continue
-        if removed:
+        if removed or span is not None:
             it.apply = False
+            gone = f"{was} and is gone from 0.9.1" if was else f"{key} was removed in verl 0.9"
             if it.op in ("+", "++"):  # Hydra adds it; verl 0.9.1 never reads it
-                add("VI802", "warning", (key,), f"+{key} was removed in verl 0.9: Hydra adds it and verl ignores it",
+                add("VI802", "warning", (key,), f"+{gone}: Hydra adds it and verl ignores it",
                     "remove it", fix=Fix(delete=[key]))
             else:
-                add("VI801", "error", (key,), f"{key} was removed in verl 0.9", "remove it", fix=Fix(delete=[key]))
+                add("VI801", "error", (key,), gone, "remove it", fix=Fix(delete=[key]))
             continue
         if _is_free_form(base, parts, dcs):
             if it.op == "" and it.override is not None:
