@@ -7,7 +7,7 @@ one given, and ends with the caller. `python`, `python3`, `uv`, `ray`, `torchrun
 `pip`, `nvidia-smi`, `curl`, `wget` and `git` are stubs that run nothing: the stub of the launcher writes
 its argument vector to the one writable folder and exits 0; `python -c ...` exits 1 (as if the module
 were missing, the default GPU path of verl's scripts). So no command of the user's script changes anything
-outside the sandbox's /tmp, which is thrown away. Time (10 s wall, 10 s CPU), memory (1 GiB address
+outside the sandbox's /tmp, which is thrown away. Time (5 s wall, 5 s CPU), memory (1 GiB address
 space), the recorded argument vector (1 MiB) and bash's output (discarded) are bounded.
 
 Where bubblewrap is missing or not allowed (no user namespaces), `available()` says so and `check`
@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-TIMEOUT_S = 10.0
+TIMEOUT_S = 5.0  # verl's own scripts take ~30 ms
 MEMORY_BYTES = 1 << 30
 FILE_BYTES = 64 << 20  # any file the run writes (its stderr, the recorded launch)
 ARGV_BYTES = 1 << 20
@@ -144,7 +144,7 @@ _NEEDED = re.compile(r"line \d+: ([A-Za-z_][A-Za-z0-9_]*): ")
 
 
 def trace(script: str | os.PathLike[str], env: Mapping[str, str], *, workdir: str | None = None,
-          _probe: bool = False) -> Traced:
+          timeout: float = TIMEOUT_S, _probe: bool = False) -> Traced:
     """Run `script` under bash in the sandbox; return the first main_ppo launch it made. A variable the
     script needs from its environment (`set -u`, `${X:?}`) and that `env` lacks is given the placeholder
     UNSET_<NAME> and the script run again; `needed` names them."""
@@ -153,7 +153,7 @@ def trace(script: str | os.PathLike[str], env: Mapping[str, str], *, workdir: st
     env = dict(env)
     needed: list[str] = []
     for _ in range(RETRIES + 1):
-        result = _trace_once(script, env, workdir)
+        result = _trace_once(script, env, workdir, timeout)
         m = _NEEDED.search(result.error)
         if result.ok or not m or m.group(1) in env:
             break
@@ -163,7 +163,8 @@ def trace(script: str | os.PathLike[str], env: Mapping[str, str], *, workdir: st
     return result
 
 
-def _trace_once(script: str | os.PathLike[str], env: Mapping[str, str], workdir: str | None) -> Traced:
+def _trace_once(script: str | os.PathLike[str], env: Mapping[str, str], workdir: str | None,
+                timeout: float = TIMEOUT_S) -> Traced:
     path = Path(script).resolve()
     with tempfile.TemporaryDirectory(prefix="vi-trace-") as tmp:
         out, stubs = Path(tmp) / "out", Path(tmp) / "bin"
@@ -178,12 +179,12 @@ def _trace_once(script: str | os.PathLike[str], env: Mapping[str, str], workdir:
         try:
             with open(Path(tmp) / "stderr", "w+b") as err:
                 proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-                                      timeout=TIMEOUT_S, preexec_fn=_limits, check=False)
+                                      timeout=timeout, preexec_fn=_limits, check=False)
                 err.seek(max(0, err.seek(0, os.SEEK_END) - 4096))
                 tail = err.read().decode("utf-8", errors="replace").strip().splitlines()
             status: int | None = proc.returncode
         except subprocess.TimeoutExpired:
-            return Traced(reason=f"bash did not finish within {TIMEOUT_S:g} s")
+            return Traced(reason=f"bash did not finish within {timeout:g} s")
         launches = sorted(out.iterdir(), key=lambda p: int(p.name.rsplit("-", 1)[-1]))
         if not launches:
             last = next((line for line in reversed(tail) if not line.startswith("+")), "")
