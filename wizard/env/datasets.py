@@ -151,6 +151,7 @@ class Options:
 
 MAX_JSON_BYTES = 64 << 20
 HIST_CAP = 1 << 20  # prompt lengths counted exactly up to here (a histogram of at most 8 MiB)
+BUCKET_BITS = 6  # duplicate detection works on 1/64 of the hash values at a time
 
 
 def _iter_batches(path: str, batch_rows: int) -> Iterator[tuple[list[Optional[dict[str, Any]]], list[tuple[int, str]]]]:
@@ -660,43 +661,40 @@ class _FileCheck:
     def _duplicates(self, np: Any) -> None:
         if not len(self.hashes):
             return
-        # candidates first, on the low 32 bits (4 bytes a row, sorted in place), then exactly on the few rows
-        # whose low bits repeat: never a sorted copy or an index of every row's 64-bit hash; other temporary
-        # arrays are per block of rows
-        low = np.empty(sum(int(np.count_nonzero(part)) for _, part in self.hashes.blocks()), dtype=np.uint32)
-        at = 0
-        for _, part in self.hashes.blocks():
-            part = part[part != 0].astype(np.uint32)
-            low[at:at + len(part)] = part
-            at += len(part)
-        low.sort()
-        repeated = np.unique(low[1:][low[1:] == low[:-1]])
-        del low
-        if not len(repeated):
+        # Exact on the 64-bit hashes, one slice of hash values at a time (BUCKETS by the top bits): the rows of
+        # a slice and their hashes are sorted together, so the extra memory is ~16 bytes per row of one slice
+        # (a fraction of a byte a row over the file), never a sorted copy of the whole column.
+        count = 0
+        shown: list[tuple[int, int]] = []  # (repeat row, first row), the SHOW smallest repeat rows
+        width = 1 << (64 - BUCKET_BITS)
+        for bucket in range(1 << BUCKET_BITS):
+            lo = np.uint64(max(bucket * width, 1))  # 0 marks rows without a prompt
+            hi = np.uint64(min((bucket + 1) * width - 1, (1 << 64) - 1))
+            rows_parts, hash_parts = [], []
+            for start, part in self.hashes.blocks():
+                sel = np.flatnonzero((part >= lo) & (part <= hi))
+                rows_parts.append(sel + start)
+                hash_parts.append(part[sel])
+            rows = np.concatenate(rows_parts)
+            if len(rows) < 2:
+                continue
+            hc = np.concatenate(hash_parts)
+            order = np.argsort(hc, kind="stable")  # stable: within equal hashes, rows stay ascending
+            hs, rs = hc[order], rows[order]
+            same = np.flatnonzero(hs[1:] == hs[:-1]) + 1
+            if not len(same):
+                continue
+            starts = np.flatnonzero(np.r_[True, hs[1:] != hs[:-1]])  # first row of each run of equal hashes
+            first_of = rs[starts[np.searchsorted(starts, same, side="right") - 1]]
+            dup_rows = rs[same]
+            count += len(same)
+            pick = np.argsort(dup_rows, kind="stable")[:SHOW]
+            shown = sorted(shown + [(int(dup_rows[j]), int(first_of[j])) for j in pick])[:SHOW]
+        if not count:
             return
-        found = []
-        for start, part in self.hashes.blocks():
-            part32 = part.astype(np.uint32)
-            pos = np.searchsorted(repeated, part32)
-            pos[pos >= len(repeated)] = 0
-            found.append(np.flatnonzero((repeated[pos] == part32) & (part != 0)) + start)
-        rows = np.concatenate(found)
-        hc = self.hashes.take(rows)
-        order = np.argsort(hc, kind="stable")
-        hs, rs = hc[order], rows[order]
-        same = np.flatnonzero(hs[1:] == hs[:-1]) + 1
-        if not len(same):
-            return
-        # first row of each run of equal hashes
-        starts = np.flatnonzero(np.r_[True, hs[1:] != hs[:-1]])
-        first_of = rs[starts[np.searchsorted(starts, same, side="right") - 1]]
-        dup_rows, originals = rs[same], first_of
-        pick = np.argsort(dup_rows, kind="stable")
         f = self.finding("VI529", "duplicate prompts", "each repeat is trained on more often; drop repeats")
-        for j in pick[:SHOW]:
-            f.examples.append((int(dup_rows[j]), f"same prompt as row {int(originals[j])}"))
-        f.count = int(len(same))
-        f.examples = f.examples[:SHOW]
+        f.examples = [(row, f"same prompt as row {first}") for row, first in shown]
+        f.count = count
 
     def unique_hashes(self) -> tuple[Any, Any]:
         import numpy as np
@@ -710,25 +708,42 @@ class _FileCheck:
 
 
 def _overlap(a: _FileCheck, b: _FileCheck) -> Optional[Finding]:
+    """Rows of b whose prompt is also in a. Memory: b's distinct hashes (the smaller, validation file) and one
+    block of a at a time."""
     import numpy as np
 
-    ua, ra = a.unique_hashes()
-    rb = np.concatenate([np.flatnonzero(part) + start for start, part in b.hashes.blocks()] or
-                        [np.zeros(0, dtype=np.int64)])
-    if not len(ua) or not len(rb):
+    ub, first_b = b.unique_hashes()
+    if not len(ub) or not len(a.hashes):
         return None
-    hb = b.hashes.take(rb)
-    pos = np.searchsorted(ua, hb)
-    pos[pos >= len(ua)] = 0
-    hit = ua[pos] == hb
-    if not hit.any():
+    first_a = np.full(len(ub), -1, dtype=np.int64)  # for each of b's hashes, its first row in a
+    for start, part in a.hashes.blocks():
+        pos = np.searchsorted(ub, part)
+        pos[pos >= len(ub)] = 0
+        hit = np.flatnonzero((ub[pos] == part) & (part != 0))
+        if not len(hit):
+            continue
+        where = pos[hit]
+        fresh = first_a[where] < 0
+        # the first row of a block for each value: np.unique keeps the first index of each
+        vals, idx = np.unique(where[fresh], return_index=True)
+        first_a[vals] = hit[fresh][idx] + start
+    shared = first_a >= 0
+    if not shared.any():
         return None
+    count = 0
+    examples: list[tuple[int, int]] = []
+    for start, part in b.hashes.blocks():
+        pos = np.searchsorted(ub, part)
+        pos[pos >= len(ub)] = 0
+        hit = np.flatnonzero((ub[pos] == part) & (part != 0) & shared[pos])
+        count += len(hit)
+        for j in hit[:SHOW - len(examples)].tolist() if len(examples) < SHOW else []:
+            examples.append((j + start, int(first_a[pos[j]])))
     f = Finding("VI530", "warning", b.name,
                 f"prompts also in {a.name} (train/validation overlap)",
                 "validation scores on seen prompts are inflated; remove them from one file")
-    f.count = int(hit.sum())
-    for j in np.flatnonzero(hit)[:SHOW]:
-        f.examples.append((int(rb[j]), f"same prompt as row {int(ra[pos[j]])} of {a.name}"))
+    f.count = count
+    f.examples = [(row, f"same prompt as row {ra} of {a.name}") for row, ra in examples]
     return f
 
 
