@@ -24,8 +24,8 @@ python3 -c "import verl" 2>/dev/null \
 
 
 # Data files the config reads.
-(cd "$HERE" && [ -e data/train.parquet ]) || die "missing data file: "data/train.parquet" (relative to $HERE) — write it first: python3 \"$HERE/data/prepare_data.py\" (see PLAN.md)"
-(cd "$HERE" && [ -e data/val.parquet ]) || die "missing data file: "data/val.parquet" (relative to $HERE) — write it first: python3 \"$HERE/data/prepare_data.py\" (see PLAN.md)"
+(cd "$HERE" && [ -e data/train.parquet ]) || die "missing data file:" data/train.parquet "(relative to $HERE) — write it first: python3 \"$HERE/data/prepare_data.py\" (see PLAN.md)"
+(cd "$HERE" && [ -e data/val.parquet ]) || die "missing data file:" data/val.parquet "(relative to $HERE) — write it first: python3 \"$HERE/data/prepare_data.py\" (see PLAN.md)"
 
 # Paths inside the bundle (data/, reward/) are relative to it; Hydra's outputs/ and checkpoints land here too.
 cd "$HERE"

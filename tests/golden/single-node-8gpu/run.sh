@@ -34,8 +34,8 @@ elif command -v nvidia-smi >/dev/null 2>&1; then
 fi
 
 # Data files the config reads.
-(cd "$HERE" && [ -e data/train.parquet ]) || die "missing data file: "data/train.parquet" (relative to $HERE) — write it first: python3 \"$HERE/data/prepare_data.py\" (see PLAN.md)"
-(cd "$HERE" && [ -e data/val.parquet ]) || die "missing data file: "data/val.parquet" (relative to $HERE) — write it first: python3 \"$HERE/data/prepare_data.py\" (see PLAN.md)"
+(cd "$HERE" && [ -e data/train.parquet ]) || die "missing data file:" data/train.parquet "(relative to $HERE) — write it first: python3 \"$HERE/data/prepare_data.py\" (see PLAN.md)"
+(cd "$HERE" && [ -e data/val.parquet ]) || die "missing data file:" data/val.parquet "(relative to $HERE) — write it first: python3 \"$HERE/data/prepare_data.py\" (see PLAN.md)"
 
 # Paths inside the bundle (data/, reward/) are relative to it; Hydra's outputs/ and checkpoints land here too.
 cd "$HERE"
