@@ -67,3 +67,16 @@ def test_precedence_profile_answers_set(tmp_path):
 def test_every_field_has_a_description():
     for name, info in Answers.model_fields.items():
         assert info.description, name
+
+
+def test_every_unknown_set_key_is_reported_at_once():
+    import pytest
+
+    from wizard.intent.errors import WizardError
+    from wizard.intent.profiles import merge_answers
+
+    with pytest.raises(WizardError) as info:
+        merge_answers("single-gpu", sets=["modle=x", "promts_per_step=3", "samples_per_prompt=4", "lora_rnak=8"])
+    keys = [p.keys[0] for p in info.value.problems]
+    assert keys == ["modle", "promts_per_step", "lora_rnak"]
+    assert all(p.rule == "VI101" for p in info.value.problems)

@@ -108,13 +108,21 @@ def merge_answers(
 ) -> "Answers":  # noqa: F821
     """Built-in defaults < profile < answers file < --set, validated once at the end."""
     from wizard.intent.answers import make_answers, parse_set
+    from wizard.intent.errors import WizardError
 
     merged: dict[str, Any] = {}
     if profile:
         merged.update(profile_answers(profile))
     if answers_path:
         merged.update(answers_file(answers_path))
-    for item in sets or []:
-        key, value = parse_set(item)
+    problems = []
+    for item in sets or []:  # every bad --set is reported at once, not one per run
+        try:
+            key, value = parse_set(item)
+        except WizardError as exc:
+            problems.extend(exc.problems)
+            continue
         merged[key] = value
+    if problems:
+        raise WizardError(problems)
     return make_answers(merged)
