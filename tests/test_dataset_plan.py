@@ -188,9 +188,12 @@ def test_every_profile_bundle_is_accepted_by_verl(profile, tmp_path, tiny_model)
 DATA_VARIANTS = [
     dict(reward="function"),
     dict(reward="function", dataset="math", answer_format="boxed"),
-    dict(dataset=str(DATA / "qa/plain.csv")),
-    dict(dataset=str(DATA / "chat/chat.jsonl"), messages_field="messages", system_prompt="Be exact."),
-    dict(dataset=str(DATA / "qa/text.jsonl"), answer_format="text", reward="function", val_fraction=0),
+    # the shipped sample files are tiny: one step's prompts must fit their training rows (VI519)
+    dict(dataset=str(DATA / "qa/plain.csv"), prompts_per_step=8, updates_per_step=1),
+    dict(dataset=str(DATA / "chat/chat.jsonl"), messages_field="messages", system_prompt="Be exact.",
+         prompts_per_step=4, updates_per_step=1),
+    dict(dataset=str(DATA / "qa/text.jsonl"), answer_format="text", reward="function", val_fraction=0,
+         prompts_per_step=4, updates_per_step=1),
 ]
 
 
@@ -217,3 +220,54 @@ def test_verl_loads_the_bundles_reward_function_from_the_bundle_folder(tmp_path,
     fn = get_custom_reward_fn(cfg)
     assert fn(data_source="openai/gsm8k", solution_str="4 + 3 = 7\n#### 7", ground_truth="7") == 1.0
     assert fn(data_source="openai/gsm8k", solution_str="#### 8", ground_truth="7") == 0.0
+
+
+def _jsonl(path, rows):
+    import json as _json
+
+    with open(path, "w") as fh:
+        for i in range(rows):
+            fh.write(_json.dumps({"question": f"{i} + 1?", "answer": str(i + 1)}) + "\n")
+    return path
+
+
+def test_too_few_local_rows_for_one_step_is_refused_at_plan_time(tmp_path):
+    """verl drops the incomplete batch (drop_last) and asserts "Train dataloader is empty!": 200 rows with
+    val_fraction 0.05 leave 200 − round(200 × 0.05) = 190 training rows, fewer than 256 prompts per step."""
+    import re
+
+    import pytest
+
+    import wizard
+    from wizard.intent.errors import WizardError
+
+    _jsonl(tmp_path / "train.jsonl", 200)
+    data = {**wizard.load_profile("single-gpu").model_dump(mode="json", exclude_unset=True),
+            "dataset": "train.jsonl", "val_fraction": 0.05, "prompts_per_step": 256}
+    with pytest.raises(WizardError) as info:
+        wizard.plan(wizard.make_answers(data), base_dir=str(tmp_path))
+    (problem,) = [p for p in info.value.problems if p.rule == "VI519"]
+    assert "190 training row(s)" in problem.message and "prompts_per_step=256" in problem.message
+    suggested = int(re.search(r"prompts_per_step=(\d+)", problem.hint).group(1))
+    assert suggested <= 190
+    wizard.plan(wizard.make_answers({**data, "prompts_per_step": suggested}), base_dir=str(tmp_path))  # passes
+
+
+def test_enough_rows_and_own_parquet_files_are_counted(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import pytest
+
+    import wizard
+    from wizard.intent.errors import WizardError
+
+    base = wizard.load_profile("single-gpu").model_dump(mode="json", exclude_unset=True)
+    _jsonl(tmp_path / "train.jsonl", 300)
+    wizard.plan(wizard.make_answers({**base, "dataset": "train.jsonl", "val_fraction": 0.05, "prompts_per_step": 256}),
+                base_dir=str(tmp_path))  # 300 − 15 = 285 ≥ 256
+    table = pa.Table.from_pylist([{"prompt": [{"role": "user", "content": "x"}]}] * 64)
+    pq.write_table(table, tmp_path / "mine.parquet")
+    pq.write_table(table, tmp_path / "val.parquet")
+    with pytest.raises(WizardError, match="VI519"):
+        wizard.plan(wizard.make_answers({**base, "train_files": "mine.parquet", "val_files": "val.parquet",
+                                         "prompts_per_step": 128}), base_dir=str(tmp_path))

@@ -17,7 +17,7 @@ from wizard.intent.answers import make_answers
 
 DATA = Path(__file__).resolve().parent / "data"
 BASE = dict(nnodes=1, gpus_per_node=1, gpu_memory_gb=24, model="Qwen/Qwen2.5-0.5B-Instruct",
-            prompts_per_step=8, samples_per_prompt=4, updates_per_step=2)
+            prompts_per_step=2, samples_per_prompt=4, updates_per_step=1)  # the sample files hold 4-10 rows (VI519)
 SCHEMA_KEYS = ["data_source", "prompt", "ability", "reward_model", "extra_info"]
 
 # name: (answer changes, prepare_data.py arguments)

@@ -305,7 +305,8 @@ def test_typed_values_are_checked_before_they_are_accepted(tmp_path, monkeypatch
 
 
 def test_a_local_data_file_asks_for_its_columns(tmp_path, monkeypatch):
-    (tmp_path / "qa.jsonl").write_text('{"q": "1+1?", "a": "2"}\n')
+    # enough rows for the default 256 prompts per step after the validation hold-out (VI519)
+    (tmp_path / "qa.jsonl").write_text("".join(f'{{"q": "{i}+1?", "a": "{i + 1}"}}\n' for i in range(600)))
     r = drive(tmp_path, monkeypatch, {"gpus_per_node": typed("8"), "gpu_memory_gb": typed("80"),
                                       "dataset": typed("qa.jsonl"), "question_field": typed("q"),
                                       "answer_field": typed("a")})

@@ -70,6 +70,7 @@ RULES: dict[str, tuple[str, str]] = {
     "VI515": ("reward & data", "both messages_field and question_field set"),
     "VI516": ("reward & data", "local-file data keys (question_field, val_fraction, ...) set for a built-in dataset"),
     "VI517": ("reward & data", "only one of train_files / val_files is yours: the other is the bundle's prepared file"),
+    "VI519": ("reward & data", "the local training data has fewer rows than one step's prompts: verl trains 0 steps"),
     "VI520": ("reward & data", "data file cannot be read: missing, unsupported format, broken parquet or bad row"),
     "VI521": ("reward & data", "a required column is missing from the file, or a row's prompt is null/empty"),
     "VI522": ("reward & data", "prompt is not a non-empty list of {role, content} chat messages with allowed roles"),

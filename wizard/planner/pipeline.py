@@ -486,6 +486,7 @@ def _lora(b: _Build) -> None:
 def _data(b: _Build) -> None:
     a, f, shape, seq = b.a, b.f, b.shape, b.seq
     b.train_files, b.val_files = _data_files(a, b.base, f)
+    _enough_rows(b)
     if shape is not None and shape.source == "name":
         f.warning("VI308", ("model", "model_params_b"),
                   f"{a.model!r} is not in the catalogue: its shape is estimated from the {shape.params_b:.1f}B in its name",
@@ -494,6 +495,63 @@ def _data(b: _Build) -> None:
         f.error("VI604", ("max_prompt_length", "max_response_length"),
                 f"prompt + response = {seq} tokens exceeds the model's context of {shape.max_pos}",
                 f"keep max_prompt_length + max_response_length ≤ {shape.max_pos}")
+
+
+def _local_rows(path: str, enough: int) -> Optional[int]:
+    """Rows of a local data file, counted without reading it whole (up to `enough`); None when not countable."""
+    from wizard._io import count_rows
+
+    lower = path.lower()
+    try:
+        if lower.endswith(".parquet"):
+            import pyarrow.parquet as pq
+
+            return int(pq.ParquetFile(path).metadata.num_rows)
+        if lower.endswith((".jsonl", ".csv")):
+            with open(path, "rb") as fh:
+                rows = count_rows(fh, enough + 1)
+            return None if rows is None else rows - (1 if lower.endswith(".csv") and rows else 0)
+    except (OSError, ValueError, ImportError):
+        return None
+    return None
+
+
+def _enough_rows(b: _Build) -> None:
+    """verl's train dataloader drops the last incomplete batch (drop_last=True) and trains rows // train_batch_size
+    steps (trainer/ppo/v1/trainer_base.py): a local file with fewer training rows than prompts_per_step trains 0
+    steps, and verl stops with "Train dataloader is empty!". Counted where the file is here; data/prepare_data.py
+    holds out max(1, round(rows × val_fraction)) rows for validation (its split_file)."""
+    a, P = b.a, b.prompts
+    if not P:
+        return
+    if a.train_files:
+        path, held_out = resolve_path(a.train_files, b.base), 0.0
+    elif a.dataset not in BUILTIN_DATASETS:
+        path, held_out = resolve_path(a.dataset, b.base), a.val_fraction
+    else:
+        return
+    if not os.path.isfile(path):
+        return
+    rows = _local_rows(path, P + max(1, round(P * held_out)) + 1)
+    if rows is None:
+        return
+    val = min(rows - 1, max(1, round(rows * held_out))) if held_out > 0 and rows >= 2 else 0
+    train = rows - val
+    if train >= P:
+        return
+    n, dp, U = b.n, b.dp, b.updates
+
+    def ok(p: int) -> bool:
+        m = rc.mini_batch(p, U)
+        return m is not None and (not dp or rc.splits_evenly(m, n, dp)) and (
+            b.megatron or rc.splits_evenly(p, n, rc.minimal_batch(b.n_gpus)))
+
+    fits = [p for p in range(min(train, P), 0, -1) if ok(p)][:1]
+    b.f.error("VI519", ("prompts_per_step", "dataset" if not a.train_files else "train_files"),
+              f"{path} gives {train} training row(s)" + (f" ({rows} rows, {val} held out for validation)" if val else "")
+              + f", fewer than prompts_per_step={P}: verl drops the incomplete batch and trains 0 steps",
+              (f"use prompts_per_step={fits[0]} (the largest that fits and divides evenly)" if fits else
+               "use more data") + (", or more data" if fits else ""))
 
 
 RULE_STAGES = (_cluster, _samples_and_kl, _reward, _parallelism, _memory_fit, _step_batches, _micro_batches, _lora, _data)
