@@ -24,7 +24,8 @@ def _shell_files(tmp_path, profile, answers):
     data = {**wizard.load_profile(profile).model_dump(mode="json", exclude_unset=True), **answers}
     if "dataset" in answers:
         (tmp_path / "mydata").mkdir(exist_ok=True)
-        (tmp_path / "mydata" / "train.jsonl").write_text('{"question": "1+1?", "answer": "2"}\n')
+        (tmp_path / "mydata" / "train.jsonl").write_text(  # rows enough for one step (VI519)
+            "".join(f'{{"question": "{i}+1?", "answer": "{i + 1}"}}\n' for i in range(600)))
     bundle = wizard.write_bundle(wizard.render(wizard.plan(wizard.make_answers(data), base_dir=str(tmp_path))),
                                  tmp_path / "b")
     out = []

@@ -177,16 +177,16 @@ def test_reward_function_that_always_returns_zero(tmp_path):
 
 
 def test_string_prompts_fail_in_the_data_phase(tmp_path):
-    bad = str(DATA / "bad" / "prompt_string.jsonl")
-    r = run(bundle(tmp_path, train_files=bad, val_files=bad))
+    bad = str(DATA / "bad" / "prompt_string.jsonl")  # 3 rows: one step of 2 prompts fits (VI519)
+    r = run(bundle(tmp_path, train_files=bad, val_files=bad, prompts_per_step=2, updates_per_step=1))
     assert r.failure is not None and r.failure.phase == "data"
     assert "VI522" in r.failure.message and "row 1" in r.failure.message
     assert [p.status for p in r.phases] == ["ok", "failed", "skipped", "skipped", "skipped", "skipped"]
 
 
 def test_data_source_without_a_scorer_fails_with_verls_message(tmp_path):
-    bad = str(DATA / "bad" / "unknown_data_source.jsonl")
-    r = run(bundle(tmp_path, train_files=bad, val_files=bad))
+    bad = str(DATA / "bad" / "unknown_data_source.jsonl")  # 3 rows: one step of 2 prompts fits (VI519)
+    r = run(bundle(tmp_path, train_files=bad, val_files=bad, prompts_per_step=2, updates_per_step=1))
     assert r.failure is not None and r.failure.phase == "reward"
     assert r.failure.message == "NotImplementedError: Reward function is not implemented for data_source='my_homework'"
     assert "reward=function" in r.failure.hint
