@@ -217,3 +217,11 @@ def test_help_lists_doctor(cli_env):
 
 def test_doctor_module_is_light():
     assert Path(doctor.__file__).read_text().count("import torch") == 0
+
+
+def test_without_verl_doctor_does_not_claim_it_can_verify():
+    """verify runs verl's own code: a Python without verl can plan, not verify."""
+    no_engines = {**VERSIONS, "vllm": None, "sglang": None}
+    assert "plan and verify bundles" in rules({}, versions=no_engines)["VI755"].message
+    without_verl = rules({}, versions={**no_engines, "verl": None})["VI755"].message
+    assert "plan bundles (verify needs verl)" in without_verl and "plan and verify" not in without_verl

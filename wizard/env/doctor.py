@@ -184,8 +184,9 @@ def environment_findings(env: Mapping[str, str], probes: Any, versions: Mapping[
                            f"verl {verl} is installed; verl-init's bundles are written for verl {VERL_TARGET}",
                            f"pip install 'verl=={VERL_TARGET}', or expect config keys that differ"))
     if versions.get("vllm") is None and versions.get("sglang") is None:
+        can = "plan and verify bundles" if verl is not None else "plan bundles (verify needs verl)"
         out.append(Problem("VI755", "info", ("rollout_engine",),
-                           "neither vllm nor sglang is installed: this Python can plan and verify bundles, not run them",
+                           f"neither vllm nor sglang is installed: this Python can {can}, not run them",
                            f"on the GPU machines: pip install 'verl[vllm]=={VERL_TARGET}' (or verl[sglang])"))
 
     ray = probes.ray

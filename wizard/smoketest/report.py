@@ -33,7 +33,7 @@ class PhaseResult:
 
 @dataclass
 class Check:
-    pitfall: Optional[int]  # 1-5 (docs/pitfalls.md) or None for properties of the run itself
+    pitfall: Optional[int]  # 1-5 (the five classic pitfalls, README: Smoke run) or None for properties of the run itself
     name: str
     ok: Optional[bool]  # None: not measurable with this engine (does not fail the run)
     detail: str
@@ -183,7 +183,7 @@ def format_report(report: SmokeReport) -> str:
         mark = {"ok": "ok  ", "failed": "FAIL", "skipped": "skip", "pending": "    ", "running": "... "}[p.status]
         lines.append(f"  [{mark}] {p.name.ljust(width)} {p.seconds:6.1f} s  {p.detail}")
     lines.append("")
-    lines.append("  pitfall checks (docs/pitfalls.md), measured in this run:")
+    lines.append("  pitfall checks (the five classic pitfalls, README: Smoke run), measured in this run:")
     for c in sorted(report.checks, key=lambda c: (c.pitfall or 0, c.name)):
         mark = "ok  " if c.ok else ("n/a " if c.ok is None else "FAIL")
         lines.append(f"  [{mark}] {c.pitfall or '-'} {c.name}: {c.detail}")
@@ -197,7 +197,7 @@ def print_rich(report: SmokeReport, stream: Any) -> None:
     from rich.table import Table
 
     console = Console(file=stream)
-    t = Table(title="pitfall checks (docs/pitfalls.md), measured in this run", title_justify="left", show_edge=False)
+    t = Table(title="pitfall checks (the five classic pitfalls, README: Smoke run), measured in this run", title_justify="left", show_edge=False)
     t.add_column("#")
     t.add_column("check")
     t.add_column("", width=2)
