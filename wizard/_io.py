@@ -69,3 +69,21 @@ def count_rows(fh: BinaryIO, enough: int, max_bytes: int = 256 << 20) -> int | N
             content = content or bool(part.strip())
         if read >= max_bytes:
             return None
+
+
+def count_file_rows(path: str, enough: int) -> int | None:
+    """Rows of a local data file without reading it whole: parquet from its footer, JSONL (and CSV, less its
+    header) by streamed lines up to `enough`; None for other formats or an unreadable file."""
+    lower = str(path).lower()
+    try:
+        if lower.endswith(".parquet"):
+            import pyarrow.parquet as pq
+
+            return int(pq.ParquetFile(path).metadata.num_rows)
+        if lower.endswith((".jsonl", ".csv")):
+            with open(path, "rb") as fh:
+                rows = count_rows(fh, enough + 1)
+            return None if rows is None else rows - (1 if lower.endswith(".csv") and rows else 0)
+    except Exception:  # noqa: BLE001 - unreadable files are validate-dataset's business
+        return None
+    return None

@@ -359,6 +359,14 @@ def _memory_fit(b: _Build) -> None:
                    offload=b.offload, rollout_replicas=n_gpus // b.rtp if b.rtp and n_gpus % b.rtp == 0 else 0)
 
 
+def _batch_ok(b: _Build, p: int, u: int) -> bool:
+    """What VI201-VI203 ask of prompts_per_step p and updates_per_step u, so that a suggestion is never refused next."""
+    m = rc.mini_batch(p, u)
+    if m is None or (b.dp and not rc.splits_evenly(m, b.n, b.dp)):
+        return False
+    return b.megatron or not b.n_gpus or rc.splits_evenly(p, b.n, rc.minimal_batch(b.n_gpus))
+
+
 def _step_batches(b: _Build) -> None:
     """prompts_per_step, updates_per_step and samples_per_prompt against verl's batch arithmetic
     (wizard.verlspec.arithmetic: mini-batches, their split over data-parallel ranks, the minimal batch)."""
@@ -377,11 +385,7 @@ def _step_batches(b: _Build) -> None:
                 "set dynamic_batch=true, or use micro_batch_per_gpu instead")
 
     def batch_ok(p: int, u: int) -> bool:
-        """What VI201-VI203 ask, so that a suggestion is never refused next."""
-        m = rc.mini_batch(p, u)
-        if m is None or (dp and not rc.splits_evenly(m, n, dp)):
-            return False
-        return megatron or not n_gpus or rc.splits_evenly(p, n, rc.minimal_batch(n_gpus))
+        return _batch_ok(b, p, u)
 
     b.mini = mini = rc.mini_batch(P, U) or 0
     if not mini:
@@ -497,25 +501,6 @@ def _data(b: _Build) -> None:
                 f"keep max_prompt_length + max_response_length ≤ {shape.max_pos}")
 
 
-def _local_rows(path: str, enough: int) -> Optional[int]:
-    """Rows of a local data file, counted without reading it whole (up to `enough`); None when not countable."""
-    from wizard._io import count_rows
-
-    lower = path.lower()
-    try:
-        if lower.endswith(".parquet"):
-            import pyarrow.parquet as pq
-
-            return int(pq.ParquetFile(path).metadata.num_rows)
-        if lower.endswith((".jsonl", ".csv")):
-            with open(path, "rb") as fh:
-                rows = count_rows(fh, enough + 1)
-            return None if rows is None else rows - (1 if lower.endswith(".csv") and rows else 0)
-    except (OSError, ValueError, ImportError):
-        return None
-    return None
-
-
 def _enough_rows(b: _Build) -> None:
     """verl's train dataloader drops the last incomplete batch (drop_last=True) and trains rows // train_batch_size
     steps (trainer/ppo/v1/trainer_base.py): a local file with fewer training rows than prompts_per_step trains 0
@@ -532,21 +517,16 @@ def _enough_rows(b: _Build) -> None:
         return
     if not os.path.isfile(path):
         return
-    rows = _local_rows(path, P + max(1, round(P * held_out)) + 1)
+    from wizard._io import count_file_rows
+
+    rows = count_file_rows(path, P + max(1, round(P * held_out)) + 1)
     if rows is None:
         return
     val = min(rows - 1, max(1, round(rows * held_out))) if held_out > 0 and rows >= 2 else 0
     train = rows - val
     if train >= P:
         return
-    n, dp, U = b.n, b.dp, b.updates
-
-    def ok(p: int) -> bool:
-        m = rc.mini_batch(p, U)
-        return m is not None and (not dp or rc.splits_evenly(m, n, dp)) and (
-            b.megatron or rc.splits_evenly(p, n, rc.minimal_batch(b.n_gpus)))
-
-    fits = [p for p in range(min(train, P), 0, -1) if ok(p)][:1]
+    fits = [p for p in range(min(train, P), 0, -1) if _batch_ok(b, p, b.updates)][:1]
     b.f.error("VI519", ("prompts_per_step", "dataset" if not a.train_files else "train_files"),
               f"{path} gives {train} training row(s)" + (f" ({rows} rows, {val} held out for validation)" if val else "")
               + f", fewer than prompts_per_step={P}: verl drops the incomplete batch and trains 0 steps",
