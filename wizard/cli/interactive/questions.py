@@ -426,7 +426,7 @@ def _batch_step(ctx: Context) -> int:
     return updates * mini_multiple(gpus, int(n))
 
 
-PROMPT_TARGETS = (8, 16, 32, 64, 128, 256, 512, 1024)
+PROMPT_TARGETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
 
 def prompts_choices(ctx: Context) -> list[tuple[Any, str]]:
@@ -528,10 +528,6 @@ def needs_size(ctx: Context) -> bool:
         return True
 
 
-def _advanced(ctx: Context) -> bool:
-    return True
-
-
 # --- the questionnaire ---------------------------------------------------------------------------------
 
 QUESTIONS: tuple[Question, ...] = (
@@ -571,33 +567,33 @@ QUESTIONS: tuple[Question, ...] = (
              auto=lambda c: "the cluster's default"),
     # everything else: verl-init's choices unless the user asks to adjust them
     Question("advanced", "confirm", "advanced", default=lambda c: False),
-    Question("host_memory_gb", "float", "hardware", advanced=_advanced, when=lambda c: not _on_this_machine(c),
+    Question("host_memory_gb", "float", "hardware", advanced=always, when=lambda c: not _on_this_machine(c),
              optional=True, auto=lambda c: "not checked"),
-    Question("critic_model", "text", "algorithm", when=lambda c: _algo(c).critic, advanced=_advanced, optional=True,
+    Question("critic_model", "text", "algorithm", when=lambda c: _algo(c).critic, advanced=always, optional=True,
              auto=lambda c: f"the policy, {c.get('model')}"),
-    Question("rollout_engine", "select", "algorithm", advanced=_advanced, choices=_texts(ENGINE_TEXT)),
-    Question("train_backend", "select", "algorithm", advanced=_advanced, choices=_texts(BACKEND_TEXT)),
-    Question("max_prompt_length", "int", "data", advanced=_advanced),
-    Question("max_response_length", "int", "data", advanced=_advanced),
-    Question("samples_per_prompt", "int", "batch", advanced=_advanced, optional=True,
+    Question("rollout_engine", "select", "algorithm", advanced=always, choices=_texts(ENGINE_TEXT)),
+    Question("train_backend", "select", "algorithm", advanced=always, choices=_texts(BACKEND_TEXT)),
+    Question("max_prompt_length", "int", "data", advanced=always),
+    Question("max_response_length", "int", "data", advanced=always),
+    Question("samples_per_prompt", "int", "batch", advanced=always, optional=True,
              auto=lambda c: f"{_algo(c).default_n}, {c.get('algorithm')}'s default"),
-    Question("updates_per_step", "int", "batch", advanced=_advanced),
-    Question("total_steps", "int", "batch", advanced=_advanced, optional=True,
+    Question("updates_per_step", "int", "batch", advanced=always),
+    Question("total_steps", "int", "batch", advanced=always, optional=True,
              auto=lambda c: "15 passes over the data (epochs)"),
-    Question("image", "text", "cluster", when=lambda c: c.get("cluster") in ("kuberay", "slurm"), advanced=_advanced,
+    Question("image", "text", "cluster", when=lambda c: c.get("cluster") in ("kuberay", "slurm"), advanced=always,
              optional=True,
              auto=lambda c: "a verl 0.9.1 release image" if c.get("cluster") == "kuberay" else "no container"),
-    Question("k8s_namespace", "text", "cluster", when=lambda c: c.get("cluster") == "kuberay", advanced=_advanced,
+    Question("k8s_namespace", "text", "cluster", when=lambda c: c.get("cluster") == "kuberay", advanced=always,
              optional=True, auto=lambda c: "kubectl's current namespace"),
-    Question("k8s_secret", "text", "cluster", when=lambda c: c.get("cluster") == "kuberay", advanced=_advanced),
-    Question("shm_size_gb", "int", "cluster", when=lambda c: c.get("cluster") == "kuberay", advanced=_advanced,
+    Question("k8s_secret", "text", "cluster", when=lambda c: c.get("cluster") == "kuberay", advanced=always),
+    Question("shm_size_gb", "int", "cluster", when=lambda c: c.get("cluster") == "kuberay", advanced=always,
              optional=True, auto=lambda c: "KubeRay's default"),
-    Question("slurm_account", "text", "cluster", when=lambda c: c.get("cluster") == "slurm", advanced=_advanced,
+    Question("slurm_account", "text", "cluster", when=lambda c: c.get("cluster") == "slurm", advanced=always,
              optional=True, auto=lambda c: "your default account"),
-    Question("slurm_time", "text", "cluster", when=lambda c: c.get("cluster") == "slurm", advanced=_advanced,
+    Question("slurm_time", "text", "cluster", when=lambda c: c.get("cluster") == "slurm", advanced=always,
              optional=True, auto=lambda c: "the partition's limit"),
-    Question("logger", "checkbox", "bookkeeping", advanced=_advanced, choices=logger_choices),
-    Question("experiment_name", "text", "bookkeeping", advanced=_advanced, optional=True, auto=lambda c: _experiment(c)),
+    Question("logger", "checkbox", "bookkeeping", advanced=always, choices=logger_choices),
+    Question("experiment_name", "text", "bookkeeping", advanced=always, optional=True, auto=lambda c: _experiment(c)),
 )
 
 

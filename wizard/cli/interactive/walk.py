@@ -1,10 +1,12 @@
 """`verl-init` in a terminal: probe, ask, explain, summarise, write.
 
 1. Probe this machine's GPUs (NVML) and the Ray cluster, under a spinner, bounded in time.
-2. Ask the questions of `wizard.cli.interactive.questions` whose `when` holds, with defaults from the probes and the
-   planner (questionary).
-3. Plan and render. A rejected plan is explained inline (rule ID, message, hint) and the questions
-   its keys name are asked again; the loop ends when the planner accepts.
+2. Ask the questions of `wizard.cli.interactive.questions` whose `when` holds (the advanced ones only after "adjust
+   advanced settings?" was answered yes), with defaults from the probes and the planner (questionary). Each answer
+   is checked at once against the plan so far (`questions.validate`): a refused one is explained (the planner's
+   message and fix) and the question asked again with a default that passes.
+3. Plan and render. A rejected plan (rare: answers are checked as they are given) is explained inline (rule ID,
+   message, hint) and the questions its keys name are asked again, their refused answers cleared.
 4. Summary (rich): GPUs and roles, memory per GPU, batch arithmetic, findings; confirm; write the bundle
    (with its answers file, verl-init.yaml) through `wizard.renderer.writer.write_bundle`; print the next command.
 
@@ -132,6 +134,8 @@ class Prompter:
                 return value, "other" if value == OTHER else as_text(value), None
             default = "" if default is None else default
         instruction = f"(empty: {q.auto(ctx)})" if q.optional and q.auto is not None else None
+        if q.typed:
+            instruction = "(type the number)"
         typed = self.text(q.message(), as_text(default), lambda text: True, instruction)
         value, error = parse(q, typed, ctx)
         return value, typed.strip(), error
