@@ -331,6 +331,39 @@ def test_a_rule_that_names_no_asked_question_offers_a_choice(tmp_path, monkeypat
     assert r.answers()["gpu_memory_gb"] == 40
 
 
+def test_a_late_rejection_asks_again_without_the_refused_value(tmp_path, monkeypatch):
+    """When the final plan still refuses (here a made-up rule on prompts_per_step), the question comes back with a
+    default that passes, not the refused answer."""
+    from wizard.planner import pipeline as planner
+    from wizard.intent.errors import Problem, WizardError
+
+    real = planner.plan
+    calls = {"n": 0}
+
+    def once(answers, **kw):
+        if "topology" in kw:  # the flow's own plan (the questions' checks plan without it)
+            calls["n"] += 1
+            if calls["n"] == 1:
+                raise WizardError([Problem("VI203", "error", ("prompts_per_step",), "made-up rejection", "fix")])
+        return real(answers, **kw)
+
+    defaults: list[Any] = []
+    real_select = Prompter.select
+
+    def spy(self, message, choices, default=None):
+        if message.startswith("prompts_per_step"):
+            defaults.append(default)
+        return real_select(self, message, choices, default)
+
+    monkeypatch.setattr(planner, "plan", once)
+    monkeypatch.setattr(Prompter, "select", spy)
+    r = drive(tmp_path, monkeypatch, {"prompts_per_step": ["64" + ENTER, ENTER]})
+    assert r.rc == 0, r.out
+    assert "✗ VI203 prompts_per_step: made-up rejection" in r.out and "Asking again: prompts_per_step" in r.out
+    assert defaults == [256, 256]  # not 64, the refused answer
+    assert r.answers()["prompts_per_step"] == 256
+
+
 def test_a_rule_of_the_cluster_files_is_checked_at_once(tmp_path, monkeypatch):
     """Cluster rules run on the KubeRay files' layout (VI703: /dev/shm must stay below the pod's memory)."""
     r = drive(tmp_path, monkeypatch, {
