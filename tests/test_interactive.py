@@ -331,6 +331,21 @@ def test_a_rule_that_names_no_asked_question_offers_a_choice(tmp_path, monkeypat
     assert r.answers()["gpu_memory_gb"] == 40
 
 
+def test_when_no_value_fits_an_earlier_answer_can_be_changed(tmp_path, monkeypatch):
+    """A file of 3 rows holds no batch for 8 GPUs: prompts_per_step cannot be answered, so after the refusal the
+    wizard offers to change the answer the error names (dataset) instead of asking the same question forever."""
+    (tmp_path / "tiny.jsonl").write_text("".join(f'{{"q": "{i}+1?", "a": "{i + 1}"}}\n' for i in range(3)))
+    r = drive(tmp_path, monkeypatch, {
+        "dataset": [typed("tiny.jsonl"), typed("gsm8k")], "question_field": typed("q"), "answer_field": typed("a"),
+        "Which answer do you want to change?": "change dataset" + ENTER})
+    assert r.rc == 0, r.out
+    assert "✗ refused prompts_per_step = " in r.out and "[VI519]" in r.out
+    i = r.asked.index("Which answer do you want to change?")
+    assert r.asked[i - 1] == "prompts_per_step" and r.asked[i + 1] == "dataset"
+    a = r.answers()
+    assert a["dataset"] == "gsm8k" and "question_field" not in a and a["prompts_per_step"] == 256
+
+
 def test_a_late_rejection_asks_again_without_the_refused_value(tmp_path, monkeypatch):
     """When the final plan still refuses (here a made-up rule on prompts_per_step), the question comes back with a
     default that passes, not the refused answer."""

@@ -341,17 +341,38 @@ def _blamed(problems: Sequence[Problem], ctx: Context) -> list[Problem]:
     return [p for p in problems if not ((set(p.keys) | set(RELATED.get(p.rule, ()))) & waiting)]
 
 
-def refusal(q: Question, value: Any, ctx: Context) -> str | None:
-    """Why `value` cannot be the answer to `q` given the answers so far (the planner's message and fix), or None."""
+def blame(q: Question, value: Any, ctx: Context) -> Problem | None:
+    """The planner's error that refuses `value` as the answer to `q` given the answers so far, or None."""
     t = ctx.trial(q, value)
     problems = t.problems(t.answers)
     if not problems:
         return None
     blamed = _blamed(problems, t)
-    if not blamed:
+    return blamed[0] if blamed else None
+
+
+def refusal(q: Question, value: Any, ctx: Context) -> str | None:
+    """Why `value` cannot be the answer to `q` given the answers so far (the planner's message and fix), or None."""
+    p = blame(q, value, ctx)
+    if p is None:
         return None
-    p = blamed[0]
     return f"{p.message} — {p.hint} [{p.rule}]" if p.hint else f"{p.message} [{p.rule}]"
+
+
+def nothing_passes(q: Question, ctx: Context) -> bool:
+    """`q` offers choices and the plan so far accepts none of them: an earlier answer has to change."""
+    if q.kind != "select" and q.choices is None:
+        return False
+    return all(v == OTHER or refusal(q, v, ctx) is not None for v, _ in choices_for(q, ctx))
+
+
+def earlier_to_change(q: Question, value: Any, ctx: Context) -> list[Question]:
+    """The questions answered before whose answers the error refusing `value` names (every answered question
+    when it names none of them): one of them may have to change instead."""
+    p = blame(q, value, ctx)
+    named = set(p.keys) | set(RELATED.get(p.rule, ())) if p is not None else set()
+    answered = [o for o in QUESTIONS if o.field != q.field and o.field in ctx.asked and applies(o, ctx)]
+    return [o for o in answered if set(o.fields) & named] or answered
 
 
 def offered(q: Question, ctx: Context) -> list[tuple[Any, str]]:

@@ -38,7 +38,9 @@ from wizard.cli.interactive.questions import (
     as_text,
     choices_for,
     default_for,
+    earlier_to_change,
     give,
+    nothing_passes,
     offered,
     parse,
     prune,
@@ -52,6 +54,14 @@ if TYPE_CHECKING:
     from wizard.env.probe import Probes
 
 QUIT = "__quit__"
+
+
+class ChangeAnswer(Exception):
+    """Raised out of a refused question when the user chooses to change an earlier answer instead."""
+
+    def __init__(self, field: str) -> None:
+        super().__init__(field)
+        self.field = field
 
 
 class Prompter:
@@ -104,17 +114,31 @@ class Prompter:
         default back to one that passes — never the refused value."""
         from rich.markup import escape
 
+        from wizard.intent.text import one_line
+
         if q.note is not None:
             note = q.note(ctx)
             if note:
                 self.console.print(f"  [dim]{escape(note)}[/dim]")
+        refused = 0
         while True:
             value, shown, error = self.prompt(q, ctx, default_for(q, ctx))
+            planned = error is None
             if error is None:
                 error = validate(q, value, ctx)
             if error is None:
                 return value
-            self.console.print(f"  [red]✗ refused[/red] {escape(q.field)} = {escape(shown)}: {escape(error)}")
+            line = one_line(f"{q.field} = {shown}: {error}")  # what was typed is shown, never obeyed
+            self.console.print(f"  [red]✗ refused[/red] {escape(line)}")
+            refused += 1
+            if planned and (refused >= 2 or nothing_passes(q, ctx)):
+                # the fix may lie in an earlier answer: let the user go back to it
+                others = earlier_to_change(q, value, ctx)
+                rows = [(q.field, f"ask {q.field} again", q.description)]
+                rows += [(o.field, f"change {o.field}", o.description) for o in others]
+                choice = self.select("Which answer do you want to change?", rows, q.field)
+                if choice != q.field:
+                    raise ChangeAnswer(str(choice))
 
     def prompt(self, q: Question, ctx: Context, default: Any) -> tuple[Any, str, str | None]:
         """One prompt for `q`: (value, as typed, error of the typed text or None)."""
@@ -174,7 +198,11 @@ class Session:
                 else:
                     ctx.answers.pop(name, None)
         while (q := self.next_question()) is not None:
-            value = self.prompter.ask(q, ctx)
+            try:
+                value = self.prompter.ask(q, ctx)
+            except ChangeAnswer as change:  # asked next, before the refused question comes back
+                ctx.asked.discard(change.field)
+                continue
             give(q, value, ctx)
             if q.field == "gpus" and value == THIS_MACHINE:
                 filled = ", ".join(f"{k} = {as_text(ctx.answers[k])}" for k in q.owns if k in ctx.answers)
