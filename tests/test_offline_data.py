@@ -5,12 +5,14 @@ shipped in CPU plans' bundles, and used -- saying so -- when the hub is unreacha
 from __future__ import annotations
 
 import ast
+import http.server
 import json
 import os
 import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -42,6 +44,25 @@ def offline_env(how: str) -> dict[str, str]:
     else:  # a hub that refuses connections: the reachability test must notice, quickly
         env["HF_ENDPOINT"] = f"http://127.0.0.1:{closed_port()}"
     return env
+
+
+class _AnswersEverything(http.server.BaseHTTPRequestHandler):
+    """A hub endpoint that says yes to the reachability test and then serves nothing usable."""
+
+    def do_HEAD(self) -> None:  # noqa: N802 - http.server's naming
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_GET(self) -> None:  # noqa: N802
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+    def log_message(self, *args: object) -> None:
+        pass
 
 
 def bundle(tmp_path: Path, **changes) -> Path:
@@ -135,6 +156,19 @@ def test_prepare_data_falls_back_fast_and_says_so(how, tmp_path):
     first = rows("train")[0]
     assert train[0]["extra_info"]["question"] == first["question"]
     assert train[0]["reward_model"]["ground_truth"] == first["answer"].rsplit("#### ", 1)[1]
+
+
+def test_a_download_that_fails_after_the_hub_answered_falls_back_too(tmp_path):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _AnswersEverything)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        env = offline_env("closed-port")
+        env["HF_ENDPOINT"] = f"http://127.0.0.1:{server.server_address[1]}"
+        r = prepare(bundle(tmp_path), env)
+    finally:
+        server.shutdown()
+    assert r.returncode == 0, r.stderr
+    assert FALLBACK in r.stdout and "the download failed" in r.stdout
 
 
 def test_a_gpu_plan_never_swaps_its_data_unasked(tmp_path):

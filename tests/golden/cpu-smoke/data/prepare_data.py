@@ -48,12 +48,12 @@ SYSTEM_PROMPT = None
 DATA_SOURCE = 'openai/gsm8k'
 ABILITY = 'math'
 OFFLINE_DIR = 'offline'  # gsm8k: used when the hub is unreachable (relative to this folder; None: fail)
-OFFLINE_LABEL = "the built-in offline dataset"  # verl-init's arithmetic problems in GSM8K's answer format
 VAL_FRACTION = 0.05  # share of a local file held out for validation (0: no val.parquet)
 SEED = 42  # seed of that split
 # <<< settings
 
 ROLES = ("system", "user", "assistant", "tool")
+OFFLINE_LABEL = "the built-in offline dataset"  # OFFLINE_DIR: verl-init's arithmetic problems in GSM8K's form
 SUFFIXES = (".parquet", ".jsonl", ".json", ".csv")
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -329,6 +329,12 @@ def main(argv=None):
             if SOURCE != "gsm8k":
                 parser.error("--offline-dir holds GSM8K-style rows: it is for SOURCE gsm8k only")
             why = hub_unreachable()
+            if not why:  # the hub answers: download now, so that a failing download can fall back too
+                try:
+                    downloaded = {split: hub_split(split) for split in ("train", "val")}
+                    load = downloaded.get
+                except Exception as exc:  # noqa: BLE001 - datasets' connection and hub errors
+                    why = f"the download failed: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
             if why:
                 offline = {split: local_split(args.offline_dir, split) for split in ("train", "val")}
                 n = len(offline["train"]) + len(offline["val"])
