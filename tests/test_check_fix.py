@@ -225,3 +225,13 @@ def test_fix_never_overwrites_unasked(tmp_path, cli_env):
                 cwd=tmp_path)
     assert r.returncode == 2 and "the file being checked" in r.stderr
     assert script.read_text().startswith("#!/bin/bash")
+
+
+def test_fix_on_a_bundle_says_to_pass_the_list_to_run_sh(tmp_path, cli_env):
+    import wizard
+
+    plan = wizard.plan(wizard.load_profile("single-gpu"), base_dir=str(tmp_path))
+    b = wizard.write_bundle(wizard.render(plan), tmp_path / "b")
+    r = run_cli(["check", str(b), "--defaults", "snapshot", "--fix", "--", f"{R}.mode=sync"], env=cli_env, cwd=tmp_path)
+    assert f"{R}.mode=async" in r.stdout.splitlines(), r.stdout + r.stderr
+    assert f"pass them as arguments to {b / 'run.sh'}" in r.stderr

@@ -180,6 +180,9 @@ def cli(argv: Iterable[str]) -> int:
         use = {"script": f"the launch's overrides, corrected: use them in place of those in {src.label}",
                "yaml": f"add them after --config-path/--config-name of {src.label} (the YAML is unchanged; "
                        "~key removes a key)"}.get(src.kind, "the overrides, corrected")
+        if src.kind == "yaml" and src.bundle_dir is not None and (src.bundle_dir / "run.sh").is_file():
+            use = (f"pass them as arguments to {src.bundle_dir / 'run.sh'} (it hands them to main_ppo after the "
+                   "bundle's config; the YAML is unchanged; ~key removes a key)")
         if ns.fix == "-":
             sys.stdout.write(text)
             print(f"verl-init check --fix: {len(lines)} override(s) on stdout: {use}", file=sys.stderr)
