@@ -174,7 +174,7 @@ def gpu_note(ctx: Context) -> str | None:
         return None
     if _use_ray_probe(ctx):
         return f"probed: {p.ray.describe()}"
-    return f"probed: {p.gpus.describe()}"
+    return f"probed: {p.gpus.describe()}" if p.gpus.found else None  # no GPU: said once, with the probes
 
 
 def cluster_note(ctx: Context) -> str | None:
