@@ -207,6 +207,7 @@ def test_doctor_without_nvidia_says_so(tmp_path, cli_env):
     assert r.returncode == 0
     assert "GPUs: no NVIDIA GPU found (NVML: NVML Shared Library Not Found: no NVIDIA driver on this machine)" in r.stdout
     assert "[VI740]" in r.stdout
+    assert r.stdout.count("NVML Shared Library Not Found") == 1 and r.stdout.count("no NVIDIA GPU found") == 1, r.stdout
 
 
 def test_help_lists_doctor(cli_env):

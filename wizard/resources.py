@@ -13,3 +13,8 @@ def data_dir(name: str) -> Path:
         if candidate.is_dir():
             return candidate
     raise FileNotFoundError(f"verl-init is installed without its {name}/ folder (looked in {_PKG / '_data'})")
+
+
+def offline_data() -> Path:
+    """The built-in offline dataset (GSM8K-style train.jsonl / test.jsonl; scripts/make_offline_dataset.py)."""
+    return _PKG / "offline_data"

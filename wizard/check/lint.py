@@ -144,11 +144,18 @@ def cli(argv: Iterable[str]) -> int:
     p.add_argument("--verl", action="store_true", help="also run verl's own validation in-process and report its verdict")
     p.add_argument("--model-dir", help="with --verl: local model folder standing in for hub models verl must load")
     p.add_argument("--fix", nargs="?", const="-", metavar="PATH",
-                   help="write the corrected override list (findings with a single safe fix) to PATH, or stdout")
+                   help="write the corrected override list (findings with a single safe fix) to PATH, or stdout: for a "
+                        "script or overrides the whole list, for a YAML the overrides to add after it")
+    p.add_argument("--force", action="store_true", help="let --fix PATH replace an existing file")
     p.add_argument("--debug", action="store_true")
     ns = p.parse_args(args)
     if ns.target is None and not extra:
         p.error("give a verl YAML, a bundle folder, a launch script, or overrides after --")
+    if ns.fix not in (None, "-") and os.path.exists(ns.fix):
+        if ns.target is not None and os.path.exists(ns.target) and os.path.samefile(ns.fix, ns.target):
+            p.error(f"--fix {ns.fix}: that is the file being checked; --fix writes an override list: give a new file name")
+        if not ns.force:
+            p.error(f"--fix {ns.fix}: the file exists; give a new file name, - for stdout, or add --force to replace it")
     env = {k: v for k, v in os.environ.items() if k == "HOME"}
     for item in ns.env:
         name, eq, value = item.partition("=")
@@ -169,11 +176,21 @@ def cli(argv: Iterable[str]) -> int:
                   + ", ".join(sorted({f.problem.rule for f in unfixed})), file=sys.stderr)
         if not changes:
             print("verl-init check --fix: nothing to fix", file=sys.stderr)
+        src = report.source
+        use = {"script": f"the launch's overrides, corrected: use them in place of those in {src.label}",
+               "yaml": f"add them after --config-path/--config-name of {src.label} (the YAML is unchanged; "
+                       "~key removes a key)"}.get(src.kind, "the overrides, corrected")
+        if src.kind == "yaml" and src.bundle_dir is not None and (src.bundle_dir / "run.sh").is_file():
+            use = (f"pass them as arguments to {src.bundle_dir / 'run.sh'} (it hands them to main_ppo after the "
+                   "bundle's config; the YAML is unchanged; ~key removes a key)")
         if ns.fix == "-":
             sys.stdout.write(text)
+            print(f"verl-init check --fix: {len(lines)} override(s) on stdout: {use}", file=sys.stderr)
         else:
-            Path(ns.fix).write_text(text, encoding="utf-8")
-            print(f"verl-init check --fix: wrote {len(lines)} override(s) to {ns.fix}", file=sys.stderr)
+            tmp = Path(ns.fix).with_name(f".{Path(ns.fix).name}.tmp-{os.getpid()}")
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, ns.fix)  # whole or not at all
+            print(f"verl-init check --fix: wrote {len(lines)} override(s) to {ns.fix}: {use}", file=sys.stderr)
         if ns.json:
             print(json.dumps(report.as_dict(), indent=2, default=str), file=sys.stderr)
         return 1 if report.errors else 0

@@ -93,21 +93,29 @@ def fixed_overrides(report: Report) -> tuple[list[str], list[str]]:
     sets: dict[str, Any] = {}
     deletes: set[str] = set()
     strip: set[str] = set()
+    renames: dict[str, str] = {}  # old key -> new key: the new override takes the old one's place in the list
     for fd in fixes:
         fx = fd.fix
         assert fx is not None
+        if len(fx.set) == 1 and len(fx.delete) == 1:
+            renames[fx.delete[0]] = next(iter(fx.set))
         sets.update(fx.set)
         deletes.update(fx.delete)
         strip.update(fx.strip_plus)
         changes.append(f"{fd.problem.rule} {', '.join(fd.problem.keys)}: {fx.describe()}")
     out: list[str] = []
     done: set[str] = set()
+    listed = {ov.key for ov in map(parse_override, src.overrides) if ov is not None}
     for text in src.overrides:
         ov = parse_override(text)
         if ov is None:
             out.append(text)
             continue
         if ov.key in deletes:
+            new = renames.get(ov.key)
+            if new is not None and new not in done and new not in listed:
+                out.append(f"{new}={format_value(sets[new])}")
+                done.add(new)
             continue
         if ov.key in sets:
             op = "" if (ov.key in strip or ov.op == "+") else ov.op

@@ -198,7 +198,8 @@ class GpuReport:
         """What a verl user should know about these GPUs (VI740-VI745)."""
         out: list[Problem] = []
         if not self.found:
-            out.append(Problem("VI740", "warning", ("gpus_per_node", "gpu_memory_gb"), self.reason,
+            # the reason (NVML's own words) is the GPUs line's (describe); said once, not again here
+            out.append(Problem("VI740", "warning", ("gpus_per_node", "gpu_memory_gb"), "gpus_per_node and gpu_memory_gb cannot be read from this machine (no usable NVIDIA GPU)",
                                "if this machine should have GPUs, check `nvidia-smi`; otherwise give gpus_per_node and gpu_memory_gb of the machines the job runs on"))
             return out
         for g in self.mig_gpus:

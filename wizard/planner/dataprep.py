@@ -19,6 +19,10 @@ AnswerFormat = Literal["number", "boxed", "text"]
 # Bundle-relative paths (run.sh runs verl from the bundle folder).
 PREPARED_TRAIN = "data/train.parquet"
 PREPARED_VAL = "data/val.parquet"
+# The built-in offline dataset (wizard/offline_data, scripts/make_offline_dataset.py): GSM8K-style rows a
+# CPU plan's bundle ships in data/offline/, which its data/prepare_data.py reads when the hub is unreachable.
+OFFLINE_DIR = "offline"  # relative to the bundle's data/ folder
+OFFLINE_FILES = ("train.jsonl", "test.jsonl")
 BUNDLE_REWARD_FN = "reward/reward_fn.py"
 BUNDLE_REWARD_NAME = "compute_score"
 
@@ -127,6 +131,7 @@ class DataPrep:
     val_fraction: float
     split_seed: int
     reward_fn: bool  # the bundle ships reward/reward_fn.py (reward=function without reward_function)
+    offline_dir: Optional[str] = None  # gsm8k on a CPU plan: data/<this> holds the built-in offline dataset
 
     @property
     def scorer(self) -> Optional[str]:
@@ -200,7 +205,14 @@ def resolve(a: "Answers", base_dir: str) -> DataPrep:
         val_fraction=a.val_fraction,
         split_seed=a.split_seed,
         reward_fn=a.reward == "function" and not a.reward_function,
+        offline_dir=OFFLINE_DIR if offline_fallback(a) else None,
     )
+
+
+def offline_fallback(a: "Answers") -> bool:
+    """A CPU plan (the cpu-smoke laptop profile) on gsm8k: its bundle ships the built-in offline dataset and
+    falls back to it, saying so, when the hub is unreachable. GPU plans never swap their data silently."""
+    return a.dataset == "gsm8k" and a.gpu_type.strip().lower() == "cpu"
 
 
 def local_only_keys_given(a: "Answers") -> list[str]:

@@ -609,20 +609,31 @@ def _rows_file(ctx: SmokeContext) -> tuple[str, str]:
     out = os.path.join(ctx.workdir, "prepared")
     cmd = [sys.executable, script, "--out", out]
     with open(script, encoding="utf-8") as fh:
-        hub = "SOURCE = 'file'" not in fh.read()  # gsm8k / math read the hub (or --local-dir); a file reads itself
+        text = fh.read()
+    hub = "SOURCE = 'file'" not in text  # gsm8k / math read the hub (or --local-dir); a file reads itself
     local = ctx.options.data_dir if hub else None
     if local:
         cmd += ["--local-dir", os.path.abspath(local)]
-    proc = subprocess.run(cmd, cwd=ctx.bundle, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "0")})
+    elif "SOURCE = 'gsm8k'" in text and "--offline-dir" in text and "OFFLINE_DIR = None" in text:
+        from wizard.resources import offline_data  # a GPU plan's bundle: the smoke may use the built-in rows
+
+        cmd += ["--offline-dir", str(offline_data())]
+    env = dict(os.environ)  # the user's own HF_HUB_OFFLINE (the probe set it to 1 for the model's sake)
+    own = ctx.env_restore["HF_HUB_OFFLINE"] if "HF_HUB_OFFLINE" in ctx.env_restore else env.get("HF_HUB_OFFLINE")
+    env.pop("HF_HUB_OFFLINE", None)
+    env.update({"HF_HUB_OFFLINE": own} if own is not None else {})
+    proc = subprocess.run(cmd, cwd=ctx.bundle, capture_output=True, text=True, timeout=600, env=env)
     ctx.log(proc.stdout + proc.stderr)
     if proc.returncode != 0 or not os.path.isfile(os.path.join(out, "train.parquet")):
         last = (proc.stderr.strip() or proc.stdout.strip() or f"exit {proc.returncode}").splitlines()[-1]
         hint = "run it yourself first (python data/prepare_data.py), or pass --data-dir with a local copy of the dataset"
         raise SmokeFailure(f"the bundle's data/prepare_data.py failed: {last}", hint)
     how = "data/prepare_data.py" + (f" --local-dir {local}" if local else "")
+    offline = [ln[len("prepare_data: "):] for ln in proc.stdout.splitlines()  # the fallback, said as the script says it
+               if ln.startswith("prepare_data: hub unreachable: using ")]
     return (os.path.join(out, "train.parquet"),
-            f"the bundle's {how} (run into a temporary folder: {first} is not written yet)")
+            f"the bundle's {how} (run into a temporary folder: {first} is not written yet)"
+            + (f"; {offline[0]}" if offline else ""))
 
 
 def _first_rows(path: str, out_dir: str, limit: int) -> tuple[str, int]:

@@ -55,7 +55,15 @@ def _dataclass_of(base: dict[str, Any], parts: list[str]) -> tuple[str | None, s
     return best
 
 
-def _did_you_mean(base: dict[str, Any], key: str) -> str:
+# A misspelling --fix renames: the closest sibling at least this close (difflib's ratio) and clearly closer than
+# any other (by RENAME_MARGIN), e.g. ppo_mini_batch_sise → ppo_mini_batch_size (0.95; ppo_micro_batch_size 0.82).
+RENAME_RATIO = 0.85
+RENAME_MARGIN = 0.1
+
+
+def _did_you_mean(base: dict[str, Any], key: str) -> tuple[str, bool]:
+    """(the key the user probably meant or "", whether it is sure enough for --fix to rename: one misspelled
+    segment whose closest sibling is close and unique, and the whole suggested key is in verl's tree)."""
     parts = key.split(".")
     node: Any = base
     for i, part in enumerate(parts):
@@ -63,13 +71,17 @@ def _did_you_mean(base: dict[str, Any], key: str) -> str:
             siblings = [str(s) for s in node] if isinstance(node, dict) else []
             close = difflib.get_close_matches(part, siblings, n=1, cutoff=0.6)
             if close:
-                return ".".join(parts[:i] + [close[0]] + parts[i + 1:])
-            # the same leaf name elsewhere in the tree (e.g. a key that moved)
+                guess = ".".join(parts[:i] + [close[0]] + parts[i + 1:])
+                ratios = sorted((difflib.SequenceMatcher(None, s, part).ratio() for s in siblings), reverse=True)
+                sure = ratios[0] >= RENAME_RATIO and (len(ratios) < 2 or ratios[1] <= ratios[0] - RENAME_MARGIN) \
+                    and lookup(base, guess) is not NOTHING
+                return guess, sure
+            # the same leaf name elsewhere in the tree (e.g. a key that moved): a guess, never renamed by --fix
             leaf = parts[-1]
             moved = [k for k in flatten(base) if k.endswith("." + leaf) and k.split(".")[0] == parts[0]]
-            return moved[0] if len(moved) == 1 else ""
+            return (moved[0] if len(moved) == 1 else ""), False
         node = node[part]
-    return ""
+    return "", False
 
 
 DID_YOU_MEAN = 200
@@ -78,6 +90,7 @@ DID_YOU_MEAN = 200
 def validate_keys(items: list[Item], base: dict[str, Any], add: Callable[..., None],
                   use_critic_hint: bool | None) -> None:
     dcs = dataclass_fields()
+    given = {it.key for it in items}
     suggestions = 0  # a did-you-mean search per unknown key, for the first DID_YOU_MEAN of them only
     for it in items:
         key = it.key
@@ -143,12 +156,16 @@ def validate_keys(items: list[Item], base: dict[str, Any], add: Callable[..., No
                     f"write +{key}={format_value(it.value)}", fix=None)
             continue
         suggestions += 1
-        hint = _did_you_mean(base, key) if suggestions <= DID_YOU_MEAN else ""
+        hint, sure = _did_you_mean(base, key) if suggestions <= DID_YOU_MEAN else ("", False)
         dym = f"did you mean {hint}?" if hint else "check the spelling against `python -m verl.trainer.main_ppo --cfg job`"
+        # --fix renames a sure misspelling, unless the right key is given too (which value wins is the user's call)
+        # or a mapping would replace a value (or the reverse)
+        rename = Fix(set={hint: it.value}, delete=[key]) if sure and hint not in given and \
+            isinstance(lookup(base, hint), dict) == isinstance(it.value, dict) else None
         if it.op == "" and it.override is not None:
             it.apply = False
             add("VI801", "error", (key,), f"{key} is not in verl's config tree: Hydra refuses the override "
-                "(`Key ... is not in struct`)", dym)
+                "(`Key ... is not in struct`)", dym, fix=rename)
             continue
         target, node = _dataclass_of(base, parts)
         instantiated = node is not None and any(node == r or node.startswith(r + ".") for r in DATACLASS_ROOTS)
@@ -158,15 +175,16 @@ def validate_keys(items: list[Item], base: dict[str, Any], add: Callable[..., No
             field_name = parts[len(node.split("."))] if node else parts[0]
             if field_name not in dcs[target]["fields"]:
                 add("VI804", "error", (key,), f"{key}: {target.rsplit('.', 1)[-1]} has no field {field_name!r}; verl "
-                    "fails with TypeError when it builds the config", dym)
+                    "fails with TypeError when it builds the config", dym, fix=rename)
                 continue
         if instantiated:
             continue  # a real dataclass field the YAML does not list
         if it.override is None:
             add("VI801", "error", (key,), f"{key} is not in verl's config tree: Hydra merges it and verl ignores it",
-                dym)
+                dym, fix=rename)
         else:
-            add("VI802", "warning", (key,), f"+{key} adds a key verl never reads: it is silently ignored", dym)
+            add("VI802", "warning", (key,), f"+{key} adds a key verl never reads: it is silently ignored", dym,
+                fix=rename)
 
 
 def type_problems(items: list[Item], base_flat: dict[str, Any], add: Callable[..., None],

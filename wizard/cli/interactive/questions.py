@@ -304,7 +304,9 @@ def gpu_note(ctx: Context) -> str | None:
         return None
     if _use_ray_probe(ctx):
         return f"probed: {p.ray.describe()}"
-    if ctx.get("cluster") != "local" and p.gpus.found:
+    if not p.gpus.found:
+        return None  # no GPU: said once, with the probes
+    if ctx.get("cluster") != "local":
         return "this machine's GPUs are not the cluster's: pick the nodes the job runs on"
     return f"probed: {p.gpus.describe()}"
 

@@ -45,6 +45,7 @@ def prepare_context(prep: dataprep.DataPrep) -> dict[str, Any]:
         "SYSTEM_PROMPT": prep.system_prompt,
         "DATA_SOURCE": prep.data_source,
         "ABILITY": prep.ability,
+        "OFFLINE_DIR": prep.offline_dir,
         "VAL_FRACTION": prep.val_fraction,
         "SEED": prep.split_seed,
     }
@@ -57,6 +58,12 @@ def artefacts(plan: "Plan") -> "list[Artefact]":
 
     prep = dataprep.resolve(plan.answers, plan.base_dir)
     out = [Artefact("data/prepare_data.py.j2", prepare_context(prep))]
+    if prep.offline_dir:  # the built-in offline dataset, copied as it ships (tests/test_offline_data.py)
+        from wizard.resources import offline_data
+
+        for name in dataprep.OFFLINE_FILES:
+            text = (offline_data() / name).read_text(encoding="utf-8")
+            out.append(Artefact(f"data/{prep.offline_dir}/{name}.j2", {"rows": text}))
     if prep.reward_fn:
         out.append(Artefact("reward/reward_fn.py.j2", {"py": {"ANSWER_FORMAT": py_literal(prep.answer_format)}}))
     return out

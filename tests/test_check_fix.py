@@ -1,0 +1,237 @@
+"""`check --fix` fixes every finding it calls fixable (issue 14, item 7).
+
+Every place a rule attaches a `Fix` is found in the source (so a new fixable finding cannot go untested), and
+each has a case here: the finding is reported with a fix, `--fix`'s list is applied the way the user applies
+it (a script's overrides replaced, a YAML's launch given the extra overrides, overrides replaced), and
+checking again no longer reports it. Misspelled keys are renamed when the suggestion is sure, and only then.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import ROOT, run_cli
+
+from wizard.check.lint import check
+from wizard.check.report import fixed_overrides
+
+RULES_DIR = ROOT / "wizard" / "check" / "rules"
+BASE = ["algorithm.adv_estimator=grpo", "actor_rollout_ref.model.path=Qwen/Qwen2.5-1.5B-Instruct",
+        "actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.rollout.n=4", "data.train_batch_size=16",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=8", "actor_rollout_ref.actor.use_dynamic_bsz=True",
+        "trainer.logger=[console]", "trainer.nnodes=1", "trainer.n_gpus_per_node=1",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=1"]
+YAML_HEAD = """\
+hydra:
+  searchpath: [pkg://verl.trainer.config]
+defaults: [ppo_trainer, _self_]
+algorithm: {adv_estimator: grpo}
+data: {train_batch_size: 16}
+"""
+
+
+def with_(*overrides: str, drop: tuple[str, ...] = ()) -> list[str]:
+    """BASE with these overrides in place of BASE's for the same keys (the others appended), less `drop`."""
+    given = {o.lstrip("+~").split("=", 1)[0]: o for o in overrides}
+    out = [given.pop(b.split("=", 1)[0], b) for b in BASE if b.split("=", 1)[0] not in drop]
+    return out + list(given.values())
+
+
+def fix_sites() -> Counter[str]:
+    """Rule ID → how many `add(...)` calls in wizard/check/rules attach a fix (`fix=` other than None)."""
+    sites: Counter[str] = Counter()
+    for path in RULES_DIR.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)):
+                continue
+            fix = next((kw.value for kw in node.keywords if kw.arg == "fix"), None)
+            if fix is not None and not (isinstance(fix, ast.Constant) and fix.value is None):
+                sites[str(node.args[0].value)] += 1
+    return sites
+
+
+@dataclass
+class Case:
+    rule: str
+    key: str  # the finding's first key
+    overrides: list[str] = field(default_factory=list)
+    yaml: str | None = None  # a YAML body after YAML_HEAD (the YAML is the target)
+    script: bool = False  # the overrides are in a launch script (the target)
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+A, R = "actor_rollout_ref.actor", "actor_rollout_ref.rollout"
+YAML_TAIL = "trainer: {nnodes: 1, n_gpus_per_node: 1, logger: [console]%s}\n"
+YAML_ARR = """\
+actor_rollout_ref:
+  model: {path: Qwen/Qwen2.5-1.5B-Instruct}
+  actor: {%s: 8, use_dynamic_bsz: true}
+  rollout: {name: vllm, n: 4, tensor_model_parallel_size: 1}
+"""
+MISSPELLED = with_(f"{A}.ppo_mini_batch_sise=8", drop=(f"{A}.ppo_mini_batch_size",))
+CASES = {
+    "legacy reward key": Case("VI805", "custom_reward_function.name", with_("custom_reward_function.name=score")),
+    "+ on an existing key": Case("VI803", f"{R}.gpu_memory_utilization", with_(f"+{R}.gpu_memory_utilization=0.5")),
+    "moved key": Case("VI801", "critic.model.fsdp_config.param_offload",
+                      with_("critic.model.fsdp_config.param_offload=False")),
+    "removed key": Case("VI801", "trainer.use_legacy_worker_impl", with_("trainer.use_legacy_worker_impl=auto")),
+    "misspelled override": Case("VI801", f"{A}.ppo_mini_batch_sise", MISSPELLED),
+    "misspelled YAML key": Case("VI801", "trainer.totl_epochs",
+                                yaml=YAML_ARR % "ppo_mini_batch_size" + YAML_TAIL % ", totl_epochs: 3"),
+    "+ of a removed key": Case("VI802", "trainer.use_legacy_worker_impl", with_("+trainer.use_legacy_worker_impl=auto")),
+    "+ of a misspelled key": Case("VI802", "trainer.totl_epochs", with_("+trainer.totl_epochs=3")),
+    "misspelled dataclass field": Case("VI804", f"{A}.ppo_mini_batch_sise",
+                                       yaml=YAML_ARR % "ppo_mini_batch_sise" + YAML_TAIL % ""),
+    "misspelled key in a script": Case("VI801", f"{A}.ppo_mini_batch_sise", MISSPELLED, script=True),
+    "rollout mode sync": Case("VI853", f"{R}.mode", with_(f"{R}.mode=sync")),
+    "val_batch_size": Case("VI857", "data.val_batch_size", with_("data.val_batch_size=8")),
+    "rollout TP that cannot fit": Case("VI810", f"{R}.tensor_model_parallel_size",
+                                       with_(f"{R}.tensor_model_parallel_size=2")),
+    "SP without remove_padding": Case("VI812", "actor_rollout_ref.model.use_remove_padding",
+                                      with_("trainer.n_gpus_per_node=2", f"{A}.ulysses_sequence_parallel_size=2",
+                                            "actor_rollout_ref.model.use_remove_padding=False")),
+    "old and new micro-batch keys": Case("VI806", f"{A}.ppo_micro_batch_size",
+                                         with_(f"{A}.ppo_micro_batch_size=8", f"{A}.ppo_micro_batch_size_per_gpu=2",
+                                               f"{R}.log_prob_micro_batch_size_per_gpu=2",
+                                               drop=(f"{A}.use_dynamic_bsz",))),
+    "old micro-batch key under dynamic batching": Case("VI806", f"{A}.ppo_micro_batch_size",
+                                                       with_(f"{A}.ppo_micro_batch_size=8")),
+    "old global micro-batch size": Case("VI806", f"{A}.ppo_micro_batch_size",
+                                        with_(f"{A}.ppo_micro_batch_size=8", f"{R}.log_prob_micro_batch_size_per_gpu=2",
+                                              drop=(f"{A}.use_dynamic_bsz",))),
+    "critic on verl's default model": Case("VI846", "critic.model.path",
+                                           with_("algorithm.adv_estimator=gae", "critic.use_dynamic_bsz=True")),
+}
+
+
+def test_every_fix_site_has_a_case():
+    have = Counter(c.rule for c in CASES.values() if not c.script)  # the script case repeats an override case
+    missing = {rule: n - have[rule] for rule, n in fix_sites().items() if have[rule] < n}
+    assert not missing, f"fixable findings without a --fix round-trip case here: {missing}"
+
+
+def _apply(case: Case, tmp_path: Path) -> tuple[Any, Any]:
+    """(report before, report after applying --fix's list as the user would)."""
+    extra = list(case.options.get("extra", []))
+    if case.yaml is not None:
+        target = tmp_path / "cfg.yaml"
+        target.write_text(YAML_HEAD + case.yaml, encoding="utf-8")
+        before = check(str(target), extra, defaults="snapshot", workdir=str(tmp_path))
+        fixed, _ = fixed_overrides(before)
+        return before, check(str(target), fixed, defaults="snapshot", workdir=str(tmp_path))
+    if case.script:
+        target = tmp_path / "run.sh"
+        target.write_text("#!/bin/bash\npython3 -m verl.trainer.main_ppo " + " ".join(f"'{o}'" for o in case.overrides)
+                          + "\n", encoding="utf-8")
+        before = check(str(target), defaults="snapshot", workdir=str(tmp_path))
+        fixed, _ = fixed_overrides(before)  # the launch's whole list: it replaces the script's
+        target.write_text("#!/bin/bash\npython3 -m verl.trainer.main_ppo " + " ".join(f"'{o}'" for o in fixed)
+                          + "\n", encoding="utf-8")
+        return before, check(str(target), defaults="snapshot", workdir=str(tmp_path))
+    before = check(None, case.overrides + extra, defaults="snapshot", workdir=str(tmp_path))
+    fixed, _ = fixed_overrides(before)
+    return before, check(None, fixed, defaults="snapshot", workdir=str(tmp_path))
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_fix_resolves_what_it_calls_fixable(name, tmp_path):
+    case = CASES[name]
+    before, after = _apply(case, tmp_path)
+    hits = [f for f in before.findings if f.problem.rule == case.rule and f.problem.keys[:1] == (case.key,)]
+    assert hits, [f.problem.line() for f in before.findings]
+    assert all(f.fix is not None for f in hits), "reported without a fix: " + hits[0].problem.line()
+    again = [f.problem.line() for f in after.findings if f.problem.rule == case.rule and case.key in f.problem.keys]
+    assert not again, again
+    # and nothing fixable is left over: a second --fix has nothing to do
+    assert not [f.problem.line() for f in after.findings if f.fix is not None]
+
+
+def test_every_fixable_finding_of_the_cases_is_fixed_together(tmp_path):
+    """All override cases at once: whatever was fixable before is gone after one --fix."""
+    overrides = list(dict.fromkeys(o for c in CASES.values() if c.yaml is None and not c.script for o in c.overrides))
+    before = check(None, overrides, defaults="snapshot", workdir=str(tmp_path))
+    fixable = {(f.problem.rule, f.problem.keys) for f in before.findings if f.fix is not None}
+    assert len(fixable) >= 8
+    fixed, changes = fixed_overrides(before)
+    after = check(None, fixed, defaults="snapshot", workdir=str(tmp_path))
+    assert not fixable & {(f.problem.rule, f.problem.keys) for f in after.findings}
+
+
+@pytest.mark.parametrize("overrides, why", [
+    ([f"{A}.ppo_mini_batch_sise=8", f"{A}.ppo_mini_batch_size=16"], "the right key is given too"),
+    ([f"{A}.ppo_mini_bs=8"], "not close enough"),
+    (["trainer.n_gpus=8"], "two siblings are about as close (n_gpus_per_node, nnodes)"),
+    ([f"{A}.ppo_epoch_count=2"], "a guess, not a misspelling"),
+])
+def test_unsure_suggestions_are_not_renamed(overrides, why):
+    report = check(None, with_(*overrides, drop=(f"{A}.ppo_mini_batch_size",)), defaults="snapshot")
+    bad = overrides[0].split("=")[0]
+    hits = [f for f in report.findings if f.problem.keys[:1] == (bad,)]
+    assert hits, [f.problem.line() for f in report.findings]
+    assert all(f.fix is None for f in hits), why
+    fixed, _ = fixed_overrides(report)
+    assert overrides[0] in fixed  # left as it was
+
+
+def test_a_rename_keeps_the_overrides_place():
+    report = check(None, [MISSPELLED[-1], *MISSPELLED[:-1]], defaults="snapshot")
+    fixed, changes = fixed_overrides(report)
+    assert fixed[0] == f"{A}.ppo_mini_batch_size=8"
+    assert changes == [f"VI801 {A}.ppo_mini_batch_sise: {A}.ppo_mini_batch_size=8; remove {A}.ppo_mini_batch_sise"]
+
+
+@pytest.mark.verl
+def test_cli_fix_renames_a_misspelled_key_with_verls_tree(tmp_path, cli_env):
+    """As a user runs it, with verl's own Hydra tree: script and YAML both get the rename, and say how to use it."""
+    script = tmp_path / "run.sh"
+    script.write_text("#!/bin/bash\npython3 -m verl.trainer.main_ppo \\\n  " + " \\\n  ".join(MISSPELLED) + "\n",
+                      encoding="utf-8")
+    r = run_cli(["check", str(script), "--defaults", "verl", "--fix", str(tmp_path / "fixed.txt")], env=cli_env,
+                cwd=tmp_path)
+    assert f"--fix: VI801 {A}.ppo_mini_batch_sise: {A}.ppo_mini_batch_size=8" in r.stderr, r.stderr
+    assert "use them in place of those in" in r.stderr
+    fixed = (tmp_path / "fixed.txt").read_text().splitlines()
+    assert fixed == [o.replace("_sise=", "_size=") for o in MISSPELLED]  # in place, nothing else changed
+    r = run_cli(["check", "--defaults", "verl", "--", *fixed], env=cli_env, cwd=tmp_path)
+    assert r.returncode == 0 and "ppo_mini_batch_sise" not in r.stdout, r.stdout
+
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(YAML_HEAD + str(CASES["misspelled dataclass field"].yaml), encoding="utf-8")
+    r = run_cli(["check", str(cfg), "--defaults", "verl", "--fix"], env=cli_env, cwd=tmp_path)
+    assert r.stdout.splitlines() == [f"~{A}.ppo_mini_batch_sise", f"{A}.ppo_mini_batch_size=8"], r.stdout + r.stderr
+    assert "add them after --config-path/--config-name" in r.stderr
+    r = run_cli(["check", str(cfg), "--defaults", "verl", "--", *r.stdout.splitlines()], env=cli_env, cwd=tmp_path)
+    assert r.returncode == 0 and "ppo_mini_batch_sise" not in r.stdout, r.stdout
+
+
+def test_fix_never_overwrites_unasked(tmp_path, cli_env):
+    out = tmp_path / "fixed.txt"
+    out.write_text("mine\n")
+    args = ["check", "--defaults", "snapshot", "--fix", str(out), "--", *BASE, f"{R}.mode=sync"]
+    r = run_cli(args, env=cli_env, cwd=tmp_path)
+    assert r.returncode == 2 and "exists" in r.stderr and "--force" in r.stderr
+    assert out.read_text() == "mine\n"
+    r = run_cli(args[:3] + ["--force"] + args[3:], env=cli_env, cwd=tmp_path)
+    assert f"{R}.mode=async" in out.read_text().splitlines(), r.stderr
+    script = tmp_path / "run.sh"
+    script.write_text("#!/bin/bash\npython3 -m verl.trainer.main_ppo " + " ".join(BASE) + "\n")
+    r = run_cli(["check", str(script), "--defaults", "snapshot", "--fix", str(script), "--force"], env=cli_env,
+                cwd=tmp_path)
+    assert r.returncode == 2 and "the file being checked" in r.stderr
+    assert script.read_text().startswith("#!/bin/bash")
+
+
+def test_fix_on_a_bundle_says_to_pass_the_list_to_run_sh(tmp_path, cli_env):
+    import wizard
+
+    plan = wizard.plan(wizard.load_profile("single-gpu"), base_dir=str(tmp_path))
+    b = wizard.write_bundle(wizard.render(plan), tmp_path / "b")
+    r = run_cli(["check", str(b), "--defaults", "snapshot", "--fix", "--", f"{R}.mode=sync"], env=cli_env, cwd=tmp_path)
+    assert f"{R}.mode=async" in r.stdout.splitlines(), r.stdout + r.stderr
+    assert f"pass them as arguments to {b / 'run.sh'}" in r.stderr
