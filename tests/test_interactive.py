@@ -346,6 +346,20 @@ def test_when_no_value_fits_an_earlier_answer_can_be_changed(tmp_path, monkeypat
     assert a["dataset"] == "gsm8k" and "question_field" not in a and a["prompts_per_step"] == 256
 
 
+def test_a_question_refused_twice_offers_to_change_the_answer_the_error_names(tmp_path, monkeypatch):
+    """No model fits 2 GB GPUs: after two refusals the wizard offers to go back to the GPU memory."""
+    r = drive(tmp_path, monkeypatch, {
+        **other_gpus(1, 2), "gpu_memory_gb": [typed("2"), typed("80")],
+        "model": [ENTER, typed("Qwen/Qwen2.5-1.5B-Instruct"), ENTER],
+        "Which answer do you want to change?": "change gpu_memory_gb" + ENTER})
+    assert r.rc == 0, r.out
+    assert r.out.count("✗ refused model = ") == 2 and "[VI602]" in r.out
+    i = r.asked.index("Which answer do you want to change?")
+    assert r.asked[i - 2:i] == ["model", "model"] and r.asked[i + 1] == "gpu_memory_gb"
+    a = r.answers()
+    assert a["gpu_memory_gb"] == 80 and a["model"] == "Qwen/Qwen2.5-0.5B-Instruct"
+
+
 def test_a_late_rejection_asks_again_without_the_refused_value(tmp_path, monkeypatch):
     """When the final plan still refuses (here a made-up rule on prompts_per_step), the question comes back with a
     default that passes, not the refused answer."""
