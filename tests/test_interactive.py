@@ -39,14 +39,18 @@ def typed(text: str) -> str:
 
 
 class Scripted(Prompter):
-    """Types the script's keys for each question (by field name, or by prompt message) just before it is asked."""
+    """Types the script's keys for each prompt (by field name, or by prompt message) just before it shows.
+
+    A field's list of keys answers its prompts in turn (a refused answer is asked again); `"<field>/typed"` holds the
+    keys for the text prompt that follows choosing "another value" in a select."""
 
     def __init__(self, console: Console, inp: Any, script: dict[str, Any]):
         super().__init__(console)
         self.inp = inp
         self.script = {k: list(v) if isinstance(v, list) else [v] for k, v in script.items()}
         self.asked: list[str] = []
-        self._inside = False
+        self._inside: str | None = None
+        self._selected = False
 
     def _send(self, key: str) -> None:
         if len(self.asked) > 200:
@@ -54,26 +58,50 @@ class Scripted(Prompter):
         queue = self.script.get(key)
         self.inp.send_text(queue.pop(0) if queue else ENTER)
 
-    def ask(self, q: Any, ctx: Any) -> Any:
+    def prompt(self, q: Any, ctx: Any, default: Any) -> Any:
         self.asked.append(q.field)
         self._send(q.field)
-        self._inside = True
+        self._inside, self._selected = q.field, False
         try:
-            return super().ask(q, ctx)
+            return super().prompt(q, ctx, default)
         finally:
-            self._inside = False
+            self._inside = None
 
     def select(self, message: str, choices: Any, default: Any = None) -> Any:
-        if not self._inside:
+        if self._inside is None:
             self.asked.append(message)
             self._send(message)
+        self._selected = True
         return super().select(message, choices, default)
 
     def text(self, message: str, default: str, validate: Any, instruction: str | None = None) -> str:
-        if not self._inside:
+        if self._inside is None:
             self.asked.append(message)
             self._send(message)
+        elif self._selected:
+            self._send(f"{self._inside}/typed")  # the text prompt after "another value" in a select
         return super().text(message, default, validate, instruction)
+
+
+def other_gpus(n: int, memory: float) -> dict[str, Any]:
+    """Script keys that pick "other" GPUs and type their count and memory."""
+    return {"gpus": "other" + ENTER, "gpus_per_node": typed(str(n)), "gpu_memory_gb": typed(f"{memory:g}")}
+
+
+def spy_offered(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[list[Any]]]:
+    """The choices each select showed, per field, in the order asked."""
+    from wizard.cli.interactive import walk
+
+    shown: dict[str, list[list[Any]]] = {}
+    real = walk.offered
+
+    def spy(q: Any, ctx: Any) -> Any:
+        out = real(q, ctx)
+        shown.setdefault(q.field, []).append([v for v, _ in out])
+        return out
+
+    monkeypatch.setattr(walk, "offered", spy)
+    return shown
 
 
 def no_gpu_probes() -> Probes:
@@ -137,12 +165,13 @@ def test_grpo_on_one_node_with_probed_defaults(tmp_path, monkeypatch):
     a = r.answers()
     assert a["cluster"] == "local" and a["algorithm"] == "grpo"
     assert (a["gpus_per_node"], a["gpu_memory_gb"], a["gpu_type"]) == (8, 85.5, "H100 80GB HBM3")
-    assert a["host_memory_gb"] == 512.0  # probe-filled, not asked
-    assert "gpu_type" not in r.asked and "host_memory_gb" not in r.asked
+    assert a["host_memory_gb"] == 512.0  # "this machine": probe-filled, not asked
+    assert not {"gpus_per_node", "gpu_memory_gb", "gpu_type", "host_memory_gb"} & set(r.asked)
     for never in ("nnodes", "critic_model", "reward_model", "reward_function", "model_params_b", "k8s_namespace",
                   "slurm_partition", "image", "question_field"):
         assert never not in r.asked
-    assert r.asked[:3] == ["cluster", "gpus_per_node", "gpu_memory_gb"]
+    assert r.asked[:2] == ["cluster", "gpus"]
+    assert len(r.asked) <= 12, r.asked  # every default accepted, "Write this bundle?" and "Bundle folder" included
     for unset in ("samples_per_prompt", "total_steps", "experiment_name", "critic_model"):
         assert unset not in a  # empty answers leave the choice to verl-init
     assert "8× NVIDIA H100 80GB HBM3 (85.5 GB)" in r.out and "NVLink between all GPUs" in r.out
@@ -155,9 +184,21 @@ def test_grpo_on_one_node_with_probed_defaults(tmp_path, monkeypatch):
     assert not list(tmp_path.glob("runs/.*"))  # no temporary folders left
 
 
+def test_a_machine_without_gpus_does_not_lend_its_host_memory_to_the_gpu_nodes(tmp_path, monkeypatch):
+    """Issue 14: this laptop's 25.3 GB of host memory used to be recorded as the 8×H100 node's, and 7B GRPO was then
+    refused with VI605 ("137 GB of host memory per node")."""
+    small = no_gpu_probes()
+    small.host = HostReport(memory_gb=25.3, cpus=4, shm_gb=2.0, shm_free_gb=2.0)
+    r = drive(tmp_path, monkeypatch, {"gpus": "8x H100" + ENTER, "model": typed("Qwen/Qwen2.5-7B-Instruct")}, small)
+    assert r.rc == 0, r.out
+    assert "VI605" not in r.out and "verl-init cannot plan these answers" not in r.out
+    a = r.answers()
+    assert "host_memory_gb" not in a and (a["gpus_per_node"], a["gpu_memory_gb"], a["gpu_type"]) == (8, 80, "H100")
+    assert r.asked.count("model") == 1
+
+
 def test_ppo_asks_for_the_critic_and_keeps_it_separate(tmp_path, monkeypatch):
-    r = drive(tmp_path, monkeypatch, {"algorithm": "ppo" + ENTER, "gpus_per_node": typed("4"),
-                                      "gpu_memory_gb": typed("80")})
+    r = drive(tmp_path, monkeypatch, {"algorithm": "ppo" + ENTER, **other_gpus(4, 80), "advanced": "y"})
     assert r.rc == 0, r.out
     assert "critic_model" in r.asked and "reward_model" not in r.asked
     a = r.answers()
@@ -169,12 +210,12 @@ def test_ppo_asks_for_the_critic_and_keeps_it_separate(tmp_path, monkeypatch):
 
 def test_kuberay_questions_only_for_kuberay(tmp_path, monkeypatch):
     r = drive(tmp_path, monkeypatch, {
-        "cluster": "kuberay" + ENTER, "nnodes": typed("2"), "gpus_per_node": typed("8"), "gpu_memory_gb": typed("80"),
+        "cluster": "kuberay" + ENTER, "nnodes": typed("2"), "gpus": "A100 80" + ENTER, "advanced": "y",
         "host_memory_gb": typed("1000"), "k8s_namespace": typed("rl-team"), "shared_pvc": typed("verl-data"),
         "shm_size_gb": typed("64"),
     })
     assert r.rc == 0, r.out
-    for q in ("nnodes", "gpu_type", "host_memory_gb", "image", "k8s_namespace", "k8s_secret", "shared_pvc",
+    for q in ("nnodes", "gpus", "host_memory_gb", "image", "k8s_namespace", "k8s_secret", "shared_pvc",
               "shm_size_gb"):
         assert q in r.asked
     assert not [q for q in r.asked if q.startswith("slurm_")]
@@ -187,8 +228,7 @@ def test_kuberay_questions_only_for_kuberay(tmp_path, monkeypatch):
 
 
 def test_slurm_questions_only_for_slurm(tmp_path, monkeypatch):
-    r = drive(tmp_path, monkeypatch, {"cluster": "slurm" + ENTER, "gpus_per_node": typed("8"),
-                                      "gpu_memory_gb": typed("80"), "slurm_partition": typed("gpu"),
+    r = drive(tmp_path, monkeypatch, {"cluster": "slurm" + ENTER, "advanced": "y", "slurm_partition": typed("gpu"),
                                       "slurm_time": typed("04:00:00")})
     assert r.rc == 0, r.out
     assert {"slurm_partition", "slurm_account", "slurm_time", "image"} <= set(r.asked)
@@ -202,35 +242,46 @@ def test_slurm_questions_only_for_slurm(tmp_path, monkeypatch):
 # --- rejected answers are explained and asked again ----------------------------------------------------------
 
 
-def test_batch_rejection_is_explained_and_the_named_questions_are_asked_again(tmp_path, monkeypatch):
-    r = drive(tmp_path, monkeypatch, {"gpus_per_node": typed("8"), "gpu_memory_gb": typed("80"),
-                                      "updates_per_step": [typed("3"), typed("4")]})
+def test_a_batch_answer_is_refused_the_moment_it_is_given(tmp_path, monkeypatch):
+    r = drive(tmp_path, monkeypatch, {"advanced": "y", "updates_per_step": [typed("3"), typed("4")]})
     assert r.rc == 0, r.out
-    assert "verl-init cannot plan these answers" in r.out
-    assert "✗ VI201 updates_per_step, prompts_per_step: updates_per_step=3 does not divide prompts_per_step=256" in r.out
-    assert "→ nearest valid: updates_per_step=2 or 4" in r.out
-    assert "Asking again: prompts_per_step, updates_per_step" in r.out
-    assert r.asked.count("updates_per_step") == 2 and r.asked.count("prompts_per_step") == 2
-    assert r.asked.count("algorithm") == 1
+    assert "verl-init cannot plan these answers" not in r.out  # nothing fails late
+    assert "✗ refused updates_per_step = 3: updates_per_step=3 does not divide prompts_per_step=256" in r.out
+    assert "nearest valid: updates_per_step=2 or 4" in r.out and "[VI201]" in r.out
+    assert r.asked.count("updates_per_step") == 2 and r.asked.count("prompts_per_step") == 1
     assert r.answers()["updates_per_step"] == 4
 
 
-def test_memory_rejection_asks_model_hardware_and_lora_again(tmp_path, monkeypatch):
+def test_a_model_that_fits_with_no_lora_rank_is_refused_at_once(tmp_path, monkeypatch):
     r = drive(tmp_path, monkeypatch, {
-        "gpus_per_node": typed("1"), "gpu_memory_gb": typed("24"), "algorithm": "ppo" + ENTER,
+        **other_gpus(1, 24), "algorithm": "ppo" + ENTER,
         "model": [typed("Qwen/Qwen2.5-7B-Instruct"), typed("Qwen/Qwen2.5-0.5B-Instruct")],
     })
     assert r.rc == 0, r.out
-    assert "✗ VI602" in r.out and "does not fit 1×1 × 24 GB GPUs" in r.out
-    assert re.search(r"or a model of ≤ \d+(\.\d)?B parameters on these GPUs", r.out), r.out
-    assert "Asking again: gpus_per_node, gpu_memory_gb, model, lora_rank" in r.out  # nnodes: not asked on local
+    assert "✗ refused model = Qwen/Qwen2.5-7B-Instruct: Qwen/Qwen2.5-7B-Instruct (7.6B, ppo) does not fit 1×1 × 24 GB" in r.out
+    assert re.search(r"or a model of ≤ \d+(\.\d)?B parameters on these GPUs \[VI602\]", r.out), r.out
+    assert r.asked.count("model") == 2 and "lora_rank" not in r.asked
+    assert "verl-init cannot plan these answers" not in r.out
     assert r.answers()["model"] == "Qwen/Qwen2.5-0.5B-Instruct"
+
+
+def test_when_only_lora_fits_the_rank_question_offers_the_ranks_that_fit(tmp_path, monkeypatch):
+    from wizard.cli.interactive import questions as qs
+
+    shown = spy_offered(monkeypatch)
+    r = drive(tmp_path, monkeypatch, {**other_gpus(4, 24), "model": typed("Qwen/Qwen2.5-7B-Instruct"),
+                                      "lora_rank": "0" + ENTER})
+    assert r.rc == 0, r.out
+    assert "training all weights does not fit these GPUs; LoRA ranks that fit: " in r.out
+    (offered,) = shown["lora_rank"]
+    assert 32 in offered and 0 not in offered and set(offered) <= set(qs.LORA_RANKS)
+    rank = r.answers()["lora_rank"]
+    assert rank in offered and rank != 0  # typing 0 matches no offered rank: Enter takes one that fits
 
 
 def test_changing_the_algorithm_drops_answers_that_no_longer_apply(tmp_path, monkeypatch):
     r = drive(tmp_path, monkeypatch, {
-        "gpus_per_node": typed("8"), "gpu_memory_gb": typed("80"),
-        "algorithm": ["ppo" + ENTER, "grpo" + ENTER], "critic_model": typed("Qwen/Qwen2.5-0.5B"),
+        "advanced": "y", "algorithm": ["ppo" + ENTER, "grpo" + ENTER], "critic_model": typed("Qwen/Qwen2.5-0.5B"),
         "Write this bundle?": ["change" + ENTER, ENTER],
         "Which answer do you want to change?": "algorithm" + ENTER,
     })
@@ -242,16 +293,19 @@ def test_changing_the_algorithm_drops_answers_that_no_longer_apply(tmp_path, mon
         yaml.safe_load((r.bundle() / "verl_config.yaml").read_text())["critic"].get("enable") in (False, None)
 
 
-def test_dapo_with_a_reward_model_is_rejected_and_both_asked_again(tmp_path, monkeypatch):
-    r = drive(tmp_path, monkeypatch, {
-        "gpus_per_node": typed("8"), "gpu_memory_gb": typed("80"),
-        "algorithm": ["dapo" + ENTER, ENTER], "reward": ["model" + ENTER, "rule" + ENTER],
-        "reward_model": typed("Skywork/Skywork-Reward-V2-Qwen3-0.6B"),
-    })
+def test_dapo_is_not_offered_a_reward_model(tmp_path, monkeypatch):
+    from wizard.cli.interactive.questions import BY_FIELD, Context, refusal
+
+    shown = spy_offered(monkeypatch)
+    r = drive(tmp_path, monkeypatch, {"algorithm": "dapo" + ENTER, "reward": "model" + ENTER})
     assert r.rc == 0, r.out
-    assert "✗ VI505" in r.out and "Asking again: algorithm, reward" in r.out
+    assert shown["reward"] == [["rule", "function"]]  # model would be refused (VI505): not offered
+    assert r.asked.count("reward") == 1 and "reward_model" not in r.asked
     a = r.answers()
-    assert a["reward"] == "rule" and "reward_model" not in a  # reward_model no longer applies: dropped
+    assert a["reward"] == "rule" and a["algorithm"] == "dapo" and "reward_model" not in a
+    ctx = Context(answers={"algorithm": "dapo"}, asked={"algorithm"}, base_dir=str(tmp_path))
+    why = refusal(BY_FIELD["reward"], "model", ctx)
+    assert why is not None and why.startswith("dapo filters groups by reward at sampling time") and "[VI505]" in why
 
 
 def test_a_rule_that_names_no_asked_question_offers_a_choice(tmp_path, monkeypatch):
@@ -270,21 +324,83 @@ def test_a_rule_that_names_no_asked_question_offers_a_choice(tmp_path, monkeypat
         return real(answers, **kw)
 
     monkeypatch.setattr(planner, "plan", once)
-    r = drive(tmp_path, monkeypatch, {"gpus_per_node": typed("8"), "gpu_memory_gb": [typed("80"), typed("40")],
+    r = drive(tmp_path, monkeypatch, {**other_gpus(8, 80), "gpu_memory_gb": [typed("80"), typed("40")],
                                       "Which answer do you want to change?": "gpu_memory_gb" + ENTER})
     assert r.rc == 0, r.out
     assert "✗ VI402 kl_coef: made-up rejection" in r.out and "Which answer do you want to change?" in r.asked
     assert r.answers()["gpu_memory_gb"] == 40
 
 
-def test_a_rule_raised_while_rendering_is_asked_again(tmp_path, monkeypatch):
-    """Cluster rules run when the KubeRay files are rendered (VI703: /dev/shm must stay below the pod's memory)."""
+def test_when_no_value_fits_an_earlier_answer_can_be_changed(tmp_path, monkeypatch):
+    """A file of 3 rows holds no batch for 8 GPUs: prompts_per_step cannot be answered, so after the refusal the
+    wizard offers to change the answer the error names (dataset) instead of asking the same question forever."""
+    (tmp_path / "tiny.jsonl").write_text("".join(f'{{"q": "{i}+1?", "a": "{i + 1}"}}\n' for i in range(3)))
     r = drive(tmp_path, monkeypatch, {
-        "cluster": "kuberay" + ENTER, "nnodes": typed("1"), "gpus_per_node": typed("2"), "gpu_memory_gb": typed("80"),
+        "dataset": [typed("tiny.jsonl"), typed("gsm8k")], "question_field": typed("q"), "answer_field": typed("a"),
+        "Which answer do you want to change?": "change dataset" + ENTER})
+    assert r.rc == 0, r.out
+    assert "✗ refused prompts_per_step = " in r.out and "[VI519]" in r.out
+    i = r.asked.index("Which answer do you want to change?")
+    assert r.asked[i - 1] == "prompts_per_step" and r.asked[i + 1] == "dataset"
+    a = r.answers()
+    assert a["dataset"] == "gsm8k" and "question_field" not in a and a["prompts_per_step"] == 256
+
+
+def test_a_question_refused_twice_offers_to_change_the_answer_the_error_names(tmp_path, monkeypatch):
+    """No model fits 2 GB GPUs: after two refusals the wizard offers to go back to the GPU memory."""
+    r = drive(tmp_path, monkeypatch, {
+        **other_gpus(1, 2), "gpu_memory_gb": [typed("2"), typed("80")],
+        "model": [ENTER, typed("Qwen/Qwen2.5-1.5B-Instruct"), ENTER],
+        "Which answer do you want to change?": "change gpu_memory_gb" + ENTER})
+    assert r.rc == 0, r.out
+    assert r.out.count("✗ refused model = ") == 2 and "[VI602]" in r.out
+    i = r.asked.index("Which answer do you want to change?")
+    assert r.asked[i - 2:i] == ["model", "model"] and r.asked[i + 1] == "gpu_memory_gb"
+    a = r.answers()
+    assert a["gpu_memory_gb"] == 80 and a["model"] == "Qwen/Qwen2.5-0.5B-Instruct"
+
+
+def test_a_late_rejection_asks_again_without_the_refused_value(tmp_path, monkeypatch):
+    """When the final plan still refuses (here a made-up rule on prompts_per_step), the question comes back with a
+    default that passes, not the refused answer."""
+    from wizard.planner import pipeline as planner
+    from wizard.intent.errors import Problem, WizardError
+
+    real = planner.plan
+    calls = {"n": 0}
+
+    def once(answers, **kw):
+        if "topology" in kw:  # the flow's own plan (the questions' checks plan without it)
+            calls["n"] += 1
+            if calls["n"] == 1:
+                raise WizardError([Problem("VI203", "error", ("prompts_per_step",), "made-up rejection", "fix")])
+        return real(answers, **kw)
+
+    defaults: list[Any] = []
+    real_select = Prompter.select
+
+    def spy(self, message, choices, default=None):
+        if message.startswith("prompts_per_step"):
+            defaults.append(default)
+        return real_select(self, message, choices, default)
+
+    monkeypatch.setattr(planner, "plan", once)
+    monkeypatch.setattr(Prompter, "select", spy)
+    r = drive(tmp_path, monkeypatch, {"prompts_per_step": ["64" + ENTER, ENTER]})
+    assert r.rc == 0, r.out
+    assert "✗ VI203 prompts_per_step: made-up rejection" in r.out and "Asking again: prompts_per_step" in r.out
+    assert defaults == [256, 256]  # not 64, the refused answer
+    assert r.answers()["prompts_per_step"] == 256
+
+
+def test_a_rule_of_the_cluster_files_is_checked_at_once(tmp_path, monkeypatch):
+    """Cluster rules run on the KubeRay files' layout (VI703: /dev/shm must stay below the pod's memory)."""
+    r = drive(tmp_path, monkeypatch, {
+        "cluster": "kuberay" + ENTER, "nnodes": typed("1"), **other_gpus(2, 80), "advanced": "y",
         "shm_size_gb": [typed("4096"), typed("32")],
     })
     assert r.rc == 0, r.out
-    assert "✗ VI703" in r.out and "Asking again: shm_size_gb" in r.out
+    assert "✗ refused shm_size_gb = 4096" in r.out and "[VI703]" in r.out
     assert r.asked.count("shm_size_gb") == 2 and r.answers()["shm_size_gb"] == 32
 
 
@@ -293,22 +409,40 @@ def test_a_rule_raised_while_rendering_is_asked_again(tmp_path, monkeypatch):
 
 def test_typed_values_are_checked_before_they_are_accepted(tmp_path, monkeypatch):
     r = drive(tmp_path, monkeypatch, {
-        "gpus_per_node": CLEAR + "abc" + ENTER + CLEAR + "99" + ENTER + CLEAR + "2" + ENTER,
-        "gpu_memory_gb": typed("80"),
-        "dataset": CLEAR + "my-data" + ENTER + CLEAR + "gsm8k" + ENTER,
-        "max_prompt_length": CLEAR + "8" + ENTER + CLEAR + "256" + ENTER,
+        **other_gpus(2, 80), "gpus_per_node": [typed("abc"), typed("99"), typed("2")],
+        "dataset": [typed("my-data"), typed("gsm8k")], "advanced": "y",
+        "max_prompt_length": [typed("8"), typed("256")],
     })
     assert r.rc == 0, r.out
     a = r.answers()
     assert (a["gpus_per_node"], a["dataset"], a["max_prompt_length"]) == (2, "gsm8k", 256)
-    assert r.asked.count("gpus_per_node") == 1  # rejected in the prompt itself, not re-asked
+    assert r.asked.count("gpus_per_node") == 3 and r.asked.count("dataset") == 2
+    assert "✗ refused gpus_per_node = abc: a whole number" in r.out and "✗ refused gpus_per_node = 99" in r.out
+    assert "✗ refused dataset = my-data" in r.out and "[VI510]" in r.out
+
+
+def test_a_missing_data_file_is_refused_and_asked_again_without_it(tmp_path, monkeypatch):
+    seen: list[str] = []
+    real = Prompter.text
+
+    def spy(self, message, default, validate, instruction=None):
+        if message.startswith("dataset"):
+            seen.append(default)
+        return real(self, message, default, validate, instruction)
+
+    monkeypatch.setattr(Prompter, "text", spy)
+    r = drive(tmp_path, monkeypatch, {"dataset": [typed("mydata/nope.jsonl"), ENTER]})
+    assert r.rc == 0, r.out
+    assert "✗ refused dataset = mydata/nope.jsonl: no file 'mydata/nope.jsonl' here" in r.out
+    assert "give the path of an existing" in r.out
+    assert seen == ["gsm8k", "gsm8k"]  # asked again with the default, not the refused path
+    assert r.answers()["dataset"] == "gsm8k"
 
 
 def test_a_local_data_file_asks_for_its_columns(tmp_path, monkeypatch):
     # enough rows for the default 256 prompts per step after the validation hold-out (VI519)
     (tmp_path / "qa.jsonl").write_text("".join(f'{{"q": "{i}+1?", "a": "{i + 1}"}}\n' for i in range(600)))
-    r = drive(tmp_path, monkeypatch, {"gpus_per_node": typed("8"), "gpu_memory_gb": typed("80"),
-                                      "dataset": typed("qa.jsonl"), "question_field": typed("q"),
+    r = drive(tmp_path, monkeypatch, {"dataset": typed("qa.jsonl"), "question_field": typed("q"),
                                       "answer_field": typed("a")})
     assert r.rc == 0, r.out
     assert {"question_field", "answer_field", "answer_format"} <= set(r.asked)
@@ -338,7 +472,7 @@ def test_a_mig_gpu_defaults_to_one_slice_and_warns(tmp_path, monkeypatch):
 
 
 def test_pcie_machine_uses_its_topology(tmp_path, monkeypatch):
-    r = drive(tmp_path, monkeypatch, {"model": typed("Qwen/Qwen2.5-7B-Instruct"), "prompts_per_step": typed("64")},
+    r = drive(tmp_path, monkeypatch, {"model": typed("Qwen/Qwen2.5-7B-Instruct"), "prompts_per_step": "64" + ENTER},
               gpu_probes(monkeypatch, pcie_two_numa))
     assert r.rc == 0, r.out
     assert "PCIe only (worst path: SYS)" in r.out and "VI745" in r.out
@@ -347,16 +481,28 @@ def test_pcie_machine_uses_its_topology(tmp_path, monkeypatch):
 
 
 def test_six_gpus_get_a_prompts_per_step_that_divides(tmp_path, monkeypatch):
-    r = drive(tmp_path, monkeypatch, {"gpus_per_node": typed("6"), "gpu_memory_gb": typed("80")})
+    r = drive(tmp_path, monkeypatch, other_gpus(6, 80))
     assert r.rc == 0, r.out
     assert r.answers()["prompts_per_step"] == 264
     assert "a multiple of 24 divides evenly over 6 GPU(s)" in r.out
 
 
+def test_a_small_data_file_offers_only_batches_it_holds(tmp_path, monkeypatch):
+    """200 rows (190 train after the 5% hold-out): 256 is not offered, and typed it is refused with VI519."""
+    (tmp_path / "qa.jsonl").write_text("".join(f'{{"q": "{i}+1?", "a": "{i + 1}"}}\n' for i in range(200)))
+    r = drive(tmp_path, monkeypatch, {"dataset": typed("qa.jsonl"), "question_field": typed("q"),
+                                      "answer_field": typed("a"),
+                                      "prompts_per_step": ["another" + ENTER, ENTER],
+                                      "prompts_per_step/typed": typed("256")})
+    assert r.rc == 0, r.out
+    assert "✗ refused prompts_per_step = 256:" in r.out and "190 training row(s)" in r.out and "[VI519]" in r.out
+    assert r.answers()["prompts_per_step"] <= 190
+
+
 # --- leaving, and the output folder --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("where", ["cluster", "algorithm", "experiment_name", "Bundle folder"])
+@pytest.mark.parametrize("where", ["cluster", "algorithm", "prompts_per_step", "Bundle folder"])
 def test_ctrl_c_anywhere_leaves_nothing_on_disk(tmp_path, monkeypatch, where):
     r = drive(tmp_path, monkeypatch, {"gpus_per_node": typed("8"), "gpu_memory_gb": typed("80"), where: CTRL_C})
     assert isinstance(r.error, KeyboardInterrupt) and r.rc is None
@@ -439,8 +585,7 @@ def test_in_process_bundles_pass_verl(tmp_path, monkeypatch, tiny_model):
     from wizard.verify.harness import verify_with_verl
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    r = drive(tmp_path, monkeypatch, {"algorithm": "ppo" + ENTER, "gpus_per_node": typed("2"),
-                                      "gpu_memory_gb": typed("80"), "prompts_per_step": typed("64")})
+    r = drive(tmp_path, monkeypatch, {"algorithm": "ppo" + ENTER, **other_gpus(2, 80), "prompts_per_step": "64" + ENTER})
     assert r.rc == 0, r.out
     report = verify_with_verl(r.bundle(), model_dir=str(tiny_model))
     assert report.ok, report.summary()
@@ -453,9 +598,9 @@ def test_module_environment_is_offline():
 @pytest.mark.verl
 @pytest.mark.skipif(not HAS_VERL, reason="verl is not installed")
 def test_verify_flag_runs_verl_on_the_written_bundle(tmp_path, monkeypatch, tiny_model, capsys):
-    r = drive(tmp_path, monkeypatch, {"gpus_per_node": typed("1"), "gpu_memory_gb": typed("16"),
-                                      "model": typed(str(tiny_model)), "max_prompt_length": typed("128"),
-                                      "max_response_length": typed("64"), "prompts_per_step": typed("8")},
+    r = drive(tmp_path, monkeypatch, {**other_gpus(1, 16), "model": typed(str(tiny_model)), "advanced": "y",
+                                      "max_prompt_length": typed("128"), "max_response_length": typed("64"),
+                                      "prompts_per_step": "another" + ENTER, "prompts_per_step/typed": typed("8")},
               verify=True)
     assert r.rc == 0, r.out + capsys.readouterr().out
     assert "model_params_b" not in r.asked  # sized from the folder's config.json

@@ -1,11 +1,14 @@
 """`python -m wizard.cli.app` in a real pseudo-terminal (pexpect), typed as a person types.
 
-Paths: GRPO on one node (a fake 8×H100 NVML on the subprocess's PYTHONPATH prefills the hardware), PPO
-with a critic, KubeRay, and a rejected-then-corrected answer; plus Ctrl-C. The bundles these sessions write
-go through verl's own validation (`verify_with_verl`, with a tiny local model standing in for hub models).
+Paths: every default accepted (≤ 12 prompts), GRPO on one node (a fake 8×H100 NVML on the subprocess's
+PYTHONPATH prefills the hardware), 8×H100 nodes picked on a machine without GPUs, PPO with a critic, KubeRay,
+70B PPO on KubeRay, answers refused at once (a model that does not fit, a missing data file, a batch a small data
+file cannot hold), LoRA when all weights do not fit; plus Ctrl-C. The bundles these sessions write go through
+verl's own validation (`verify_with_verl`, with a tiny local model standing in for hub models).
 
 Each prompt is recognised by its field name (`? <field> — <description>`); `Tty.run` answers the prompts in
-the order they come, with the keys the test gives for a field (Enter otherwise), and records the order.
+the order they come, with the keys the test gives for a field (Enter otherwise), and records the order. A
+refused answer ("✗ refused") means the next prompt for that field is a new one.
 The environment points RAY_API_SERVER_ADDRESS at a closed port, so no Ray on this machine changes the flow.
 """
 
@@ -31,6 +34,7 @@ CLEAR = "\x15"  # Ctrl-U
 CTRL_C = "\x03"
 ESC = r"(?:\x1b\[[0-9;?]*[A-Za-z])*"
 PROMPT = re.compile(r"\?" + ESC + r"\s*([a-z][a-z0-9_]*) —")
+REFUSED = "✗ refused"
 TIMEOUT = 60
 
 
@@ -63,14 +67,18 @@ class Tty:
 
     def run(self, script: dict[str, Any], until: str = r"Write this bundle\?", stop_at: str | None = None) -> None:
         """Answer prompts in order (the script's keys for a field, else Enter) until `until` shows, or until
-        the prompt for field `stop_at` shows (left unanswered)."""
+        the prompt for field `stop_at` shows (left unanswered). A tuple of keys is sent piece by piece, waiting
+        for the pattern between pieces: (keys, pattern, keys, ...)."""
         queues = {k: list(v) if isinstance(v, list) else [v] for k, v in script.items()}
         last: str | None = None
         while True:
-            i = self.child.expect([PROMPT, until, pexpect.EOF])
+            i = self.child.expect([PROMPT, REFUSED, until, pexpect.EOF])
             if i == 1:
-                return
+                last = None  # the field is asked again: its next prompt is a new one
+                continue
             if i == 2:
+                return
+            if i == 3:
                 raise AssertionError(f"the wizard ended early after {self.asked}:\n{self.transcript()[-3000:]}")
             field = self.child.match.group(1)
             if field == last:  # the same prompt redrawn (or echoed with its answer)
@@ -80,7 +88,12 @@ class Tty:
             self.asked.append(field)
             last = field
             queue = queues.get(field)
-            self.child.send(queue.pop(0) if queue else ENTER)
+            keys = queue.pop(0) if queue else ENTER
+            for k, piece in enumerate(keys if isinstance(keys, tuple) else (keys,)):
+                if k % 2:
+                    self.child.expect(piece)
+                else:
+                    self.child.send(piece)
             if len(self.asked) > 120:
                 raise AssertionError(f"the questionnaire does not end: {self.asked[-20:]}")
 
@@ -106,6 +119,17 @@ class Tty:
         text = Path(self.log.name).read_text(encoding="utf-8")
         return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text)
 
+    def flat(self) -> str:
+        """The transcript with every run of white space as one space (long lines wrap in the terminal)."""
+        return re.sub(r"\s+", " ", self.transcript())
+
+    def prompts(self) -> int:
+        """Prompts answered so far, "Write this bundle?" and "Bundle folder" included once written."""
+        return len(self.asked) + 2
+
+    def answers(self) -> dict[str, Any]:
+        return yaml.safe_load((self.bundle() / "verl-init.yaml").read_text())["answers"]
+
     def bundle(self) -> Path:
         (found,) = [p.parent for p in self.cwd.glob("runs/*/verl-init.yaml")]
         return found
@@ -130,12 +154,13 @@ def here(tmp_path: Path) -> Path:
 def test_grpo_on_one_node(here, tiny_model):
     tty = Tty(here, machine="h100_nvswitch")
     tty.expect("8× NVIDIA H100 80GB HBM3")
-    tty.run({"prompts_per_step": typed("128"), "total_steps": typed("100")})
+    tty.run({"prompts_per_step": "128" + ENTER, "advanced": "y", "total_steps": typed("100")})
     assert tty.write() == 0, tty.transcript()[-3000:]
     text = tty.transcript()
-    assert tty.asked[:3] == ["cluster", "gpus_per_node", "gpu_memory_gb"]
-    assert "gpu_type" not in tty.asked and "critic_model" not in tty.asked and "nnodes" not in tty.asked
-    assert "gpu_type = H100 80GB HBM3 (probed)" in text
+    assert tty.asked[:2] == ["cluster", "gpus"]  # "this machine" is the default: its GPUs are read, not asked
+    assert not {"gpus_per_node", "gpu_memory_gb", "gpu_type", "nnodes"} & set(tty.asked)
+    assert re.search(r"gpus_per_node = 8, gpu_memory_gb = 85.5, gpu_type = H100 80GB HBM3, host_memory_gb = [0-9.]+ "
+                     r"\(probed\)", text), text
     assert "placed with this machine's GPU topology" in text
     assert "cd runs/grpo-qwen2.5-0.5b-instruct && python3 data/prepare_data.py && ./run.sh" in text
     a = yaml.safe_load((tty.bundle() / "verl-init.yaml").read_text())["answers"]
@@ -148,9 +173,9 @@ def test_grpo_on_one_node(here, tiny_model):
 def test_ppo_with_a_critic(here, tiny_model):
     tty = Tty(here)
     tty.expect("no NVIDIA GPU found")
-    tty.run({"gpus_per_node": typed("4"), "gpu_memory_gb": typed("80"), "algorithm": "ppo" + ENTER,
-             "model": typed("Qwen/Qwen2.5-1.5B-Instruct"), "prompts_per_step": typed("64"),
-             "experiment_name": typed("ppo-critic")})
+    tty.run({"gpus": "other" + ENTER, "gpus_per_node": typed("4"), "gpu_memory_gb": typed("80"),
+             "algorithm": "ppo" + ENTER, "model": typed("Qwen/Qwen2.5-1.5B-Instruct"), "prompts_per_step": "64" + ENTER,
+             "advanced": "y", "experiment_name": typed("ppo-critic")})
     assert tty.write() == 0, tty.transcript()[-3000:]
     assert "critic_model" in tty.asked
     text = tty.transcript()
@@ -165,10 +190,10 @@ def test_ppo_with_a_critic(here, tiny_model):
 
 def test_kuberay(here, tiny_model):
     tty = Tty(here)
-    tty.run({"cluster": "kuberay" + ENTER, "nnodes": typed("2"), "gpus_per_node": typed("8"),
-             "gpu_memory_gb": typed("80"), "gpu_type": typed("A100"), "host_memory_gb": typed("1000"),
-             "model": typed("Qwen/Qwen2.5-7B-Instruct"), "k8s_namespace": typed("rl-team"),
-             "shared_pvc": typed("verl-data"), "shm_size_gb": typed("64"), "logger": " " + "\x1b[B" + " " + ENTER})
+    tty.run({"cluster": "kuberay" + ENTER, "nnodes": typed("2"), "gpus": "A100 80" + ENTER, "advanced": "y",
+             "host_memory_gb": typed("1000"), "model": typed("Qwen/Qwen2.5-7B-Instruct"),
+             "k8s_namespace": typed("rl-team"), "shared_pvc": typed("verl-data"), "shm_size_gb": typed("64"),
+             "logger": " " + "\x1b[B" + " " + ENTER})
     assert tty.write() == 0, tty.transcript()[-3000:]
     for q in ("nnodes", "image", "k8s_namespace", "k8s_secret", "shared_pvc", "shm_size_gb"):
         assert q in tty.asked
@@ -187,21 +212,98 @@ def test_kuberay(here, tiny_model):
     verify(bundle, tiny_model)
 
 
-def test_a_rejected_answer_is_explained_and_corrected(here, tiny_model):
+def test_a_model_that_does_not_fit_is_refused_at_once(here, tiny_model):
     tty = Tty(here)
-    tty.run({"gpus_per_node": typed("1"), "gpu_memory_gb": typed("24"), "algorithm": "ppo" + ENTER,
+    tty.run({"gpus": "other" + ENTER, "gpus_per_node": typed("1"), "gpu_memory_gb": typed("24"),
+             "algorithm": "ppo" + ENTER,
              "model": [typed("Qwen/Qwen2.5-7B-Instruct"), typed("Qwen/Qwen2.5-0.5B-Instruct")],
-             "prompts_per_step": typed("32")})
+             "prompts_per_step": "32" + ENTER})
+    assert tty.write() == 0, tty.transcript()[-3000:]
+    text = tty.flat()
+    assert "verl-init cannot plan these answers" not in text  # nothing fails late
+    assert re.search(r"✗ refused model = Qwen/Qwen2.5-7B-Instruct: Qwen/Qwen2.5-7B-Instruct \(7.6B, ppo\) "
+                     r"does not fit 1×1 × 24 GB GPUs.*— needs ≥ .*or a model of ≤ [0-9.]+B parameters", text), text
+    assert tty.asked.count("model") == 2 and tty.asked.count("algorithm") == 1 and "lora_rank" not in tty.asked
+    a = tty.answers()
+    assert a["model"] == "Qwen/Qwen2.5-0.5B-Instruct" and a["algorithm"] == "ppo"
+    verify(tty.bundle(), tiny_model)
+
+
+def test_every_default_takes_at_most_twelve_prompts(here, tiny_model):
+    tty = Tty(here)
+    tty.expect("no NVIDIA GPU found")
+    tty.run({})
+    assert tty.write() == 0, tty.transcript()[-3000:]
+    assert tty.prompts() <= 12, tty.asked
+    assert "✗ refused" not in tty.transcript() and "verl-init cannot plan" not in tty.transcript()
+    verify(tty.bundle(), tiny_model)
+
+
+def test_gpu_nodes_picked_on_a_machine_without_gpus(here, tiny_model):
+    """Issue 14: this machine's host memory was recorded as the 8×H100 nodes' (probed), and 7B GRPO was refused
+    with VI605 ("137 GB of host memory per node"). Picked nodes say nothing about host memory."""
+    tty = Tty(here)
+    tty.expect("no NVIDIA GPU found")
+    tty.run({"gpus": "8x H100" + ENTER, "model": typed("Qwen/Qwen2.5-7B-Instruct")})
     assert tty.write() == 0, tty.transcript()[-3000:]
     text = tty.transcript()
-    assert "verl-init cannot plan these answers" in text
-    # the hint depends on this machine's host memory (probed: it limits offload), so only its shape is checked
-    assert re.search(r"✗ VI602 model, nnodes, gpus_per_node, gpu_memory_gb: Qwen/Qwen2.5-7B-Instruct \(7.6B, ppo\) "
-                     r"does not fit 1×1 × 24 GB GPUs.*\n\s+→ needs ≥ .*or a model of ≤ [0-9.]+B parameters", text), text
-    assert "Asking again: gpus_per_node, gpu_memory_gb, model, lora_rank" in text
-    assert tty.asked.count("model") == 2 and tty.asked.count("algorithm") == 1
-    a = yaml.safe_load((tty.bundle() / "verl-init.yaml").read_text())["answers"]
-    assert a["model"] == "Qwen/Qwen2.5-0.5B-Instruct" and a["algorithm"] == "ppo"
+    assert "VI605" not in text and "✗ refused" not in text and "(probed)" not in text
+    a = tty.answers()
+    assert "host_memory_gb" not in a and (a["gpus_per_node"], a["gpu_memory_gb"], a["gpu_type"]) == (8, 80, "H100")
+    assert a["model"] == "Qwen/Qwen2.5-7B-Instruct"
+    verify(tty.bundle(), tiny_model)
+
+
+def test_a_missing_data_file_is_refused_and_asked_again_empty_of_it(here):
+    tty = Tty(here)
+    # the second answer is a bare Enter: were the refused path pre-filled, it would be refused again
+    tty.run({"dataset": [typed("mydata/nope.jsonl"), ENTER]})
+    assert tty.write() == 0, tty.transcript()[-3000:]
+    text = tty.flat()
+    assert "✗ refused dataset = mydata/nope.jsonl: no file 'mydata/nope.jsonl' here" in text
+    assert "give the path of an existing .jsonl/.json/.csv/.parquet file" in text
+    assert tty.asked.count("dataset") == 2 and tty.answers()["dataset"] == "gsm8k"
+
+
+def test_a_small_data_file_and_a_batch_it_cannot_hold(here, tiny_model):
+    """200 rows, 190 for training: 256 prompts per step is not offered, and typed it is refused with VI519."""
+    (here / "qa.jsonl").write_text("".join(f'{{"q": "What is {i} + 1?", "a": "{i + 1}"}}\n' for i in range(200)))
+    tty = Tty(here)
+    tty.run({"dataset": typed("qa.jsonl"), "question_field": typed("q"), "answer_field": typed("a"),
+             "prompts_per_step": [("another" + ENTER, r"type the number", typed("256")), ENTER]})
+    assert tty.write() == 0, tty.transcript()[-3000:]
+    text = tty.flat()
+    assert "✗ refused prompts_per_step = 256:" in text and "190 training row(s)" in text and "[VI519]" in text
+    a = tty.answers()
+    assert a["prompts_per_step"] <= 190 and tty.asked.count("prompts_per_step") == 2
+    verify(tty.bundle(), tiny_model)
+
+
+def test_lora_ranks_offered_when_all_weights_do_not_fit(here, tiny_model):
+    tty = Tty(here)
+    tty.run({"gpus": "other" + ENTER, "gpus_per_node": typed("4"), "gpu_memory_gb": typed("24"),
+             "model": typed("Qwen/Qwen2.5-7B-Instruct"), "lora_rank": "0" + ENTER})
+    assert tty.write() == 0, tty.transcript()[-3000:]
+    text = tty.flat()
+    m = re.search(r"training all weights does not fit these GPUs; LoRA ranks that fit: ([0-9, ]+)", text)
+    assert m, text
+    ranks = [int(r) for r in m.group(1).split(",")]
+    assert 0 not in ranks and 32 in ranks
+    rank = tty.answers()["lora_rank"]
+    assert rank in ranks and rank != 0  # "0" matches no offered rank
+    assert tty.asked.index("lora_rank") == tty.asked.index("model") + 1  # asked right after the model
+    verify(tty.bundle(), tiny_model)
+
+
+def test_70b_ppo_on_kuberay_asks_only_what_it_needs(here, tiny_model):
+    tty = Tty(here)
+    tty.run({"cluster": "kuberay" + ENTER, "nnodes": typed("4"), "algorithm": "ppo" + ENTER,
+             "model": typed("Qwen/Qwen2.5-72B-Instruct"), "shared_pvc": typed("verl-data")})
+    assert tty.write() == 0, tty.transcript()[-3000:]
+    assert tty.prompts() <= 12, tty.asked  # 34 before one question per decision
+    assert not {"image", "k8s_namespace", "k8s_secret", "shm_size_gb", "critic_model", "logger"} & set(tty.asked)
+    a = tty.answers()
+    assert (a["cluster"], a["nnodes"], a["algorithm"], a["shared_pvc"]) == ("kuberay", 4, "ppo", "verl-data")
     verify(tty.bundle(), tiny_model)
 
 

@@ -113,10 +113,10 @@ def test_live_cluster_sets_the_wizard_defaults(two_nodes):
 
 @pytest.mark.slow
 def test_live_cluster_in_the_questionnaire(two_nodes, tmp_path, monkeypatch):
-    from test_interactive import drive, typed
+    from test_interactive import ENTER, drive, typed
 
     probes = probe_all({"RAY_API_SERVER_ADDRESS": two_nodes.dashboard, **two_nodes.client_env})
-    r = drive(tmp_path, monkeypatch, {"gpu_memory_gb": typed("80"), "prompts_per_step": typed("32")}, probes)
+    r = drive(tmp_path, monkeypatch, {"gpu_memory_gb": typed("80"), "prompts_per_step": "32" + ENTER}, probes)
     assert r.rc == 0, r.out
     a = r.answers()
     assert (a["cluster"], a["nnodes"], a["gpus_per_node"]) == ("ray", 2, 1)

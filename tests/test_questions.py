@@ -8,10 +8,10 @@ import pytest
 
 from wizard.cli.interactive import questions as qs
 from wizard.intent.answers import Answers
-from wizard.intent.errors import Problem, WizardError
 from wizard.env.probe import GpuReport, HostReport, Probes, RayReport
 from wizard.cli.interactive.questions import (
     BY_FIELD,
+    DECISIONS,
     NOT_ASKED,
     QUESTIONS,
     RELATED,
@@ -23,8 +23,10 @@ from wizard.cli.interactive.questions import (
 )
 
 
-def asked(**answers) -> list[str]:
-    return [q.field for q in applicable(Context(answers=answers, base_dir="/r"))]
+def asked(advanced: bool = False, **answers) -> list[str]:
+    """The questions asked with these answers (and with "adjust advanced settings?" answered `advanced`)."""
+    ctx = Context(answers=answers, base_dir="/r", decisions={"advanced": advanced})
+    return [q.field for q in applicable(ctx)]
 
 
 # --- every field is asked or deliberately not asked -----------------------------------------------------------
@@ -32,7 +34,9 @@ def asked(**answers) -> list[str]:
 
 def test_every_answers_field_is_asked_or_listed_as_not_asked():
     fields = set(Answers.model_fields)
-    in_questions = [q.field for q in QUESTIONS]
+    in_questions = [q.field for q in QUESTIONS if q.field not in DECISIONS]
+    decided = {f for q in QUESTIONS if q.field in DECISIONS for f in q.owns}
+    assert decided <= set(in_questions) | fields and not set(DECISIONS) & fields
     assert len(in_questions) == len(set(in_questions)), "a field is asked twice"
     assert not set(in_questions) & set(NOT_ASKED), sorted(set(in_questions) & set(NOT_ASKED))
     assert set(in_questions) | set(NOT_ASKED) == fields, {
@@ -48,7 +52,7 @@ def test_related_questions_exist():
 
 def test_prompts_reuse_the_field_descriptions():
     for q in QUESTIONS:
-        desc = Answers.model_fields[q.field].description
+        desc = DECISIONS[q.field] if q.field in DECISIONS else Answers.model_fields[q.field].description
         assert desc and q.message() == f"{q.field} — {desc}"
 
 
@@ -74,20 +78,28 @@ def test_local_grpo_asks_no_cluster_critic_or_reward_model_questions():
     fields = asked()
     for never in ("nnodes", "critic_model", "reward_model", "reward_function", "image", "k8s_namespace", "k8s_secret",
                   "shared_pvc", "shm_size_gb", "slurm_partition", "slurm_account", "slurm_time", "question_field",
-                  "model_params_b"):
+                  "model_params_b", "gpus_per_node", "gpu_memory_gb", "gpu_type"):
         assert never not in fields
-    assert {"cluster", "gpus_per_node", "algorithm", "model", "rollout_engine", "train_backend", "lora_rank",
-            "dataset", "max_prompt_length", "prompts_per_step", "samples_per_prompt", "updates_per_step"} <= set(fields)
+    # one question per decision; the rest only after "adjust advanced settings?"
+    assert fields == ["cluster", "gpus", "algorithm", "model", "dataset", "reward", "prompts_per_step", "advanced"]
+    assert {"rollout_engine", "train_backend", "lora_rank", "max_prompt_length", "samples_per_prompt",
+            "updates_per_step", "host_memory_gb"} <= set(asked(advanced=True))
+
+
+def test_other_gpus_ask_count_memory_and_model():
+    ctx = Context(base_dir="/r", decisions={"gpus": qs.OTHER})
+    assert {"gpus_per_node", "gpu_memory_gb", "gpu_type"} <= {q.field for q in applicable(ctx)}
 
 
 def test_kuberay_only_questions():
-    fields = set(asked(cluster="kuberay"))
+    fields = set(asked(cluster="kuberay", advanced=True))
     assert {"nnodes", "image", "k8s_namespace", "k8s_secret", "shared_pvc", "shm_size_gb"} <= fields
+    assert {"nnodes", "shared_pvc"} <= set(asked(cluster="kuberay")) and "k8s_namespace" not in asked(cluster="kuberay")
     assert not {"slurm_partition", "slurm_account", "slurm_time"} & fields
 
 
 def test_slurm_only_questions():
-    fields = set(asked(cluster="slurm"))
+    fields = set(asked(cluster="slurm", advanced=True))
     assert {"nnodes", "image", "slurm_partition", "slurm_account", "slurm_time"} <= fields
     assert not {"k8s_namespace", "k8s_secret", "shared_pvc", "shm_size_gb"} & fields
     assert not {"image", "k8s_namespace", "slurm_partition"} & set(asked(cluster="ray")) and "nnodes" in asked(cluster="ray")
@@ -97,7 +109,7 @@ def test_critic_only_for_algorithms_that_train_one():
     from wizard.verlspec.algorithms import ALGORITHMS
 
     for name, algo in ALGORITHMS.items():
-        assert ("critic_model" in asked(algorithm=name)) == algo.critic, name
+        assert ("critic_model" in asked(algorithm=name, advanced=True)) == algo.critic, name
 
 
 def test_reward_model_and_function_only_when_chosen():
@@ -106,7 +118,8 @@ def test_reward_model_and_function_only_when_chosen():
 
 
 def test_lora_not_asked_with_megatron():
-    assert "lora_rank" not in asked(train_backend="megatron") and "lora_rank" in asked(train_backend="fsdp2")
+    assert "lora_rank" not in asked(train_backend="megatron", advanced=True)
+    assert "lora_rank" in asked(train_backend="fsdp2", advanced=True)
 
 
 def test_model_size_asked_only_when_unknown(tmp_path):
@@ -139,7 +152,7 @@ def test_parse_types_ranges_and_optional_blanks():
     assert parse(BY_FIELD["model"], "")[1] == "an answer is needed"
     assert "[VI102]" in parse(BY_FIELD["k8s_namespace"], "Not_DNS")[1]
     assert "[VI102]" in parse(BY_FIELD["reward_function"], "score.py")[1]
-    assert "[VI510]" in parse(BY_FIELD["dataset"], "squad")[1] and parse(BY_FIELD["dataset"], "x.parquet") == ("x.parquet", None)
+    assert "[VI510]" in parse(BY_FIELD["dataset"], "squad")[1] and "[VI520]" in parse(BY_FIELD["dataset"], "x.parquet")[1]
 
 
 # --- defaults ----------------------------------------------------------------------------------------------------
@@ -153,8 +166,8 @@ def _probes(gpus: GpuReport | None = None, ray: RayReport | None = None) -> Prob
 def test_defaults_without_probes_are_the_field_defaults():
     ctx = Context()
     for q in QUESTIONS:
-        if q.field in ("prompts_per_step", "lora_rank"):
-            continue  # planner-derived
+        if q.field in ("prompts_per_step", "lora_rank") or q.field in DECISIONS:
+            continue  # planner-derived, or a decision (below)
         d = default_for(q, ctx)
         if q.optional:
             assert d is None, q.field
@@ -163,6 +176,7 @@ def test_defaults_without_probes_are_the_field_defaults():
         else:
             assert d == Answers.model_fields[q.field].get_default(call_default_factory=True), q.field
     assert default_for(BY_FIELD["nnodes"], Context(answers={"cluster": "kuberay"})) == 2
+    assert default_for(BY_FIELD["gpus"], ctx) == "8x H100 80GB" and default_for(BY_FIELD["advanced"], ctx) is False
 
 
 def test_a_given_answer_is_the_default_when_asked_again():
@@ -186,15 +200,30 @@ def test_ray_probe_defaults(monkeypatch):
     assert qs.default_cluster(Context(probes=_probes(ray=not_explicit))) == "local"  # a one-node local head
 
 
-def test_probe_fills_only_for_local_runs():
+def test_probed_facts_only_for_this_machine():
     from wizard.env.probe import Gpu
 
     g = GpuReport(True, gpus=[Gpu(0, "NVIDIA L40S", 48.3, 48.0)])
-    ctx = Context(probes=_probes(gpus=g))
-    assert qs.probed_gpu_type(ctx) == "L40S" and qs.probed_host_memory(ctx) == 256.0
-    ctx.answers["cluster"] = "slurm"
-    assert qs.probed_gpu_type(ctx) is None and qs.probed_host_memory(ctx) is None
-    assert default_for(BY_FIELD["gpu_type"], ctx) == "L40S" and default_for(BY_FIELD["gpu_memory_gb"], ctx) == 48.3
+    ctx = Context(answers={"cluster": "local"}, probes=_probes(gpus=g))
+    assert [v for v, _ in qs.gpus_choices(ctx)][0] == qs.THIS_MACHINE and qs.default_gpus(ctx) == qs.THIS_MACHINE
+    assert qs.apply_gpus(qs.THIS_MACHINE, ctx) == {"gpus_per_node": 1, "gpu_type": "L40S", "gpu_memory_gb": 48.3,
+                                                   "host_memory_gb": 256.0}
+    assert qs.apply_gpus("8x H100 80GB", ctx) == {"gpus_per_node": 8, "gpu_type": "H100", "gpu_memory_gb": 80.0}
+    ctx.answers["cluster"] = "slurm"  # the job runs elsewhere: this machine is not offered
+    assert qs.THIS_MACHINE not in [v for v, _ in qs.gpus_choices(ctx)] and qs.default_gpus(ctx) == "8x H100 80GB"
+    no_gpu = Context(answers={"cluster": "local"}, probes=_probes())
+    assert qs.THIS_MACHINE not in [v for v, _ in qs.gpus_choices(no_gpu)] and qs.default_gpus(no_gpu) == "8x H100 80GB"
+
+
+def test_choosing_gpus_fills_and_clears_their_fields():
+    from wizard.env.probe import Gpu
+
+    g = GpuReport(True, gpus=[Gpu(0, "NVIDIA L40S", 48.3, 48.0)])
+    ctx = Context(answers={"cluster": "local"}, probes=_probes(gpus=g))
+    qs.give(BY_FIELD["gpus"], qs.THIS_MACHINE, ctx)
+    assert ctx.answers["host_memory_gb"] == 256.0
+    qs.give(BY_FIELD["gpus"], "8x A100 40GB", ctx)  # a change of mind: this machine's host memory goes too
+    assert "host_memory_gb" not in ctx.answers and ctx.answers["gpu_memory_gb"] == 40.0
 
 
 def test_prompts_per_step_default_divides_for_any_gpu_count():
@@ -207,20 +236,53 @@ def test_prompts_per_step_default_divides_for_any_gpu_count():
         assert abs(p - 256) <= qs._batch_step(ctx), (gpus, p)
 
 
-def test_lora_default_follows_the_planner(monkeypatch):
-    """32 when only LoRA fits (VI602 without it, none with it); 0 otherwise."""
-    from wizard.planner import pipeline as planner
+def test_lora_is_asked_with_the_ranks_that_fit_when_all_weights_do_not():
+    """The real planner: 7B GRPO on 4 × 24 GB fits only with LoRA; on 8 × 80 GB all weights fit."""
+    ctx = Context(answers={"gpus_per_node": 4, "gpu_memory_gb": 24, "model": "Qwen/Qwen2.5-7B-Instruct"},
+                  asked={"gpus", "model"}, base_dir="/r")
+    assert qs.full_misfits(ctx) and "lora_rank" in [q.field for q in applicable(ctx)]  # not advanced: asked
+    ranks = [v for v, _ in qs.offered(BY_FIELD["lora_rank"], ctx)]
+    assert 0 not in ranks and 32 in ranks and default_for(BY_FIELD["lora_rank"], ctx) == 32
+    assert "training all weights does not fit these GPUs; LoRA ranks that fit: " in qs.lora_note(ctx)
+    assert "[VI602]" in (qs.refusal(BY_FIELD["lora_rank"], 0, ctx) or "")
+    big = Context(answers={"gpus_per_node": 8, "gpu_memory_gb": 80}, base_dir="/r")
+    assert not qs.full_misfits(big) and default_for(BY_FIELD["lora_rank"], big) == 0
+    assert "lora_rank" not in [q.field for q in applicable(big)]  # an advanced setting then
+    nothing = Context(answers={"gpus_per_node": 1, "gpu_memory_gb": 24, "model": "Qwen/Qwen2.5-7B-Instruct",
+                               "algorithm": "ppo"}, asked={"gpus", "model", "algorithm"}, base_dir="/r")
+    assert qs.fitting_ranks(nothing) == [] and "lora_rank" not in [q.field for q in applicable(nothing)]
+    assert "[VI602]" in (qs.refusal(BY_FIELD["model"], "Qwen/Qwen2.5-7B-Instruct", nothing) or "")
 
-    def fake_plan(a, base_dir=None, topology=None):
-        if a.lora_rank == 0:
-            raise WizardError([Problem("VI602", "error", ("model",), "does not fit", "or LoRA rank 32")])
 
-    ctx = Context(answers={"gpus_per_node": 1, "gpu_memory_gb": 24, "model": "Qwen/Qwen2.5-7B-Instruct"}, base_dir="/r")
-    assert qs.default_lora_rank(ctx) == 0  # the real planner: nothing fits, LoRA does not help
-    monkeypatch.setattr(planner, "plan", fake_plan)
-    assert qs.default_lora_rank(ctx) == 32 and "LoRA rank 32 does" in qs.lora_note(ctx)
-    ctx.answers["lora_rank"] = 8
-    assert default_for(BY_FIELD["lora_rank"], ctx) == 8
+def test_prompts_per_step_choices_pass_the_batch_rules_and_the_data(tmp_path):
+    (tmp_path / "qa.jsonl").write_text("".join(f'{{"question": "{i}", "answer": "{i}"}}\n' for i in range(200)))
+    ctx = Context(answers={"dataset": "qa.jsonl"}, asked={"dataset", "gpus"}, base_dir=str(tmp_path))
+    q = BY_FIELD["prompts_per_step"]
+    values = [v for v, _ in qs.offered(q, ctx)]
+    assert values and max(values) <= 190 and 256 not in values
+    assert default_for(q, ctx) == max(values)
+    why = qs.refusal(q, 256, ctx)
+    assert why is not None and "190 training row(s)" in why and "[VI519]" in why
+    six = Context(answers={"gpus_per_node": 6}, asked={"gpus"}, base_dir=str(tmp_path))
+    assert all(v % 24 == 0 for v, _ in qs.offered(q, six)) and "[VI202]" in (qs.refusal(q, 100, six) or "")
+
+
+def test_a_missing_data_file_is_refused_with_the_fix(tmp_path):
+    ctx = Context(base_dir=str(tmp_path))
+    value, error = parse(BY_FIELD["dataset"], "mydata/nope.jsonl", ctx)
+    assert value is None and "no file 'mydata/nope.jsonl' here" in error and "give the path of an existing" in error
+    (tmp_path / "mydata").mkdir()
+    (tmp_path / "mydata" / "nope.jsonl").write_text('{"question": "q", "answer": "1"}\n')
+    assert parse(BY_FIELD["dataset"], "mydata/nope.jsonl", ctx) == ("mydata/nope.jsonl", None)
+
+
+def test_an_answer_is_refused_only_when_no_later_question_can_fix_it():
+    """6 GPUs with the default 256 prompts breaks VI202, but prompts_per_step is still to come: not refused."""
+    ctx = Context(answers={"gpu_memory_gb": 80}, asked=set(), base_dir="/r", decisions={"gpus": qs.OTHER})
+    assert qs.refusal(BY_FIELD["gpus_per_node"], 6, ctx) is None
+    ctx.asked |= {"gpus_per_node", "prompts_per_step"}
+    ctx.answers.update(gpus_per_node=8, prompts_per_step=256)
+    assert "[VI202]" in (qs.refusal(BY_FIELD["gpus_per_node"], 6, ctx) or "")
 
 
 def test_a_broken_default_falls_back_to_the_field_default(monkeypatch):

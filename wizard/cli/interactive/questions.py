@@ -1,39 +1,65 @@
-"""The questionnaire as data: one record per asked `Answers` field (copier's question model).
+"""The questionnaire as data: one record per decision (copier's question model).
 
-Each `Question` names the field it fills, when it applies (`when`, over the answers so far), the kind
-of prompt, and where its default comes from (the probes, the planner, or the field's own default).
-Prompts reuse the field's one-line `description` from `wizard.intent.answers.Answers`. The flow that asks
-them lives in `wizard.cli.interactive.walk`; nothing here prints or prompts.
+Each `Question` names what it fills — an `Answers` field, or a wizard decision (`DECISIONS`: which GPUs, whether
+to adjust advanced settings) that fills several fields at once — when it applies (`when`, over the answers so
+far), the kind of prompt, where its default comes from (the probes, the planner, or the field's own default) and,
+for selects, the choices it offers. Prompts reuse the field's one-line `description` from
+`wizard.intent.answers.Answers`. The flow that asks them lives in `wizard.cli.interactive.walk`; nothing here
+prints or prompts.
+
+Every answer is checked the moment it is given against the plan so far (`refusal`): the real planner runs on the
+answers given, with this one, and a rule it breaks is the answer's to fix unless a question still to come names
+one of the rule's keys (it will offer values that fix it). Choices that would be refused are not offered
+(`offered`), and a default is always one that passes (`default_for`).
+
+Probed facts of this machine (NVML GPUs, host memory) fill answers only when the user says the run is on this
+machine (the `gpus` decision's "this machine" choice); GPUs picked by name say nothing about host memory.
 
 `NOT_ASKED` names every other field and why it is left to verl-init (or to `--set` / the answers
-file); a test keeps QUESTIONS ∪ NOT_ASKED equal to the fields of `Answers`.
+file); a test keeps QUESTIONS ∪ NOT_ASKED ∪ DECISIONS equal to the fields of `Answers` plus the decisions.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from wizard.intent.answers import BUILTIN_DATASETS, DATA_SUFFIXES, Answers, answer_problems
-from wizard.intent.errors import WizardError
+from wizard.intent.errors import Problem, WizardError
 
 if TYPE_CHECKING:
     from wizard.env.probe import Probes
 
-Kind = Literal["select", "int", "float", "text", "checkbox"]
+Kind = Literal["select", "int", "float", "text", "checkbox", "confirm"]
+
+# Wizard decisions that are not `Answers` fields: their answer fills fields (Question.apply).
+DECISIONS: dict[str, str] = {
+    "gpus": "GPUs of each node: this machine's, a common node, or other (typed).",
+    "advanced": "Adjust advanced settings (engines, lengths, samples, steps, LoRA, logging, names)?",
+}
+OTHER = "__other__"  # the "another value" entry of a select that also takes a typed value
+THIS_MACHINE = "this machine"
+MEMORY_RULES = frozenset({"VI602", "VI603", "VI605", "VI606"})
 
 
 @dataclass
 class Context:
-    """The answers given so far (only fields set) and what the probes found (None: not probed)."""
+    """The answers given so far (only fields set), the wizard's decisions, which questions were answered, and what
+    the probes found (None: not probed)."""
 
     answers: dict[str, Any] = field(default_factory=dict)
     probes: Probes | None = None
     base_dir: str = "."
+    decisions: dict[str, Any] = field(default_factory=dict)
+    asked: set[str] = field(default_factory=set)  # names of the questions answered (fields or decisions)
+    _cache: dict[Any, list[Problem] | None] = field(default_factory=dict, repr=False)
 
     def get(self, name: str) -> Any:
+        if name in DECISIONS:
+            return self.decisions.get(name)
         if name in self.answers:
             return self.answers[name]
         return Answers.model_fields[name].get_default(call_default_factory=True)
@@ -45,6 +71,37 @@ class Context:
         except Exception:  # noqa: BLE001 - pydantic ValidationError: not complete or not consistent yet
             return None
 
+    def problems(self, answers: Mapping[str, Any]) -> list[Problem] | None:
+        """The errors the planner (and the cluster files' rules) find in `answers`: [] when they plan; None when
+        planning itself failed for another reason. Cached: the questions ask about the same answers many times."""
+        key = tuple(sorted((k, repr(v)) for k, v in answers.items()))
+        if key not in self._cache:
+            self._cache[key] = _plan_problems(dict(answers), self.base_dir)
+        return self._cache[key]
+
+    def trial(self, q: Question, value: Any) -> Context:
+        """A copy of this context with `value` given as the answer to `q` (decisions fill their fields)."""
+        t = Context(dict(self.answers), self.probes, self.base_dir, dict(self.decisions), set(self.asked), self._cache)
+        give(q, value, t)
+        prune(t)
+        return t
+
+
+def _plan_problems(answers: dict[str, Any], base_dir: str) -> list[Problem] | None:
+    from wizard.planner.pipeline import plan
+    from wizard.renderer.artefacts.cluster import cluster_problems
+
+    problems = answer_problems(answers)
+    if problems:
+        return problems
+    try:
+        the_plan = plan(Answers.model_validate(answers), base_dir=base_dir)
+        return [p for p in cluster_problems(the_plan) if p.severity == "error"]
+    except WizardError as exc:
+        return [p for p in exc.problems if p.severity == "error"]
+    except Exception:  # noqa: BLE001 - a check must never stop the questionnaire
+        return None
+
 
 Default = Callable[[Context], Any]
 Condition = Callable[[Context], bool]
@@ -54,9 +111,13 @@ def always(ctx: Context) -> bool:
     return True
 
 
+def never(ctx: Context) -> bool:
+    return False
+
+
 @dataclass(frozen=True)
 class Question:
-    """One prompt bound to one `Answers` field."""
+    """One prompt bound to one `Answers` field, or to one decision of `DECISIONS`."""
 
     field: str
     kind: Kind
@@ -65,17 +126,58 @@ class Question:
     default: Default | None = None  # probe- or planner-derived; None: the field's default
     optional: bool = False  # an empty answer leaves the field unset: verl-init chooses
     auto: Callable[[Context], str] | None = None  # what an empty answer means, shown in the prompt
-    probe_fill: Default | None = None  # a probed value taken without asking (None: ask)
     choices: Callable[[Context], Sequence[tuple[Any, str]]] | None = None  # (value, description)
+    typed: bool = False  # an int/float question with choices also takes another value, typed (OTHER)
     note: Callable[[Context], str | None] | None = None  # one line shown under the prompt
     check: Callable[[Any, Context], str | None] | None = None  # extra immediate check: error text or None
+    advanced: Condition = never  # asked only after "adjust advanced settings?" was answered yes
+    apply: Callable[[Any, Context], dict[str, Any]] | None = None  # a decision: the fields its answer sets
+    owns: tuple[str, ...] = ()  # a decision: every field its answer may set (the rest are cleared)
 
     @property
     def description(self) -> str:
+        if self.field in DECISIONS:
+            return DECISIONS[self.field]
         return str(Answers.model_fields[self.field].description or self.field)
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The `Answers` fields this question fills."""
+        return self.owns if self.field in DECISIONS else (self.field,)
 
     def message(self) -> str:
         return f"{self.field} — {self.description}"
+
+
+def give(q: Question, value: Any, ctx: Context) -> None:
+    """Record `value` as the answer to `q` (None: the field is left unset, verl-init chooses)."""
+    ctx.asked.add(q.field)
+    if q.field in DECISIONS:
+        ctx.decisions[q.field] = value
+        if q.apply is not None:
+            filled = q.apply(value, ctx)
+            for name in q.owns:
+                ctx.asked.discard(name)  # the decision, not the field's own question, answers it now
+                if name in filled:
+                    ctx.answers[name] = filled[name]
+                else:
+                    ctx.answers.pop(name, None)
+        return
+    if value is None:
+        ctx.answers.pop(q.field, None)
+    else:
+        ctx.answers[q.field] = value
+
+
+def prune(ctx: Context) -> None:
+    """Drop the answers to questions that no longer apply (e.g. critic_model after algorithm changed from ppo)."""
+    for q in QUESTIONS:
+        if q.field in ctx.asked and not applies(q, ctx):
+            ctx.asked.discard(q.field)
+            if q.field in DECISIONS:
+                ctx.decisions.pop(q.field, None)
+            else:
+                ctx.answers.pop(q.field, None)
 
 
 # --- helpers over the answers so far ---------------------------------------------------------------
@@ -105,6 +207,14 @@ def _gpus_found(ctx: Context) -> bool:
     return ctx.probes is not None and ctx.probes.gpus.found
 
 
+def _other_gpus(ctx: Context) -> bool:
+    return ctx.get("gpus") == OTHER
+
+
+def _on_this_machine(ctx: Context) -> bool:
+    return ctx.get("gpus") == THIS_MACHINE
+
+
 # --- defaults from the probes ---------------------------------------------------------------------
 
 
@@ -125,47 +235,67 @@ def default_nnodes(ctx: Context) -> int:
 def default_gpus_per_node(ctx: Context) -> int:
     if _use_ray_probe(ctx):
         return max(1, min(16, min(n.gpus for n in _ray_gpu_nodes(ctx))))
-    if _gpus_found(ctx):
-        assert ctx.probes is not None
-        whole = ctx.probes.gpus.whole_gpus
-        return max(1, min(16, len(whole))) if whole else 1
     return int(Answers.model_fields["gpus_per_node"].default)
 
 
-def default_gpu_memory_gb(ctx: Context) -> float:
-    if _gpus_found(ctx):
+def _probed_gpus(ctx: Context) -> dict[str, Any]:
+    """This machine's GPUs as answers (count, smallest memory, model) and its host memory."""
+    assert ctx.probes is not None
+    g = ctx.probes.gpus
+    whole = g.whole_gpus
+    sizes = [x.memory_total_gb for x in whole if x.memory_total_gb]
+    if not sizes:
+        sizes = [s.memory_gb for x in g.mig_gpus for s in x.mig_slices if s.memory_gb]
+    out: dict[str, Any] = {
+        "gpus_per_node": max(1, min(16, len(whole))) if whole else 1,
+        "gpu_type": whole[0].short_name if whole else g.gpus[0].short_name + " MIG slice",
+    }
+    if sizes:
+        out["gpu_memory_gb"] = math.floor(min(sizes) * 10) / 10
+    if ctx.probes.host.memory_gb:
+        out["host_memory_gb"] = float(ctx.probes.host.memory_gb)
+    return out
+
+
+# Nodes people rent: (GPUs per node, GPU model, GB per GPU). Host memory is not known from a name: not set.
+NODES: dict[str, tuple[int, str, float]] = {
+    "8x H100 80GB": (8, "H100", 80.0),
+    "8x H200 141GB": (8, "H200", 141.0),
+    "8x A100 80GB": (8, "A100", 80.0),
+    "8x A100 40GB": (8, "A100", 40.0),
+    "8x L40S 48GB": (8, "L40S", 48.0),
+    "4x L4 24GB": (4, "L4", 24.0),
+    "1x RTX 4090 24GB": (1, "RTX 4090", 24.0),
+}
+
+
+def gpus_choices(ctx: Context) -> list[tuple[Any, str]]:
+    out: list[tuple[Any, str]] = []
+    if ctx.get("cluster") == "local" and _gpus_found(ctx):
         assert ctx.probes is not None
-        g = ctx.probes.gpus
-        sizes = [x.memory_total_gb for x in g.whole_gpus if x.memory_total_gb]
-        if not sizes:
-            sizes = [s.memory_gb for x in g.mig_gpus for s in x.mig_slices if s.memory_gb]
-        if sizes:
-            return math.floor(min(sizes) * 10) / 10
-    return float(Answers.model_fields["gpu_memory_gb"].default)
+        host = ctx.probes.host.memory_gb
+        out.append((THIS_MACHINE, f"probed: {ctx.probes.gpus.describe()}" + (f"; {host:g} GB host memory" if host else "")))
+    out += [(name, f"{n} × {t} with {m:g} GB each; host memory not checked") for name, (n, t, m) in NODES.items()]
+    out.append((OTHER, "type the GPU count, memory and model"))
+    return out
 
 
-def default_gpu_type(ctx: Context) -> str:
-    if _gpus_found(ctx):
-        assert ctx.probes is not None
-        g = ctx.probes.gpus
-        whole = g.whole_gpus
-        if whole:
-            return whole[0].short_name
-        return g.gpus[0].short_name + " MIG slice"
-    return str(Answers.model_fields["gpu_type"].default)
+def default_gpus(ctx: Context) -> str:
+    if ctx.get("cluster") == "local" and _gpus_found(ctx):
+        return THIS_MACHINE
+    if _use_ray_probe(ctx):
+        return OTHER
+    return next(iter(NODES))
 
 
-def probed_gpu_type(ctx: Context) -> str | None:
-    """On a local run, the GPU model is read, not asked."""
-    return default_gpu_type(ctx) if ctx.get("cluster") == "local" and _gpus_found(ctx) else None
-
-
-def probed_host_memory(ctx: Context) -> float | None:
-    """On a local run, host memory is read from /proc/meminfo, not asked."""
-    p = ctx.probes
-    if ctx.get("cluster") == "local" and p is not None and p.host.memory_gb:
-        return float(p.host.memory_gb)
-    return None
+def apply_gpus(value: Any, ctx: Context) -> dict[str, Any]:
+    if value == THIS_MACHINE:
+        return _probed_gpus(ctx)
+    if value in NODES:
+        n, gpu, mem = NODES[value]
+        return {"gpus_per_node": n, "gpu_type": gpu, "gpu_memory_gb": mem}
+    # other: the typed answers (kept when given before), asked next
+    return {k: ctx.answers[k] for k in ("gpus_per_node", "gpu_memory_gb", "gpu_type") if k in ctx.answers}
 
 
 def gpu_note(ctx: Context) -> str | None:
@@ -174,7 +304,11 @@ def gpu_note(ctx: Context) -> str | None:
         return None
     if _use_ray_probe(ctx):
         return f"probed: {p.ray.describe()}"
-    return f"probed: {p.gpus.describe()}" if p.gpus.found else None  # no GPU: said once, with the probes
+    if not p.gpus.found:
+        return None  # no GPU: said once, with the probes
+    if ctx.get("cluster") != "local":
+        return "this machine's GPUs are not the cluster's: pick the nodes the job runs on"
+    return f"probed: {p.gpus.describe()}"
 
 
 def cluster_note(ctx: Context) -> str | None:
@@ -184,44 +318,128 @@ def cluster_note(ctx: Context) -> str | None:
     return f"probed: {p.ray.describe()}"
 
 
-# --- defaults from the planner ---------------------------------------------------------------------
+# --- the plan so far ----------------------------------------------------------------------------------
 
 
-def _plan_errors(a: Answers, ctx: Context) -> list[str] | None:
-    """Rule IDs the planner rejects `a` with ([] when it plans); None when planning itself failed."""
-    from wizard.planner.pipeline import plan
+def applies(q: Question, ctx: Context) -> bool:
+    """`q` is asked: its condition holds, and it is not an advanced setting the user chose to leave alone."""
+    if not q.when(ctx):
+        return False
+    return not q.advanced(ctx) or ctx.decisions.get("advanced") is True
 
-    try:
-        plan(a, base_dir=ctx.base_dir)
-    except WizardError as exc:
-        return exc.rules
-    except Exception:  # noqa: BLE001 - a default must never stop the questionnaire
+
+def open_fields(ctx: Context) -> set[str]:
+    """Fields that questions still to come will answer."""
+    out: set[str] = set()
+    for q in QUESTIONS:
+        if q.field not in ctx.asked and applies(q, ctx):
+            out.update(q.fields)
+    return out
+
+
+def _blamed(problems: Sequence[Problem], ctx: Context) -> list[Problem]:
+    """The problems no question still to come can fix (none of their keys, nor the keys their hints name, is open)."""
+    waiting = open_fields(ctx)
+    return [p for p in problems if not ((set(p.keys) | set(RELATED.get(p.rule, ()))) & waiting)]
+
+
+def blame(q: Question, value: Any, ctx: Context) -> Problem | None:
+    """The planner's error that refuses `value` as the answer to `q` given the answers so far, or None."""
+    t = ctx.trial(q, value)
+    problems = t.problems(t.answers)
+    if not problems:
         return None
-    return []
+    blamed = _blamed(problems, t)
+    return blamed[0] if blamed else None
+
+
+def refusal(q: Question, value: Any, ctx: Context) -> str | None:
+    """Why `value` cannot be the answer to `q` given the answers so far (the planner's message and fix), or None."""
+    p = blame(q, value, ctx)
+    if p is None:
+        return None
+    return f"{p.message} — {p.hint} [{p.rule}]" if p.hint else f"{p.message} [{p.rule}]"
+
+
+def nothing_passes(q: Question, ctx: Context) -> bool:
+    """`q` offers choices and the plan so far accepts none of them: an earlier answer has to change."""
+    if q.kind != "select" and q.choices is None:
+        return False
+    return all(v == OTHER or refusal(q, v, ctx) is not None for v, _ in choices_for(q, ctx))
+
+
+def earlier_to_change(q: Question, value: Any, ctx: Context) -> list[Question]:
+    """The questions answered before whose answers the error refusing `value` names (every answered question
+    when it names none of them): one of them may have to change instead."""
+    p = blame(q, value, ctx)
+    named = set(p.keys) | set(RELATED.get(p.rule, ())) if p is not None else set()
+    answered = [o for o in QUESTIONS if o.field != q.field and o.field in ctx.asked and applies(o, ctx)]
+    return [o for o in answered if set(o.fields) & named] or answered
+
+
+def offered(q: Question, ctx: Context) -> list[tuple[Any, str]]:
+    """The choices of `q` whose answer the plan so far accepts (all of them when none is accepted: the refusal
+    then says why)."""
+    all_choices = choices_for(q, ctx)
+    good = [(v, d) for v, d in all_choices if v == OTHER or refusal(q, v, ctx) is None]
+    return good if [v for v, _ in good if v != OTHER] else all_choices
+
+
+# --- LoRA: asked when training all weights does not fit ------------------------------------------------------
+
+LORA_RANKS = (8, 16, 32, 64, 128, 256, 512)  # vLLM's served ranks (VLLM_LORA_RANKS) a person would pick
+
+
+def _memory_refused(ctx: Context, **update: Any) -> bool:
+    problems = ctx.problems({**ctx.answers, **update})
+    return problems is not None and any(p.rule in MEMORY_RULES for p in problems)
+
+
+def full_misfits(ctx: Context) -> bool:
+    """Training all weights does not fit these GPUs (a memory rule refuses lora_rank=0)."""
+    if ctx.get("train_backend") == "megatron":
+        return False
+    return _memory_refused(ctx, lora_rank=0)
+
+
+def fitting_ranks(ctx: Context) -> list[int]:
+    return [r for r in LORA_RANKS if not _memory_refused(ctx, lora_rank=r)]
+
+
+def lora_asked(ctx: Context) -> bool:
+    if ctx.get("train_backend") == "megatron":
+        return False
+    return not full_misfits(ctx) or bool(fitting_ranks(ctx))
+
+
+def lora_choices(ctx: Context) -> list[tuple[Any, str]]:
+    out: list[tuple[Any, str]] = []
+    if not full_misfits(ctx):
+        out.append((0, "train all weights"))
+    out += [(r, f"LoRA adapters of rank {r} (alpha {2 * r})") for r in LORA_RANKS]
+    return out
 
 
 def default_lora_rank(ctx: Context) -> int:
-    """0 (all weights) when it fits; 32 when only LoRA fits these GPUs (the planner's VI602 hint)."""
-    full = ctx.model(lora_rank=0)
-    if full is None or "lora_rank" in ctx.answers:
-        return int(ctx.answers.get("lora_rank", 0))
-    rules = _plan_errors(full, ctx)
-    if rules and "VI602" in rules:
-        lora = ctx.model(lora_rank=32)
-        with_lora = _plan_errors(lora, ctx) if lora is not None else None
-        if with_lora is not None and "VI602" not in with_lora:
-            return 32
-    return 0
+    """0 (all weights) when it fits; else the LoRA rank 32 (or the nearest rank that fits)."""
+    if not full_misfits(ctx):
+        return 0
+    ranks = fitting_ranks(ctx) or [32]
+    return min(ranks, key=lambda r: (abs(r - 32), r))
 
 
 def lora_note(ctx: Context) -> str | None:
-    if default_lora_rank(ctx) == 32 and "lora_rank" not in ctx.answers:
-        return "training all weights does not fit these GPUs; LoRA rank 32 does (0 = all weights)"
+    if full_misfits(ctx):
+        ranks = fitting_ranks(ctx)
+        return f"training all weights does not fit these GPUs; LoRA ranks that fit: {', '.join(map(str, ranks))}"
     return None
 
 
+# --- prompts per step: values that pass the batch rules and the data ---------------------------------------
+
+
 def _batch_step(ctx: Context) -> int:
-    """prompts_per_step must be a multiple of this for the default samples and updates to divide evenly."""
+    """prompts_per_step must be a multiple of this for the samples and updates to divide evenly."""
     n = ctx.get("samples_per_prompt") or _algo(ctx).default_n
     updates = int(ctx.get("updates_per_step"))
     gpus = int(ctx.get("nnodes")) * int(ctx.get("gpus_per_node"))
@@ -231,21 +449,26 @@ def _batch_step(ctx: Context) -> int:
     return updates * mini_multiple(gpus, int(n))
 
 
-def default_prompts_per_step(ctx: Context) -> int:
-    """256 (the field's default) when it divides evenly, else the nearest multiple that does (planner-checked)."""
-    base = int(Answers.model_fields["prompts_per_step"].default)
+PROMPT_TARGETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+
+
+def prompts_choices(ctx: Context) -> list[tuple[Any, str]]:
     try:
         step = _batch_step(ctx)
     except (ValueError, ZeroDivisionError, TypeError):
-        return base
-    lower = max(step, base // step * step)
-    candidates = [base] if base % step == 0 else sorted({lower, lower + step}, key=lambda p: (abs(p - base), p))
-    for p in candidates:
-        a = ctx.model(prompts_per_step=p)
-        rules = _plan_errors(a, ctx) if a is not None else None
-        if rules is not None and not {"VI201", "VI202", "VI203"} & set(rules):
-            return p
-    return candidates[0]
+        step = 1
+    values = sorted({max(step, round(t / step) * step) for t in PROMPT_TARGETS})
+    n = ctx.get("samples_per_prompt") or _algo(ctx).default_n
+    updates = int(ctx.get("updates_per_step"))
+    return [(p, f"{p} prompts × {n} samples = {p * n} samples per step, in {updates} updates") for p in values]
+
+
+def default_prompts_per_step(ctx: Context) -> int:
+    """The offered value nearest the field's default (256) that the plan so far accepts."""
+    base = int(Answers.model_fields["prompts_per_step"].default)
+    q = BY_FIELD["prompts_per_step"]
+    values = [v for v, _ in offered(q, ctx) if v != OTHER]
+    return min(values, key=lambda p: (abs(p - base), p)) if values else base
 
 
 def batch_note(ctx: Context) -> str | None:
@@ -254,7 +477,7 @@ def batch_note(ctx: Context) -> str | None:
     except (ValueError, ZeroDivisionError, TypeError):
         return None
     gpus = int(ctx.get("nnodes")) * int(ctx.get("gpus_per_node"))
-    return f"a multiple of {step} divides evenly over {gpus} GPU(s) with the default samples and updates"
+    return f"a multiple of {step} divides evenly over {gpus} GPU(s) with these samples and updates"
 
 
 # --- choices -------------------------------------------------------------------------------------------
@@ -269,7 +492,7 @@ def _literal_values(name: str) -> list[Any]:
 
 
 CLUSTER_TEXT = {
-    "local": "this machine; verl starts its own Ray (run.sh)",
+    "local": "one node (this machine or another); run.sh starts verl and its own Ray",
     "ray": "an existing Ray cluster (ray/submit.sh → ray job submit)",
     "kuberay": "Kubernetes with the KubeRay operator (k8s/rayjob.yaml, k8s/submit.sh)",
     "slurm": "a Slurm allocation that starts Ray on every node (slurm/job.sbatch)",
@@ -306,9 +529,15 @@ def logger_choices(ctx: Context) -> list[tuple[Any, str]]:
 
 def check_dataset(value: Any, ctx: Context) -> str | None:
     text = str(value)
-    if text in BUILTIN_DATASETS or text.lower().endswith(DATA_SUFFIXES):
+    if text in BUILTIN_DATASETS:
         return None
-    return f"gsm8k, math or a local {'/'.join(DATA_SUFFIXES)} file (got {text!r}) [VI510]"
+    if not text.lower().endswith(DATA_SUFFIXES):
+        return f"gsm8k, math or a local {'/'.join(DATA_SUFFIXES)} file (got {text!r}) [VI510]"
+    path = os.path.join(ctx.base_dir, os.path.expanduser(text))
+    if not os.path.isfile(path):
+        return (f"no file {text!r} here ({os.path.normpath(path)}) — give the path of an existing "
+                f"{'/'.join(DATA_SUFFIXES)} file (relative to {ctx.base_dir}), or gsm8k / math [VI520]")
+    return None
 
 
 def needs_size(ctx: Context) -> bool:
@@ -328,26 +557,18 @@ QUESTIONS: tuple[Question, ...] = (
     # hardware
     Question("cluster", "select", "hardware", default=default_cluster, choices=_texts(CLUSTER_TEXT), note=cluster_note),
     Question("nnodes", "int", "hardware", when=lambda c: c.get("cluster") != "local", default=default_nnodes),
-    Question("gpus_per_node", "int", "hardware", default=default_gpus_per_node, note=gpu_note),
-    Question("gpu_memory_gb", "float", "hardware", default=default_gpu_memory_gb),
-    Question("gpu_type", "text", "hardware", default=default_gpu_type, probe_fill=probed_gpu_type),
-    Question("host_memory_gb", "float", "hardware", optional=True, probe_fill=probed_host_memory,
-             auto=lambda c: "not checked"),
+    Question("gpus", "select", "hardware", default=default_gpus, choices=gpus_choices, note=gpu_note,
+             apply=apply_gpus, owns=("gpus_per_node", "gpu_memory_gb", "gpu_type", "host_memory_gb")),
+    Question("gpus_per_node", "int", "hardware", when=_other_gpus, default=default_gpus_per_node),
+    Question("gpu_memory_gb", "float", "hardware", when=_other_gpus),
+    Question("gpu_type", "text", "hardware", when=_other_gpus),
     # algorithm and roles
     Question("algorithm", "select", "algorithm", choices=algorithm_choices),
     Question("model", "text", "algorithm"),
     Question("model_params_b", "float", "algorithm", when=needs_size,
              note=lambda c: f"{c.get('model')!r} is not in the catalogue and its name carries no size"),
-    Question("critic_model", "text", "algorithm", when=lambda c: _algo(c).critic, optional=True,
-             auto=lambda c: f"the policy, {c.get('model')}"),
-    Question("reward", "select", "algorithm", choices=_texts(REWARD_TEXT)),
-    Question("reward_model", "text", "algorithm", when=lambda c: c.get("reward") == "model"),
-    Question("reward_function", "text", "algorithm", when=lambda c: c.get("reward") == "function", optional=True,
-             auto=lambda c: "the bundle's reward/reward_fn.py"),
-    Question("rollout_engine", "select", "algorithm", choices=_texts(ENGINE_TEXT)),
-    Question("train_backend", "select", "algorithm", choices=_texts(BACKEND_TEXT)),
-    Question("lora_rank", "int", "algorithm", when=lambda c: c.get("train_backend") != "megatron",
-             default=default_lora_rank, note=lora_note),
+    Question("lora_rank", "select", "algorithm", when=lora_asked, advanced=lambda c: not full_misfits(c),
+             default=default_lora_rank, choices=lora_choices, note=lora_note),
     # data
     Question("dataset", "text", "data", check=check_dataset),
     Question("question_field", "text", "data", when=_is_local_file),
@@ -355,33 +576,47 @@ QUESTIONS: tuple[Question, ...] = (
     Question("answer_format", "select", "data", when=_is_local_file,
              choices=lambda c: [("number", "a number (GSM8K-style)"), ("boxed", "\\boxed{...} (MATH-style)"),
                                 ("text", 'free text after "Answer:"')]),
-    Question("max_prompt_length", "int", "data"),
-    Question("max_response_length", "int", "data"),
-    # batch intents
-    Question("prompts_per_step", "int", "batch", default=default_prompts_per_step, note=batch_note),
-    Question("samples_per_prompt", "int", "batch", optional=True,
-             auto=lambda c: f"{_algo(c).default_n}, {c.get('algorithm')}'s default"),
-    Question("updates_per_step", "int", "batch"),
-    Question("total_steps", "int", "batch", optional=True, auto=lambda c: "15 passes over the data (epochs)"),
-    # cluster artefacts
-    Question("image", "text", "cluster", when=lambda c: c.get("cluster") in ("kuberay", "slurm"), optional=True,
-             auto=lambda c: "a verl 0.9.1 release image" if c.get("cluster") == "kuberay" else "no container"),
-    Question("k8s_namespace", "text", "cluster", when=lambda c: c.get("cluster") == "kuberay", optional=True,
-             auto=lambda c: "kubectl's current namespace"),
-    Question("k8s_secret", "text", "cluster", when=lambda c: c.get("cluster") == "kuberay"),
+    Question("reward", "select", "algorithm", choices=_texts(REWARD_TEXT)),
+    Question("reward_model", "text", "algorithm", when=lambda c: c.get("reward") == "model"),
+    Question("reward_function", "text", "algorithm", when=lambda c: c.get("reward") == "function", optional=True,
+             auto=lambda c: "the bundle's reward/reward_fn.py"),
+    # batch
+    Question("prompts_per_step", "int", "batch", default=default_prompts_per_step, choices=prompts_choices,
+             typed=True, note=batch_note),
+    # cluster artefacts a cluster run needs
     Question("shared_pvc", "text", "cluster", when=lambda c: c.get("cluster") == "kuberay", optional=True,
              auto=lambda c: "none: each pod's working folder is its own"),
-    Question("shm_size_gb", "int", "cluster", when=lambda c: c.get("cluster") == "kuberay", optional=True,
-             auto=lambda c: "KubeRay's default"),
     Question("slurm_partition", "text", "cluster", when=lambda c: c.get("cluster") == "slurm", optional=True,
              auto=lambda c: "the cluster's default"),
-    Question("slurm_account", "text", "cluster", when=lambda c: c.get("cluster") == "slurm", optional=True,
-             auto=lambda c: "your default account"),
-    Question("slurm_time", "text", "cluster", when=lambda c: c.get("cluster") == "slurm", optional=True,
-             auto=lambda c: "the partition's limit"),
-    # bookkeeping
-    Question("logger", "checkbox", "bookkeeping", choices=logger_choices),
-    Question("experiment_name", "text", "bookkeeping", optional=True, auto=lambda c: _experiment(c)),
+    # everything else: verl-init's choices unless the user asks to adjust them
+    Question("advanced", "confirm", "advanced", default=lambda c: False),
+    Question("host_memory_gb", "float", "hardware", advanced=always, when=lambda c: not _on_this_machine(c),
+             optional=True, auto=lambda c: "not checked"),
+    Question("critic_model", "text", "algorithm", when=lambda c: _algo(c).critic, advanced=always, optional=True,
+             auto=lambda c: f"the policy, {c.get('model')}"),
+    Question("rollout_engine", "select", "algorithm", advanced=always, choices=_texts(ENGINE_TEXT)),
+    Question("train_backend", "select", "algorithm", advanced=always, choices=_texts(BACKEND_TEXT)),
+    Question("max_prompt_length", "int", "data", advanced=always),
+    Question("max_response_length", "int", "data", advanced=always),
+    Question("samples_per_prompt", "int", "batch", advanced=always, optional=True,
+             auto=lambda c: f"{_algo(c).default_n}, {c.get('algorithm')}'s default"),
+    Question("updates_per_step", "int", "batch", advanced=always),
+    Question("total_steps", "int", "batch", advanced=always, optional=True,
+             auto=lambda c: "15 passes over the data (epochs)"),
+    Question("image", "text", "cluster", when=lambda c: c.get("cluster") in ("kuberay", "slurm"), advanced=always,
+             optional=True,
+             auto=lambda c: "a verl 0.9.1 release image" if c.get("cluster") == "kuberay" else "no container"),
+    Question("k8s_namespace", "text", "cluster", when=lambda c: c.get("cluster") == "kuberay", advanced=always,
+             optional=True, auto=lambda c: "kubectl's current namespace"),
+    Question("k8s_secret", "text", "cluster", when=lambda c: c.get("cluster") == "kuberay", advanced=always),
+    Question("shm_size_gb", "int", "cluster", when=lambda c: c.get("cluster") == "kuberay", advanced=always,
+             optional=True, auto=lambda c: "KubeRay's default"),
+    Question("slurm_account", "text", "cluster", when=lambda c: c.get("cluster") == "slurm", advanced=always,
+             optional=True, auto=lambda c: "your default account"),
+    Question("slurm_time", "text", "cluster", when=lambda c: c.get("cluster") == "slurm", advanced=always,
+             optional=True, auto=lambda c: "the partition's limit"),
+    Question("logger", "checkbox", "bookkeeping", advanced=always, choices=logger_choices),
+    Question("experiment_name", "text", "bookkeeping", advanced=always, optional=True, auto=lambda c: _experiment(c)),
 )
 
 
@@ -430,7 +665,8 @@ NOT_ASKED: dict[str, str] = {
     "split_seed": "42",
 }
 
-# Questions re-asked with a rejected answer's own keys because a rule's hint names them.
+# Fields a rule's hint names besides its keys: a question still to come that answers one of them can fix it, and a
+# rejected plan asks them again.
 RELATED: dict[str, tuple[str, ...]] = {
     "VI602": ("lora_rank",),  # "... or LoRA rank 32 on these GPUs"
     "VI605": ("lora_rank", "nnodes"),  # "use more nodes, LoRA, or nodes with more host memory"
@@ -442,7 +678,7 @@ BY_FIELD: dict[str, Question] = {q.field: q for q in QUESTIONS}
 
 
 def applicable(ctx: Context) -> list[Question]:
-    return [q for q in QUESTIONS if q.when(ctx)]
+    return [q for q in QUESTIONS if applies(q, ctx)]
 
 
 def choices_for(q: Question, ctx: Context) -> list[tuple[Any, str]]:
@@ -451,10 +687,7 @@ def choices_for(q: Question, ctx: Context) -> list[tuple[Any, str]]:
     return [(v, "") for v in _literal_values(q.field)]
 
 
-def default_for(q: Question, ctx: Context) -> Any:
-    """The value offered: the answer given before, else the probe/planner default, else the field's default."""
-    if q.field in ctx.answers:
-        return ctx.answers[q.field]
+def _computed_default(q: Question, ctx: Context) -> Any:
     if q.default is not None:
         try:
             value = q.default(ctx)
@@ -462,9 +695,28 @@ def default_for(q: Question, ctx: Context) -> Any:
             value = None
         if value is not None:
             return value
-    if q.optional:
+    if q.optional or q.field in DECISIONS:
         return None
     return Answers.model_fields[q.field].get_default(call_default_factory=True)
+
+
+def default_for(q: Question, ctx: Context) -> Any:
+    """The value offered: the answer given before, else the probe/planner default, else the field's default —
+    and when the plan so far refuses that, the first choice it accepts."""
+    if q.field in DECISIONS and q.field in ctx.decisions:
+        return ctx.decisions[q.field]
+    if q.field in ctx.answers and q.field not in DECISIONS:
+        return ctx.answers[q.field]
+    value = _computed_default(q, ctx)
+    if q.kind == "confirm" or (q.choices is None and q.kind != "select"):
+        return value
+    try:
+        if refusal(q, value, ctx) is None:
+            return value
+        good = [v for v, _ in offered(q, ctx) if v != OTHER]
+    except Exception:  # noqa: BLE001 - a default must never stop the questionnaire
+        return value
+    return good[0] if good else value
 
 
 def as_text(value: Any) -> str:
@@ -502,3 +754,14 @@ def parse(q: Question, text: str, ctx: Context | None = None) -> tuple[Any, str 
         if error:
             return None, error
     return value, None
+
+
+def validate(q: Question, value: Any, ctx: Context) -> str | None:
+    """The immediate check of an answer already parsed: the question's own check, then the plan so far."""
+    if q.check is not None and q.kind in ("select", "checkbox"):
+        error = q.check(value, ctx)
+        if error:
+            return error
+    if q.kind == "checkbox":
+        return None
+    return refusal(q, value, ctx)

@@ -1,10 +1,12 @@
 """`verl-init` in a terminal: probe, ask, explain, summarise, write.
 
 1. Probe this machine's GPUs (NVML) and the Ray cluster, under a spinner, bounded in time.
-2. Ask the questions of `wizard.cli.interactive.questions` whose `when` holds, with defaults from the probes and the
-   planner (questionary).
-3. Plan and render. A rejected plan is explained inline (rule ID, message, hint) and the questions
-   its keys name are asked again; the loop ends when the planner accepts.
+2. Ask the questions of `wizard.cli.interactive.questions` whose `when` holds (the advanced ones only after "adjust
+   advanced settings?" was answered yes), with defaults from the probes and the planner (questionary). Each answer
+   is checked at once against the plan so far (`questions.validate`): a refused one is explained (the planner's
+   message and fix) and the question asked again with a default that passes.
+3. Plan and render. A rejected plan (rare: answers are checked as they are given) is explained inline (rule ID,
+   message, hint) and the questions its keys name are asked again, their refused answers cleared.
 4. Summary (rich): GPUs and roles, memory per GPU, batch arithmetic, findings; confirm; write the bundle
    (with its answers file, verl-init.yaml) through `wizard.renderer.writer.write_bundle`; print the next command.
 
@@ -24,15 +26,25 @@ from typing import TYPE_CHECKING, Any
 from wizard.intent.errors import Problem, WizardError
 from wizard.planner.nextsteps import next_commands
 from wizard.cli.interactive.questions import (
+    DECISIONS,
+    OTHER,
     QUESTIONS,
     RELATED,
+    THIS_MACHINE,
     Context,
     Question,
     applicable,
+    applies,
     as_text,
     choices_for,
     default_for,
+    earlier_to_change,
+    give,
+    nothing_passes,
+    offered,
     parse,
+    prune,
+    validate,
 )
 
 if TYPE_CHECKING:
@@ -42,6 +54,14 @@ if TYPE_CHECKING:
     from wizard.env.probe import Probes
 
 QUIT = "__quit__"
+
+
+class ChangeAnswer(Exception):
+    """Raised out of a refused question when the user chooses to change an earlier answer instead."""
+
+    def __init__(self, field: str) -> None:
+        super().__init__(field)
+        self.field = field
 
 
 class Prompter:
@@ -89,94 +109,125 @@ class Prompter:
     # -- one question of the questionnaire -----------------------------------------------------------
 
     def ask(self, q: Question, ctx: Context) -> Any:
-        """The answer to `q` (None: leave the field unset, verl-init chooses)."""
+        """The answer to `q` (None: leave the field unset, verl-init chooses), checked at once against the plan so
+        far: a refused answer is explained (the planner's message and fix) and the question asked again, its
+        default back to one that passes — never the refused value."""
         from rich.markup import escape
 
-        default = default_for(q, ctx)
+        from wizard.intent.text import one_line
+
         if q.note is not None:
             note = q.note(ctx)
             if note:
                 self.console.print(f"  [dim]{escape(note)}[/dim]")
-        if q.kind == "select":
-            choices = [(v, str(v), desc) for v, desc in choices_for(q, ctx)]
-            return self.select(q.message(), choices, default)
+        refused = 0
+        while True:
+            value, shown, error = self.prompt(q, ctx, default_for(q, ctx))
+            planned = error is None
+            if error is None:
+                error = validate(q, value, ctx)
+            if error is None:
+                return value
+            line = one_line(f"{q.field} = {shown}: {error}")  # what was typed is shown, never obeyed
+            self.console.print(f"  [red]✗ refused[/red] {escape(line)}")
+            refused += 1
+            if planned and (refused >= 2 or nothing_passes(q, ctx)):
+                # the fix may lie in an earlier answer: let the user go back to it
+                others = earlier_to_change(q, value, ctx)
+                rows = [(q.field, f"ask {q.field} again", q.description)]
+                rows += [(o.field, f"change {o.field}", o.description) for o in others]
+                choice = self.select("Which answer do you want to change?", rows, q.field)
+                if choice != q.field:
+                    raise ChangeAnswer(str(choice))
+
+    def prompt(self, q: Question, ctx: Context, default: Any) -> tuple[Any, str, str | None]:
+        """One prompt for `q`: (value, as typed, error of the typed text or None)."""
+        if q.kind == "confirm":
+            value = self.confirm(q.message(), bool(default))
+            return value, "yes" if value else "no", None
         if q.kind == "checkbox":
             values = [v for v, _ in choices_for(q, ctx)]
-            return self.checkbox(q.message(), values, list(default or []))
+            chosen = self.checkbox(q.message(), values, list(default or []))
+            return chosen, ", ".join(map(str, chosen)), None
+        if q.kind == "select" or q.choices is not None:
+            choices = [(v, "other" if v == OTHER else str(v), desc) for v, desc in offered(q, ctx)]
+            if q.typed:
+                choices.append((OTHER, "another value", "type it; it is checked at once"))
+            value = self.select(q.message(), choices, default)
+            if value != OTHER or not q.typed:
+                return value, "other" if value == OTHER else as_text(value), None
+            default = "" if default is None else default
         instruction = f"(empty: {q.auto(ctx)})" if q.optional and q.auto is not None else None
-
-        def validate(text: str) -> Any:
-            _, error = parse(q, text, ctx)
-            return True if error is None else error
-
-        typed = self.text(q.message(), as_text(default), validate, instruction)
-        value, _ = parse(q, typed, ctx)
-        return value
+        if q.typed:
+            instruction = "(type the number)"
+        typed = self.text(q.message(), as_text(default), lambda text: True, instruction)
+        value, error = parse(q, typed, ctx)
+        return value, typed.strip(), error
 
 
 # --- the flow ----------------------------------------------------------------------------------------
 
 
 class Session:
-    """One questionnaire: the answers so far, which were asked and which were read from the probes."""
+    """One questionnaire: the answers so far (in the context, with which questions were answered)."""
 
     def __init__(self, prompter: Prompter, console: Console, ctx: Context) -> None:
         self.prompter = prompter
         self.console = console
         self.ctx = ctx
-        self.asked: set[str] = set()
-        self.filled: set[str] = set()  # taken from the probes without asking
 
-    def walk(self, reask: set[str] | None = None) -> None:
-        """Ask every applicable question not answered yet (and those in `reask` again); drop answers to
-        questions that no longer apply (e.g. critic_model after algorithm changed from ppo)."""
+    @property
+    def asked(self) -> set[str]:
+        return self.ctx.asked
+
+    def next_question(self) -> Question | None:
+        prune(self.ctx)
+        return next((q for q in QUESTIONS if q.field not in self.ctx.asked and applies(q, self.ctx)), None)
+
+    def walk(self, reask: set[str] | None = None, rejected: bool = False) -> None:
+        """Ask every applicable question not answered yet (and those in `reask` again). After a rejection
+        (`rejected`), the answers asked again are cleared first, so no refused value comes back as the default."""
         from rich.markup import escape
 
         ctx = self.ctx
-        for q in QUESTIONS:
-            if not q.when(ctx):
-                ctx.answers.pop(q.field, None)
-                self.asked.discard(q.field)
-                self.filled.discard(q.field)
+        for name in reask or ():
+            ctx.asked.discard(name)
+            if rejected:
+                if name in DECISIONS:
+                    ctx.decisions.pop(name, None)
+                else:
+                    ctx.answers.pop(name, None)
+        while (q := self.next_question()) is not None:
+            try:
+                value = self.prompter.ask(q, ctx)
+            except ChangeAnswer as change:  # asked next, before the refused question comes back
+                ctx.asked.discard(change.field)
                 continue
-            force = reask is not None and q.field in reask
-            if q.field in self.asked and not force:
-                continue
-            if q.probe_fill is not None and not force:
-                value = q.probe_fill(ctx)
-                if value is not None:
-                    if ctx.answers.get(q.field) != value or q.field not in self.filled:
-                        ctx.answers[q.field] = value
-                        self.filled.add(q.field)
-                        self.console.print(f"  [dim]{q.field} = {escape(as_text(value))} (probed)[/dim]")
-                    continue
-                if q.field in self.filled:
-                    ctx.answers.pop(q.field, None)
-                    self.filled.discard(q.field)
-            value = self.prompter.ask(q, ctx)
-            if value is None:
-                ctx.answers.pop(q.field, None)
-            else:
-                ctx.answers[q.field] = value
-            self.asked.add(q.field)
-            self.filled.discard(q.field)
+            give(q, value, ctx)
+            if q.field == "gpus" and value == THIS_MACHINE:
+                filled = ", ".join(f"{k} = {as_text(ctx.answers[k])}" for k in q.owns if k in ctx.answers)
+                self.console.print(f"  [dim]{escape(filled)} (probed)[/dim]")
 
     def reask_for(self, problems: list[Problem]) -> set[str]:
-        """Applicable questions named by the problems' keys (and by the rules' hints, RELATED)."""
-        here = {q.field for q in applicable(self.ctx)}
+        """Applicable questions that answer the problems' keys (and the rules' hints, RELATED)."""
+        here = applicable(self.ctx)
         out: set[str] = set()
         for p in problems:
-            out |= (set(p.keys) | set(RELATED.get(p.rule, ()))) & here
+            named = set(p.keys) | set(RELATED.get(p.rule, ()))
+            out |= {q.field for q in here if set(q.fields) & named}
         return out
 
     def choose_change(self, message: str) -> str | None:
         """Which answer to change (None: quit)."""
         rows = []
         for q in applicable(self.ctx):
-            value = self.ctx.answers.get(q.field)
-            shown = as_text(value) if q.field in self.ctx.answers else "(verl-init chooses)"
-            if isinstance(value, list):
-                shown = ", ".join(map(str, value))
+            if q.field in DECISIONS:
+                shown = as_text(self.ctx.decisions.get(q.field))
+            else:
+                value = self.ctx.answers.get(q.field)
+                shown = as_text(value) if q.field in self.ctx.answers else "(verl-init chooses)"
+                if isinstance(value, list):
+                    shown = ", ".join(map(str, value))
             rows.append((q.field, f"{q.field} = {shown}", q.description))
         rows.append((QUIT, "quit without writing anything", ""))
         choice = self.prompter.select(message, rows, rows[0][0])
@@ -197,7 +248,7 @@ def explain(console: Console, problems: list[Problem]) -> None:
 def topology_for(ctx: Context) -> list[list[int]] | None:
     """This machine's link levels, when the plan's node looks like it (same GPU count, no MIG)."""
     p = ctx.probes
-    if p is None or not p.gpus.found or p.gpus.mig_gpus:
+    if p is None or not p.gpus.found or p.gpus.mig_gpus or ctx.get("gpus") != THIS_MACHINE:
         return None
     if p.gpus.count != int(ctx.get("gpus_per_node")) or p.gpus.count < 2:
         return None
@@ -340,7 +391,7 @@ def run_wizard(*, out: str | None = None, force: bool = False, dry_run: bool = F
                     return 1
                 fields = {change}
             console.print(f"[dim]Asking again: {', '.join(q.field for q in QUESTIONS if q.field in fields)}[/dim]")
-            session.walk(reask=fields)
+            session.walk(reask=fields, rejected=True)
             continue
         summary(console, the_plan, topology is not None)
         action = prompter.select("Write this bundle?", [
