@@ -55,7 +55,7 @@ def prepare_context(prep: dataprep.DataPrep) -> dict[str, Any]:
 def artefacts(plan: "Plan") -> "list[Artefact]":
     from wizard.renderer.render import Artefact
 
-    prep = dataprep.resolve(plan.answers, plan.base_dir)
+    prep = dataprep.resolve(plan.answers, "")  # the plan's data paths are bundle-relative or absolute: kept
     out = [Artefact("data/prepare_data.py.j2", prepare_context(prep))]
     if prep.reward_fn:
         out.append(Artefact("reward/reward_fn.py.j2", {"py": {"ANSWER_FORMAT": py_literal(prep.answer_format)}}))
