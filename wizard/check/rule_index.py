@@ -135,6 +135,8 @@ RULES: dict[str, tuple[str, str]] = {
     "VI756": ("cluster", "KubeRay without shared_pvc: the pods cannot see a data file of this machine"),
     "VI757": ("cluster", "KubeRay without shared_pvc or checkpoint_pvc: checkpoints go to pod-local storage and are lost"),
     "VI758": ("cluster", "checkpoint_pvc set for a cluster other than kuberay"),
+    "VI759": ("cluster", "a KubeRay bundle's pods would read their data files from pod-local storage nothing fills"),
+    "VI760": ("cluster", "a KubeRay bundle's pods would write checkpoints to pod-local storage (lost with the pods)"),
     # -- probe & doctor (wizard.env.probe, wizard.env.doctor) -----------------------------------------------
     "VI740": ("probe & doctor", "no usable NVIDIA GPU found on this machine (NVML missing, failing or 0 GPUs)"),
     "VI741": ("probe & doctor", "a GPU is MIG-partitioned: a process sees one slice and NCCL cannot join slices"),
