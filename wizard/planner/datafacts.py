@@ -90,10 +90,6 @@ def paths(b: Any) -> None:
         b.stored[key] = rel
         if key != "dataset" and rel.startswith("../"):
             _outside_bundle(b, key, as_written, rel)
-    for key, slot in (("train_files", "train_files"), ("val_files", "val_files")):
-        if key in b.stored:
-            _, reason, source = getattr(b, slot)
-            setattr(b, slot, (b.stored[key], reason, source))
 
 
 def _outside_bundle(b: Any, key: str, as_written: str, rel: str) -> None:

@@ -499,10 +499,10 @@ def _lora(b: _Build) -> None:
 
 def _data(b: _Build) -> None:
     a, f, shape, seq = b.a, b.f, b.shape, b.seq
-    b.train_files, b.val_files = _data_files(a, b.base, f)
     from wizard.planner import datafacts
 
-    datafacts.paths(b)
+    datafacts.paths(b)  # first: the data paths as the bundle names them (b.stored)
+    b.train_files, b.val_files = _data_files(a, b.base, f, b.stored)
     datafacts.pods(b)
     if not _enough_rows(b):
         datafacts.overlong_prompts(b, lambda p: _batch_ok(b, p, b.updates))
@@ -1049,8 +1049,11 @@ def _suggest(a: Answers, shape: ModelShape, critic: Optional[ModelShape], n_gpus
     return ", ".join(options)
 
 
-def _data_files(a: Answers, base: str, f: Findings) -> tuple[tuple[str, str, Source], tuple[str, str, Source]]:
-    """Where verl reads the data (data/prepare_data.py writes it by default) and the VI5xx data rules."""
+def _data_files(a: Answers, base: str, f: Findings, stored: Optional[dict[str, str]] = None,
+                ) -> tuple[tuple[str, str, Source], tuple[str, str, Source]]:
+    """Where verl reads the data (data/prepare_data.py writes it by default) and the VI5xx data rules.
+    `stored`: data paths as the bundle names them (relative to it), where they differ from the answers."""
+    stored = stored or {}
     ds = a.dataset
     builtin = ds in BUILTIN_DATASETS
     if not builtin and not ds.lower().endswith(DATA_SUFFIXES):
@@ -1095,7 +1098,8 @@ def _data_files(a: Answers, base: str, f: Findings) -> tuple[tuple[str, str, Sou
                         f"set answer_format={expects}, or reward=function to score {prep.answer_format} answers")
 
     train_default, val_default = DATASET_DEFAULTS.get(ds, (dataprep.PREPARED_TRAIN, dataprep.PREPARED_VAL))
-    why = f"written by data/prepare_data.py from {ds}"
+    shown = stored.get("dataset", ds)
+    why = f"written by data/prepare_data.py from {shown}"
     if not builtin and a.val_fraction == 0 and a.val_files is None:
         val_default = train_default
         f.warning("VI512", ("val_files", "val_fraction"), "no validation file: validating on the training file",
@@ -1104,12 +1108,14 @@ def _data_files(a: Answers, base: str, f: Findings) -> tuple[tuple[str, str, Sou
         mine, theirs = ("train_files", "val_files") if a.train_files else ("val_files", "train_files")
         f.warning("VI517", (mine, theirs),
                   f"{mine} is your file but {theirs} is the bundle's {val_default if theirs == 'val_files' else train_default}, "
-                  f"written by data/prepare_data.py from {ds}",
+                  f"written by data/prepare_data.py from {shown}",
                   f"set {theirs} too (val_files=<your train file> validates on the training data)")
     train: tuple[str, str, Source] = (
-        (resolve_path(a.train_files, base), "train_files (your answer)", "answer") if a.train_files
+        (stored.get("train_files") or resolve_path(a.train_files, base), "train_files (your answer)", "answer")
+        if a.train_files
         else (train_default, why, "default"))
     val: tuple[str, str, Source] = (
-        (resolve_path(a.val_files, base), "val_files (your answer)", "answer") if a.val_files
+        (stored.get("val_files") or resolve_path(a.val_files, base), "val_files (your answer)", "answer")
+        if a.val_files
         else (val_default, why, "default"))
     return train, val
