@@ -371,9 +371,11 @@ QUESTIONS: tuple[Question, ...] = (
     Question("k8s_secret", "text", "cluster", when=lambda c: c.get("cluster") == "kuberay"),
     Question("shared_pvc", "text", "cluster", when=lambda c: c.get("cluster") == "kuberay", optional=True,
              auto=lambda c: "none: each pod's working folder is its own"),
-    Question("checkpoint_pvc", "text", "cluster", optional=True,
+    # Without shared_pvc the pods' working folder is an emptyDir: checkpoints need a PVC of their own (VI757).
+    Question("checkpoint_pvc", "text", "cluster", optional=True, default=lambda c: "verl-checkpoints",
              when=lambda c: c.get("cluster") == "kuberay" and not c.get("shared_pvc") and (c.get("save_freq") or 0) > 0,
-             auto=lambda c: "none: set one, or the plan refuses checkpoints on pod-local storage (VI757)"),
+             note=lambda c: "a ReadWriteMany PVC in the namespace; the next step checks that it exists",
+             auto=lambda c: "none: the plan refuses checkpoints on pod-local storage (VI757)"),
     Question("shm_size_gb", "int", "cluster", when=lambda c: c.get("cluster") == "kuberay", optional=True,
              auto=lambda c: "KubeRay's default"),
     Question("slurm_partition", "text", "cluster", when=lambda c: c.get("cluster") == "slurm", optional=True,
