@@ -304,6 +304,17 @@ def test_typed_values_are_checked_before_they_are_accepted(tmp_path, monkeypatch
     assert r.asked.count("gpus_per_node") == 1  # rejected in the prompt itself, not re-asked
 
 
+def test_a_missing_data_file_is_refused_in_the_prompt(tmp_path, monkeypatch):
+    r = drive(tmp_path, monkeypatch, {"gpus_per_node": typed("8"), "gpu_memory_gb": typed("80"),
+                                      "dataset": CLEAR + "mydata/nope.jsonl" + ENTER + CLEAR + "gsm8k" + ENTER})
+    assert r.rc == 0, r.out
+    assert r.asked.count("dataset") == 1 and r.answers()["dataset"] == "gsm8k"  # refused in the prompt itself
+    from wizard.cli.interactive.questions import BY_FIELD, Context
+
+    line = BY_FIELD["dataset"].check("mydata/nope.jsonl", Context(base_dir=str(tmp_path)))
+    assert line == f"no such file: mydata/nope.jsonl ({tmp_path}/mydata/nope.jsonl) — check the path [VI539]"
+
+
 def test_a_local_data_file_asks_for_its_columns(tmp_path, monkeypatch):
     # enough rows for the default 256 prompts per step after the validation hold-out (VI519)
     (tmp_path / "qa.jsonl").write_text("".join(f'{{"q": "{i}+1?", "a": "{i + 1}"}}\n' for i in range(600)))

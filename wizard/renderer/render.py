@@ -159,15 +159,16 @@ def data_where(cluster: str, shared_pvc: Optional[str], relative: list[str], hub
 def _relative_where(cluster: str, shared_pvc: Optional[str], relative: list[str], hub: Optional[str]) -> list[str]:
     names = ", ".join(code(f) for f in relative)  # Markdown: the template places these lines as they are
     if cluster == "local":
-        return [f"{names} resolve in the bundle folder (run.sh runs there): write them before `./run.sh`."]
+        return [f"{names} resolve from the bundle folder (run.sh runs there), on this machine: they must exist "
+                "before `./run.sh` (`python3 data/prepare_data.py` writes the bundle's `data/*.parquet`)."]
     if cluster == "ray":
         return [f"{names} resolve in the bundle folder, which `ray/submit.sh` uploads as the job's working_dir: "
                 "write them here before submitting. Ray refuses a working_dir over its upload limit (about "
                 "500 MiB): for large data, put the files on storage every node mounts and set train_files / "
                 "val_files to absolute paths."]
     if cluster == "slurm":
-        return [f"{names} resolve in the bundle folder, where every Slurm step runs: keep the bundle on a "
-                "filesystem all nodes mount and write the files before `sbatch`."]
+        return [f"{names} resolve from the bundle folder, where every Slurm step runs: keep the bundle (and any "
+                "file outside it these paths reach) on a filesystem every node mounts, and write them before `sbatch`."]
     if hub:
         where = f"the head pod writes them on PVC `{shared_pvc}`, which every pod mounts" if shared_pvc else \
             "every pod writes its own copy"

@@ -305,9 +305,16 @@ def logger_choices(ctx: Context) -> list[tuple[Any, str]]:
 
 
 def check_dataset(value: Any, ctx: Context) -> str | None:
+    import os
+
     text = str(value)
-    if text in BUILTIN_DATASETS or text.lower().endswith(DATA_SUFFIXES):
+    if text in BUILTIN_DATASETS:
         return None
+    if text.lower().endswith(DATA_SUFFIXES):
+        path = os.path.join(ctx.base_dir, os.path.expanduser(text))
+        if os.path.isfile(path):
+            return None
+        return f"no such file: {text} ({os.path.normpath(os.path.abspath(path))}) — check the path [VI539]"
     return f"gsm8k, math or a local {'/'.join(DATA_SUFFIXES)} file (got {text!r}) [VI510]"
 
 
