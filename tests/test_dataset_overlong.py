@@ -86,6 +86,13 @@ def test_own_train_file_in_verls_schema_is_counted_too(tmp_path, tiny_model):
     with pytest.raises(WizardError, match=r"keeps 50 of 100 training prompts.*\[VI541\]"):
         plan(_base(tiny_model, train_files="train.parquet", val_files="train.parquet"), base_dir=str(tmp_path))
     assert _kept_by_verl(tmp_path / "train.parquet", tiny_model, 128, tmp_path / "cache") == 50
+    short = [dict(r, prompt=[{"role": "user", "content": SHORT.format(i=i)}]) for i, r in enumerate(rows)]
+    pq.write_table(pa.Table.from_pylist(short), tmp_path / "short.parquet")
+    pq.write_table(pa.Table.from_pylist(rows[:10]), tmp_path / "val.parquet")  # every prompt too long
+    with pytest.raises(WizardError) as info:
+        plan(_base(tiny_model, train_files="short.parquet", val_files="val.parquet"), base_dir=str(tmp_path))
+    (problem,) = info.value.problems
+    assert problem.rule == "VI541" and "val_files" in problem.keys and "empty validation set" in problem.message
 
 
 def test_without_a_local_tokenizer_plan_md_says_the_count_is_unchecked(tmp_path):

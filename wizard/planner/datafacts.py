@@ -198,3 +198,11 @@ def overlong_prompts(b: Any, batch_ok: Callable[[int], bool]) -> None:
         b.f.error("VI541", ("max_prompt_length", "val_fraction"),
                   f"every validation prompt held out of {shown} is longer than max_prompt_length={M} tokens: verl "
                   "stops on an empty validation set", "raise max_prompt_length, or shorten those prompts")
+    if a.val_files and a.val_files != a.train_files and _is_local("val_files", a.val_files) \
+            and os.path.isfile(_here(a.val_files)):
+        v = overlong.count(_here(a.val_files), tok, M, 1)
+        if v.complete and v.rows and not v.train_kept:  # a file read as it is: all its rows are "train" rows here
+            b.f.error("VI541", ("max_prompt_length", "val_files"),
+                      f"val_files={getattr(b.written, 'val_files', None) or a.val_files}: every prompt is longer than "
+                      f"max_prompt_length={M} tokens: verl stops on an empty validation set",
+                      "raise max_prompt_length, or shorten those prompts")

@@ -55,8 +55,27 @@ def local_tokenizer(model: str) -> Optional[str]:
     return path if any(os.path.isfile(os.path.join(path, f)) for f in TOKENIZER_FILES) else None
 
 
+_TOKENIZERS: dict[tuple[str, int], tuple[Any, str]] = {}
+_COUNTS: dict[tuple[Any, ...], Count] = {}  # the wizard plans many times per walk: count each file once
+
+
+def _stamp(path: str) -> int:
+    try:
+        st = os.stat(path)
+        return st.st_mtime_ns ^ st.st_size
+    except OSError:
+        return 0
+
+
 def load_tokenizer(folder: str) -> tuple[Any, str]:
-    """(tokenizer, "") or (None, why not): from the local folder only, never the hub."""
+    """(tokenizer, "") or (None, why not): from the local folder only, never the hub (cached per folder)."""
+    key = (os.path.abspath(folder), _stamp(folder))
+    if key not in _TOKENIZERS:
+        _TOKENIZERS[key] = _load_tokenizer(folder)
+    return _TOKENIZERS[key]
+
+
+def _load_tokenizer(folder: str) -> tuple[Any, str]:
     import importlib.util
 
     if importlib.util.find_spec("transformers") is None:
@@ -124,6 +143,22 @@ def _lengths(tok: Any, chats: list[Any]) -> list[int]:
 
 def count(path: str, tok: Any, max_prompt_length: int, needed: int, *, prep: Optional[dataprep.DataPrep] = None,
           val_fraction: float = 0.0, seed: int = 0, total_rows: Optional[int] = None) -> Count:
+    """_count, remembered per file version, tokenizer and settings (complete or early-stopped counts only)."""
+    key = (os.path.abspath(path), _stamp(path), id(tok), max_prompt_length, needed, prep, val_fraction, seed,
+           total_rows)
+    if key in _COUNTS:
+        return _COUNTS[key]
+    result = _count(path, tok, max_prompt_length, needed, prep=prep, val_fraction=val_fraction, seed=seed,
+                    total_rows=total_rows)
+    if result.complete or result.enough:
+        if len(_COUNTS) > 64:
+            _COUNTS.clear()
+        _COUNTS[key] = result
+    return result
+
+
+def _count(path: str, tok: Any, max_prompt_length: int, needed: int, *, prep: Optional[dataprep.DataPrep] = None,
+           val_fraction: float = 0.0, seed: int = 0, total_rows: Optional[int] = None) -> Count:
     """Count the prompts of `path` longer than max_prompt_length. `prep`: the file is a local data file that
     data/prepare_data.py turns into train/val (prompts built, rows skipped and split as it does); None: a file
     in verl's schema, read as it is (`prompt` column). Stops early once `needed` training rows are certain to
