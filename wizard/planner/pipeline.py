@@ -844,7 +844,9 @@ def _model_path(model: str, base: str) -> str:
 def with_absolute_paths(a: Answers, base_dir: str) -> Answers:
     """The answers with relative local paths (model, data, reward function ...) made absolute against
     `base_dir`: every file of the bundle, verl-init.yaml included, then names the same files, and replaying
-    verl-init.yaml from any folder gives the same bundle. `~/...`, `${...}`, URLs and hub ids are kept."""
+    verl-init.yaml from any folder gives the same bundle. `~/...`, `${...}`, URLs and hub ids are kept.
+    (When plan() knows the bundle folder, data paths written relative are then stored relative to it:
+    wizard.planner.datafacts.paths.)"""
     given = a.model_dump(mode="json", exclude_unset=True)
 
     def fixed(value: str) -> str:
