@@ -91,4 +91,27 @@ def sample(seed: int) -> dict[str, Any]:
             out["model"] = "Qwen/Qwen2.5-7B-Instruct"
         if out["lora_rank"] == 24:
             out["lora_rank"] = 32
+    if out["cluster"] == "kuberay" and rng.random() < 0.85:  # else VI757: checkpoints lost with the pods
+        out["checkpoint_pvc"] = "verl-checkpoints"
     return {k: v for k, v in out.items() if v is not None}
+
+
+def write_sample_files(folder) -> None:
+    """The local files sampled answers name (./data/train.jsonl, ./data/train.parquet, ./data/val.jsonl,
+    ./reward.py), relative to the plan's base_dir `folder`: a missing one is VI539 / VI506."""
+    import json
+    from pathlib import Path
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    base = Path(folder)
+    (base / "data").mkdir(parents=True, exist_ok=True)
+    rows = [{"question": f"What is {i} + 1?", "answer": f"#### {i + 1}"} for i in range(600)]
+    for name in ("train.jsonl", "val.jsonl"):
+        (base / "data" / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    verl_rows = [{"data_source": "openai/gsm8k", "prompt": [{"role": "user", "content": r["question"]}],
+                  "ability": "math", "reward_model": {"style": "rule", "ground_truth": r["answer"][5:]}} for r in rows]
+    pq.write_table(pa.Table.from_pylist(verl_rows), base / "data" / "train.parquet")
+    (base / "reward.py").write_text(
+        "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n    return 0.0\n")

@@ -183,14 +183,16 @@ def test_bundle_folder_gets_the_usual_mode(tmp_path, cli_env):
 
 
 def test_replay_from_another_folder_is_byte_identical(tmp_path, cli_env):
-    """Relative paths (cpu-smoke's ./tiny-model) are recorded as resolved, so a replay does not depend on the cwd."""
+    """Relative model paths (cpu-smoke's ./tiny-model) are recorded as resolved, data paths relative to the bundle
+    (verl-init.yaml's own folder), so a replay does not depend on the cwd."""
     first, elsewhere = tmp_path / "first", tmp_path / "elsewhere"
     elsewhere.mkdir()
+    (tmp_path / "qa.jsonl").write_text("".join('{"question": "q%d", "answer": "#### %d"}\n' % (i, i) for i in range(300)))
     r = run_cli(["--profile", "cpu-smoke", "--set", "dataset=./qa.jsonl", "--out", str(first / "b")], env=cli_env,
                 cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     recorded = yaml.safe_load((first / "b" / "verl-init.yaml").read_text())["answers"]
-    assert recorded["model"] == str(tmp_path / "tiny-model") and recorded["dataset"] == str(tmp_path / "qa.jsonl")
+    assert recorded["model"] == str(tmp_path / "tiny-model") and recorded["dataset"] == "../../qa.jsonl"
     r = run_cli(["--answers", str(first / "b" / "verl-init.yaml"), "--out", str(elsewhere / "b")], env=cli_env,
                 cwd=elsewhere)
     assert r.returncode == 0, r.stderr

@@ -57,7 +57,8 @@ def test_files_per_cluster(profile, expected):
 
 @pytest.mark.parametrize("cluster", ["kuberay", "slurm", "ray"])
 def test_every_cluster_type_renders_from_any_profile(cluster):
-    files = cluster_files("single-node-8gpu", cluster=cluster, nnodes=2)
+    extra = {"checkpoint_pvc": "ckpt"} if cluster == "kuberay" else {}  # else VI757: checkpoints lost with the pods
+    files = cluster_files("single-node-8gpu", cluster=cluster, nnodes=2, **extra)
     assert any(n.startswith(CLUSTER_DIRS) for n in files)
 
 
@@ -512,7 +513,7 @@ def test_absolute_checkpoint_dir_gets_the_shared_pvc_too():
     from wizard.intent.profiles import load_profile
 
     lay = layout(wizard.plan(load_profile("cluster-8gpu"), base_dir="/work/runs"))
-    spec = raycluster_spec(dataclasses.replace(lay, shared_pvc="pvc", checkpoint_mount="/mnt/ckpt"))
+    spec = raycluster_spec(dataclasses.replace(lay, shared_pvc="pvc", checkpoint_mount="/mnt/ckpt", checkpoint_pvc=None))
     mounts = spec["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["volumeMounts"]
     assert {"name": "run", "mountPath": "/mnt/ckpt", "subPath": "checkpoints"} in mounts
 
@@ -521,7 +522,7 @@ def _init(group: dict) -> list[dict]:
     return group["template"]["spec"].get("initContainers", [])
 
 
-def test_pods_prepare_the_hub_dataset_before_ray_starts():
+def test_pods_prepare_the_hub_dataset_before_ray_starts(tmp_path):
     """The config reads bundle-relative data/*.parquet: without a shared PVC every pod writes its own copy with
     the bundle's prepare_data.py (from the ConfigMap); with one, only the head; a local file cannot be."""
     files = cluster_files("cluster-8gpu")
@@ -543,11 +544,16 @@ def test_pods_prepare_the_hub_dataset_before_ray_starts():
     assert len(_init(_head(job))) == 1 and all(not _init(w) for w in _workers(job))
     assert "the head pod writes them on PVC `rl-shared`" in shared["PLAN.md"]
 
-    local = cluster_files("cluster-8gpu", dataset="/data/my.jsonl")
+    mine = tmp_path / "my.jsonl"
+    mine.write_text("".join('{"question": "1 + %d?", "answer": "#### %d"}\n' % (i, i + 1) for i in range(300)))
+    with pytest.raises(WizardError) as info:  # a file of this machine: no pod would see what prepare_data.py writes
+        cluster_files("cluster-8gpu", dataset=str(mine))
+    assert info.value.rules == ["VI756"] and "pod-local emptyDir" in info.value.problems[0].message
+    local = cluster_files("cluster-8gpu", dataset=str(mine), shared_pvc="rl-shared")
     (job,) = _docs(local["k8s/rayjob.yaml"])
     (cm,) = _docs(local["k8s/configmap.yaml"])
     assert not _init(_head(job)) and set(cm["data"]) == {"verl_config.yaml"}
-    assert "the pods cannot see this bundle's data/" in local["PLAN.md"]
+    assert "copy that onto PVC `rl-shared` for the pods" in local["PLAN.md"]
 
 
 def test_the_bundle_reward_function_is_mounted_where_the_config_reads_it():

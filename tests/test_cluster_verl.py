@@ -17,7 +17,7 @@ CASES = [
     ("cluster-8gpu", {"cluster": "slurm", "logger": ["console", "wandb"], "shared_pvc": "ckpt"}),
     ("dapo-32gpu", {}),  # slurm
     ("ppo-16gpu", {}),  # ray
-    ("megatron-64gpu", {"cluster": "kuberay", "shm_size_gb": 64, "k8s_namespace": "rl"}),
+    ("megatron-64gpu", {"cluster": "kuberay", "shm_size_gb": 64, "k8s_namespace": "rl", "checkpoint_pvc": "ckpt"}),
 ]
 
 

@@ -17,15 +17,49 @@ from wizard.planner.pipeline import plan
 
 DATA = Path(__file__).resolve().parent / "data"
 PROFILES = ["single-gpu", "single-node-8gpu", "cluster-8gpu", "ppo-16gpu", "dapo-32gpu", "megatron-64gpu", "cpu-smoke"]
+RUNS = Path("/nonexistent")  # the folder the data files of these tests live in (the fixture below makes it)
+
+
+def _qa_rows(n: int = 100) -> list[dict]:
+    return [{"question": f"What is {i} + 1?", "answer": f"{i} + 1 = {i + 1}\n#### {i + 1}"} for i in range(n)]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def runs_folder(tmp_path_factory):
+    """Every data file the answers below name exists (a missing one is VI539), with rows enough for one step."""
+    import csv
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    global RUNS
+    RUNS = tmp_path_factory.mktemp("runs")
+    rows = _qa_rows()
+    for name in ("qa.jsonl", "sub/qa.jsonl", "my_qa.jsonl", "data/val.jsonl"):
+        (RUNS / name).parent.mkdir(parents=True, exist_ok=True)
+        (RUNS / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (RUNS / "qa.json").write_text(json.dumps(rows))
+    for name in ("qa.csv", "train.csv", "val.csv"):
+        with open(RUNS / name, "w", newline="") as fh:
+            w = csv.DictWriter(fh, ["question", "answer"])
+            w.writeheader()
+            w.writerows(rows)
+    for name in ("qa.parquet", "t.parquet", "v.parquet", "mine/train.parquet"):
+        (RUNS / name).parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.Table.from_pylist(rows), RUNS / name)
+    chats = [{"messages": [{"role": "user", "content": r["question"]}], "answer": r["answer"]} for r in rows]
+    (RUNS / "chat.jsonl").write_text("".join(json.dumps(r) + "\n" for r in chats))
+    yield RUNS
 
 
 def bundle_files(**changes) -> dict[str, str]:
-    return wizard.render(plan(answers(**changes), base_dir="/runs"))
+    return wizard.render(plan(answers(**changes), base_dir=str(RUNS)))
 
 
 @pytest.mark.parametrize("dataset", ["gsm8k", "math", "./qa.jsonl", "./qa.csv", "./qa.parquet", "./qa.json"])
 def test_config_reads_what_prepare_data_writes(dataset):
-    p = plan(answers(dataset=dataset), base_dir="/runs")
+    p = plan(answers(dataset=dataset), base_dir=str(RUNS))
     assert p.value("data.train_files") == "data/train.parquet"
     assert p.value("data.val_files") == "data/val.parquet"
     assert "data/prepare_data.py" in p.settings["data.train_files"].reason
@@ -34,18 +68,78 @@ def test_config_reads_what_prepare_data_writes(dataset):
 
 
 def test_explicit_files_are_used_as_given():
-    p = plan(answers(dataset="./qa.jsonl", train_files="./mine/train.parquet", val_files="/data/val.jsonl"),
-             base_dir="/runs")
-    assert p.value("data.train_files") == "/runs/mine/train.parquet"
-    assert p.value("data.val_files") == "/data/val.jsonl"
+    p = plan(answers(dataset="./qa.jsonl", train_files="./mine/train.parquet", val_files=f"{RUNS}/data/val.jsonl"),
+             base_dir=str(RUNS))
+    assert p.value("data.train_files") == f"{RUNS}/mine/train.parquet"
+    assert p.value("data.val_files") == f"{RUNS}/data/val.jsonl"
     assert p.settings["data.train_files"].source == "answer"
 
 
-def test_local_file_path_is_absolute_in_the_script():
+def test_local_file_path_is_absolute_in_the_script_without_a_bundle_folder(monkeypatch):
     files = bundle_files(dataset="./sub/qa.jsonl")
-    assert "INPUT_FILE = '/runs/sub/qa.jsonl'" in files["data/prepare_data.py"]
+    assert f"INPUT_FILE = '{RUNS}/sub/qa.jsonl'" in files["data/prepare_data.py"]
+    monkeypatch.setenv("HOME", str(RUNS))
     files = bundle_files(dataset="~/qa.jsonl")
     assert "INPUT_FILE = '~/qa.jsonl'" in files["data/prepare_data.py"]  # expanded by the script
+
+
+def test_data_paths_are_stored_relative_to_the_bundle():
+    """Relative answers (as typed, from base_dir) become bundle-relative everywhere; absolute ones stay absolute."""
+    p = plan(answers(dataset="./sub/qa.jsonl", train_files="mine/train.parquet", val_files=f"{RUNS}/data/val.jsonl"),
+             base_dir=str(RUNS), bundle_dir="runs/x")
+    assert p.bundle_dir == f"{RUNS}/runs/x"
+    assert (p.answers.dataset, p.answers.train_files, p.answers.val_files) == \
+        ("../../sub/qa.jsonl", "../../mine/train.parquet", f"{RUNS}/data/val.jsonl")
+    assert p.value("data.train_files") == "../../mine/train.parquet"
+    files = wizard.render(p)
+    recorded = yaml.safe_load(files["verl-init.yaml"])["answers"]
+    assert recorded["dataset"] == "../../sub/qa.jsonl" and recorded["train_files"] == "../../mine/train.parquet"
+    assert "INPUT_FILE = '../../sub/qa.jsonl'" in files["data/prepare_data.py"]
+    assert yaml.safe_load(files["verl_config.yaml"])["data"]["train_files"] == "../../mine/train.parquet"
+    assert str(RUNS) + "/sub" not in "".join(files.values())
+
+
+def test_missing_data_file_is_refused_with_the_fix():
+    for key, value in (("dataset", "mydata/nope.jsonl"), ("train_files", "nope/train.parquet"),
+                       ("val_files", "./nope.jsonl")):
+        extra = {"train_files": "t.parquet", "val_files": "v.parquet"} if key != "dataset" else {}
+        with pytest.raises(WizardError) as info:
+            plan(answers(**{**extra, key: value}), base_dir=str(RUNS), bundle_dir="b")
+        (problem,) = [p for p in info.value.problems]
+        assert problem.rule == "VI539" and problem.keys == (key,)
+        line = problem.line()
+        assert value in line and str(RUNS) in line and "does not exist" in line and "check the path" in line
+    (RUNS / "folder.jsonl").mkdir(exist_ok=True)
+    with pytest.raises(WizardError, match="is a folder, not a data file"):
+        plan(answers(dataset="folder.jsonl"), base_dir=str(RUNS))
+
+
+def test_absolute_train_file_missing_here_is_a_warning_on_a_cluster():
+    p = plan(answers(cluster="slurm", nnodes=2, train_files="/shared/nope/train.parquet",
+                     val_files="/shared/nope/val.parquet"), base_dir=str(RUNS), bundle_dir="b")
+    found = [f for f in p.findings if f.rule == "VI539"]
+    assert len(found) == 2 and all(f.severity == "warning" and "every node" in f.message for f in found)
+    with pytest.raises(WizardError, match="VI539"):  # a local run reads it here
+        plan(answers(train_files="/shared/nope/train.parquet", val_files="/shared/nope/val.parquet"),
+             base_dir=str(RUNS))
+
+
+def test_relative_path_that_cannot_travel_is_refused():
+    with pytest.raises(WizardError) as info:  # the bundle and the data share only /
+        plan(answers(dataset="./qa.jsonl"), base_dir=str(RUNS), bundle_dir="/tmp-verl-init-elsewhere/b")
+    (problem,) = info.value.problems
+    assert problem.rule == "VI540" and "share no folder but /" in problem.message
+    assert f"dataset={RUNS}/qa.jsonl" in problem.hint
+    with pytest.raises(WizardError) as info:  # ray uploads only the bundle
+        plan(answers(cluster="ray", train_files="t.parquet", val_files="v.parquet"), base_dir=str(RUNS),
+             bundle_dir="runs/x")
+    assert info.value.rules == ["VI540", "VI540"] and "working_dir" in info.value.problems[0].message
+    # inside the bundle it travels
+    (RUNS / "runs/y/data").mkdir(parents=True)
+    (RUNS / "runs/y/data/t.parquet").write_bytes((RUNS / "t.parquet").read_bytes())
+    p = plan(answers(cluster="ray", train_files="runs/y/data/t.parquet", val_files="runs/y/data/t.parquet"),
+             base_dir=str(RUNS), bundle_dir="runs/y")
+    assert p.value("data.train_files") == "data/t.parquet"
 
 
 REJECTED = [
@@ -64,7 +158,7 @@ REJECTED = [
 @pytest.mark.parametrize("rule,changes", REJECTED, ids=[f"{r}-{i}" for i, (r, _) in enumerate(REJECTED)])
 def test_data_rule_rejects(rule, changes):
     with pytest.raises(WizardError) as info:
-        plan(answers(**changes), base_dir="/runs")
+        plan(answers(**changes), base_dir=str(RUNS))
     assert rule in info.value.rules, info.value
     for problem in info.value.problems:
         assert problem.keys and problem.message and problem.hint and "\n" not in problem.line()
@@ -72,12 +166,12 @@ def test_data_rule_rejects(rule, changes):
 
 def test_rule_messages_name_the_fix():
     with pytest.raises(WizardError) as info:
-        plan(answers(dataset="./qa.jsonl", answer_format="text"), base_dir="/runs")
+        plan(answers(dataset="./qa.jsonl", answer_format="text"), base_dir=str(RUNS))
     line = info.value.problems[0].line()
     assert "data_source='qa' has no scorer in verl's default scoring" in line
     assert "NotImplementedError" in line and "use reward=function" in line
     with pytest.raises(WizardError) as info:
-        plan(answers(dataset="gsm8k", answer_format="boxed"), base_dir="/runs")
+        plan(answers(dataset="gsm8k", answer_format="boxed"), base_dir=str(RUNS))
     line = info.value.problems[0].line()
     assert "gsm8k scorer, which reads answer_format=number" in line and "every reward would be 0" in line
 
@@ -94,14 +188,14 @@ ACCEPTED = [
 
 @pytest.mark.parametrize("changes", ACCEPTED)
 def test_data_answers_accepted(changes):
-    plan(answers(**changes), base_dir="/runs")
+    plan(answers(**changes), base_dir=str(RUNS))
 
 
 def test_no_validation_split_warns():
-    p = plan(answers(dataset="./qa.jsonl", val_fraction=0), base_dir="/runs")
+    p = plan(answers(dataset="./qa.jsonl", val_fraction=0), base_dir=str(RUNS))
     assert "VI512" in [f.rule for f in p.findings]
     assert p.value("data.val_files") == "data/train.parquet"
-    assert "VI512" not in [f.rule for f in plan(answers(dataset="./qa.jsonl"), base_dir="/runs").findings]
+    assert "VI512" not in [f.rule for f in plan(answers(dataset="./qa.jsonl"), base_dir=str(RUNS)).findings]
 
 
 def test_default_data_source_by_reward_and_format():
@@ -115,7 +209,7 @@ def test_default_data_source_by_reward_and_format():
 
 
 def test_reward_function_without_file_uses_the_bundles_scorer():
-    p = plan(answers(reward="function", dataset="math"), base_dir="/runs")
+    p = plan(answers(reward="function", dataset="math"), base_dir=str(RUNS))
     assert p.value("reward.custom_reward_function.path") == "reward/reward_fn.py"
     assert p.value("reward.custom_reward_function.name") == "compute_score"
     assert "reward/reward_fn.py" in p.roles["reward"] and "boxed" in p.roles["reward"]
@@ -134,7 +228,7 @@ def test_reward_function_of_the_user_ships_no_scorer(tmp_path):
 
 
 def test_render_is_pure():
-    p = plan(answers(reward="function", dataset="./qa.csv", system_prompt="Be exact."), base_dir="/runs")
+    p = plan(answers(reward="function", dataset="./qa.csv", system_prompt="Be exact."), base_dir=str(RUNS))
     assert wizard.render(p) == wizard.render(p)
 
 

@@ -199,13 +199,16 @@ def test_tilde_user_is_expanded_not_joined_to_the_cwd():
                                  reward_function=f"~{ME}/r.py:score"))
     assert a.model == f"{MY_HOME}/models/X" and a.train_files == f"{MY_HOME}/d/t.parquet"
     assert a.reward_function == f"{MY_HOME}/r.py:score"
-    plan = wizard.plan(a.model_copy(update={"reward": "rule", "reward_function": None}), base_dir="/elsewhere/cwd")
+    # cluster=ray: the data files are read on the nodes (not on this machine, where they do not exist: VI539)
+    plan = wizard.plan(a.model_copy(update={"reward": "rule", "reward_function": None, "cluster": "ray", "nnodes": 2}),
+                       base_dir="/elsewhere/cwd")
     assert plan.value("actor_rollout_ref.model.path") == f"{MY_HOME}/models/X"
 
 
 def test_tilde_home_stays_home_relative_never_cwd():
     plan = wizard.plan(wizard.make_answers(dict(BASE_SIZED, model="~/models/X", val_files="~/v.parquet",
-                                                train_files="~/t.parquet")), base_dir="/elsewhere/cwd")
+                                                train_files="~/t.parquet", cluster="ray", nnodes=2)),
+                       base_dir="/elsewhere/cwd")
     assert plan.value("actor_rollout_ref.model.path") == "${oc.env:HOME}/models/X"  # resolved where verl runs
     files = wizard.render(plan)
     assert "/elsewhere/cwd" not in "".join(files.values())

@@ -138,6 +138,9 @@ MIRRORED = {"VI811": "VI305", "VI856": "VI408"}
 
 
 def test_checker_finds_nothing_wrong_in_any_plan(tmp_path):
+    from sampler import write_sample_files
+
+    write_sample_files(tmp_path)
     planned = 0
     for seed in range(600):
         try:

@@ -447,8 +447,8 @@ def test_a_local_data_file_asks_for_its_columns(tmp_path, monkeypatch):
     assert r.rc == 0, r.out
     assert {"question_field", "answer_field", "answer_format"} <= set(r.asked)
     a = r.answers()
-    # recorded as resolved, so that a replay from another folder reads the same file
-    assert a["dataset"].endswith("/qa.jsonl") and a["dataset"].startswith("/")
+    # recorded relative to the bundle (runs/<name>/), so that a replay from another folder reads the same file
+    assert a["dataset"] == "../../qa.jsonl"
     assert (a["question_field"], a["answer_field"], a["answer_format"]) == ("q", "a", "number")
 
 

@@ -8,9 +8,27 @@ from helpers_answers import answers
 from wizard.intent.errors import WizardError
 from wizard.planner.pipeline import plan
 
+RUNS = "/nonexistent"  # the plans' base_dir, holding the data files the answers name (a missing one is VI539)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def runs_folder(tmp_path_factory):
+    import shutil
+
+    from sampler import write_sample_files
+
+    global RUNS
+    folder = tmp_path_factory.mktemp("runs")
+    write_sample_files(folder)
+    for name in ("t.parquet", "val.parquet"):
+        shutil.copy(folder / "data" / "train.parquet", folder / "data" / name)
+    shutil.copy(folder / "data" / "train.parquet", folder / "v.parquet")
+    RUNS = str(folder)
+    yield folder
+
 
 def test_base_plan_is_valid():
-    p = plan(answers(), base_dir="/runs")
+    p = plan(answers(), base_dir=RUNS)
     assert p.value("data.train_batch_size") == 64
     assert p.value("actor_rollout_ref.rollout.n") == 4
     assert p.value("actor_rollout_ref.actor.ppo_mini_batch_size") == 32
@@ -57,7 +75,7 @@ REJECTED = [
 @pytest.mark.parametrize("rule,changes", REJECTED, ids=[f"{r}-{i}" for i, (r, _) in enumerate(REJECTED)])
 def test_rule_rejects(rule, changes):
     with pytest.raises(WizardError) as info:
-        plan(answers(**changes), base_dir="/runs")
+        plan(answers(**changes), base_dir=RUNS)
     assert rule in info.value.rules, info.value
     # every problem names keys, a message and a hint, on one line
     for problem in info.value.problems:
@@ -74,40 +92,41 @@ WARNED = [
     ("VI512", dict(dataset="./data/train.jsonl", val_fraction=0)),
     ("VI506", dict(reward="function", reward_function="./missing_reward.py:score", cluster="slurm", nnodes=2)),
     ("VI507", dict(reward="function", reward_function="/opt/rewards/score.py:score", cluster="ray", nnodes=2)),
-    ("VI507", dict(reward="function", reward_function="/opt/rewards/score.py:score", cluster="kuberay", nnodes=2)),
-    ("VI517", dict(train_files="/data/train.parquet")),
-    ("VI517", dict(val_files="/data/val.parquet")),
+    ("VI507", dict(reward="function", reward_function="/opt/rewards/score.py:score", cluster="kuberay", nnodes=2,
+                   checkpoint_pvc="ckpt")),
+    ("VI517", dict(train_files="data/train.parquet")),
+    ("VI517", dict(val_files="data/val.parquet")),
 ]
 
 
 @pytest.mark.parametrize("rule,changes", WARNED, ids=[r for r, _ in WARNED])
 def test_rule_warns(rule, changes):
-    p = plan(answers(**changes), base_dir="/runs")
+    p = plan(answers(**changes), base_dir=RUNS)
     assert rule in [f.rule for f in p.findings]
 
 
 def test_hints_name_nearest_valid_values():
     with pytest.raises(WizardError) as info:
-        plan(answers(prompts_per_step=64, updates_per_step=3), base_dir="/runs")
+        plan(answers(prompts_per_step=64, updates_per_step=3), base_dir=RUNS)
     line = info.value.problems[0].line()
     # 63 divides by 3 but 21 prompts × 4 samples do not split over 8 ranks: not offered
     assert "updates_per_step=2 or 4" in line and "prompts_per_step=60 or 66" in line
 
     with pytest.raises(WizardError) as info:
-        plan(answers(dynamic_batch=False, micro_batch_per_gpu=3), base_dir="/runs")
+        plan(answers(dynamic_batch=False, micro_batch_per_gpu=3), base_dir=RUNS)
     # 64 prompts / 2 updates × 4 samples / 8 ranks = 16 samples per GPU per update
     assert "nearest valid: 2 or 4" in info.value.problems[0].line()
 
 
 def test_all_problems_reported_at_once():
     with pytest.raises(WizardError) as info:
-        plan(answers(rollout_tp=3, updates_per_step=3, reward="model"), base_dir="/runs")
+        plan(answers(rollout_tp=3, updates_per_step=3, reward="model"), base_dir=RUNS)
     assert {"VI304", "VI201", "VI501"} <= set(info.value.rules)
 
 
 def test_explicit_values_are_respected_not_changed():
     p = plan(answers(rollout_tp=4, gpu_memory_utilization=0.45, dynamic_batch=False, micro_batch_per_gpu=4,
-                     learning_rate=2e-6), base_dir="/runs")
+                     learning_rate=2e-6), base_dir=RUNS)
     assert p.value("actor_rollout_ref.rollout.tensor_model_parallel_size") == 4
     assert p.settings["actor_rollout_ref.rollout.tensor_model_parallel_size"].source == "answer"
     assert p.value("actor_rollout_ref.rollout.gpu_memory_utilization") == 0.45
@@ -129,7 +148,7 @@ ALGOS = {
 @pytest.mark.parametrize("algo", sorted(ALGOS))
 def test_algorithm_mapping(algo):
     adv, kl_loss, kl_reward, critic = ALGOS[algo]
-    p = plan(answers(algorithm=algo, samples_per_prompt=8), base_dir="/runs")
+    p = plan(answers(algorithm=algo, samples_per_prompt=8), base_dir=RUNS)
     assert p.value("algorithm.adv_estimator") == adv
     assert p.value("actor_rollout_ref.actor.use_kl_loss") is kl_loss
     assert p.value("algorithm.use_kl_in_reward") is kl_reward
@@ -145,13 +164,13 @@ def test_algorithm_mapping(algo):
 
 
 def test_kl_zero_drops_the_reference():
-    p = plan(answers(kl_coef=0), base_dir="/runs")
+    p = plan(answers(kl_coef=0), base_dir=RUNS)
     assert "ref" not in p.roles
     assert not any(k.startswith("actor_rollout_ref.ref.") for k in p.settings)
 
 
 def test_rollout_tp_follows_model_size():
-    tp = lambda **kw: plan(answers(**kw), base_dir="/runs").value("actor_rollout_ref.rollout.tensor_model_parallel_size")  # noqa: E731
+    tp = lambda **kw: plan(answers(**kw), base_dir=RUNS).value("actor_rollout_ref.rollout.tensor_model_parallel_size")  # noqa: E731
     assert tp(model="Qwen/Qwen2.5-0.5B-Instruct") == 1
     assert tp(model="Qwen/Qwen2.5-7B-Instruct") == 1
     # 32B: the training state kept beside the engine (49 GB per GPU) leaves room only for TP 8's weights
@@ -161,12 +180,17 @@ def test_rollout_tp_follows_model_size():
     assert tp(model="Qwen/Qwen2.5-7B-Instruct", gpu_memory_gb=24) == 4
 
 
-def test_relative_paths_become_absolute_and_home_becomes_env():
+def test_relative_paths_become_absolute_and_home_becomes_env(monkeypatch):
+    monkeypatch.setenv("HOME", RUNS)  # ~/v.parquet exists here (a local run reads it on this machine)
     p = plan(answers(train_files="data/t.parquet", val_files="~/v.parquet", model="./m", model_params_b=1),
-             base_dir="/runs")
-    assert p.value("data.train_files") == "/runs/data/t.parquet"
+             base_dir=RUNS)
+    assert p.value("data.train_files") == f"{RUNS}/data/t.parquet"  # no bundle folder given: absolute
     assert p.value("data.val_files") == "${oc.env:HOME}/v.parquet"
-    assert p.value("actor_rollout_ref.model.path") == "/runs/m"
+    assert p.value("actor_rollout_ref.model.path") == f"{RUNS}/m"
+    p = plan(answers(train_files="data/t.parquet", val_files="~/v.parquet", model="./m", model_params_b=1),
+             base_dir=RUNS, bundle_dir="runs/b")
+    assert p.value("data.train_files") == "../../data/t.parquet"  # relative to the bundle
+    assert p.value("data.val_files") == "${oc.env:HOME}/v.parquet"
 
 
 @pytest.mark.parametrize("P,U", [(100, 3), (10, 4), (64, 3), (48, 5)])
@@ -175,10 +199,10 @@ def test_vi201_suggestions_are_accepted_when_taken(P, U):
     import re
 
     with pytest.raises(WizardError) as info:
-        plan(answers(prompts_per_step=P, updates_per_step=U), base_dir="/runs")
+        plan(answers(prompts_per_step=P, updates_per_step=U), base_dir=RUNS)
     (hint,) = [p.hint for p in info.value.problems if p.rule == "VI201"]
     u_part, p_part = hint.split(" or prompts_per_step=")
     for u in re.findall(r"\d+", u_part.split("updates_per_step=", 1)[1]):
-        plan(answers(prompts_per_step=P, updates_per_step=int(u)), base_dir="/runs")
+        plan(answers(prompts_per_step=P, updates_per_step=int(u)), base_dir=RUNS)
     for p in re.findall(r"\d+", p_part):
-        plan(answers(prompts_per_step=int(p), updates_per_step=U), base_dir="/runs")
+        plan(answers(prompts_per_step=int(p), updates_per_step=U), base_dir=RUNS)

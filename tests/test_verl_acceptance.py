@@ -37,10 +37,10 @@ _OUTCOMES: dict[str, int] = {"accepted": 0, "rejected": 0}
 
 @pytest.mark.parametrize("seed", range(N_SAMPLES))
 def test_sampled_answers_rejected_by_rules_or_accepted_by_verl(seed, tmp_path, tiny_model):
+    from sampler import write_sample_files
+
     data = sample(seed)
-    if data.get("reward_function"):  # the sampler's ./reward.py, where verl-init looks for it (VI506)
-        (tmp_path / "reward.py").write_text(
-            "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n    return 0.0\n")
+    write_sample_files(tmp_path)  # ./data/*, ./reward.py: where verl-init looks for them (VI539, VI506)
     try:
         answers = wizard.make_answers(data)
         plan = wizard.plan(answers, base_dir=str(tmp_path))

@@ -77,9 +77,9 @@ def main(args: list[str]) -> int:
     if ns.out is not None:
         check_out(ns.out)  # before planning: a newline in --out is a typo, not a folder name
     answers = merge_answers(ns.profile, ns.answers, ns.sets)
-    the_plan = plan(answers)
-    files = render(the_plan)
     out = ns.out or os.path.join("runs", experiment_name(answers))
+    the_plan = plan(answers, bundle_dir=out)  # data paths are stored relative to the bundle
+    files = render(the_plan)
 
     if ns.dry_run:
         _print_dry_run(the_plan, files, out, force=ns.force)

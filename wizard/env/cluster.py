@@ -19,6 +19,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import posixpath
 import re
 import stat
 import urllib.parse
@@ -557,6 +558,7 @@ def bundle_problems(exp: Expected) -> list[Problem]:
                 continue
             for doc in docs:
                 out.extend(manifest_problems(doc, exp.nnodes, exp.gpus_per_node, source=name))
+                out.extend(pod_storage_problems(doc, exp.config, source=name))
     rt = exp.bundle / "ray/runtime_env.yaml"
     if rt.is_file():
         try:
@@ -690,6 +692,64 @@ def manifest_problems(doc: Any, nnodes: int, gpus_per_node: int, *, source: str 
                     out.append(Problem("VI733", "warning", (source, f"container {c.get('name')}"),
                                        "environment from a ConfigMap: secrets belong in a Secret",
                                        "use secretRef / secretKeyRef for keys and tokens"))
+    return out
+
+
+def _pod_local(path: str, tpl: Any) -> bool:
+    """No PersistentVolumeClaim is mounted at `path` or a folder above it in this pod template."""
+    spec = (tpl or {}).get("spec") or {}
+    volumes = {v.get("name"): v for v in spec.get("volumes") or [] if isinstance(v, dict)}
+    for c in spec.get("containers") or []:
+        for m in c.get("volumeMounts") or []:
+            mount = str(m.get("mountPath", "")).rstrip("/") or "/"
+            if (path == mount or path.startswith(mount.rstrip("/") + "/")) and \
+                    "persistentVolumeClaim" in (volumes.get(m.get("name")) or {}):
+                return False
+    return True
+
+
+def pod_storage_problems(doc: Any, config: Mapping[str, Any], *, source: str = "manifest") -> list[Problem]:
+    """Where a KubeRay RayJob / RayCluster's pods find the config's data files and keep its checkpoints
+    (VI759, VI760): relative paths resolve in each pod's working folder, lost with the pod unless a PVC is there."""
+    out: list[Problem] = []
+    if not isinstance(doc, dict) or doc.get("kind") not in ("RayJob", "RayCluster"):
+        return out
+    spec = doc.get("spec") or {}
+    cluster = spec.get("rayClusterSpec") if doc["kind"] == "RayJob" else spec
+    if not isinstance(cluster, dict):
+        return out
+    head = (cluster.get("headGroupSpec") or {}).get("template")
+    templates = [head] + [g.get("template") for g in cluster.get("workerGroupSpecs") or [] if isinstance(g, dict)]
+    workdir = next((str(c.get("workingDir")) for c in ((head or {}).get("spec") or {}).get("containers") or []
+                    if c.get("workingDir")), "/")
+    files: list[str] = []
+    for key in ("data.train_files", "data.val_files"):
+        value = _select(config, key)
+        for path in ([value] if isinstance(value, str) else value if isinstance(value, list) else []):
+            if isinstance(path, str) and not path.startswith(("/", "$", "~")) and "://" not in path:
+                files.append(path)
+    files = list(dict.fromkeys(files))
+    prepared = all(any(i.get("name") == "prepare-data" for i in ((t or {}).get("spec") or {}).get("initContainers") or [])
+                   for t in templates)
+    lost = [t for t in templates if _pod_local(posixpath.join(workdir, files[0]) if files else workdir, t)]
+    if files and lost and not prepared:
+        out.append(Problem(
+            "VI759", "error", (source, "data.train_files", "data.val_files"),
+            f"the pods read {', '.join(files)} from their working folder {workdir}, which is pod-local, and no init "
+            "container prepares them there: running data/prepare_data.py on this machine does not reach the pods",
+            "re-render with shared_pvc=<a ReadWriteMany PVC> and copy the data onto it, or dataset=gsm8k / math "
+            "(prepared in the pods)"))
+    save_freq = _select(config, "trainer.save_freq")
+    if isinstance(save_freq, int) and not isinstance(save_freq, bool) and save_freq > 0:
+        ckpt = str(_select(config, "trainer.default_local_dir") or "checkpoints/${trainer.project_name}")
+        fixed = ckpt.split("${", 1)[0].rstrip("/") or "."
+        where = fixed if fixed.startswith("/") else posixpath.normpath(posixpath.join(workdir, fixed))
+        if any(_pod_local(where, t) for t in templates):
+            out.append(Problem(
+                "VI760", "error", (source, "trainer.save_freq", "trainer.default_local_dir"),
+                f"trainer.save_freq={save_freq} writes checkpoints to {where}, pod-local storage: they are lost "
+                "when the pods go", "re-render with checkpoint_pvc=<a ReadWriteMany PVC> or shared_pvc=<PVC> "
+                "(or save_freq=-1)"))
     return out
 
 

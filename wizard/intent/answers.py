@@ -142,6 +142,10 @@ class Answers(BaseModel):
         None, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
         description="ReadWriteMany PersistentVolumeClaim mounted as every KubeRay pod's working folder: data/, checkpoints/ and outputs/ live on it.",
     )
+    checkpoint_pvc: Optional[str] = Field(
+        None, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+        description="ReadWriteMany PersistentVolumeClaim mounted at the checkpoint folder of every KubeRay pod (without shared_pvc, checkpoints are lost with the pods).",
+    )
     slurm_partition: Optional[str] = Field(
         None, max_length=200, pattern=r"^[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*$", description="Slurm partition(s) (--partition)."
     )

@@ -84,9 +84,29 @@ def profile_answers(name: str) -> dict[str, Any]:
     return answers_mapping(profile_doc(name), f"profile {name}")
 
 
+# Data paths in an answers file are relative to the file's folder (a bundle's verl-init.yaml stores them relative
+# to the bundle); reading the file rewrites them relative to the current folder, as if typed here.
+DATA_PATH_KEYS = ("dataset", "train_files", "val_files")
+
+
+def _rebased(answers: dict[str, Any], folder: Path) -> dict[str, Any]:
+    import os
+
+    from wizard.intent.answers import BUILTIN_DATASETS
+
+    out = dict(answers)
+    for key in DATA_PATH_KEYS:
+        value = out.get(key)
+        if not isinstance(value, str) or not value or value.startswith(("/", "~")) or "${" in value \
+                or "://" in value or (key == "dataset" and value in BUILTIN_DATASETS):
+            continue
+        out[key] = os.path.relpath(os.path.normpath(os.path.join(os.path.abspath(folder), value)))
+    return out
+
+
 def answers_file(path: str | Path) -> dict[str, Any]:
     p = Path(path)
-    return answers_mapping(_read_yaml(p), str(p))
+    return _rebased(answers_mapping(_read_yaml(p), str(p)), p.parent)
 
 
 def load_profile(name: str) -> "Answers":  # noqa: F821

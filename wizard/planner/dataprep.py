@@ -115,7 +115,7 @@ class DataPrep:
 
     source: Literal["gsm8k", "math", "file"]
     hub: Optional[Hub]
-    input_path: Optional[str]  # local file (absolute, or ~/...), for source=file
+    input_path: Optional[str]  # local file as the bundle names it (relative to the bundle, absolute, or ~/...)
     question_field: str
     answer_field: str
     messages_field: Optional[str]
@@ -145,8 +145,10 @@ def _stem(path: str) -> str:
 
 
 def input_path(dataset: str, base_dir: str) -> str:
-    """The local file as prepare_data.py opens it: `~/...` kept (expanded at run time), else absolute."""
-    if dataset.startswith("~") or dataset.startswith("/"):
+    """The local file as prepare_data.py names it: `~/...` kept (expanded at run time), absolute kept, and a
+    relative path as the plan stores it (relative to the bundle when the plan knows its folder: prepare_data.py
+    resolves it there), else made absolute against `base_dir`."""
+    if dataset.startswith("~") or dataset.startswith("/") or base_dir == "":
         return dataset
     return posixpath.normpath(posixpath.join(base_dir, dataset))
 
@@ -226,3 +228,133 @@ def hub_prepared_in_place(a: "Answers", base_dir: str, train_files: str, val_fil
     if hub is None or (train_files, val_files) != (PREPARED_TRAIN, PREPARED_VAL):
         return None
     return hub.name
+
+
+# -- what data/prepare_data.py makes of one input row (mirrors templates/data/prepare_data.py.j2: build(),
+# ground_truth() and split_file(); tests/test_dataset_overlong.py runs both on the same rows) --------------
+
+ROLES = ("system", "user", "assistant", "tool")
+
+
+class Skip(Exception):
+    """A row prepare_data.py skips (it writes no training example for it)."""
+
+
+def _last_boxed(text: str) -> Optional[str]:
+    start = max(text.rfind("\\boxed"), text.rfind("\\fbox"))
+    if start < 0:
+        return None
+    if text.startswith("\\boxed ", start):
+        return text[start + len("\\boxed "):].split("$")[0].strip()
+    open_at = text.find("{", start)
+    if open_at < 0:
+        return None
+    depth = 0
+    for i in range(open_at, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        if depth == 0:
+            return text[open_at + 1:i]
+    return None
+
+
+def _plain_number(text: str) -> str:
+    import re
+
+    text = text.replace(",", "").replace("$", "").rstrip(".")
+    return re.sub(r"^(-?\d+)\.0+$", r"\1", text)
+
+
+def _ground_truth(answer: str, extract: str) -> str:
+    import re
+
+    if extract == "gsm8k":
+        found = re.search(r"#### (\-?[0-9\.\,]+)", answer)
+        if found is None:
+            raise Skip("no '#### <number>' in the answer")
+        return found.group(1).replace(",", "")
+    if extract == "number":
+        after_hashes = re.search(r"####\s*(\-?[0-9\.\,]+)", answer)
+        if after_hashes:
+            return _plain_number(after_hashes.group(1))
+        numbers = re.findall(r"-?\d[\d,]*(?:\.\d+)?", answer)
+        if not numbers:
+            raise Skip("no number in the answer")
+        return _plain_number(numbers[-1])
+    if extract == "boxed":
+        boxed = _last_boxed(answer)
+        return (boxed if boxed is not None else answer).strip()
+    return answer.strip()
+
+
+def _text_field(row: dict, name: str) -> str:
+    import json
+
+    value = row.get(name)
+    if value is None or (isinstance(value, float) and value != value):
+        raise Skip(f"no {name!r} value")
+    text = value if isinstance(value, str) else json.dumps(value) if isinstance(value, (list, dict)) else str(value)
+    if not text.strip():
+        raise Skip(f"{name!r} is empty")
+    return text
+
+
+def _with_instruction(question: str, instruction: str) -> str:
+    if "{question}" in instruction:
+        return instruction.replace("{question}", question)
+    return f"{question} {instruction}" if instruction else question
+
+
+def _chat_of(value: object, field_name: str) -> list[dict]:
+    import json
+
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise Skip(f"{field_name!r} is text, not a JSON list of messages") from None
+    if not isinstance(value, (list, tuple)) or not value:
+        raise Skip(f"{field_name!r} is not a non-empty list of messages")
+    chat = []
+    for i, message in enumerate(value):
+        if not isinstance(message, dict) or not isinstance(message.get("content"), str):
+            raise Skip(f"message {i} is not a mapping with a role and text content")
+        if message.get("role") not in ROLES:
+            raise Skip(f"message {i} has role {message.get('role')!r}")
+        chat.append({"role": message["role"], "content": message["content"]})
+    return chat
+
+
+def prompt_of(row: dict, prep: DataPrep) -> list[dict]:
+    """The prompt (chat messages) data/prepare_data.py writes for one input row; raises Skip where it skips it."""
+    if prep.messages_field:
+        chat = _chat_of(row.get(prep.messages_field), prep.messages_field)
+        replies = []
+        while chat and chat[-1]["role"] == "assistant":
+            replies.insert(0, chat.pop()["content"])
+        if not chat or chat[-1]["role"] != "user":
+            raise Skip("the chat has no user turn to answer")
+        has_answer = row.get(prep.answer_field) not in (None, "")
+        if not has_answer and not replies:
+            raise Skip(f"no {prep.answer_field!r} value and no assistant reply to take the answer from")
+        answer = _text_field(row, prep.answer_field) if has_answer else replies[-1]
+        chat[-1] = {"role": "user", "content": _with_instruction(chat[-1]["content"], prep.instruction)}
+        if prep.system_prompt and chat[0]["role"] != "system":
+            chat.insert(0, {"role": "system", "content": prep.system_prompt})
+    else:
+        question = _text_field(row, prep.question_field)
+        answer = _text_field(row, prep.answer_field)
+        chat = [{"role": "system", "content": prep.system_prompt}] if prep.system_prompt else []
+        chat.append({"role": "user", "content": _with_instruction(question, prep.instruction)})
+    if not _ground_truth(answer, prep.extract):
+        raise Skip("the reference answer is empty")
+    return chat
+
+
+def held_out(n_rows: int, val_fraction: float, seed: int) -> set[int]:
+    """Which of prepare_data.py's converted rows go to val.parquet (its split_file): the same draw."""
+    import random
+
+    if val_fraction <= 0 or n_rows < 2:
+        return set()
+    n_val = min(n_rows - 1, max(1, round(n_rows * val_fraction)))
+    return set(random.Random(seed).sample(range(n_rows), n_val))

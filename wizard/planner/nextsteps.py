@@ -29,8 +29,22 @@ def launch_commands(the_plan: "Plan", ray_url: str | None = None) -> list[str]:
         return [_join(prep, "sbatch slurm/job.sbatch")]
     if a.cluster == "kuberay":
         ns = f" -n {a.k8s_namespace}" if a.k8s_namespace else ""
-        return [f"kubectl{ns} apply -f k8s/configmap.yaml -f k8s/rayjob.yaml",
-                "   (or k8s/submit.sh for a long-lived RayCluster; data and secrets: see PLAN.md)"]
+        # The PVCs the pods mount must exist before the pods are made (else they stay Pending): check them first.
+        pvcs = list(dict.fromkeys(p for p in (a.shared_pvc, a.checkpoint_pvc) if p))
+        check = f"kubectl{ns} get pvc {' '.join(pvcs)}" if pvcs else ""
+        apply = _join(check, f"kubectl{ns} apply -f k8s/configmap.yaml -f k8s/rayjob.yaml")
+        hub = dataprep.hub_prepared_in_place(a, the_plan.base_dir, str(the_plan.value("data.train_files")),
+                                             str(the_plan.value("data.val_files")))
+        own = [r for r in reads if not r.startswith(("/", "${")) and "://" not in r and r not in
+               (dataprep.PREPARED_TRAIN, dataprep.PREPARED_VAL)]
+        if a.shared_pvc and ((prep and hub is None) or own):
+            # data of this machine: onto the shared PVC first (the planner refuses it without shared_pvc)
+            files = "data/" if prep and hub is None else " ".join(own)
+            return [prep or "see PLAN.md (Data)",
+                    f"   (then copy {files} onto PVC {a.shared_pvc}, keeping the bundle-relative paths: see PLAN.md)",
+                    f"   then: {apply}",
+                    "   (or k8s/submit.sh for a long-lived RayCluster; secrets: see PLAN.md)"]
+        return [apply, "   (or k8s/submit.sh for a long-lived RayCluster; data and secrets: see PLAN.md)"]
     return [_join(prep, "./run.sh")]
 
 

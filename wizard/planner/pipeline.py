@@ -52,6 +52,7 @@ class Plan:
     roles: dict[str, str]
     findings: list[Problem] = field(default_factory=list)
     memory: Optional[Any] = None  # filled by the memory-fit planner (its own issue); None = not estimated
+    bundle_dir: Optional[str] = None  # the bundle folder (absolute) when known: data paths are stored relative to it
     version: str = __version__
     verl_version: str = VERL_TARGET
 
@@ -178,10 +179,13 @@ class _Build:
     lora_alpha: int = 0
     train_files: tuple[str, str, Source] = ("", "", "default")
     val_files: tuple[str, str, Source] = ("", "", "default")
+    written: Optional[Answers] = None  # the answers as given (relative paths as the user wrote them)
+    bundle: Optional[str] = None  # the bundle folder, absolute, when known
+    stored: dict[str, str] = field(default_factory=dict)  # data paths as the bundle names them (bundle-relative)
 
 
 def plan(answers: Answers, *, base_dir: Optional[str] = None,
-         topology: Optional[Sequence[Sequence[int]]] = None) -> Plan:
+         topology: Optional[Sequence[Sequence[int]]] = None, bundle_dir: Optional[str] = None) -> Plan:
     """Resolve answers into a Plan; raise WizardError listing every rule the answers break.
 
     `topology`: for a probed node, the link level between each pair of its GPUs (see LINK_LEVELS:
@@ -190,17 +194,23 @@ def plan(answers: Answers, *, base_dir: Optional[str] = None,
     layout without them fits, even at the cost of offloading.
 
     A pipeline: the rule stages resolve numbers and record findings; if none is an error, the key
-    stages write verl's keys in the order verl_config.yaml shows them."""
+    stages write verl's keys in the order verl_config.yaml shows them.
+
+    `bundle_dir`: the folder the bundle will be written to. Data paths written relative (to `base_dir`, the
+    current folder by default) are then stored relative to the bundle, in the plan's answers (verl-init.yaml)
+    and in every file that names them, so the bundle works wherever it is copied with its data beside it."""
     base = base_dir if base_dir is not None else os.getcwd()
     a = with_absolute_paths(answers, base)
-    b = _Build(a=a, base=base, topology=topology, given=set(a.model_fields_set))
+    b = _Build(a=a, base=base, topology=topology, given=set(a.model_fields_set), written=answers,
+               bundle=os.path.abspath(os.path.join(base, bundle_dir)) if bundle_dir is not None else None)
     for stage in RULE_STAGES:
         stage(b)
     b.f.raise_if_errors()
     for stage in KEY_STAGES:
         stage(b)
-    return Plan(answers=a, base_dir=base, settings=b.s.items, facts=b.facts, roles=b.roles, findings=b.f.others,
-                memory=b.decision.estimate if b.decision else None)
+    return Plan(answers=a.model_copy(update=b.stored) if b.stored else a, base_dir=base, settings=b.s.items,
+                facts=b.facts, roles=b.roles, findings=b.f.others,
+                memory=b.decision.estimate if b.decision else None, bundle_dir=b.bundle)
 
 
 # -- rule stages ------------------------------------------------------------------------------
@@ -489,8 +499,13 @@ def _lora(b: _Build) -> None:
 
 def _data(b: _Build) -> None:
     a, f, shape, seq = b.a, b.f, b.shape, b.seq
-    b.train_files, b.val_files = _data_files(a, b.base, f)
-    _enough_rows(b)
+    from wizard.planner import datafacts
+
+    datafacts.paths(b)  # first: the data paths as the bundle names them (b.stored)
+    b.train_files, b.val_files = _data_files(a, b.base, f, b.stored)
+    datafacts.pods(b)
+    if not _enough_rows(b):
+        datafacts.overlong_prompts(b, lambda p: _batch_ok(b, p, b.updates))
     if shape is not None and shape.source == "name":
         f.warning("VI308", ("model", "model_params_b"),
                   f"{a.model!r} is not in the catalogue: its shape is estimated from the {shape.params_b:.1f}B in its name",
@@ -501,37 +516,38 @@ def _data(b: _Build) -> None:
                 f"keep max_prompt_length + max_response_length ≤ {shape.max_pos}")
 
 
-def _enough_rows(b: _Build) -> None:
+def _enough_rows(b: _Build) -> bool:
     """verl's train dataloader drops the last incomplete batch (drop_last=True) and trains rows // train_batch_size
     steps (trainer/ppo/v1/trainer_base.py): a local file with fewer training rows than prompts_per_step trains 0
     steps, and verl stops with "Train dataloader is empty!". Counted where the file is here; data/prepare_data.py
     holds out max(1, round(rows × val_fraction)) rows for validation (its split_file)."""
     a, P = b.a, b.prompts
     if not P:
-        return
+        return False
     if a.train_files:
         path, held_out = resolve_path(a.train_files, b.base), 0.0
     elif a.dataset not in BUILTIN_DATASETS:
         path, held_out = resolve_path(a.dataset, b.base), a.val_fraction
     else:
-        return
+        return False
     if not os.path.isfile(path):
-        return
+        return False
     from wizard._io import count_file_rows
 
     rows = count_file_rows(path, P + max(1, round(P * held_out)) + 1)
     if rows is None:
-        return
+        return False
     val = min(rows - 1, max(1, round(rows * held_out))) if held_out > 0 and rows >= 2 else 0
     train = rows - val
     if train >= P:
-        return
+        return False
     fits = [p for p in range(min(train, P), 0, -1) if _batch_ok(b, p, b.updates)][:1]
     b.f.error("VI519", ("prompts_per_step", "dataset" if not a.train_files else "train_files"),
               f"{path} gives {train} training row(s)" + (f" ({rows} rows, {val} held out for validation)" if val else "")
               + f", fewer than prompts_per_step={P}: verl drops the incomplete batch and trains 0 steps",
               (f"use prompts_per_step={fits[0]} (the largest that fits and divides evenly)" if fits else
                "use more data") + (", or more data" if fits else ""))
+    return True
 
 
 RULE_STAGES = (_cluster, _samples_and_kl, _reward, _parallelism, _memory_fit, _step_batches, _micro_batches, _lora, _data)
@@ -828,7 +844,9 @@ def _model_path(model: str, base: str) -> str:
 def with_absolute_paths(a: Answers, base_dir: str) -> Answers:
     """The answers with relative local paths (model, data, reward function ...) made absolute against
     `base_dir`: every file of the bundle, verl-init.yaml included, then names the same files, and replaying
-    verl-init.yaml from any folder gives the same bundle. `~/...`, `${...}`, URLs and hub ids are kept."""
+    verl-init.yaml from any folder gives the same bundle. `~/...`, `${...}`, URLs and hub ids are kept.
+    (When plan() knows the bundle folder, data paths written relative are then stored relative to it:
+    wizard.planner.datafacts.paths.)"""
     given = a.model_dump(mode="json", exclude_unset=True)
 
     def fixed(value: str) -> str:
@@ -1033,8 +1051,11 @@ def _suggest(a: Answers, shape: ModelShape, critic: Optional[ModelShape], n_gpus
     return ", ".join(options)
 
 
-def _data_files(a: Answers, base: str, f: Findings) -> tuple[tuple[str, str, Source], tuple[str, str, Source]]:
-    """Where verl reads the data (data/prepare_data.py writes it by default) and the VI5xx data rules."""
+def _data_files(a: Answers, base: str, f: Findings, stored: Optional[dict[str, str]] = None,
+                ) -> tuple[tuple[str, str, Source], tuple[str, str, Source]]:
+    """Where verl reads the data (data/prepare_data.py writes it by default) and the VI5xx data rules.
+    `stored`: data paths as the bundle names them (relative to it), where they differ from the answers."""
+    stored = stored or {}
     ds = a.dataset
     builtin = ds in BUILTIN_DATASETS
     if not builtin and not ds.lower().endswith(DATA_SUFFIXES):
@@ -1079,7 +1100,8 @@ def _data_files(a: Answers, base: str, f: Findings) -> tuple[tuple[str, str, Sou
                         f"set answer_format={expects}, or reward=function to score {prep.answer_format} answers")
 
     train_default, val_default = DATASET_DEFAULTS.get(ds, (dataprep.PREPARED_TRAIN, dataprep.PREPARED_VAL))
-    why = f"written by data/prepare_data.py from {ds}"
+    shown = stored.get("dataset", ds)
+    why = f"written by data/prepare_data.py from {shown}"
     if not builtin and a.val_fraction == 0 and a.val_files is None:
         val_default = train_default
         f.warning("VI512", ("val_files", "val_fraction"), "no validation file: validating on the training file",
@@ -1088,12 +1110,14 @@ def _data_files(a: Answers, base: str, f: Findings) -> tuple[tuple[str, str, Sou
         mine, theirs = ("train_files", "val_files") if a.train_files else ("val_files", "train_files")
         f.warning("VI517", (mine, theirs),
                   f"{mine} is your file but {theirs} is the bundle's {val_default if theirs == 'val_files' else train_default}, "
-                  f"written by data/prepare_data.py from {ds}",
+                  f"written by data/prepare_data.py from {shown}",
                   f"set {theirs} too (val_files=<your train file> validates on the training data)")
     train: tuple[str, str, Source] = (
-        (resolve_path(a.train_files, base), "train_files (your answer)", "answer") if a.train_files
+        (stored.get("train_files") or resolve_path(a.train_files, base), "train_files (your answer)", "answer")
+        if a.train_files
         else (train_default, why, "default"))
     val: tuple[str, str, Source] = (
-        (resolve_path(a.val_files, base), "val_files (your answer)", "answer") if a.val_files
+        (stored.get("val_files") or resolve_path(a.val_files, base), "val_files (your answer)", "answer")
+        if a.val_files
         else (val_default, why, "default"))
     return train, val

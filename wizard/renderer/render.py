@@ -124,21 +124,51 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def data_where(cluster: str, shared_pvc: Optional[str], relative: list[str], hub: Optional[str]) -> list[str]:
+ABSOLUTE_WHERE = {
+    "local": "this machine",
+    "ray": "every node of the Ray cluster (verl's driver may run on any)",
+    "slurm": "every node of the allocation (inside the container too, when image is set: it mounts only the bundle)",
+    "kuberay": "the pods: bake them into the image or mount a volume there",
+}
+
+
+def source_where(cluster: str, shared_pvc: Optional[str], source: str) -> list[str]:
+    """Where the local data file data/prepare_data.py reads (the `dataset` answer) must be (PLAN.md)."""
+    how = (f"{code(source)} (relative to the bundle folder)" if not source.startswith(("/", "~"))
+           else f"{code(source)}")
+    line = f"Your data file {how} is read by `data/prepare_data.py` on this machine"
+    if cluster == "kuberay":
+        return [line + f", which writes `data/`: copy that onto PVC `{shared_pvc}` for the pods."]
+    keep = (": keep it beside the bundle at the same relative place when you copy the bundle to another machine"
+            if not source.startswith(("/", "~")) else ": it must exist at that path where you run it")
+    return [line + keep + "."]
+
+
+def data_where(cluster: str, shared_pvc: Optional[str], relative: list[str], hub: Optional[str],
+               absolute: Optional[list[str]] = None) -> list[str]:
     """Where the data files must be when verl reads them, per cluster type (PLAN.md's Data section)."""
+    lines = []
+    if absolute:
+        lines.append(f"{', '.join(code(f) for f in absolute)}: absolute; they must exist at that path on "
+                     f"{ABSOLUTE_WHERE.get(cluster, 'every node that runs verl')}.")
     if not relative:
-        return ["The data paths are absolute or remote: they must exist on every node that runs verl's driver."]
+        return lines or ["The data paths are remote: every node that runs verl's driver must reach them."]
+    return lines + _relative_where(cluster, shared_pvc, relative, hub)
+
+
+def _relative_where(cluster: str, shared_pvc: Optional[str], relative: list[str], hub: Optional[str]) -> list[str]:
     names = ", ".join(code(f) for f in relative)  # Markdown: the template places these lines as they are
     if cluster == "local":
-        return [f"{names} resolve in the bundle folder (run.sh runs there): write them before `./run.sh`."]
+        return [f"{names} resolve from the bundle folder (run.sh runs there), on this machine: they must exist "
+                "before `./run.sh` (`python3 data/prepare_data.py` writes the bundle's `data/*.parquet`)."]
     if cluster == "ray":
         return [f"{names} resolve in the bundle folder, which `ray/submit.sh` uploads as the job's working_dir: "
                 "write them here before submitting. Ray refuses a working_dir over its upload limit (about "
                 "500 MiB): for large data, put the files on storage every node mounts and set train_files / "
                 "val_files to absolute paths."]
     if cluster == "slurm":
-        return [f"{names} resolve in the bundle folder, where every Slurm step runs: keep the bundle on a "
-                "filesystem all nodes mount and write the files before `sbatch`."]
+        return [f"{names} resolve from the bundle folder, where every Slurm step runs: keep the bundle (and any "
+                "file outside it these paths reach) on a filesystem every node mounts, and write them before `sbatch`."]
     if hub:
         where = f"the head pod writes them on PVC `{shared_pvc}`, which every pod mounts" if shared_pvc else \
             "every pod writes its own copy"
@@ -208,13 +238,21 @@ def context(plan: Plan) -> dict[str, Any]:
     answers_doc = {
         "verl_init_version": plan.version,
         "verl_version": plan.verl_version,
-        "answers": a.model_dump(mode="json", exclude_unset=True),  # paths already absolute (planner)
+        # data paths relative to the bundle (when the plan knows its folder), other local paths absolute (planner)
+        "answers": a.model_dump(mode="json", exclude_unset=True),
     }
     command = "python3 -m verl.trainer.main_ppo --config-path <bundle> --config-name verl_config"
     relative = [f for f in local_files if not f.startswith(("/", "${"))]
+    absolute = [f.replace("${oc.env:HOME}", "~") for f in local_files if f.startswith(("/", "${"))]
+    prepared_read = bool(set(local_files) & {dataprep.PREPARED_TRAIN, dataprep.PREPARED_VAL})
+    source = a.dataset if prepared_read and a.dataset not in dataprep.HUB else None
+    where = data_where(a.cluster, a.shared_pvc, relative, dataprep.hub_prepared_in_place(
+        a, plan.base_dir, str(plan.value("data.train_files")), str(plan.value("data.val_files"))), absolute)
+    if source:
+        where = source_where(a.cluster, a.shared_pvc, source) + where
+    overlong = plan.facts.get("overlong")
     return {
-        "data_where": data_where(a.cluster, a.shared_pvc, relative, dataprep.hub_prepared_in_place(
-            a, plan.base_dir, str(plan.value("data.train_files")), str(plan.value("data.val_files")))),
+        "data_where": where + ([overlong] if overlong else []),
         "version": plan.version,
         "verl_version": plan.verl_version,
         "title": f"{a.algorithm} on {plan.value('actor_rollout_ref.model.path')} ({a.nnodes}×{a.gpus_per_node} GPUs)",

@@ -57,7 +57,7 @@ def _read_answers(bundle: str) -> tuple[Any, Any, str]:
     except Exception as exc:  # noqa: BLE001
         return None, None, f"verl-init.yaml not readable by this version ({type(exc).__name__})"
     try:
-        return answers, plan(answers, base_dir=os.path.dirname(bundle)), ""
+        return answers, plan(answers, bundle_dir=bundle), ""
     except Exception as exc:  # noqa: BLE001
         return answers, None, f"the answers no longer plan ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})"
 

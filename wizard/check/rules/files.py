@@ -25,6 +25,31 @@ def _count_rows(path: Path, enough: int) -> int | None:
     return count_file_rows(str(path), enough)
 
 
+def _kuberay_data(bundle: Path) -> tuple[str, str, str] | None:
+    """For a KubeRay bundle (its verl-init.yaml says cluster: kuberay): where its pods get data/*.parquet, as
+    (severity, message, hint); None for other bundles (data/prepare_data.py run here is what writes them)."""
+    from wizard.check.source import read_yaml
+
+    try:
+        doc = read_yaml(bundle / "verl-init.yaml")
+    except Exception:  # noqa: BLE001 - no or unreadable verl-init.yaml: not this rule's business
+        return None
+    answers = doc.get("answers") if isinstance(doc, dict) else None
+    if not isinstance(answers, dict) or answers.get("cluster") != "kuberay":
+        return None
+    rayjob = bundle / "k8s" / "rayjob.yaml"
+    if rayjob.is_file() and "name: prepare-data" in rayjob.read_text(encoding="utf-8", errors="replace")[:1 << 20]:
+        return ("info", "the KubeRay pods write it themselves (init container prepare-data in k8s/rayjob.yaml)",
+                "nothing to run here: kubectl apply the manifests (see PLAN.md)")
+    pvc = answers.get("shared_pvc")
+    if pvc:
+        return ("info", f"the KubeRay pods read it from PVC {pvc}",
+                f"run python3 {bundle / 'data' / 'prepare_data.py'} here, then copy data/ onto PVC {pvc} (see PLAN.md)")
+    return ("error", "the KubeRay pods read it from a pod-local emptyDir, where nothing run here can put it",
+            "re-render with shared_pvc=<a ReadWriteMany PVC> (or dataset=gsm8k / math, which the pods prepare "
+            "themselves) [VI756]")
+
+
 def _rule_enough_rows(c: Ctx) -> None:
     """verl's train dataloader drops the last incomplete batch (drop_last=True) and sets steps_per_epoch =
     rows // train_batch_size (trainer/ppo/v1/trainer_base.py): fewer rows than one batch train 0 steps."""
@@ -53,8 +78,13 @@ def rule_files(c: Ctx, f: Facts) -> None:
         bundle = c.src.bundle_dir
         if data and bundle is not None and (bundle / "data" / "prepare_data.py").is_file() and \
                 bundle.resolve() in local.resolve().parents:
-            c.add("VI870", "info", (key,), f"{path} does not exist yet: the bundle's data/prepare_data.py writes it",
-                  f"run: python3 {bundle / 'data' / 'prepare_data.py'}")
+            kuberay = _kuberay_data(bundle)
+            if kuberay is None:
+                c.add("VI870", "info", (key,), f"{path} does not exist yet: the bundle's data/prepare_data.py writes it",
+                      f"run: python3 {bundle / 'data' / 'prepare_data.py'}")
+            else:
+                severity, message, hint = kuberay
+                c.add("VI870", severity, (key,), f"{path} does not exist here; {message}", hint)
             return
         relative = not os.path.isabs(path) and not path.startswith("~")
         c.add("VI870", "warning", (key,), f"{what} {path} does not exist here" + (f" ({local})" if str(local) != path else "")

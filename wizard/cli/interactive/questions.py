@@ -528,6 +528,8 @@ def logger_choices(ctx: Context) -> list[tuple[Any, str]]:
 
 
 def check_dataset(value: Any, ctx: Context) -> str | None:
+    import os
+
     text = str(value)
     if text in BUILTIN_DATASETS:
         return None
@@ -535,8 +537,8 @@ def check_dataset(value: Any, ctx: Context) -> str | None:
         return f"gsm8k, math or a local {'/'.join(DATA_SUFFIXES)} file (got {text!r}) [VI510]"
     path = os.path.join(ctx.base_dir, os.path.expanduser(text))
     if not os.path.isfile(path):
-        return (f"no file {text!r} here ({os.path.normpath(path)}) — give the path of an existing "
-                f"{'/'.join(DATA_SUFFIXES)} file (relative to {ctx.base_dir}), or gsm8k / math [VI520]")
+        return (f"no file {text!r} here ({os.path.normpath(os.path.abspath(path))}) — give the path of an existing "
+                f"{'/'.join(DATA_SUFFIXES)} file (relative to {ctx.base_dir}), or gsm8k / math [VI539]")
     return None
 
 
@@ -586,6 +588,11 @@ QUESTIONS: tuple[Question, ...] = (
     # cluster artefacts a cluster run needs
     Question("shared_pvc", "text", "cluster", when=lambda c: c.get("cluster") == "kuberay", optional=True,
              auto=lambda c: "none: each pod's working folder is its own"),
+    # Without shared_pvc the pods' working folder is an emptyDir: checkpoints need a PVC of their own (VI757).
+    Question("checkpoint_pvc", "text", "cluster", optional=True, default=lambda c: "verl-checkpoints",
+             when=lambda c: c.get("cluster") == "kuberay" and not c.get("shared_pvc") and (c.get("save_freq") or 0) > 0,
+             note=lambda c: "a ReadWriteMany PVC in the namespace; the next step checks that it exists",
+             auto=lambda c: "none: the plan refuses checkpoints on pod-local storage (VI757)"),
     Question("slurm_partition", "text", "cluster", when=lambda c: c.get("cluster") == "slurm", optional=True,
              auto=lambda c: "the cluster's default"),
     # everything else: verl-init's choices unless the user asks to adjust them

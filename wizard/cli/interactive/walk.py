@@ -424,6 +424,9 @@ def run_wizard(*, out: str | None = None, force: bool = False, dry_run: bool = F
             target = prompter.text("Bundle folder", suggested,
                                    lambda t: _folder_error(t, force) or True).strip()
         try:
+            # data paths are stored relative to the bundle folder: plan and render again for that folder
+            the_plan = plan(answers, base_dir=base, topology=topology, bundle_dir=target)
+            files = render(the_plan)
             written = write_bundle(files, target, force=force)
             break
         except WizardError as exc:

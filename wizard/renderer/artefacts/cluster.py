@@ -100,6 +100,8 @@ class Layout:
     prepare_data: str = ""
     dataset_hub: str = ""
     reward_fn: bool = False  # the bundle's reward/reward_fn.py, mounted at the same relative path in every pod
+    checkpoint_pvc: Optional[str] = None  # a PVC of its own mounted at the checkpoint folder in every pod
+    checkpoint_dir: str = ""  # where trainer.default_local_dir lands in a pod (its fixed leading folder)
 
     @property
     def configmap_name(self) -> str:
@@ -196,6 +198,7 @@ def layout(plan: Plan) -> Layout:
         checkpoint_mount=ckpt if a.shared_pvc and not ckpt.startswith(WORKDIR + "/") and ckpt != WORKDIR else None,
         wait_timeout_s=a.gpu_wait_timeout_s, ttl_seconds=a.k8s_ttl_seconds, needs_wandb=needs_wandb,
         prepare_data=prepare, dataset_hub=hub or "", reward_fn=reward_fn,
+        checkpoint_pvc=a.checkpoint_pvc, checkpoint_dir=ckpt,
     )
 
 
@@ -275,7 +278,11 @@ def raycluster_spec(lay: Layout) -> dict[str, Any]:
     )
     run_mount = {"name": "run", "mountPath": WORKDIR}
     ckpt_mount: list[dict[str, Any]] = []
-    if lay.checkpoint_mount:  # an absolute trainer.default_local_dir: the same PVC there as well
+    ckpt_volume: list[dict[str, Any]] = []
+    if lay.checkpoint_pvc:  # checkpoints on a PVC of their own, at the checkpoint folder of every pod
+        ckpt_volume = [{"name": "checkpoints", "persistentVolumeClaim": {"claimName": lay.checkpoint_pvc}}]
+        ckpt_mount = [{"name": "checkpoints", "mountPath": lay.checkpoint_dir}]
+    elif lay.checkpoint_mount:  # an absolute trainer.default_local_dir: the same PVC there as well
         ckpt_mount = [{"name": "run", "mountPath": lay.checkpoint_mount, "subPath": "checkpoints"}]
     shm_volume: list[dict[str, Any]] = []
     shm_mount: list[dict[str, Any]] = []
@@ -314,7 +321,7 @@ def raycluster_spec(lay: Layout) -> dict[str, Any]:
                 "resources": _resources(lay.head_cpus, lay.head_memory_gb),
                 "volumeMounts": [config_mount, run_mount] + ckpt_mount + reward_mount,
             }],
-            "volumes": [config_volume, run_volume],
+            "volumes": [config_volume, run_volume, *ckpt_volume],
         }},
     }
     if lay.prepare_data:
@@ -336,7 +343,7 @@ def raycluster_spec(lay: Layout) -> dict[str, Any]:
                 "volumeMounts": [run_mount] + ckpt_mount + shm_mount + reward_mount,
             }],
             "volumes": ([config_volume] if lay.reward_fn or lay.prepare_data == "every" else [])
-            + [run_volume, *shm_volume],
+            + [run_volume, *ckpt_volume, *shm_volume],
         }},
     }
     if lay.prepare_data == "every":
@@ -436,7 +443,7 @@ def _k8s_notes(lay: Layout, plan: Plan) -> list[str]:
     secrets = ", ".join(f"{k} ({'optional' if opt else 'required'})" for k, opt in lay.secret_env)
     literals = " ".join(f"--from-literal={k}=..." for k, _ in lay.secret_env)
     folder = (f"PVC {lay.shared_pvc}, shared by every pod" if lay.shared_pvc
-              else "pod-local emptyDir: set shared_pvc to share data and keep checkpoints")
+              else "pod-local emptyDir, lost with the pod: set shared_pvc to share data and outputs")
     notes = [
         (f"{lay.nnodes} GPU worker pod(s) × {lay.gpus_per_node} nvidia.com/gpu = {lay.n_gpus} GPUs = trainer.nnodes × "
          f"trainer.n_gpus_per_node ({lay.nnodes} × {lay.gpus_per_node}); one worker pod per node."),
@@ -462,6 +469,9 @@ def _k8s_notes(lay: Layout, plan: Plan) -> list[str]:
 
         notes += [line.replace("`", "") for line in data_where("kuberay", lay.shared_pvc, relative,
                                                               lay.dataset_hub or None)]
+    if lay.checkpoint_pvc:
+        notes.append(f"Checkpoints: PVC {lay.checkpoint_pvc} (checkpoint_pvc) is mounted at {lay.checkpoint_dir} in "
+                     "every pod; it must exist in the namespace and be ReadWriteMany (every pod writes its shards).")
     if lay.reward_fn:
         notes.append(f"reward/reward_fn.py (the config's custom reward function) comes from the ConfigMap, mounted "
                      f"at {WORKDIR}/{REWARD_FN} in every pod.")

@@ -56,7 +56,7 @@ def prepare_context(prep: dataprep.DataPrep) -> dict[str, Any]:
 def artefacts(plan: "Plan") -> "list[Artefact]":
     from wizard.renderer.render import Artefact
 
-    prep = dataprep.resolve(plan.answers, plan.base_dir)
+    prep = dataprep.resolve(plan.answers, "")  # the plan's data paths are bundle-relative or absolute: kept
     out = [Artefact("data/prepare_data.py.j2", prepare_context(prep))]
     if prep.offline_dir:  # the built-in offline dataset, copied as it ships (tests/test_offline_data.py)
         from wizard.resources import offline_data
