@@ -179,6 +179,13 @@ class Answers(BaseModel):
     val_fraction: float = Field(0.05, ge=0, lt=1, description="Share of a local file held out for validation (0: none).")
     split_seed: int = Field(42, ge=0, description="Seed of the train/validation split of a local file.")
 
+    # --- escape hatch: verl keys the answers do not model -------------------------------------
+    overrides: list[str] = Field(
+        default_factory=list,
+        description="verl keys the answers do not model, as Hydra overrides (key=value; +key=value adds a key); "
+                    "applied after the plan and checked as `verl-init check` checks a config.",
+    )
+
     @field_validator("*")
     @classmethod
     def _safe_text(cls, v: Any, info: ValidationInfo) -> Any:
@@ -244,6 +251,8 @@ def _allowed(name: str) -> str:
         ann = args[0]
     if get_origin(ann) is Literal:
         return "one of " + ", ".join(str(a) for a in get_args(ann))
+    if name == "overrides":
+        return "a list of key=value / +key=value / ++key=value (Hydra override syntax, literal values)"
     if get_origin(ann) is list:
         inner = get_args(ann)[0]
         if get_origin(inner) is Literal:
@@ -307,6 +316,9 @@ def parse_set(item: str) -> tuple[str, Any]:
     if key not in Answers.model_fields:
         hint = did_you_mean(key, FIELD_NAMES) or "see `verl-init keys` for the list of answer keys"
         raise WizardError([Problem("VI101", "error", (key,), f"unknown answer key ({shown(key)})", hint)])
+    if key == "overrides":  # a list of key=value items has no unambiguous one-word form
+        raise WizardError([Problem("VI104", "error", (key,), f"--set cannot hold verl overrides ({shown(item)})",
+                                   "pass each one as --override KEY=VALUE (repeatable)")])
     if raw.strip().lower() in ("null", "none", "~"):
         return key, None
     if key in LIST_FIELDS:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Optional, Sequence
 
@@ -22,8 +23,9 @@ from wizard.planner.shapes import ModelShape, resolve_shape
 from wizard.verlspec import arithmetic as rc
 from wizard.verlspec.algorithms import ALGORITHMS, VLLM_LORA_RANKS, Algo
 from wizard.verlspec.arithmetic import divisors, largest_divisor_at_most, nearest, pow2_divisors
+from wizard.verlspec.hydra_overrides import format_value, parse_override
 
-Source = Literal["answer", "derived", "default"]
+Source = Literal["answer", "derived", "default", "override"]
 
 # Tokens per training micro-batch that keep activations and the logits tensor modest.
 MICRO_TOKEN_BUDGET = 8192
@@ -52,6 +54,7 @@ class Plan:
     roles: dict[str, str]
     findings: list[Problem] = field(default_factory=list)
     memory: Optional[Any] = None  # filled by the memory-fit planner (its own issue); None = not estimated
+    replaced: dict[str, Choice] = field(default_factory=dict)  # planned choices the answers' overrides replaced
     version: str = __version__
     verl_version: str = VERL_TARGET
 
@@ -79,10 +82,14 @@ class Plan:
             out.append(f"{key}={text}")
         return out
 
-    def nested(self) -> dict[str, Any]:
-        """The settings as the nested mapping the verl YAML holds."""
+    def planned_settings(self) -> dict[str, Choice]:
+        """The settings as planned, before the answers' overrides (what `verl-init check` lints them against)."""
+        return {k: self.replaced.get(k, c) for k, c in self.settings.items() if c.source != "override" or k in self.replaced}
+
+    def nested(self, settings: Optional[dict[str, Choice]] = None) -> dict[str, Any]:
+        """The settings (default: the final ones) as the nested mapping the verl YAML holds."""
         root: dict[str, Any] = {}
-        for key, choice in self.settings.items():
+        for key, choice in (self.settings if settings is None else settings).items():
             node = root
             parts = key.split(".")
             for part in parts[:-1]:
@@ -178,6 +185,7 @@ class _Build:
     lora_alpha: int = 0
     train_files: tuple[str, str, Source] = ("", "", "default")
     val_files: tuple[str, str, Source] = ("", "", "default")
+    replaced: dict[str, Choice] = field(default_factory=dict)  # planned choices an override replaced
 
 
 def plan(answers: Answers, *, base_dir: Optional[str] = None,
@@ -199,8 +207,9 @@ def plan(answers: Answers, *, base_dir: Optional[str] = None,
     b.f.raise_if_errors()
     for stage in KEY_STAGES:
         stage(b)
+    b.f.raise_if_errors()  # the overrides stage refuses an override that would split a planned mapping
     return Plan(answers=a, base_dir=base, settings=b.s.items, facts=b.facts, roles=b.roles, findings=b.f.others,
-                memory=b.decision.estimate if b.decision else None)
+                memory=b.decision.estimate if b.decision else None, replaced=b.replaced)
 
 
 # -- rule stages ------------------------------------------------------------------------------
@@ -534,12 +543,105 @@ def _enough_rows(b: _Build) -> None:
                "use more data") + (", or more data" if fits else ""))
 
 
-RULE_STAGES = (_cluster, _samples_and_kl, _reward, _parallelism, _memory_fit, _step_batches, _micro_batches, _lora, _data)
+# -- overrides: verl keys the answers do not model (the escape hatch) ------------------------------
+
+# verl keys an answer sets: an override of one is refused, the answer says it (and the plan re-derives every value
+# that depends on it, which an override after the plan cannot). tests/test_overrides_answers.py keeps this table
+# in step with the planner: every key a plan takes from an answer is listed.
+PRE = "actor_rollout_ref"
+ANSWER_KEYS: dict[str, str] = {
+    "algorithm.adv_estimator": "algorithm",
+    "algorithm.use_kl_in_reward": "kl_coef",
+    "algorithm.kl_ctrl.kl_coef": "kl_coef",
+    "data.train_files": "train_files",
+    "data.val_files": "val_files",
+    "data.train_batch_size": "prompts_per_step",
+    "data.max_prompt_length": "max_prompt_length",
+    "data.max_response_length": "max_response_length",
+    f"{PRE}.model.path": "model",
+    f"{PRE}.model.lora_rank": "lora_rank",
+    f"{PRE}.model.lora_alpha": "lora_alpha",
+    f"{PRE}.actor.strategy": "train_backend",
+    f"{PRE}.actor.optim.lr": "learning_rate",
+    f"{PRE}.actor.use_dynamic_bsz": "dynamic_batch",
+    f"{PRE}.actor.ppo_max_token_len_per_gpu": "max_tokens_per_gpu",
+    f"{PRE}.actor.ppo_micro_batch_size_per_gpu": "micro_batch_per_gpu",
+    f"{PRE}.actor.use_kl_loss": "kl_coef",
+    f"{PRE}.actor.kl_loss_coef": "kl_coef",
+    f"{PRE}.actor.ulysses_sequence_parallel_size": "sequence_parallel",
+    f"{PRE}.actor.fsdp_config.param_offload": "offload",
+    f"{PRE}.actor.fsdp_config.optimizer_offload": "offload",
+    f"{PRE}.actor.megatron.tensor_model_parallel_size": "megatron_tp",
+    f"{PRE}.actor.megatron.pipeline_model_parallel_size": "megatron_pp",
+    f"{PRE}.actor.megatron.param_offload": "offload",
+    f"{PRE}.actor.megatron.optimizer_offload": "offload",
+    f"{PRE}.rollout.name": "rollout_engine",
+    f"{PRE}.rollout.n": "samples_per_prompt",
+    f"{PRE}.rollout.tensor_model_parallel_size": "rollout_tp",
+    f"{PRE}.rollout.gpu_memory_utilization": "gpu_memory_utilization",
+    f"{PRE}.rollout.temperature": "temperature",
+    "critic.enable": "algorithm",
+    "critic.strategy": "train_backend",
+    "critic.model.path": "critic_model",
+    "critic.optim.lr": "critic_learning_rate",
+    "critic.fsdp.param_offload": "offload",
+    "critic.fsdp.optimizer_offload": "offload",
+    "critic.megatron.param_offload": "offload",
+    "critic.megatron.optimizer_offload": "offload",
+    "reward.reward_model.enable": "reward",
+    "reward.reward_model.model_path": "reward_model",
+    "reward.custom_reward_function.path": "reward_function",
+    "reward.custom_reward_function.name": "reward_function",
+    "trainer.nnodes": "nnodes",
+    "trainer.n_gpus_per_node": "gpus_per_node",
+    "trainer.logger": "logger",
+    "trainer.project_name": "project_name",
+    "trainer.experiment_name": "experiment_name",
+    "trainer.total_training_steps": "total_steps",
+    "trainer.total_epochs": "epochs",
+    "trainer.save_freq": "save_freq",
+    "trainer.test_freq": "test_freq",
+}
+_OVERRIDE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_][A-Za-z0-9_-]*)+")
+_OVERRIDE_FORM = "write key=value for a key verl has, +key=value to add one (e.g. +actor_rollout_ref.model.override_config.attention_dropout=0.0)"
+
+
+def _overrides(b: _Build) -> None:
+    """Each override is one Hydra override on a dotted verl key, given once, that no answer sets (VI550, VI551)."""
+    seen: dict[str, str] = {}
+    for text in b.a.overrides:
+        ov = parse_override(text, "overrides")
+        if ov is None or ov.op == "~":
+            b.f.error("VI550", ("overrides",), f"override {text!r} is not key=value" + (
+                      ": removing a key (~key) is not possible in a config file" if ov is not None else ""),
+                      _OVERRIDE_FORM if ov is None else "set the key to the value you want instead")
+            continue
+        if not _OVERRIDE_KEY.fullmatch(ov.key) or ov.key.split(".")[0] in ("hydra", "defaults"):
+            b.f.error("VI550", ("overrides",), f"override {text!r}: {ov.key!r} is not a dotted verl config key"
+                      + (" (Hydra's own settings and the defaults list belong to verl-init)"
+                         if ov.key.split(".")[0] in ("hydra", "defaults") else ""), _OVERRIDE_FORM)
+            continue
+        if ov.key in seen:
+            b.f.error("VI550", ("overrides",), f"override {text!r}: {ov.key} is already set by {seen[ov.key]!r}",
+                      "keep one of the two")
+            continue
+        seen[ov.key] = text
+        if ov.has_value and isinstance(ov.value, str) and ov.value == "???":
+            b.f.error("VI550", ("overrides",), f"override {text!r}: '???' is OmegaConf's missing value",
+                      "write the actual value")
+            continue
+        field_name = ANSWER_KEYS.get(ov.key)
+        if field_name is not None:
+            b.f.error("VI551", ("overrides", field_name), f"override {text!r}: {ov.key} is set by the answer "
+                      f"{field_name}", f"set {field_name} instead (--set {field_name}=VALUE): the plan then re-derives "
+                      "every value that depends on it")
+
+
+RULE_STAGES = (_cluster, _samples_and_kl, _reward, _parallelism, _memory_fit, _step_batches, _micro_batches, _lora, _data,
+               _overrides)
 
 
 # -- key stages: verl's keys, in the order they appear in verl_config.yaml ---------------------
-
-PRE = "actor_rollout_ref"
 
 
 def _algorithm_keys(b: _Build) -> None:
@@ -772,6 +874,41 @@ def _trainer_keys(b: _Build) -> None:
     s.set("trainer.test_freq", a.test_freq, "test_freq", _src("test_freq", given))
 
 
+def _override_keys(b: _Build) -> None:
+    """The answers' overrides, after every planned key: a planned value they replace is named (VI553); a mapping
+    the plan sets keys inside, or a key inside a planned value, is refused (VI552). `verl-init` (the CLI) then
+    checks the final config with `verl-init check`'s rules and refuses any error (wizard.check.planned)."""
+    s, items = b.s, b.s.items
+    applied: list[dict[str, str]] = []
+    for text in b.a.overrides:
+        ov = parse_override(text, "overrides")
+        if ov is None:
+            continue  # refused by the _overrides stage
+        key = ov.key
+        inside = [k for k in items if k.startswith(key + ".")]
+        above = [k for k in items if key.startswith(k + ".")]
+        if inside or above:
+            clash = (inside or above)[0]
+            b.f.error("VI552", ("overrides",), f"override {text!r}: " + (
+                f"{key} is a mapping the plan sets keys inside ({clash})" if inside else
+                f"{key} lies inside {clash}, which the plan sets as one value"),
+                f"override the keys inside one by one, e.g. {clash}=VALUE" if inside else
+                f"set {ANSWER_KEYS[clash]} instead (--set {ANSWER_KEYS[clash]}=VALUE)" if clash in ANSWER_KEYS else
+                f"override {clash} as a whole: {clash}=VALUE")
+            continue
+        old = items.get(key)
+        planned = format_value(old.value) if old is not None else ""
+        if old is not None:
+            b.replaced[key] = old
+            b.f.warning("VI553", ("overrides",), f"override {text!r} replaces the planned value {planned} ({old.reason})",
+                        "values the plan derived from the planned one are not re-derived: verl-init checks the final "
+                        "config with `verl-init check`'s rules before writing it")
+        s.set(key, ov.value, f"override {text} (your answer)"
+              + (f"; the plan chose {planned}: {old.reason}" if old is not None else ""), "override")
+        applied.append({"text": text, "key": key, "planned": planned, "reason": old.reason if old else ""})
+    b.facts["overrides"] = applied
+
+
 def _roles(b: _Build) -> None:
     a, roles = b.a, b.roles
     roles["actor"] = f"{a.model} trained with {a.train_backend}" + (f" + LoRA r={a.lora_rank}" if a.lora_rank else "")
@@ -780,7 +917,7 @@ def _roles(b: _Build) -> None:
 
 
 KEY_STAGES = (_algorithm_keys, _data_keys, _model_keys, _actor_keys, _rollout_keys, _ref_keys, _critic_keys,
-              _reward_keys, _trainer_keys, _roles)
+              _reward_keys, _trainer_keys, _override_keys, _roles)
 
 
 # ---------------------------------------------------------------------------------------------

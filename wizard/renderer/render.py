@@ -153,16 +153,23 @@ def data_where(cluster: str, shared_pvc: Optional[str], relative: list[str], hub
             "point train_files / val_files at their absolute paths."]
 
 
-def context(plan: Plan) -> dict[str, Any]:
-    """Everything the templates place, computed here (templates hold no logic)."""
-    a = plan.answers
-    fx = plan.facts
+def config_doc(plan: Plan, *, planned: bool = False) -> dict[str, Any]:
+    """verl_config.yaml as a mapping: verl's tree as the defaults, then the settings (`planned=True`: as planned,
+    before the answers' overrides, which `verl-init check` lints against it: wizard.check.planned)."""
     defaults: list[Any] = ["ppo_trainer"]
     if plan.base_config == "megatron":
         defaults.append({"override model_engine": "megatron"})
     defaults.append("_self_")
-    doc = {"hydra": {"searchpath": ["pkg://verl.trainer.config"]}, "defaults": defaults}
-    doc.update(plan.nested())
+    doc: dict[str, Any] = {"hydra": {"searchpath": ["pkg://verl.trainer.config"]}, "defaults": defaults}
+    doc.update(plan.nested(plan.planned_settings() if planned else None))
+    return doc
+
+
+def context(plan: Plan) -> dict[str, Any]:
+    """Everything the templates place, computed here (templates hold no logic)."""
+    a = plan.answers
+    fx = plan.facts
+    doc = config_doc(plan)
 
     local_files = [
         plan.value(k)
@@ -242,6 +249,9 @@ def context(plan: Plan) -> dict[str, Any]:
         "rows": rows,
         "findings": [p.line() for p in plan.findings],
         "memory": _memory_rows(plan),
+        "overrides": [{"text": o["text"], "planned": code(o["planned"], cell=True) if o["planned"] else "—",
+                       "reason": o["reason"] or "not set by the plan (verl's default)"}
+                      for o in fx.get("overrides", [])],
     }
 
 

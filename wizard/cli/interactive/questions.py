@@ -396,6 +396,7 @@ def _experiment(ctx: Context) -> str:
 # PLAN.md) and can be set with --set or in the bundle's verl-init.yaml, then replayed with --answers.
 NOT_ASKED: dict[str, str] = {
     "lora_alpha": "twice lora_rank, the usual choice",
+    "overrides": "the escape hatch for verl keys the answers do not model: --override or the answers file",
     "train_files": "data/prepare_data.py writes the training file from dataset",
     "val_files": "data/prepare_data.py writes the validation file from dataset",
     "epochs": "total_steps is asked; without it verl runs 15 epochs",
