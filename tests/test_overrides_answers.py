@@ -144,6 +144,15 @@ def test_set_cannot_carry_overrides(cli_env, tmp_path):
     assert r.returncode == 2 and "--override" in r.stderr and "[VI104]" in r.stderr
 
 
+def test_interpolation_and_non_list_refused(tmp_path):
+    with pytest.raises(WizardError, match="no interpolation"):
+        merge_answers("single-gpu", overrides=["trainer.default_local_dir=${oc.env:HOME}/ckpt"])
+    answers = tmp_path / "a.yaml"
+    answers.write_text("answers:\n  overrides: trainer.val_before_train=false\n")
+    with pytest.raises(WizardError, match="valid list"):
+        merge_answers(answers_path=answers)
+
+
 def test_dry_run_lints_overrides_too(cli_env, tmp_path):
     r = run_cli(["--profile", "single-gpu", "--dry-run", "--override", "trainer.val_before_trian=false"], env=cli_env,
                 cwd=tmp_path)

@@ -200,7 +200,10 @@ class Answers(BaseModel):
                     if isinstance(item, str):
                         check_text(key, item)
         except TextRefused as exc:
-            raise PydanticCustomError(TEXT_ERROR, "{message}", {"message": exc.message, "hint": exc.hint}) from None
+            hint = exc.hint
+            if key == "overrides" and "${" in exc.message:
+                hint = "overrides take literal values: write the value itself (no interpolation)"
+            raise PydanticCustomError(TEXT_ERROR, "{message}", {"message": exc.message, "hint": hint}) from None
         return v
 
     @field_validator("logger", mode="before")
