@@ -233,7 +233,9 @@ def test_every_key_a_plan_takes_from_an_answer_is_refused_as_an_override(tmp_pat
     sets += [sample(seed) for seed in range(150)]
     sets += [dict(algorithm="ppo", train_backend="fsdp2", critic_model="Qwen/Qwen2.5-1.5B-Instruct", total_steps=3,
                   critic_learning_rate=2e-5, lora_rank=8, lora_alpha=16, kl_coef=0.01, epochs=None),
-             dict(reward="model", reward_model="Qwen/Qwen2.5-1.5B-Instruct", algorithm="ppo", kl_coef=0.01)]
+             dict(reward="model", reward_model="Qwen/Qwen2.5-1.5B-Instruct", algorithm="ppo", kl_coef=0.01),
+             dict(algorithm="ppo", resume_from_path="ck/global_step_4", checkpoint_dir="/mnt/ck", keep_checkpoints=2),
+             dict(resume="disable")]
     for data in sets:
         data = {k: v for k, v in data.items() if v is not None}
         try:

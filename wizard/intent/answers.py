@@ -106,6 +106,21 @@ class Answers(BaseModel):
     experiment_name: Optional[str] = Field(None, min_length=1, description="Run name; default from algorithm and model.")
     save_freq: int = Field(20, ge=-1, description="Checkpoint every N steps (-1: never).")
     test_freq: int = Field(5, ge=-1, description="Validate every N steps (-1: never).")
+    resume: Optional[Literal["auto", "path", "disable"]] = Field(
+        None, description="When the job (re)starts: auto continues from the newest checkpoint in checkpoint_dir, path "
+                          "from resume_from_path, disable starts over; default auto (path when resume_from_path is set).",
+    )
+    resume_from_path: Optional[str] = Field(
+        None, min_length=1, description="Checkpoint to start from: a .../global_step_N folder (relative: from the "
+                                        "bundle folder, where verl runs).",
+    )
+    checkpoint_dir: Optional[str] = Field(
+        None, min_length=1, description="Where verl writes checkpoints (trainer.default_local_dir); default "
+                                        "checkpoints/<project_name>/<experiment_name> in the folder verl runs in.",
+    )
+    keep_checkpoints: Optional[int] = Field(
+        None, ge=1, le=100000, description="Keep only the newest N checkpoints, deleting older ones; default: keep all."
+    )
     image: Optional[str] = Field(None, min_length=1, description="Container image for kuberay/slurm (default: a verl release).")
 
     # --- cluster artefacts (kuberay / slurm / ray) ---------------------------------------------

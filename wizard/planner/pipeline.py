@@ -601,6 +601,11 @@ ANSWER_KEYS: dict[str, str] = {
     "trainer.total_epochs": "epochs",
     "trainer.save_freq": "save_freq",
     "trainer.test_freq": "test_freq",
+    "trainer.resume_mode": "resume",
+    "trainer.resume_from_path": "resume_from_path",
+    "trainer.default_local_dir": "checkpoint_dir",
+    "trainer.max_actor_ckpt_to_keep": "keep_checkpoints",
+    "trainer.max_critic_ckpt_to_keep": "keep_checkpoints",
 }
 _OVERRIDE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_][A-Za-z0-9_-]*)+")
 _OVERRIDE_FORM = "write key=value for a key verl has, +key=value to add one (e.g. +actor_rollout_ref.model.override_config.attention_dropout=0.0)"
@@ -637,8 +642,59 @@ def _overrides(b: _Build) -> None:
                       "every value that depends on it")
 
 
+# verl's trainer.resume_mode for each `resume` answer (verl/trainer/config/ppo_trainer.yaml, trainer.resume_mode)
+RESUME_MODES = {"auto": "auto", "path": "resume_path", "disable": "disable"}
+# verl reads the step from the folder name: int(path.split("global_step_")[-1]) (trainer/ppo/v1/trainer_base.py:876)
+_STEP_FOLDER = re.compile(r"global_step_(\d+)$")
+
+
+def checkpoint_dir(a: Answers) -> str:
+    """Where verl writes checkpoints: the answer (`~/` as `${oc.env:HOME}/`, as OmegaConf resolves it on the node
+    that runs verl) or verl's default, checkpoints/<project>/<experiment> under the folder verl runs in."""
+    if a.checkpoint_dir is not None:
+        return "${oc.env:HOME}/" + a.checkpoint_dir[2:] if a.checkpoint_dir.startswith("~/") else a.checkpoint_dir
+    return posixpath.join("checkpoints", a.project_name, experiment_name(a))
+
+
+def _checkpoints(b: _Build) -> None:
+    """Resume mode (auto / a path / disable) and where checkpoints land per cluster type (VI555-VI557)."""
+    a, f = b.a, b.f
+    mode = a.resume or ("path" if a.resume_from_path else "auto")
+    b.facts["resume"] = mode
+    b.facts["checkpoint_dir"] = where = checkpoint_dir(a)
+    if mode == "path" and not a.resume_from_path:
+        f.error("VI555", ("resume", "resume_from_path"), "resume=path needs resume_from_path",
+                f"set resume_from_path={where}/global_step_N (a saved step), or resume=auto")
+    if a.resume_from_path and mode != "path":
+        f.error("VI555", ("resume_from_path", "resume"), f"resume_from_path is set but resume={mode}",
+                "set resume=path, or remove resume_from_path")
+    if a.resume_from_path and not _STEP_FOLDER.search(a.resume_from_path):
+        f.error("VI555", ("resume_from_path",), f"verl resumes only from a step folder ending in global_step_N "
+                f"(got {a.resume_from_path!r}); it reads the step from that name", "point it at the step folder "
+                f"itself, e.g. {where}/global_step_20 (no trailing / and not its actor/ subfolder)")
+    if a.resume_from_path and a.cluster == "ray" and not a.resume_from_path.startswith(("/", "~/")):
+        f.warning("VI556", ("resume_from_path", "cluster"), f"resume_from_path={a.resume_from_path} resolves inside the "
+                  "Ray job's working_dir, a fresh copy of the bundle that holds no checkpoint",
+                  "give the absolute path of the step folder on storage every node mounts")
+    if a.keep_checkpoints is not None and a.save_freq <= 0:
+        f.warning("VI557", ("keep_checkpoints", "save_freq"), f"keep_checkpoints has no effect: save_freq={a.save_freq} "
+                  "saves no checkpoint", "set save_freq to a step count, or remove keep_checkpoints")
+    if a.save_freq <= 0:
+        return
+    relative = not where.startswith(("/", "${"))
+    if a.cluster == "ray" and relative:
+        f.warning("VI556", ("checkpoint_dir", "cluster"), f"checkpoints go to {where} inside the Ray job's working_dir, "
+                  "a temporary copy of the bundle on each node: they are lost when the job ends, and a relaunch "
+                  "(resume=auto) finds none", "set checkpoint_dir to an absolute path on storage every node mounts, "
+                  f"e.g. /mnt/shared/{where}")
+    if a.cluster == "kuberay" and not a.shared_pvc:
+        f.warning("VI556", ("checkpoint_dir", "shared_pvc"), f"checkpoints go to {where} in the pods' emptyDir "
+                  "working folder: they are lost with the pods, and a new RayJob (resume=auto) finds none",
+                  "set shared_pvc to a ReadWriteMany PVC: the pods' working folder, checkpoints included, lives on it")
+
+
 RULE_STAGES = (_cluster, _samples_and_kl, _reward, _parallelism, _memory_fit, _step_batches, _micro_batches, _lora, _data,
-               _overrides)
+               _checkpoints, _overrides)
 
 
 # -- key stages: verl's keys, in the order they appear in verl_config.yaml ---------------------
@@ -872,6 +928,22 @@ def _trainer_keys(b: _Build) -> None:
               _src("epochs", given))
     s.set("trainer.save_freq", a.save_freq, "save_freq", _src("save_freq", given))
     s.set("trainer.test_freq", a.test_freq, "test_freq", _src("test_freq", given))
+    mode, where = b.facts["resume"], b.facts["checkpoint_dir"]
+    s.set("trainer.resume_mode", RESUME_MODES[mode],
+          "resume=path: start from resume_from_path" if mode == "path" else
+          "resume=disable: every launch starts over" if mode == "disable" else
+          _given("resume", given, f"a relaunch continues from the newest checkpoint in {where} (or starts fresh)"),
+          "answer" if "resume" in given or mode == "path" else "default")
+    if a.resume_from_path:
+        s.set("trainer.resume_from_path", a.resume_from_path,
+              "resume_from_path (relative: from the bundle folder, where verl runs)", "answer")
+    if a.checkpoint_dir is not None:
+        s.set("trainer.default_local_dir", where, "checkpoint_dir", "answer")
+    if a.keep_checkpoints is not None:
+        s.set("trainer.max_actor_ckpt_to_keep", a.keep_checkpoints, "keep_checkpoints: older actor checkpoints deleted",
+              "answer")
+        if b.algo.critic:
+            s.set("trainer.max_critic_ckpt_to_keep", a.keep_checkpoints, "keep_checkpoints: the critic's too", "answer")
 
 
 def _override_keys(b: _Build) -> None:
