@@ -26,6 +26,7 @@ _LAZY = {
     "Plan": ("planner.pipeline", "Plan"),
     "plan": ("planner.pipeline", "plan"),
     "render": ("renderer.render", "render"),
+    "lint_overrides": ("check.planned", "lint_overrides"),
     "write_bundle": ("renderer.writer", "write_bundle"),
     "verify_with_verl": ("verify.harness", "verify_with_verl"),
     "VerifyReport": ("verify.harness", "VerifyReport"),

@@ -26,6 +26,16 @@ RULES: dict[str, tuple[str, str]] = {
     "VI104": ("answers", "--set argument is not in key=value form"),
     "VI105": ("answers", "answers/profile file not found, not valid YAML, or not a mapping (top level or answers:)"),
     "VI106": ("answers", "no shipped profile has the given name"),
+    # -- answers: overrides, verl keys the answers do not model (wizard.planner.pipeline, wizard.check.planned) --
+    "VI550": ("answers", "an override is not key=value / +key=value on a dotted verl key (or ~key, hydra.*, a key twice)"),
+    "VI551": ("answers", "an override sets a verl key that an answer sets: set the answer, the plan re-derives the rest"),
+    "VI552": ("answers", "an override replaces a mapping the plan sets keys inside, or a key inside a planned value"),
+    "VI553": ("answers", "an override replaces a value the plan derived (named with the planned value and its reason)"),
+    "VI554": ("answers", "an override adds a key verl never reads (Hydra adds it, verl ignores it, verify refuses it)"),
+    # -- answers: resume and checkpoints (wizard.planner.pipeline) ------------------------------------------------
+    "VI555": ("answers", "resume_from_path missing for resume=path, set with another resume, or not a global_step_N folder"),
+    "VI556": ("cluster", "checkpoints (or resume_from_path) in a Ray job's working_dir copy: lost when the job ends"),
+    "VI557": ("answers", "keep_checkpoints set while save_freq saves no checkpoint"),
     # -- batching (wizard.planner.pipeline) ----------------------------------------------------------------
     "VI201": ("batching", "updates_per_step does not divide prompts_per_step into equal mini-batches"),
     "VI202": ("batching", "the samples of one update (mini-batch × samples_per_prompt) do not split over DP ranks"),

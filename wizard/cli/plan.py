@@ -16,13 +16,21 @@ def main(args: list[str]) -> int:
     p.add_argument("--profile")
     p.add_argument("--answers", metavar="FILE")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--override", dest="overrides", action="append", default=[], metavar="VERL_KEY=VALUE",
+                   help="a verl key the answers do not model (as verl-init's --override)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--debug", action="store_true")
     ns = p.parse_args(args)
+    from wizard.check.planned import lint_overrides
+    from wizard.intent.errors import WizardError
     from wizard.intent.profiles import merge_answers
     from wizard.planner.pipeline import plan
 
-    the_plan = plan(merge_answers(ns.profile, ns.answers, ns.sets))
+    the_plan = plan(merge_answers(ns.profile, ns.answers, ns.sets, ns.overrides))
+    lint = lint_overrides(the_plan)
+    if lint.errors:
+        raise WizardError(lint.errors)
+    the_plan.findings.extend(lint.warnings)
     choices = {k: {"value": c.value, "reason": c.reason, "source": c.source} for k, c in the_plan.settings.items()}
     if ns.json:
         _print_json(the_plan, choices)

@@ -15,6 +15,7 @@ from wizard._version import VERL_TARGET, __version__
 from wizard.cli.common import err, print_summary
 
 if TYPE_CHECKING:
+    from wizard.intent.errors import Problem
     from wizard.planner.pipeline import Plan
 
 DESCRIPTION = f"""\
@@ -23,6 +24,7 @@ Turn "these GPUs, this model, this algorithm" into a verl {VERL_TARGET} run that
 commands:
   verl-init                                                     ask, in a terminal: probe GPUs and Ray, plan, write
   verl-init --profile NAME [--set key=value ...] [--out DIR]   render a bundle from a profile
+            [--override verl.key=value ...]                     + verl keys the answers do not model
   verl-init --answers FILE [--set key=value ...] [--out DIR]   replay / edit an answers file
   verl-init profiles                                            list shipped profiles
   verl-init keys                                                list answer keys
@@ -47,6 +49,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--answers", metavar="FILE", help="answers YAML, e.g. a bundle's verl-init.yaml")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override one answer; repeatable; wins over --answers and --profile")
+    p.add_argument("--override", dest="overrides", action="append", default=[], metavar="VERL_KEY=VALUE",
+                   help="set a verl key the answers do not model (Hydra syntax: key=value, +key=value adds a key); "
+                        "repeatable; checked with `verl-init check`'s rules, recorded in verl-init.yaml")
     p.add_argument("--out", metavar="DIR", help="bundle folder (default: runs/<experiment_name>)")
     p.add_argument("--force", action="store_true", help="re-render into a non-empty output folder: rendered files are replaced, "
                    "every other file there (data, checkpoints, logs) is kept")
@@ -60,7 +65,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(args: list[str]) -> int:
     ns = parser().parse_args(args)
-    if not (ns.profile or ns.answers or ns.sets):
+    if not (ns.profile or ns.answers or ns.sets or ns.overrides):
         if sys.stdin.isatty() and sys.stdout.isatty():
             from wizard.cli.interactive.walk import run_wizard
 
@@ -68,7 +73,8 @@ def main(args: list[str]) -> int:
         err("no terminal to ask questions in: pass --profile NAME or --answers FILE (see `verl-init profiles`)")
         return 2
 
-    from wizard.intent.errors import Interrupted
+    from wizard.check.planned import lint_overrides
+    from wizard.intent.errors import Interrupted, WizardError
     from wizard.intent.profiles import merge_answers
     from wizard.planner.pipeline import experiment_name, plan
     from wizard.renderer.render import render
@@ -76,17 +82,23 @@ def main(args: list[str]) -> int:
 
     if ns.out is not None:
         check_out(ns.out)  # before planning: a newline in --out is a typo, not a folder name
-    answers = merge_answers(ns.profile, ns.answers, ns.sets)
+    answers = merge_answers(ns.profile, ns.answers, ns.sets, ns.overrides)
     out = ns.out or os.path.join("runs", experiment_name(answers))
     the_plan = plan(answers, bundle_dir=out)  # data paths are stored relative to the bundle
+    lint = lint_overrides(the_plan)  # before anything is written: a bad override refuses the whole bundle
+    if lint.errors:
+        raise WizardError(lint.errors)
     files = render(the_plan)
 
     if ns.dry_run:
         _print_dry_run(the_plan, files, out, force=ns.force)
+        _print_lint(lint.warnings)
         return 0
 
     write_bundle(files, out, force=ns.force)
     try:
+        print_summary(the_plan, out, written=True)
+        _print_lint(lint.warnings)
         return _after_write(the_plan, out, ns)
     except Interrupted:
         raise
@@ -94,8 +106,12 @@ def main(args: list[str]) -> int:
         raise Interrupted(f"interrupted after writing the bundle: {out} is complete") from None
 
 
+def _print_lint(warnings: list[Problem]) -> None:
+    for problem in warnings:
+        print(f"  check:   {problem.severity}: {problem.line()}")
+
+
 def _after_write(the_plan: Plan, out: str, ns: argparse.Namespace) -> int:
-    print_summary(the_plan, out, written=True)
     if ns.verify:
         from wizard.cli.verify import verify_and_report
 

@@ -106,6 +106,21 @@ class Answers(BaseModel):
     experiment_name: Optional[str] = Field(None, min_length=1, description="Run name; default from algorithm and model.")
     save_freq: int = Field(20, ge=-1, description="Checkpoint every N steps (-1: never).")
     test_freq: int = Field(5, ge=-1, description="Validate every N steps (-1: never).")
+    resume: Optional[Literal["auto", "path", "disable"]] = Field(
+        None, description="When the job (re)starts: auto continues from the newest checkpoint in checkpoint_dir, path "
+                          "from resume_from_path, disable starts over; default auto (path when resume_from_path is set).",
+    )
+    resume_from_path: Optional[str] = Field(
+        None, min_length=1, description="Checkpoint to start from: a .../global_step_N folder (relative: from the "
+                                        "bundle folder, where verl runs).",
+    )
+    checkpoint_dir: Optional[str] = Field(
+        None, min_length=1, description="Where verl writes checkpoints (trainer.default_local_dir); default "
+                                        "checkpoints/<project_name>/<experiment_name> in the folder verl runs in.",
+    )
+    keep_checkpoints: Optional[int] = Field(
+        None, ge=1, le=100000, description="Keep only the newest N checkpoints, deleting older ones; default: keep all."
+    )
     image: Optional[str] = Field(None, min_length=1, description="Container image for kuberay/slurm (default: a verl release).")
 
     # --- cluster artefacts (kuberay / slurm / ray) ---------------------------------------------
@@ -183,6 +198,13 @@ class Answers(BaseModel):
     val_fraction: float = Field(0.05, ge=0, lt=1, description="Share of a local file held out for validation (0: none).")
     split_seed: int = Field(42, ge=0, description="Seed of the train/validation split of a local file.")
 
+    # --- escape hatch: verl keys the answers do not model -------------------------------------
+    overrides: list[str] = Field(
+        default_factory=list,
+        description="verl keys the answers do not model, as Hydra overrides (key=value; +key=value adds a key); "
+                    "applied after the plan and checked as `verl-init check` checks a config.",
+    )
+
     @field_validator("*")
     @classmethod
     def _safe_text(cls, v: Any, info: ValidationInfo) -> Any:
@@ -197,7 +219,10 @@ class Answers(BaseModel):
                     if isinstance(item, str):
                         check_text(key, item)
         except TextRefused as exc:
-            raise PydanticCustomError(TEXT_ERROR, "{message}", {"message": exc.message, "hint": exc.hint}) from None
+            hint = exc.hint
+            if key == "overrides" and "${" in exc.message:
+                hint = "overrides take literal values: write the value itself (no interpolation)"
+            raise PydanticCustomError(TEXT_ERROR, "{message}", {"message": exc.message, "hint": hint}) from None
         return v
 
     @field_validator("logger", mode="before")
@@ -248,6 +273,8 @@ def _allowed(name: str) -> str:
         ann = args[0]
     if get_origin(ann) is Literal:
         return "one of " + ", ".join(str(a) for a in get_args(ann))
+    if name == "overrides":
+        return "a list of key=value / +key=value / ++key=value (Hydra override syntax, literal values)"
     if get_origin(ann) is list:
         inner = get_args(ann)[0]
         if get_origin(inner) is Literal:
@@ -311,6 +338,9 @@ def parse_set(item: str) -> tuple[str, Any]:
     if key not in Answers.model_fields:
         hint = did_you_mean(key, FIELD_NAMES) or "see `verl-init keys` for the list of answer keys"
         raise WizardError([Problem("VI101", "error", (key,), f"unknown answer key ({shown(key)})", hint)])
+    if key == "overrides":  # a list of key=value items has no unambiguous one-word form
+        raise WizardError([Problem("VI104", "error", (key,), f"--set cannot hold verl overrides ({shown(item)})",
+                                   "pass each one as --override KEY=VALUE (repeatable)")])
     if raw.strip().lower() in ("null", "none", "~"):
         return key, None
     if key in LIST_FIELDS:

@@ -123,10 +123,37 @@ def load_answers(path: str | Path) -> "Answers":  # noqa: F821
     return make_answers(answers_file(path))
 
 
+def merge_overrides(earlier: Any, later: list[str]) -> Any:
+    """`--override` items over the answers' `overrides`: one with the same key replaces the earlier one in place
+    (`+key` and `key` are the same key), others are appended. A non-list `earlier` is left for validation."""
+    from wizard.verlspec.hydra_overrides import parse_override
+
+    if earlier is None:
+        earlier = []
+    if not isinstance(earlier, list):
+        return earlier
+
+    def key(text: Any) -> Any:
+        ov = parse_override(text) if isinstance(text, str) else None
+        return ov.key if ov is not None else text
+
+    out = list(earlier)
+    for item in later:
+        k = key(item)
+        same = [i for i, old in enumerate(out) if key(old) == k]
+        if same:
+            out[same[0]] = item
+        else:
+            out.append(item)
+    return out
+
+
 def merge_answers(
-    profile: str | None = None, answers_path: str | Path | None = None, sets: list[str] | None = None
+    profile: str | None = None, answers_path: str | Path | None = None, sets: list[str] | None = None,
+    overrides: list[str] | None = None,
 ) -> "Answers":  # noqa: F821
-    """Built-in defaults < profile < answers file < --set, validated once at the end."""
+    """Built-in defaults < profile < answers file < --set, validated once at the end; `overrides` (--override)
+    join the answers' `overrides` (wizard.intent.profiles.merge_overrides)."""
     from wizard.intent.answers import make_answers, parse_set
     from wizard.intent.errors import WizardError
 
@@ -145,4 +172,6 @@ def merge_answers(
         merged[key] = value
     if problems:
         raise WizardError(problems)
+    if overrides:
+        merged["overrides"] = merge_overrides(merged.get("overrides"), list(overrides))
     return make_answers(merged)

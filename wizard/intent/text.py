@@ -31,7 +31,7 @@ _PROSE_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u20
 PROSE_FIELDS = frozenset({"instruction", "system_prompt"})
 # Answers that name local files or folders (model-like ones only when they start with "~", "/", ".").
 PATH_FIELDS = frozenset({"model", "critic_model", "reward_model", "dataset", "train_files", "val_files",
-                         "reward_function"})
+                         "reward_function", "resume_from_path", "checkpoint_dir"})
 
 MAX_SHOWN = 120
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Optional, Sequence
 
@@ -22,8 +23,9 @@ from wizard.planner.shapes import ModelShape, resolve_shape
 from wizard.verlspec import arithmetic as rc
 from wizard.verlspec.algorithms import ALGORITHMS, VLLM_LORA_RANKS, Algo
 from wizard.verlspec.arithmetic import divisors, largest_divisor_at_most, nearest, pow2_divisors
+from wizard.verlspec.hydra_overrides import format_value, parse_override
 
-Source = Literal["answer", "derived", "default"]
+Source = Literal["answer", "derived", "default", "override"]
 
 # Tokens per training micro-batch that keep activations and the logits tensor modest.
 MICRO_TOKEN_BUDGET = 8192
@@ -53,6 +55,7 @@ class Plan:
     findings: list[Problem] = field(default_factory=list)
     memory: Optional[Any] = None  # filled by the memory-fit planner (its own issue); None = not estimated
     bundle_dir: Optional[str] = None  # the bundle folder (absolute) when known: data paths are stored relative to it
+    replaced: dict[str, Choice] = field(default_factory=dict)  # planned choices the answers' overrides replaced
     version: str = __version__
     verl_version: str = VERL_TARGET
 
@@ -80,10 +83,14 @@ class Plan:
             out.append(f"{key}={text}")
         return out
 
-    def nested(self) -> dict[str, Any]:
-        """The settings as the nested mapping the verl YAML holds."""
+    def planned_settings(self) -> dict[str, Choice]:
+        """The settings as planned, before the answers' overrides (what `verl-init check` lints them against)."""
+        return {k: self.replaced.get(k, c) for k, c in self.settings.items() if c.source != "override" or k in self.replaced}
+
+    def nested(self, settings: Optional[dict[str, Choice]] = None) -> dict[str, Any]:
+        """The settings (default: the final ones) as the nested mapping the verl YAML holds."""
         root: dict[str, Any] = {}
-        for key, choice in self.settings.items():
+        for key, choice in (self.settings if settings is None else settings).items():
             node = root
             parts = key.split(".")
             for part in parts[:-1]:
@@ -182,6 +189,7 @@ class _Build:
     written: Optional[Answers] = None  # the answers as given (relative paths as the user wrote them)
     bundle: Optional[str] = None  # the bundle folder, absolute, when known
     stored: dict[str, str] = field(default_factory=dict)  # data paths as the bundle names them (bundle-relative)
+    replaced: dict[str, Choice] = field(default_factory=dict)  # planned choices an override replaced
 
 
 def plan(answers: Answers, *, base_dir: Optional[str] = None,
@@ -208,9 +216,10 @@ def plan(answers: Answers, *, base_dir: Optional[str] = None,
     b.f.raise_if_errors()
     for stage in KEY_STAGES:
         stage(b)
+    b.f.raise_if_errors()  # the overrides stage refuses an override that would split a planned mapping
     return Plan(answers=a.model_copy(update=b.stored) if b.stored else a, base_dir=base, settings=b.s.items,
                 facts=b.facts, roles=b.roles, findings=b.f.others,
-                memory=b.decision.estimate if b.decision else None, bundle_dir=b.bundle)
+                memory=b.decision.estimate if b.decision else None, bundle_dir=b.bundle, replaced=b.replaced)
 
 
 # -- rule stages ------------------------------------------------------------------------------
@@ -550,12 +559,158 @@ def _enough_rows(b: _Build) -> bool:
     return True
 
 
-RULE_STAGES = (_cluster, _samples_and_kl, _reward, _parallelism, _memory_fit, _step_batches, _micro_batches, _lora, _data)
+# -- overrides: verl keys the answers do not model (the escape hatch) ------------------------------
+
+# verl keys an answer sets: an override of one is refused, the answer says it (and the plan re-derives every value
+# that depends on it, which an override after the plan cannot). tests/test_overrides_answers.py keeps this table
+# in step with the planner: every key a plan takes from an answer is listed.
+PRE = "actor_rollout_ref"
+ANSWER_KEYS: dict[str, str] = {
+    "algorithm.adv_estimator": "algorithm",
+    "algorithm.use_kl_in_reward": "kl_coef",
+    "algorithm.kl_ctrl.kl_coef": "kl_coef",
+    "data.train_files": "train_files",
+    "data.val_files": "val_files",
+    "data.train_batch_size": "prompts_per_step",
+    "data.max_prompt_length": "max_prompt_length",
+    "data.max_response_length": "max_response_length",
+    f"{PRE}.model.path": "model",
+    f"{PRE}.model.lora_rank": "lora_rank",
+    f"{PRE}.model.lora_alpha": "lora_alpha",
+    f"{PRE}.actor.strategy": "train_backend",
+    f"{PRE}.actor.optim.lr": "learning_rate",
+    f"{PRE}.actor.use_dynamic_bsz": "dynamic_batch",
+    f"{PRE}.actor.ppo_max_token_len_per_gpu": "max_tokens_per_gpu",
+    f"{PRE}.actor.ppo_micro_batch_size_per_gpu": "micro_batch_per_gpu",
+    f"{PRE}.actor.use_kl_loss": "kl_coef",
+    f"{PRE}.actor.kl_loss_coef": "kl_coef",
+    f"{PRE}.actor.ulysses_sequence_parallel_size": "sequence_parallel",
+    f"{PRE}.actor.fsdp_config.param_offload": "offload",
+    f"{PRE}.actor.fsdp_config.optimizer_offload": "offload",
+    f"{PRE}.actor.megatron.tensor_model_parallel_size": "megatron_tp",
+    f"{PRE}.actor.megatron.pipeline_model_parallel_size": "megatron_pp",
+    f"{PRE}.actor.megatron.param_offload": "offload",
+    f"{PRE}.actor.megatron.optimizer_offload": "offload",
+    f"{PRE}.rollout.name": "rollout_engine",
+    f"{PRE}.rollout.n": "samples_per_prompt",
+    f"{PRE}.rollout.tensor_model_parallel_size": "rollout_tp",
+    f"{PRE}.rollout.gpu_memory_utilization": "gpu_memory_utilization",
+    f"{PRE}.rollout.temperature": "temperature",
+    "critic.enable": "algorithm",
+    "critic.strategy": "train_backend",
+    "critic.model.path": "critic_model",
+    "critic.optim.lr": "critic_learning_rate",
+    "critic.fsdp.param_offload": "offload",
+    "critic.fsdp.optimizer_offload": "offload",
+    "critic.megatron.param_offload": "offload",
+    "critic.megatron.optimizer_offload": "offload",
+    "reward.reward_model.enable": "reward",
+    "reward.reward_model.model_path": "reward_model",
+    "reward.custom_reward_function.path": "reward_function",
+    "reward.custom_reward_function.name": "reward_function",
+    "trainer.nnodes": "nnodes",
+    "trainer.n_gpus_per_node": "gpus_per_node",
+    "trainer.logger": "logger",
+    "trainer.project_name": "project_name",
+    "trainer.experiment_name": "experiment_name",
+    "trainer.total_training_steps": "total_steps",
+    "trainer.total_epochs": "epochs",
+    "trainer.save_freq": "save_freq",
+    "trainer.test_freq": "test_freq",
+    "trainer.resume_mode": "resume",
+    "trainer.resume_from_path": "resume_from_path",
+    "trainer.default_local_dir": "checkpoint_dir",
+    "trainer.max_actor_ckpt_to_keep": "keep_checkpoints",
+    "trainer.max_critic_ckpt_to_keep": "keep_checkpoints",
+}
+_OVERRIDE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_][A-Za-z0-9_-]*)+")
+_OVERRIDE_FORM = "write key=value for a key verl has, +key=value to add one (e.g. +actor_rollout_ref.model.override_config.attention_dropout=0.0)"
+
+
+def _overrides(b: _Build) -> None:
+    """Each override is one Hydra override on a dotted verl key, given once, that no answer sets (VI550, VI551)."""
+    seen: dict[str, str] = {}
+    for text in b.a.overrides:
+        ov = parse_override(text, "overrides")
+        if ov is None or ov.op == "~":
+            b.f.error("VI550", ("overrides",), f"override {text!r} is not key=value" + (
+                      ": removing a key (~key) is not possible in a config file" if ov is not None else ""),
+                      _OVERRIDE_FORM if ov is None else "set the key to the value you want instead")
+            continue
+        if not _OVERRIDE_KEY.fullmatch(ov.key) or ov.key.split(".")[0] in ("hydra", "defaults"):
+            b.f.error("VI550", ("overrides",), f"override {text!r}: {ov.key!r} is not a dotted verl config key"
+                      + (" (Hydra's own settings and the defaults list belong to verl-init)"
+                         if ov.key.split(".")[0] in ("hydra", "defaults") else ""), _OVERRIDE_FORM)
+            continue
+        if ov.key in seen:
+            b.f.error("VI550", ("overrides",), f"override {text!r}: {ov.key} is already set by {seen[ov.key]!r}",
+                      "keep one of the two")
+            continue
+        seen[ov.key] = text
+        if ov.has_value and isinstance(ov.value, str) and ov.value == "???":
+            b.f.error("VI550", ("overrides",), f"override {text!r}: '???' is OmegaConf's missing value",
+                      "write the actual value")
+            continue
+        field_name = ANSWER_KEYS.get(ov.key)
+        if field_name is not None:
+            b.f.error("VI551", ("overrides", field_name), f"override {text!r}: {ov.key} is set by the answer "
+                      f"{field_name}", f"set {field_name} instead (--set {field_name}=VALUE): the plan then re-derives "
+                      "every value that depends on it")
+
+
+# verl's trainer.resume_mode for each `resume` answer (verl/trainer/config/ppo_trainer.yaml, trainer.resume_mode)
+RESUME_MODES = {"auto": "auto", "path": "resume_path", "disable": "disable"}
+# verl reads the step from the folder name: int(path.split("global_step_")[-1]) (trainer/ppo/v1/trainer_base.py:876)
+_STEP_FOLDER = re.compile(r"global_step_(\d+)$")
+
+
+def checkpoint_dir(a: Answers) -> str:
+    """Where verl writes checkpoints: the answer (`~/` as `${oc.env:HOME}/`, as OmegaConf resolves it on the node
+    that runs verl) or verl's default, checkpoints/<project>/<experiment> under the folder verl runs in."""
+    if a.checkpoint_dir is not None:
+        return "${oc.env:HOME}/" + a.checkpoint_dir[2:] if a.checkpoint_dir.startswith("~/") else a.checkpoint_dir
+    return posixpath.join("checkpoints", a.project_name, experiment_name(a))
+
+
+def _checkpoints(b: _Build) -> None:
+    """Resume mode (auto / a path / disable) and where checkpoints land per cluster type (VI555-VI557)."""
+    a, f = b.a, b.f
+    mode = a.resume or ("path" if a.resume_from_path else "auto")
+    b.facts["resume"] = mode
+    b.facts["checkpoint_dir"] = where = checkpoint_dir(a)
+    if mode == "path" and not a.resume_from_path:
+        f.error("VI555", ("resume", "resume_from_path"), "resume=path needs resume_from_path",
+                f"set resume_from_path={where}/global_step_N (a saved step), or resume=auto")
+    if a.resume_from_path and mode != "path":
+        f.error("VI555", ("resume_from_path", "resume"), f"resume_from_path is set but resume={mode}",
+                "set resume=path, or remove resume_from_path")
+    if a.resume_from_path and not _STEP_FOLDER.search(a.resume_from_path):
+        f.error("VI555", ("resume_from_path",), f"verl resumes only from a step folder ending in global_step_N "
+                f"(got {a.resume_from_path!r}); it reads the step from that name", "point it at the step folder "
+                f"itself, e.g. {where}/global_step_20 (no trailing / and not its actor/ subfolder)")
+    if a.resume_from_path and a.cluster == "ray" and not a.resume_from_path.startswith(("/", "~/")):
+        f.warning("VI556", ("resume_from_path", "cluster"), f"resume_from_path={a.resume_from_path} resolves inside the "
+                  "Ray job's working_dir, a fresh copy of the bundle that holds no checkpoint",
+                  "give the absolute path of the step folder on storage every node mounts")
+    if a.keep_checkpoints is not None and a.save_freq <= 0:
+        f.warning("VI557", ("keep_checkpoints", "save_freq"), f"keep_checkpoints has no effect: save_freq={a.save_freq} "
+                  "saves no checkpoint", "set save_freq to a step count, or remove keep_checkpoints")
+    if a.save_freq <= 0:
+        return
+    relative = not where.startswith(("/", "${"))
+    if a.cluster == "ray" and relative:
+        f.warning("VI556", ("checkpoint_dir", "cluster"), f"checkpoints go to {where} inside the Ray job's working_dir, "
+                  "a temporary copy of the bundle on each node: they are lost when the job ends, and a relaunch "
+                  "(resume=auto) finds none", "set checkpoint_dir to an absolute path on storage every node mounts, "
+                  f"e.g. /mnt/shared/{where}")
+    # KubeRay without shared_pvc: checkpoints need checkpoint_pvc, else VI757 refuses the plan (planner/datafacts.py)
+
+
+RULE_STAGES = (_cluster, _samples_and_kl, _reward, _parallelism, _memory_fit, _step_batches, _micro_batches, _lora, _data,
+               _checkpoints, _overrides)
 
 
 # -- key stages: verl's keys, in the order they appear in verl_config.yaml ---------------------
-
-PRE = "actor_rollout_ref"
 
 
 def _algorithm_keys(b: _Build) -> None:
@@ -786,6 +941,57 @@ def _trainer_keys(b: _Build) -> None:
               _src("epochs", given))
     s.set("trainer.save_freq", a.save_freq, "save_freq", _src("save_freq", given))
     s.set("trainer.test_freq", a.test_freq, "test_freq", _src("test_freq", given))
+    mode, where = b.facts["resume"], b.facts["checkpoint_dir"]
+    s.set("trainer.resume_mode", RESUME_MODES[mode],
+          "resume=path: start from resume_from_path" if mode == "path" else
+          "resume=disable: every launch starts over" if mode == "disable" else
+          _given("resume", given, f"a relaunch continues from the newest checkpoint in {where} (or starts fresh)"),
+          "answer" if "resume" in given or mode == "path" else "default")
+    if a.resume_from_path:
+        s.set("trainer.resume_from_path", a.resume_from_path,
+              "resume_from_path (relative: from the bundle folder, where verl runs)", "answer")
+    if a.checkpoint_dir is not None:
+        s.set("trainer.default_local_dir", where, "checkpoint_dir", "answer")
+    if a.keep_checkpoints is not None:
+        s.set("trainer.max_actor_ckpt_to_keep", a.keep_checkpoints, "keep_checkpoints: older actor checkpoints deleted",
+              "answer")
+        if b.algo.critic:
+            s.set("trainer.max_critic_ckpt_to_keep", a.keep_checkpoints, "keep_checkpoints: the critic's too", "answer")
+
+
+def _override_keys(b: _Build) -> None:
+    """The answers' overrides, after every planned key: a planned value they replace is named (VI553); a mapping
+    the plan sets keys inside, or a key inside a planned value, is refused (VI552). `verl-init` (the CLI) then
+    checks the final config with `verl-init check`'s rules and refuses any error (wizard.check.planned)."""
+    s, items = b.s, b.s.items
+    applied: list[dict[str, str]] = []
+    for text in b.a.overrides:
+        ov = parse_override(text, "overrides")
+        if ov is None:
+            continue  # refused by the _overrides stage
+        key = ov.key
+        inside = [k for k in items if k.startswith(key + ".")]
+        above = [k for k in items if key.startswith(k + ".")]
+        if inside or above:
+            clash = (inside or above)[0]
+            b.f.error("VI552", ("overrides",), f"override {text!r}: " + (
+                f"{key} is a mapping the plan sets keys inside ({clash})" if inside else
+                f"{key} lies inside {clash}, which the plan sets as one value"),
+                f"override the keys inside one by one, e.g. {clash}=VALUE" if inside else
+                f"set {ANSWER_KEYS[clash]} instead (--set {ANSWER_KEYS[clash]}=VALUE)" if clash in ANSWER_KEYS else
+                f"override {clash} as a whole: {clash}=VALUE")
+            continue
+        old = items.get(key)
+        planned = format_value(old.value) if old is not None else ""
+        if old is not None:
+            b.replaced[key] = old
+            b.f.warning("VI553", ("overrides",), f"override {text!r} replaces the planned value {planned} ({old.reason})",
+                        "values the plan derived from the planned one are not re-derived: verl-init checks the final "
+                        "config with `verl-init check`'s rules before writing it")
+        s.set(key, ov.value, f"override {text} (your answer)"
+              + (f"; the plan chose {planned}: {old.reason}" if old is not None else ""), "override")
+        applied.append({"text": text, "key": key, "planned": planned, "reason": old.reason if old else ""})
+    b.facts["overrides"] = applied
 
 
 def _roles(b: _Build) -> None:
@@ -796,7 +1002,7 @@ def _roles(b: _Build) -> None:
 
 
 KEY_STAGES = (_algorithm_keys, _data_keys, _model_keys, _actor_keys, _rollout_keys, _ref_keys, _critic_keys,
-              _reward_keys, _trainer_keys, _roles)
+              _reward_keys, _trainer_keys, _override_keys, _roles)
 
 
 # ---------------------------------------------------------------------------------------------

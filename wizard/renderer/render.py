@@ -26,6 +26,7 @@ EXECUTABLE = frozenset({"run.sh"})
 ARTEFACT_PROVIDERS = (
     "wizard.renderer.artefacts.cluster:artefacts",
     "wizard.renderer.artefacts.data:artefacts",
+    "wizard.renderer.artefacts.checkpoints:artefacts",
 )
 
 
@@ -183,16 +184,88 @@ def _relative_where(cluster: str, shared_pvc: Optional[str], relative: list[str]
             "point train_files / val_files at their absolute paths."]
 
 
-def context(plan: Plan) -> dict[str, Any]:
-    """Everything the templates place, computed here (templates hold no logic)."""
-    a = plan.answers
-    fx = plan.facts
+def config_doc(plan: Plan, *, planned: bool = False) -> dict[str, Any]:
+    """verl_config.yaml as a mapping: verl's tree as the defaults, then the settings (`planned=True`: as planned,
+    before the answers' overrides, which `verl-init check` lints against it: wizard.check.planned)."""
     defaults: list[Any] = ["ppo_trainer"]
     if plan.base_config == "megatron":
         defaults.append({"override model_engine": "megatron"})
     defaults.append("_self_")
-    doc = {"hydra": {"searchpath": ["pkg://verl.trainer.config"]}, "defaults": defaults}
-    doc.update(plan.nested())
+    doc: dict[str, Any] = {"hydra": {"searchpath": ["pkg://verl.trainer.config"]}, "defaults": defaults}
+    doc.update(plan.nested(plan.planned_settings() if planned else None))
+    return doc
+
+
+def merger_backend(plan: Plan) -> str:
+    """verl's model merger backend for the plan's checkpoints (model_merger/base_model_merger.py:34)."""
+    return "megatron" if plan.base_config == "megatron" else "fsdp"
+
+
+def hf_subdir(plan: Plan) -> str:
+    """Where a checkpoint's actor/ holds the model's config and tokenizer, which the merger reads
+    (model_merger/base_model_merger.py:127: model/huggingface with Megatron's v2 layout)."""
+    return "model/huggingface" if plan.base_config == "megatron" else "huggingface"
+
+
+def checkpoint_lines(plan: Plan) -> list[str]:
+    """PLAN.md's "Checkpoints and export" section, one Markdown paragraph per item (values already escaped)."""
+    a, fx = plan.answers, plan.facts
+    where = str(fx["checkpoint_dir"])
+    mode = fx["resume"]
+    if mode == "path":
+        resume = (f"Resume: `trainer.resume_mode=resume_path`: the run starts from {code(a.resume_from_path)} "
+                  "(its step number, weights, optimizer and dataloader position).")
+    elif mode == "disable":
+        resume = "Resume: `trainer.resume_mode=disable`: every launch starts from the model, whatever is saved."
+    else:
+        resume = (f"Resume: `trainer.resume_mode=auto`: a relaunch of the same bundle continues from the step "
+                  f"named in {code(where + '/latest_checkpointed_iteration.txt')}, or starts fresh when there is none.")
+    if a.save_freq <= 0:
+        return [f"No checkpoints are saved (save_freq={a.save_freq}): set save_freq to a step count to save them "
+                f"to {code(where)}.", resume]
+    critic = ", `critic/` (the critic's, same parts)" if "critic" in plan.roles else ""
+    keep = (f" Only the newest {a.keep_checkpoints} are kept." if a.keep_checkpoints is not None else
+            " Every checkpoint is kept (set keep_checkpoints to bound the disk they use).")
+    hf = hf_subdir(plan)
+    saved = (f"Saved every {a.save_freq} steps and at the last step to {code(where + '/global_step_N/')}: `actor/` "
+             "(model shards, optimizer and LR-scheduler state, RNG: verl's save_contents model, optimizer, extra; and "
+             f"`{hf}/` with the model's config and tokenizer){critic}, `data.pt` (the dataloader's position).{keep}")
+    relative = not where.startswith(("/", "${"))
+    if a.cluster == "local":
+        place = (f"Where: {code(where)} in the bundle folder (run.sh starts verl there)." if relative else
+                 f"Where: {code(where)} on this machine.")
+    elif a.cluster == "slurm":
+        place = (f"Where: {code(where)} in the bundle folder, on the filesystem every node mounts (each node's ranks "
+                 "write their shards there)." if relative else
+                 f"Where: {code(where)}: every node writes its ranks' shards there, so it must be storage they all "
+                 "mount.")
+    elif a.cluster == "ray":
+        place = ("Where: inside the Ray job's working_dir, a temporary copy of the bundle on each node: lost when the "
+                 "job ends (VI556). Set checkpoint_dir to storage every node mounts." if relative else
+                 f"Where: {code(where)}: every node writes its ranks' shards there, so it must be storage they all "
+                 "mount.")
+    else:
+        place = (f"Where: {code(where)} in the pods' working folder, PVC `{a.shared_pvc}`: it outlives the pods, so "
+                 "a new RayJob resumes from it." if a.shared_pvc else
+                 f"Where: {code(where)} in every pod, on PVC `{a.checkpoint_pvc}` (checkpoint_pvc): it outlives the "
+                 "pods, so a new RayJob resumes from it." if a.checkpoint_pvc else
+                 f"Where: {code(where)} in the pods' emptyDir working folder: lost with the pods (VI757). Set "
+                 "checkpoint_pvc or shared_pvc.")
+    run_at = {"local": "in the bundle folder", "slurm": "in the bundle folder on a node (or `srun`)",
+              "ray": "on a machine that mounts checkpoint_dir", "kuberay": "in a pod that holds the checkpoints "
+              "(`kubectl cp` the script there, then `kubectl exec`)"}[a.cluster]
+    export = (f"Export: `./export_hf.sh [STEP|latest] [TARGET_DIR]`, run {run_at}, with verl installed, merges the "
+              "actor of a checkpoint (the trained policy) into a Hugging Face folder with verl's model merger "
+              f"(`python3 -m verl.model_merger merge --backend {merger_backend(plan)}`); default target "
+              "`hf/global_step_N`.")
+    return [saved, resume, place, export]
+
+
+def context(plan: Plan) -> dict[str, Any]:
+    """Everything the templates place, computed here (templates hold no logic)."""
+    a = plan.answers
+    fx = plan.facts
+    doc = config_doc(plan)
 
     local_files = [
         plan.value(k)
@@ -280,6 +353,11 @@ def context(plan: Plan) -> dict[str, Any]:
         "rows": rows,
         "findings": [p.line() for p in plan.findings],
         "memory": _memory_rows(plan),
+        "checkpoint_lines": checkpoint_lines(plan),
+        "resume_from": a.resume_from_path or "",
+        "overrides": [{"text": o["text"], "planned": code(o["planned"], cell=True) if o["planned"] else "—",
+                       "reason": o["reason"] or "not set by the plan (verl's default)"}
+                      for o in fx.get("overrides", [])],
     }
 
 

@@ -638,6 +638,7 @@ def _experiment(ctx: Context) -> str:
 # PLAN.md) and can be set with --set or in the bundle's verl-init.yaml, then replayed with --answers.
 NOT_ASKED: dict[str, str] = {
     "lora_alpha": "twice lora_rank, the usual choice",
+    "overrides": "the escape hatch for verl keys the answers do not model: --override or the answers file",
     "train_files": "data/prepare_data.py writes the training file from dataset",
     "val_files": "data/prepare_data.py writes the validation file from dataset",
     "epochs": "total_steps is asked; without it verl runs 15 epochs",
@@ -657,6 +658,10 @@ NOT_ASKED: dict[str, str] = {
     "project_name": "verl-init, a tracker project name",
     "save_freq": "every 20 steps",
     "test_freq": "every 5 steps",
+    "resume": "auto: a relaunch continues from the newest checkpoint",
+    "resume_from_path": "only for starting from a given checkpoint (resume=path)",
+    "checkpoint_dir": "checkpoints/<project>/<experiment> in the bundle folder (PLAN.md says where, per cluster)",
+    "keep_checkpoints": "every checkpoint is kept",
     "job_name": "from experiment_name",
     "cpus_per_node": "8 per GPU (at least 3 per GPU + 1)",
     "memory_per_node_gb": "90% of host_memory_gb, else 32 GB per GPU",
