@@ -34,7 +34,6 @@ RULES: dict[str, tuple[str, str]] = {
     "VI205": ("batching", "max_tokens_per_gpu (× sequence_parallel) cannot hold one prompt + response sequence"),
     "VI206": ("batching", "micro_batch_per_gpu set while dynamic batching is on"),
     "VI207": ("batching", "max_tokens_per_gpu set while dynamic batching is off"),
-    "VI210": ("batching", "dynamic_batch asked for with megatron, which verl-init plans with fixed micro-batches"),
     # -- layout (wizard.planner.pipeline) ------------------------------------------------------------------
     "VI301": ("layout", "cluster=local (one machine) with nnodes > 1"),
     "VI302": ("layout", "sequence_parallel does not divide gpus_per_node (an SP group would leave its node)"),
