@@ -170,3 +170,102 @@ def test_dapo_plan_does_not_set_what_verl_ignores():
     p = plan(answers(algorithm="dapo", samples_per_prompt=8), base_dir="/runs")
     assert "algorithm.filter_groups.max_num_gen_batches" not in p.settings
     assert "max_num_gen_batches" in p.settings["algorithm.filter_groups.enable"].reason
+
+
+# -- verl accepts => the planner does not refuse for arithmetic ------------------------------------------------
+
+# Layouts of the grid: (name, answers). The answers fix the layout (sequence_parallel / megatron_tp explicit);
+# the grid then varies prompts_per_step, updates_per_step and samples_per_prompt.
+LAYOUTS = {
+    "fsdp-8-sp1-dynamic": dict(),
+    "fsdp-8-sp2-dynamic": dict(sequence_parallel=2),
+    "fsdp-8-sp2-fixed": dict(sequence_parallel=2, dynamic_batch=False),
+    "fsdp-6-fixed": dict(gpus_per_node=6, dynamic_batch=False),
+    "fsdp-2x4-sp4-dynamic": dict(nnodes=2, gpus_per_node=4, cluster="ray", sequence_parallel=4),
+    "megatron-8-tp2-fixed": dict(train_backend="megatron", megatron_tp=2, megatron_pp=1),
+    "megatron-8-tp2-dynamic": dict(train_backend="megatron", megatron_tp=2, megatron_pp=1, dynamic_batch=True),
+}
+PROMPTS = [*range(1, 13), 16, 24]
+UPDATES = [1, 2, 3]
+SAMPLES = [1, 2, 3, 4]
+ARITHMETIC = {"VI202", "VI203", "VI204"}
+
+
+def _layout_answers(layout: str, **batch: Any) -> dict[str, Any]:
+    return {**LAYOUT_BASE, **LAYOUTS[layout], **batch}
+
+
+LAYOUT_BASE: dict[str, Any] = dict(nnodes=1, gpus_per_node=8, gpu_memory_gb=80, algorithm="grpo",
+                                   model="Qwen/Qwen2.5-0.5B-Instruct", max_prompt_length=512, max_response_length=512)
+
+
+def _verl_verdict(cfg: Any, settings: dict[str, Any]) -> tuple[bool, str]:
+    """verl 0.9.1's validate_config (as main_ppo calls it) and the worker-time asserts it reaches at run time
+    (wizard.verify.harness.worker_time_checks, each named by its verl line) on `cfg` with `settings` applied."""
+    import contextlib
+    import copy
+    import io
+    import warnings
+
+    from omegaconf import OmegaConf, open_dict
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    from wizard.verify.harness import worker_time_checks
+
+    cfg = copy.deepcopy(cfg)
+    with open_dict(cfg):
+        for key, value in settings.items():
+            OmegaConf.update(cfg, key, value, force_add=True)
+    use_ref, use_critic = need_reference_policy(cfg), need_critic(cfg)
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            validate_config(cfg, use_ref, use_critic)
+    except (AssertionError, ValueError) as exc:
+        return False, f"validate_config: {exc}"
+    failed = [f"{name}: {detail}" for name, ok, detail in worker_time_checks(cfg, use_critic) if not ok]
+    return not failed, "; ".join(failed)
+
+
+@pytest.mark.verl
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_verl_accepts_implies_the_planner_does_not_refuse_for_arithmetic(layout, tmp_path):
+    """Over a grid of step batches on each layout: the planner refuses a batch for arithmetic (VI202-VI204) exactly
+    when verl refuses the same numbers (with the most permissive micro-batch, 1), and every plan it accepts, verl
+    accepts. Unequal updates (VI201) have no verl counterpart (updates_per_step is verl-init's own answer: there is no
+    ppo_mini_batch_size giving updates_per_step equal updates) and are left out."""
+    import wizard
+    from wizard.verify.harness import compose_bundle
+
+    base = wizard.plan(make_answers(_layout_answers(layout, prompts_per_step=24, updates_per_step=1,
+                                                    samples_per_prompt=4)), base_dir=str(tmp_path))
+    cfg = compose_bundle(wizard.write_bundle(wizard.render(base), tmp_path / "b"))
+    megatron_or_fixed = base.value("actor_rollout_ref.actor.use_dynamic_bsz") is False
+    checked = {"accepted": 0, "refused": 0}
+    for P in PROMPTS:
+        for U in UPDATES:
+            if P % U:
+                continue
+            for n in SAMPLES:
+                try:
+                    p = wizard.plan(make_answers(_layout_answers(layout, prompts_per_step=P, updates_per_step=U,
+                                                                 samples_per_prompt=n)), base_dir=str(tmp_path))
+                    refused: set[str] = set()
+                except WizardError as exc:
+                    p, refused = None, set(exc.rules)
+                batch = {"data.train_batch_size": P, "actor_rollout_ref.actor.ppo_mini_batch_size": P // U,
+                         "actor_rollout_ref.rollout.n": n}
+                if megatron_or_fixed:
+                    batch.update({f"actor_rollout_ref.{k}": 1 for k in (
+                        "actor.ppo_micro_batch_size_per_gpu", "rollout.log_prob_micro_batch_size_per_gpu",
+                        "ref.log_prob_micro_batch_size_per_gpu")})
+                verl_ok, why = _verl_verdict(cfg, batch)
+                where = f"{layout}: prompts_per_step={P} updates_per_step={U} samples_per_prompt={n}"
+                assert not (verl_ok and refused & ARITHMETIC), f"{where}: verl accepts it, the planner refuses {refused}"
+                assert verl_ok or refused & ARITHMETIC, f"{where}: verl refuses ({why}), the planner does not ({refused})"
+                if p is not None:
+                    ok, why = _verl_verdict(cfg, {k: c.value for k, c in p.settings.items()})
+                    assert ok, f"{where}: the planner's plan is refused by verl: {why}"
+                checked["accepted" if verl_ok else "refused"] += 1
+    assert checked["accepted"] >= 20 and checked["refused"] >= (5 if layout != "fsdp-8-sp1-dynamic" else 1), checked
