@@ -343,7 +343,8 @@ def _reward(b: _Build) -> None:
                 "use reward=rule or reward=function with dapo, or choose grpo")
     b.critic_model = a.critic_model or a.model
     if a.critic_model and not algo.critic:
-        f.error("VI404", ("critic_model", "algorithm"), f"{a.algorithm} trains no critic but critic_model is set",
+        f.error("VI404", ("critic_model", "algorithm"),
+                f"algorithm={a.algorithm} trains no critic but critic_model={a.critic_model!r} is set",
                 "remove critic_model, or choose algorithm=ppo")
     if algo.critic and a.reward_model and a.reward_model == b.critic_model:
         f.warning("VI405", ("critic_model", "reward_model"),
@@ -356,7 +357,8 @@ def _parallelism(b: _Build) -> None:
     b.sp = sp = a.sequence_parallel
     b.megatron = megatron = a.train_backend == "megatron"
     if megatron and sp > 1:
-        f.error("VI306", ("sequence_parallel", "train_backend"), "Ulysses sequence parallel is an FSDP option",
+        f.error("VI306", ("sequence_parallel", "train_backend"),
+                f"sequence_parallel={sp} is Ulysses sequence parallel, an FSDP option (train_backend=megatron)",
                 "with megatron use megatron_tp / megatron_pp; or set sequence_parallel=1")
     if sp > 1 and (a.gpus_per_node % sp or sp > a.gpus_per_node):
         _refuse(b, "VI302", ("sequence_parallel", "gpus_per_node"),
@@ -364,7 +366,8 @@ def _parallelism(b: _Build) -> None:
                 _nearest_hint("sequence_parallel", divisors(a.gpus_per_node), sp,
                               f"sequence_parallel must divide gpus_per_node ({a.gpus_per_node})"))
     if a.lora_rank and megatron:
-        f.error("VI406", ("lora_rank", "train_backend"), "verl-init supports LoRA with the FSDP backends only",
+        f.error("VI406", ("lora_rank", "train_backend"),
+                f"lora_rank={a.lora_rank} with train_backend=megatron: verl-init supports LoRA with the FSDP backends only",
                 "use train_backend=fsdp or fsdp2 with LoRA, or lora_rank=0 with megatron")
     if not megatron and (a.megatron_tp or a.megatron_pp):
         f.error("VI307", ("megatron_tp", "megatron_pp", "train_backend"),
