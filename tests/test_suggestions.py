@@ -87,6 +87,8 @@ GRID: dict[str, list[Any]] = {
     "megatron_tp": [None, None, 1, 2, 3],
     "rollout_tp": [None, None, None, 1, 2, 3, 4],
     "lora_rank": [0, 0, 0, 24, 1000],
+    "max_tokens_per_gpu": [None, None, None, None, 512, 3000],
+    "max_response_length": [None, None, 4096],
 }
 N_SAMPLES = 400
 
@@ -124,6 +126,8 @@ def test_every_suggestion_passes_when_taken(chunk):
             if problem.rule not in SUGGESTING:
                 continue
             offered = suggestions(problem.hint)
+            # every message names a key with its value, and a fix
+            assert any(f"{k}=" in problem.message for k in problem.keys) and problem.hint, problem.line()
             if problem.rule in BATCH:
                 assert offered, f"{data}: {problem.line()} names no value to set"
             for key, value in offered:
@@ -141,6 +145,29 @@ def test_the_grid_exercises_the_suggestions():
         pytest.skip("run together with test_every_suggestion_passes_when_taken")
     assert sum(_TAKEN.get(r, 0) for r in BATCH) >= 150, _TAKEN
     assert {"VI201", "VI202", "VI203"} <= set(_TAKEN), _TAKEN
+
+
+def test_too_few_rows_suggestion_passes_when_taken(tmp_path):
+    """VI519's prompts_per_step (the largest the file holds) passes every batch rule when taken."""
+    data_file = tmp_path / "train.jsonl"
+    data_file.write_text("".join('{"question": "q%d", "answer": "%d"}\n' % (i, i) for i in range(21)))
+    for P, U, n in ((64, 2, 4), (48, 3, 6), (32, 1, 5), (30, 5, 3)):
+        data = dict(prompts_per_step=P, updates_per_step=U, samples_per_prompt=n, dataset=str(data_file), val_fraction=0.1)
+        try:
+            plan(answers(**data), base_dir=str(tmp_path))
+            raise AssertionError(f"{data}: 20 training rows accepted")
+        except WizardError as exc:
+            (problem,) = [p for p in exc.problems if p.rule == "VI519"]
+            others = set(exc.rules) - {"VI519"}
+        offered = suggestions(problem.hint)
+        if (P, U) == (30, 5):  # ≤ 19 prompts in equal fifths never split 3 samples each over 8 ranks: no value
+            assert not offered and "more data" in problem.hint, problem.line()
+            continue
+        assert len(offered) == 1, problem.line()
+        try:
+            plan(answers(**{**data, **dict(offered)}), base_dir=str(tmp_path))
+        except WizardError as exc:
+            assert set(exc.rules) <= others, exc
 
 
 # -- other refusals that are not verl's ------------------------------------------------------------------------
