@@ -211,7 +211,7 @@ def test_lora_default_follows_the_planner(monkeypatch):
     """32 when only LoRA fits (VI602 without it, none with it); 0 otherwise."""
     from wizard.planner import pipeline as planner
 
-    def fake_plan(a, base_dir=None, topology=None):
+    def fake_plan(a, base_dir=None, topology=None, hints=True):
         if a.lora_rank == 0:
             raise WizardError([Problem("VI602", "error", ("model",), "does not fit", "or LoRA rank 32")])
 

@@ -261,7 +261,7 @@ Confirm = Callable[..., bool]
 
 
 def plan(answers: Answers, *, base_dir: Optional[str] = None,
-         topology: Optional[Sequence[Sequence[int]]] = None) -> Plan:
+         topology: Optional[Sequence[Sequence[int]]] = None, hints: bool = True) -> Plan:
     """Resolve answers into a Plan; raise WizardError listing every rule the answers break.
 
     `topology`: for a probed node, the link level between each pair of its GPUs (see LINK_LEVELS:
@@ -269,11 +269,15 @@ def plan(answers: Answers, *, base_dir: Optional[str] = None,
     Tensor-parallel groups (consecutive GPUs) then avoid host-bridge and NUMA crossings whenever a
     layout without them fits, even at the cost of offloading.
 
+    `hints=False`: refusals carry no suggested values (a caller that needs only the rule IDs skips the re-plans
+    that confirm each suggestion).
+
     A pipeline: the rule stages resolve numbers and record findings; if none is an error, the key
     stages write verl's keys in the order verl_config.yaml shows them."""
     base = base_dir if base_dir is not None else os.getcwd()
     a = with_absolute_paths(answers, base)
-    b = _Build(a=a, base=base, topology=topology, given=set(a.model_fields_set))
+    # hints=False: a caller that only needs the rule IDs skips re-planning each suggested value (see _settle)
+    b = _Build(a=a, base=base, topology=topology, given=set(a.model_fields_set), trial=not hints)
     for stage in RULE_STAGES:
         stage(b)
     _settle(b)
@@ -339,7 +343,8 @@ def _reward(b: _Build) -> None:
                 "set reward=function, or remove reward_function")
     if algo.filter_groups and a.reward == "model":
         f.error("VI505", ("algorithm", "reward"),
-                "dapo filters groups by reward at sampling time, which a colocated reward model cannot provide",
+                "algorithm=dapo filters groups by reward at sampling time, which reward=model (a colocated reward model) "
+                "cannot provide (verl asserts it: trainer_base.py:199)",
                 "use reward=rule or reward=function with dapo, or choose grpo")
     b.critic_model = a.critic_model or a.model
     if a.critic_model and not algo.critic:
@@ -467,8 +472,6 @@ def _batch_ok(b: _Build, p: int, u: int) -> bool:
     """Whether prompts_per_step p and updates_per_step u pass every batch check with this plan's layout."""
     return not rc.batch_checks(p, u, b.n, _ranks(b))
 
-
-_BATCH_KEYS = ("prompts_per_step", "updates_per_step", "samples_per_prompt")
 
 
 def _batch_hint(b: _Build, keys: Sequence[str], requirement: str, extra: Sequence[tuple[str, Any]] = ()) -> Callable[[Confirm], str]:
@@ -948,7 +951,7 @@ def _reward_file_rules(a: Answers, path: str, f: Findings) -> None:
         return  # ~/...: expanded on the machine that runs verl
     here = os.path.isfile(path)
     if a.cluster == "local" and not here:
-        f.error("VI506", ("reward_function",), f"reward function file not found: {path}",
+        f.error("VI506", ("reward_function",), f"reward_function={a.reward_function}: file not found: {path}",
                 "check the path, or remove reward_function to use the bundle's reward/reward_fn.py")
     elif a.cluster in ("ray", "kuberay"):
         carrier = "the job's working_dir upload (the bundle)" if a.cluster == "ray" else "the pods (image + ConfigMap)"
@@ -957,7 +960,7 @@ def _reward_file_rules(a: Answers, path: str, f: Findings) -> None:
                   "put it at the same path on every node (image or shared storage), or remove reward_function "
                   "to use the bundle's reward/reward_fn.py, which travels with the bundle")
     elif not here:
-        f.warning("VI506", ("reward_function",), f"reward function file not found here: {path}",
+        f.warning("VI506", ("reward_function",), f"reward_function={a.reward_function}: file not found here: {path}",
                   "it must exist at this path on the cluster's nodes")
 
 

@@ -192,7 +192,7 @@ def _plan_errors(a: Answers, ctx: Context) -> list[str] | None:
     from wizard.planner.pipeline import plan
 
     try:
-        plan(a, base_dir=ctx.base_dir)
+        plan(a, base_dir=ctx.base_dir, hints=False)
     except WizardError as exc:
         return exc.rules
     except Exception:  # noqa: BLE001 - a default must never stop the questionnaire
