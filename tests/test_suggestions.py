@@ -45,6 +45,22 @@ def test_suggestion_parser_reads_every_form():
     assert suggestions("use prompts_per_step=7 (the largest that fits), or more data") == [("prompts_per_step", 7)]
 
 
+def test_batch_checks_name_verls_asserts():
+    from wizard.verlspec.arithmetic import BATCH_CHECKS, Ranks, batch_checks, batch_candidates
+
+    sp2 = Ranks(dp=4, n_gpus=8, dynamic=True)
+    assert batch_checks(6, 1, 2, sp2) == ()  # the example: 12 samples, 3 per rank, padded by verl
+    assert batch_checks(6, 1, 2, Ranks(dp=4, n_gpus=8, dynamic=False)) == ("minimal_batch",)
+    assert batch_checks(10, 3, 6, Ranks(dp=8, n_gpus=8)) == ("equal_updates",)
+    assert batch_checks(10, 2, 6, Ranks(dp=8, n_gpus=8)) == ("mini_split",)
+    assert batch_checks(64, 2, 4, Ranks(dp=8, n_gpus=8, dynamic=False, micro=3)) == ("micro_split",)
+    assert batch_checks(6, 1, 2, Ranks(dp=4, n_gpus=8, megatron=True, dynamic=False)) == ()  # dp × micro divides
+    assert set(BATCH_CHECKS) == {"equal_updates", "mini_split", "minimal_batch", "micro_split"}
+    # joint: no updates_per_step splits 10 prompts × 6 samples over 8 ranks; prompts_per_step 12 and 4 do
+    assert batch_candidates(10, 3, 6, Ranks(dp=8, n_gpus=8), "updates_per_step") == []
+    assert batch_candidates(10, 3, 6, Ranks(dp=8, n_gpus=8), "prompts_per_step")[:2] == [12, 24]
+
+
 # -- the examples -------------------------------------------------------------------------------------
 
 
