@@ -224,6 +224,8 @@ LAYOUTS = {
     "fsdp-8-sp2-dynamic": dict(sequence_parallel=2),
     "fsdp-8-sp2-fixed": dict(sequence_parallel=2, dynamic_batch=False),
     "fsdp-6-fixed": dict(gpus_per_node=6, dynamic_batch=False),
+    "fsdp-8-fixed-micro3": dict(dynamic_batch=False, micro_batch_per_gpu=3),
+    "fsdp-8-sp2-dynamic-tokens600": dict(sequence_parallel=2, max_tokens_per_gpu=600),  # 2 × 600 ≥ 1024 tokens
     "fsdp-2x4-sp4-dynamic": dict(nnodes=2, gpus_per_node=4, cluster="ray", sequence_parallel=4),
     "megatron-8-tp2-fixed": dict(train_backend="megatron", megatron_tp=2, megatron_pp=1),
     "megatron-8-tp2-dynamic": dict(train_backend="megatron", megatron_tp=2, megatron_pp=1, dynamic_batch=True),
@@ -275,8 +277,8 @@ def _verl_verdict(cfg: Any, settings: dict[str, Any]) -> tuple[bool, str]:
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
 def test_verl_accepts_implies_the_planner_does_not_refuse_for_arithmetic(layout, tmp_path):
     """Over a grid of step batches on each layout: the planner refuses a batch for arithmetic (VI202-VI204) exactly
-    when verl refuses the same numbers (with the most permissive micro-batch, 1), and every plan it accepts, verl
-    accepts. Unequal updates (VI201) have no verl counterpart (updates_per_step is verl-init's own answer: there is no
+    when verl refuses the same numbers (with the layout's micro-batch, else the most permissive one, 1), and every
+    plan it accepts, verl accepts. Unequal updates (VI201) have no verl counterpart (updates_per_step is verl-init's own answer: there is no
     ppo_mini_batch_size giving updates_per_step equal updates) and are left out."""
     import wizard
     from wizard.verify.harness import compose_bundle
@@ -301,8 +303,9 @@ def test_verl_accepts_implies_the_planner_does_not_refuse_for_arithmetic(layout,
                          "actor_rollout_ref.rollout.n": n}
                 if megatron_or_fixed:
                     batch.update({f"actor_rollout_ref.{k}": 1 for k in (
-                        "actor.ppo_micro_batch_size_per_gpu", "rollout.log_prob_micro_batch_size_per_gpu",
-                        "ref.log_prob_micro_batch_size_per_gpu")})
+                        "rollout.log_prob_micro_batch_size_per_gpu", "ref.log_prob_micro_batch_size_per_gpu")})
+                    batch["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"] = \
+                        LAYOUTS[layout].get("micro_batch_per_gpu", 1)
                 verl_ok, why = _verl_verdict(cfg, batch)
                 where = f"{layout}: prompts_per_step={P} updates_per_step={U} samples_per_prompt={n}"
                 assert not (verl_ok and refused & ARITHMETIC), f"{where}: verl accepts it, the planner refuses {refused}"
@@ -311,4 +314,4 @@ def test_verl_accepts_implies_the_planner_does_not_refuse_for_arithmetic(layout,
                     ok, why = _verl_verdict(cfg, {k: c.value for k, c in p.settings.items()})
                     assert ok, f"{where}: the planner's plan is refused by verl: {why}"
                 checked["accepted" if verl_ok else "refused"] += 1
-    assert checked["accepted"] >= 20 and checked["refused"] >= (5 if layout != "fsdp-8-sp1-dynamic" else 1), checked
+    assert checked["accepted"] >= 10 and checked["refused"] >= (5 if layout != "fsdp-8-sp1-dynamic" else 1), checked
