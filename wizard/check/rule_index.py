@@ -39,12 +39,11 @@ RULES: dict[str, tuple[str, str]] = {
     # -- batching (wizard.planner.pipeline) ----------------------------------------------------------------
     "VI201": ("batching", "updates_per_step does not divide prompts_per_step into equal mini-batches"),
     "VI202": ("batching", "the samples of one update (mini-batch × samples_per_prompt) do not split over DP ranks"),
-    "VI203": ("batching", "prompts_per_step × samples_per_prompt is not divisible by the number of GPUs"),
+    "VI203": ("batching", "without dynamic batching, prompts_per_step × samples_per_prompt does not divide over the GPUs"),
     "VI204": ("batching", "micro_batch_per_gpu does not divide the samples each GPU gets per update"),
     "VI205": ("batching", "max_tokens_per_gpu (× sequence_parallel) cannot hold one prompt + response sequence"),
     "VI206": ("batching", "micro_batch_per_gpu set while dynamic batching is on"),
     "VI207": ("batching", "max_tokens_per_gpu set while dynamic batching is off"),
-    "VI210": ("batching", "dynamic_batch asked for with megatron, which verl-init plans with fixed micro-batches"),
     # -- layout (wizard.planner.pipeline) ------------------------------------------------------------------
     "VI301": ("layout", "cluster=local (one machine) with nnodes > 1"),
     "VI302": ("layout", "sequence_parallel does not divide gpus_per_node (an SP group would leave its node)"),
@@ -57,7 +56,7 @@ RULES: dict[str, tuple[str, str]] = {
     "VI310": ("layout", "megatron_tp × megatron_pp does not divide the total number of GPUs"),
     "VI311": ("layout", "the only fitting rollout_tp groups GPUs across a slow link (PCIe host bridge or NUMA)"),
     # -- roles: algorithm, KL, critic, LoRA (wizard.planner.pipeline) ---------------------------------------
-    "VI401": ("roles", "group-relative algorithm with samples_per_prompt < 2"),
+    "VI401": ("roles", "group-relative algorithm with samples_per_prompt=1: the advantage is the raw reward (warning)"),
     "VI402": ("roles", "kl_coef set for an algorithm that uses no KL penalty"),
     "VI404": ("roles", "critic_model set for an algorithm that trains no critic"),
     "VI405": ("roles", "critic and reward model are the same checkpoint (value head vs classifier)"),

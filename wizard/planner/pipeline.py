@@ -12,7 +12,7 @@ import os
 import posixpath
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, Optional, Sequence
+from typing import Any, Callable, Literal, Optional, Sequence
 
 from wizard.planner import dataprep
 from wizard._version import VERL_TARGET, __version__
@@ -107,6 +107,81 @@ def _or(values: list[int]) -> str:
     return " or ".join(str(v) for v in values)
 
 
+def _refuse(b: "_Build", rule: str, keys: Sequence[str], message: str, render: Callable[[Confirm], str]) -> None:
+    """An error whose hint offers values to set: the hint is written by `render` once every rule stage has run,
+    and offers only values that `render`'s confirm callback accepts (each re-planned: see _settle)."""
+    b.f.error(rule, keys, message, "")
+    if not b.trial:
+        b.pending.append((len(b.f.items) - 1, rule, render))
+
+
+def _confirmed(ok: Confirm, key: str, candidates: Sequence[Any], k: int = 2, tries: int = 16) -> list[Any]:
+    """The first k candidates (nearest first) that pass when taken, ascending; at most `tries` re-plans."""
+    out: list[Any] = []
+    for value in list(candidates)[:tries]:
+        if ok(**{key: value}):
+            out.append(value)
+            if len(out) == k:
+                break
+    return sorted(out)
+
+
+def _trial(b: "_Build", changes: dict[str, Any]) -> set[str]:
+    """The rule IDs that refuse the answers with `changes` taken (every rule stage, no hints)."""
+    a = b.a.model_copy(update=changes)
+    written = b.written.model_copy(update=changes) if b.written is not None else None
+    t = _Build(a=a, base=b.base, topology=b.topology, given=b.given | set(changes), trial=True, written=written,
+               bundle=b.bundle)
+    for stage in RULE_STAGES:
+        stage(t)
+    return {p.rule for p in t.f.errors}
+
+
+def _layout_suggestions(b: "_Build") -> None:
+    """The layout refusals raised inside the memory-fit stage (VI304 rollout_tp, VI309 megatron_tp, VI310 megatron_pp)
+    get their values confirmed like every other suggestion."""
+    a, gpn, n_gpus = b.a, b.a.gpus_per_node, b.a.nnodes * b.a.gpus_per_node
+    if b.trial:
+        return
+    for index, p in enumerate(b.f.items):
+        if p.severity != "error":
+            continue
+        if p.rule == "VI304" and a.rollout_tp:
+            valid = divisors(gpn) + [gpn * k for k in range(2, a.nnodes + 1) if n_gpus % (gpn * k) == 0]
+            render = _nearest_hint("rollout_tp", valid, a.rollout_tp, "a rollout replica must fill a node or whole nodes")
+        elif p.rule == "VI309" and a.megatron_tp:
+            render = _nearest_hint("megatron_tp", divisors(gpn), a.megatron_tp, f"megatron_tp must divide {gpn}")
+        elif p.rule == "VI310":
+            tp = a.megatron_tp or 1
+            valid = divisors(n_gpus // tp if n_gpus % tp == 0 else n_gpus)
+            render = _nearest_hint("megatron_pp", valid, a.megatron_pp or 1,
+                                   f"megatron_tp × megatron_pp must divide the {n_gpus} GPUs")
+        else:
+            continue
+        b.pending.append((index, p.rule, render))
+
+
+def _settle(b: "_Build") -> None:
+    """Write the hints of refusals that suggest values. A value is offered only if, taken alone, it leaves no error
+    but those already reported for other reasons: "nearest valid" is valid (tests/test_suggestions.py)."""
+    _layout_suggestions(b)
+    if not b.pending:
+        return
+    base = {p.rule for p in b.f.errors}
+    seen: dict[tuple[tuple[str, Any], ...], set[str]] = {}
+
+    for index, rule, render in b.pending:
+        allowed = base - {rule}
+
+        def ok(_allowed: set[str] = allowed, **changes: Any) -> bool:
+            key = tuple(sorted(changes.items()))
+            if key not in seen:
+                seen[key] = _trial(b, changes)
+            return seen[key] <= _allowed
+
+        b.f.items[index] = replace(b.f.items[index], hint=render(ok))
+
+
 # ---------------------------------------------------------------------------------------------
 # paths
 
@@ -190,16 +265,27 @@ class _Build:
     bundle: Optional[str] = None  # the bundle folder, absolute, when known
     stored: dict[str, str] = field(default_factory=dict)  # data paths as the bundle names them (bundle-relative)
     replaced: dict[str, Choice] = field(default_factory=dict)  # planned choices an override replaced
+    # Suggested fixes, settled once every rule stage has run (see _settle): (index in f.items, rule, render).
+    pending: list[tuple[int, str, Callable[["Confirm"], str]]] = field(default_factory=list)
+    trial: bool = False  # a re-plan that checks a suggestion: it records rule IDs only, no hints
+
+
+# Whether the answers with these changes pass every rule the suggesting one does not share (see _settle).
+Confirm = Callable[..., bool]
 
 
 def plan(answers: Answers, *, base_dir: Optional[str] = None,
-         topology: Optional[Sequence[Sequence[int]]] = None, bundle_dir: Optional[str] = None) -> Plan:
+         topology: Optional[Sequence[Sequence[int]]] = None, bundle_dir: Optional[str] = None,
+         hints: bool = True) -> Plan:
     """Resolve answers into a Plan; raise WizardError listing every rule the answers break.
 
     `topology`: for a probed node, the link level between each pair of its GPUs (see LINK_LEVELS:
     1 NVLink/NVSwitch, 2 same PCIe switch, 3 across a PCIe host bridge, 4 across NUMA nodes).
     Tensor-parallel groups (consecutive GPUs) then avoid host-bridge and NUMA crossings whenever a
     layout without them fits, even at the cost of offloading.
+
+    `hints=False`: refusals carry no suggested values (a caller that needs only the rule IDs skips the re-plans
+    that confirm each suggestion).
 
     A pipeline: the rule stages resolve numbers and record findings; if none is an error, the key
     stages write verl's keys in the order verl_config.yaml shows them.
@@ -209,10 +295,13 @@ def plan(answers: Answers, *, base_dir: Optional[str] = None,
     and in every file that names them, so the bundle works wherever it is copied with its data beside it."""
     base = base_dir if base_dir is not None else os.getcwd()
     a = with_absolute_paths(answers, base)
+    # hints=False: a caller that only needs the rule IDs skips re-planning each suggested value (see _settle)
     b = _Build(a=a, base=base, topology=topology, given=set(a.model_fields_set), written=answers,
-               bundle=os.path.abspath(os.path.join(base, bundle_dir)) if bundle_dir is not None else None)
+               bundle=os.path.abspath(os.path.join(base, bundle_dir)) if bundle_dir is not None else None,
+               trial=not hints)
     for stage in RULE_STAGES:
         stage(b)
+    _settle(b)
     b.f.raise_if_errors()
     for stage in KEY_STAGES:
         stage(b)
@@ -240,9 +329,14 @@ def _samples_and_kl(b: _Build) -> None:
     b.n = a.samples_per_prompt if a.samples_per_prompt is not None else algo.default_n
     b.n_src = "answer" if a.samples_per_prompt is not None else "default"
     if algo.group and b.n < 2:
-        f.error("VI401", ("samples_per_prompt", "algorithm"),
-                f"{a.algorithm} compares responses within a prompt's group but samples_per_prompt={b.n}",
-                f"use samples_per_prompt ≥ 2 (default for {a.algorithm}: {algo.default_n})")
+        # verl 0.9.1 accepts it and runs: a group of one gets mean 0 and std 1 (core_algos.py:313-315 grpo,
+        # :619-627 rloo), and DAPO's filter never drops it (replay_buffer.py:312 needs more than one value).
+        f.warning("VI401", ("samples_per_prompt", "algorithm"),
+                  f"{a.algorithm} with samples_per_prompt={b.n}: verl gives a group of one sample mean 0 and std 1 "
+                  "(core_algos.py:313-315), so its advantage is the raw reward with no group baseline"
+                  + (" and DAPO's filter never drops it" if algo.filter_groups else ""),
+                  f"use samples_per_prompt={algo.default_n} (the default for {a.algorithm}; any value ≥ 2 compares "
+                  "responses within a group)")
     if algo.kl == "none":
         if a.kl_coef:
             f.error("VI402", ("kl_coef", "algorithm"),
@@ -272,11 +366,13 @@ def _reward(b: _Build) -> None:
                 "set reward=function, or remove reward_function")
     if algo.filter_groups and a.reward == "model":
         f.error("VI505", ("algorithm", "reward"),
-                "dapo filters groups by reward at sampling time, which a colocated reward model cannot provide",
+                "algorithm=dapo filters groups by reward at sampling time, which reward=model (a colocated reward model) "
+                "cannot provide (verl asserts it: trainer_base.py:199)",
                 "use reward=rule or reward=function with dapo, or choose grpo")
     b.critic_model = a.critic_model or a.model
     if a.critic_model and not algo.critic:
-        f.error("VI404", ("critic_model", "algorithm"), f"{a.algorithm} trains no critic but critic_model is set",
+        f.error("VI404", ("critic_model", "algorithm"),
+                f"algorithm={a.algorithm} trains no critic but critic_model={a.critic_model!r} is set",
                 "remove critic_model, or choose algorithm=ppo")
     if algo.critic and a.reward_model and a.reward_model == b.critic_model:
         f.warning("VI405", ("critic_model", "reward_model"),
@@ -289,19 +385,30 @@ def _parallelism(b: _Build) -> None:
     b.sp = sp = a.sequence_parallel
     b.megatron = megatron = a.train_backend == "megatron"
     if megatron and sp > 1:
-        f.error("VI306", ("sequence_parallel", "train_backend"), "Ulysses sequence parallel is an FSDP option",
+        f.error("VI306", ("sequence_parallel", "train_backend"),
+                f"sequence_parallel={sp} is Ulysses sequence parallel, an FSDP option (train_backend=megatron)",
                 "with megatron use megatron_tp / megatron_pp; or set sequence_parallel=1")
     if sp > 1 and (a.gpus_per_node % sp or sp > a.gpus_per_node):
-        f.error("VI302", ("sequence_parallel", "gpus_per_node"),
+        _refuse(b, "VI302", ("sequence_parallel", "gpus_per_node"),
                 f"sequence_parallel={sp} must divide gpus_per_node={a.gpus_per_node} so each group stays in one node",
-                f"nearest valid: {_or(nearest(divisors(a.gpus_per_node), sp))}")
+                _nearest_hint("sequence_parallel", divisors(a.gpus_per_node), sp,
+                              f"sequence_parallel must divide gpus_per_node ({a.gpus_per_node})"))
     if a.lora_rank and megatron:
-        f.error("VI406", ("lora_rank", "train_backend"), "verl-init supports LoRA with the FSDP backends only",
+        f.error("VI406", ("lora_rank", "train_backend"),
+                f"lora_rank={a.lora_rank} with train_backend=megatron: verl-init supports LoRA with the FSDP backends only",
                 "use train_backend=fsdp or fsdp2 with LoRA, or lora_rank=0 with megatron")
     if not megatron and (a.megatron_tp or a.megatron_pp):
         f.error("VI307", ("megatron_tp", "megatron_pp", "train_backend"),
                 f"megatron_tp/megatron_pp only apply to train_backend=megatron (got {a.train_backend})",
                 "remove them, or set train_backend=megatron")
+
+
+def _nearest_hint(key: str, valid: Sequence[int], current: int, requirement: str) -> Callable[[Confirm], str]:
+    """`nearest valid: key=a or b`, from the values in `valid` nearest `current` that pass when taken."""
+    def render(ok: Confirm) -> str:
+        values = _confirmed(ok, key, sorted(set(valid), key=lambda v: (abs(v - current), v)))
+        return f"nearest valid: {key}={_or(values)}" if values else f"{requirement}; no such value passes every rule here"
+    return render
 
 
 def _memory_fit(b: _Build) -> None:
@@ -378,65 +485,82 @@ def _memory_fit(b: _Build) -> None:
                    offload=b.offload, rollout_replicas=n_gpus // b.rtp if b.rtp and n_gpus % b.rtp == 0 else 0)
 
 
+def _ranks(b: _Build) -> rc.Ranks:
+    """The layout verl's batch checks read (wizard.verlspec.arithmetic.batch_checks)."""
+    micro = b.a.micro_batch_per_gpu if not b.dynamic else None
+    return rc.Ranks(dp=b.dp, n_gpus=b.n_gpus, megatron=b.megatron, dynamic=b.dynamic, micro=micro)
+
+
 def _batch_ok(b: _Build, p: int, u: int) -> bool:
-    """What VI201-VI203 ask of prompts_per_step p and updates_per_step u, so that a suggestion is never refused next."""
-    m = rc.mini_batch(p, u)
-    if m is None or (b.dp and not rc.splits_evenly(m, b.n, b.dp)):
-        return False
-    return b.megatron or not b.n_gpus or rc.splits_evenly(p, b.n, rc.minimal_batch(b.n_gpus))
+    """Whether prompts_per_step p and updates_per_step u pass every batch check with this plan's layout."""
+    return not rc.batch_checks(p, u, b.n, _ranks(b))
+
+
+
+def _batch_hint(b: _Build, keys: Sequence[str], requirement: str, extra: Sequence[tuple[str, Any]] = ()) -> Callable[[Confirm], str]:
+    """A hint offering, for each of `keys`, the nearest values that pass every batch check jointly with the other
+    answers held (wizard.verlspec.arithmetic.batch_candidates), each confirmed by a re-plan; `extra`: other single
+    changes (key, value) offered when they pass too."""
+    P, U, n, ranks = b.prompts, b.updates, b.n, _ranks(b)
+    min_n = 2 if b.algo.group else 1  # a group of one is legal but degenerate (VI401)
+
+    def render(ok: Confirm) -> str:
+        parts = []
+        for key in keys:
+            values = _confirmed(ok, key, rc.batch_candidates(P, U, n, ranks, key, min_n=min_n))
+            if values:
+                parts.append(f"{key}={_or(values)}")
+        parts += [f"{key}={str(v).lower()}" for key, v in extra if ok(**{key: v})]
+        if parts:
+            return "nearest valid: " + " or ".join(parts)
+        return f"no nearby {' or '.join(keys)} passes every rule with your other answers: {requirement}"
+    return render
 
 
 def _step_batches(b: _Build) -> None:
-    """prompts_per_step, updates_per_step and samples_per_prompt against verl's batch arithmetic
-    (wizard.verlspec.arithmetic: mini-batches, their split over data-parallel ranks, the minimal batch)."""
-    a, f, n, dp, n_gpus, megatron = b.a, b.f, b.n, b.dp, b.n_gpus, b.megatron
+    """prompts_per_step, updates_per_step and samples_per_prompt against verl's batch arithmetic: exactly verl's
+    asserts (wizard.verlspec.arithmetic.batch_checks), with suggestions that pass them all jointly."""
+    a, f, n, dp, n_gpus = b.a, b.f, b.n, b.dp, b.n_gpus
     b.prompts, b.updates = P, U = a.prompts_per_step, a.updates_per_step
-    if megatron and b.dynamic and a.dynamic_batch is not None:
-        f.error("VI210", ("dynamic_batch", "train_backend"), "verl-init plans megatron with fixed micro-batches",
-                "set dynamic_batch=false with megatron (micro_batch_per_gpu), or use fsdp/fsdp2")
     if b.dynamic and a.micro_batch_per_gpu is not None:
         f.error("VI206", ("micro_batch_per_gpu", "dynamic_batch"),
-                "micro_batch_per_gpu applies only without dynamic batching",
-                "set dynamic_batch=false, or use max_tokens_per_gpu instead")
+                f"micro_batch_per_gpu={a.micro_batch_per_gpu} applies only without dynamic batching "
+                f"(dynamic_batch={'true' if a.dynamic_batch else 'unset: on with ' + a.train_backend})",
+                "set dynamic_batch=false, or remove micro_batch_per_gpu (set max_tokens_per_gpu instead)")
     if not b.dynamic and a.max_tokens_per_gpu is not None:
         f.error("VI207", ("max_tokens_per_gpu", "dynamic_batch"),
-                "max_tokens_per_gpu applies only with dynamic batching",
-                "set dynamic_batch=true, or use micro_batch_per_gpu instead")
+                f"max_tokens_per_gpu={a.max_tokens_per_gpu} applies only with dynamic batching "
+                f"(dynamic_batch={'false' if a.dynamic_batch is False else 'unset: off with ' + a.train_backend})",
+                "set dynamic_batch=true, or remove max_tokens_per_gpu (set micro_batch_per_gpu instead)")
 
-    def batch_ok(p: int, u: int) -> bool:
-        return _batch_ok(b, p, u)
-
+    checks = rc.batch_checks(P, U, n, _ranks(b))
     b.mini = mini = rc.mini_batch(P, U) or 0
-    if not mini:
-        ok_u = [d for d in divisors(P) if batch_ok(P, d)] or divisors(P)
-        ok_p = [m for m in range(U, 2 * P + U * max(dp, 1) * n_gpus + 1, U) if batch_ok(m, U)] or \
-            [U * k for k in range(max(1, P // U - 2), P // U + 3)]
-        f.error("VI201", ("updates_per_step", "prompts_per_step"),
-                f"updates_per_step={U} does not divide prompts_per_step={P} into equal mini-batches",
-                f"nearest valid: updates_per_step={_or(nearest(ok_u, U))} or prompts_per_step={_or(nearest(ok_p, P))}")
+    if "equal_updates" in checks:
+        _refuse(b, "VI201", ("updates_per_step", "prompts_per_step"),
+                f"updates_per_step={U} does not divide prompts_per_step={P} into equal mini-batches "
+                "(verl's ppo_mini_batch_size is prompts_per_step / updates_per_step)",
+                _batch_hint(b, ("updates_per_step", "prompts_per_step"),
+                            "prompts_per_step must be a multiple of updates_per_step"))
     b.facts.update(prompts_per_step=P, samples_per_prompt=n, updates_per_step=U, mini_batch_prompts=mini,
                    samples_per_step=P * n, samples_per_update=mini * n, dynamic_batch=b.dynamic, seq_len=b.seq)
-
     if mini and dp:
-        split = rc.update_split(mini, n, dp, None)
-        if split.per_rank is None:
-            # nearest prompts_per_step that keeps U updates and splits evenly over dp ranks
-            step = rc.mini_multiple(dp, n)
-            ok_p = [U * step * k for k in range(1, max(2, (P // (U * step)) + 3))]
-            ok_n = [m for m in range(1, 2 * n + dp + 1) if rc.splits_evenly(mini, m, dp) and (not b.algo.group or m >= 2)]
-            hint = f"nearest valid: prompts_per_step={_or(nearest(ok_p, P))}"
-            if ok_n:
-                hint += f" or samples_per_prompt={_or(nearest(ok_n, n))}"
-            f.error("VI202", ("prompts_per_step", "samples_per_prompt", "updates_per_step"),
-                    f"each update holds {mini}×{n}={mini * n} samples, which {dp} data-parallel ranks cannot share evenly",
-                    hint)
-        elif not megatron and not rc.splits_evenly(P, n, rc.minimal_batch(n_gpus)):
-            ok_p = [m for m in range(1, 2 * P + n_gpus) if rc.splits_evenly(m, n, n_gpus) and m % U == 0]
-            f.error("VI203", ("prompts_per_step", "samples_per_prompt", "nnodes", "gpus_per_node"),
-                    f"prompts_per_step×samples_per_prompt={P * n} is not divisible by the {n_gpus} GPUs",
-                    f"nearest valid prompts_per_step: {_or(nearest(ok_p, P))}")
+        if "mini_split" in checks:
+            _refuse(b, "VI202", ("prompts_per_step", "samples_per_prompt", "updates_per_step"),
+                    f"each update holds prompts_per_step={P} / updates_per_step={U} = {mini} prompts × "
+                    f"samples_per_prompt={n} = {mini * n} samples, which {dp} data-parallel ranks cannot share evenly "
+                    "(verl's workers assert it: engine_workers.py:264)",
+                    _batch_hint(b, ("prompts_per_step", "samples_per_prompt"),
+                                f"each update's samples must be a multiple of the {dp} data-parallel ranks"))
+        elif "minimal_batch" in checks:
+            # verl skips this check under dynamic batching (utils/config.py:103): offer that too when it passes
+            extra = [("dynamic_batch", True)] if a.micro_batch_per_gpu is None and a.dynamic_batch is False else []
+            _refuse(b, "VI203", ("prompts_per_step", "samples_per_prompt", "dynamic_batch", "nnodes", "gpus_per_node"),
+                    f"prompts_per_step={P} × samples_per_prompt={n} = {P * n} samples per step do not divide over the "
+                    f"{n_gpus} GPUs: without dynamic batching verl's validate_config refuses it (utils/config.py:115-127)",
+                    _batch_hint(b, ("prompts_per_step", "samples_per_prompt"),
+                                f"prompts_per_step × samples_per_prompt must be a multiple of the {n_gpus} GPUs", extra))
         else:
-            b.per_rank = split.per_rank
+            b.per_rank = rc.update_split(mini, n, dp, None).per_rank or 0
     b.facts["samples_per_rank_per_update"] = b.per_rank
 
 
@@ -453,10 +577,18 @@ def _micro_batches(b: _Build) -> None:
         fit_lp_tokens //= sp
         tokens = a.max_tokens_per_gpu or max(floor_tokens, (fit_tokens // 1024) * 1024, min(fit_tokens, _round_up(floor_tokens, 256)))
         if tokens < floor_tokens:
-            f.error("VI205", ("max_tokens_per_gpu", "max_prompt_length", "max_response_length"),
-                    f"max_tokens_per_gpu={tokens} cannot hold one sequence of {seq} tokens"
-                    + (f" split over sequence_parallel={sp}" if sp > 1 else ""),
-                    f"set max_tokens_per_gpu ≥ {floor_tokens} (recommended {_round_up(3 * seq, 1024)})")
+            recommended = _round_up(3 * seq, 1024) // sp
+
+            def tokens_hint(ok: Confirm, floor: int = floor_tokens, rec: int = recommended) -> str:
+                values = _confirmed(ok, "max_tokens_per_gpu", [rec, _round_up(floor, 1024), floor], k=1)
+                return (f"set max_tokens_per_gpu={values[0]} (one sequence needs ≥ {floor})" if values else
+                        f"max_tokens_per_gpu must be ≥ {floor} (one sequence), but no such budget fits the GPUs' "
+                        "memory: shorten max_prompt_length/max_response_length")
+
+            _refuse(b, "VI205", ("max_tokens_per_gpu", "max_prompt_length", "max_response_length"),
+                    f"max_tokens_per_gpu={tokens} cannot hold one sequence of max_prompt_length + max_response_length = "
+                    f"{seq} tokens" + (f" split over sequence_parallel={sp}" if sp > 1 else "")
+                    + " (verl asserts it at the first step: seqlen_balancing.py:384)", tokens_hint)
         b.tokens = tokens
         b.logprob_tokens = max(tokens, (fit_lp_tokens // 1024) * 1024)
         b.critic_tokens = tokens
@@ -465,9 +597,17 @@ def _micro_batches(b: _Build) -> None:
         if a.micro_batch_per_gpu is not None:
             b.micro = a.micro_batch_per_gpu
             if rc.update_split(b.mini, b.n, b.dp, b.micro).micro_ok is False:
-                f.error("VI204", ("micro_batch_per_gpu",),
-                        f"micro_batch_per_gpu={b.micro} does not divide the {b.per_rank} samples each GPU gets per update",
-                        f"nearest valid: {_or(nearest(divisors(b.per_rank), b.micro))}")
+                per_rank, micro = b.per_rank, b.micro
+
+                def micro_hint(ok: Confirm) -> str:
+                    ordered = sorted(divisors(per_rank), key=lambda d: (abs(d - micro), d))
+                    values = _confirmed(ok, "micro_batch_per_gpu", ordered)
+                    return (f"nearest valid: micro_batch_per_gpu={_or(values)}" if values else
+                            f"micro_batch_per_gpu must divide {per_rank}; remove it and verl-init chooses one")
+
+                _refuse(b, "VI204", ("micro_batch_per_gpu",),
+                        f"micro_batch_per_gpu={micro} does not divide the {per_rank} samples each GPU gets per update "
+                        "(verl's workers assert it: engine/utils.py:123)", micro_hint)
         else:
             b.micro = largest_divisor_at_most(b.per_rank, cap)
         step = rc.step_batch(b.prompts, b.n, b.dp, b.mini, b.mini if b.algo.critic else None)
@@ -495,8 +635,9 @@ def _lora(b: _Build) -> None:
     b.lora_alpha = a.lora_alpha if a.lora_alpha is not None else 2 * a.lora_rank
     if a.lora_rank and a.rollout_engine == "vllm":
         if a.lora_rank > VLLM_LORA_RANKS[-1]:
-            f.error("VI407", ("lora_rank", "rollout_engine"), f"vLLM serves LoRA ranks up to 512 (got {a.lora_rank})",
-                    f"nearest valid: {_or(nearest(VLLM_LORA_RANKS, a.lora_rank))}")
+            _refuse(b, "VI407", ("lora_rank", "rollout_engine"), f"vLLM serves LoRA ranks up to 512 (lora_rank={a.lora_rank})",
+                    _nearest_hint("lora_rank", list(VLLM_LORA_RANKS), a.lora_rank,
+                                  f"lora_rank must be one of {', '.join(map(str, VLLM_LORA_RANKS))}"))
         elif a.lora_rank not in VLLM_LORA_RANKS:
             up = min(r for r in VLLM_LORA_RANKS if r >= a.lora_rank)
             f.warning("VI408", ("lora_rank",), f"vLLM reserves adapters of rank {up} for lora_rank={a.lora_rank}",
@@ -550,12 +691,16 @@ def _enough_rows(b: _Build) -> bool:
     train = rows - val
     if train >= P:
         return False
-    fits = [p for p in range(min(train, P), 0, -1) if _batch_ok(b, p, b.updates)][:1]
-    b.f.error("VI519", ("prompts_per_step", "dataset" if not a.train_files else "train_files"),
-              f"{path} gives {train} training row(s)" + (f" ({rows} rows, {val} held out for validation)" if val else "")
-              + f", fewer than prompts_per_step={P}: verl drops the incomplete batch and trains 0 steps",
-              (f"use prompts_per_step={fits[0]} (the largest that fits and divides evenly)" if fits else
-               "use more data") + (", or more data" if fits else ""))
+    candidates = [p for p in range(min(train, P), 0, -1) if _batch_ok(b, p, b.updates)]
+
+    def rows_hint(ok: Confirm) -> str:
+        fits = _confirmed(ok, "prompts_per_step", candidates, k=1)
+        return (f"use prompts_per_step={fits[0]} (the largest that fits and divides evenly), or more data" if fits
+                else "use more data")
+
+    _refuse(b, "VI519", ("prompts_per_step", "dataset" if not a.train_files else "train_files"),
+            f"{path} gives {train} training row(s)" + (f" ({rows} rows, {val} held out for validation)" if val else "")
+            + f", fewer than prompts_per_step={P}: verl drops the incomplete batch and trains 0 steps", rows_hint)
     return True
 
 
@@ -724,9 +869,11 @@ def _algorithm_keys(b: _Build) -> None:
         s.set("algorithm.kl_penalty", algo.kl_penalty, "per-token KL estimate subtracted from the reward")
         s.set("algorithm.kl_ctrl.kl_coef", b.kl_coef, _given("kl_coef", given, "KL coefficient"), _src("kl_coef", given))
     if algo.filter_groups:
-        s.set("algorithm.filter_groups.enable", True, "DAPO: drop groups whose samples all got the same reward")
+        # verl 0.9.1's V1 trainer ignores max_num_gen_batches (it logs so: trainer/ppo/v1/trainer_base.py:205-210)
+        s.set("algorithm.filter_groups.enable", True,
+              "DAPO: drop groups whose samples all got the same reward; verl 0.9.1 samples more prompts until the step "
+              "is full, with no limit (it ignores max_num_gen_batches)")
         s.set("algorithm.filter_groups.metric", "reward", "filter on the canonical reward (every scorer returns it)")
-        s.set("algorithm.filter_groups.max_num_gen_batches", 10, "give up refilling after 10 generation batches")
 
 
 def _data_keys(b: _Build) -> None:
@@ -1030,7 +1177,7 @@ def _reward_file_rules(a: Answers, path: str, f: Findings) -> None:
         return  # ~/...: expanded on the machine that runs verl
     here = os.path.isfile(path)
     if a.cluster == "local" and not here:
-        f.error("VI506", ("reward_function",), f"reward function file not found: {path}",
+        f.error("VI506", ("reward_function",), f"reward_function={a.reward_function}: file not found: {path}",
                 "check the path, or remove reward_function to use the bundle's reward/reward_fn.py")
     elif a.cluster in ("ray", "kuberay"):
         carrier = "the job's working_dir upload (the bundle)" if a.cluster == "ray" else "the pods (image + ConfigMap)"
@@ -1039,7 +1186,7 @@ def _reward_file_rules(a: Answers, path: str, f: Findings) -> None:
                   "put it at the same path on every node (image or shared storage), or remove reward_function "
                   "to use the bundle's reward/reward_fn.py, which travels with the bundle")
     elif not here:
-        f.warning("VI506", ("reward_function",), f"reward function file not found here: {path}",
+        f.warning("VI506", ("reward_function",), f"reward_function={a.reward_function}: file not found here: {path}",
                   "it must exist at this path on the cluster's nodes")
 
 

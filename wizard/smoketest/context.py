@@ -177,6 +177,8 @@ class SmokeContext:
 
     @property
     def max_gen_batches(self) -> int:
+        """Generation batches the smoke run draws before it calls DAPO's filtering hopeless. verl 0.9.1 itself has no
+        such limit: its V1 trainer ignores max_num_gen_batches (trainer/ppo/v1/trainer_base.py:205-210)."""
         if not self.filter_groups:
             return 1
         value = int(self.cfg.algorithm.filter_groups.get("max_num_gen_batches", 0) or 0)

@@ -1065,7 +1065,8 @@ class CpuRun:
         if ctx.filter_groups and len(kept) < sg.prompts:
             raise SmokeFailure(f"DAPO group filtering kept {len(kept)} of {sg.prompts} groups after {gen_batches} "
                                "generation batches: rewards barely vary within a group",
-                               "check the reward function; raise algorithm.filter_groups.max_num_gen_batches")
+                               ("check the reward function: verl 0.9.1 would keep sampling new prompts without limit "
+                                "(it ignores algorithm.filter_groups.max_num_gen_batches)"))
 
     # -------------------------------------------------------------------------------- advantage
     def advantage(self, ph: Any) -> None:

@@ -112,6 +112,70 @@ def splits_evenly(prompts: int, n: int, ranks: int) -> bool:
 
 
 @dataclass(frozen=True)
+class Ranks:
+    """What verl's batch checks read besides the step's prompts, updates and samples per prompt."""
+
+    dp: int  # training data-parallel ranks (data_parallel_size)
+    n_gpus: int
+    megatron: bool = False
+    dynamic: bool = True  # use_dynamic_bsz: micro-batches packed by token budget
+    micro: int | None = None  # ppo_micro_batch_size_per_gpu when it is a given answer (fixed micro-batches)
+
+
+# The checks `batch_checks` names, each with the verl 0.9.1 line that asserts it.
+BATCH_CHECKS = {
+    "equal_updates": "verl-init's updates_per_step: ppo_mini_batch_size = prompts_per_step / updates_per_step",
+    "mini_split": "engine_workers.py:264 (mini-batch × n % data-parallel size, with or without dynamic batching)",
+    "minimal_batch": "utils/config.py:115-127 (train_batch_size × n % n_gpus; FSDP without dynamic batching only)",
+    "micro_split": "engine/utils.py:123 (samples per rank per update % ppo_micro_batch_size_per_gpu)",
+}
+
+
+def batch_checks(prompts: int, updates: int, n: int, r: Ranks) -> tuple[str, ...]:
+    """The single predicate of verl's step-batch arithmetic: the names (BATCH_CHECKS) of the checks that
+    prompts_per_step, updates_per_step and samples_per_prompt fail on layout `r`; empty when verl accepts them.
+
+    Exactly verl's asserts and no more: validate_config's minimal batch is skipped under dynamic batching
+    (utils/config.py:103, `if not use_dynamic_bsz`), and verl pads the step batch to lcm(dp, mini·n) itself
+    (trainer_base.py:1589), so a step batch need not divide over the GPUs then. With Megatron's fixed micro-batches
+    the minimal batch is dp × micro (utils/config.py:115), which holds whenever the micro-batch divides each rank's
+    share of an update (micro_split) because P·n = updates × dp × per_rank."""
+    out: list[str] = []
+    mini = mini_batch(prompts, updates) if prompts > 0 and n > 0 else None
+    if mini is None:
+        return ("equal_updates",)
+    if not r.dynamic and not r.megatron and r.n_gpus > 0 and not splits_evenly(prompts, n, minimal_batch(r.n_gpus)):
+        out.append("minimal_batch")
+    split = update_split(mini, n, r.dp, None if r.dynamic else r.micro) if r.dp > 0 else None
+    if split is not None and split.per_rank is None:
+        out.append("mini_split")
+    elif split is not None and split.micro_ok is False:
+        out.append("micro_split")
+    return tuple(out)
+
+
+def batch_candidates(prompts: int, updates: int, n: int, r: Ranks, key: str, *, min_n: int = 1) -> list[int]:
+    """Values of one of prompts_per_step / updates_per_step / samples_per_prompt (`key`) that pass every batch check
+    with the other two held, nearest first (ties: the smaller first). The search reaches far enough to always
+    find values above: P = U·n_gpus·micro·k and n = n_gpus·micro·k pass every check."""
+    unit = max(r.n_gpus, 1) * max(r.micro or 1, 1)
+    if key == "prompts_per_step":
+        pool = range(1, prompts + 2 * max(updates, 1) * unit + 1)
+        ok = [p for p in pool if p != prompts and not batch_checks(p, updates, n, r)]
+        target = prompts
+    elif key == "updates_per_step":
+        ok = [u for u in divisors(prompts) if u != updates and not batch_checks(prompts, u, n, r)]
+        target = updates
+    elif key == "samples_per_prompt":
+        pool = range(max(min_n, 1), n + 2 * unit + 1)
+        ok = [m for m in pool if m != n and not batch_checks(prompts, updates, m, r)]
+        target = n
+    else:
+        raise ValueError(f"not a batch answer: {key}")
+    return sorted(ok, key=lambda v: (abs(v - target), v))
+
+
+@dataclass(frozen=True)
 class StepBatch:
     """A step's batch as verl's trainer forms it."""
 

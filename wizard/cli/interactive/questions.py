@@ -71,12 +71,14 @@ class Context:
         except Exception:  # noqa: BLE001 - pydantic ValidationError: not complete or not consistent yet
             return None
 
-    def problems(self, answers: Mapping[str, Any]) -> list[Problem] | None:
+    def problems(self, answers: Mapping[str, Any], *, hints: bool = False) -> list[Problem] | None:
         """The errors the planner (and the cluster files' rules) find in `answers`: [] when they plan; None when
-        planning itself failed for another reason. Cached: the questions ask about the same answers many times."""
-        key = tuple(sorted((k, repr(v)) for k, v in answers.items()))
+        planning itself failed for another reason. Cached: the questions ask about the same answers many times.
+        `hints=False` (filtering choices) skips the planner's re-plans that confirm suggested values; a refusal
+        shown to the user asks for them."""
+        key = (hints, *sorted((k, repr(v)) for k, v in answers.items()))
         if key not in self._cache:
-            self._cache[key] = _plan_problems(dict(answers), self.base_dir)
+            self._cache[key] = _plan_problems(dict(answers), self.base_dir, hints=hints)
         return self._cache[key]
 
     def trial(self, q: Question, value: Any) -> Context:
@@ -87,7 +89,7 @@ class Context:
         return t
 
 
-def _plan_problems(answers: dict[str, Any], base_dir: str) -> list[Problem] | None:
+def _plan_problems(answers: dict[str, Any], base_dir: str, *, hints: bool = False) -> list[Problem] | None:
     from wizard.planner.pipeline import plan
     from wizard.renderer.artefacts.cluster import cluster_problems
 
@@ -95,7 +97,7 @@ def _plan_problems(answers: dict[str, Any], base_dir: str) -> list[Problem] | No
     if problems:
         return problems
     try:
-        the_plan = plan(Answers.model_validate(answers), base_dir=base_dir)
+        the_plan = plan(Answers.model_validate(answers), base_dir=base_dir, hints=hints)
         return [p for p in cluster_problems(the_plan) if p.severity == "error"]
     except WizardError as exc:
         return [p for p in exc.problems if p.severity == "error"]
@@ -358,6 +360,9 @@ def refusal(q: Question, value: Any, ctx: Context) -> str | None:
     p = blame(q, value, ctx)
     if p is None:
         return None
+    t = ctx.trial(q, value)
+    shown = [x for x in (t.problems(t.answers, hints=True) or []) if x.rule == p.rule and x.keys == p.keys]
+    p = shown[0] if shown else p  # the same refusal with the planner's confirmed suggestions in its hint
     return f"{p.message} — {p.hint} [{p.rule}]" if p.hint else f"{p.message} [{p.rule}]"
 
 
@@ -365,7 +370,7 @@ def nothing_passes(q: Question, ctx: Context) -> bool:
     """`q` offers choices and the plan so far accepts none of them: an earlier answer has to change."""
     if q.kind != "select" and q.choices is None:
         return False
-    return all(v == OTHER or refusal(q, v, ctx) is not None for v, _ in choices_for(q, ctx))
+    return all(v == OTHER or blame(q, v, ctx) is not None for v, _ in choices_for(q, ctx))
 
 
 def earlier_to_change(q: Question, value: Any, ctx: Context) -> list[Question]:
@@ -381,7 +386,7 @@ def offered(q: Question, ctx: Context) -> list[tuple[Any, str]]:
     """The choices of `q` whose answer the plan so far accepts (all of them when none is accepted: the refusal
     then says why)."""
     all_choices = choices_for(q, ctx)
-    good = [(v, d) for v, d in all_choices if v == OTHER or refusal(q, v, ctx) is None]
+    good = [(v, d) for v, d in all_choices if v == OTHER or blame(q, v, ctx) is None]
     return good if [v for v, _ in good if v != OTHER] else all_choices
 
 
@@ -723,7 +728,7 @@ def default_for(q: Question, ctx: Context) -> Any:
     if q.kind == "confirm" or (q.choices is None and q.kind != "select"):
         return value
     try:
-        if refusal(q, value, ctx) is None:
+        if blame(q, value, ctx) is None:
             return value
         good = [v for v, _ in offered(q, ctx) if v != OTHER]
     except Exception:  # noqa: BLE001 - a default must never stop the questionnaire
