@@ -12,6 +12,24 @@ GPU_MEMORY_GB = {"H100": 80, "H800": 80, "H200": 141, "H20": 96, "B200": 180, "L
                  "A10G": 24, "L4": 24, "RTX 4090": 24, "4090": 24, "RTX 3090": 24, "A6000": 48, "RTX A6000": 48}
 
 
+# What each card reports as nvidia-smi's memory.total, in MiB (public nvidia-smi outputs: H100 80GB HBM3 and
+# H800 81559, A100/A800-SXM4-80GB 81920, H200 and H200 NVL 143771, H20 97871, L40S and L40 46068); the others
+# as their nvidia-smi lists them (B200 183359, RTX 4090 24564, RTX 3090 24576, A10/A10G 23028, L4 23034,
+# RTX A6000 49140, A100 40GB 40960). torch can reserve at most this less the CUDA context.
+# A card's nominal size ("80 GB", as --gpu-memory-gb and gpu_memory_gb are given) → MiB it reports; for two cards
+# with the same nominal size the smaller (80 → the H100's 81559 MiB, not the A100's 81920).
+NOMINAL_MIB = {80: 81559, 141: 143771, 96: 97871, 180: 183359, 48: 46068, 24: 23028, 40: 40960}
+GIB = float(1 << 30)
+
+
+def capacity_gib(gpu_memory_gb: float) -> float:
+    """Memory one GPU of nominal size `gpu_memory_gb` reports, in GiB (2^30 bytes): the table above for the
+    usual sizes (H100 "80 GB" = 81559 MiB = 79.6 GiB; H200 "141 GB" = 140.4 GiB); any other size is taken as
+    that many GiB less 0.5 % (what the driver keeps: 81559 MiB of 81920 on an H100)."""
+    mib = NOMINAL_MIB.get(int(gpu_memory_gb)) if float(gpu_memory_gb).is_integer() else None
+    return mib / 1024 if mib is not None else float(gpu_memory_gb) * 0.995
+
+
 def memory_of_gpu_type(gpu_type: str) -> int | None:
     """Memory of one GPU named `gpu_type` (e.g. "NVIDIA H100 80GB HBM3"): the longest known name in it as a
     whole word, case-insensitively; None when no known name is in it."""
