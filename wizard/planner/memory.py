@@ -141,7 +141,7 @@ class Estimate:
     gpu_gb: float  # nominal card size as given
     capacity_gib: float = 0.0  # what the card reports
     phases: dict[str, tuple[Term, ...]] = field(default_factory=dict)
-    full_length: dict[str, float] = field(default_factory=dict)  # phase → GiB with every sequence at full length
+    full_length: dict[str, tuple[Term, ...]] = field(default_factory=dict)  # the phases with full-length sequences
     kv_seqs: float = 0.0  # full sequences the KV cache holds per rollout replica GPU
     host_gb_per_node: float = 0.0
     host_memory_gb: Optional[float] = None
@@ -155,7 +155,8 @@ class Estimate:
         """(low, high) GiB: ±BAND around the estimate; the high end also covers micro-batches of full-length
         sequences (without dynamic batching)."""
         est = self.phase_gib(phase)
-        return est * (1 - BAND), max(est * (1 + BAND), self.full_length.get(phase, 0.0))
+        full = sum(t.gib for t in self.full_length.get(phase, ()))
+        return est * (1 - BAND), max(est * (1 + BAND), full)
 
     def gib(self, phase: str, role: str, part: str) -> float:
         """One term's GiB (0 when the estimate has no such term)."""
@@ -228,6 +229,11 @@ class Estimate:
     @property
     def training_gb(self) -> float:
         return max(self.phase_gib("log-prob"), self.phase_gib("update")) * GIB / GB
+
+    @property
+    def rollout(self) -> dict[str, float]:
+        """The rollout phase as label → GiB."""
+        return self.table("rollout")
 
     @property
     def margin(self) -> float:
@@ -307,7 +313,7 @@ def estimate(s: ModelShape, L: Layout) -> Estimate:
     full = _estimate(s, L, full=False)
     if L.static_micro:
         long = _estimate(s, L, full=True)
-        full.full_length = {p: long.phase_gib(p) for p in long.phases}
+        full.full_length = dict(long.phases)
     return full
 
 
@@ -387,7 +393,7 @@ def _estimate(s: ModelShape, L: Layout, *, full: bool) -> Estimate:
     e.phases["rollout"] = terms(
         ("rollout", "engine reservation (gpu_memory_utilization × card)", engine),
         ("reward model", "engine reservation", reward_engine),
-        ("actor", "weights + optimizer kept on the GPU", resident_w + resident_o + resident_g),
+        ("actor", "resident (not offloaded)", resident_w + resident_o + resident_g),
         *resident_ref, *resident_critic,
         ("runtime", "allocator reserve", carried),
     )
@@ -404,11 +410,13 @@ def _estimate(s: ModelShape, L: Layout, *, full: bool) -> Estimate:
         ("runtime", "allocator reserve", carried),
     )
     # log-prob: the actor's pass and the reference's pass; offloaded roles take turns, each with its weights loaded
-    own = max(0.0 if not L.offload_params else weights, ref_weights if (has_ref and not L.ref_resident) else 0.0)
+    actor_own = weights if L.offload_params else 0.0
+    ref_own = ref_weights if (has_ref and not L.ref_resident) else 0.0
+    own_role = "reference" if ref_own > actor_own else "actor"
     e.phases["log-prob"] = terms(
-        ("actor", "weights", resident_w + resident_o + resident_g),
-        ("reference", "weights (resident)", ref_res),
-        ("actor", "weights of the pass's role, loaded", own),
+        ("actor", "resident (not offloaded)", resident_w + resident_o + resident_g),
+        *resident_ref,
+        (own_role, "weights loaded for its own pass", max(actor_own, ref_own)),
         ("actor", "gathered layers", gather),
         ("actor", "activations + logits (forward)", fwd),
         *resident_critic,
@@ -455,6 +463,15 @@ def reward_engine_share(reward: ModelShape, gpu_gb: float, seq_len: int, tp: int
     return math.ceil(need / (capacity_gib(gpu_gb) * GIB) * 20) / 20
 
 
+def reward_layout(reward: ModelShape, gpu_gb: float, seq_len: int, gpus_per_node: int) -> tuple[int, float]:
+    """(TP, gpu_memory_utilization) for a reward model's engine beside the policy: the smallest TP (a power of two
+    inside a node) at which its share stays ≤ 0.3 of the card, with that share."""
+    tp = 1
+    while tp * 2 <= gpus_per_node and reward_engine_share(reward, gpu_gb, seq_len, tp) > 0.3:
+        tp *= 2
+    return tp, reward_engine_share(reward, gpu_gb, seq_len, tp)
+
+
 # ---------------------------------------------------------------------------------------------
 
 
@@ -465,7 +482,7 @@ class Decision:
     reasons: dict[str, str]
 
 
-def _gmu_range(s: ModelShape, L: Layout, other_gib: float) -> tuple[float, float]:
+def _gmu_range(s: ModelShape, L: Layout, other_gib: float, headroom: float = 1 + BAND) -> tuple[float, float]:
     """(lowest useful, highest that fits) gpu_memory_utilization for this rollout TP; `other_gib` is what the
     largest engine-awake phase holds besides the engine."""
     cap = capacity_gib(L.gpu_gb)
@@ -474,7 +491,7 @@ def _gmu_range(s: ModelShape, L: Layout, other_gib: float) -> tuple[float, float
     weights = 2 * s.params / L.rollout_tp
     # verl's rule of thumb: the reservation holds the bf16 weights twice (the rest is KV cache)
     low = max(2 * weights, weights + ENGINE_OVERHEAD_GIB * GIB + want * per_seq) / GIB / cap
-    high = (cap / (1 + BAND) - other_gib) / cap - L.reward_gmu
+    high = (cap / headroom - other_gib) / cap - L.reward_gmu
     return low, high
 
 
@@ -486,6 +503,7 @@ def choose(s: ModelShape, base: Layout, *, tp_options: list[int], offload_option
     micro-batch of at least one full sequence and `min_gpu_tokens` tokens per GPU, or None."""
     mp_options = mp_options or [(base.megatron_tp, base.megatron_pp)]
     cap = capacity_gib(base.gpu_gb)
+    headroom = 1 + BAND if "tight" not in accept else 1.0  # "fits": the band's high end stays under the card
     for offload in offload_options:
         for mtp, mpp in mp_options:
             for sp in sp_options:
@@ -498,7 +516,7 @@ def choose(s: ModelShape, base: Layout, *, tp_options: list[int], offload_option
                 probe = estimate(s, replace(lay, train_tokens=0, logprob_tokens=0, gmu=0.0, static_micro=False))
                 fixed = probe.phase_gib("update")
                 per_tok = train_bytes_per_token(s, lay) * (1 + ALLOCATOR_RESERVE)
-                room = (cap / (1 + BAND) - fixed) * GIB
+                room = (cap / headroom - fixed) * GIB
                 split = sp if not base.megatron else 1
                 max_tokens = int(room / per_tok * split) if room > 0 else 0
                 if max_tokens < base.seq_len or max_tokens // split < min_gpu_tokens:
@@ -509,7 +527,7 @@ def choose(s: ModelShape, base: Layout, *, tp_options: list[int], offload_option
                     lay_tp = replace(lay, rollout_tp=tp, replica_batch=max(1, -(-batch_samples * tp // base.n_gpus)))
                     bare = estimate(s, replace(lay_tp, gmu=0.0, reward_gmu=0.0))
                     other = max(bare.phase_gib("rollout"), bare.phase_gib("weight sync"))
-                    low, high = _gmu_range(s, lay_tp, other)
+                    low, high = _gmu_range(s, lay_tp, other, headroom)
                     if gmu_fixed is not None:
                         gmu = gmu_fixed
                     else:

@@ -17,7 +17,7 @@ from wizard.planner import dataprep
 from wizard._version import VERL_TARGET, __version__
 from wizard.intent.answers import BUILTIN_DATASETS, DATA_SUFFIXES, Answers
 from wizard.intent.errors import Findings, Problem
-from wizard.planner.memory import Decision, Layout, choose, estimate
+from wizard.planner.memory import Decision, Layout, choose, estimate, reward_layout
 from wizard.planner.shapes import ModelShape, resolve_shape
 from wizard.verlspec import arithmetic as rc
 from wizard.verlspec.algorithms import ALGORITHMS, VLLM_LORA_RANKS, Algo
@@ -166,6 +166,8 @@ class _Build:
     rtp: int = 0
     gmu: float = 0.6
     offload: bool = False
+    reward_tp: int = 1  # the reward model's engine (reward=model): TP and share of each GPU, sized from its model
+    reward_gmu: float = 0.0
     prompts: int = 0  # prompts_per_step (data.train_batch_size)
     updates: int = 1  # updates_per_step
     mini: int = 0  # prompts per update (ppo_mini_batch_size); 0 when the updates are unequal
@@ -345,6 +347,7 @@ def _memory_fit(b: _Build) -> None:
                     f"{a.nnodes}×{a.gpus_per_node} × {a.gpu_memory_gb:g} GB GPUs with any layout or offload verl-init can choose",
                     _suggest(a, shape, *fit_args))
     b.decision = decision
+    _, b.reward_tp, b.reward_gmu = _reward_engine(a, seq, a.gpus_per_node)
     if decision is not None:
         lay = decision.layout
         b.sp, b.dp, b.mtp, b.mpp = lay.sp, lay.dp, lay.megatron_tp, lay.megatron_pp
@@ -721,9 +724,9 @@ def _critic_keys(b: _Build) -> None:
         s.set("critic.megatron.optimizer_offload", b.offload, critic_off, _src("offload", given))
 
 
-# The reward model's engine reservation: a share of each GPU beside the policy's engine. vLLM refuses to
-# start when util × GPU memory is not free, so policy + reward reservations + what training keeps resident
-# must stay under the GPU (tests/test_algorithms.py writes that sum out).
+# The reward model's engine reservation when its model cannot be sized: a share of each GPU beside the policy's
+# engine. vLLM refuses to start when util × GPU memory is not free, so policy + reward reservations + what training
+# keeps resident must stay under the GPU (tests/test_algorithms.py writes that sum out).
 REWARD_MODEL_GMU = 0.2
 
 
@@ -748,8 +751,10 @@ def _reward_keys(b: _Build) -> None:
         s.set("reward.reward_model.enable", True, "reward=model")
         s.set("reward.reward_model.model_path", _model_path(a.reward_model, b.base), "reward_model", "answer")
         s.set("reward.reward_model.rollout.name", a.rollout_engine, "served by the same engine as the rollout")
-        s.set("reward.reward_model.rollout.tensor_model_parallel_size", 1, "a classifier fits one GPU")
-        s.set("reward.reward_model.rollout.gpu_memory_utilization", REWARD_MODEL_GMU, "small share beside the policy's engine")
+        s.set("reward.reward_model.rollout.tensor_model_parallel_size", b.reward_tp,
+              "smallest split whose engine share stays ≤ 0.3 of the card")
+        s.set("reward.reward_model.rollout.gpu_memory_utilization", b.reward_gmu,
+              "the reward model's bf16 weights and KV cache for 8 full sequences, beside the policy's engine")
         roles["reward"] = f"reward model {a.reward_model}"
     else:
         roles["reward"] = "verl's rule-based scorer chosen by each row's data_source"
@@ -937,24 +942,43 @@ def _fit(a: Answers, shape: ModelShape, critic: Optional[ModelShape], n_gpus: in
         tp_options = pow2_divisors(gpn)
         mp_options = [(t, p) for t in pow2_divisors(gpn) for p in (1, 2, 4, 8, 16) if n_all % (t * p) == 0]
         mp_options.sort(key=lambda tp_pp: (tp_pp[0] * tp_pp[1], tp_pp[1]))
+    reward, reward_tp, reward_gmu = _reward_engine(a, seq, gpn)
     base = Layout(
         gpu_gb=a.gpu_memory_gb, n_gpus=n_all, gpus_per_node=gpn, seq_len=seq, rollout_tp=1, gmu=0.0, dp=1,
         megatron=megatron, use_ref=use_ref, ref_resident=megatron,
         lora_rank=a.lora_rank if lora_rank is None else lora_rank, critic=critic,
-        host_memory_gb=a.host_memory_gb if host_limit else None,
-        reward_gmu=REWARD_MODEL_GMU if a.reward == "model" else 0.0,
+        host_memory_gb=a.host_memory_gb if host_limit else None, static_micro=not dynamic,
+        reward=reward, reward_tp=reward_tp, reward_gmu=reward_gmu,
     )
     offload = [False, True] if (a.offload is None or any_offload) else [a.offload]
     kw = dict(tp_options=tp_options, gmu_fixed=None if any_offload else a.gpu_memory_utilization,
               sp_options=sp_options, token_cap=token_cap, mp_options=mp_options, batch_samples=a.prompts_per_step * n)
-    if len(offload) > 1:
-        # A layout whose GPUs fit activations for less than two sequences trains slowly: offload (which frees the
-        # rollout phase, and lets an offloaded actor and critic take turns) is preferred to it; the cramped
-        # layout is the fallback.
-        roomy = choose(shape, base, offload_options=offload, min_gpu_tokens=min(token_cap, 2 * seq), **kw)
-        if roomy is not None:
-            return roomy
-    return choose(shape, base, offload_options=offload, **kw)
+    # a layout whose every phase fits with the band first; one that is only tight (the band's high end over the
+    # card) is the fallback
+    for accept in (("fits",), ("fits", "tight")):
+        if len(offload) > 1:
+            # A layout whose GPUs fit activations for less than two sequences trains slowly: offload (which frees
+            # the rollout phase, and lets an offloaded actor and critic take turns) is preferred to it; the cramped
+            # layout is the fallback.
+            roomy = choose(shape, base, offload_options=offload, min_gpu_tokens=min(token_cap, 2 * seq), accept=accept, **kw)
+            if roomy is not None:
+                return roomy
+        d = choose(shape, base, offload_options=offload, accept=accept, **kw)
+        if d is not None:
+            return d
+    return None
+
+
+def _reward_engine(a: Answers, seq: int, gpn: int) -> tuple[Optional[ModelShape], int, float]:
+    """The reward model's engine beside the policy (reward=model): its shape, TP and share of each GPU, sized
+    from the model (wizard.planner.memory.reward_layout); a model verl-init cannot size gets REWARD_MODEL_GMU."""
+    if a.reward != "model":
+        return None, 1, 0.0
+    reward = resolve_shape(a.reward_model) if a.reward_model else None
+    if reward is None:
+        return None, 1, REWARD_MODEL_GMU
+    tp, gmu = reward_layout(reward, a.gpu_memory_gb, seq, gpn)
+    return reward, tp, gmu
 
 
 _FREEABLE = ("gpu_memory_utilization", "rollout_tp", "offload", "sequence_parallel", "megatron_tp", "megatron_pp",
