@@ -191,6 +191,36 @@ def test_context_length_is_checked():
         plan(answers(model="google/gemma-2-2b-it", max_prompt_length=4096, max_response_length=8192), base_dir="/r")
 
 
+def _local_model(tmp_path, name: str, **changes) -> str:
+    """A model folder named like a catalogue entry, holding only a config.json (the catalogue's shape with changes)."""
+    folder = tmp_path / name
+    folder.mkdir(parents=True)
+    shape = from_catalogue("Qwen/Qwen2.5-7B-Instruct")
+    config = {"model_type": "qwen2", **shape.hf_config_kwargs(), **changes}
+    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    return str(folder)
+
+
+def test_a_local_folder_config_wins_over_the_catalogue_and_its_context_is_respected(tmp_path):
+    """Issue 17: a local folder named like a catalogue entry got the catalogue's shape (a 131k-context model was
+    refused at 32k). Its config.json wins, with or without model_params_b, and its context bounds the sequence."""
+    long = _local_model(tmp_path / "a", "Qwen2.5-7B-Instruct", max_position_embeddings=131072, num_hidden_layers=20)
+    for params_b in (None, 7.6):
+        shape = resolve_shape(long, params_b)
+        assert shape.source == "local" and shape.max_pos == 131072 and shape.layers == 20
+    p = plan(answers(model=long, max_prompt_length=2048, max_response_length=38000, prompts_per_step=64,
+                     samples_per_prompt=4), base_dir="/r")
+    assert p.facts["model_size_source"] == "local"  # 40k tokens: over the catalogue's 32768, under the folder's 131072
+    assert p.facts["model_params_b"] == pytest.approx(resolve_shape(long).params_b, abs=0.01)
+    short = _local_model(tmp_path / "b", "Qwen2.5-7B-Instruct", max_position_embeddings=4096)
+    with pytest.raises(WizardError, match=r"VI604.*|exceeds the model's context of 4096"):
+        plan(answers(model=short, max_prompt_length=2048, max_response_length=4096), base_dir="/r")
+    # YaRN stretches the context as vLLM derives max_model_len: original_max_position_embeddings × factor
+    yarn = _local_model(tmp_path / "c", "Qwen2.5-7B-Instruct", max_position_embeddings=32768,
+                        rope_scaling={"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768})
+    assert resolve_shape(yarn).max_pos == 131072
+
+
 def test_plan_command_json(cli_env):
     r = run_cli(["plan", "--profile", "single-node-8gpu", "--json"], env=cli_env)
     assert r.returncode == 0, r.stderr
