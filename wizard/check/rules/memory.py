@@ -88,9 +88,10 @@ def rule_memory(c: Ctx, f: Facts, shape: Any, why: str) -> None:
         c.add("VI862", sev, keys, f"the rollout engine reserves {gmu:g} × {est.capacity_gib:.1f} GiB = "
               f"{gmu * est.capacity_gib:.1f} GiB per GPU, which cannot hold {where}'s bf16 weights ({weights:.1f} GiB at TP {tp}) "
               f"plus one {seq}-token sequence's KV cache", f"raise {keys[1]} or {keys[0]}")
-    verdict = est.verdict
-    if verdict != "fits" and est.kv_seqs >= 1:
-        phase = est.peak_phase if verdict == "does not fit" else max(est.tight_phases, key=lambda p: est.tight_phases[p])
+    over = est.peak_gib > est.capacity_gib + 1e-9  # "does not fit" for memory (the KV cache is VI862's)
+    if over or est.tight_phases:
+        verdict = "does not fit" if over else "tight"
+        phase = est.peak_phase if over else max(est.tight_phases, key=lambda p: est.tight_phases[p])
         top = sorted(est.table(phase).items(), key=lambda kv: -kv[1])[:3]
         parts = ", ".join(f"{k} {v:.1f}" for k, v in top)
         hints = []
