@@ -200,17 +200,17 @@ class Estimate:
         """One sentence: the verdict, the deciding phase and by how much."""
         cap = self.capacity_gib
         p = self.peak_phase
-        head = f"peak {self.peak_gib:.1f} GiB ({p}) of {cap:.1f} GiB per GPU"
+        head = f"peak {self.peak_gib:.1f} GiB ({p} phase) of {cap:.1f} GiB per GPU"
         if self.verdict == "does not fit":
             if self.kv_seqs < 1:
-                return f"{head}: does not fit — the rollout engine's reservation cannot hold one full sequence's KV cache"
+                return f"{head}: does not fit, the rollout engine's reservation cannot hold one full sequence's KV cache"
             if not self.host_fits:
-                return f"{head}: does not fit — offloaded state needs {self.host_gb_per_node:.0f} GB of host memory per node"
-            return f"{head}: does not fit — {p} is {self.peak_gib - cap:.1f} GiB over"
+                return f"{head}: does not fit, offloaded state needs {self.host_gb_per_node:.0f} GB of host memory per node"
+            return f"{head}: does not fit, the {p} phase is {self.peak_gib - cap:.1f} GiB over"
         if self.verdict == "tight":
             worst = max(self.tight_phases, key=lambda k: self.tight_phases[k])
-            return (f"{head}: tight — {worst} may reach {self.band(worst)[1]:.1f} GiB, "
-                    f"{self.tight_phases[worst]:.1f} GiB over the card at the band's high end")
+            return (f"{head}: tight, the {worst} phase may reach {self.band(worst)[1]:.1f} GiB at the band's high end, "
+                    f"{self.tight_phases[worst]:.1f} GiB over the card")
         return f"{head}: fits (every phase's band stays under the card)"
 
     # -- back-compatible views (GB = 1e9 bytes) -------------------------------------------------------------------

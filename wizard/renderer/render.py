@@ -258,7 +258,7 @@ def _memory_rows(plan: Plan) -> dict[str, Any]:
     rows.append({"part": "**total**", "cells": [f"{m.phase_gib(p):.1f}" for p in phases]})
     rows.append({"part": "band (low – high)", "cells": ["{:.1f} – {:.1f}".format(*m.band(p)) for p in phases]})
     summary = (
-        f"Verdict: **{m.verdict}**. {m.verdict_line()[0].upper()}{m.verdict_line()[1:]}. "
+        f"{m.verdict_line()[0].upper()}{m.verdict_line()[1:]}. "
         f"GiB = 2^30 bytes; the card's {m.gpu_gb:g} GB is {m.capacity_gib:.1f} GiB as it reports itself. The band is "
         f"±{int(m.margin * 100)}% (the calibration on measured verl runs, benchmarks/memory_calibration.md), and its high "
         f"end also covers micro-batches of full-length sequences. The rollout KV cache holds {m.kv_seqs:.0f} full "
