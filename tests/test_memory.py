@@ -299,3 +299,17 @@ def test_offloaded_state_is_counted_in_the_training_phase():
     assert not offloaded.fits  # a 7B full fine-tune does not fit one 80 GB GPU, offload or not
     with pytest.raises(WizardError, match="VI602"):
         plan(answers(model="Qwen/Qwen2.5-7B-Instruct", nnodes=1, gpus_per_node=1, prompts_per_step=16), base_dir="/r")
+
+
+def test_megatron_expert_parallel_splits_the_experts_only():
+    """Megatron-Core expert parallel: a MoE's experts over EP × ETP (ETP defaults to TP), the rest over TP × PP;
+    the distributed optimizer's 12 B/param over every GPU either way."""
+    shape = from_catalogue("Qwen/Qwen3-30B-A3B")
+    experts = shape.layers * shape.experts * 3 * shape.hidden * shape.moe_intermediate
+    base = Layout(gpu_gb=96, n_gpus=8, gpus_per_node=8, seq_len=3072, rollout_tp=4, gmu=0.6, dp=8, megatron=True,
+                  train_tokens=8192, logprob_tokens=8192)
+    dense, ep8 = estimate(shape, base), estimate(shape, Layout(**{**base.__dict__, "megatron_ep": 8}))
+    assert dense.gib("update", "actor", "weights") == pytest.approx(2 * shape.params / GIB)
+    assert ep8.gib("update", "actor", "weights") == pytest.approx(2 * (shape.params - experts + experts / 8) / GIB)
+    assert ep8.gib("update", "actor", "optimizer states") == dense.gib("update", "actor", "optimizer states") == \
+        pytest.approx(12 * shape.params / 8 / GIB)

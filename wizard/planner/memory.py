@@ -99,6 +99,8 @@ class Layout:
     megatron_tp: int = 1
     megatron_pp: int = 1
     megatron_cp: int = 1
+    megatron_ep: int = 1  # expert parallel: MoE experts split over EP × ETP ranks instead of TP
+    megatron_etp: Optional[int] = None  # expert tensor parallel (None: as TP, Megatron's default)
     recompute: bool = False  # Megatron recompute_granularity=full (FSDP always checkpoints: verl's default)
     train_tokens: int = 0  # tokens per training micro-batch per GPU (before the SP/CP split): a budget, or micro × seq
     logprob_tokens: int = 0  # tokens per forward-only micro-batch per GPU
@@ -327,12 +329,16 @@ def _estimate(s: ModelShape, L: Layout, *, full: bool) -> Estimate:
     # FSDP shards over every GPU (fsdp_size=-1; Ulysses SP only splits the data: workers/engine/fsdp/
     # transformer_impl.py builds the mesh over the whole world). Megatron over TP × PP, Adam over all GPUs.
     if L.megatron:
-        mp = L.megatron_tp * L.megatron_pp
-        weights = MEGATRON_WEIGHT_BYTES * P / mp
-        grads = MEGATRON_GRAD_BYTES * P / mp
+        # dense parameters over TP × PP; a MoE's experts over EP × ETP × PP (Megatron-Core expert parallel:
+        # engine/megatron.yaml expert_model_parallel_size, expert_tensor_parallel_size: null = TP)
+        experts = s.layers * s.experts * 3 * s.hidden * s.moe_intermediate if s.experts else 0
+        etp = L.megatron_etp or L.megatron_tp
+        per_gpu = (P - experts) / (L.megatron_tp * L.megatron_pp) + experts / (L.megatron_ep * etp * L.megatron_pp)
+        weights = MEGATRON_WEIGHT_BYTES * per_gpu
+        grads = MEGATRON_GRAD_BYTES * per_gpu
         optim = MEGATRON_OPTIM_BYTES * P / n
         gather = biggest = 0.0
-        ref_weights = MEGATRON_WEIGHT_BYTES * P / mp
+        ref_weights = MEGATRON_WEIGHT_BYTES * per_gpu
     else:
         weights = FSDP_WEIGHT_BYTES * P / n
         trained = s.lora_params(L.lora_rank) if L.lora_rank else P

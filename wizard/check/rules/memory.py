@@ -45,12 +45,14 @@ def rule_memory(c: Ctx, f: Facts, shape: Any, why: str) -> None:
         lp_tokens = (c.int(f"{R}.log_prob_micro_batch_size_per_gpu") or 1) * seq
     if f.dynamic != lp_dynamic:  # one flag per layout: count the static pass at the budget it can reach
         lp_tokens = max(lp_tokens, train_tokens)
-    cp, recompute = 1, False
+    cp, ep, etp, recompute = 1, 1, None, False
     if f.megatron:
         off_p, off_o = bool(c.v(f"{A}.megatron.param_offload")), bool(c.v(f"{A}.megatron.optimizer_offload"))
         ref_resident = not bool(c.v(f"{REF}.megatron.param_offload"))
         mtp, mpp = c.int(f"{A}.megatron.tensor_model_parallel_size") or 1, c.int(f"{A}.megatron.pipeline_model_parallel_size") or 1
         cp = c.int(f"{A}.megatron.context_parallel_size") or 1
+        ep = c.int(f"{A}.megatron.expert_model_parallel_size") or 1
+        etp = c.int(f"{A}.megatron.expert_tensor_parallel_size")
         recompute = c.v(f"{A}.megatron.override_transformer_config.recompute_granularity") == "full"
         critic_off = c.v("critic.megatron.param_offload")
     else:
@@ -72,7 +74,8 @@ def rule_memory(c: Ctx, f: Facts, shape: Any, why: str) -> None:
         reward = model_shape(c, "reward.reward_model.model_path")[0]
     layout = Layout(gpu_gb=float(hw.gpu_memory_gb), n_gpus=f.n_gpus, gpus_per_node=f.gpn or f.n_gpus, seq_len=seq,
                     rollout_tp=tp, gmu=float(gmu), dp=f.dp, sp=1 if f.megatron else f.sp, megatron=f.megatron,
-                    megatron_tp=mtp, megatron_pp=mpp, megatron_cp=cp, recompute=recompute,
+                    megatron_tp=mtp, megatron_pp=mpp, megatron_cp=cp, megatron_ep=ep, megatron_etp=etp,
+                    recompute=recompute,
                     train_tokens=train_tokens, logprob_tokens=lp_tokens, static_micro=not f.dynamic,
                     offload_params=off_p, offload_optimizer=off_o, ref_resident=ref_resident, use_ref=f.use_ref,
                     lora_rank=f.lora, critic=critic, critic_offload=None if critic_off is None else bool(critic_off),
