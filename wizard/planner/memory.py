@@ -101,7 +101,8 @@ class Layout:
     megatron_cp: int = 1
     megatron_ep: int = 1  # expert parallel: MoE experts split over EP × ETP ranks instead of TP
     megatron_etp: Optional[int] = None  # expert tensor parallel (None: as TP, Megatron's default)
-    recompute: bool = False  # Megatron recompute_granularity=full (FSDP always checkpoints: verl's default)
+    recompute: bool = False  # Megatron recompute_granularity=full
+    checkpointing: bool = True  # FSDP model.enable_gradient_checkpointing (verl's default: true)
     train_tokens: int = 0  # tokens per training micro-batch per GPU (before the SP/CP split): a budget, or micro × seq
     logprob_tokens: int = 0  # tokens per forward-only micro-batch per GPU
     static_micro: bool = False  # token counts are micro-batch × max length (no dynamic batching): MEAN_FILL applies
@@ -291,8 +292,11 @@ def train_bytes_per_token(s: ModelShape, L: Layout) -> float:
     layers = math.ceil(s.layers / L.megatron_pp) if L.megatron else s.layers
     inter = s.moe_intermediate * max(s.active_experts, 1) if s.experts else s.intermediate
     working = (10 * s.hidden + 4 * inter) * 2 / tp
-    per_layer = SELECTIVE_BYTES_PER_HIDDEN if (L.megatron and not L.recompute) else CHECKPOINT_BYTES_PER_HIDDEN
-    stored = layers * s.hidden * per_layer / tp
+    if L.megatron:
+        per_layer = s.hidden * (CHECKPOINT_BYTES_PER_HIDDEN if L.recompute else SELECTIVE_BYTES_PER_HIDDEN) / tp
+    else:  # without gradient checkpointing every layer keeps the working set a recompute would rebuild
+        per_layer = s.hidden * CHECKPOINT_BYTES_PER_HIDDEN if L.checkpointing else working
+    stored = layers * per_layer
     logits = s.vocab * LOGIT_BYTES_TRAIN / tp
     return stored + working + logits
 

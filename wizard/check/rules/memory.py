@@ -76,7 +76,10 @@ def rule_memory(c: Ctx, f: Facts, shape: Any, why: str) -> None:
                     rollout_tp=tp, gmu=float(gmu), dp=f.dp, sp=1 if f.megatron else f.sp, megatron=f.megatron,
                     megatron_tp=mtp, megatron_pp=mpp, megatron_cp=cp, megatron_ep=ep, megatron_etp=etp,
                     recompute=recompute,
-                    train_tokens=train_tokens, logprob_tokens=lp_tokens, static_micro=not f.dynamic,
+                    train_tokens=train_tokens, logprob_tokens=lp_tokens,
+                    # remove-padding (verl's default) packs real tokens: a static micro-batch is mean-filled
+                    static_micro=not f.dynamic and c.v(f"{M}.use_remove_padding") is not False,
+                    checkpointing=c.v(f"{M}.enable_gradient_checkpointing") is not False,
                     offload_params=off_p, offload_optimizer=off_o, ref_resident=ref_resident, use_ref=f.use_ref,
                     lora_rank=f.lora, critic=critic, critic_offload=None if critic_off is None else bool(critic_off),
                     replica_batch=max(1, -(-tbs * n * tp // f.n_gpus)),
@@ -86,7 +89,13 @@ def rule_memory(c: Ctx, f: Facts, shape: Any, why: str) -> None:
     approx = shape.source not in ("catalogue", "local")
     sev = "warning" if approx else "error"
     where = f"{shape.name} ({shape.params_b:.1f}B{', shape estimated from its name' if approx else ''})"
-    if est.kv_seqs < 1:
+    if est.reward_kv_seqs is not None and est.reward_kv_seqs < 1 and reward is not None:
+        rkeys = ("reward.reward_model.rollout.tensor_model_parallel_size", "reward.reward_model.rollout.gpu_memory_utilization")
+        c.add("VI862", sev, rkeys, f"the reward model's engine reserves {reward_gmu:g} × {est.capacity_gib:.1f} GiB = "
+              f"{reward_gmu * est.capacity_gib:.1f} GiB per GPU, which cannot hold {reward.name}'s bf16 weights "
+              f"({2 * reward.params / reward_tp / GIB:.1f} GiB at TP {reward_tp}) plus one {seq}-token sequence's KV cache",
+              f"raise {rkeys[1]} or {rkeys[0]}")
+    elif est.kv_seqs < 1:
         weights = 2 * shape.params / tp / GIB
         c.add("VI862", sev, keys, f"the rollout engine reserves {gmu:g} × {est.capacity_gib:.1f} GiB = "
               f"{gmu * est.capacity_gib:.1f} GiB per GPU, which cannot hold {where}'s bf16 weights ({weights:.1f} GiB at TP {tp}) "
