@@ -313,3 +313,22 @@ def test_megatron_expert_parallel_splits_the_experts_only():
     assert ep8.gib("update", "actor", "weights") == pytest.approx(2 * (shape.params - experts + experts / 8) / GIB)
     assert ep8.gib("update", "actor", "optimizer states") == dense.gib("update", "actor", "optimizer states") == \
         pytest.approx(12 * shape.params / 8 / GIB)
+
+
+def test_a_tight_plan_is_a_warning_naming_the_phase_as_check_says(tmp_path):
+    """An explicit gpu_memory_utilization that leaves the rollout phase's band over the card: the planner keeps
+    the answer and warns (VI607) naming the phase, and `check` of the written bundle says the same (VI860 warning)."""
+    from wizard.check.lint import check
+
+    p = plan(answers(model="Qwen/Qwen2.5-1.5B-Instruct", gpus_per_node=4, gpu_memory_gb=141, train_backend="megatron",
+                     gpu_memory_utilization=0.85, prompts_per_step=128, samples_per_prompt=8), base_dir=str(tmp_path))
+    assert p.memory.verdict == "tight" and p.memory.fits
+    (warning,) = [f for f in p.findings if f.rule == "VI607"]
+    phase = max(p.memory.tight_phases, key=p.memory.tight_phases.get)
+    assert warning.severity == "warning" and f"tight in the {phase} phase" in warning.message
+    assert "gpu_memory_utilization" in warning.keys
+    bundle = wizard.write_bundle(wizard.render(p), tmp_path / "b")
+    report = check(str(bundle / "verl_config.yaml"), defaults="snapshot")
+    (vi860,) = [f.problem for f in report.findings if f.problem.rule == "VI860"]
+    assert vi860.severity == "warning" and f"tight in the {phase} phase" in vi860.message
+    assert report.memory.verdict == "tight" and report.memory.peak_gib == pytest.approx(p.memory.peak_gib, abs=0.05)

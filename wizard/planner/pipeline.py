@@ -362,6 +362,23 @@ def _memory_fit(b: _Build) -> None:
                    offload=b.offload, rollout_replicas=n_gpus // b.rtp if b.rtp and n_gpus % b.rtp == 0 else 0)
 
 
+def _memory_verdict(b: _Build) -> None:
+    """The final plan's memory verdict (wizard.planner.memory): "tight" is a warning naming the phase and by how
+    much, as `check` says of the same config (its VI860 warning)."""
+    mem = b.decision.estimate if b.decision is not None else None
+    if mem is None or b.f.errors or mem.verdict != "tight":
+        return
+    phase = max(mem.tight_phases, key=lambda p: mem.tight_phases[p])
+    low, high = mem.band(phase)
+    given = [k for k in ("gpu_memory_utilization", "max_tokens_per_gpu", "micro_batch_per_gpu", "offload", "rollout_tp")
+             if k in b.given]
+    b.f.warning("VI607", tuple(given) or ("gpu_memory_gb",),
+                f"memory is tight in the {phase} phase: {mem.phase_gib(phase):.1f} GiB per GPU estimated, up to {high:.1f} GiB "
+                f"at the band's high end, {high - mem.capacity_gib:.1f} GiB over the {mem.capacity_gib:.1f} GiB card",
+                ("lower gpu_memory_utilization or offload" if phase in ("rollout", "weight sync") else
+                 "lower the token budget / micro-batch") + (f" (set by you: {', '.join(given)})" if given else ""))
+
+
 def _batch_ok(b: _Build, p: int, u: int) -> bool:
     """What VI201-VI203 ask of prompts_per_step p and updates_per_step u, so that a suggestion is never refused next."""
     m = rc.mini_batch(p, u)
@@ -537,7 +554,8 @@ def _enough_rows(b: _Build) -> None:
                "use more data") + (", or more data" if fits else ""))
 
 
-RULE_STAGES = (_cluster, _samples_and_kl, _reward, _parallelism, _memory_fit, _step_batches, _micro_batches, _lora, _data)
+RULE_STAGES = (_cluster, _samples_and_kl, _reward, _parallelism, _memory_fit, _step_batches, _micro_batches,
+               _memory_verdict, _lora, _data)
 
 
 # -- key stages: verl's keys, in the order they appear in verl_config.yaml ---------------------
