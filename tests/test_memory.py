@@ -332,3 +332,17 @@ def test_a_tight_plan_is_a_warning_naming_the_phase_as_check_says(tmp_path):
     (vi860,) = [f.problem for f in report.findings if f.problem.rule == "VI860"]
     assert vi860.severity == "warning" and f"tight in the {phase} phase" in vi860.message
     assert report.memory.verdict == "tight" and report.memory.peak_gib == pytest.approx(p.memory.peak_gib, abs=0.05)
+
+
+def test_card_capacity_is_what_the_card_reports():
+    """GiB as nvidia-smi reports memory.total (an H100 80GB HBM3: 81559 MiB; an H200: 143771 MiB), from the nominal
+    size a user gives or from the GB (1e9 bytes) the machine probe measures through NVML."""
+    from wizard.verlspec.hardware import capacity_gib
+
+    assert capacity_gib(80) == pytest.approx(81559 / 1024) and capacity_gib(141) == pytest.approx(143771 / 1024)
+    assert capacity_gib(81559 * 2**20 / 1e9) == pytest.approx(81559 / 1024, abs=0.01)  # the probe's 85.52 GB
+    assert 80e9 / 2**30 < capacity_gib(80) < 80  # neither 80e9 bytes (74.5 GiB) nor 80 GiB
+    est = estimate(from_catalogue("Qwen/Qwen2.5-0.5B-Instruct"),
+                   Layout(gpu_gb=141, n_gpus=1, gpus_per_node=1, seq_len=1024, rollout_tp=1, gmu=0.5, dp=1))
+    assert est.capacity_gib == pytest.approx(140.4, abs=0.05)
+    assert est.gib("rollout", "rollout", "engine reservation (gpu_memory_utilization × card)") == pytest.approx(0.5 * 140.4, abs=0.05)

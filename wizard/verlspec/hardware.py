@@ -23,11 +23,17 @@ GIB = float(1 << 30)
 
 
 def capacity_gib(gpu_memory_gb: float) -> float:
-    """Memory one GPU of nominal size `gpu_memory_gb` reports, in GiB (2^30 bytes): the table above for the
-    usual sizes (H100 "80 GB" = 81559 MiB = 79.6 GiB; H200 "141 GB" = 140.4 GiB); any other size is taken as
-    that many GiB less 0.5 % (what the driver keeps: 81559 MiB of 81920 on an H100)."""
-    mib = NOMINAL_MIB.get(int(gpu_memory_gb)) if float(gpu_memory_gb).is_integer() else None
-    return mib / 1024 if mib is not None else float(gpu_memory_gb) * 0.995
+    """Memory one GPU reports, in GiB (2^30 bytes), from `gpu_memory_gb` as verl-init receives it:
+    - a whole number is the card's nominal size ("80 GB"): the table above for the usual sizes (H100 "80 GB" =
+      81559 MiB = 79.6 GiB; H200 "141 GB" = 140.4 GiB), any other size taken as that many GiB less 0.5 % (what
+      the driver keeps: 81559 MiB of 81920 on an H100);
+    - a fraction is a measured size in GB (1e9 bytes), as the machine probe reads it from NVML (an H100: 85.5).
+    """
+    value = float(gpu_memory_gb)
+    if not value.is_integer():
+        return value * 1e9 / GIB
+    mib = NOMINAL_MIB.get(int(value))
+    return mib / 1024 if mib is not None else value * 0.995
 
 
 def memory_of_gpu_type(gpu_type: str) -> int | None:
