@@ -391,7 +391,9 @@ def _estimate(s: ModelShape, L: Layout, *, full: bool) -> Estimate:
 
     engine = L.gmu * e.capacity_gib * GIB
     reward_engine = L.reward_gmu * e.capacity_gib * GIB
-    asleep = ENGINE_ASLEEP_GIB * GIB * (2 if L.reward_gmu else 1)
+    # the engines during training: asleep (rollout.free_cache_engine, verl's default, frees weights and KV cache),
+    # else awake with their whole reservation
+    asleep = ENGINE_ASLEEP_GIB * GIB * (2 if L.reward_gmu else 1) if L.free_cache_engine else engine + reward_engine
 
     def terms(*items: tuple[str, str, float]) -> tuple[Term, ...]:
         return tuple(Term(r, p, b / GIB) for r, p, b in items if b > 0) + (Term("runtime", "CUDA context + NCCL", CUDA_CONTEXT_GIB),)
@@ -409,8 +411,8 @@ def _estimate(s: ModelShape, L: Layout, *, full: bool) -> Estimate:
     )
     # weight sync (engine_workers.py:update_weights): the actor's weights on the GPU (loaded when offloaded) and
     # the largest gathered tensor, beside the engine. verl 0.9.1 resumes the engine's weights first and its KV
-    # cache after the offload; the measured runs (D05–D09: peak = reservation + fp32 shard, −14…+17 %) peak with
-    # the whole reservation held, so the whole reservation is counted.
+    # cache after the offload; the measured runs D04–D10 (7B–72B, peak in this phase) fit the whole reservation
+    # held (estimates −16 … +16 % of the measured peaks), so the whole reservation is counted.
     e.phases["weight sync"] = terms(
         ("rollout", "engine reservation (gpu_memory_utilization × card)", engine),
         ("reward model", "engine reservation", reward_engine),
@@ -430,7 +432,7 @@ def _estimate(s: ModelShape, L: Layout, *, full: bool) -> Estimate:
         ("actor", "gathered layers", gather),
         ("actor", "activations + logits (forward)", fwd),
         *resident_critic,
-        ("rollout", "asleep", asleep),
+        ("rollout", "asleep" if L.free_cache_engine else "engine awake (free_cache_engine=false)", asleep),
         ("runtime", "allocator reserve", reserve),
     )
     # update: the actor's full training state, one micro-batch's activations and logits
@@ -441,7 +443,7 @@ def _estimate(s: ModelShape, L: Layout, *, full: bool) -> Estimate:
         ("actor", "gathered layers", gather),
         ("actor", "activations + logits", acts),
         *resident_ref, *resident_critic,
-        ("rollout", "asleep", asleep),
+        ("rollout", "asleep" if L.free_cache_engine else "engine awake (free_cache_engine=false)", asleep),
         ("runtime", "allocator reserve", reserve),
     ]
     e.phases["update"] = terms(*update)
