@@ -36,7 +36,7 @@ def main() -> int:
             continue
         est = check(None, c["overrides"], nnodes=c["nnodes"], gpus_per_node=c["gpus_per_node"],
                     gpu_memory_gb=c["gpu_memory_gb"]).memory
-        reserved = est.peak_gib - CUDA_CONTEXT_GIB
+        reserved = est.peak_gib - est.gib(est.peak_phase, "runtime", "CUDA context + NCCL")
         measured = c["measured_peak_gb"] * 1e9 / GIB if c.get("measured_peak_gb") else None
         ratio = reserved / measured if measured else None
         if ratio is not None:

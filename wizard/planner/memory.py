@@ -69,8 +69,11 @@ MEAN_FILL = 0.5
 # 15–25 % above engine reservation + fp32 shard, which that reserve accounts for (kept until a verl 0.9.1 log
 # with per-phase peaks says otherwise).
 ALLOCATOR_RESERVE = 0.25
-# The CUDA context and NCCL buffers live outside torch's allocator (not in the measured peaks), on the card.
+# Outside torch's allocator (not in the measured peaks), on the card: the CUDA context (~0.5 GiB), the rollout
+# engine's CUDA graphs (outside gpu_memory_utilization, ~0.5 GiB) and NCCL's communicator buffers (~0.5 GiB,
+# none on a single GPU).
 CUDA_CONTEXT_GIB = 1.5
+SINGLE_GPU_CONTEXT_GIB = 1.0
 # What a sleeping rollout engine keeps during training (vLLM sleep mode frees weights and KV cache; CUDA graphs
 # and its allocator's handles stay).
 ENGINE_ASLEEP_GIB = 0.5
@@ -119,6 +122,7 @@ class Layout:
     reward_tp: int = 1
     free_cache_engine: bool = True
     host_memory_gb: Optional[float] = None
+    gpu_type: Optional[str] = None  # pins the card's reported capacity when its nominal size matches gpu_gb
 
 
 @dataclass(frozen=True)
@@ -325,7 +329,7 @@ def estimate(s: ModelShape, L: Layout) -> Estimate:
 
 def _estimate(s: ModelShape, L: Layout, *, full: bool) -> Estimate:
     P = s.params
-    e = Estimate(gpu_gb=L.gpu_gb, capacity_gib=capacity_gib(L.gpu_gb), host_memory_gb=L.host_memory_gb)
+    e = Estimate(gpu_gb=L.gpu_gb, capacity_gib=capacity_gib(L.gpu_gb, L.gpu_type), host_memory_gb=L.host_memory_gb)
     gpn, n = L.gpus_per_node, L.n_gpus
     host = 0.0
 
@@ -395,8 +399,10 @@ def _estimate(s: ModelShape, L: Layout, *, full: bool) -> Estimate:
     # else awake with their whole reservation
     asleep = ENGINE_ASLEEP_GIB * GIB * (2 if L.reward_gmu else 1) if L.free_cache_engine else engine + reward_engine
 
+    context = CUDA_CONTEXT_GIB if n > 1 else SINGLE_GPU_CONTEXT_GIB
+
     def terms(*items: tuple[str, str, float]) -> tuple[Term, ...]:
-        return tuple(Term(r, p, b / GIB) for r, p, b in items if b > 0) + (Term("runtime", "CUDA context + NCCL", CUDA_CONTEXT_GIB),)
+        return tuple(Term(r, p, b / GIB) for r, p, b in items if b > 0) + (Term("runtime", "CUDA context + NCCL", context),)
 
     resident_critic = [("critic", "weights + Adam (not offloaded)", critic_res)] if L.critic is not None else []
     resident_ref = [("reference", "weights (not offloaded)", ref_res)] if has_ref else []
@@ -497,7 +503,7 @@ class Decision:
 def _gmu_range(s: ModelShape, L: Layout, other_gib: float, headroom: float = 1 + BAND) -> tuple[float, float]:
     """(lowest useful, highest that fits) gpu_memory_utilization for this rollout TP; `other_gib` is what the
     largest engine-awake phase holds besides the engine."""
-    cap = capacity_gib(L.gpu_gb)
+    cap = capacity_gib(L.gpu_gb, L.gpu_type)
     per_seq = s.kv_bytes_per_token(L.rollout_tp) * L.seq_len
     want = min(MIN_KV_SEQS, max(1, L.replica_batch))
     weights = 2 * s.params / L.rollout_tp
@@ -514,7 +520,7 @@ def choose(s: ModelShape, base: Layout, *, tp_options: list[int], offload_option
     """The first layout (least offload, smallest model parallelism) whose verdict is in `accept` with a training
     micro-batch of at least one full sequence and `min_gpu_tokens` tokens per GPU, or None."""
     mp_options = mp_options or [(base.megatron_tp, base.megatron_pp)]
-    cap = capacity_gib(base.gpu_gb)
+    cap = capacity_gib(base.gpu_gb, base.gpu_type)
     headroom = 1 + BAND if "tight" not in accept else 1.0  # "fits": the band's high end stays under the card
     for offload in offload_options:
         for mtp, mpp in mp_options:

@@ -965,7 +965,7 @@ def _fit(a: Answers, shape: ModelShape, critic: Optional[ModelShape], n_gpus: in
         gpu_gb=a.gpu_memory_gb, n_gpus=n_all, gpus_per_node=gpn, seq_len=seq, rollout_tp=1, gmu=0.0, dp=1,
         megatron=megatron, use_ref=use_ref, ref_resident=megatron,
         lora_rank=a.lora_rank if lora_rank is None else lora_rank, critic=critic,
-        host_memory_gb=a.host_memory_gb if host_limit else None, static_micro=not dynamic,
+        host_memory_gb=a.host_memory_gb if host_limit else None, static_micro=not dynamic, gpu_type=a.gpu_type,
         reward=reward, reward_tp=reward_tp, reward_gmu=reward_gmu,
     )
     offload = [False, True] if (a.offload is None or any_offload) else [a.offload]

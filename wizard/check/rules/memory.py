@@ -84,7 +84,7 @@ def rule_memory(c: Ctx, f: Facts, shape: Any, why: str) -> None:
                     lora_rank=f.lora, critic=critic, critic_offload=None if critic_off is None else bool(critic_off),
                     replica_batch=max(1, -(-tbs * n * tp // f.n_gpus)),
                     reward=reward, reward_gmu=reward_gmu if 0 < reward_gmu <= 1 else 0.0, reward_tp=reward_tp,
-                    free_cache_engine=c.v(f"{R}.free_cache_engine") is not False)
+                    free_cache_engine=c.v(f"{R}.free_cache_engine") is not False, gpu_type=hw.gpu_type)
     est = estimate(shape, layout)
     approx = shape.source not in ("catalogue", "local")
     sev = "warning" if approx else "error"
