@@ -369,7 +369,7 @@ def _memory_verdict(b: _Build) -> None:
     if mem is None or b.f.errors or mem.verdict != "tight":
         return
     phase = max(mem.tight_phases, key=lambda p: mem.tight_phases[p])
-    low, high = mem.band(phase)
+    high = mem.band(phase)[1]
     given = [k for k in ("gpu_memory_utilization", "max_tokens_per_gpu", "micro_batch_per_gpu", "offload", "rollout_tp")
              if k in b.given]
     b.f.warning("VI607", tuple(given) or ("gpu_memory_gb",),
@@ -992,7 +992,10 @@ def _reward_engine(a: Answers, seq: int, gpn: int) -> tuple[Optional[ModelShape]
     from the model (wizard.planner.memory.reward_layout); a model verl-init cannot size gets REWARD_MODEL_GMU."""
     if a.reward != "model":
         return None, 1, 0.0
-    reward = resolve_shape(a.reward_model) if a.reward_model else None
+    try:
+        reward = resolve_shape(a.reward_model) if a.reward_model else None
+    except (OSError, ValueError):  # an unreadable local config.json: sized like an unknown model
+        reward = None
     if reward is None:
         return None, 1, REWARD_MODEL_GMU
     tp, gmu = reward_layout(reward, a.gpu_memory_gb, seq, gpn)
