@@ -8,7 +8,7 @@ from wizard.check.rules.context import REF, A, M, R, Ctx, Facts, model_shape
 
 
 def rule_memory(c: Ctx, f: Facts, shape: Any, why: str) -> None:
-    from wizard.planner.memory import GIB, Layout, estimate
+    from wizard.planner.memory import GIB, MEAN_FILL, Layout, estimate
 
     hw = c.hw
     if hw.gpu_memory_gb is None:
@@ -43,8 +43,10 @@ def rule_memory(c: Ctx, f: Facts, shape: Any, why: str) -> None:
         lp_tokens = (c.int(f"{R}.log_prob_max_token_len_per_gpu") or seq) * (1 if f.megatron else f.sp)
     else:
         lp_tokens = (c.int(f"{R}.log_prob_micro_batch_size_per_gpu") or 1) * seq
-    if f.dynamic != lp_dynamic:  # one flag per layout: count the static pass at the budget it can reach
-        lp_tokens = max(lp_tokens, train_tokens)
+    # remove-padding (verl's default) packs real tokens: a static micro-batch is mean-filled
+    static = not f.dynamic and c.v(f"{M}.use_remove_padding") is not False
+    if static and lp_dynamic:  # the layout's one fill applies to both passes: a log-prob budget is not filled
+        lp_tokens = int(lp_tokens / MEAN_FILL)
     cp, ep, etp, recompute = 1, 1, None, False
     if f.megatron:
         off_p, off_o = bool(c.v(f"{A}.megatron.param_offload")), bool(c.v(f"{A}.megatron.optimizer_offload"))
@@ -77,8 +79,7 @@ def rule_memory(c: Ctx, f: Facts, shape: Any, why: str) -> None:
                     megatron_tp=mtp, megatron_pp=mpp, megatron_cp=cp, megatron_ep=ep, megatron_etp=etp,
                     recompute=recompute,
                     train_tokens=train_tokens, logprob_tokens=lp_tokens,
-                    # remove-padding (verl's default) packs real tokens: a static micro-batch is mean-filled
-                    static_micro=not f.dynamic and c.v(f"{M}.use_remove_padding") is not False,
+                    static_micro=static,
                     checkpointing=c.v(f"{M}.enable_gradient_checkpointing") is not False,
                     offload_params=off_p, offload_optimizer=off_o, ref_resident=ref_resident, use_ref=f.use_ref,
                     lora_rank=f.lora, critic=critic, critic_offload=None if critic_off is None else bool(critic_off),
@@ -114,7 +115,7 @@ def rule_memory(c: Ctx, f: Facts, shape: Any, why: str) -> None:
         else:
             hints.append("lower the micro-batch / token budget, or raise sequence/tensor parallelism")
         hints.append("use more GPUs or LoRA")
-        low, high = est.band(phase)
+        high = est.band(phase)[1]
         if verdict == "does not fit":
             sev = "warning" if approx else "error"
             msg = (f"{where} does not fit: about {est.phase_gib(phase):.1f} GiB per GPU in the {phase} phase ({parts} GiB), "
