@@ -74,14 +74,17 @@ ALLOCATOR_RESERVE = 0.25
 # none on a single GPU).
 CUDA_CONTEXT_GIB = 1.5
 SINGLE_GPU_CONTEXT_GIB = 1.0
-# What a sleeping rollout engine keeps during training (vLLM sleep mode frees weights and KV cache; CUDA graphs
-# and its allocator's handles stay).
+# What a sleeping rollout engine keeps during training: vLLM's sleep mode offloads its weights and discards its KV
+# cache (verl calls it when rollout.free_cache_engine is true); its allocator handles and buffers stay. Assumed,
+# not measured: the runs above log only whole-run peaks.
 ENGINE_ASLEEP_GIB = 0.5
-# Rollout engine activations / CUDA graphs inside its reservation.
+# What the engine's reservation spends besides weights and KV cache: the activations of its profiling forward pass
+# over max_num_batched_tokens (vLLM sizes the KV cache as reservation − weights − that peak). Assumed for the
+# KV-cache count only (kv_cache_sequences, VI862); it does not change the phases' totals.
 ENGINE_OVERHEAD_GIB = 1.5
 # The band of uncertainty: the calibration keeps every estimate within ±20 % of the measured peak.
 BAND = 0.20
-MIN_KV_SEQS = 8  # a useful KV cache holds at least this many full sequences (or the whole replica batch)
+MIN_KV_SEQS = 8  # planner policy: a useful KV cache holds at least this many full sequences (or the replica batch)
 PHASES = ("rollout", "weight sync", "log-prob", "update")
 
 
@@ -352,7 +355,8 @@ def _estimate(s: ModelShape, L: Layout, *, full: bool) -> Estimate:
         trained = s.lora_params(L.lora_rank) if L.lora_rank else P
         grads = 4 * trained / n
         optim = ADAM_BYTES * trained / n
-        # the unit being computed and the prefetched one, gathered in bf16 (FSDP mixed precision)
+        # the unit being computed and the prefetched one (FSDP's default backward prefetch), gathered in bf16 (mixed
+        # precision param_dtype); the embedding / LM head is the largest unit
         gather = 2 * 2 * max(s.layer_params(), s.vocab * s.hidden)
         # the largest tensor the weight sync gathers whole, in fp32 (engine's get_per_tensor_param .full_tensor())
         biggest = FSDP_WEIGHT_BYTES * s.vocab * s.hidden
