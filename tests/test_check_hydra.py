@@ -79,19 +79,21 @@ def test_grpo_with_one_sample_is_a_warning_saying_what_verl_does():
     assert finding.problem.severity == "warning" and "raw score" in finding.problem.message
 
 
-def test_json_carries_the_memory_estimate_when_the_gpu_is_known(tmp_path):
+def test_json_carries_the_memory_estimate_when_the_gpu_is_known(tmp_path, cli_env):
     import json
 
     from conftest import run_cli
 
     bundle = tmp_path / "b"
-    assert run_cli(["--profile", "single-node-8gpu", "--out", str(bundle)], cwd=tmp_path).returncode == 0
-    doc = json.loads(run_cli(["check", str(bundle), "--json"], cwd=tmp_path).stdout)
+    assert run_cli(["--profile", "single-node-8gpu", "--out", str(bundle)], cwd=tmp_path, env=cli_env).returncode == 0
+    doc = json.loads(run_cli(["check", str(bundle), "--json"], cwd=tmp_path, env=cli_env).stdout)
     memory = doc["memory"]
-    assert isinstance(memory["fits"], bool) and memory["fits"]
-    assert 0 < memory["peak_gb_per_gpu"] <= memory["budget_gb_per_gpu"] < 80
-    assert set(memory["phases"]) == {"rollout", "training"}
-    # the peak is the larger phase, summed from its terms
-    assert memory["peak_gb_per_gpu"] == pytest.approx(max(sum(p.values()) for p in memory["phases"].values()), abs=0.05)
-    overrides_only = json.loads(run_cli(["check", "--json", "--", *BASE], cwd=tmp_path).stdout)
+    assert isinstance(memory["fits"], bool) and memory["fits"] and memory["verdict"] in ("fits", "tight")
+    assert memory["unit"] == "GiB" and 0 < memory["peak_gib_per_gpu"] <= memory["capacity_gib_per_gpu"] < 80
+    assert set(memory["phases"]) == {"rollout", "weight sync", "log-prob", "update"}
+    # the peak is the largest phase, summed from its terms
+    phases = memory["phases"].values()
+    assert memory["peak_gib_per_gpu"] == pytest.approx(max(sum(p["terms"].values()) for p in phases), abs=0.05)
+    assert all(p["band_gib"][0] <= p["total_gib"] <= p["band_gib"][1] for p in phases)
+    overrides_only = json.loads(run_cli(["check", "--json", "--", *BASE], cwd=tmp_path, env=cli_env).stdout)
     assert "memory" not in overrides_only  # no GPU memory known: no estimate claimed

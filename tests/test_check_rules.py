@@ -167,6 +167,9 @@ CASES: list[tuple[str, str, list[str], tuple[str, ...], str, dict[str, Any]]] = 
      {"hw": {"gpu_memory_gb": 24}}),
     ("VI861", "info", [], (), "", {"hw": {"gpu_memory_gb": None}}),
     ("VI862", "error", ["actor_rollout_ref.rollout.gpu_memory_utilization=0.05"], (), "actor_rollout_ref.rollout.gpu_memory_utilization", {}),
+    ("VI862", "error", ["reward.reward_model.enable=True", "reward.reward_model.model_path=Qwen/Qwen2.5-7B-Instruct",
+                        "reward.reward_model.rollout.name=vllm", "reward.reward_model.rollout.gpu_memory_utilization=0.05"], (),
+     "reward.reward_model.rollout.gpu_memory_utilization", {}),
     ("VI870", "warning", ["data.train_files=/nonexistent/train.parquet"], (), "data.train_files", {}),
 ]
 

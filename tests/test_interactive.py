@@ -176,7 +176,7 @@ def test_grpo_on_one_node_with_probed_defaults(tmp_path, monkeypatch):
         assert unset not in a  # empty answers leave the choice to verl-init
     assert "8× NVIDIA H100 80GB HBM3 (85.5 GB)" in r.out and "NVLink between all GPUs" in r.out
     assert "placed with this machine's GPU topology" in r.out
-    assert "Memory per GPU (GB)" in r.out and "Batch arithmetic" in r.out and "256 prompts per step × 5" in r.out
+    assert "Memory per GPU (GiB)" in r.out and "Batch arithmetic" in r.out and "256 prompts per step × 5" in r.out
     bundle = r.bundle()
     assert bundle == tmp_path / "runs" / "grpo-qwen2.5-0.5b-instruct"
     assert {"verl_config.yaml", "run.sh", "PLAN.md", "verl-init.yaml"} <= {p.name for p in bundle.iterdir()}

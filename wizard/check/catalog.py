@@ -53,7 +53,7 @@ RULES: dict[str, tuple[str, str]] = {
     "VI854": ("policy-loss parameters", "dual-clip needs clip_ratio_c > 1; the dro loss needs dro_beta > 0 (core_algos.py)"),
     "VI856": ("LoRA rank and vLLM", "vLLM serves LoRA ranks up to 512 and reserves the next of 1,8,16,32,64,128,256,320,512"),
     "VI857": ("deprecated or rewritten setting", "data.val_batch_size (deprecated), trainer.device=cpu (rewritten to cuda)"),
-    "VI860": ("memory does not fit", "estimated peak per GPU over the budget (wizard.planner.memory: weights, gradients, optimizer, activations, KV cache)"),
+    "VI860": ("memory does not fit / is tight", "a phase's estimated peak per GPU (rollout, weight sync, log-prob, update; GiB, wizard.planner.memory) is over the card: error; only its ±20% band is: warning naming the phase"),
     "VI861": ("memory not estimated", "no GPU memory size, or no model shape (placeholder, unknown model)"),
     "VI862": ("rollout engine reservation too small", "gpu_memory_utilization × GPU memory cannot hold the weights per GPU and one sequence's KV cache"),
     "VI872": ("fewer training rows than one batch", "verl drops the incomplete batch (drop_last) and trains 0 steps"),

@@ -110,6 +110,7 @@ RULES: dict[str, tuple[str, str]] = {
     "VI604": ("memory", "max_prompt_length + max_response_length exceeds the model's context length"),
     "VI605": ("memory", "fitting the GPUs needs offloaded state beyond 90% of host_memory_gb per node"),
     "VI606": ("memory", "an explicitly set answer keeps every layout over GPU memory; without it the plan fits"),
+    "VI607": ("memory", "the plan is tight: a phase's ±20% band (or full-length micro-batches) reaches over the card"),
     # -- cluster: planned resources (wizard.renderer.artefacts.cluster) --------------------------------------
     "VI701": ("cluster", "cpus_per_node below what verl asks Ray for on a node (3 CPUs per GPU + 1)"),
     "VI702": ("cluster", "the cluster's logical CPUs fall short of verl's 3 per GPU plus TransferQueue's"),

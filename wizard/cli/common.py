@@ -29,8 +29,7 @@ def print_summary(the_plan: Plan, out: str, *, written: bool) -> None:
     print(f"  rollout: {a.rollout_engine} TP={fx['rollout_tp']} × {fx['rollout_replicas']} replica(s)")
     if the_plan.memory is not None:
         m = the_plan.memory
-        print(f"  memory:  peak {m.peak_gb:.1f} of {m.gpu_gb:g} GB per GPU ({'fits' if m.fits else 'DOES NOT FIT'})"
-              f"{', training state offloaded' if fx.get('offload') else ''}")
+        print(f"  memory:  {m.verdict_line()}{'; training state offloaded' if fx.get('offload') else ''}")
     print(f"  batch:   {fx['prompts_per_step']} prompts × {fx['samples_per_prompt']} samples = "
           f"{fx['samples_per_step']} per step; {fx['updates_per_step']} updates of {fx['samples_per_update']}")
     for problem in the_plan.findings:

@@ -53,14 +53,13 @@ def _print_text(the_plan: Plan, choices: dict[str, dict[str, Any]]) -> None:
     a, mem = the_plan.answers, the_plan.memory
     print(f"{a.algorithm} on {a.model}: {a.nnodes}×{a.gpus_per_node} × {a.gpu_memory_gb:g} GB")
     if mem:
-        for phase, rows in (("rollout", mem.rollout), ("training", mem.training)):
-            print(f"  {phase} phase, GB per GPU:")
-            for k, v in rows.items():
-                print(f"    {k:<38} {v:7.1f}")
-            print(f"    {'total':<38} {sum(rows.values()):7.1f}")
-        print(f"  peak {mem.peak_gb:.1f} GB of {mem.gpu_gb:g} GB (budget {mem.budget_gb:.1f} GB after a "
-              f"{int(mem.margin * 100)}% margin): {'fits' if mem.fits else 'DOES NOT FIT'}; "
-              f"KV cache holds {mem.kv_seqs:.0f} full sequences per rollout GPU")
+        for phase in mem.phases:
+            low, high = mem.band(phase)
+            print(f"  {phase} phase, GiB per GPU:")
+            for k, v in mem.table(phase).items():
+                print(f"    {k:<52} {v:7.1f}")
+            print(f"    {'total (band ' + f'{low:.1f} – {high:.1f})':<52} {mem.phase_gib(phase):7.1f}")
+        print(f"  {mem.verdict_line()}; KV cache holds {mem.kv_seqs:.0f} full sequences per rollout GPU")
     print("  choices:")
     for k, c in choices.items():
         print(f"    {k} = {c['value']}  ({c['reason']})")

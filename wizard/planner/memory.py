@@ -1,36 +1,97 @@
-"""Memory per GPU, per role, per phase, for verl's colocated hybrid engine; and the choices that
-make a plan fit (rollout TP, gpu_memory_utilization, offload, sequence parallel, token budget,
-Megatron TP/PP).
+"""Memory per GPU, per role, per phase, for verl's colocated hybrid engine, in GiB (2^30 bytes, what torch and
+nvidia-smi count); and the choices that make a plan fit (rollout TP, gpu_memory_utilization, offload, sequence
+parallel, token budget, Megatron TP/PP).
 
-Two phases share each GPU. Rollout: the engine reserves `gpu_memory_utilization × memory` for
-bf16 weights + KV cache while the training roles keep what is not offloaded. Training: the engine
-sleeps (verl frees its cache), the actor holds fp32 weights + gradients + Adam states (sharded by
-FSDP over data-parallel ranks, by TP×PP for Megatron with a distributed optimizer), the
-reference bf16 weights, the critic like the actor, plus activations (gradient checkpointing on),
-the logits tensor (tokens × vocab × 4 bytes, twice) and FSDP's gathered layers. The peak of the two
-phases must stay under the GPU's memory less a safety margin.
+Four phases take turns on each GPU in one verl step (verl/trainer/ppo/ray_trainer.py, workers/engine_workers.py):
+- rollout: the engine is awake and reserves `gpu_memory_utilization × card` (weights + KV cache); the training
+  roles keep what is not offloaded;
+- weight sync: before each rollout verl loads the actor's (offloaded) weights back onto the GPU to hand them to
+  the engine while the engine holds its reservation (engine_workers.py:update_weights);
+- log-prob: forward passes of the actor (old log-probs) and of the reference, each with its weights on the GPU
+  (an offloaded reference is loaded for its own pass), with the logits of one log-prob micro-batch;
+- update: the actor's weights, gradients and Adam states (verl's engine loads offloaded state back for every
+  update, workers/engine/base.py), the activations and logits of one training micro-batch; the critic's update
+  takes its own turn when offloaded.
+
+Every constant below names its source: verl 0.9.1's code (file under site-packages/verl) or a measurement
+(the case IDs of tests/data/reference/memory-calibration.json, with their URLs there). The measured peaks are
+torch's max_memory_reserved: what the caching allocator holds, i.e. live tensors plus the allocator's own
+reserve (reserved − allocated, 12–48 GiB in those logs), and without the CUDA context. The estimate is therefore
+`allocated + allocator reserve`, plus the CUDA context for the verdict against the card.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
 from wizard.planner.shapes import ModelShape
 from wizard.verlspec import arithmetic as rc
+from wizard.verlspec.hardware import capacity_gib
 
+GIB = float(1 << 30)
 GB = 1e9
-SAFETY_MARGIN = 0.08  # share of GPU memory never planned for (allocator fragmentation, spikes)
-CUDA_CONTEXT_GB = 1.5  # CUDA context, NCCL buffers, allocator slack
-ENGINE_OVERHEAD_GB = 1.5  # rollout engine activations / CUDA graphs inside its reservation
-ENGINE_ASLEEP_GB = 0.5  # what a sleeping rollout engine keeps during training
-MIN_KV_SEQS = 8  # a useful KV cache holds at least this many full sequences (or the whole replica batch)
+
+# -- constants, each with its source ---------------------------------------------------------------------------
+# verl 0.9.1 loads the actor, the reference and the critic for FSDP in fp32 (engine/fsdp.yaml `model_dtype: fp32`,
+# trainer/config/_generated_ppo_trainer.yaml lines 37, 245, 564; workers/engine/fsdp/transformer_impl.py
+# _build_module), also the frozen LoRA base; FSDP's mixed precision gathers each unit in bf16 for compute.
+FSDP_WEIGHT_BYTES = 4
+# Megatron keeps bf16 weights, an fp32 gradient buffer (utils/megatron_utils.py: grad_reduce_in_fp32=True) and,
+# with the distributed optimizer (engine/megatron.yaml use_distributed_optimizer: True), fp32 master weights and
+# Adam m, v sharded over every data- and context-parallel rank: 12 B per parameter over all GPUs of the model.
+MEGATRON_WEIGHT_BYTES, MEGATRON_GRAD_BYTES, MEGATRON_OPTIM_BYTES = 2, 4, 12
+# torch.optim.AdamW: m and v in the weights' dtype (fp32): 8 B per trained parameter (tests/test_memory.py checks).
+ADAM_BYTES = 8
+# Logits per token and vocabulary entry in a training micro-batch: the bf16 logits (2 B) the loss keeps for
+# backward, their fp32 copy for log-softmax (4 B), the entropy's fp32 softmax (4 B) and the fp32 gradient that
+# flows back (4 B) (verl/utils/torch_functional.py logprobs_from_logits, entropy_from_logits; workers/utils/losses.py).
+# 14 B also fits the measured peaks best (D01–D10: every estimate within ±20 %; benchmarks/memory_calibration.md).
+LOGIT_BYTES_TRAIN = 14
+# Forward-only passes (old log-probs, reference): bf16 logits, their fp32 copy, the entropy's fp32 softmax.
+LOGIT_BYTES_FORWARD = 10
+# Activations stored per layer and token: with gradient checkpointing (FSDP, verl's default; Megatron with
+# recompute_granularity=full) each layer's bf16 input, 2·hidden bytes. Megatron's default recomputes only the
+# core attention (engine/megatron.yaml recompute_modules: [core_attn]): 34·hidden bytes per layer and token split
+# over TP with sequence parallel (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
+# Transformer Models", table 2). The layer being recomputed holds (10·hidden + 4·intermediate) bf16 values.
+CHECKPOINT_BYTES_PER_HIDDEN, SELECTIVE_BYTES_PER_HIDDEN = 2, 34
+# Without dynamic batching a micro-batch holds micro × sequences; with remove-padding (verl's default
+# use_remove_padding) it holds their real tokens. Assumed: prompts and responses fill half of
+# max_prompt_length + max_response_length on average (GSM8K/MATH runs D01–D10 fit ±20 % with it; a batch of
+# full-length responses costs up to twice the activations, which the upper end of the band shows).
+MEAN_FILL = 0.5
+# The caching allocator's reserve above live tensors (reserved − allocated), as a share of the largest
+# activation + logits working set: measured 12–48 GiB against working sets of 20–45 GiB (D01–D10 notes:
+# max_memory_allocated vs max_memory_reserved). The phases around the rollout carry the last update's reserve:
+# verl empties the cache before it resumes the engine (engine_workers.py:769), yet the 7B runs (D04, D10) peak
+# 15–25 % above engine reservation + fp32 shard, which that reserve accounts for (kept until a verl 0.9.1 log
+# with per-phase peaks says otherwise).
+ALLOCATOR_RESERVE = 0.25
+# Outside torch's allocator (not in the measured peaks), on the card: the CUDA context (~0.5 GiB), the rollout
+# engine's CUDA graphs (outside gpu_memory_utilization, ~0.5 GiB) and NCCL's communicator buffers (~0.5 GiB,
+# none on a single GPU).
+CUDA_CONTEXT_GIB = 1.5
+SINGLE_GPU_CONTEXT_GIB = 1.0
+# What a sleeping rollout engine keeps during training: vLLM's sleep mode offloads its weights and discards its KV
+# cache (verl calls it when rollout.free_cache_engine is true); its allocator handles and buffers stay. Assumed,
+# not measured: the runs above log only whole-run peaks.
+ENGINE_ASLEEP_GIB = 0.5
+# What the engine's reservation spends besides weights and KV cache: the activations of its profiling forward pass
+# over max_num_batched_tokens (vLLM sizes the KV cache as reservation − weights − that peak). Assumed for the
+# KV-cache count only (kv_cache_sequences, VI862); it does not change the phases' totals.
+ENGINE_OVERHEAD_GIB = 1.5
+# The band of uncertainty: the calibration keeps every estimate within ±20 % of the measured peak.
+BAND = 0.20
+MIN_KV_SEQS = 8  # planner policy: a useful KV cache holds at least this many full sequences (or the replica batch)
+PHASES = ("rollout", "weight sync", "log-prob", "update")
 
 
 @dataclass(frozen=True)
 class Layout:
-    """Everything the estimate depends on (one GPU's view)."""
+    """Everything the estimate depends on (one GPU's view). `gpu_gb` is the card's nominal size as the user
+    gives it (80 for an H100); the estimate works in what the card reports (verlspec.hardware.capacity_gib)."""
 
     gpu_gb: float
     n_gpus: int
@@ -43,224 +104,394 @@ class Layout:
     megatron: bool = False
     megatron_tp: int = 1
     megatron_pp: int = 1
-    train_tokens: int = 0  # tokens per training micro-batch per GPU (before SP split)
+    megatron_cp: int = 1
+    megatron_ep: int = 1  # expert parallel: MoE experts split over EP × ETP ranks instead of TP
+    megatron_etp: Optional[int] = None  # expert tensor parallel (None: as TP, Megatron's default)
+    recompute: bool = False  # Megatron recompute_granularity=full
+    checkpointing: bool = True  # FSDP model.enable_gradient_checkpointing (verl's default: true)
+    train_tokens: int = 0  # tokens per training micro-batch per GPU (before the SP/CP split): a budget, or micro × seq
     logprob_tokens: int = 0  # tokens per forward-only micro-batch per GPU
+    static_micro: bool = False  # token counts are micro-batch × max length (no dynamic batching): MEAN_FILL applies
     offload_params: bool = False
     offload_optimizer: bool = False
-    ref_resident: bool = False  # a reference model whose bf16 weights stay on the GPU
+    ref_resident: bool = False  # a reference model whose weights stay on the GPU between its passes
     use_ref: bool = False
     lora_rank: int = 0
     critic: Optional[ModelShape] = None
+    critic_offload: Optional[bool] = None  # None: as the actor
     replica_batch: int = 1  # sequences one rollout replica generates per step
-    reward_gmu: float = 0.0  # share of each GPU a colocated reward-model engine reserves (0: no reward model)
+    reward: Optional[ModelShape] = None  # a reward model served beside the policy
+    reward_gmu: float = 0.0  # share of each GPU its engine reserves (0: no colocated reward model)
+    reward_tp: int = 1
+    free_cache_engine: bool = True
     host_memory_gb: Optional[float] = None
+    gpu_type: Optional[str] = None  # pins the card's reported capacity when its nominal size matches gpu_gb
 
 
 @dataclass(frozen=True)
 class Term:
-    """One amount of memory on one GPU in one phase: who holds it (`role`: actor, reference, critic,
-    rollout, runtime) and what it is (`part`), in GB (1e9 bytes)."""
+    """One amount of memory on one GPU in one phase: who holds it (`role`: actor, reference, critic, rollout,
+    reward model, runtime) and what it is (`part`), in GiB."""
 
     role: str
     part: str
-    gb: float
+    gib: float
 
     @property
     def label(self) -> str:
         return f"{self.role}: {self.part}"
 
-
-def _table(terms: tuple[Term, ...]) -> dict[str, float]:
-    return {t.label: t.gb for t in terms}
+    @property
+    def gb(self) -> float:  # the same amount in GB (1e9 bytes)
+        return self.gib * GIB / GB
 
 
 @dataclass
 class Estimate:
-    gpu_gb: float
-    rollout_terms: tuple[Term, ...] = ()
-    training_terms: tuple[Term, ...] = ()
+    gpu_gb: float  # nominal card size as given
+    capacity_gib: float = 0.0  # what the card reports
+    phases: dict[str, tuple[Term, ...]] = field(default_factory=dict)
+    full_length: dict[str, tuple[Term, ...]] = field(default_factory=dict)  # the phases with full-length sequences
     kv_seqs: float = 0.0  # full sequences the KV cache holds per rollout replica GPU
     host_gb_per_node: float = 0.0
     host_memory_gb: Optional[float] = None
-    margin: float = SAFETY_MARGIN
+    reward_kv_seqs: Optional[float] = None
+
+    # -- per phase ----------------------------------------------------------------------------------------------
+    def phase_gib(self, phase: str) -> float:
+        return sum(t.gib for t in self.phases.get(phase, ()))
+
+    def band(self, phase: str) -> tuple[float, float]:
+        """(low, high) GiB: ±BAND around the estimate; the high end also covers micro-batches of full-length
+        sequences (without dynamic batching)."""
+        est = self.phase_gib(phase)
+        full = sum(t.gib for t in self.full_length.get(phase, ()))
+        return est * (1 - BAND), max(est * (1 + BAND), full)
+
+    def gib(self, phase: str, role: str, part: str) -> float:
+        """One term's GiB (0 when the estimate has no such term)."""
+        return sum(t.gib for t in self.phases.get(phase, ()) if t.role == role and t.part == part)
+
+    def table(self, phase: str) -> dict[str, float]:
+        return {t.label: t.gib for t in self.phases.get(phase, ())}
 
     @property
-    def rollout(self) -> dict[str, float]:
-        """The rollout phase as label → GB (for display; the terms are typed)."""
-        return _table(self.rollout_terms)
+    def peak_phase(self) -> str:
+        return max(self.phases, key=self.phase_gib) if self.phases else "rollout"
 
     @property
-    def training(self) -> dict[str, float]:
-        """The training phase as label → GB (for display; the terms are typed)."""
-        return _table(self.training_terms)
+    def peak_gib(self) -> float:
+        return max((self.phase_gib(p) for p in self.phases), default=0.0)
 
-    def gb(self, phase: str, role: str, part: str) -> float:
-        """One term's GB (0 when the estimate has no such term)."""
-        terms = self.rollout_terms if phase == "rollout" else self.training_terms
-        return sum(t.gb for t in terms if t.role == role and t.part == part)
-
-    @property
-    def rollout_gb(self) -> float:
-        return sum(t.gb for t in self.rollout_terms)
-
-    @property
-    def training_gb(self) -> float:
-        return sum(t.gb for t in self.training_terms)
-
-    @property
-    def peak_gb(self) -> float:
-        return max(self.rollout_gb, self.training_gb)
-
-    @property
-    def budget_gb(self) -> float:
-        return self.gpu_gb * (1 - self.margin)
-
+    # -- verdict ------------------------------------------------------------------------------------------------
     @property
     def host_fits(self) -> bool:
         return self.host_memory_gb is None or self.host_gb_per_node <= 0.9 * self.host_memory_gb
 
     @property
+    def tight_phases(self) -> dict[str, float]:
+        """Phases whose band reaches over the card → GiB by which its high end does."""
+        return {p: round(self.band(p)[1] - self.capacity_gib, 2) for p in self.phases
+                if self.band(p)[1] > self.capacity_gib}
+
+    @property
+    def verdict(self) -> str:
+        """"does not fit" when a phase's estimate is over the card (or the KV cache cannot hold one sequence, or
+        the host memory is short); "tight" when only the band's high end of some phase is; else "fits"."""
+        if self.peak_gib > self.capacity_gib + 1e-9 or self.kv_seqs < 1 or not self.host_fits:
+            return "does not fit"
+        return "tight" if self.tight_phases else "fits"
+
+    @property
     def fits(self) -> bool:
-        return self.peak_gb <= self.budget_gb + 1e-9 and self.kv_seqs >= 1 and self.host_fits
+        return self.verdict != "does not fit"
+
+    def verdict_line(self) -> str:
+        """One sentence: the verdict, the deciding phase and by how much."""
+        cap = self.capacity_gib
+        p = self.peak_phase
+        head = f"peak {self.peak_gib:.1f} GiB ({p} phase) of {cap:.1f} GiB per GPU"
+        if self.verdict == "does not fit":
+            if self.kv_seqs < 1:
+                return f"{head}: does not fit, the rollout engine's reservation cannot hold one full sequence's KV cache"
+            if not self.host_fits:
+                return f"{head}: does not fit, offloaded state needs {self.host_gb_per_node:.0f} GB of host memory per node"
+            return f"{head}: does not fit, the {p} phase is {self.peak_gib - cap:.1f} GiB over"
+        if self.verdict == "tight":
+            worst = max(self.tight_phases, key=lambda k: self.tight_phases[k])
+            return (f"{head}: tight, the {worst} phase may reach {self.band(worst)[1]:.1f} GiB at the band's high end, "
+                    f"{self.tight_phases[worst]:.1f} GiB over the card")
+        return f"{head}: fits (every phase's band stays under the card)"
+
+    # -- back-compatible views (GB = 1e9 bytes) -------------------------------------------------------------------
+    @property
+    def peak_gb(self) -> float:
+        return self.peak_gib * GIB / GB
+
+    @property
+    def budget_gb(self) -> float:
+        return self.capacity_gib * GIB / GB
+
+    @property
+    def rollout_gb(self) -> float:
+        return self.phase_gib("rollout") * GIB / GB
+
+    @property
+    def training_gb(self) -> float:
+        return max(self.phase_gib("log-prob"), self.phase_gib("update")) * GIB / GB
+
+    @property
+    def rollout(self) -> dict[str, float]:
+        """The rollout phase as label → GiB."""
+        return self.table("rollout")
+
+    @property
+    def margin(self) -> float:
+        return BAND
+
+    def gb(self, phase: str, role: str, part: str) -> float:
+        """One term's GB; phase "training" is the update."""
+        return self.gib("update" if phase == "training" else phase, role, part) * GIB / GB
 
     def roles(self) -> dict[str, float]:
-        """Role → GB per GPU at that role's peak (the larger of its two phases)."""
-        order = list(dict.fromkeys(t.role for t in (*self.rollout_terms, *self.training_terms)))
-        return {role: round(max(sum(t.gb for t in terms if t.role == role)
-                                for terms in (self.rollout_terms, self.training_terms)), 2) for role in order}
+        """Role → GiB per GPU at that role's peak over the phases."""
+        order = list(dict.fromkeys(t.role for terms in self.phases.values() for t in terms))
+        return {role: round(max(sum(t.gib for t in terms if t.role == role) for terms in self.phases.values()), 2)
+                for role in order}
 
     def as_dict(self) -> dict[str, object]:
         return {
+            "unit": "GiB",
+            "verdict": self.verdict,
             "fits": self.fits,
-            "peak_gb_per_gpu": round(self.peak_gb, 2),
+            "summary": self.verdict_line(),
+            "peak_gib_per_gpu": round(self.peak_gib, 2),
+            "peak_phase": self.peak_phase,
             "gpu_memory_gb": self.gpu_gb,
-            "budget_gb_per_gpu": round(self.budget_gb, 2),
-            "safety_margin": self.margin,
-            "phases": {
-                "rollout": {k: round(v, 2) for k, v in self.rollout.items()},
-                "training": {k: round(v, 2) for k, v in self.training.items()},
-            },
+            "capacity_gib_per_gpu": round(self.capacity_gib, 2),
+            "band": BAND,
+            "tight": self.tight_phases,
+            "phases": {p: {"total_gib": round(self.phase_gib(p), 2), "band_gib": [round(x, 2) for x in self.band(p)],
+                           "terms": {k: round(v, 2) for k, v in self.table(p).items()}} for p in self.phases},
             "roles": self.roles(),
             "kv_cache_sequences": round(self.kv_seqs, 1),
             "host_gb_per_node": round(self.host_gb_per_node, 1),
         }
 
 
-def _act_bytes_per_token(s: ModelShape, *, train: bool, tp: int = 1, layers: Optional[int] = None) -> float:
-    """Activations per token: checkpointed layer inputs (bf16) for every layer + one layer's working set,
-    and the logits tensor (fp32; twice in training for log-softmax and its gradient)."""
-    n_layers = s.layers if layers is None else layers
+# -- working sets ----------------------------------------------------------------------------------------------
+
+
+def _split(L: Layout) -> int:
+    """How many GPUs share one micro-batch's tokens: Ulysses SP (FSDP) or context parallel (Megatron)."""
+    return L.megatron_cp if L.megatron else L.sp
+
+
+def _tokens(L: Layout, tokens: int, *, full: bool = False) -> float:
+    """Tokens one GPU holds for a micro-batch of `tokens` (a budget, or micro × max length)."""
+    fill = 1.0 if (full or not L.static_micro) else MEAN_FILL
+    return tokens * fill / _split(L)
+
+
+def train_bytes_per_token(s: ModelShape, L: Layout) -> float:
+    """Activations + logits per token of a training micro-batch on one GPU."""
+    tp = L.megatron_tp if L.megatron else 1
+    layers = math.ceil(s.layers / L.megatron_pp) if L.megatron else s.layers
     inter = s.moe_intermediate * max(s.active_experts, 1) if s.experts else s.intermediate
     working = (10 * s.hidden + 4 * inter) * 2 / tp
-    stored = n_layers * s.hidden * 2 / tp if train else 0.0
-    logits = s.vocab * 4 * (2 if train else 1.5) / tp
+    if L.megatron:
+        per_layer = s.hidden * (CHECKPOINT_BYTES_PER_HIDDEN if L.recompute else SELECTIVE_BYTES_PER_HIDDEN) / tp
+    else:  # without gradient checkpointing every layer keeps the working set a recompute would rebuild
+        per_layer = s.hidden * CHECKPOINT_BYTES_PER_HIDDEN if L.checkpointing else working
+    stored = layers * per_layer
+    logits = s.vocab * LOGIT_BYTES_TRAIN / tp
     return stored + working + logits
 
 
+def forward_bytes_per_token(s: ModelShape, L: Layout) -> float:
+    tp = L.megatron_tp if L.megatron else 1
+    inter = s.moe_intermediate * max(s.active_experts, 1) if s.experts else s.intermediate
+    return (10 * s.hidden + 4 * inter) * 2 / tp + s.vocab * LOGIT_BYTES_FORWARD / tp
+
+
+def _critic_bytes_per_token(c: ModelShape, L: Layout) -> float:
+    """A critic has a value head, not the vocabulary's logits (verl/utils/model.py load_valuehead_model)."""
+    return c.layers * c.hidden * CHECKPOINT_BYTES_PER_HIDDEN + (10 * c.hidden + 4 * c.intermediate) * 2
+
+
+# -- the estimate ----------------------------------------------------------------------------------------------
+
+
 def estimate(s: ModelShape, L: Layout) -> Estimate:
+    full = _estimate(s, L, full=False)
+    if L.static_micro:
+        long = _estimate(s, L, full=True)
+        full.full_length = dict(long.phases)
+    return full
+
+
+def _estimate(s: ModelShape, L: Layout, *, full: bool) -> Estimate:
     P = s.params
-    e = Estimate(gpu_gb=L.gpu_gb, host_memory_gb=L.host_memory_gb)
+    e = Estimate(gpu_gb=L.gpu_gb, capacity_gib=capacity_gib(L.gpu_gb, L.gpu_type), host_memory_gb=L.host_memory_gb)
+    gpn, n = L.gpus_per_node, L.n_gpus
     host = 0.0
-    gpn = L.gpus_per_node
 
-    # -- training state per GPU -----------------------------------------------------------------
-    # Offload in verl 0.9 is between phases: the engine's context switch (workers/engine/base.py) loads the
-    # parameters, gradients and optimizer states back onto the GPU for every update, so the training phase
-    # holds the full sharded state either way; offload only frees the GPU during rollout.
-    # FSDP shards over every GPU (fsdp_size=-1; Ulysses SP only splits the data: verl's engine builds its FSDP
-    # mesh over the whole world, workers/engine/fsdp/transformer_impl.py); Megatron over TP × PP (+ DP for Adam).
-    fsdp = L.n_gpus
+    # -- the actor's state per GPU ------------------------------------------------------------------------------
+    # FSDP shards over every GPU (fsdp_size=-1; Ulysses SP only splits the data: workers/engine/fsdp/
+    # transformer_impl.py builds the mesh over the whole world). Megatron over TP × PP, Adam over all GPUs.
     if L.megatron:
-        mp = L.megatron_tp * L.megatron_pp
-        weights = 2 * P / mp
-        grads = 4 * P / mp
-        optim = 12 * P / (mp * L.dp)
-        gather = 0.0
-        host += (6 * P / mp if L.offload_params else 0) * gpn + (12 * P / (mp * L.dp) if L.offload_optimizer else 0) * gpn
-    elif L.lora_rank:
-        weights = 2 * P / fsdp  # frozen base in bf16, sharded
-        adapters = s.lora_params(L.lora_rank)
-        grads = 4 * adapters / fsdp
-        optim = 12 * adapters / fsdp
-        gather = 2 * 2 * max(s.layer_params(), s.vocab * s.hidden)
-        host += (2 * P / fsdp if L.offload_params else 0) * gpn
+        # dense parameters over TP × PP; a MoE's experts over EP × ETP × PP (Megatron-Core expert parallel:
+        # engine/megatron.yaml expert_model_parallel_size, expert_tensor_parallel_size: null = TP)
+        experts = s.layers * s.experts * 3 * s.hidden * s.moe_intermediate if s.experts else 0
+        etp = L.megatron_etp or L.megatron_tp
+        per_gpu = (P - experts) / (L.megatron_tp * L.megatron_pp) + experts / (L.megatron_ep * etp * L.megatron_pp)
+        weights = MEGATRON_WEIGHT_BYTES * per_gpu
+        grads = MEGATRON_GRAD_BYTES * per_gpu
+        optim = MEGATRON_OPTIM_BYTES * P / n
+        gather = biggest = 0.0
+        ref_weights = MEGATRON_WEIGHT_BYTES * per_gpu
     else:
-        weights = 4 * P / fsdp  # fp32 master weights
-        grads = 4 * P / fsdp
-        optim = 8 * P / fsdp  # Adam m and v
-        gather = 2 * 2 * max(s.layer_params(), s.vocab * s.hidden)  # bf16 unit + prefetch
-        host += ((8 * P / fsdp if L.offload_params else 0) + (8 * P / fsdp if L.offload_optimizer else 0)) * gpn
-    resident_weights = 0.0 if L.offload_params else weights  # what stays on the GPU while the engine rolls out
-    resident_optim = 0.0 if L.offload_optimizer else optim
+        weights = FSDP_WEIGHT_BYTES * P / n
+        trained = s.lora_params(L.lora_rank) if L.lora_rank else P
+        grads = 4 * trained / n
+        optim = ADAM_BYTES * trained / n
+        # the unit being computed and the prefetched one (FSDP's default backward prefetch), gathered in bf16 (mixed
+        # precision param_dtype); the embedding / LM head is the largest unit
+        gather = 2 * 2 * max(s.layer_params(), s.vocab * s.hidden)
+        # the largest tensor the weight sync gathers whole, in fp32 (engine's get_per_tensor_param .full_tensor())
+        biggest = FSDP_WEIGHT_BYTES * s.vocab * s.hidden
+        ref_weights = FSDP_WEIGHT_BYTES * P / n
+    host += ((weights if L.offload_params else 0) + (optim if L.offload_optimizer else 0)) * gpn
+    resident_w = 0.0 if L.offload_params else weights
+    resident_o = 0.0 if L.offload_optimizer else optim
+    # gradients are freed after each update (EngineTrainModeCtx zero_grad_on_exit=True, workers/engine/base.py:312)
+    # in FSDP; Megatron's gradient buffer is allocated for the model's life unless the parameters are offloaded.
+    resident_g = grads if (L.megatron and not L.offload_params) else 0.0
 
-    tp_act = L.megatron_tp if L.megatron else 1
-    layers_here = math.ceil(s.layers / L.megatron_pp) if L.megatron else s.layers
-    train_tokens = L.train_tokens / (L.sp if not L.megatron else 1)
-    acts = train_tokens * _act_bytes_per_token(s, train=True, tp=tp_act, layers=layers_here)
-    fwd_tokens = L.logprob_tokens / (L.sp if not L.megatron else 1)
-    fwd = fwd_tokens * _act_bytes_per_token(s, train=False, tp=tp_act, layers=layers_here)
+    # the reference: with LoRA verl computes it with the actor's adapters off (ray_trainer.py:360 ref_in_actor)
+    has_ref = L.use_ref and not L.lora_rank
+    ref_res = ref_weights if (has_ref and L.ref_resident) else 0.0
+    if has_ref and not L.ref_resident:
+        host += ref_weights * gpn
 
-    ref = 0.0
-    if L.use_ref and not L.lora_rank:
-        if L.ref_resident:
-            ref = 2 * P / (L.megatron_tp * L.megatron_pp if L.megatron else fsdp)
-        else:
-            host += 2 * P / (L.megatron_tp * L.megatron_pp if L.megatron else fsdp) * gpn
-
-    critic_state = critic_resident = critic_acts = 0.0
+    # the critic: fp32 weights + Adam between its updates (12 B/param), + fp32 gradients during them (16 B)
+    critic_w = critic_o = critic_g = critic_tok = 0.0
+    c_off = L.offload_params if L.critic_offload is None else L.critic_offload
     if L.critic is not None:
         C = L.critic.params
-        shard = (L.megatron_tp * L.megatron_pp) if L.megatron else fsdp
-        critic_state = 8 * C / shard + 8 * C / shard  # weights + gradients, Adam states
-        critic_resident = (0 if L.offload_params else 8 * C / shard) + (0 if L.offload_optimizer else 8 * C / shard)
-        critic_acts = train_tokens * (L.critic.layers * L.critic.hidden * 2 + (10 * L.critic.hidden + 4 * L.critic.intermediate) * 2)
-        host += (8 * C / shard * gpn if L.offload_params else 0) + (8 * C / shard * gpn if L.offload_optimizer else 0)
+        shard = (L.megatron_tp * L.megatron_pp) if L.megatron else n
+        critic_w = (MEGATRON_WEIGHT_BYTES if L.megatron else FSDP_WEIGHT_BYTES) * C / shard
+        critic_g = 4 * C / shard
+        critic_o = (MEGATRON_OPTIM_BYTES if L.megatron else ADAM_BYTES) * C / (n if L.megatron else shard)
+        critic_tok = _critic_bytes_per_token(L.critic, L)
+        if c_off:
+            host += (critic_w + critic_o) * gpn
+    critic_res = 0.0 if c_off else critic_w + critic_o
 
-    # With offload the roles take turns: the critic is in host memory while the actor updates and the other
-    # way round; without it both training states stay on the GPU.
-    train_peak_compute = max(acts + grads, fwd, 0.0 if critic_resident < critic_state else critic_acts)
-    backward_peaks = train_peak_compute == acts + grads  # else a forward-only pass or the critic's update is larger
-    training = [
-        Term("actor", "weights", weights / GB),
-        Term("actor", "gradients", grads / GB if backward_peaks else 0.0),
-        Term("actor", "optimizer states", optim / GB),
-        Term("actor", "activations + logits", (max(acts, fwd) if backward_peaks else train_peak_compute) / GB),
-        Term("actor", "gathered layers", gather / GB),
+    # -- working sets -----------------------------------------------------------------------------------------
+    t_train = _tokens(L, L.train_tokens, full=full)
+    t_fwd = _tokens(L, L.logprob_tokens, full=full)
+    acts = t_train * train_bytes_per_token(s, L)
+    fwd = t_fwd * forward_bytes_per_token(s, L)
+    critic_acts = t_train * critic_tok
+    reserve = ALLOCATOR_RESERVE * max(acts, fwd, critic_acts)
+    carried = ALLOCATOR_RESERVE * max(acts, critic_acts)  # what the last update leaves cached into the next sync
+
+    engine = L.gmu * e.capacity_gib * GIB
+    reward_engine = L.reward_gmu * e.capacity_gib * GIB
+    # the engines during training: asleep (rollout.free_cache_engine, verl's default, frees weights and KV cache),
+    # else awake with their whole reservation
+    asleep = ENGINE_ASLEEP_GIB * GIB * (2 if L.reward_gmu else 1) if L.free_cache_engine else engine + reward_engine
+
+    context = CUDA_CONTEXT_GIB if n > 1 else SINGLE_GPU_CONTEXT_GIB
+
+    def terms(*items: tuple[str, str, float]) -> tuple[Term, ...]:
+        return tuple(Term(r, p, b / GIB) for r, p, b in items if b > 0) + (Term("runtime", "CUDA context + NCCL", context),)
+
+    resident_critic = [("critic", "weights + Adam (not offloaded)", critic_res)] if L.critic is not None else []
+    resident_ref = [("reference", "weights (not offloaded)", ref_res)] if has_ref else []
+
+    # rollout: the engines awake, the training state that is not offloaded beside them
+    e.phases["rollout"] = terms(
+        ("rollout", "engine reservation (gpu_memory_utilization × card)", engine),
+        ("reward model", "engine reservation", reward_engine),
+        ("actor", "resident (not offloaded)", resident_w + resident_o + resident_g),
+        *resident_ref, *resident_critic,
+        ("runtime", "allocator reserve", carried),
+    )
+    # weight sync (engine_workers.py:update_weights): the actor's weights on the GPU (loaded when offloaded) and
+    # the largest gathered tensor, beside the engine. verl 0.9.1 resumes the engine's weights first and its KV
+    # cache after the offload; the measured runs D04–D10 (7B–72B, peak in this phase) fit the whole reservation
+    # held (estimates −16 … +16 % of the measured peaks), so the whole reservation is counted.
+    e.phases["weight sync"] = terms(
+        ("rollout", "engine reservation (gpu_memory_utilization × card)", engine),
+        ("reward model", "engine reservation", reward_engine),
+        ("actor", "weights loaded for the sync", weights + resident_o + resident_g),
+        ("actor", "largest tensor gathered for the sync", biggest),
+        *resident_ref, *resident_critic,
+        ("runtime", "allocator reserve", carried),
+    )
+    # log-prob: the actor's pass and the reference's pass; offloaded roles take turns, each with its weights loaded
+    actor_own = weights if L.offload_params else 0.0
+    ref_own = ref_weights if (has_ref and not L.ref_resident) else 0.0
+    own_role = "reference" if ref_own > actor_own else "actor"
+    e.phases["log-prob"] = terms(
+        ("actor", "resident (not offloaded)", resident_w + resident_o + resident_g),
+        *resident_ref,
+        (own_role, "weights loaded for its own pass", max(actor_own, ref_own)),
+        ("actor", "gathered layers", gather),
+        ("actor", "activations + logits (forward)", fwd),
+        *resident_critic,
+        ("rollout", "asleep" if L.free_cache_engine else "engine awake (free_cache_engine=false)", asleep),
+        ("runtime", "allocator reserve", reserve),
+    )
+    # update: the actor's full training state, one micro-batch's activations and logits
+    update = [
+        ("actor", "weights", weights),
+        ("actor", "gradients", grads),
+        ("actor", "optimizer states", optim),
+        ("actor", "gathered layers", gather),
+        ("actor", "activations + logits", acts),
+        *resident_ref, *resident_critic,
+        ("rollout", "asleep" if L.free_cache_engine else "engine awake (free_cache_engine=false)", asleep),
+        ("runtime", "allocator reserve", reserve),
     ]
-    if L.use_ref and not L.lora_rank:
-        training.append(Term("reference", "weights", ref / GB))
+    e.phases["update"] = terms(*update)
     if L.critic is not None:
-        training.append(Term("critic", "weights + optimizer", critic_resident / GB))
-    training.append(Term("rollout", "asleep", ENGINE_ASLEEP_GB))
-    if L.reward_gmu:
-        training.append(Term("reward model", "engine asleep", ENGINE_ASLEEP_GB))
-    training.append(Term("runtime", "CUDA context", CUDA_CONTEXT_GB))
-    if L.critic is not None and critic_resident < critic_state:
-        turn = (critic_state + critic_acts + resident_weights + resident_optim) / GB + ENGINE_ASLEEP_GB + CUDA_CONTEXT_GB
-        so_far = sum(t.gb for t in training)
-        if turn > so_far:  # the critic's own update, with the actor swapped out, is the larger moment
-            training.append(Term("critic", "its update, actor swapped out (above the actor's)", turn - so_far))
-    e.training_terms = tuple(training)
+        # the critic's own update: with offload, the actor is swapped out while it runs
+        actor_kept = (resident_w + resident_o + resident_g) if c_off else weights + optim + resident_g
+        critic_turn = critic_w + critic_g + critic_o + critic_acts + actor_kept + ref_res + gather + asleep + reserve
+        above = critic_turn - (sum(b for _, _, b in update))
+        if above > 0:
+            e.phases["update"] = terms(*update, ("critic", "its update (above the actor's)", above))
 
-    # -- rollout phase --------------------------------------------------------------------------
-    rollout = [
-        Term("rollout", "engine reservation", L.gmu * L.gpu_gb),
-        *([Term("reward model", "engine reservation", L.reward_gmu * L.gpu_gb)] if L.reward_gmu else []),
-        Term("actor", "resident (not offloaded)", (resident_weights + resident_optim) / GB),
-    ]
-    if L.use_ref and not L.lora_rank:
-        rollout.append(Term("reference", "weights", ref / GB))
-    if L.critic is not None:
-        rollout.append(Term("critic", "weights + optimizer", critic_resident / GB))
-    rollout.append(Term("runtime", "CUDA context", CUDA_CONTEXT_GB))
-    e.rollout_terms = tuple(rollout)
-
+    # the KV cache: what the reservation holds beyond the bf16 weights
     engine_weights = 2 * P / L.rollout_tp
-    kv_room = L.gmu * L.gpu_gb * GB - engine_weights - ENGINE_OVERHEAD_GB * GB
+    kv_room = engine - engine_weights - ENGINE_OVERHEAD_GIB * GIB
     e.kv_seqs = max(0.0, kv_room / (s.kv_bytes_per_token(L.rollout_tp) * L.seq_len))
-    host += 2 * P / L.rollout_tp * gpn  # sleeping engine keeps its weights in host memory
+    if L.reward is not None and L.reward_gmu:
+        r_room = reward_engine - 2 * L.reward.params / L.reward_tp - ENGINE_OVERHEAD_GIB * GIB
+        e.reward_kv_seqs = max(0.0, r_room / (L.reward.kv_bytes_per_token(L.reward_tp) * L.seq_len))
+        e.kv_seqs = min(e.kv_seqs, e.reward_kv_seqs)
+    host += engine_weights * gpn  # a sleeping engine keeps its weights in host memory
     e.host_gb_per_node = host / GB
     return e
+
+
+def reward_engine_share(reward: ModelShape, gpu_gb: float, seq_len: int, tp: int = 1, seqs: int = MIN_KV_SEQS) -> float:
+    """gpu_memory_utilization a reward model's engine needs: its bf16 weights at TP `tp`, the engine's overhead and
+    a KV cache for `seqs` full sequences, as a share of the card, rounded up to 0.05."""
+    need = 2 * reward.params / tp + ENGINE_OVERHEAD_GIB * GIB + seqs * reward.kv_bytes_per_token(tp) * seq_len
+    return math.ceil(need / (capacity_gib(gpu_gb) * GIB) * 20) / 20
+
+
+def reward_layout(reward: ModelShape, gpu_gb: float, seq_len: int, gpus_per_node: int) -> tuple[int, float]:
+    """(TP, gpu_memory_utilization) for a reward model's engine beside the policy: the smallest TP (a power of two
+    inside a node) at which its share stays ≤ 0.3 of the card, with that share."""
+    tp = 1
+    while tp * 2 <= gpus_per_node and reward_engine_share(reward, gpu_gb, seq_len, tp) > 0.3:
+        tp *= 2
+    return tp, reward_engine_share(reward, gpu_gb, seq_len, tp)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -273,24 +504,28 @@ class Decision:
     reasons: dict[str, str]
 
 
-def _gmu_range(s: ModelShape, L: Layout, resident_gb: float) -> tuple[float, float]:
-    """(lowest useful, highest that fits) gpu_memory_utilization for this rollout TP."""
+def _gmu_range(s: ModelShape, L: Layout, other_gib: float, headroom: float = 1 + BAND) -> tuple[float, float]:
+    """(lowest useful, highest that fits) gpu_memory_utilization for this rollout TP; `other_gib` is what the
+    largest engine-awake phase holds besides the engine."""
+    cap = capacity_gib(L.gpu_gb, L.gpu_type)
     per_seq = s.kv_bytes_per_token(L.rollout_tp) * L.seq_len
     want = min(MIN_KV_SEQS, max(1, L.replica_batch))
     weights = 2 * s.params / L.rollout_tp
     # verl's rule of thumb: the reservation holds the bf16 weights twice (the rest is KV cache)
-    low = max(2 * weights, weights + ENGINE_OVERHEAD_GB * GB + want * per_seq) / GB / L.gpu_gb
-    high = (L.gpu_gb * (1 - SAFETY_MARGIN) - resident_gb - CUDA_CONTEXT_GB) / L.gpu_gb - L.reward_gmu
+    low = max(2 * weights, weights + ENGINE_OVERHEAD_GIB * GIB + want * per_seq) / GIB / cap
+    high = (cap / headroom - other_gib) / cap - L.reward_gmu
     return low, high
 
 
 def choose(s: ModelShape, base: Layout, *, tp_options: list[int], offload_options: list[bool],
            gmu_fixed: Optional[float], sp_options: list[int], token_cap: int,
            mp_options: Optional[list[tuple[int, int]]] = None, gmu_target: float = 0.6,
-           batch_samples: int = 1, min_gpu_tokens: int = 0) -> Optional[Decision]:
-    """The first layout (least offload, smallest model parallelism) that fits a training micro-batch of one
-    full sequence and at least `min_gpu_tokens` tokens of activations per GPU, or None."""
+           batch_samples: int = 1, min_gpu_tokens: int = 0, accept: tuple[str, ...] = ("fits",)) -> Optional[Decision]:
+    """The first layout (least offload, smallest model parallelism) whose verdict is in `accept` with a training
+    micro-batch of at least one full sequence and `min_gpu_tokens` tokens per GPU, or None."""
     mp_options = mp_options or [(base.megatron_tp, base.megatron_pp)]
+    cap = capacity_gib(base.gpu_gb, base.gpu_type)
+    headroom = 1 + BAND if "tight" not in accept else 1.0  # "fits": the band's high end stays under the card
     for offload in offload_options:
         for mtp, mpp in mp_options:
             for sp in sp_options:
@@ -299,22 +534,22 @@ def choose(s: ModelShape, base: Layout, *, tp_options: list[int], offload_option
                     continue
                 lay = replace(base, offload_params=offload, offload_optimizer=offload, sp=sp, dp=dp,
                               megatron_tp=mtp, megatron_pp=mpp)
-                # training tokens: as many as fit, up to the cap, at least one full sequence
-                probe = estimate(s, replace(lay, train_tokens=0, logprob_tokens=0, gmu=0.0))
-                fixed = probe.training_gb - probe.gb("training", "actor", "activations + logits")
-                per_tok_train = _act_bytes_per_token(s, train=True, tp=mtp if base.megatron else 1,
-                                                     layers=math.ceil(s.layers / mpp) if base.megatron else None)
-                room = (lay.gpu_gb * (1 - SAFETY_MARGIN) - fixed) * GB
+                # training tokens: as many as fit (with the band) in the update phase, up to the cap
+                probe = estimate(s, replace(lay, train_tokens=0, logprob_tokens=0, gmu=0.0, static_micro=False))
+                fixed = probe.phase_gib("update")
+                per_tok = train_bytes_per_token(s, lay) * (1 + ALLOCATOR_RESERVE)
+                room = (cap / headroom - fixed) * GIB
                 split = sp if not base.megatron else 1
-                max_tokens = int(room / per_tok_train * split) if room > 0 else 0
+                max_tokens = int(room / per_tok * split) if room > 0 else 0
                 if max_tokens < base.seq_len or max_tokens // split < min_gpu_tokens:
                     continue
                 tokens = min(token_cap, max_tokens)
                 lay = replace(lay, train_tokens=tokens, logprob_tokens=min(2 * tokens, max_tokens))
                 for tp in tp_options:
                     lay_tp = replace(lay, rollout_tp=tp, replica_batch=max(1, -(-batch_samples * tp // base.n_gpus)))
-                    resident = estimate(s, replace(lay_tp, gmu=0.0, reward_gmu=0.0)).rollout_gb - CUDA_CONTEXT_GB
-                    low, high = _gmu_range(s, lay_tp, resident)
+                    bare = estimate(s, replace(lay_tp, gmu=0.0, reward_gmu=0.0))
+                    other = max(bare.phase_gib("rollout"), bare.phase_gib("weight sync"))
+                    low, high = _gmu_range(s, lay_tp, other, headroom)
                     if gmu_fixed is not None:
                         gmu = gmu_fixed
                     else:
@@ -326,6 +561,6 @@ def choose(s: ModelShape, base: Layout, *, tp_options: list[int], offload_option
                             gmu = math.floor(high * 100) / 100
                     final = replace(lay_tp, gmu=gmu)
                     est = estimate(s, final)
-                    if est.fits:
+                    if est.verdict in accept:
                         return Decision(final, est, {})
     return None

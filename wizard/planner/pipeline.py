@@ -18,7 +18,7 @@ from wizard.planner import dataprep
 from wizard._version import VERL_TARGET, __version__
 from wizard.intent.answers import BUILTIN_DATASETS, DATA_SUFFIXES, Answers
 from wizard.intent.errors import Findings, Problem
-from wizard.planner.memory import Decision, Layout, choose, estimate
+from wizard.planner.memory import Decision, Layout, choose, estimate, reward_layout
 from wizard.planner.shapes import ModelShape, resolve_shape
 from wizard.verlspec import arithmetic as rc
 from wizard.verlspec.algorithms import ALGORITHMS, VLLM_LORA_RANKS, Algo
@@ -249,6 +249,8 @@ class _Build:
     rtp: int = 0
     gmu: float = 0.6
     offload: bool = False
+    reward_tp: int = 1  # the reward model's engine (reward=model): TP and share of each GPU, sized from its model
+    reward_gmu: float = 0.0
     prompts: int = 0  # prompts_per_step (data.train_batch_size)
     updates: int = 1  # updates_per_step
     mini: int = 0  # prompts per update (ppo_mini_batch_size); 0 when the updates are unequal
@@ -471,6 +473,7 @@ def _memory_fit(b: _Build) -> None:
                     f"{a.nnodes}×{a.gpus_per_node} × {a.gpu_memory_gb:g} GB GPUs with any layout or offload verl-init can choose",
                     _suggest(a, shape, *fit_args))
     b.decision = decision
+    _, b.reward_tp, b.reward_gmu = _reward_engine(a, seq, a.gpus_per_node)
     if decision is not None:
         lay = decision.layout
         b.sp, b.dp, b.mtp, b.mpp = lay.sp, lay.dp, lay.megatron_tp, lay.megatron_pp
@@ -489,6 +492,23 @@ def _ranks(b: _Build) -> rc.Ranks:
     """The layout verl's batch checks read (wizard.verlspec.arithmetic.batch_checks)."""
     micro = b.a.micro_batch_per_gpu if not b.dynamic else None
     return rc.Ranks(dp=b.dp, n_gpus=b.n_gpus, megatron=b.megatron, dynamic=b.dynamic, micro=micro)
+
+
+def _memory_verdict(b: _Build) -> None:
+    """The final plan's memory verdict (wizard.planner.memory): "tight" is a warning naming the phase and by how
+    much, as `check` says of the same config (its VI860 warning)."""
+    mem = b.decision.estimate if b.decision is not None else None
+    if mem is None or b.f.errors or mem.verdict != "tight":
+        return
+    phase = max(mem.tight_phases, key=lambda p: mem.tight_phases[p])
+    high = mem.band(phase)[1]
+    given = [k for k in ("gpu_memory_utilization", "max_tokens_per_gpu", "micro_batch_per_gpu", "offload", "rollout_tp")
+             if k in b.given]
+    b.f.warning("VI607", tuple(given) or ("gpu_memory_gb",),
+                f"memory is tight in the {phase} phase: {mem.phase_gib(phase):.1f} GiB per GPU estimated, up to {high:.1f} GiB "
+                f"at the band's high end, {high - mem.capacity_gib:.1f} GiB over the {mem.capacity_gib:.1f} GiB card",
+                ("lower gpu_memory_utilization or offload" if phase in ("rollout", "weight sync") else
+                 "lower the token budget / micro-batch") + (f" (set by you: {', '.join(given)})" if given else ""))
 
 
 def _batch_ok(b: _Build, p: int, u: int) -> bool:
@@ -851,8 +871,8 @@ def _checkpoints(b: _Build) -> None:
     # KubeRay without shared_pvc: checkpoints need checkpoint_pvc, else VI757 refuses the plan (planner/datafacts.py)
 
 
-RULE_STAGES = (_cluster, _samples_and_kl, _reward, _parallelism, _memory_fit, _step_batches, _micro_batches, _lora, _data,
-               _checkpoints, _overrides)
+RULE_STAGES = (_cluster, _samples_and_kl, _reward, _parallelism, _memory_fit, _step_batches, _micro_batches,
+               _memory_verdict, _lora, _data, _checkpoints, _overrides)
 
 
 # -- key stages: verl's keys, in the order they appear in verl_config.yaml ---------------------
@@ -1039,9 +1059,9 @@ def _critic_keys(b: _Build) -> None:
         s.set("critic.megatron.optimizer_offload", b.offload, critic_off, _src("offload", given))
 
 
-# The reward model's engine reservation: a share of each GPU beside the policy's engine. vLLM refuses to
-# start when util × GPU memory is not free, so policy + reward reservations + what training keeps resident
-# must stay under the GPU (tests/test_algorithms.py writes that sum out).
+# The reward model's engine reservation when its model cannot be sized: a share of each GPU beside the policy's
+# engine. vLLM refuses to start when util × GPU memory is not free, so policy + reward reservations + what training
+# keeps resident must stay under the GPU (tests/test_algorithms.py writes that sum out).
 REWARD_MODEL_GMU = 0.2
 
 
@@ -1066,8 +1086,10 @@ def _reward_keys(b: _Build) -> None:
         s.set("reward.reward_model.enable", True, "reward=model")
         s.set("reward.reward_model.model_path", _model_path(a.reward_model, b.base), "reward_model", "answer")
         s.set("reward.reward_model.rollout.name", a.rollout_engine, "served by the same engine as the rollout")
-        s.set("reward.reward_model.rollout.tensor_model_parallel_size", 1, "a classifier fits one GPU")
-        s.set("reward.reward_model.rollout.gpu_memory_utilization", REWARD_MODEL_GMU, "small share beside the policy's engine")
+        s.set("reward.reward_model.rollout.tensor_model_parallel_size", b.reward_tp,
+              "smallest split whose engine share stays ≤ 0.3 of the card")
+        s.set("reward.reward_model.rollout.gpu_memory_utilization", b.reward_gmu,
+              "the reward model's bf16 weights and KV cache for 8 full sequences, beside the policy's engine")
         roles["reward"] = f"reward model {a.reward_model}"
     else:
         roles["reward"] = "verl's rule-based scorer chosen by each row's data_source"
@@ -1308,24 +1330,46 @@ def _fit(a: Answers, shape: ModelShape, critic: Optional[ModelShape], n_gpus: in
         tp_options = pow2_divisors(gpn)
         mp_options = [(t, p) for t in pow2_divisors(gpn) for p in (1, 2, 4, 8, 16) if n_all % (t * p) == 0]
         mp_options.sort(key=lambda tp_pp: (tp_pp[0] * tp_pp[1], tp_pp[1]))
+    reward, reward_tp, reward_gmu = _reward_engine(a, seq, gpn)
     base = Layout(
         gpu_gb=a.gpu_memory_gb, n_gpus=n_all, gpus_per_node=gpn, seq_len=seq, rollout_tp=1, gmu=0.0, dp=1,
         megatron=megatron, use_ref=use_ref, ref_resident=megatron,
         lora_rank=a.lora_rank if lora_rank is None else lora_rank, critic=critic,
-        host_memory_gb=a.host_memory_gb if host_limit else None,
-        reward_gmu=REWARD_MODEL_GMU if a.reward == "model" else 0.0,
+        host_memory_gb=a.host_memory_gb if host_limit else None, static_micro=not dynamic, gpu_type=a.gpu_type,
+        reward=reward, reward_tp=reward_tp, reward_gmu=reward_gmu,
     )
     offload = [False, True] if (a.offload is None or any_offload) else [a.offload]
     kw = dict(tp_options=tp_options, gmu_fixed=None if any_offload else a.gpu_memory_utilization,
               sp_options=sp_options, token_cap=token_cap, mp_options=mp_options, batch_samples=a.prompts_per_step * n)
-    if len(offload) > 1:
-        # A layout whose GPUs fit activations for less than two sequences trains slowly: offload (which frees the
-        # rollout phase, and lets an offloaded actor and critic take turns) is preferred to it; the cramped
-        # layout is the fallback.
-        roomy = choose(shape, base, offload_options=offload, min_gpu_tokens=min(token_cap, 2 * seq), **kw)
-        if roomy is not None:
-            return roomy
-    return choose(shape, base, offload_options=offload, **kw)
+    # a layout whose every phase fits with the band first; one that is only tight (the band's high end over the
+    # card) is the fallback
+    for accept in (("fits",), ("fits", "tight")):
+        if len(offload) > 1:
+            # A layout whose GPUs fit activations for less than two sequences trains slowly: offload (which frees
+            # the rollout phase, and lets an offloaded actor and critic take turns) is preferred to it; the cramped
+            # layout is the fallback.
+            roomy = choose(shape, base, offload_options=offload, min_gpu_tokens=min(token_cap, 2 * seq), accept=accept, **kw)
+            if roomy is not None:
+                return roomy
+        d = choose(shape, base, offload_options=offload, accept=accept, **kw)
+        if d is not None:
+            return d
+    return None
+
+
+def _reward_engine(a: Answers, seq: int, gpn: int) -> tuple[Optional[ModelShape], int, float]:
+    """The reward model's engine beside the policy (reward=model): its shape, TP and share of each GPU, sized
+    from the model (wizard.planner.memory.reward_layout); a model verl-init cannot size gets REWARD_MODEL_GMU."""
+    if a.reward != "model":
+        return None, 1, 0.0
+    try:
+        reward = resolve_shape(a.reward_model) if a.reward_model else None
+    except (OSError, ValueError):  # an unreadable local config.json: sized like an unknown model
+        reward = None
+    if reward is None:
+        return None, 1, REWARD_MODEL_GMU
+    tp, gmu = reward_layout(reward, a.gpu_memory_gb, seq, gpn)
+    return reward, tp, gmu
 
 
 _FREEABLE = ("gpu_memory_utilization", "rollout_tp", "offload", "sequence_parallel", "megatron_tp", "megatron_pp",

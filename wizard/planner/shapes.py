@@ -161,11 +161,28 @@ def from_local(path: str) -> ModelShape:
         intermediate=int(get("intermediate_size", "n_inner", default=0) or 4 * hidden), vocab=vocab,
         tied=bool(get("tie_word_embeddings", default=top.get("tie_word_embeddings", False))),
         qkv_bias=bool(get("attention_bias", default=False)) or model_type == "qwen2",
-        max_pos=get("max_position_embeddings"), experts=experts,
+        max_pos=_max_context(get("max_position_embeddings"), get("rope_scaling")), experts=experts,
         active_experts=int(get("num_experts_per_tok", default=0) or 0),
         moe_intermediate=int(get("moe_intermediate_size", default=0) or (get("intermediate_size", default=0) if experts else 0)),
         source="local",
     )
+
+
+def _max_context(max_pos: Any, rope_scaling: Any) -> Optional[int]:
+    """The longest context the model serves: max_position_embeddings, stretched by a RoPE scaling factor the way
+    vLLM derives max_model_len (vllm/config.py _get_and_verify_max_len: yarn scales
+    original_max_position_embeddings, other types scale max_position_embeddings; longrope, su and llama3 do not
+    scale, their max_position_embeddings already is the long context)."""
+    if not isinstance(max_pos, int) or max_pos <= 0:
+        return None
+    if not isinstance(rope_scaling, dict):
+        return max_pos
+    kind = str(rope_scaling.get("rope_type", rope_scaling.get("type", "")))
+    factor = rope_scaling.get("factor")
+    if kind in ("su", "longrope", "llama3", "default", "mrope", "") or not isinstance(factor, (int, float)) or factor <= 1:
+        return max_pos
+    base = rope_scaling.get("original_max_position_embeddings") if kind == "yarn" else max_pos
+    return max(max_pos, int((base if isinstance(base, int) and base > 0 else max_pos) * factor))
 
 
 def from_params(params_b: float, source: str, name: str = "") -> ModelShape:
@@ -203,11 +220,12 @@ def resolve_shape(model: str, params_b: Optional[float] = None) -> Optional[Mode
     model_params_b > the size in the name; None when nothing is known. With model_params_b, a catalogue
     entry within 15% of it is kept (the answer confirms it), else a shape scaled to the answer."""
     path = os.path.expanduser(model)
+    # a local folder's config.json wins, also over a catalogue entry of the same name and over model_params_b
+    if os.path.isdir(path) and os.path.isfile(os.path.join(path, "config.json")):
+        return from_local(path)
     if params_b is not None:
         shape = from_catalogue(model)
         return shape if shape and abs(shape.params_b - params_b) / params_b < 0.15 else from_params(params_b, "answer", model)
-    if os.path.isdir(path) and os.path.isfile(os.path.join(path, "config.json")):
-        return from_local(path)
     shape = from_catalogue(model)
     if shape is not None:
         return shape

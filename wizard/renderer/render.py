@@ -362,20 +362,25 @@ def context(plan: Plan) -> dict[str, Any]:
 
 
 def _memory_rows(plan: Plan) -> dict[str, Any]:
+    from wizard.planner.memory import PHASES
+
     m = plan.memory
     if m is None:
-        return {"known": False, "rows": [], "summary": "not estimated (the model could not be sized)"}
-    keys = list(dict.fromkeys([*m.rollout, *m.training]))
-    rows = [{"part": k, "rollout": f"{m.rollout[k]:.1f}" if k in m.rollout else "",
-             "training": f"{m.training[k]:.1f}" if k in m.training else ""} for k in keys]
-    rows.append({"part": "**total**", "rollout": f"{m.rollout_gb:.1f}", "training": f"{m.training_gb:.1f}"})
+        return {"known": False, "rows": [], "phases": list(PHASES), "summary": "not estimated (the model could not be sized)"}
+    phases = [p for p in PHASES if p in m.phases]
+    keys = list(dict.fromkeys(t.label for p in phases for t in m.phases[p]))
+    tables = {p: m.table(p) for p in phases}
+    rows = [{"part": k, "cells": [f"{tables[p][k]:.1f}" if k in tables[p] else "" for p in phases]} for k in keys]
+    rows.append({"part": "**total**", "cells": [f"{m.phase_gib(p):.1f}" for p in phases]})
+    rows.append({"part": "band (low – high)", "cells": ["{:.1f} – {:.1f}".format(*m.band(p)) for p in phases]})
     summary = (
-        f"Peak {m.peak_gb:.1f} GB of {m.gpu_gb:g} GB per GPU; the plan keeps {int(m.margin * 100)}% of memory free "
-        f"(budget {m.budget_gb:.1f} GB): {'fits' if m.fits else 'does not fit'}. The rollout KV cache holds "
-        f"{m.kv_seqs:.0f} full sequences per GPU. Host memory per node for offloaded state and the sleeping engine: "
-        f"~{m.host_gb_per_node:.0f} GB."
+        f"{m.verdict_line()[0].upper()}{m.verdict_line()[1:]}. "
+        f"GiB = 2^30 bytes; the card's {m.gpu_gb:g} GB is {m.capacity_gib:.1f} GiB as it reports itself. The band is "
+        f"±{int(m.margin * 100)}% (the calibration on measured verl runs, benchmarks/memory_calibration.md), and its high "
+        f"end also covers micro-batches of full-length sequences. The rollout KV cache holds {m.kv_seqs:.0f} full "
+        f"sequences per GPU. Host memory per node for offloaded state and the sleeping engine: ~{m.host_gb_per_node:.0f} GB."
     )
-    return {"known": True, "rows": rows, "summary": summary}
+    return {"known": True, "rows": rows, "phases": phases, "summary": summary}
 
 
 def render(plan: Plan) -> dict[str, str]:

@@ -8,7 +8,7 @@ from wizard.check.rules.context import REF, A, M, R, Ctx, Facts, model_shape
 
 
 def rule_memory(c: Ctx, f: Facts, shape: Any, why: str) -> None:
-    from wizard.planner.memory import GB, Layout, estimate
+    from wizard.planner.memory import GIB, MEAN_FILL, Layout, estimate
 
     hw = c.hw
     if hw.gpu_memory_gb is None:
@@ -32,61 +32,99 @@ def rule_memory(c: Ctx, f: Facts, shape: Any, why: str) -> None:
     if not 0 < gmu <= 1:
         return
     seq = f.seq
+    # token counts per micro-batch: the budget under dynamic batching (verl packs up to it; × SP, split back over
+    # the SP group by the estimate), else micro-batch × max length (the estimate applies its mean fill)
     if f.dynamic:
         train_tokens = (c.int(f"{A}.ppo_max_token_len_per_gpu") or seq) * (1 if f.megatron else f.sp)
     else:
         train_tokens = (c.int(f"{A}.ppo_micro_batch_size_per_gpu") or 1) * seq
-    if bool(c.v(f"{R}.log_prob_use_dynamic_bsz")):
+    lp_dynamic = bool(c.v(f"{R}.log_prob_use_dynamic_bsz"))
+    if lp_dynamic:
         lp_tokens = (c.int(f"{R}.log_prob_max_token_len_per_gpu") or seq) * (1 if f.megatron else f.sp)
     else:
         lp_tokens = (c.int(f"{R}.log_prob_micro_batch_size_per_gpu") or 1) * seq
+    # remove-padding (verl's default) packs real tokens: a static micro-batch is mean-filled
+    static = not f.dynamic and c.v(f"{M}.use_remove_padding") is not False
+    if static and lp_dynamic:  # the layout's one fill applies to both passes: a log-prob budget is not filled
+        lp_tokens = int(lp_tokens / MEAN_FILL)
+    cp, ep, etp, recompute = 1, 1, None, False
     if f.megatron:
         off_p, off_o = bool(c.v(f"{A}.megatron.param_offload")), bool(c.v(f"{A}.megatron.optimizer_offload"))
         ref_resident = not bool(c.v(f"{REF}.megatron.param_offload"))
         mtp, mpp = c.int(f"{A}.megatron.tensor_model_parallel_size") or 1, c.int(f"{A}.megatron.pipeline_model_parallel_size") or 1
+        cp = c.int(f"{A}.megatron.context_parallel_size") or 1
+        ep = c.int(f"{A}.megatron.expert_model_parallel_size") or 1
+        etp = c.int(f"{A}.megatron.expert_tensor_parallel_size")
+        recompute = c.v(f"{A}.megatron.override_transformer_config.recompute_granularity") == "full"
+        critic_off = c.v("critic.megatron.param_offload")
     else:
         off_p, off_o = bool(c.v(f"{A}.fsdp_config.param_offload")), bool(c.v(f"{A}.fsdp_config.optimizer_offload"))
         ref_resident = not bool(c.v(f"{REF}.fsdp_config.param_offload"))
         mtp = mpp = 1
+        critic_off = c.v("critic.fsdp.param_offload")
     critic = None
     if f.use_critic:
         same = c.v("critic.model.path") == c.v(f"{M}.path")
         critic = shape if same else model_shape(c, "critic.model.path")[0]
     tbs, n = f.tbs or 1, f.n or 1
-    # a reward model served beside the policy (not in its own resource pool) reserves its share of each GPU
-    reward_gmu = 0.0
+    # a reward model served beside the policy (not in its own resource pool): its engine reserves its share of
+    # each GPU, and must hold the reward model at its own TP
+    reward, reward_gmu, reward_tp = None, 0.0, 1
     if bool(c.v("reward.reward_model.enable")) and not bool(c.v("reward.reward_model.enable_resource_pool")):
         reward_gmu = c.num("reward.reward_model.rollout.gpu_memory_utilization") or 0.0
+        reward_tp = c.int("reward.reward_model.rollout.tensor_model_parallel_size") or 1
+        reward = model_shape(c, "reward.reward_model.model_path")[0]
     layout = Layout(gpu_gb=float(hw.gpu_memory_gb), n_gpus=f.n_gpus, gpus_per_node=f.gpn or f.n_gpus, seq_len=seq,
                     rollout_tp=tp, gmu=float(gmu), dp=f.dp, sp=1 if f.megatron else f.sp, megatron=f.megatron,
-                    megatron_tp=mtp, megatron_pp=mpp, train_tokens=train_tokens, logprob_tokens=lp_tokens,
+                    megatron_tp=mtp, megatron_pp=mpp, megatron_cp=cp, megatron_ep=ep, megatron_etp=etp,
+                    recompute=recompute,
+                    train_tokens=train_tokens, logprob_tokens=lp_tokens,
+                    static_micro=static,
+                    checkpointing=c.v(f"{M}.enable_gradient_checkpointing") is not False,
                     offload_params=off_p, offload_optimizer=off_o, ref_resident=ref_resident, use_ref=f.use_ref,
-                    lora_rank=f.lora, critic=critic, replica_batch=max(1, -(-tbs * n * tp // f.n_gpus)),
-                    reward_gmu=reward_gmu if 0 < reward_gmu <= 1 else 0.0)
+                    lora_rank=f.lora, critic=critic, critic_offload=None if critic_off is None else bool(critic_off),
+                    replica_batch=max(1, -(-tbs * n * tp // f.n_gpus)),
+                    reward=reward, reward_gmu=reward_gmu if 0 < reward_gmu <= 1 else 0.0, reward_tp=reward_tp,
+                    free_cache_engine=c.v(f"{R}.free_cache_engine") is not False, gpu_type=hw.gpu_type)
     est = estimate(shape, layout)
     approx = shape.source not in ("catalogue", "local")
     sev = "warning" if approx else "error"
     where = f"{shape.name} ({shape.params_b:.1f}B{', shape estimated from its name' if approx else ''})"
-    if est.kv_seqs < 1:
-        weights = 2 * shape.params / tp / GB
-        c.add("VI862", sev, keys, f"the rollout engine reserves {gmu:g} × {hw.gpu_memory_gb:g} GB = {gmu * hw.gpu_memory_gb:.1f} GB "
-              f"per GPU, which cannot hold {where}'s bf16 weights ({weights:.1f} GB at TP {tp}) plus one {seq}-token sequence's KV cache",
-              f"raise {keys[1]} or {keys[0]}")
-    if est.peak_gb > est.budget_gb + 1e-9:
-        # over the GPU itself: error; only inside the planner's safety margin: warning; shapes from a name: warning
-        sev = "error" if est.peak_gb > hw.gpu_memory_gb and not approx else "warning"
-        phase = "rollout" if est.rollout_gb >= est.training_gb else "training"
-        top = sorted((est.rollout if phase == "rollout" else est.training).items(), key=lambda kv: -kv[1])[:3]
+    if est.reward_kv_seqs is not None and est.reward_kv_seqs < 1 and reward is not None:
+        rkeys = ("reward.reward_model.rollout.tensor_model_parallel_size", "reward.reward_model.rollout.gpu_memory_utilization")
+        c.add("VI862", sev, rkeys, f"the reward model's engine reserves {reward_gmu:g} × {est.capacity_gib:.1f} GiB = "
+              f"{reward_gmu * est.capacity_gib:.1f} GiB per GPU, which cannot hold {reward.name}'s bf16 weights "
+              f"({2 * reward.params / reward_tp / GIB:.1f} GiB at TP {reward_tp}) plus one {seq}-token sequence's KV cache",
+              f"raise {rkeys[1]} or {rkeys[0]}")
+    elif est.kv_seqs < 1:
+        weights = 2 * shape.params / tp / GIB
+        c.add("VI862", sev, keys, f"the rollout engine reserves {gmu:g} × {est.capacity_gib:.1f} GiB = "
+              f"{gmu * est.capacity_gib:.1f} GiB per GPU, which cannot hold {where}'s bf16 weights ({weights:.1f} GiB at TP {tp}) "
+              f"plus one {seq}-token sequence's KV cache", f"raise {keys[1]} or {keys[0]}")
+    over = est.peak_gib > est.capacity_gib + 1e-9  # "does not fit" for memory (the KV cache is VI862's)
+    if over or est.tight_phases:
+        verdict = "does not fit" if over else "tight"
+        phase = est.peak_phase if over else max(est.tight_phases, key=lambda p: est.tight_phases[p])
+        top = sorted(est.table(phase).items(), key=lambda kv: -kv[1])[:3]
         parts = ", ".join(f"{k} {v:.1f}" for k, v in top)
         hints = []
-        if not off_p and phase == "rollout":  # verl reloads offloaded state for every update: no help in training
-            hints.append("offload the actor (fsdp_config/megatron param_offload and optimizer_offload)")
-        if phase == "rollout":
+        if phase in ("rollout", "weight sync"):
+            if not off_p:
+                hints.append("offload the actor (fsdp_config/megatron param_offload and optimizer_offload)")
             hints.append(f"lower {keys[1]} (now {gmu:g})")
-        hints.append("lower the micro-batch / token budget" if phase == "training" else f"raise {keys[0]}")
+        else:
+            hints.append("lower the micro-batch / token budget, or raise sequence/tensor parallelism")
         hints.append("use more GPUs or LoRA")
-        c.add("VI860", sev, (f"{M}.path", keys[1], "trainer.n_gpus_per_node"),
-              f"{where} needs about {est.peak_gb:.1f} GB per GPU in the {phase} phase ({parts} GB), over the "
-              f"{est.budget_gb:.1f} GB budget ({int(est.margin * 100)}% margin) of a {hw.gpu_memory_gb:g} GB GPU",
-              "; ".join(hints))
+        high = est.band(phase)[1]
+        if verdict == "does not fit":
+            sev = "warning" if approx else "error"
+            msg = (f"{where} does not fit: about {est.phase_gib(phase):.1f} GiB per GPU in the {phase} phase ({parts} GiB), "
+                   f"{est.phase_gib(phase) - est.capacity_gib:.1f} GiB over the {est.capacity_gib:.1f} GiB a "
+                   f"{hw.gpu_memory_gb:g} GB card reports")
+        else:
+            sev = "warning"
+            msg = (f"{where} is tight in the {phase} phase: {est.phase_gib(phase):.1f} GiB per GPU estimated, up to "
+                   f"{high:.1f} GiB at the band's high end ({int(est.margin * 100)}% or full-length sequences), "
+                   f"{high - est.capacity_gib:.1f} GiB over the {est.capacity_gib:.1f} GiB card")
+        c.add("VI860", sev, (f"{M}.path", keys[1], "trainer.n_gpus_per_node"), msg, "; ".join(hints))
     c.memory = est

@@ -281,15 +281,15 @@ def summary(console: Console, the_plan: Plan, topology_used: bool) -> None:
         console.print("  [dim]Tensor-parallel groups were placed with this machine's GPU topology.[/dim]")
     mem = the_plan.memory
     if mem is not None:
-        table = Table(box=box.SIMPLE, header_style="bold", title="Memory per GPU (GB)")
+        table = Table(box=box.SIMPLE, header_style="bold", title="Memory per GPU (GiB)")
         table.add_column("part")
-        table.add_column("rollout phase", justify="right")
-        table.add_column("training phase", justify="right")
+        for phase in c["memory"]["phases"]:
+            table.add_column(phase, justify="right")
         for row in c["memory"]["rows"]:
-            table.add_row(escape(row["part"].replace("**", "")), row["rollout"], row["training"])
+            table.add_row(escape(row["part"].replace("**", "")), *row["cells"])
         console.print(table)
-        verdict = "[green]fits[/green]" if mem.fits else "[red]does not fit[/red]"
-        console.print(f"  peak {mem.peak_gb:.1f} of {mem.gpu_gb:g} GB per GPU (budget {mem.budget_gb:.1f} GB): {verdict}")
+        colour = {"fits": "green", "tight": "yellow"}.get(mem.verdict, "red")
+        console.print(f"  [{colour}]{escape(mem.verdict_line())}[/{colour}]")
     else:
         console.print(f"  memory: {escape(c['memory']['summary'])}")
     console.print("[bold]Batch arithmetic[/bold]")
