@@ -40,7 +40,6 @@ class SmokeOptions:
     seed: int = 0
     timeout: float = 900.0  # verl engine: seconds before main_ppo is stopped
     ray_cpus: int = 2  # logical CPUs of the cpu engine's local Ray instance
-    fault: Optional[str] = None  # tests only: "shared_reference" wires the reference to the actor's weights
     main_command: Optional[list[str]] = None  # tests only: stands in for `python3 -m verl.trainer.main_ppo`
 
 
@@ -187,7 +186,7 @@ class SmokeContext:
     def role_names(self) -> list[str]:
         names = ["actor+rollout"]
         if self.need_ref:
-            names.append("reference")
+            names.append("reference" if not getattr(self.geometry, "lora_rank", 0) else "reference (inside the actor: LoRA)")
         if self.need_critic:
             names.append("critic")
         return names + ["reward"]

@@ -234,6 +234,14 @@ class _TrainedRole:
             if q.grad is not None:
                 q.grad.div_(dp)
 
+    def _dispatch(self, td: Any, dp: int) -> list[Any]:
+        """verl dispatches a batch to the data-parallel ranks in equal contiguous parts."""
+        return list(td.chunk(dp))
+
+    def _split(self, mb: Any, spec: dict[str, Any]) -> list[Any]:
+        """One rank's mini-batch cut into micro-batches by verl's own splitter."""
+        return _micro_batches(mb, spec["dynamic"], spec.get("micro"), spec.get("token_budget"))[0]
+
     def _accumulate(self, ledger: GradientLedger, loss: Any, output: Any, samples: list[int], *, step: int,
                     rank: int, micro: int) -> None:
         entry = ledger.watch(output, samples, step=step, rank=rank, micro=micro)
@@ -386,7 +394,7 @@ class ActorRolloutRole(_TrainedRole):
         size = batch["input_ids"].shape[0]
         td = TensorDict({k: batch[k] for k in fields}, batch_size=[size])
         td["sample_id"] = torch.arange(size)
-        shards = td.chunk(dp)  # verl dispatches a batch to the data-parallel ranks in equal contiguous parts
+        shards = self._dispatch(td, dp)
         iters = [tu.make_iterator(shard, mini_batch_size=mini // dp, epochs=int(acfg.ppo_epochs),
                                   seed=int(acfg.data_loader_seed) + rank,
                                   dataloader_kwargs={"shuffle": bool(acfg.shuffle)})
@@ -403,7 +411,7 @@ class ActorRolloutRole(_TrainedRole):
             ppo_kl: list[float] = []
             micro_counts = []
             for rank, mb in enumerate(minis):
-                micro_batches, _ = _micro_batches(mb, spec["dynamic"], spec.get("micro"), spec.get("token_budget"))
+                micro_batches = self._split(mb, spec)
                 micro_counts.append(len(micro_batches))
                 for index, micro in enumerate(micro_batches):
                     ids = [int(i) for i in micro["sample_id"].tolist()]
@@ -544,7 +552,7 @@ class CriticRole(_TrainedRole):
         iters = [tu.make_iterator(shard, mini_batch_size=mini // dp, epochs=int(ccfg.ppo_epochs),
                                   seed=int(ccfg.get("data_loader_seed", 42) or 42) + rank,
                                   dataloader_kwargs={"shuffle": bool(ccfg.get("shuffle", False))})
-                 for rank, shard in enumerate(td.chunk(dp))]
+                 for rank, shard in enumerate(self._dispatch(td, dp))]
         params = [p for p in self.model.parameters() if p.requires_grad]
         ledger = GradientLedger(params)
         steps, consumed = [], []
@@ -553,7 +561,7 @@ class CriticRole(_TrainedRole):
             self.optimizer.zero_grad()
             vf_total, micro_counts = 0.0, []
             for rank, mb in enumerate(minis):
-                micro_batches, _ = _micro_batches(mb, spec["dynamic"], spec.get("micro"), spec.get("token_budget"))
+                micro_batches = self._split(mb, spec)
                 micro_counts.append(len(micro_batches))
                 for index, micro in enumerate(micro_batches):
                     ids = [int(i) for i in micro["sample_id"].tolist()]
@@ -879,7 +887,7 @@ class CpuRun:
         worker; the base with the adapters off), else its own process with a frozen copy of the initial weights."""
         import ray
 
-        if self.sg.lora or self.ctx.options.fault == "shared_reference":
+        if self.sg.lora:
             return actor
         return ray.remote(ReferenceRole).options(**self._role_options("reference")).remote(config, seed)
 
@@ -959,17 +967,18 @@ class CpuRun:
         }
         # measured: verl's loader keeps every row read unless its own overlong filter is on (then the rows it
         # dropped must be the ones whose prompt is longer than max_prompt_length)
-        filtering = bool(cfg.data.get("filter_overlong_prompts", False))
-        dropped = read - kept
-        all_kept = dropped == 0 or filtering
+        filtering = bool(cfg.data.get("filter_overlong_prompts", True))
+        overlong = _overlong_rows(rows_path, tok, str(cfg.data.get("prompt_key", "prompt")), max_prompt) if filtering else 0
+        lost = read - overlong - kept
+        all_kept = lost == 0
         ctx.check(4, "dataset_schema", all_kept,
                   f"{read} row(s) from {src_how}; verl's RLHFDataset kept {kept} (max_prompt_length={max_prompt}"
-                  + (", overlong prompts filtered" if filtering else "") + ")"
-                  + ("" if all_kept else f" — {dropped} row(s) lost between the file and verl's loader although "
-                     "data.filter_overlong_prompts is off")
+                  + (f", {overlong} overlong prompt(s) filtered as data.filter_overlong_prompts asks" if filtering else "")
+                  + ")"
+                  + ("" if all_kept else f" — {lost} row(s) lost between the file and verl's loader (not overlong)")
                   + "; prompts are chat lists and every row has data_source, reward_model.ground_truth (text) and "
                   "extra_info" + (f"; note: {no_scorer[0]['message']}" if no_scorer else ""),
-                  {"rows_read": read, "kept_by_verl": kept, "filter_overlong_prompts": filtering,
+                  {"rows_read": read, "kept_by_verl": kept, "filter_overlong_prompts": filtering, "overlong": overlong,
                    "findings": self.report.data["schema_findings"], "example_row": self.report.data["example_row"]},
                   hint="every row of the file must reach verl's loader: check data/prepare_data.py's output and the "
                        "prompt column")
@@ -1038,7 +1047,7 @@ class CpuRun:
         self.report.reward["manager"] = loaded["reward"]["manager"]
         self.report.reward["scorer"] = loaded["reward"]["scorer"]
         return (f"tiny {info.arch} ({info.parameters:,} parameters, fitted in {info.warmup.get('steps')} steps, "
-                f"{info.warmup.get('seconds')} s) loaded by {', '.join(k for k in loaded if k != 'reward')} "
+                f"{info.warmup.get('seconds')} s) loaded by {', '.join(k for k in handles if k != 'reward')} "
                 f"(ready after {self.report.model['roles_ready_s']} s more)")
 
     # -------------------------------------------------------------------------- rollout + reward
@@ -1447,7 +1456,8 @@ class CpuRun:
                            + (" (LoRA: the adapters must be disabled for the reference pass)" if sg.lora else ""))
         else:
             self.report.reference_unchanged = None
-            ctx.check(1, "reference_unchanged", None, "no reference model: this algorithm uses no KL term", {})
+            ctx.check(1, "reference_unchanged", None, "no reference model: this algorithm uses no KL term (read from the config)", {},
+                      kind="static")
         if roles.critic is not None:
             c_steps = critic_result["steps"] if critic_result else []
             c_no_grad = _steps_without_gradient(c_steps)
@@ -1594,6 +1604,30 @@ def _load_with_verl(ctx: SmokeContext, rows_path: str, tok: Any) -> tuple[list[d
         if not isinstance(it.get("raw_prompt"), (list, tuple)) or not it.get("raw_prompt"):
             it["raw_prompt"] = it.get(ctx.cfg.data.get("prompt_key", "prompt"))
     return items, len(ds)
+
+
+def _overlong_rows(path: str, tok: Any, prompt_key: str, max_prompt: int) -> int:
+    """Rows whose chat-templated prompt is longer than max_prompt_length: the ones verl's overlong filter drops
+    (rl_dataset.py:248-270, the same apply_chat_template call), counted here from the file itself."""
+    from wizard.smoketest import model as smoke_model
+
+    try:
+        if path.endswith(".parquet"):
+            import pyarrow.parquet as pq
+
+            rows = pq.read_table(path).to_pylist()
+        else:
+            with open(path, encoding="utf-8") as fh:
+                rows = [json.loads(line) for line in fh if line.strip()]
+    except Exception:  # noqa: BLE001 - the loader reports unreadable files
+        return 0
+    count = 0
+    for row in rows:
+        try:
+            count += len(smoke_model.prompt_ids(tok, list(row.get(prompt_key) or []))) > max_prompt
+        except Exception:  # noqa: BLE001 - verl counts a row it cannot template as overlong
+            count += 1
+    return count
 
 
 def _validate_rows(ctx: SmokeContext, rows_path: str, tok: Any) -> list[dict[str, Any]]:

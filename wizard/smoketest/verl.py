@@ -375,8 +375,6 @@ class VerlRun:
         report.critic_updated = (cgrad is not None and math.isfinite(cgrad) and cgrad > 0) if ctx.need_critic else None
         report.samples_generated = report.samples
         report.samples_used = None  # verl does not print per-sample use; the cpu engine counts it
-        ctx.check(None, "step_completed", True, f"main_ppo printed step-1 metrics ({len(m)} values)", {"metrics": len(m)},
-                  phase="update")
         finite = all(v is None or math.isfinite(v) for v in (report.policy_loss, report.kl, report.entropy, grad))
         ctx.check(None, "finite_losses", finite and report.policy_loss is not None,
                   f"actor/pg_loss {report.policy_loss}, KL {report.kl}, entropy {report.entropy}, grad_norm {grad}",
@@ -385,9 +383,6 @@ class VerlRun:
         ctx.check(1, "actor_updated", bool(report.actor_updated),
                   f"actor/grad_norm {grad} with actor/lr {m.get('actor/lr')}: the optimizer stepped on a non-zero gradient",
                   {"grad_norm": grad, "lr": m.get("actor/lr")}, phase="update")
-        ctx.check(1, "reference_unchanged", None,
-                  "not measurable from main_ppo's output (verl's reference worker has no optimizer); "
-                  "the cpu engine compares its weights before and after", {}, phase="update")
         if ctx.need_critic:
             ctx.check(1, "critic_updated", bool(report.critic_updated), f"critic/grad_norm {cgrad}", {"grad_norm": cgrad},
                       phase="update")
@@ -396,9 +391,6 @@ class VerlRun:
                   f"critic/score mean {report.reward_mean}, min {smin}, max {smax}",
                   {"mean": report.reward_mean, "min": smin, "max": smax}, phase="reward",
                   hint="check data_source, reward_model.ground_truth and the reward function")
-        ctx.check(2, "every_sample_used_once", None,
-                  "verl's own iterator asserts whole mini-batches; counted per sample only by the cpu engine", {},
-                  phase="update")
 
     def _kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
