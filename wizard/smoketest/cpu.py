@@ -993,17 +993,7 @@ class CpuRun:
         from wizard.smoketest import model as smoke_model
 
         ctx, sg = self.ctx, self.sg
-        fallback = ctx.answer_format or "number"
-        examples, seen = [], set()
-        for item, ids in zip(self.items, self.prompt_ids, strict=True):
-            key = json.dumps(item["raw_prompt"], sort_keys=True, default=str)
-            if key in seen:
-                continue
-            seen.add(key)
-            truth = str((item.get("reward_model") or {}).get("ground_truth", ""))
-            style = smoke_model.answer_style(_last_user(item["raw_prompt"]), fallback)
-            examples.append((ids, smoke_model.response_text(style, truth),
-                             smoke_model.response_text(style, smoke_model.wrong_answer(truth, style))))
+        examples = warmup_examples(self.items, self.prompt_ids, ctx.answer_format or "number")
         shape = ctx.model_shape()
         threads = torch.get_num_threads()
         torch.set_num_threads(1)  # the role processes are importing beside it: one thread avoids spin-wait contention
@@ -1604,6 +1594,24 @@ def _load_with_verl(ctx: SmokeContext, rows_path: str, tok: Any) -> tuple[list[d
         if not isinstance(it.get("raw_prompt"), (list, tuple)) or not it.get("raw_prompt"):
             it["raw_prompt"] = it.get(ctx.cfg.data.get("prompt_key", "prompt"))
     return items, len(ds)
+
+
+def warmup_examples(items: list[dict[str, Any]], prompt_ids: list[list[int]], fallback: str) -> list[tuple[list[int], str, str]]:
+    """(prompt ids, a right response, a wrong response) per distinct prompt, in the format the prompt asks for:
+    what the tiny policy is fitted on so that sampled rewards vary (wizard.smoketest.model.build_tiny_policy)."""
+    from wizard.smoketest import model as smoke_model
+
+    examples, seen = [], set()
+    for item, ids in zip(items, prompt_ids, strict=True):
+        key = json.dumps(item["raw_prompt"], sort_keys=True, default=str)
+        if key in seen:
+            continue
+        seen.add(key)
+        truth = str((item.get("reward_model") or {}).get("ground_truth", ""))
+        style = smoke_model.answer_style(_last_user(item["raw_prompt"]), fallback)
+        examples.append((ids, smoke_model.response_text(style, truth),
+                         smoke_model.response_text(style, smoke_model.wrong_answer(truth, style))))
+    return examples
 
 
 def _overlong_rows(path: str, tok: Any, prompt_key: str, max_prompt: int) -> int:

@@ -181,9 +181,10 @@ def build_command(ctx: SmokeContext, g: Geometry, sg: SmokeGeometry) -> list[str
     }
     if not sg.dynamic:
         ov["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"] = sg.micro
-        ov["actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu"] = sg.micro
+        # the log-prob passes keep the bundle's sizes where the smaller batch allows (geometry.scale_geometry)
+        ov["actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu"] = sg.logprob_micro or sg.micro
         if ctx.need_ref:
-            ov["actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu"] = sg.micro
+            ov["actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu"] = sg.ref_logprob_micro or sg.micro
     if ctx.need_critic:
         ov["critic.ppo_mini_batch_size"] = sg.mini
         if not sg.dynamic:
