@@ -81,6 +81,34 @@ def test_scaled_geometry_keeps_n_updates_and_micro_batches(tmp_path):
     assert (sv.prompts * sv.n) % g.n_gpus == 0 and sv.per_rank % sv.micro == 0
 
 
+def test_smoke_dp_and_log_prob_micro_batches_keep_the_bundles_divisibility():
+    from wizard.verlspec.arithmetic import scaled_micro, smoke_dp
+
+    assert [smoke_dp(d) for d in (1, 2, 6, 8, 10, 12, 16, 64)] == [1, 2, 6, 8, 5, 6, 8, 8]
+    assert scaled_micro(16, 4, 64) == (4, "the bundle's size")
+    assert scaled_micro(32, 48, 96) == (16, "the bundle's 2 micro-batch(es) per rank")
+    assert scaled_micro(6, 4, 64)[0] == 3  # neither divides: the largest size ≤ 4 that divides 6
+
+
+@pytest.mark.verl
+def test_scaled_geometry_of_a_large_bundle(tmp_path):
+    """dp 16 (2 nodes × 8): the smoke emulates 8 ranks; log-prob passes keep the bundle's log-prob micro size."""
+    b = bundle_of(tmp_path, nnodes=2, gpus_per_node=8, cluster="ray", dynamic_batch=False, micro_batch_per_gpu=2,
+                  prompts_per_step=64, samples_per_prompt=4, updates_per_step=2)
+    g = geometry_from_config(compose(b))
+    assert g.dp == 16 and g.logprob_micro and g.lora_rank == 0
+    sg = scale_geometry(g)
+    assert (sg.dp, sg.bundle_dp) == (8, 16) and sg.micro_batches == g.micro_batches and sg.updates == g.updates
+    assert sg.samples_per_update % (sg.dp * sg.micro) == 0
+    # bundle: 64 × 4 = 256 samples over 16 ranks = 16 per rank in log-prob micro-batches of 4; smoke: 16 prompts
+    # × 4 over 8 ranks = 8 per rank, still in the bundle's micro-batches of 4 (not fixed chunks of 16)
+    assert (g.logprob_micro, g.logprob_per_rank, sg.prompts, sg.logprob_per_rank) == (4, 16, 16, 8)
+    assert (sg.logprob_micro, sg.logprob_how, sg.ref_logprob_micro) == (4, "the bundle's size", 4)
+    lora = geometry_from_config(compose(b, ["actor_rollout_ref.model.lora_rank=8"]))
+    assert lora.lora_rank == 8 and scale_geometry(lora).lora
+    assert scale_geometry(lora).ref_logprob_how == "the actor's (reference inside the actor)"
+
+
 @pytest.mark.verl
 def test_prompts_that_break_the_geometry_name_the_nearest_valid(tmp_path):
     b = bundle_of(tmp_path)

@@ -53,11 +53,12 @@ def run_with(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, role: type | None 
         monkeypatch.setattr(cpu, "CpuRun", driver)
     if critic is not None:
         monkeypatch.setattr(cpu, "CriticRole", critic)
-    plan = wizard.plan(make_answers({**BASE, **changes}), base_dir=str(tmp_path))
+    answers = {k: v for k, v in {**BASE, **changes}.items() if v is not None}  # None: the key left out
+    plan = wizard.plan(make_answers(answers), base_dir=str(tmp_path))
     bundle = wizard.write_bundle(wizard.render(plan), tmp_path / "bundle")
     report = wizard.smoke(bundle, options=SmokeOptions(engine="cpu", data_dir=GSM8K))
     sg = report.geometry["smoke"]
-    if "samples_per_prompt" not in changes:
+    if not {"samples_per_prompt", "dynamic_batch"} & set(changes):
         assert (sg["samples"], sg["updates"], sg["dp"], sg["per_rank"], sg["micro"], sg["micro_batches"],
                 sg["epochs"]) == (SAMPLES, UPDATES, GPUS, PER_RANK, MICRO, MICRO_PER_RANK, 1), sg
     return report
@@ -72,7 +73,7 @@ FAULTS = {
     "every_sample_used_once": ["test_only_the_first_micro_batch_back_propagated_fails", "test_an_unused_sample_fails"],
     "actor_updated": ["test_zeroed_gradients_fail_although_weight_decay_moves_the_weights",
                       "test_only_the_first_micro_batch_back_propagated_fails"],
-    "mini_and_micro_batches": ["test_merged_micro_batches_fail"],
+    "mini_and_micro_batches": ["test_merged_micro_batches_fail", "test_a_micro_batch_over_the_token_budget_fails"],
     "finite_losses": ["test_a_nan_loss_fails"],
     "reference_unchanged": ["test_a_reference_sharing_the_actors_weights_fails",
                             "test_lora_base_weights_left_trainable_fail"],
@@ -281,6 +282,27 @@ def test_merged_micro_batches_fail(tmp_path, monkeypatch):
     assert failed(r) == {"mini_and_micro_batches"}, format_report(r)
     steps = r.update["actor_steps"]
     assert all(s["micro_batches_per_rank"] == [1] * GPUS for s in steps)
+
+
+@pytest.mark.verl
+@pytest.mark.slow
+def test_a_micro_batch_over_the_token_budget_fails(tmp_path, monkeypatch):
+    """Dynamic batching: the miniature packs each rank's mini-batch into the bundle's token budget (in full-length
+    sequences) with verl's splitter; a split that ignores the budget is caught on the micro-batches' token counts."""
+    from wizard.smoketest.cpu import ActorRolloutRole
+
+    class IgnoresTheBudget(ActorRolloutRole):
+        def _split(self, mb, spec):
+            return [mb]  # the planted fault: the whole mini-batch in one micro-batch, whatever its tokens
+
+    # a budget of one full-length sequence (prompt 128 + response 64 = 192 tokens) per GPU
+    r = run_with(tmp_path, monkeypatch, IgnoresTheBudget, dynamic_batch=True, micro_batch_per_gpu=None,
+                 max_tokens_per_gpu=192)
+    sg = r.geometry["smoke"]
+    assert sg["dynamic"] and sg["seqs_per_budget"] == 1, sg
+    assert failed(r) == {"mini_and_micro_batches"}, format_report(r)
+    ev = checks_of(r)["mini_and_micro_batches"].evidence
+    assert ev["micro_tokens_max"] > ev["token_budget"] and "OVER the budget" in checks_of(r)["mini_and_micro_batches"].detail
 
 
 @pytest.mark.verl

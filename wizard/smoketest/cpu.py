@@ -409,13 +409,14 @@ class ActorRolloutRole(_TrainedRole):
             totals: dict[str, float] = {"pg_loss": 0.0, "kl_loss": 0.0, "entropy_loss": 0.0}
             clipfrac: list[float] = []
             ppo_kl: list[float] = []
-            micro_counts = []
+            micro_counts, micro_tokens = [], []
             for rank, mb in enumerate(minis):
                 micro_batches = self._split(mb, spec)
                 micro_counts.append(len(micro_batches))
                 for index, micro in enumerate(micro_batches):
                     ids = [int(i) for i in micro["sample_id"].tolist()]
                     consumed.append(ids)
+                    micro_tokens.append(int(micro["attention_mask"].sum()))  # what verl's token budget bounds
                     mbatch = {k: micro[k] for k in fields}
                     logp, ent = _forward_logprobs(self.model, mbatch, temp, calc_entropy)
                     mask = mbatch["response_mask"].to(bool)
@@ -447,7 +448,8 @@ class ActorRolloutRole(_TrainedRole):
             if stepped:
                 self.optimizer.step()
             steps.append({"step": step, "samples": int(sum(m.batch_size[0] for m in minis)), "tokens": tokens,
-                          "micro_batches_per_rank": micro_counts, "grad_norm": grad_norm, "stepped": stepped,
+                          "micro_batches_per_rank": micro_counts, "micro_tokens_max": max(micro_tokens, default=0),
+                          "grad_norm": grad_norm, "stepped": stepped,
                           **ledger.step_summary(step),
                           "pg_loss": totals["pg_loss"], "kl_loss": totals["kl_loss"] if use_kl_loss else None,
                           "entropy_loss": totals["entropy_loss"] if ent is not None else None,
@@ -1323,8 +1325,11 @@ class CpuRun:
         self.report.samples_used = used
         expect_steps = sg.updates * epochs
         micro_ok = all(s["samples"] == sg.samples_per_update for s in steps) and len(steps) == expect_steps
+        biggest = max((s["micro_tokens_max"] for s in steps), default=0)
         if not sg.dynamic:
             micro_ok = micro_ok and all(c == sg.micro_batches for s in steps for c in s["micro_batches_per_rank"])
+        else:  # measured: no micro-batch holds more tokens than the budget
+            micro_ok = micro_ok and biggest <= spec["token_budget"]
         per_rank = [c for s in steps for c in s["micro_batches_per_rank"]]
         added = [e["added"] for e in result["micro"]]
         visited = len({i for micro in result["consumed"] for i in micro})
@@ -1344,12 +1349,14 @@ class CpuRun:
                        "ppo_mini_batch_size must divide train_batch_size so that every sample lands in one mini-batch")
         how = (f"{sg.micro_batches} micro-batch(es) of {sg.micro} per rank" if not sg.dynamic else
                f"token-budget micro-batches (budget {spec['token_budget']} tokens = {sg.seqs_per_budget} full sequence(s), "
-               f"as in the bundle): {min(per_rank)}-{max(per_rank)} per rank")
+               f"as in the bundle): {min(per_rank)}-{max(per_rank)} per rank, the largest {biggest} tokens"
+               + ("" if biggest <= spec["token_budget"] else " — OVER the budget"))
         ctx.check(2, "mini_and_micro_batches", micro_ok,
                   f"{len(steps)} optimizer step(s) = {sg.updates} mini-batch(es) × {epochs} epoch(s), each of "
                   f"{sg.samples_per_update} samples over {sg.dp} rank(s); {how}; verl's iterator and splitter asserted "
                   "every divisibility",
                   {"steps": len(steps), "expected_steps": expect_steps, "micro_batches_per_rank": per_rank,
+                   "micro_tokens_max": biggest, "token_budget": spec["token_budget"] if sg.dynamic else None,
                    "smoke": sg.as_dict()}, hint="re-render the bundle with verl-init so that the batch sizes divide")
         if critic_result is not None:
             c_counts, c_lost = _gradient_use(critic_result)
