@@ -58,7 +58,12 @@ def assert_pitfalls_absent(r: SmokeReport, *, critic: bool, reference: bool) -> 
     assert r.actor_updated is True
     before, after = r.update["digests"]["before"], r.update["digests"]["after"]
     assert before["actor"] != after["actor"]
-    if reference:
+    lora = bool(r.geometry["smoke"]["lora"])
+    if reference and lora:  # the reference is the actor's base weights, in the actor's process (verl's ref_in_actor)
+        assert r.reference_unchanged is True and before["reference"] == after["reference"]
+        assert r.placement["reference"]["pid"] == r.placement["actor"]["pid"]
+        assert checks["lora_adapters_only"].ok and checks["reference_inside_actor"].ok
+    elif reference:
         assert r.reference_unchanged is True and before["reference"] == after["reference"] == before["actor"]
         assert r.placement["reference"]["pid"] != r.placement["actor"]["pid"]
         assert checks["kl_moves"].evidence["mean_abs_logprob_diff"] > 0
@@ -79,11 +84,12 @@ def assert_pitfalls_absent(r: SmokeReport, *, critic: bool, reference: bool) -> 
     assert checks["device_layout"].ok and checks["role_placement"].ok
     gpu_roles = [k for k in r.placement if k != "reward"]
     assert all(r.placement[k]["ray_resources"].get("GPU") for k in gpu_roles)
-    assert len({r.placement[k]["pid"] for k in r.placement}) == len(r.placement)
+    assert len({r.placement[k]["pid"] for k in r.placement}) == len(r.placement) - (1 if reference and lora else 0)
     # 4. rows in verl's schema, non-degenerate rewards from a scorer that tells right from wrong
     assert r.data["kept_by_verl_rlhfdataset"] >= 1 and r.reward_std and r.reward_std > 0
     assert checks["scorer_discriminates"].ok and checks["rewards_vary"].ok
-    # 5. Ray saw the plan's GPUs (one node of them) and placed the pool
+    # 5. static: the launching environment; Ray's own resources are recorded, not checked (the smoke started it)
+    assert checks["launch_environment"].kind == "static" and "ray_resources" not in checks
     assert r.resources["ray_cluster"]["GPU"] == r.geometry["bundle"]["gpus_per_node"]
     # finite numbers
     assert all(math.isfinite(x) for x in (r.policy_loss, r.entropy))
@@ -151,6 +157,18 @@ def test_grpo_two_ranks_fixed_micro_batches(tmp_path):
     assert sg["dp"] == 2 and sg["micro"] == 2 and sg["micro_batches"] == 4
     assert all(s["micro_batches_per_rank"] == [4, 4] for s in r.update["actor_steps"])
     assert r.resources["ray_cluster"]["GPU"] == 2
+
+
+def test_grpo_lora_four_ranks_dynamic_batches(tmp_path):
+    """LoRA on 4 GPUs with dynamic batching: 4 emulated ranks (the bundle's dp), token-budget micro-batches for the
+    update and the log-prob passes, adapters only, the reference inside the actor."""
+    r = run(bundle(tmp_path, gpus_per_node=4, lora_rank=8, prompts_per_step=8, samples_per_prompt=4))
+    assert_pitfalls_absent(r, critic=False, reference=True)
+    sg = r.geometry["smoke"]
+    assert sg["dp"] == r.geometry["bundle"]["dp"] == 4 and sg["dynamic"] and sg["lora"]
+    assert len(r.update["logprob_micro_batches_per_rank"]) == 4 and len(r.update["ref_micro_batches_per_rank"]) == 4
+    ev = {c.name: c for c in r.checks}["mini_and_micro_batches"].evidence
+    assert 0 < ev["micro_tokens_max"] <= ev["token_budget"]
 
 
 @pytest.mark.parametrize("algorithm", ["reinforce_plus_plus", "remax", "gspo"])
