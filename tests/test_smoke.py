@@ -408,6 +408,7 @@ FAKE = textwrap.dedent('''
         sys.exit(0)
     if mode == "nograd":
         print(os.environ["STEP"].replace("actor/grad_norm:0.81", "actor/grad_norm:0.0")
+              .replace("critic/grad_norm:2.5", "critic/grad_norm:0.0")
               .replace("actor/pg_loss:np.float64(-0.0123)", "actor/pg_loss:np.float64(nan)"), flush=True)
         sys.exit(0)
     if mode == "silent":
@@ -473,6 +474,16 @@ def test_verl_engine_failure_is_reported_in_its_phase(mode, phase, message, tmp_
     if mode == "nograd":
         assert {c.name for c in report.checks if c.ok is False} == {"actor_updated", "finite_losses"}
     assert report.as_dict()["log_tail"]
+
+
+@pytest.mark.verl
+def test_verl_engine_critic_without_gradient_fails(tmp_path, tiny_model):
+    """Every check the verl engine reports is read from verl's step-1 metrics and fails on a planted value."""
+    b = bundle_of(tmp_path, profile="ppo-16gpu")
+    report, _ = verl_run(tmp_path, b, tiny_model, "nograd")
+    assert {c.name for c in report.checks if c.ok is False} == {"actor_updated", "finite_losses", "critic_updated"}
+    assert {c.name for c in report.checks if c.kind == "measured"} == {"actor_updated", "finite_losses",
+                                                                       "critic_updated", "rewards_vary"}
 
 
 @pytest.mark.verl

@@ -400,6 +400,7 @@ def test_lora_trains_adapters_only_with_the_reference_inside_the_actor(tmp_path,
     assert r.ok, format_report(r) + "\n" + r.log_tail[-3000:]
     checks = checks_of(r)
     assert checks["lora_adapters_only"].ok and checks["reference_inside_actor"].ok
+    assert {c.name for c in r.checks if c.kind == "measured"} <= set(FAULTS)
     assert "reference_is_own_instance" not in checks
     ev = checks["lora_adapters_only"].evidence
     assert ev["before"]["base"] == ev["after"]["base"] and ev["before"]["adapters"] != ev["after"]["adapters"]
@@ -483,3 +484,4 @@ def test_critic_faults_fail(tmp_path, monkeypatch):
     assert r.geometry["smoke"]["micro_batches"] == 2
     assert {"critic_sample_use", "critic_updated"} <= failed(r), format_report(r)
     assert "actor_updated" not in failed(r) and "every_sample_used_once" not in failed(r)
+    assert {c.name for c in r.checks if c.kind == "measured"} <= set(FAULTS)

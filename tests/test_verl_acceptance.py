@@ -160,3 +160,19 @@ def test_verify_runs_verls_token_budget_packing(tmp_path, tiny_model):
     (fail,) = [c for c in report.failures if c.name.startswith("seqlen_balancing.py:384 actor")]
     assert fail.source == VERL and "max_token_len must be greater than the sequence length" in fail.detail
     assert "max_token_len=100" in fail.detail  # verl's own message, with verl's numbers
+
+
+def test_verify_runs_verls_replica_constructor(tmp_path):
+    """replica.py:113 is verl's RolloutReplica constructor: a replica of 12 GPUs on nodes of 8 fails in verl's words."""
+    from omegaconf import open_dict
+
+    from helpers_answers import answers
+    from wizard.verify.harness import _verl_replica, compose_bundle
+
+    cfg = compose_bundle(_bundle(answers(), tmp_path / "b"))
+    r = cfg.actor_rollout_ref.rollout
+    assert "on 1 node(s) of 8" in _verl_replica(r, 8)
+    with open_dict(r):
+        r.tensor_model_parallel_size = 12
+    with pytest.raises(AssertionError, match="world_size 12 must be divisible by gpus_per_node 8"):
+        _verl_replica(r, 8)

@@ -400,6 +400,20 @@ def _verl_token_budget(budget: int, seq_len: int, sp: int) -> str:
     return f"a {seq_len}-token sequence fits {budget} tokens × SP {sp}"
 
 
+def _verl_replica(rollout: Any, gpus_per_node: int) -> str:
+    """verl's own RolloutReplica constructor (workers/rollout/replica.py:93-118, the assert at line 113) on the bundle's
+    rollout config. RolloutReplica is abstract (launch_servers); the subclass only lets its constructor run — nothing
+    is launched."""
+    from verl.workers.rollout.replica import RolloutReplica
+
+    class _ConstructorOnly(RolloutReplica):
+        async def launch_servers(self) -> None:  # never called
+            raise NotImplementedError
+
+    replica = _ConstructorOnly(replica_rank=0, config=rollout, model_config=None, gpus_per_node=int(gpus_per_node))
+    return f"a replica of {replica.world_size} GPU(s) on {replica.nnodes} node(s) of {gpus_per_node}"
+
+
 def worker_time_checks(cfg: Any, use_critic: bool, model_cfg: Any = None) -> list[tuple[str, bool, str, str]]:
     """The assertions verl makes only in the TaskRunner and Ray workers (verl-facts.md §1.4): (name, ok, detail,
     source). Where the assert lives in a function that runs on CPU without a worker (the micro-batch splitter,
@@ -453,8 +467,7 @@ def worker_time_checks(cfg: Any, use_critic: bool, model_cfg: Any = None) -> lis
     check("engine_workers.py:659 rollout world size", n_gpus % w == 0,
           f"rollout world_size: {n_gpus} is not divisible by infer_world_size: {w}")
     gpn = r.n_gpus_per_node
-    check("replica.py:113 replica fills whole nodes", w % min(gpn, w) == 0,
-          f"world_size {w} must be divisible by gpus_per_node {gpn}")
+    by_verl("replica.py:113 replica fills whole nodes", lambda: _verl_replica(r, gpn))
     if rdp > 1:
         check("vllm_async_server.py:385 TP divides GPUs per node", gpn % tp == 0,
               "gpus_per_node should be divisible by tensor_model_parallel_size")
