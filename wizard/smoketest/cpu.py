@@ -4,15 +4,19 @@ It runs on a local Ray instance started for the run (a temporary folder, a small
 CPUs, stopped afterwards), with one Ray actor process per role, as verl does:
 
 - actor + rollout: the tiny policy, which samples the responses, computes the old log-probs and
-  takes one optimizer step per mini-batch;
-- reference: a separate, frozen copy of the initial weights (only when a KL term needs it);
+  takes one optimizer step per mini-batch; under LoRA (`model.lora_rank` > 0) peft adapters as verl's FSDP
+  engine adds them, only they train;
+- reference (only when a KL term needs it): a separate, frozen copy of the initial weights in its own
+  process; under LoRA no process at all — the actor computes it with its adapters disabled, as verl's
+  ref_in_actor does;
 - critic: a value model with its own optimizer (only when the advantage estimator needs one);
 - reward: verl's own reward manager (`reward.reward_manager.name`) around the bundle's reward
   function, or verl's default scoring by data_source.
 
-What comes from verl itself (all of it runs on CPU): the mini-batch iterator
-(`tensordict_utils.make_iterator`), micro-batching (`workers.engine.utils.prepare_micro_batches`,
-token-budget packing included), every policy loss (`core_algos.get_policy_loss_fn`), `agg_loss`,
+The batch geometry is the bundle's, scaled (wizard.smoketest.geometry): its data-parallel size (emulated
+ranks), its update and log-prob micro-batch sizes or token budgets. What comes from verl itself (all of it
+runs on CPU): the mini-batch iterator (`tensordict_utils.make_iterator`), micro-batching of the update and
+of every log-prob pass (`workers.engine.utils.prepare_micro_batches`, token-budget packing included), every policy loss (`core_algos.get_policy_loss_fn`), `agg_loss`,
 `kl_penalty`, the advantage estimators and `compute_value_loss`, the config dataclasses
 (`omega_conf_to_dataclass`), RLHFDataset and the reward managers. What is the miniature's own:
 sampling with transformers' `generate` (verl's rollout engines need a GPU), data parallelism

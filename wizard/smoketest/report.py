@@ -110,7 +110,8 @@ class SmokeReport:
         return next(p for p in self.phases if p.name == name)
 
     def pitfalls(self) -> dict[str, Optional[bool]]:
-        """Per pitfall: True if every measured check of it held, False if one failed, None if none ran."""
+        """Per pitfall: True if every check of it (measured or static) held, False if one failed, None if none
+        applied."""
         out: dict[str, Optional[bool]] = {}
         for number in PITFALLS:
             measured = [c.ok for c in self.checks if c.pitfall == number and c.ok is not None]

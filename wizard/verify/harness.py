@@ -416,8 +416,9 @@ def _verl_replica(rollout: Any, gpus_per_node: int) -> str:
 
 def worker_time_checks(cfg: Any, use_critic: bool, model_cfg: Any = None) -> list[tuple[str, bool, str, str]]:
     """The assertions verl makes only in the TaskRunner and Ray workers (verl-facts.md §1.4): (name, ok, detail,
-    source). Where the assert lives in a function that runs on CPU without a worker (the micro-batch splitter,
-    token-budget packing), verl's own function runs (source "verl"); the rest are verl-init's replicas ("replica")."""
+    source). Where the assert lives in code that runs on CPU without a worker (the micro-batch splitter, token-budget
+    packing, the rollout replica's constructor), verl's own code runs (source "verl"); the rest are verl-init's
+    replicas ("replica")."""
     import warnings
 
     out: list[tuple[str, bool, str, str]] = []
