@@ -56,10 +56,7 @@ def prepare_gpu_smoke(bundle: str | os.PathLike[str], out: str | os.PathLike[str
                       prompts: Optional[int] = None, seed: int = 0) -> PreparedSmoke:
     """Build the tiny model under `out`/tiny-model and the commands of the GPU smoke. Raises UserError for a folder
     that is not a bundle; SmokeFailure (with a hint) when the bundle's rows cannot be read."""
-    import tempfile
-
     from wizard.intent.errors import UserError
-    from wizard.smoketest import cpu, model as smoke_model
     from wizard.smoketest.context import Display, SmokeContext, SmokeOptions
     from wizard.smoketest.report import SmokeReport
     from wizard.smoketest.run import _compose, _read_answers
@@ -77,6 +74,32 @@ def prepare_gpu_smoke(bundle: str | os.PathLike[str], out: str | os.PathLike[str
     ctx.cfg = _compose(str(folder))
     ctx.answers, ctx.plan, _ = _read_answers(str(folder))
     cfg = ctx.cfg
+    created = not model_dir.exists()
+    try:
+        info = _build(ctx, cfg, model_dir, seed)
+    except BaseException:  # nothing half-written is left behind (an empty folder given as --out stays empty)
+        import shutil
+
+        shutil.rmtree(model_dir, ignore_errors=True)
+        if not created:
+            model_dir.mkdir(parents=True, exist_ok=True)
+        raise
+    steps = []
+    files = cfg.data.train_files
+    first = str(files[0] if not isinstance(files, str) else files)
+    if not os.path.isfile(first if os.path.isabs(first) else folder / first):
+        prep = [sys.executable, "data/prepare_data.py"] + (["--local-dir", os.path.abspath(data_dir)] if data_dir else [])
+        steps.append(prep)  # main_ppo reads the bundle's data files: write them first, as run.sh asks
+    steps.append(smoke_command(str(folder), str(model_dir), prompts=prompts))
+    return PreparedSmoke(bundle=str(folder), model_dir=str(model_dir), model=info.as_dict(), steps=steps)
+
+
+def _build(ctx: Any, cfg: Any, model_dir: Path, seed: int) -> Any:
+    """The tiny policy in model_dir, fitted on the bundle's rows as the cpu engine fits its own."""
+    import tempfile
+
+    from wizard.smoketest import cpu, model as smoke_model
+
     with tempfile.TemporaryDirectory(prefix="verl-init-gpu-smoke-") as work:
         ctx.workdir = work
         src, _how = cpu._rows_file(ctx)
@@ -100,11 +123,4 @@ def prepare_gpu_smoke(bundle: str | os.PathLike[str], out: str | os.PathLike[str
             kv_heads=2 if shape is None or shape.kv_heads < shape.heads else 4,
             tied=bool(shape.tied) if shape is not None else True, max_positions=max(4096, seq), seed=seed,
             dims=smoke_model.TINY_GPU)
-    steps = []
-    files = cfg.data.train_files
-    first = str(files[0] if not isinstance(files, str) else files)
-    if not os.path.isfile(first if os.path.isabs(first) else folder / first):
-        prep = [sys.executable, "data/prepare_data.py"] + (["--local-dir", os.path.abspath(data_dir)] if data_dir else [])
-        steps.append(prep)  # main_ppo reads the bundle's data files: write them first, as run.sh asks
-    steps.append(smoke_command(str(folder), str(model_dir), prompts=prompts))
-    return PreparedSmoke(bundle=str(folder), model_dir=str(model_dir), model=info.as_dict(), steps=steps)
+    return info
