@@ -537,6 +537,13 @@ def test_prepared_gpu_smoke_builds_a_tiny_model_offline_and_runs_the_verl_engine
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_smoke.py"), str(b), "--out", str(tmp_path / "gpu")],
                        env=cli_env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 2 and "already exists" in r.stderr and "VI965" in r.stderr
+    # rows that cannot be read (the hub dataset, offline, no --data-dir): an error, and no half-built model left
+    from wizard.smoketest.context import SmokeFailure
+
+    fresh = bundle_of(tmp_path, name="fresh", profile="cpu-smoke")
+    with pytest.raises(SmokeFailure, match="prepare_data.py failed"):
+        prepare_gpu_smoke(fresh, tmp_path / "gpu2")
+    assert not (tmp_path / "gpu2" / "tiny-model").exists()
 
 
 def test_unknown_engine_is_rejected():
