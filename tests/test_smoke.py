@@ -73,12 +73,40 @@ def test_scaled_geometry_keeps_n_updates_and_micro_batches(tmp_path):
     assert (g.dp, g.per_rank, g.micro, g.micro_batches) == (4, 8, 2, 4)
     sg = scale_geometry(g)
     assert sg.n == g.n and sg.updates == g.updates and sg.micro_batches == g.micro_batches
-    assert sg.dp == 2 and sg.samples_per_update % sg.dp == 0
+    assert sg.dp == g.dp == 4 and sg.samples_per_update % sg.dp == 0  # the bundle's own data-parallel size
     assert sg.per_rank == sg.micro * sg.micro_batches
     assert sg.prompts % sg.unit == 0 and sg.prompts < g.prompts
     # verl's full-scale rules on the bundle's own dp
     sv = scale_geometry(g, dp=g.dp, verl_rules=True)
     assert (sv.prompts * sv.n) % g.n_gpus == 0 and sv.per_rank % sv.micro == 0
+
+
+def test_smoke_dp_and_log_prob_micro_batches_keep_the_bundles_divisibility():
+    from wizard.verlspec.arithmetic import scaled_micro, smoke_dp
+
+    assert [smoke_dp(d) for d in (1, 2, 6, 8, 10, 12, 16, 64)] == [1, 2, 6, 8, 5, 6, 8, 8]
+    assert scaled_micro(16, 4, 64) == (4, "the bundle's size")
+    assert scaled_micro(32, 48, 96) == (16, "the bundle's 2 micro-batch(es) per rank")
+    assert scaled_micro(6, 4, 64)[0] == 3  # neither divides: the largest size ≤ 4 that divides 6
+
+
+@pytest.mark.verl
+def test_scaled_geometry_of_a_large_bundle(tmp_path):
+    """dp 16 (2 nodes × 8): the smoke emulates 8 ranks; log-prob passes keep the bundle's log-prob micro size."""
+    b = bundle_of(tmp_path, nnodes=2, gpus_per_node=8, cluster="ray", dynamic_batch=False, micro_batch_per_gpu=2,
+                  prompts_per_step=64, samples_per_prompt=4, updates_per_step=2)
+    g = geometry_from_config(compose(b))
+    assert g.dp == 16 and g.logprob_micro and g.lora_rank == 0
+    sg = scale_geometry(g)
+    assert (sg.dp, sg.bundle_dp) == (8, 16) and sg.micro_batches == g.micro_batches and sg.updates == g.updates
+    assert sg.samples_per_update % (sg.dp * sg.micro) == 0
+    # bundle: 64 × 4 = 256 samples over 16 ranks = 16 per rank in log-prob micro-batches of 4; smoke: 16 prompts
+    # × 4 over 8 ranks = 8 per rank, still in the bundle's micro-batches of 4 (not fixed chunks of 16)
+    assert (g.logprob_micro, g.logprob_per_rank, sg.prompts, sg.logprob_per_rank) == (4, 16, 16, 8)
+    assert (sg.logprob_micro, sg.logprob_how, sg.ref_logprob_micro) == (4, "the bundle's size", 4)
+    lora = geometry_from_config(compose(b, ["actor_rollout_ref.model.lora_rank=8"]))
+    assert lora.lora_rank == 8 and scale_geometry(lora).lora
+    assert scale_geometry(lora).ref_logprob_how == "the actor's (reference inside the actor)"
 
 
 @pytest.mark.verl
@@ -331,7 +359,7 @@ def test_verl_engine_overrides_pass_verls_own_checks(profile, tmp_path, tiny_mod
         warnings.simplefilter("ignore")
         auto_set_device(cfg)
         validate_config(cfg, need_reference_policy(cfg), need_critic(cfg))
-        failed = [(name, detail) for name, ok, detail in worker_time_checks(cfg, need_critic(cfg)) if not ok]
+        failed = [(name, detail) for name, ok, detail, _src in worker_time_checks(cfg, need_critic(cfg)) if not ok]
     assert not failed, failed
     g = geometry_from_config(cfg)
     assert g.problems() == [] and g.updates == sg.updates and g.n == sg.n
@@ -378,6 +406,11 @@ FAKE = textwrap.dedent('''
     if mode == "flat":
         print(os.environ["STEP"].replace("critic/score/max:1.0", "critic/score/max:0.0"), flush=True)
         sys.exit(0)
+    if mode == "nograd":
+        print(os.environ["STEP"].replace("actor/grad_norm:0.81", "actor/grad_norm:0.0")
+              .replace("critic/grad_norm:2.5", "critic/grad_norm:0.0")
+              .replace("actor/pg_loss:np.float64(-0.0123)", "actor/pg_loss:np.float64(nan)"), flush=True)
+        sys.exit(0)
     if mode == "silent":
         sys.exit(0)
     print(os.environ["STEP"], flush=True)
@@ -413,7 +446,8 @@ def test_verl_engine_reports_step1_metrics(tmp_path, tiny_model):
     assert report.reward_mean == 0.4375 and report.actor_updated is True and report.samples_used is None
     assert report.metrics["timing_s/gen"] == 1.5 and "verl timing 1.5 s" in report.phase("rollout").detail
     names = {c.name: c.ok for c in report.checks}
-    assert names["rewards_vary"] and names["finite_losses"] and names["reference_unchanged"] is None
+    assert names["rewards_vary"] and names["finite_losses"] and names["actor_updated"]
+    assert "reference_unchanged" not in names and "step_completed" not in names  # nothing that cannot fail
     doc = report.as_dict()
     assert doc["ok"] and doc["engine"] == "verl" and doc["prompts"] == 8 and doc["samples"] == 32
 
@@ -425,6 +459,7 @@ def test_verl_engine_reports_step1_metrics(tmp_path, tiny_model):
     ("data", "data", "KeyError: 'prompt'"),
     ("reward", "reward", "NotImplementedError: Reward function is not implemented for data_source='my_homework'"),
     ("flat", "reward", "rewards_vary"),
+    ("nograd", "update", "actor_updated"),  # a zero gradient and a NaN loss in verl's own metrics
     ("silent", "rollout", "without printing step-1 metrics"),  # the last phase verl's output reached
 ])
 def test_verl_engine_failure_is_reported_in_its_phase(mode, phase, message, tmp_path, tiny_model):
@@ -436,7 +471,19 @@ def test_verl_engine_failure_is_reported_in_its_phase(mode, phase, message, tmp_
     assert report.phase(phase).status == "failed"
     later = [p.status for p in report.phases[[p.name for p in report.phases].index(phase) + 1:]]
     assert all(s == ("ok" if mode == "flat" else "skipped") for s in later), later  # flat: verl ran every phase
+    if mode == "nograd":
+        assert {c.name for c in report.checks if c.ok is False} == {"actor_updated", "finite_losses"}
     assert report.as_dict()["log_tail"]
+
+
+@pytest.mark.verl
+def test_verl_engine_critic_without_gradient_fails(tmp_path, tiny_model):
+    """Every check the verl engine reports is read from verl's step-1 metrics and fails on a planted value."""
+    b = bundle_of(tmp_path, profile="ppo-16gpu")
+    report, _ = verl_run(tmp_path, b, tiny_model, "nograd")
+    assert {c.name for c in report.checks if c.ok is False} == {"actor_updated", "finite_losses", "critic_updated"}
+    assert {c.name for c in report.checks if c.kind == "measured"} == {"actor_updated", "finite_losses",
+                                                                       "critic_updated", "rewards_vary"}
 
 
 @pytest.mark.verl
@@ -457,6 +504,46 @@ def test_verl_engine_needs_the_model_on_this_machine(tmp_path):
     report = wizard.smoke(b, options=SmokeOptions(engine="verl", main_command=[sys.executable, "-c", "pass"]))
     assert report.failure is not None and report.failure.phase == "probe"
     assert "does not exist on this machine" in report.failure.message and "--model-dir" in report.failure.hint
+
+
+@pytest.mark.verl
+def test_prepared_gpu_smoke_builds_a_tiny_model_offline_and_runs_the_verl_engine(tmp_path, monkeypatch, cli_env):
+    """scripts/gpu_smoke.py: a tiny random-initialised model of the bundle's architecture (no hub), the bundle's data
+    prepared, then `verl-init smoke --engine verl --model-dir` — run here against the main_ppo stand-in."""
+    import subprocess
+
+    from transformers import AutoConfig
+
+    from wizard.smoketest.prepared import prepare_gpu_smoke
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    b = bundle_of(tmp_path, profile="cpu-smoke")  # its model ./tiny-model is not on this machine
+    prep = prepare_gpu_smoke(b, tmp_path / "gpu", data_dir=str(DATA / "gsm8k"))
+    conf = AutoConfig.from_pretrained(prep.model_dir)
+    assert conf.model_type == "qwen2" and conf.hidden_size == 256 and conf.head_dim == 64 and conf.num_hidden_layers == 2
+    assert prep.model["warmup"]["steps"] > 0 and "trained on the bundle's rows" in prep.model["tokenizer"]
+    assert (Path(prep.model_dir) / "model.safetensors").is_file()
+    prepare, smoke_cmd = prep.steps  # data/train.parquet is not written yet: prepare it first
+    assert prepare[1:] == ["data/prepare_data.py", "--local-dir", str(DATA / "gsm8k")]
+    assert smoke_cmd[2:] == ["wizard.cli.app", "smoke", str(b.resolve()), "--engine", "verl", "--model-dir",
+                             prep.model_dir, "--timeout", "900", "--json"]
+    script = prep.script()
+    assert "export HF_HUB_OFFLINE=1" in script and script.count("\n") == 4 + len(prep.env) + 2
+    assert subprocess.run(prepare, cwd=b, env=cli_env, capture_output=True, timeout=300).returncode == 0
+    report, seen = verl_run(tmp_path, b, Path(prep.model_dir), "ok")
+    assert report.ok, format_report(report)
+    assert f"actor_rollout_ref.model.path={prep.model_dir}" in seen["argv"]
+    # the script: prints the commands; a second preparation into the same folder is refused
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_smoke.py"), str(b), "--out", str(tmp_path / "gpu")],
+                       env=cli_env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "already exists" in r.stderr and "VI965" in r.stderr
+    # rows that cannot be read (the hub dataset, offline, no --data-dir): an error, and no half-built model left
+    from wizard.smoketest.context import SmokeFailure
+
+    fresh = bundle_of(tmp_path, name="fresh", profile="cpu-smoke")
+    with pytest.raises(SmokeFailure, match="prepare_data.py failed"):
+        prepare_gpu_smoke(fresh, tmp_path / "gpu2")
+    assert not (tmp_path / "gpu2" / "tiny-model").exists()
 
 
 def test_unknown_engine_is_rejected():

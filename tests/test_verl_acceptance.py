@@ -118,3 +118,61 @@ def test_without_the_critics_model_and_no_hub_the_verdict_is_not_verified(tmp_pa
     assert not report.ok and "pass --model-dir" in report.blocked and report.summary().startswith("not verified")
     r = run_cli(["verify", str(bundle)], env={**cli_env, "HF_HUB_OFFLINE": "1"})
     assert r.returncode == 1 and "NOT VERIFIED" in r.stdout and "REJECTED" not in r.stdout
+
+
+def test_verify_separates_verls_code_from_replicas(tmp_path, tiny_model, cli_env):
+    """verl's own functions (composition, validate_config, dataclasses, registries, the micro-batch splitter and
+    token-budget packing) and verl-init's replicas of worker-time asserts are reported apart."""
+    from conftest import run_cli
+    from helpers_answers import answers
+
+    from wizard.verify.harness import REPLICA, VERL
+
+    bundle = _bundle(answers(dynamic_batch=False), tmp_path / "b")
+    _break(bundle, lambda d: d["actor_rollout_ref"]["actor"].update(ppo_micro_batch_size_per_gpu=3))
+    report = verify_with_verl(bundle, model_dir=str(tiny_model))
+    by_name = {c.name: c for c in report.checks}
+    split = by_name["engine/utils.py:123 update micro-batches divide the per-rank mini-batch"]
+    # verl's prepare_micro_batches raised its own assert (its words, not a copy's)
+    assert split.source == VERL and not split.ok
+    assert "data size must be divisible by force_group_size * micro_batch_size_per_gpu" in split.detail
+    assert by_name["engine/utils.py:123 log-prob micro-batches divide the per-rank batch"].source == VERL
+    assert by_name["engine_workers.py:264 mini-batch splits over data-parallel ranks"].source == REPLICA
+    assert by_name["validate_config (main_ppo, before Ray)"].source == VERL
+    doc = report.as_dict()
+    assert set(doc["sections"]) == {VERL, REPLICA}
+    assert split.name in doc["sections"][VERL] and split.name not in doc["sections"][REPLICA]
+    r = run_cli(["verify", str(bundle), "--model-dir", str(tiny_model)], env=cli_env)
+    assert r.returncode == 1
+    verl_at, replica_at = r.stdout.index("verl's own code, run here:"), r.stdout.index("verl-init's replicas")
+    assert verl_at < r.stdout.index("[FAIL] engine/utils.py:123 update") < replica_at
+    assert r.stdout.index("engine_workers.py:264") > replica_at
+
+
+def test_verify_runs_verls_token_budget_packing(tmp_path, tiny_model):
+    from helpers_answers import answers
+
+    from wizard.verify.harness import VERL
+
+    bundle = _bundle(answers(), tmp_path / "b")
+    _break(bundle, lambda d: d["actor_rollout_ref"]["actor"].update(ppo_max_token_len_per_gpu=100))
+    report = verify_with_verl(bundle, model_dir=str(tiny_model))
+    (fail,) = [c for c in report.failures if c.name.startswith("seqlen_balancing.py:384 actor")]
+    assert fail.source == VERL and "max_token_len must be greater than the sequence length" in fail.detail
+    assert "max_token_len=100" in fail.detail  # verl's own message, with verl's numbers
+
+
+def test_verify_runs_verls_replica_constructor(tmp_path):
+    """replica.py:113 is verl's RolloutReplica constructor: a replica of 12 GPUs on nodes of 8 fails in verl's words."""
+    from omegaconf import open_dict
+
+    from helpers_answers import answers
+    from wizard.verify.harness import _verl_replica, compose_bundle
+
+    cfg = compose_bundle(_bundle(answers(), tmp_path / "b"))
+    r = cfg.actor_rollout_ref.rollout
+    assert "on 1 node(s) of 8" in _verl_replica(r, 8)
+    with open_dict(r):
+        r.tensor_model_parallel_size = 12
+    with pytest.raises(AssertionError, match="world_size 12 must be divisible by gpus_per_node 8"):
+        _verl_replica(r, 8)

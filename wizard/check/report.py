@@ -161,7 +161,8 @@ def format_report(report: Report) -> str:
         lines.append(f"  verl {v.verl_version}'s own checks: {verdict_v}")
         for chk in v.checks:
             if not chk.ok and not chk.skipped:
-                lines.append(f"    FAIL {chk.name}: {chk.detail}")
+                kind = "" if getattr(chk, "source", "verl") == "verl" else " (verl-init's replica of a worker-time assert)"
+                lines.append(f"    FAIL {chk.name}{kind}: {chk.detail}")
     counts = {s: sum(1 for f in report.findings if f.problem.severity == s) for s in ("error", "warning", "info")}
     verdict = "errors found" if report.errors else "no errors"
     lines.append(f"{verdict}: {counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} info")

@@ -176,6 +176,7 @@ RULES: dict[str, tuple[str, str]] = {
     "VI962": ("smoke", "unknown smoke --engine"),
     "VI963": ("smoke", "the bundle's batch geometry is not valid for verl, or no smaller batch keeps it"),
     "VI964": ("smoke", "--data-dir is not a folder"),
+    "VI965": ("smoke", "the prepared GPU smoke's --out folder already holds a tiny model"),
 }
 
 

@@ -21,7 +21,7 @@ def main(args: list[str]) -> int:
 
 
 def verify_and_report(bundle: str, model_dir: Optional[str], *, as_json: bool) -> int:
-    from wizard.verify.harness import verify_with_verl
+    from wizard.verify.harness import SOURCES, verify_with_verl
 
     report = verify_with_verl(bundle, model_dir=model_dir)
     if as_json:
@@ -29,9 +29,14 @@ def verify_and_report(bundle: str, model_dir: Optional[str], *, as_json: bool) -
 
         print(json.dumps(report.as_dict(), indent=2))
     else:
-        for check in report.checks:
-            mark = "ok  " if check.ok else ("skip" if check.skipped else "FAIL")
-            print(f"  [{mark}] {check.name}: {check.detail}")
+        for source, title in SOURCES.items():
+            checks = report.section(source)
+            if not checks:
+                continue
+            print(f"{title}:")
+            for check in checks:
+                mark = "ok  " if check.ok else ("skip" if check.skipped else "FAIL")
+                print(f"  [{mark}] {check.name}: {check.detail}")
         if report.blocked:
             print(f"verl {report.verl_version}: NOT VERIFIED {bundle} — {report.blocked}")
         else:

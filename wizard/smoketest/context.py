@@ -40,7 +40,6 @@ class SmokeOptions:
     seed: int = 0
     timeout: float = 900.0  # verl engine: seconds before main_ppo is stopped
     ray_cpus: int = 2  # logical CPUs of the cpu engine's local Ray instance
-    fault: Optional[str] = None  # tests only: "shared_reference" wires the reference to the actor's weights
     main_command: Optional[list[str]] = None  # tests only: stands in for `python3 -m verl.trainer.main_ppo`
 
 
@@ -83,9 +82,11 @@ class SmokeContext:
         return self._log.getvalue()
 
     def check(self, pitfall: Optional[int], name: str, ok: Optional[bool], detail: str,
-              evidence: Optional[dict[str, Any]] = None, *, hint: str = "", phase: Optional[str] = None) -> Check:
-        """Record one measured property; a False one fails the phase it is measured in."""
-        c = Check(pitfall, name, ok, detail, evidence or {}, phase or self.current_phase, hint)
+              evidence: Optional[dict[str, Any]] = None, *, hint: str = "", phase: Optional[str] = None,
+              kind: str = "measured") -> Check:
+        """Record one property ("measured" in this run, or "static": read from the config or the environment);
+        a False one fails the phase it is recorded in."""
+        c = Check(pitfall, name, ok, detail, evidence or {}, phase or self.current_phase, hint, kind)
         self.report.checks = [x for x in self.report.checks if x.name != name] + [c]
         return c
 
@@ -187,7 +188,7 @@ class SmokeContext:
     def role_names(self) -> list[str]:
         names = ["actor+rollout"]
         if self.need_ref:
-            names.append("reference")
+            names.append("reference" if not getattr(self.geometry, "lora_rank", 0) else "reference (inside the actor: LoRA)")
         if self.need_critic:
             names.append("critic")
         return names + ["reward"]
@@ -233,21 +234,21 @@ class SmokeContext:
                       (" — GAE without a critic fails at step 1 with KeyError: 'values'" if adv == "gae"
                        else " — a critic that the estimator never uses is trained for nothing")),
                    {"adv_estimator": adv, "critic.enable": cfg.critic.get("enable", None)},
-                   hint="set critic.enable to (adv_estimator == gae); verl-init sets it from the algorithm")
+                   hint="set critic.enable to (adv_estimator == gae); verl-init sets it from the algorithm", kind="static")
         self.check(1, "kl_counted_once", not both_kl,
                    "KL is " + ("added to the reward AND as a loss (double counting)" if both_kl else
                                "in the reward" if cfg.algorithm.get("use_kl_in_reward", False) else
                                "a loss term" if cfg.actor_rollout_ref.actor.get("use_kl_loss", False) else "not used"),
                    {"use_kl_in_reward": cfg.algorithm.get("use_kl_in_reward", False),
                     "use_kl_loss": cfg.actor_rollout_ref.actor.get("use_kl_loss", False)},
-                   hint="keep one: algorithm.use_kl_in_reward or actor_rollout_ref.actor.use_kl_loss")
+                   hint="keep one: algorithm.use_kl_in_reward or actor_rollout_ref.actor.use_kl_loss", kind="static")
         if critic:
             cpath = str(cfg.critic.model.get("path", ""))
             rpath = str(cfg.reward.get("reward_model", {}).get("model_path", "") or "")
             self.check(1, "critic_not_reward_model", not (rpath and cpath == rpath),
                        f"critic initialised from {cpath}" + (f", reward model {rpath}" if rpath else ""),
                        {"critic.model.path": cpath, "reward_model": rpath or None},
-                       hint="initialise the critic from the policy (critic.model.path = the actor's model)")
+                       hint="initialise the critic from the policy (critic.model.path = the actor's model)", kind="static")
         problems = g.problems()
         self.check(2, "bundle_geometry", not problems,
                    "; ".join(problems) if problems else
@@ -256,12 +257,12 @@ class SmokeContext:
                    + (f" in {g.micro_batches} micro-batch(es) of {g.micro}" if not g.dynamic else
                       f", token budget {g.max_tokens} per GPU (≥ {g.seqs_per_budget} full {g.seq_len}-token sequence(s))"),
                    {"bundle": g.as_dict()},
-                   hint="re-render the bundle with verl-init: it derives every batch number so that they divide")
+                   hint="re-render the bundle with verl-init: it derives every batch number so that they divide", kind="static")
         if self.filter_groups:
             gen = int(cfg.data.get("gen_batch_size", g.prompts) or g.prompts)
             self.check(2, "generation_covers_batch", gen >= g.prompts or gen == 1,
                        f"DAPO group filtering: generation batch {gen} prompts for a train batch of {g.prompts} "
-                       "(verl's V1 trainer refills filtered groups)", {"gen_batch_size": gen})
+                       "(verl's V1 trainer refills filtered groups)", {"gen_batch_size": gen}, kind="static")
         # device mapping: verl's rollout layout rules, and replicas that never straddle two nodes
         tp = g.rollout_tp
         lay = rollout_layout(g.n_gpus, g.gpus_per_node, tp)
@@ -295,7 +296,7 @@ class SmokeContext:
             lay.append(f"memory plan: peak {mem.peak_gb:.1f} of {mem.gpu_gb:g} GB per GPU ({'fits' if mem.fits else 'DOES NOT FIT'})")
             ok = ok and bool(mem.fits)
         self.check(3, "device_layout", ok, "; ".join(lay), ev,
-                   hint="re-plan with verl-init (rollout TP and SP that divide a node, a layout that fits memory)")
+                   hint="re-plan with verl-init (rollout TP and SP that divide a node, a layout that fits memory)", kind="static")
 
     def env_checks(self) -> None:
         """The launching environment (pitfall 5): hand-set CUDA_VISIBLE_DEVICES, RAY_ADDRESS at a dashboard."""
@@ -318,14 +319,16 @@ class SmokeContext:
         if addr:
             dashboard = addr.startswith("http") or addr.rstrip("/").endswith(":8265")
             ok = ok and not dashboard
-            notes.append(f"RAY_ADDRESS={addr}" + (" points at the dashboard, not the GCS (use ray://host:10001 or "
-                                                  "host:6379)" if dashboard else ""))
+            notes.append(f"RAY_ADDRESS={addr}" + (" points at the dashboard: RAY_ADDRESS is for ray.init inside the "
+                                                  "cluster and names the GCS (HOST:6379); the dashboard URL "
+                                                  "(http://HOST:8265) goes to ray/submit.sh --address" if dashboard else ""))
         else:
             notes.append("RAY_ADDRESS not set (verl starts a local Ray)")
         self.check(5, "launch_environment", ok, "; ".join(notes),
                    {"CUDA_VISIBLE_DEVICES": cvd, "RAY_ADDRESS": addr},
                    hint="unset CUDA_VISIBLE_DEVICES (Ray assigns GPUs) or re-plan for the GPUs it shows; "
-                        "RAY_ADDRESS must name the GCS (host:6379), not the dashboard")
+                        "RAY_ADDRESS must name the GCS (HOST:6379); submit from outside with ray/submit.sh "
+                        "--address http://HOST:8265 (ray job submit talks to the dashboard)", kind="static")
 
 
 def _format_exc(exc: BaseException) -> str:

@@ -4,15 +4,19 @@ It runs on a local Ray instance started for the run (a temporary folder, a small
 CPUs, stopped afterwards), with one Ray actor process per role, as verl does:
 
 - actor + rollout: the tiny policy, which samples the responses, computes the old log-probs and
-  takes one optimizer step per mini-batch;
-- reference: a separate, frozen copy of the initial weights (only when a KL term needs it);
+  takes one optimizer step per mini-batch; under LoRA (`model.lora_rank` > 0) peft adapters as verl's FSDP
+  engine adds them, only they train;
+- reference (only when a KL term needs it): a separate, frozen copy of the initial weights in its own
+  process; under LoRA no process at all — the actor computes it with its adapters disabled, as verl's
+  ref_in_actor does;
 - critic: a value model with its own optimizer (only when the advantage estimator needs one);
 - reward: verl's own reward manager (`reward.reward_manager.name`) around the bundle's reward
   function, or verl's default scoring by data_source.
 
-What comes from verl itself (all of it runs on CPU): the mini-batch iterator
-(`tensordict_utils.make_iterator`), micro-batching (`workers.engine.utils.prepare_micro_batches`,
-token-budget packing included), every policy loss (`core_algos.get_policy_loss_fn`), `agg_loss`,
+The batch geometry is the bundle's, scaled (wizard.smoketest.geometry): its data-parallel size (emulated
+ranks), its update and log-prob micro-batch sizes or token budgets. What comes from verl itself (all of it
+runs on CPU): the mini-batch iterator (`tensordict_utils.make_iterator`), micro-batching of the update and
+of every log-prob pass (`workers.engine.utils.prepare_micro_batches`, token-budget packing included), every policy loss (`core_algos.get_policy_loss_fn`), `agg_loss`,
 `kl_penalty`, the advantage estimators and `compute_value_loss`, the config dataclasses
 (`omega_conf_to_dataclass`), RLHFDataset and the reward managers. What is the miniature's own:
 sampling with transformers' `generate` (verl's rollout engines need a GPU), data parallelism
@@ -100,12 +104,68 @@ def _forward_logprobs(model: Any, batch: dict[str, Any], temperature: float, wit
     return logp, ent
 
 
-def _chunks(n: int, size: int) -> list[slice]:
-    return [slice(i, min(n, i + size)) for i in range(0, n, size)]
+def _logprob_pass(model: Any, batch: dict[str, Any], temperature: float, with_entropy: bool,
+                  spec: dict[str, Any], value_fn: Any = None) -> tuple[Any, Any, list[int]]:
+    """One inference pass as verl's workers run it: the step's batch dispatched over the data-parallel ranks in
+    equal contiguous parts, each rank's part cut by verl's own splitter into micro-batches of the bundle's
+    log-prob size (or packed into its token budget), outputs put back in sample order (dynamic batching
+    reorders). Returns (log-probs or values, entropy, micro-batches per rank)."""
+    import torch
+    from tensordict import TensorDict
+
+    fields = ["input_ids", "attention_mask", "position_ids", "responses", "response_mask"]
+    size = batch["input_ids"].shape[0]
+    td = TensorDict({k: batch[k] for k in fields}, batch_size=[size])
+    td["sample_id"] = torch.arange(size)
+    out: Any = None
+    ent_out: Any = None
+    counts = []
+    with torch.no_grad():
+        for shard in td.chunk(int(spec["dp"])):
+            micro_batches, _ = _micro_batches(shard, spec["dynamic"], spec.get("micro"), spec.get("token_budget"))
+            counts.append(len(micro_batches))
+            for micro in micro_batches:
+                ids = micro["sample_id"]
+                mb = {k: micro[k] for k in fields}
+                if value_fn is not None:
+                    lp, ent = value_fn(mb), None
+                else:
+                    lp, ent = _forward_logprobs(model, mb, temperature, with_entropy)
+                if out is None:
+                    out = torch.zeros((size, *lp.shape[1:]), dtype=lp.dtype)
+                out[ids] = lp
+                if ent is not None:
+                    if ent_out is None:
+                        ent_out = torch.zeros((size, *ent.shape[1:]), dtype=ent.dtype)
+                    ent_out[ids] = ent
+    return out, ent_out, counts
 
 
-def _select(batch: dict[str, Any], sl: slice) -> dict[str, Any]:
-    return {k: v[sl] for k, v in batch.items()}
+def _lora_config(model_cfg: Any) -> Any:
+    """peft's LoraConfig as verl's FSDP engine builds it (workers/engine/fsdp/transformer_impl.py:359-368)."""
+    from omegaconf import OmegaConf
+    from peft import LoraConfig, TaskType
+
+    def plain(v: Any) -> Any:
+        return OmegaConf.to_container(v) if OmegaConf.is_config(v) else v
+
+    kwargs: dict[str, Any] = {"task_type": TaskType.CAUSAL_LM, "r": int(model_cfg.lora_rank),
+                              "lora_alpha": int(model_cfg.get("lora_alpha", 16) or 16),
+                              "target_modules": plain(model_cfg.get("target_modules", "all-linear")),
+                              "exclude_modules": plain(model_cfg.get("exclude_modules", None)), "bias": "none"}
+    return LoraConfig(**kwargs)
+
+
+def _split_digests(model: Any) -> dict[str, str]:
+    """sha256 of the base weights and of the LoRA adapters separately (peft names adapter tensors lora_*)."""
+    import torch
+
+    hashes = {"base": hashlib.sha256(), "adapters": hashlib.sha256()}
+    for name, tensor in sorted(model.state_dict().items()):
+        h = hashes["adapters" if ".lora_" in name else "base"]
+        h.update(name.replace(".base_layer", "").encode())
+        h.update(tensor.detach().to("cpu").contiguous().view(-1).view(dtype=torch.uint8).numpy().tobytes())
+    return {k: v.hexdigest() for k, v in hashes.items()}
 
 
 def _micro_batches(mb: Any, dynamic: bool, micro: Optional[int], budget: Optional[int]) -> tuple[list[Any], Any]:
@@ -178,6 +238,14 @@ class _TrainedRole:
             if q.grad is not None:
                 q.grad.div_(dp)
 
+    def _dispatch(self, td: Any, dp: int) -> list[Any]:
+        """verl dispatches a batch to the data-parallel ranks in equal contiguous parts."""
+        return list(td.chunk(dp))
+
+    def _split(self, mb: Any, spec: dict[str, Any]) -> list[Any]:
+        """One rank's mini-batch cut into micro-batches by verl's own splitter."""
+        return _micro_batches(mb, spec["dynamic"], spec.get("micro"), spec.get("token_budget"))[0]
+
     def _accumulate(self, ledger: GradientLedger, loss: Any, output: Any, samples: list[int], *, step: int,
                     rank: int, micro: int) -> None:
         entry = ledger.watch(output, samples, step=step, rank=rank, micro=micro)
@@ -212,16 +280,38 @@ class ActorRolloutRole(_TrainedRole):
 
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
         self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+        self.lora = int(self.cfg.actor_rollout_ref.model.get("lora_rank", 0) or 0) > 0
+        if self.lora:
+            self.model = self._apply_lora(self.model)
         self.model.train()
         optim = self.cfg.actor_rollout_ref.actor.optim
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=float(optim.lr),
+        # verl's optimizer takes the module's parameters; under LoRA only the adapters require gradients
+        self.optimizer = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad], lr=float(optim.lr),
                                            betas=tuple(optim.get("betas", (0.9, 0.999))),
                                            weight_decay=float(optim.get("weight_decay", 0.01)))
         return {"digest": _digest(self.model), "who": _whoami("actor+rollout", self.model),
-                "trainable": sum(p.numel() for p in self.model.parameters() if p.requires_grad)}
+                "trainable": sum(p.numel() for p in self.model.parameters() if p.requires_grad),
+                "parameters": sum(p.numel() for p in self.model.parameters()),
+                "split": _split_digests(self.model) if self.lora else None}
+
+    def _apply_lora(self, model: Any) -> Any:
+        """LoRA adapters as verl's FSDP engine adds them: peft's get_peft_model, base weights frozen."""
+        from peft import get_peft_model
+
+        return get_peft_model(model, _lora_config(self.cfg.actor_rollout_ref.model))
+
+    def _reference_context(self) -> Any:
+        """The reference inside the actor: verl computes it with the adapters disabled
+        (trainer_base.py:1703-1707 sets no_lora_adapter; engine_workers.py:425 enters engine.disable_adapter())."""
+        import contextlib
+
+        return self.model.disable_adapter() if self.lora else contextlib.nullcontext()
 
     def digest(self) -> str:
         return _digest(self.model)
+
+    def split_digests(self) -> Optional[dict[str, str]]:
+        return _split_digests(self.model) if self.lora else None
 
     def who(self) -> dict[str, Any]:
         return _whoami("actor+rollout", self.model)
@@ -273,22 +363,19 @@ class ActorRolloutRole(_TrainedRole):
             "response_mask": mask, "truncated": truncated,
         }
 
-    def compute_log_prob(self, batch: dict[str, Any], with_entropy: bool = True) -> dict[str, Any]:
-        import torch
-
+    def compute_log_prob(self, batch: dict[str, Any], spec: dict[str, Any], with_entropy: bool = True) -> dict[str, Any]:
+        """Old log-probs (and entropy) with the bundle's rollout.log_prob_* micro-batching, per rank."""
         temp = float(self.cfg.actor_rollout_ref.rollout.temperature)
-        logps, ents = [], []
-        with torch.no_grad():
-            for sl in _chunks(batch["input_ids"].shape[0], 16):
-                lp, ent = _forward_logprobs(self.model, _select(batch, sl), temp, with_entropy)
-                logps.append(lp)
-                if ent is not None:
-                    ents.append(ent)
-        return {"old_log_probs": torch.cat(logps), "entropy": torch.cat(ents) if ents else None}
+        lp, ent, counts = _logprob_pass(self.model, batch, temp, with_entropy, spec)
+        return {"old_log_probs": lp, "entropy": ent, "micro_batches_per_rank": counts}
 
-    # A reference that shares the actor's weights (only for the fault-injection test):
-    def compute_ref_log_prob(self, batch: dict[str, Any]) -> Any:
-        return self.compute_log_prob(batch, with_entropy=False)["old_log_probs"]
+    def compute_ref_log_prob(self, batch: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
+        """Reference log-probs from the actor's own process: LoRA (the base with the adapters disabled, as verl
+        does), or the fault-injection test's reference that shares the actor's weights."""
+        temp = float(self.cfg.actor_rollout_ref.rollout.temperature)
+        with self._reference_context():
+            lp, _, counts = _logprob_pass(self.model, batch, temp, False, spec)
+        return {"ref_log_prob": lp, "micro_batches_per_rank": counts, "who": _whoami("reference")}
 
     def update(self, batch: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
         """verl's actor update: mini-batches from verl's iterator, micro-batches from verl's splitter,
@@ -311,7 +398,7 @@ class ActorRolloutRole(_TrainedRole):
         size = batch["input_ids"].shape[0]
         td = TensorDict({k: batch[k] for k in fields}, batch_size=[size])
         td["sample_id"] = torch.arange(size)
-        shards = td.chunk(dp)  # verl dispatches a batch to the data-parallel ranks in equal contiguous parts
+        shards = self._dispatch(td, dp)
         iters = [tu.make_iterator(shard, mini_batch_size=mini // dp, epochs=int(acfg.ppo_epochs),
                                   seed=int(acfg.data_loader_seed) + rank,
                                   dataloader_kwargs={"shuffle": bool(acfg.shuffle)})
@@ -326,13 +413,14 @@ class ActorRolloutRole(_TrainedRole):
             totals: dict[str, float] = {"pg_loss": 0.0, "kl_loss": 0.0, "entropy_loss": 0.0}
             clipfrac: list[float] = []
             ppo_kl: list[float] = []
-            micro_counts = []
+            micro_counts, micro_tokens = [], []
             for rank, mb in enumerate(minis):
-                micro_batches, _ = _micro_batches(mb, spec["dynamic"], spec.get("micro"), spec.get("token_budget"))
+                micro_batches = self._split(mb, spec)
                 micro_counts.append(len(micro_batches))
                 for index, micro in enumerate(micro_batches):
                     ids = [int(i) for i in micro["sample_id"].tolist()]
                     consumed.append(ids)
+                    micro_tokens.append(int(micro["attention_mask"].sum()))  # what verl's token budget bounds
                     mbatch = {k: micro[k] for k in fields}
                     logp, ent = _forward_logprobs(self.model, mbatch, temp, calc_entropy)
                     mask = mbatch["response_mask"].to(bool)
@@ -364,7 +452,8 @@ class ActorRolloutRole(_TrainedRole):
             if stepped:
                 self.optimizer.step()
             steps.append({"step": step, "samples": int(sum(m.batch_size[0] for m in minis)), "tokens": tokens,
-                          "micro_batches_per_rank": micro_counts, "grad_norm": grad_norm, "stepped": stepped,
+                          "micro_batches_per_rank": micro_counts, "micro_tokens_max": max(micro_tokens, default=0),
+                          "grad_norm": grad_norm, "stepped": stepped,
                           **ledger.step_summary(step),
                           "pg_loss": totals["pg_loss"], "kl_loss": totals["kl_loss"] if use_kl_loss else None,
                           "entropy_loss": totals["entropy_loss"] if ent is not None else None,
@@ -402,13 +491,11 @@ class ReferenceRole:
     def who(self) -> dict[str, Any]:
         return _whoami("reference", self.model)
 
-    def compute_ref_log_prob(self, batch: dict[str, Any]) -> Any:
-        import torch
-
+    def compute_ref_log_prob(self, batch: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
+        """Reference log-probs with the bundle's ref.log_prob_* micro-batching, per rank."""
         temp = float(self.cfg.actor_rollout_ref.rollout.temperature)
-        with torch.no_grad():
-            return torch.cat([_forward_logprobs(self.model, _select(batch, sl), temp, False)[0]
-                              for sl in _chunks(batch["input_ids"].shape[0], 16)])
+        lp, _, counts = _logprob_pass(self.model, batch, temp, False, spec)
+        return {"ref_log_prob": lp, "micro_batches_per_rank": counts, "who": _whoami("reference")}
 
 
 class CriticRole(_TrainedRole):
@@ -451,11 +538,9 @@ class CriticRole(_TrainedRole):
         values = out.logits.squeeze(-1)[:, -r - 1:-1]  # verl: the value before each response token
         return values * batch["response_mask"]
 
-    def compute_values(self, batch: dict[str, Any]) -> Any:
-        import torch
-
-        with torch.no_grad():
-            return torch.cat([self._values(_select(batch, sl)) for sl in _chunks(batch["input_ids"].shape[0], 16)])
+    def compute_values(self, batch: dict[str, Any], spec: dict[str, Any]) -> Any:
+        """Values with the critic's micro-batching, per rank."""
+        return _logprob_pass(self.model, batch, 1.0, False, spec, value_fn=self._values)[0]
 
     def update(self, batch: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
         import torch
@@ -473,7 +558,7 @@ class CriticRole(_TrainedRole):
         iters = [tu.make_iterator(shard, mini_batch_size=mini // dp, epochs=int(ccfg.ppo_epochs),
                                   seed=int(ccfg.get("data_loader_seed", 42) or 42) + rank,
                                   dataloader_kwargs={"shuffle": bool(ccfg.get("shuffle", False))})
-                 for rank, shard in enumerate(td.chunk(dp))]
+                 for rank, shard in enumerate(self._dispatch(td, dp))]
         params = [p for p in self.model.parameters() if p.requires_grad]
         ledger = GradientLedger(params)
         steps, consumed = [], []
@@ -482,7 +567,7 @@ class CriticRole(_TrainedRole):
             self.optimizer.zero_grad()
             vf_total, micro_counts = 0.0, []
             for rank, mb in enumerate(minis):
-                micro_batches, _ = _micro_batches(mb, spec["dynamic"], spec.get("micro"), spec.get("token_budget"))
+                micro_batches = self._split(mb, spec)
                 micro_counts.append(len(micro_batches))
                 for index, micro in enumerate(micro_batches):
                     ids = [int(i) for i in micro["sample_id"].tolist()]
@@ -719,6 +804,8 @@ class CpuRun:
         self.width = 0
         self.batch: dict[str, Any] = {}
         self.rows: list[dict[str, Any]] = []
+        self.pool: Any = None
+        self.drawn: list[dict[str, Any]] = []  # per generation batch: what reached the batch (rows_reach_batch)
 
     # -----------------------------------------------------------------------------------------
     def run(self) -> None:
@@ -752,7 +839,6 @@ class CpuRun:
 
         import ray
         from ray.util.placement_group import placement_group
-        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         gpn = g.gpus_per_node
         ctx.ray_dir = tempfile.mkdtemp(prefix="vi-ray-", dir="/tmp")  # short: Ray's socket paths have a length limit
@@ -778,16 +864,13 @@ class CpuRun:
                                "verl would hang here without a message; give Ray the GPUs the plan names") from None
         pool_s = round(time.perf_counter() - started, 2)
         config = ctx.config_for_roles()
-        opts: dict[str, Any] = dict(num_cpus=0, num_gpus=1.0 / MAX_COLOCATE, max_restarts=0,
-                                    scheduling_strategy=PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=0))
         seed = ctx.options.seed
-        actor = ray.remote(ActorRolloutRole).options(name="actor_rollout", **opts).remote(config, seed)
-        ref = None
-        if ctx.need_ref:
-            ref = actor if ctx.options.fault == "shared_reference" else \
-                ray.remote(ReferenceRole).options(name="reference", **opts).remote(config, seed)
-        critic = ray.remote(CriticRole).options(name="critic", **opts).remote(config, seed) if ctx.need_critic else None
-        reward = ray.remote(RewardRole).options(name="reward", num_cpus=1, max_restarts=0).remote(config, seed)
+        self.pool = pg
+        actor = ray.remote(ActorRolloutRole).options(**self._role_options("actor_rollout")).remote(config, seed)
+        ref = self._reference_role(actor, config, seed) if ctx.need_ref else None
+        critic = ray.remote(CriticRole).options(**self._role_options("critic")).remote(config, seed) \
+            if ctx.need_critic else None
+        reward = ray.remote(RewardRole).options(**self._role_options("reward")).remote(config, seed)
         self.roles = _Roles(actor=actor, reward=reward, ref=ref, critic=critic)
         avail = {k: round(v, 3) for k, v in ray.available_resources().items() if k in ("CPU", "GPU")}
         self.report.resources.update({
@@ -798,15 +881,52 @@ class CpuRun:
             "verl_needs_per_node": f"{gpn} GPU(s) and ≥ {MAX_COLOCATE * gpn} CPUs for the GPU bundles "
                                    "(+ about 9 on the head node for TransferQueue and the TaskRunner)",
         })
-        ctx.check(5, "ray_resources", seen.get("GPU") == gpn,
-                  f"Ray saw {seen.get('GPU', 0):g} GPU(s) = trainer.n_gpus_per_node={gpn} (the plan's {g.n_gpus} GPUs "
-                  f"scaled to one node; logical GPUs on this machine) and {seen.get('CPU', 0):g} CPUs; the pool of "
-                  f"{gpn} GPU bundle(s) was placed in {pool_s} s instead of hanging",
-                  {"ray_cluster": seen, "pool_ready_s": pool_s})
+        # No check here: this Ray instance was started with num_gpus = trainer.n_gpus_per_node, so "Ray sees the
+        # plan's GPUs" would hold by construction. The cluster's own GPUs are `verl-init cluster check`'s business.
         self.arch = smoke_model.model_arch(ctx.model_path, ctx.answers_model, ctx.answers_params_b)
         ph.detail = (f"config composed by verl's Hydra tree; Ray up with {seen.get('GPU', 0):g} GPU / "
                      f"{seen.get('CPU', 0):g} CPU, pool placed in {pool_s} s; roles: {', '.join(ctx.role_names())}; "
                      f"model family {self.arch[0]}")
+
+    # ------------------------------------------------------------------------------ role wiring
+    def _role_options(self, name: str) -> dict[str, Any]:
+        """Ray options of one role process: the GPU roles share the pool's bundle as verl's colocated hybrid-engine
+        workers do (max_colocate_count); the reward manager is a CPU-only process, as verl's reward loop workers."""
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        if name == "reward":
+            return dict(name=name, num_cpus=1, max_restarts=0)
+        return dict(name=name, num_cpus=0, num_gpus=1.0 / MAX_COLOCATE, max_restarts=0,
+                    scheduling_strategy=PlacementGroupSchedulingStrategy(self.pool, placement_group_bundle_index=0))
+
+    def _reference_role(self, actor: Any, config: dict[str, Any], seed: int) -> Any:
+        """The reference: inside the actor for LoRA (verl's ref_in_actor, trainer_base.py:237 — no reference
+        worker; the base with the adapters off), else its own process with a frozen copy of the initial weights."""
+        import ray
+
+        if self.sg.lora:
+            return actor
+        return ray.remote(ReferenceRole).options(**self._role_options("reference")).remote(config, seed)
+
+    def _draw(self, cursor: int) -> tuple[list[list[int]], list[dict[str, Any]]]:
+        """The prompts (token ids) and rows of one generation batch, in the order the data phase drew them."""
+        end = cursor + self.sg.prompts
+        return self.prompt_ids[cursor:end], self.items[cursor:end]
+
+    def _spec(self, kind: str, width: int) -> dict[str, Any]:
+        """How a pass splits its batch: `dp` ranks, then fixed micro-batches or a token budget (the bundle's full-length
+        sequences per budget, times this run's padded width)."""
+        sg = self.sg
+        if kind == "update":
+            micro, seqs = sg.micro, sg.seqs_per_budget
+        elif kind == "critic":
+            micro, seqs = sg.micro, sg.critic_seqs_per_budget
+        elif kind == "ref":
+            micro, seqs = sg.ref_logprob_micro, sg.ref_seqs_per_budget
+        else:
+            micro, seqs = sg.logprob_micro, sg.logprob_seqs_per_budget
+        return {"dp": sg.dp, "mini_samples": sg.samples_per_update, "dynamic": sg.dynamic, "micro": micro,
+                "token_budget": seqs * width}
 
     # ------------------------------------------------------------------------------------- data
     def data(self, ph: Any) -> None:
@@ -862,12 +982,23 @@ class CpuRun:
             "schema_findings": [f"{f['severity']} {f['id']}: {f['message']}" for f in findings if f["severity"] != "info"],
             "example_row": _example(drawn[0]),
         }
-        ctx.check(4, "dataset_schema", True,
-                  f"{read} row(s) from {src_how}; verl's RLHFDataset kept {kept} (max_prompt_length={max_prompt}); "
-                  "prompts are chat lists and every row has data_source, reward_model.ground_truth (text) and "
+        # measured: verl's loader keeps every row read unless its own overlong filter is on (then the rows it
+        # dropped must be the ones whose prompt is longer than max_prompt_length)
+        filtering = bool(cfg.data.get("filter_overlong_prompts", True))
+        overlong = _overlong_rows(rows_path, tok, str(cfg.data.get("prompt_key", "prompt")), max_prompt) if filtering else 0
+        lost = read - overlong - kept
+        all_kept = lost == 0
+        ctx.check(4, "dataset_schema", all_kept,
+                  f"{read} row(s) from {src_how}; verl's RLHFDataset kept {kept} (max_prompt_length={max_prompt}"
+                  + (f", {overlong} overlong prompt(s) filtered as data.filter_overlong_prompts asks" if filtering else "")
+                  + ")"
+                  + ("" if all_kept else f" — {lost} row(s) lost between the file and verl's loader (not overlong)")
+                  + "; prompts are chat lists and every row has data_source, reward_model.ground_truth (text) and "
                   "extra_info" + (f"; note: {no_scorer[0]['message']}" if no_scorer else ""),
-                  {"rows_read": read, "kept_by_verl": kept, "findings": self.report.data["schema_findings"],
-                   "example_row": self.report.data["example_row"]})
+                  {"rows_read": read, "kept_by_verl": kept, "filter_overlong_prompts": filtering, "overlong": overlong,
+                   "findings": self.report.data["schema_findings"], "example_row": self.report.data["example_row"]},
+                  hint="every row of the file must reach verl's loader: check data/prepare_data.py's output and the "
+                       "prompt column")
         ph.detail = (f"{read} row(s) from {src_how}; verl's RLHFDataset kept {kept}; {sg.prompts} prompts drawn "
                      f"({distinct} distinct); tokenizer: {tok_source.split(' (')[0]}")
 
@@ -879,17 +1010,7 @@ class CpuRun:
         from wizard.smoketest import model as smoke_model
 
         ctx, sg = self.ctx, self.sg
-        fallback = ctx.answer_format or "number"
-        examples, seen = [], set()
-        for item, ids in zip(self.items, self.prompt_ids, strict=True):
-            key = json.dumps(item["raw_prompt"], sort_keys=True, default=str)
-            if key in seen:
-                continue
-            seen.add(key)
-            truth = str((item.get("reward_model") or {}).get("ground_truth", ""))
-            style = smoke_model.answer_style(_last_user(item["raw_prompt"]), fallback)
-            examples.append((ids, smoke_model.response_text(style, truth),
-                             smoke_model.response_text(style, smoke_model.wrong_answer(truth, style))))
+        examples = warmup_examples(self.items, self.prompt_ids, ctx.answer_format or "number")
         shape = ctx.model_shape()
         threads = torch.get_num_threads()
         torch.set_num_threads(1)  # the role processes are importing beside it: one thread avoids spin-wait contention
@@ -913,19 +1034,27 @@ class CpuRun:
         waited = time.perf_counter()
         loaded = dict(zip(handles, ctx.get([h.load.remote(self.model_dir) for h in handles.values()]), strict=True))
         self.report.model["roles_ready_s"] = round(time.perf_counter() - waited, 2)
-        if roles.ref is roles.actor:
+        split = loaded["actor"].get("split")
+        self.split_before = split
+        if roles.ref is roles.actor:  # LoRA: the reference is the actor's base weights (or the shared-weights fault)
             loaded["reference"] = {"who": dict(loaded["actor"]["who"], role="reference"),
-                                   "digest": loaded["actor"]["digest"]}
+                                   "digest": split["base"] if split else loaded["actor"]["digest"]}
         self.digests = {k: v["digest"] for k, v in loaded.items() if "digest" in v}
         self.report.placement = {k: v["who"] for k, v in loaded.items()}
+        if sg.lora:
+            self.report.model["lora"] = {"rank": int(self.cfg.actor_rollout_ref.model.lora_rank),
+                                         "trainable": loaded["actor"]["trainable"],
+                                         "parameters": loaded["actor"]["parameters"]}
         self.report.placement_note = (
             f"actor+rollout, reference and critic are colocated on the GPU pool as verl's hybrid-engine workers are, "
             f"each process holding 1/{MAX_COLOCATE} of a GPU bundle (verl's max_colocate_count); the reward manager "
-            "runs in a CPU-only process, as verl's reward loop workers do")
+            "runs in a CPU-only process, as verl's reward loop workers do"
+            + ("; LoRA: no reference process — the actor computes the reference log-probs with its adapters "
+               "disabled, as verl's ref_in_actor does" if sg.lora else ""))
         self.report.reward["manager"] = loaded["reward"]["manager"]
         self.report.reward["scorer"] = loaded["reward"]["scorer"]
         return (f"tiny {info.arch} ({info.parameters:,} parameters, fitted in {info.warmup.get('steps')} steps, "
-                f"{info.warmup.get('seconds')} s) loaded by {', '.join(k for k in loaded if k != 'reward')} "
+                f"{info.warmup.get('seconds')} s) loaded by {', '.join(k for k in handles if k != 'reward')} "
                 f"(ready after {self.report.model['roles_ready_s']} s more)")
 
     # -------------------------------------------------------------------------- rollout + reward
@@ -940,8 +1069,7 @@ class CpuRun:
         all_scores: list[float] = []
         gen_batches, evicted, truncated, cursor, loaded = 0, 0, 0, 0, ""
         while True:
-            prompts = self.prompt_ids[cursor: cursor + sg.prompts]
-            rows = self.items[cursor: cursor + sg.prompts]
+            prompts, rows = self._draw(cursor)
             with ctx.phase("rollout") as ph:
                 if not loaded:
                     loaded = self.load_roles()
@@ -950,8 +1078,11 @@ class CpuRun:
                 out = ctx.get(roles.actor.generate.remote(prompts, n, sg.response_length, temp, True,
                                                           ctx.options.seed + gen_batches, self.width))
                 truncated += int(out.pop("truncated"))
-                lp = ctx.get(roles.actor.compute_log_prob.remote(out, True))  # verl: old log-probs from the actor
+                self._record_drawn(cursor, out["prompts"], rows)
+                lp_spec = self._spec("logprob", out["input_ids"].shape[1])
+                lp = ctx.get(roles.actor.compute_log_prob.remote(out, lp_spec, True))  # verl: old log-probs from the actor
                 out["old_log_probs"], out["entropy"] = lp["old_log_probs"], lp["entropy"]
+                self.report.update["logprob_micro_batches_per_rank"] = lp["micro_batches_per_rank"]
                 baseline = None
                 if str(cfg.algorithm.adv_estimator) == "remax":  # ReMax: a greedy response per prompt is the baseline
                     baseline = ctx.get(roles.actor.generate.remote(prompts, 1, sg.response_length, temp, False,
@@ -985,6 +1116,7 @@ class CpuRun:
                 ph.detail = f"{len(all_scores)} samples scored"
                 if done:
                     self.report.samples_generated = gen_batches * sg.prompts * n
+                    self.rows_reach_batch()
                     self.reward_stats(all_scores, kept, gen_batches, evicted)
                     ph.detail = self.reward_detail
             if done:
@@ -999,6 +1131,46 @@ class CpuRun:
         lengths = batch["response_mask"].sum(-1).float()
         self.report.data["response_length_mean"] = round(float(lengths.mean()), 2)
         self.report.data["responses_cut_at_max_length"] = truncated
+
+    def _record_drawn(self, cursor: int, prompts: Any, rows: list[dict[str, Any]]) -> None:
+        """What reached one generation batch, read back from the batch's own tensors: each sample's prompt tokens
+        (padding removed) and the ground truth of the row handed to the reward manager with it."""
+        pad = self.tokenizer.pad_token_id
+        n = self.sg.n
+        got = []
+        for i in range(prompts.shape[0]):
+            ids = prompts[i].tolist()
+            start = next((j for j, t in enumerate(ids) if t != pad), len(ids))
+            got.append(ids[start:])
+        truths = [str((r.get("reward_model") or {}).get("ground_truth", "")) for r in rows for _ in range(n)]
+        self.drawn.append({"cursor": cursor, "prompts": got, "truths": truths})
+
+    def rows_reach_batch(self) -> None:
+        """Pitfall 4, measured: sample j·n … j·n+n-1 of every generation batch carries the prompt of the j-th row the
+        data phase drew for it from verl's RLHFDataset (and that row's ground truth goes to the scorer)."""
+        n, problems, rows_seen, expected_rows = self.sg.n, [], set(), 0
+        for batch in self.drawn:
+            cursor = batch["cursor"]
+            for j in range(self.sg.prompts):
+                expected_rows += 1
+                want = self.prompt_ids[cursor + j] if cursor + j < len(self.prompt_ids) else None
+                item = self.items[cursor + j] if cursor + j < len(self.items) else {}
+                truth = str((item.get("reward_model") or {}).get("ground_truth", ""))
+                samples = batch["prompts"][j * n:(j + 1) * n]
+                truths = batch["truths"][j * n:(j + 1) * n]
+                if len(samples) == n and all(p == want for p in samples) and all(t == truth for t in truths):
+                    rows_seen.add(cursor + j)
+                elif len(problems) < 4:
+                    problems.append(f"row {cursor + j + 1} (of verl's loader) is not in samples {j * n + 1}-{j * n + n}"
+                                    + ("" if all(t == truth for t in truths) else " (another row's ground truth)"))
+        ok = len(rows_seen) == expected_rows and expected_rows > 0
+        self.ctx.check(4, "rows_reach_batch", ok,
+                       f"{len(rows_seen)} of {expected_rows} drawn row(s) reached the rollout batch, each as {n} "
+                       "sample(s) with its own prompt tokens and ground truth"
+                       + ("" if ok else " — " + "; ".join(problems)),
+                       {"rows_expected": expected_rows, "rows_in_batch": len(rows_seen), "problems": problems},
+                       hint="every row drawn from verl's loader must reach the rollout with its own ground truth "
+                            "(a row lost or duplicated between the loader and the rollout)")
 
     def reward_stats(self, all_scores: list[float], kept: list[Any], gen_batches: int, evicted: int) -> None:
         import statistics
@@ -1081,11 +1253,15 @@ class CpuRun:
         algo = cfg.algorithm
         mask = batch["response_mask"]
         parts = []
+        width = batch["input_ids"].shape[1]
         if roles.ref is not None:
-            batch["ref_log_prob"] = ctx.get(roles.ref.compute_ref_log_prob.remote(batch))
-            parts.append("reference log-probs")
+            ref = ctx.get(roles.ref.compute_ref_log_prob.remote(batch, self._spec("ref", width)))
+            batch["ref_log_prob"] = ref["ref_log_prob"]
+            self.report.update["ref_micro_batches_per_rank"] = ref["micro_batches_per_rank"]
+            self.ref_who = ref["who"]  # the process that computed them (measured, not the handle's name)
+            parts.append("reference log-probs" + (" (the actor with its LoRA adapters disabled)" if self.sg.lora else ""))
         if roles.critic is not None:
-            batch["values"] = ctx.get(roles.critic.compute_values.remote(batch))
+            batch["values"] = ctx.get(roles.critic.compute_values.remote(batch, self._spec("critic", width)))
             parts.append("critic values")
         scores = batch["rm_scores"]
         self.reward_kl = None
@@ -1135,15 +1311,15 @@ class CpuRun:
         assert roles is not None
         size = batch["input_ids"].shape[0]
         width = batch["input_ids"].shape[1]
-        spec = {"dp": sg.dp, "mini_samples": sg.samples_per_update, "dynamic": sg.dynamic, "micro": sg.micro,
-                "token_budget": sg.seqs_per_budget * width}
-        cspec = dict(spec, token_budget=sg.critic_seqs_per_budget * width)
+        spec, cspec = self._spec("update", width), self._spec("critic", width)
         critic_ref = roles.critic.update.remote(batch, cspec) if roles.critic is not None else None
         result = ctx.get(roles.actor.update.remote(batch, spec))
         critic_result = ctx.get(critic_ref) if critic_ref is not None else None
         after: dict[str, str] = {"actor": ctx.get(roles.actor.digest.remote())}
+        split_after = ctx.get(roles.actor.split_digests.remote()) if sg.lora else None
         if roles.ref is not None:
-            after["reference"] = ctx.get(roles.ref.digest.remote())
+            after["reference"] = split_after["base"] if roles.ref is roles.actor and split_after else \
+                ctx.get(roles.ref.digest.remote())
         if roles.critic is not None:
             after["critic"] = ctx.get(roles.critic.digest.remote())
         steps = result["steps"]
@@ -1165,8 +1341,11 @@ class CpuRun:
         self.report.samples_used = used
         expect_steps = sg.updates * epochs
         micro_ok = all(s["samples"] == sg.samples_per_update for s in steps) and len(steps) == expect_steps
+        biggest = max((s["micro_tokens_max"] for s in steps), default=0)
         if not sg.dynamic:
             micro_ok = micro_ok and all(c == sg.micro_batches for s in steps for c in s["micro_batches_per_rank"])
+        else:  # measured: no micro-batch holds more tokens than the budget
+            micro_ok = micro_ok and biggest <= spec["token_budget"]
         per_rank = [c for s in steps for c in s["micro_batches_per_rank"]]
         added = [e["added"] for e in result["micro"]]
         visited = len({i for micro in result["consumed"] for i in micro})
@@ -1186,12 +1365,14 @@ class CpuRun:
                        "ppo_mini_batch_size must divide train_batch_size so that every sample lands in one mini-batch")
         how = (f"{sg.micro_batches} micro-batch(es) of {sg.micro} per rank" if not sg.dynamic else
                f"token-budget micro-batches (budget {spec['token_budget']} tokens = {sg.seqs_per_budget} full sequence(s), "
-               f"as in the bundle): {min(per_rank)}-{max(per_rank)} per rank")
+               f"as in the bundle): {min(per_rank)}-{max(per_rank)} per rank, the largest {biggest} tokens"
+               + ("" if biggest <= spec["token_budget"] else " — OVER the budget"))
         ctx.check(2, "mini_and_micro_batches", micro_ok,
                   f"{len(steps)} optimizer step(s) = {sg.updates} mini-batch(es) × {epochs} epoch(s), each of "
                   f"{sg.samples_per_update} samples over {sg.dp} rank(s); {how}; verl's iterator and splitter asserted "
                   "every divisibility",
                   {"steps": len(steps), "expected_steps": expect_steps, "micro_batches_per_rank": per_rank,
+                   "micro_tokens_max": biggest, "token_budget": spec["token_budget"] if sg.dynamic else None,
                    "smoke": sg.as_dict()}, hint="re-render the bundle with verl-init so that the batch sizes divide")
         if critic_result is not None:
             c_counts, c_lost = _gradient_use(critic_result)
@@ -1203,39 +1384,72 @@ class CpuRun:
         before = self.digests
         moved = before["actor"] != after["actor"]
         no_grad = _steps_without_gradient(steps)
-        self.report.actor_updated = moved and not no_grad
+        self.report.actor_updated = moved and not no_grad and not lost
         ctx.check(1, "actor_updated", bool(self.report.actor_updated),
                   f"actor weights sha256 {before['actor'][:12]} → {after['actor'][:12]}, gradient norm at the optimizer "
-                  f"step(s) {_norms(steps)}"
+                  f"step(s) {_norms(steps)}; {len(added) - len(lost)} of {len(added)} micro-batch(es) added to it"
                   + ("" if moved else " (unchanged: no optimizer step took effect)")
                   + ("" if not no_grad else f" — no gradient reached the optimizer at step(s) "
                      f"{', '.join(str(i + 1) for i in no_grad)} although the loss had one: whatever moved the weights "
-                     "(weight decay) was not training"),
+                     "(weight decay) was not training")
+                  + ("" if not lost else " — micro-batches whose gradient never reached the weights"),
                   {"before": before["actor"][:16], "after": after["actor"][:16],
-                   "grad_norms": [s_["grad_norm"] for s_ in steps], "loss_grad_norms": [s_["loss_grad_norm"] for s_ in steps]},
+                   "grad_norms": [s_["grad_norm"] for s_ in steps], "loss_grad_norms": [s_["loss_grad_norm"] for s_ in steps],
+                   "micro_grad_added": [round(a, 6) for a in added], "micro_batches_lost": len(lost)},
                   hint="the gradients were lost between the backward passes and the optimizer step" if no_grad else
+                       "every micro-batch's loss must be back-propagated before the optimizer step" if lost else
                        "check actor_rollout_ref.actor.optim.lr and that advantages are not all zero")
+        if sg.lora:
+            sb, sa = self.split_before or {}, split_after or {}
+            base_same = bool(sb) and sb.get("base") == sa.get("base")
+            adapters_moved = bool(sb) and sb.get("adapters") != sa.get("adapters")
+            lora = self.report.model.get("lora", {})
+            ctx.check(1, "lora_adapters_only", base_same and adapters_moved,
+                      f"LoRA rank {lora.get('rank')}: {lora.get('trainable', 0):,} of {lora.get('parameters', 0):,} "
+                      f"parameters trainable; base weights sha256 {sb.get('base', '')[:12]} → {sa.get('base', '')[:12]} "
+                      + ("(unchanged)" if base_same else "(MOVED: the update trained the base model)")
+                      + f", adapters {sb.get('adapters', '')[:12]} → {sa.get('adapters', '')[:12]}"
+                      + ("" if adapters_moved else " (unchanged: the adapters were not trained)"),
+                      {"before": {k: v[:16] for k, v in sb.items()}, "after": {k: v[:16] for k, v in sa.items()},
+                       **lora},
+                      hint="under LoRA only the adapters train: the base weights must be frozen (requires_grad False), "
+                           "as verl's get_peft_model leaves them")
         who = self.report.placement
+        if getattr(self, "ref_who", None):
+            who["reference"] = dict(self.ref_who, model_object=who.get("reference", {}).get("model_object"))
         if roles.ref is not None:
             unchanged = before["reference"] == after["reference"]
-            same_init = before["reference"] == before["actor"]
-            separate = who.get("reference", {}).get("pid") != who.get("actor", {}).get("pid")
+            same_init = sg.lora or before["reference"] == before["actor"]
             self.report.reference_unchanged = unchanged
+            what = "base weights inside the actor" if sg.lora else "reference weights"
             ctx.check(1, "reference_unchanged", unchanged and same_init,
-                      f"reference weights sha256 {before['reference'][:12]} → {after['reference'][:12]} "
+                      f"{what} sha256 {before['reference'][:12]} → {after['reference'][:12]} "
                       + ("(unchanged" if unchanged else "(MOVED with the actor")
-                      + f"; loaded from the actor's initial weights: {'yes' if same_init else 'no'})",
+                      + ("" if sg.lora else f"; loaded from the actor's initial weights: {'yes' if same_init else 'no'}")
+                      + ")",
                       {"before": before["reference"][:16], "after": after["reference"][:16], "same_init": same_init},
                       hint="the reference must be its own frozen copy of the initial policy, never the actor's weights")
-            ctx.check(1, "reference_is_own_instance", separate,
-                      f"reference in process {who.get('reference', {}).get('pid')}, actor in process "
-                      f"{who.get('actor', {}).get('pid')}" + ("" if separate else ": the SAME process and weights"),
-                      {"reference": who.get("reference"), "actor": who.get("actor")},
-                      hint="the reference must be its own frozen copy of the initial policy, never the actor's weights")
+            rpid, apid = who.get("reference", {}).get("pid"), who.get("actor", {}).get("pid")
+            if sg.lora:
+                inside = rpid == apid
+                ctx.check(1, "reference_inside_actor", inside,
+                          f"LoRA: the reference log-probs came from process {rpid}, the actor's is {apid}"
+                          + (": the actor with its adapters disabled, as verl's ref_in_actor (no reference worker)"
+                             if inside else " — a separate reference process, which verl does not start for LoRA"),
+                          {"reference": who.get("reference"), "actor": who.get("actor")},
+                          hint="for LoRA verl computes the reference inside the actor with the adapters disabled")
+            else:
+                separate = rpid != apid
+                ctx.check(1, "reference_is_own_instance", separate,
+                          f"reference log-probs came from process {rpid}, the actor's is {apid}"
+                          + ("" if separate else ": the SAME process and weights"),
+                          {"reference": who.get("reference"), "actor": who.get("actor")},
+                          hint="the reference must be its own frozen copy of the initial policy, never the actor's weights")
             # after the step, both roles score the same samples again: a reference that moved with the
             # actor gives exactly the actor's log-probs (KL stuck at 0), a frozen one its old ones
-            new_lp = ctx.get(roles.actor.compute_log_prob.remote(batch, False))["old_log_probs"]
-            ref_lp = ctx.get(roles.ref.compute_ref_log_prob.remote(batch))
+            lp_spec = self._spec("logprob", width)
+            new_lp = ctx.get(roles.actor.compute_log_prob.remote(batch, lp_spec, False))["old_log_probs"]
+            ref_lp = ctx.get(roles.ref.compute_ref_log_prob.remote(batch, self._spec("ref", width)))["ref_log_prob"]
             mask = batch["response_mask"]
             kind = str(cfg.actor_rollout_ref.actor.kl_loss_type) if cfg.actor_rollout_ref.actor.get("use_kl_loss") \
                 else str(cfg.algorithm.get("kl_penalty", "kl"))
@@ -1246,14 +1460,17 @@ class CpuRun:
             ctx.check(1, "kl_moves", math.isfinite(kl_after) and kl_abs > 0 and ref_drift == 0.0,
                       f"after the update KL(actor‖reference) = {kl_after:.3g} ({kind}), mean |Δ log-prob| {kl_abs:.3g}; "
                       f"the reference's own log-probs moved by {ref_drift:.3g}: "
-                      + ("it is a separate frozen copy" if kl_abs > 0 and ref_drift == 0.0 else
+                      + ("it is a frozen " + ("base (adapters off)" if sg.lora else "separate copy")
+                         if kl_abs > 0 and ref_drift == 0.0 else
                          "KL stuck at 0 — the reference moves with the actor" if kl_abs == 0 else
                          "the reference's outputs changed"),
                       {"kl": kl_after, "mean_abs_logprob_diff": kl_abs, "reference_drift": ref_drift, "estimator": kind},
-                      hint="a KL stuck at 0 means the reference is updated with the actor or was never loaded")
+                      hint="a KL stuck at 0 means the reference is updated with the actor or was never loaded"
+                           + (" (LoRA: the adapters must be disabled for the reference pass)" if sg.lora else ""))
         else:
             self.report.reference_unchanged = None
-            ctx.check(1, "reference_unchanged", None, "no reference model: this algorithm uses no KL term", {})
+            ctx.check(1, "reference_unchanged", None, "no reference model: this algorithm uses no KL term (read from the config)", {},
+                      kind="static")
         if roles.critic is not None:
             c_steps = critic_result["steps"] if critic_result else []
             c_no_grad = _steps_without_gradient(c_steps)
@@ -1265,13 +1482,7 @@ class CpuRun:
                          + ", ".join(str(i + 1) for i in c_no_grad)),
                       {"before": before["critic"][:16], "after": after["critic"][:16],
                        "grad_norms": [s_["grad_norm"] for s_ in c_steps]})
-        pids = {k: v.get("pid") for k, v in who.items()}
-        gpu_roles = [k for k in ("actor", "reference", "critic") if k in who]
-        pooled = all(who[k].get("placement_group") and who[k].get("ray_resources", {}).get("GPU") for k in gpu_roles)
-        distinct = len({pids[k] for k in gpu_roles}) == len(gpu_roles)
-        ctx.check(3, "role_placement", pooled and (distinct or ctx.options.fault == "shared_reference"),
-                  "; ".join(f"{k}: pid {v.get('pid')}, Ray {v.get('ray_resources')}" for k, v in who.items()),
-                  {"placement": who})
+        self.role_placement(who)
         # -- the run itself: finite numbers ---------------------------------------------------------------
         grad = [s["grad_norm"] for s in steps]
         finite = all(math.isfinite(x) for x in [*grad, self.report.policy_loss or 0.0, self.report.entropy or 0.0,
@@ -1287,6 +1498,29 @@ class CpuRun:
                      + (f", KL loss {_mean(kl_losses):.3g}" if kl_losses else "") + ")"
                      + (f", {len(critic_result['steps'])} critic step(s)" if critic_result else "")
                      + f"; {used}/{size} samples used")
+
+
+    def role_placement(self, who: dict[str, Any]) -> None:
+        """Pitfall 3, measured from inside each role process (Ray's runtime context, the OS pid): the GPU roles hold a
+        share of the pool's GPU bundle, the reward manager none; one process per role, except the LoRA reference,
+        which lives in the actor (verl starts no reference worker then)."""
+        gpu_roles = [k for k in ("actor", "reference", "critic") if k in who]
+        problems = []
+        for k in gpu_roles:
+            if not (who[k].get("placement_group") and who[k].get("ray_resources", {}).get("GPU")):
+                problems.append(f"{k} is not on the GPU pool")
+        if "reward" in who and who["reward"].get("ray_resources", {}).get("GPU"):
+            problems.append("the reward manager holds a GPU share (verl runs it in CPU-only processes)")
+        expect_own = [k for k in who if not (k == "reference" and self.sg.lora)]
+        pids = [who[k].get("pid") for k in expect_own]
+        if len(set(pids)) != len(pids):
+            shared = sorted({k for k in expect_own for j in expect_own if j != k and who[j].get("pid") == who[k].get("pid")})
+            problems.append(f"{' and '.join(shared)} share one process")
+        self.ctx.check(3, "role_placement", not problems,
+                       "; ".join(f"{k}: pid {v.get('pid')}, Ray {v.get('ray_resources')}" for k, v in who.items())
+                       + ("" if not problems else " — " + "; ".join(problems)),
+                       {"placement": who, "problems": problems},
+                       hint="each role in its own process, the model roles on the GPU pool, the reward manager off it")
 
 
 def _gradient_use(result: dict[str, Any]) -> tuple[Counter[int], list[dict[str, Any]]]:
@@ -1383,6 +1617,48 @@ def _load_with_verl(ctx: SmokeContext, rows_path: str, tok: Any) -> tuple[list[d
         if not isinstance(it.get("raw_prompt"), (list, tuple)) or not it.get("raw_prompt"):
             it["raw_prompt"] = it.get(ctx.cfg.data.get("prompt_key", "prompt"))
     return items, len(ds)
+
+
+def warmup_examples(items: list[dict[str, Any]], prompt_ids: list[list[int]], fallback: str) -> list[tuple[list[int], str, str]]:
+    """(prompt ids, a right response, a wrong response) per distinct prompt, in the format the prompt asks for:
+    what the tiny policy is fitted on so that sampled rewards vary (wizard.smoketest.model.build_tiny_policy)."""
+    from wizard.smoketest import model as smoke_model
+
+    examples, seen = [], set()
+    for item, ids in zip(items, prompt_ids, strict=True):
+        key = json.dumps(item["raw_prompt"], sort_keys=True, default=str)
+        if key in seen:
+            continue
+        seen.add(key)
+        truth = str((item.get("reward_model") or {}).get("ground_truth", ""))
+        style = smoke_model.answer_style(_last_user(item["raw_prompt"]), fallback)
+        examples.append((ids, smoke_model.response_text(style, truth),
+                         smoke_model.response_text(style, smoke_model.wrong_answer(truth, style))))
+    return examples
+
+
+def _overlong_rows(path: str, tok: Any, prompt_key: str, max_prompt: int) -> int:
+    """Rows whose chat-templated prompt is longer than max_prompt_length: the ones verl's overlong filter drops
+    (rl_dataset.py:248-270, the same apply_chat_template call), counted here from the file itself."""
+    from wizard.smoketest import model as smoke_model
+
+    try:
+        if path.endswith(".parquet"):
+            import pyarrow.parquet as pq
+
+            rows = pq.read_table(path).to_pylist()
+        else:
+            with open(path, encoding="utf-8") as fh:
+                rows = [json.loads(line) for line in fh if line.strip()]
+    except Exception:  # noqa: BLE001 - the loader reports unreadable files
+        return 0
+    count = 0
+    for row in rows:
+        try:
+            count += len(smoke_model.prompt_ids(tok, list(row.get(prompt_key) or []))) > max_prompt
+        except Exception:  # noqa: BLE001 - verl counts a row it cannot template as overlong
+            count += 1
+    return count
 
 
 def _validate_rows(ctx: SmokeContext, rows_path: str, tok: Any) -> list[dict[str, Any]]:

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from wizard.intent.errors import UserError
-from wizard.verlspec.arithmetic import (data_parallel_size, effective_sp, min_token_budget, minimal_batch, splits_evenly,
-                                        update_split)
+from wizard.verlspec.arithmetic import (data_parallel_size, effective_sp, min_token_budget, minimal_batch, scaled_micro,
+                                        smoke_dp, splits_evenly, step_batch, update_split)
 
 DEFAULT_PROMPTS = 8  # prompts per smoke step unless --prompts (rounded up to the geometry's unit)
 MAX_RESPONSE_TOKENS = 48  # responses are capped here in the cpu miniature
@@ -45,6 +45,10 @@ class Geometry:
     critic_mini: Optional[int] = None
     critic_micro: Optional[int] = None
     critic_max_tokens: Optional[int] = None
+    logprob_max_tokens: Optional[int] = None  # rollout.log_prob_max_token_len_per_gpu (the actor's old log-probs)
+    ref_logprob_micro: Optional[int] = None  # ref.log_prob_micro_batch_size_per_gpu
+    ref_logprob_max_tokens: Optional[int] = None
+    lora_rank: int = 0  # actor_rollout_ref.model.lora_rank: > 0 trains adapters and keeps the reference in the actor
 
     @property
     def n_gpus(self) -> int:
@@ -65,7 +69,18 @@ class Geometry:
     @property
     def seqs_per_budget(self) -> int:
         """Full-length sequences one dynamic token budget holds (≥ 1 when the budget is valid)."""
-        return (self.max_tokens or 0) * self.sp // max(1, self.seq_len)
+        return self.seqs_in(self.max_tokens)
+
+    def seqs_in(self, budget: Optional[int]) -> int:
+        """Full-length sequences a per-GPU token budget holds (verl packs budget × SP tokens)."""
+        return (budget or 0) * self.sp // max(1, self.seq_len)
+
+    @property
+    def logprob_per_rank(self) -> int:
+        """Samples each data-parallel rank scores per step in a log-prob pass (the step batch as verl pads it)."""
+        if self.dp < 1 or not self.mini:
+            return 0
+        return step_batch(self.prompts, self.n, self.dp, self.mini, self.critic_mini).per_rank
 
     @property
     def micro_batches(self) -> int:
@@ -141,6 +156,15 @@ class SmokeGeometry:
     critic_seqs_per_budget: int
     response_length: int
     unit: int  # prompts come in multiples of this
+    # the log-prob passes (old log-probs: rollout.log_prob_*; reference: ref.log_prob_*), per rank
+    logprob_micro: Optional[int] = None  # fixed micro-batch size (None: token budgets)
+    logprob_how: str = ""  # how logprob_micro relates to the bundle's
+    logprob_seqs_per_budget: int = 1  # dynamic: full-length sequences per log-prob token budget
+    ref_logprob_micro: Optional[int] = None
+    ref_logprob_how: str = ""
+    ref_seqs_per_budget: int = 1
+    lora: bool = False  # adapters only; the reference is the actor with its adapters disabled
+    bundle_dp: int = 1
 
     @property
     def samples(self) -> int:
@@ -153,6 +177,11 @@ class SmokeGeometry:
     @property
     def per_rank(self) -> int:
         return self.samples_per_update // self.dp
+
+    @property
+    def logprob_per_rank(self) -> int:
+        """Samples each emulated rank scores in one log-prob pass (the whole step's batch over the ranks)."""
+        return self.samples // self.dp
 
     def as_dict(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -196,21 +225,27 @@ def geometry_from_config(cfg: Any) -> Geometry:
         critic_mini=opt_int(c.get("ppo_mini_batch_size")) if critic_used else None,
         critic_micro=opt_int(c.get("ppo_micro_batch_size_per_gpu")) if critic_used else None,
         critic_max_tokens=opt_int(c.get("ppo_max_token_len_per_gpu")) if critic_used else None,
+        logprob_max_tokens=opt_int(r.get("log_prob_max_token_len_per_gpu")),
+        ref_logprob_micro=opt_int(cfg.actor_rollout_ref.ref.get("log_prob_micro_batch_size_per_gpu")),
+        ref_logprob_max_tokens=opt_int(cfg.actor_rollout_ref.ref.get("log_prob_max_token_len_per_gpu")),
+        lora_rank=int(cfg.actor_rollout_ref.model.get("lora_rank", 0) or 0),
     )
 
 
 def scale_geometry(g: Geometry, prompts: Optional[int] = None, *, dp: Optional[int] = None,
                    verl_rules: bool = False, response_cap: int = MAX_RESPONSE_TOKENS) -> SmokeGeometry:
     """Scale `g` down to a few prompts. Kept: samples per prompt, mini-batches per step and
-    micro-batches per mini-batch per rank; `dp` data-parallel ranks (default: 2 if the bundle's dp
-    is even, else 1). `verl_rules`: also keep every check verl applies at full scale (the verl engine)."""
+    micro-batches per mini-batch per rank; `dp` data-parallel ranks (default: the bundle's own, or its
+    largest divisor ≤ 8 — arithmetic.smoke_dp); the log-prob micro-batch sizes (the bundle's where they divide
+    the smaller batch, else its micro-batch count, arithmetic.scaled_micro) and every token budget as the
+    number of full-length sequences it holds in the bundle. `verl_rules`: also keep every check verl applies at full scale (the verl engine)."""
     problems = g.problems()
     if problems or not g.updates or not g.micro_batches:
         raise UserError(f"the bundle's batch geometry is not valid for verl: {'; '.join(problems) or 'no whole mini-batch'}",
                         "re-render the bundle with verl-init (it derives every batch number so that they divide)",
                         rule="VI963", keys=("data.train_batch_size", "actor_rollout_ref.actor.ppo_mini_batch_size"))
     u, n, k = g.updates, g.n, g.micro_batches
-    dp_s = dp if dp is not None else (2 if g.dp % 2 == 0 else 1)
+    dp_s = dp if dp is not None else smoke_dp(g.dp)
 
     def valid(m: int) -> bool:
         split = update_split(m, n, dp_s, None)
@@ -241,11 +276,23 @@ def scale_geometry(g: Geometry, prompts: Optional[int] = None, *, dp: Optional[i
                 f"nearest valid: {' or '.join(map(str, near))} (multiples of {unit})", rule="VI961", keys=("--prompts",))
         m = prompts // u
     per = m * n // dp_s
-    c_seqs = (g.critic_max_tokens or 0) * g.sp // max(1, g.seq_len) if g.critic_max_tokens else g.seqs_per_budget
+    c_seqs = g.seqs_in(g.critic_max_tokens) if g.critic_max_tokens else g.seqs_per_budget
+    lp_rank = u * m * n // dp_s  # every sample of the step, over the ranks
+    lp_micro, lp_how, ref_micro, ref_how = None, "token budget", None, "token budget"
+    if not g.dynamic:
+        lp_micro, lp_how = scaled_micro(lp_rank, g.logprob_micro or 0, g.logprob_per_rank)
+        if g.lora_rank:  # the reference is the actor with adapters off: the actor's log-prob settings (trainer_base.py:1703)
+            ref_micro, ref_how = lp_micro, "the actor's (reference inside the actor)"
+        else:
+            ref_micro, ref_how = scaled_micro(lp_rank, g.ref_logprob_micro or g.logprob_micro or 0, g.logprob_per_rank)
+    lp_seqs = g.seqs_in(g.logprob_max_tokens) if g.logprob_max_tokens else g.seqs_per_budget
+    ref_seqs = lp_seqs if g.lora_rank or not g.ref_logprob_max_tokens else g.seqs_in(g.ref_logprob_max_tokens)
     return SmokeGeometry(prompts=u * m, n=n, mini=m, updates=u, epochs=g.epochs, dp=dp_s, dynamic=g.dynamic,
                          micro_batches=k, micro=None if g.dynamic else per // k, seqs_per_budget=g.seqs_per_budget,
                          critic_seqs_per_budget=max(1, c_seqs), response_length=min(g.max_response_length, response_cap),
-                         unit=unit)
+                         unit=unit, logprob_micro=lp_micro, logprob_how=lp_how, logprob_seqs_per_budget=max(1, lp_seqs),
+                         ref_logprob_micro=ref_micro, ref_logprob_how=ref_how, ref_seqs_per_budget=max(1, ref_seqs),
+                         lora=g.lora_rank > 0, bundle_dp=g.dp)
 
 
 def need_critic(cfg: Any) -> bool:

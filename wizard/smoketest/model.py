@@ -28,6 +28,9 @@ CHAT_TEMPLATE = (
 )
 # Shrunk dimensions: small enough that a full rollout/update cycle takes a second on one CPU core.
 TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, head_dim=16)
+# For a real main_ppo step on a GPU (the prepared `--engine verl` run): head_dim 64, which every attention kernel
+# of the rollout engines supports; still a few million parameters.
+TINY_GPU = dict(hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4, head_dim=64)
 # model_type -> extra config for the shrunk model (mixture-of-experts keeps a few small experts)
 _ARCH_EXTRA: dict[str, dict[str, Any]] = {
     "qwen3_moe": dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=64, decoder_sparse_step=1,
@@ -86,12 +89,13 @@ def model_arch(model_path: str, answers_model: Optional[str] = None, params_b: O
     return _FALLBACK_ARCH, f"{name!r} is neither local nor in the catalogue: a {_FALLBACK_ARCH} stand-in"
 
 
-def tiny_config(arch: str, tokenizer: Any, *, kv_heads: int = 2, tied: bool = True, max_positions: int = 4096) -> Any:
+def tiny_config(arch: str, tokenizer: Any, *, kv_heads: int = 2, tied: bool = True, max_positions: int = 4096,
+                dims: Optional[dict[str, int]] = None) -> Any:
     """A shrunk transformers config of architecture `arch` (falls back to llama if transformers lacks it)."""
     from transformers import AutoConfig
 
     vocab = len(tokenizer)
-    kw: dict[str, Any] = dict(TINY, vocab_size=vocab, num_key_value_heads=kv_heads, max_position_embeddings=max_positions,
+    kw: dict[str, Any] = dict(dims or TINY, vocab_size=vocab, num_key_value_heads=kv_heads, max_position_embeddings=max_positions,
                               tie_word_embeddings=tied, eos_token_id=tokenizer.eos_token_id,
                               pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id)
     kw.update(_ARCH_EXTRA.get(arch, {}))
@@ -200,7 +204,8 @@ def wrong_answer(truth: str, style: str) -> str:
 def build_tiny_policy(out: str | os.PathLike[str], *, arch: str, arch_source: str, tokenizer: Any,
                       tokenizer_source: str, examples: Sequence[tuple[list[int], str, str]],
                       kv_heads: int = 2, tied: bool = True, max_positions: int = 4096, seed: int = 0,
-                      max_steps: int = 200, lr: float = 3e-3, target_loss: float = 0.3) -> TinyModelInfo:
+                      max_steps: int = 200, lr: float = 3e-3, target_loss: float = 0.3,
+                      dims: Optional[dict[str, int]] = None) -> TinyModelInfo:
     """Build the tiny policy in `out` (config, weights, tokenizer) and fit it on `examples`.
 
     `examples`: (prompt token ids, right response text, wrong response text). The fit is a plain
@@ -213,7 +218,7 @@ def build_tiny_policy(out: str | os.PathLike[str], *, arch: str, arch_source: st
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    config = tiny_config(arch, tokenizer, kv_heads=kv_heads, tied=tied, max_positions=max_positions)
+    config = tiny_config(arch, tokenizer, kv_heads=kv_heads, tied=tied, max_positions=max_positions, dims=dims)
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config)
     model.to(torch.float32)

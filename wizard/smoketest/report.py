@@ -40,10 +40,13 @@ class Check:
     evidence: dict[str, Any] = field(default_factory=dict)
     phase: Optional[str] = None  # the phase that measured it (a failed check fails its phase)
     hint: str = ""
+    # "measured": computed from what this run did (tests/test_smoke_faults.py plants a fault that makes each one
+    # fail); "static": read from the composed config or the environment, the same with or without the run
+    kind: str = "measured"
 
     def as_dict(self) -> dict[str, Any]:
-        return {"pitfall": self.pitfall, "name": self.name, "ok": self.ok, "phase": self.phase, "detail": self.detail,
-                "hint": self.hint, "evidence": jsonable(self.evidence)}
+        return {"pitfall": self.pitfall, "name": self.name, "kind": self.kind, "ok": self.ok, "phase": self.phase,
+                "detail": self.detail, "hint": self.hint, "evidence": jsonable(self.evidence)}
 
 
 @dataclass
@@ -107,7 +110,8 @@ class SmokeReport:
         return next(p for p in self.phases if p.name == name)
 
     def pitfalls(self) -> dict[str, Optional[bool]]:
-        """Per pitfall: True if every measured check of it held, False if one failed, None if none ran."""
+        """Per pitfall: True if every check of it (measured or static) held, False if one failed, None if none
+        applied."""
         out: dict[str, Optional[bool]] = {}
         for number in PITFALLS:
             measured = [c.ok for c in self.checks if c.pitfall == number and c.ok is not None]
@@ -152,7 +156,7 @@ class SmokeReport:
             text += f"\n  failed in {self.failure.line()}"
         for c in self.checks:
             if c.ok is False:
-                text += f"\n  pitfall {c.pitfall or '-'} {c.name}: {c.detail}"
+                text += f"\n  pitfall {c.pitfall or '-'} {c.name} ({c.kind}): {c.detail}"
         return text
 
 
@@ -175,6 +179,13 @@ def jsonable(value: Any) -> Any:
 
 
 
+SECTIONS = (("measured", "measured in this run"), ("static", "static: read from the config and the environment"))
+
+
+def _sorted(report: SmokeReport, kind: str) -> list[Check]:
+    return sorted((c for c in report.checks if c.kind == kind), key=lambda c: (c.pitfall or 0, c.name))
+
+
 def format_report(report: SmokeReport) -> str:
     """The final table as plain text."""
     lines = [f"verl-init smoke · {report.engine} engine · {report.bundle}"]
@@ -182,11 +193,15 @@ def format_report(report: SmokeReport) -> str:
     for p in report.phases:
         mark = {"ok": "ok  ", "failed": "FAIL", "skipped": "skip", "pending": "    ", "running": "... "}[p.status]
         lines.append(f"  [{mark}] {p.name.ljust(width)} {p.seconds:6.1f} s  {p.detail}")
-    lines.append("")
-    lines.append("  pitfall checks (the five classic pitfalls, README: Smoke run), measured in this run:")
-    for c in sorted(report.checks, key=lambda c: (c.pitfall or 0, c.name)):
-        mark = "ok  " if c.ok else ("n/a " if c.ok is None else "FAIL")
-        lines.append(f"  [{mark}] {c.pitfall or '-'} {c.name}: {c.detail}")
+    for kind, title in SECTIONS:
+        checks = _sorted(report, kind)
+        if not checks:
+            continue
+        lines.append("")
+        lines.append(f"  pitfall checks (the five classic pitfalls, README: Smoke run), {title}:")
+        for c in checks:
+            mark = "ok  " if c.ok else ("n/a " if c.ok is None else "FAIL")
+            lines.append(f"  [{mark}] {c.pitfall or '-'} {c.name}: {c.detail}")
     lines.append("")
     lines.append(report.summary())
     return "\n".join(lines)
@@ -197,14 +212,19 @@ def print_rich(report: SmokeReport, stream: Any) -> None:
     from rich.table import Table
 
     console = Console(file=stream)
-    t = Table(title="pitfall checks (the five classic pitfalls, README: Smoke run), measured in this run", title_justify="left", show_edge=False)
-    t.add_column("#")
-    t.add_column("check")
-    t.add_column("", width=2)
-    t.add_column("evidence", overflow="fold")
-    for c in sorted(report.checks, key=lambda c: (c.pitfall or 0, c.name)):
-        mark = "[green]✓[/]" if c.ok else ("[dim]n/a[/]" if c.ok is None else "[red]✗[/]")
-        t.add_row(str(c.pitfall or "-"), c.name, mark, c.detail)
-    console.print(t)
+    for kind, title in SECTIONS:
+        checks = _sorted(report, kind)
+        if not checks:
+            continue
+        t = Table(title=f"pitfall checks (the five classic pitfalls, README: Smoke run), {title}", title_justify="left",
+                  show_edge=False)
+        t.add_column("#")
+        t.add_column("check")
+        t.add_column("", width=2)
+        t.add_column("evidence", overflow="fold")
+        for c in checks:
+            mark = "[green]✓[/]" if c.ok else ("[dim]n/a[/]" if c.ok is None else "[red]✗[/]")
+            t.add_row(str(c.pitfall or "-"), c.name, mark, c.detail.replace("[", "\\["))
+        console.print(t)
     console.print(("[green]" if report.ok else "[red]") + report.summary().replace("[", "\\[") + "[/]")
 

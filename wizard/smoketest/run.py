@@ -12,9 +12,10 @@ Two engines run the same six phases (probe, data, rollout, reward, advantage, up
 
 Both use the bundle's batch geometry scaled down (wizard.smoketest.geometry): samples per prompt
 unchanged, the same number of mini-batches per step and micro-batches per mini-batch, so that every
-divisibility verl relies on is exercised. The report (wizard.smoketest.report) shows, with numbers
-measured in the run, that the five classic pitfalls (docs/pitfalls.md) are absent; `ok` is true only
-if every property holds.
+divisibility verl relies on is exercised. The report (wizard.smoketest.report) covers the five classic
+pitfalls (docs/pitfalls.md); each check says whether it is measured in the run (each one has a test that
+plants a fault making it fail: tests/test_smoke_faults.py) or static (read from the config or the
+environment). `ok` is true only if every property holds.
 
 This is the only module that imports the engines. Heavy imports (hydra, verl, torch, ray, rich)
 happen inside functions.

@@ -181,9 +181,10 @@ def build_command(ctx: SmokeContext, g: Geometry, sg: SmokeGeometry) -> list[str
     }
     if not sg.dynamic:
         ov["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"] = sg.micro
-        ov["actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu"] = sg.micro
+        # the log-prob passes keep the bundle's sizes where the smaller batch allows (geometry.scale_geometry)
+        ov["actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu"] = sg.logprob_micro or sg.micro
         if ctx.need_ref:
-            ov["actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu"] = sg.micro
+            ov["actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu"] = sg.ref_logprob_micro or sg.micro
     if ctx.need_critic:
         ov["critic.ppo_mini_batch_size"] = sg.mini
         if not sg.dynamic:
@@ -375,8 +376,6 @@ class VerlRun:
         report.critic_updated = (cgrad is not None and math.isfinite(cgrad) and cgrad > 0) if ctx.need_critic else None
         report.samples_generated = report.samples
         report.samples_used = None  # verl does not print per-sample use; the cpu engine counts it
-        ctx.check(None, "step_completed", True, f"main_ppo printed step-1 metrics ({len(m)} values)", {"metrics": len(m)},
-                  phase="update")
         finite = all(v is None or math.isfinite(v) for v in (report.policy_loss, report.kl, report.entropy, grad))
         ctx.check(None, "finite_losses", finite and report.policy_loss is not None,
                   f"actor/pg_loss {report.policy_loss}, KL {report.kl}, entropy {report.entropy}, grad_norm {grad}",
@@ -385,9 +384,6 @@ class VerlRun:
         ctx.check(1, "actor_updated", bool(report.actor_updated),
                   f"actor/grad_norm {grad} with actor/lr {m.get('actor/lr')}: the optimizer stepped on a non-zero gradient",
                   {"grad_norm": grad, "lr": m.get("actor/lr")}, phase="update")
-        ctx.check(1, "reference_unchanged", None,
-                  "not measurable from main_ppo's output (verl's reference worker has no optimizer); "
-                  "the cpu engine compares its weights before and after", {}, phase="update")
         if ctx.need_critic:
             ctx.check(1, "critic_updated", bool(report.critic_updated), f"critic/grad_norm {cgrad}", {"grad_norm": cgrad},
                       phase="update")
@@ -396,9 +392,6 @@ class VerlRun:
                   f"critic/score mean {report.reward_mean}, min {smin}, max {smax}",
                   {"mean": report.reward_mean, "min": smin, "max": smax}, phase="reward",
                   hint="check data_source, reward_model.ground_truth and the reward function")
-        ctx.check(2, "every_sample_used_once", None,
-                  "verl's own iterator asserts whole mini-batches; counted per sample only by the cpu engine", {},
-                  phase="update")
 
     def _kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

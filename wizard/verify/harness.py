@@ -4,7 +4,9 @@ In the order verl runs it (docs/verl-facts.md §1 and §4b): Hydra composition w
 (struct mode), `auto_set_device`, `validate_config` exactly as `main_ppo` calls it, the config
 dataclasses the workers build (actor, rollout, reference as the workers rebuild it, critic,
 model, checkpoint engine), the registries the TaskRunner and workers look names up in, and the
-arithmetic the workers assert only after Ray has started (reproduced here, each with verl's line).
+asserts the workers make only after Ray has started: verl's own function where it runs on CPU without a
+worker (the micro-batch splitter and token-budget packing of workers/engine/utils.py), else verl-init's replica
+of the assert, labelled as such (source "replica") and reported in its own section.
 
 Needs verl importable (`pip install verl==0.9.1`); imports it lazily.
 """
@@ -26,12 +28,19 @@ from wizard.intent.errors import UserError
 from wizard.verlspec import arithmetic as rc
 
 
+VERL, REPLICA = "verl", "replica"
+SOURCES = {VERL: "verl's own code, run here",
+           REPLICA: "verl-init's replicas of worker-time asserts (verl runs them only in its Ray workers; copied "
+                    "with verl's file:line, not verl's code)"}
+
+
 @dataclass
 class Check:
     name: str
     ok: bool
     detail: str = ""
     skipped: bool = False
+    source: str = VERL  # VERL: verl's own function ran on the bundle; REPLICA: verl-init's copy of a verl assert
 
 
 @dataclass
@@ -57,14 +66,19 @@ class VerifyReport:
             "accepted": self.ok,
             "blocked": self.blocked or None,
             "checks": [c.__dict__ for c in self.checks],
+            "sections": {src: [c.name for c in self.checks if c.source == src] for src in SOURCES},
             "substitutions": self.substitutions,
         }
+
+    def section(self, source: str) -> list[Check]:
+        return [c for c in self.checks if c.source == source]
 
     def summary(self) -> str:
         if self.blocked:
             return f"not verified: {self.blocked}"
         if self.ok:
-            return f"verl {self.verl_version} accepts {self.bundle} ({len(self.checks)} checks)"
+            return (f"verl {self.verl_version} accepts {self.bundle} ({len(self.section(VERL))} checks by verl's own code, "
+                    f"{len(self.section(REPLICA))} by verl-init's replicas of worker-time asserts)")
         return "; ".join(f"{c.name}: {c.detail}" for c in self.failures)
 
 
@@ -239,8 +253,8 @@ def verify_with_verl(
                                 "skipped: model is not a local folder (pass model_dir to load a stand-in)", skipped=True))
 
     _registries(cfg, run)
-    for name, ok, detail in worker_time_checks(cfg, use_critic, model_cfg if model_cfg is not _FAILED else None):
-        checks.append(Check(name, ok, detail))
+    for name, ok, detail, source in worker_time_checks(cfg, use_critic, model_cfg if model_cfg is not _FAILED else None):
+        checks.append(Check(name, ok, detail, source=source))
     return report
 
 
@@ -354,12 +368,73 @@ def _registries(cfg: Any, run: Callable[..., Any]) -> None:
     run("trainer mode", trainer_mode, "ok")
 
 
-def worker_time_checks(cfg: Any, use_critic: bool, model_cfg: Any = None) -> list[tuple[str, bool, str]]:
-    """The assertions verl makes only in the TaskRunner and Ray workers (verl-facts.md §1.4)."""
-    out: list[tuple[str, bool, str]] = []
+def _verl_micro_split(per_rank: int, micro: Any) -> str:
+    """verl's own micro-batch splitter (workers/engine/utils.py:prepare_micro_batches, the assert at line 123) on a
+    batch of `per_rank` one-token rows with fixed micro-batches of `micro`."""
+    import torch
+    from tensordict import TensorDict
+
+    from verl.utils import tensordict_utils as tu
+    from verl.workers.engine.utils import prepare_micro_batches
+
+    if not micro:
+        raise ValueError(f"micro_batch_size_per_gpu is {micro!r}: verl's splitter needs a size")
+    td = TensorDict({"input_ids": torch.zeros(per_rank, 1, dtype=torch.long)}, batch_size=[per_rank])
+    tu.assign_non_tensor(td, use_dynamic_bsz=False, micro_batch_size_per_gpu=int(micro))
+    return f"{len(prepare_micro_batches(td)[0])} micro-batch(es) of {micro} from {per_rank} samples per rank"
+
+
+def _verl_token_budget(budget: int, seq_len: int, sp: int) -> str:
+    """verl's own token-budget packing (prepare_micro_batches → seqlen_balancing.rearrange_micro_batches, the assert
+    at line 384) on one full-length sequence of seq_len tokens with `budget` tokens per GPU × SP."""
+    import torch
+    from tensordict import TensorDict
+
+    from verl.utils import tensordict_utils as tu
+    from verl.workers.engine.utils import prepare_micro_batches
+
+    td = TensorDict({"input_ids": torch.zeros(1, seq_len, dtype=torch.long),
+                     "attention_mask": torch.ones(1, seq_len, dtype=torch.long)}, batch_size=[1])
+    tu.assign_non_tensor(td, use_dynamic_bsz=True, max_token_len_per_gpu=int(budget), sp_size=int(sp))
+    prepare_micro_batches(td)
+    return f"a {seq_len}-token sequence fits {budget} tokens × SP {sp}"
+
+
+def _verl_replica(rollout: Any, gpus_per_node: int) -> str:
+    """verl's own RolloutReplica constructor (workers/rollout/replica.py:93-118, the assert at line 113) on the bundle's
+    rollout config. RolloutReplica is abstract (launch_servers); the subclass only lets its constructor run — nothing
+    is launched."""
+    from verl.workers.rollout.replica import RolloutReplica
+
+    class _ConstructorOnly(RolloutReplica):
+        async def launch_servers(self) -> None:  # never called
+            raise NotImplementedError
+
+    replica = _ConstructorOnly(replica_rank=0, config=rollout, model_config=None, gpus_per_node=int(gpus_per_node))
+    return f"a replica of {replica.world_size} GPU(s) on {replica.nnodes} node(s) of {gpus_per_node}"
+
+
+def worker_time_checks(cfg: Any, use_critic: bool, model_cfg: Any = None) -> list[tuple[str, bool, str, str]]:
+    """The assertions verl makes only in the TaskRunner and Ray workers (verl-facts.md §1.4): (name, ok, detail,
+    source). Where the assert lives in code that runs on CPU without a worker (the micro-batch splitter, token-budget
+    packing, the rollout replica's constructor), verl's own code runs (source "verl"); the rest are verl-init's
+    replicas ("replica")."""
+    import warnings
+
+    out: list[tuple[str, bool, str, str]] = []
 
     def check(name: str, ok: bool, detail: str) -> None:
-        out.append((name, bool(ok), detail if not ok else "ok"))
+        out.append((name, bool(ok), detail if not ok else "ok", REPLICA))
+
+    def by_verl(name: str, fn: Callable[[], str]) -> None:
+        try:
+            with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+                warnings.simplefilter("ignore")
+                detail = fn()
+        except Exception as exc:  # noqa: BLE001 - verl's assert (or a missing size) is the finding
+            out.append((name, False, f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}", VERL))
+            return
+        out.append((name, True, detail, VERL))
 
     a = cfg.actor_rollout_ref
     actor, r, ref = a.actor, a.rollout, a.ref
@@ -393,8 +468,7 @@ def worker_time_checks(cfg: Any, use_critic: bool, model_cfg: Any = None) -> lis
     check("engine_workers.py:659 rollout world size", n_gpus % w == 0,
           f"rollout world_size: {n_gpus} is not divisible by infer_world_size: {w}")
     gpn = r.n_gpus_per_node
-    check("replica.py:113 replica fills whole nodes", w % min(gpn, w) == 0,
-          f"world_size {w} must be divisible by gpus_per_node {gpn}")
+    by_verl("replica.py:113 replica fills whole nodes", lambda: _verl_replica(r, gpn))
     if rdp > 1:
         check("vllm_async_server.py:385 TP divides GPUs per node", gpn % tp == 0,
               "gpus_per_node should be divisible by tensor_model_parallel_size")
@@ -413,24 +487,25 @@ def worker_time_checks(cfg: Any, use_critic: bool, model_cfg: Any = None) -> lis
               rc.update_split(cmini, n, cdp, None).per_rank is not None,
               f"Got mini_batch_size={cmini * n} and data parallel size={cdp}")
     step = rc.step_batch(tbs, n, dp, mini, cmini)  # trainer_base.py:1589-1606 pads the batch to a multiple
+    # the per-rank sizes are verl's dispatch arithmetic (replicated: it happens in the trainer and workers); the
+    # split itself is verl's own prepare_micro_batches
     if not dyn:
         micro = actor.ppo_micro_batch_size_per_gpu
         per = split.per_rank if split.per_rank is not None else mini * n // max(dp, 1)
-        check("engine/utils.py:123 update micro-batches divide the per-rank mini-batch", bool(micro) and per % micro == 0,
-              f"data size {per} must be divisible by micro_batch_size_per_gpu {micro}")
+        by_verl("engine/utils.py:123 update micro-batches divide the per-rank mini-batch",
+                lambda: _verl_micro_split(per, micro))
         lp = r.log_prob_micro_batch_size_per_gpu
-        check("engine/utils.py:123 log-prob micro-batches divide the per-rank batch",
-              bool(lp) and step.per_rank % lp == 0, f"data size {step.per_rank} must be divisible by micro_batch_size_per_gpu {lp}")
+        by_verl("engine/utils.py:123 log-prob micro-batches divide the per-rank batch",
+                lambda: _verl_micro_split(step.per_rank, lp))
         if need_ref(cfg):
             rlp = ref.log_prob_micro_batch_size_per_gpu
-            check("engine/utils.py:123 reference micro-batches divide the per-rank batch",
-                  bool(rlp) and step.per_rank % rlp == 0,
-                  f"data size {step.per_rank} must be divisible by micro_batch_size_per_gpu {rlp}")
+            by_verl("engine/utils.py:123 reference micro-batches divide the per-rank batch",
+                    lambda: _verl_micro_split(step.per_rank, rlp))
         if use_critic and not cfg.critic.use_dynamic_bsz:
             cm = cfg.critic.ppo_micro_batch_size_per_gpu
             cper = cfg.critic.ppo_mini_batch_size * n // max(dp, 1)
-            check("engine/utils.py:123 critic micro-batches divide the per-rank mini-batch",
-                  bool(cm) and cper % cm == 0, f"data size {cper} must be divisible by micro_batch_size_per_gpu {cm}")
+            by_verl("engine/utils.py:123 critic micro-batches divide the per-rank mini-batch",
+                    lambda: _verl_micro_split(cper, cm))
     else:
         for name, budget in (
             ("actor", actor.ppo_max_token_len_per_gpu),
@@ -440,10 +515,11 @@ def worker_time_checks(cfg: Any, use_critic: bool, model_cfg: Any = None) -> lis
         ):
             if budget is None:
                 continue
-            check(f"seqlen_balancing.py:384 {name} token budget holds the longest sequence",
-                  budget >= rc.min_token_budget(seq, sp),
-                  f"max_token_len must be greater than the sequence length. Got max_token_len={budget * sp} and max_seq_len={seq}")
+            by_verl(f"seqlen_balancing.py:384 {name} token budget holds the longest sequence",
+                    functools.partial(_verl_token_budget, budget, seq, sp))
 
+    # a replica: verl's compute_advantage (ray_trainer.py:187) reads batch["values"], but importing ray_trainer needs
+    # verl's full trainer dependencies (cachetools, ...), which a CPU install of verl lacks
     check("ray_trainer.py:222 GAE has a critic", cfg.algorithm.adv_estimator != "gae" or use_critic,
           "adv_estimator=gae with the critic disabled fails at step 1 with KeyError: 'values'")
     fg = cfg.algorithm.get("filter_groups", None)

@@ -237,3 +237,31 @@ def min_token_budget(seq_len: int, sp: int = 1) -> int:
     """Smallest `*_max_token_len_per_gpu` that holds one full sequence (seqlen_balancing.py:384: budget × SP ≥ seq)."""
     return -(-seq_len // max(sp, 1))
 
+
+
+# -- the smoke run's scaled-down copy of a bundle's batch geometry ---------------------------------
+
+SMOKE_MAX_DP = 8  # data-parallel ranks the cpu miniature emulates at most (each one a loop inside its role process)
+
+
+def smoke_dp(dp: int, cap: int = SMOKE_MAX_DP) -> int:
+    """The data-parallel size the cpu smoke emulates: the bundle's own when it is at most `cap`, else its largest
+    divisor at most `cap` (so that every size that divides over the smoke's ranks also divides over the bundle's
+    rank groups of that size)."""
+    return largest_divisor_at_most(dp, cap) if dp > 0 else 1
+
+
+def scaled_micro(per_rank: int, bundle_micro: int, bundle_per_rank: int) -> tuple[int, str]:
+    """A fixed micro-batch size for `per_rank` samples per rank (engine/utils.py:123 asserts per_rank % micro == 0),
+    as close to the bundle's as the smaller batch allows: the bundle's own size when it divides; else the bundle's
+    number of micro-batches per rank when that divides; else the largest divisor of per_rank below the bundle's
+    size. Returns (micro, how)."""
+    if per_rank < 1:
+        return 1, "no samples"
+    if bundle_micro > 0 and per_rank % bundle_micro == 0:
+        return bundle_micro, "the bundle's size"
+    count = bundle_per_rank // bundle_micro if bundle_micro > 0 and bundle_per_rank >= bundle_micro else 0
+    if count > 0 and per_rank % count == 0:
+        return per_rank // count, f"the bundle's {count} micro-batch(es) per rank"
+    size = largest_divisor_at_most(per_rank, bundle_micro if bundle_micro > 0 else per_rank)
+    return size, f"the largest size ≤ the bundle's {bundle_micro} that divides {per_rank}"
