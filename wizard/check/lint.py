@@ -67,9 +67,10 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
     f = facts(c)
     shape, why = model_shape(c, f"{M}.path")
     for rule in (rule_unresolved, rule_required, rule_deprecated_micro, rule_choices, rule_layout, rule_hardware,
-                 rule_rollout_parallel, rule_megatron, rule_batches, rule_dynamic_flags, rule_tokens, rule_roles,
+                 rule_rollout_parallel, rule_batches, rule_dynamic_flags, rule_tokens, rule_roles,
                  rule_values, rule_files):
         rule(c, f)
+    rule_megatron(c, f, shape)
     rule_sequence_parallel(c, f, shape)
     rule_context(c, f, shape)
     rule_memory(c, f, shape, why)
