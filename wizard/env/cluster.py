@@ -600,6 +600,18 @@ def _quantity(value: Any) -> Optional[float]:
         return None
 
 
+
+def _device_name(amounts: dict[str, Any]) -> str | None:
+    """The accelerator resource (nvidia.com/gpu, amd.com/gpu, huawei.com/Ascend910) a container's requests/limits name."""
+    from wizard.verlspec.hardware import ACCELERATORS
+
+    return next((acc.k8s_resource for acc in ACCELERATORS.values() if acc.k8s_resource in amounts), None)
+
+
+def _device_amount(amounts: dict[str, Any]) -> Any:
+    name = _device_name(amounts)
+    return amounts.get(name) if name else None
+
 def manifest_problems(doc: Any, nnodes: int, gpus_per_node: int, *, source: str = "manifest") -> list[Problem]:
     """Rules a KubeRay RayJob / RayCluster must keep that its CRD schema cannot express (VI730-VI736)."""
     out: list[Problem] = []
@@ -627,8 +639,8 @@ def manifest_problems(doc: Any, nnodes: int, gpus_per_node: int, *, source: str 
     head_tpl = (cluster.get("headGroupSpec") or {}).get("template")
     for c in _containers(head_tpl):
         res = c.get("resources") or {}
-        gpus = max(_quantity((res.get("limits") or {}).get("nvidia.com/gpu")) or 0,
-                   _quantity((res.get("requests") or {}).get("nvidia.com/gpu")) or 0)
+        gpus = max(_quantity(_device_amount(res.get("limits") or {})) or 0,
+                   _quantity(_device_amount(res.get("requests") or {})) or 0)
         if gpus:
             out.append(Problem("VI735", "error", (source, "headGroupSpec"),
                                f"the head pod asks for {gpus:g} GPU(s); verl's GPU pool lives on the worker pods",
@@ -652,10 +664,11 @@ def manifest_problems(doc: Any, nnodes: int, gpus_per_node: int, *, source: str 
         for c in _containers(g.get("template")):
             res = c.get("resources") or {}
             req, lim = res.get("requests") or {}, res.get("limits") or {}
-            g_req, g_lim = _quantity(req.get("nvidia.com/gpu")), _quantity(lim.get("nvidia.com/gpu"))
+            g_req, g_lim = _quantity(_device_amount(req)), _quantity(_device_amount(lim))
             if (g_req or g_lim) and g_req != g_lim:
                 out.append(Problem("VI731", "error", (source, f"workerGroupSpecs[{gname}]"),
-                                   f"container {c.get('name')} requests {g_req} but limits {g_lim} nvidia.com/gpu",
+                                   f"container {c.get('name')} requests {g_req} but limits {g_lim} "
+                                   f"{_device_name(req) or _device_name(lim)}",
                                    "GPU requests must equal limits"))
             gpus = g_lim or g_req or 0
             pod_gpus += gpus

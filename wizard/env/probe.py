@@ -408,6 +408,53 @@ def _read(nv: Any) -> GpuReport:
     return report
 
 
+# --- AMD GPUs (amdsmi) ------------------------------------------------------------------------------
+
+NO_AMD_GPU = "no AMD GPU found"
+
+
+def _import_amdsmi() -> Any:
+    import amdsmi  # type: ignore[import-not-found]  # ROCm's Python binding, shipped with ROCm (pip: amdsmi)
+
+    return amdsmi
+
+
+def probe_amd_gpus() -> GpuReport:
+    """The AMD Instinct GPUs of this machine, through amdsmi (imported lazily). Never raises; `found` is False
+    with the reason when amdsmi is missing, fails, or lists no GPU. Names and memory only: the NVLink/NUMA
+    topology fields stay empty (the planner then keeps its default rollout layout)."""
+    start = time.monotonic()
+    try:
+        smi = _import_amdsmi()
+    except ImportError:
+        return GpuReport(False, f"{NO_AMD_GPU} (amdsmi is not installed: it ships with ROCm, or pip install amdsmi)")
+    try:
+        smi.amdsmi_init()
+    except Exception as exc:  # noqa: BLE001 - AmdSmiLibraryException: no amdgpu driver, no permission, ...
+        return GpuReport(False, f"{NO_AMD_GPU} (amdsmi: {exc or type(exc).__name__})", seconds=time.monotonic() - start)
+    try:
+        handles = list(smi.amdsmi_get_processor_handles() or [])
+        report = GpuReport(bool(handles), "" if handles else f"{NO_AMD_GPU} (amdsmi lists 0 GPUs)")
+        vram = getattr(getattr(smi, "AmdSmiMemoryType", None), "VRAM", None)
+        for i, h in enumerate(handles):
+            info = _try(smi.amdsmi_get_gpu_asic_info, h) or {}
+            gpu = Gpu(index=i, name=_text(info.get("market_name") or "AMD GPU"))
+            total = _try(smi.amdsmi_get_gpu_memory_total, h, vram)
+            used = _try(smi.amdsmi_get_gpu_memory_usage, h, vram)
+            if total is not None:
+                gpu.memory_total_gb = round(float(total) / GB, 2)
+                if used is not None:
+                    gpu.memory_free_gb = round(float(total - used) / GB, 2)
+            report.gpus.append(gpu)
+    except Exception as exc:  # noqa: BLE001 - a library that fails half-way: report what it said
+        report = GpuReport(False, f"{NO_AMD_GPU} (amdsmi failed: {exc or type(exc).__name__})")
+    finally:
+        with contextlib.suppress(Exception):
+            smi.amdsmi_shut_down()
+    report.seconds = time.monotonic() - start
+    return report
+
+
 # --- host ------------------------------------------------------------------------------------------
 
 
