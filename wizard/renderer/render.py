@@ -318,8 +318,8 @@ def context(plan: Plan) -> dict[str, Any]:
             f"Ray resource {acc.ray_resource}; Kubernetes resource {acc.k8s_resource}; Slurm GRES {acc.slurm_gres}; "
             f"devices hidden with {acc.visible_devices}, never by hand.",
             f"On this accelerator verl 0.9.1 runs rollout with {' or '.join(acc.rollout_engines)} and trains with "
-            f"{', '.join(acc.train_backends)} — {acc.why}; the image must be a {acc.label} build "
-            f"(this plan: {a.image or 'none given'}).",
+            f"{', '.join(acc.train_backends)} — {acc.why}. verl, torch and {a.rollout_engine} must be builds for "
+            f"this accelerator ({'image ' + a.image if a.image else 'installed on the nodes: no image given'}).",
         ]
     answers_doc = {
         "verl_init_version": plan.version,

@@ -108,6 +108,18 @@ class Layout:
     k8s_resource: str = "nvidia.com/gpu"
     ray_resource: str = "GPU"
     slurm_gres: str = "gpu"
+    visible_devices: str = "CUDA_VISIBLE_DEVICES"
+
+    @property
+    def slurm_flag(self) -> str:
+        return "--gpus-per-node" if self.slurm_gres == "gpu" else "--gres"
+
+    @property
+    def slurm_devices(self) -> str:
+        """The sbatch option that asks for the accelerators of a node."""
+        if self.slurm_gres == "gpu":
+            return f"--gpus-per-node={self.gpus_per_node}"
+        return f"--gres={self.slurm_gres}:{self.gpus_per_node}"
 
     @property
     def configmap_name(self) -> str:
@@ -207,6 +219,7 @@ def layout(plan: Plan) -> Layout:
         prepare_data=prepare, dataset_hub=hub or "", reward_fn=reward_fn,
         checkpoint_pvc=a.checkpoint_pvc, checkpoint_dir=ckpt,
         k8s_resource=acc.k8s_resource, ray_resource=acc.ray_resource, slurm_gres=acc.slurm_gres,
+        visible_devices=acc.visible_devices,
     )
 
 
@@ -551,7 +564,7 @@ def artefacts(plan: Plan) -> list[Artefact]:
             f"--job-name={lay.name}",
             f"--nodes={lay.nnodes}",
             "--ntasks-per-node=1",
-            f"--gpus-per-node={lay.gpus_per_node}" if lay.slurm_gres == "gpu" else f"--gres={lay.slurm_gres}:{lay.gpus_per_node}",
+            lay.slurm_devices,
             f"--cpus-per-task={lay.node_cpus}",
             f"--mem={lay.node_memory_gb * 10**9 // 2**20}M",  # GB → Slurm's MiB
             "--output=slurm-%x-%j.out",
