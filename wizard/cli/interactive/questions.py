@@ -642,6 +642,7 @@ def _experiment(ctx: Context) -> str:
 # Fields the wizard does not ask, and why. They stay at their defaults (verl-init chooses, with the reason in
 # PLAN.md) and can be set with --set or in the bundle's verl-init.yaml, then replayed with --answers.
 NOT_ASKED: dict[str, str] = {
+    "accelerator": "the wizard probes NVIDIA GPUs (NVML); for AMD or Ascend use --set accelerator=amd|ascend or a profile",
     "lora_alpha": "twice lora_rank, the usual choice",
     "overrides": "the escape hatch for verl keys the answers do not model: --override or the answers file",
     "train_files": "data/prepare_data.py writes the training file from dataset",
