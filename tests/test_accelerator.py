@@ -226,3 +226,21 @@ def test_amdsmi_probe_without_the_library_or_driver(monkeypatch):
     assert not report.found and "DRIVER_NOT_LOADED" in report.reason
     monkeypatch.setitem(sys.modules, "amdsmi", _fake_amdsmi([]))
     assert "0 GPUs" in probe_amd_gpus().reason
+
+
+def test_without_nvidia_gpus_the_probe_finds_amd_ones_and_the_wizard_plans_for_them(monkeypatch):
+    from wizard.cli.interactive.questions import Context, _probed_gpus
+    from wizard.env.probe import HostReport, probe_any_gpus
+
+    gib = 1 << 30
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # no nvidia-ml-py: NVML finds nothing
+    monkeypatch.setitem(sys.modules, "amdsmi", _fake_amdsmi([("AMD Instinct MI300X", 192 * gib, 0)] * 8))
+    report = probe_any_gpus()
+    assert report.found and report.vendor == "amd" and report.as_dict()["vendor"] == "amd"
+    answers = _probed_gpus(Context(probes=types.SimpleNamespace(gpus=report, host=HostReport()), base_dir="."))
+    assert answers["accelerator"] == "amd" and answers["gpus_per_node"] == 8
+    plan = _plan(**answers, model="Qwen/Qwen2.5-7B-Instruct")  # the probed GPU name is accepted for amd
+    assert plan.value("trainer.device") == "cuda"
+    monkeypatch.setitem(sys.modules, "amdsmi", None)
+    none = probe_any_gpus()
+    assert not none.found and none.vendor == "nvidia" and "nvidia-ml-py is not installed" in none.reason

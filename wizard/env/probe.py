@@ -103,6 +103,7 @@ class GpuReport:
     nvlinks: list[list[int]] = field(default_factory=list)  # NVLink links joining each pair (switch: via the fabric)
     p2p: list[list[bool | None]] = field(default_factory=list)  # P2P reads possible per pair (None: unknown)
     seconds: float = 0.0
+    vendor: str = "nvidia"  # the `accelerator` answer these GPUs are: nvidia (NVML) or amd (amdsmi)
 
     @property
     def count(self) -> int:
@@ -244,7 +245,7 @@ class GpuReport:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "found": self.found, "reason": self.reason, "count": self.count,
+            "found": self.found, "reason": self.reason, "count": self.count, "vendor": self.vendor,
             "driver_version": self.driver_version, "cuda_version": self.cuda_version,
             "gpus": [g.as_dict() for g in self.gpus],
             "topology": {
@@ -434,7 +435,7 @@ def probe_amd_gpus() -> GpuReport:
         return GpuReport(False, f"{NO_AMD_GPU} (amdsmi: {exc or type(exc).__name__})", seconds=time.monotonic() - start)
     try:
         handles = list(smi.amdsmi_get_processor_handles() or [])
-        report = GpuReport(bool(handles), "" if handles else f"{NO_AMD_GPU} (amdsmi lists 0 GPUs)")
+        report = GpuReport(bool(handles), "" if handles else f"{NO_AMD_GPU} (amdsmi lists 0 GPUs)", vendor="amd")
         vram = getattr(getattr(smi, "AmdSmiMemoryType", None), "VRAM", None)
         for i, h in enumerate(handles):
             info = _try(smi.amdsmi_get_gpu_asic_info, h) or {}
@@ -447,12 +448,22 @@ def probe_amd_gpus() -> GpuReport:
                     gpu.memory_free_gb = round(float(total - used) / GB, 2)
             report.gpus.append(gpu)
     except Exception as exc:  # noqa: BLE001 - a library that fails half-way: report what it said
-        report = GpuReport(False, f"{NO_AMD_GPU} (amdsmi failed: {exc or type(exc).__name__})")
+        report = GpuReport(False, f"{NO_AMD_GPU} (amdsmi failed: {exc or type(exc).__name__})", vendor="amd")
     finally:
         with contextlib.suppress(Exception):
             smi.amdsmi_shut_down()
     report.seconds = time.monotonic() - start
     return report
+
+
+def probe_any_gpus() -> GpuReport:
+    """NVIDIA GPUs through NVML; when NVML finds none, AMD GPUs through amdsmi (when it is installed).
+    The NVML report (its reason) stands when neither finds a GPU."""
+    nvidia = probe_gpus()
+    if nvidia.found:
+        return nvidia
+    amd = probe_amd_gpus()
+    return amd if amd.found else nvidia
 
 
 # --- host ------------------------------------------------------------------------------------------
@@ -621,7 +632,7 @@ def probe_all(env: Mapping[str, str] | None = None, *, gpu_timeout: float = 2.5,
         t.start()
         return t
 
-    t_gpu = run("gpus", probe_gpus)
+    t_gpu = run("gpus", probe_any_gpus)
     t_ray = run("ray", lambda: probe_ray_cluster(env, request_timeout))
     host = probe_host()
     t_gpu.join(max(0.0, gpu_timeout - (time.monotonic() - start)))
