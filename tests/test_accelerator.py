@@ -244,3 +244,18 @@ def test_without_nvidia_gpus_the_probe_finds_amd_ones_and_the_wizard_plans_for_t
     monkeypatch.setitem(sys.modules, "amdsmi", None)
     none = probe_any_gpus()
     assert not none.found and none.vendor == "nvidia" and "nvidia-ml-py is not installed" in none.reason
+
+
+def test_check_reads_the_device_and_ascend_gpu_types():
+    from wizard.check.lint import check
+
+    base = ["actor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B-Instruct", "trainer.nnodes=1", "trainer.n_gpus_per_node=8"]
+    on_npu = check(None, base + ["trainer.device=npu", "actor_rollout_ref.rollout.name=vllm"], defaults="snapshot", env={})
+    assert not [f for f in on_npu.findings if f.problem.rule == "VI817"]
+    sgl = check(None, base + ["actor_rollout_ref.rollout.name=sglang"], defaults="snapshot", env={}, gpu_type="Ascend910B")
+    (hit,) = [f.problem for f in sgl.findings if f.problem.rule == "VI817"]
+    assert hit.severity == "warning" and "--gpu-type Ascend910B" in hit.message
+    assert any("assuming 64 GB per GPU" in f.problem.message for f in sgl.findings if f.problem.rule == "VI861")
+    amd = check(None, base + ["actor_rollout_ref.rollout.name=sglang"], defaults="snapshot", env={}, gpu_type="MI300X")
+    assert not [f for f in amd.findings if f.problem.rule == "VI817"]
+    assert any("assuming 192 GB per GPU" in f.problem.message for f in amd.findings if f.problem.rule == "VI861")

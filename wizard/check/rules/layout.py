@@ -1,5 +1,6 @@
 """GPU layout rules: rollout tiling (VI810-VI811), Ulysses SP (VI812, VI816), Megatron (VI813), the
-config against the given hardware (VI814) and rollout parallelism verl cannot run (VI815).
+config against the given hardware (VI814), rollout parallelism verl cannot run (VI815) and a rollout engine
+without a build for the device (VI817).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from typing import Any
 from wizard.check.report import Fix
 from wizard.check.rules.context import A, M, R, Ctx, Facts, divisors, join_or, nearest
 from wizard.verlspec import arithmetic as rc
+from wizard.verlspec.hardware import ACCELERATORS, accelerator_of_gpu_type
 from wizard.verlspec.keys import ROLLOUT_NAMES
 
 
@@ -166,3 +168,18 @@ def rule_megatron(c: Ctx, f: Facts, shape: Any = None) -> None:
             c.add("VI813", "error", keys[:1] + ["trainer.n_gpus_per_node"],
                   f"{role} Megatron tensor_model_parallel_size={tp} must divide the {f.gpn} GPUs of a node "
                   "(tensor parallel stays inside a node)", f"nearest valid: {join_or(nearest(divisors(f.gpn), tp))}")
+
+
+def rule_device(c: Ctx, f: Facts) -> None:
+    """trainer.device (verl's platform sets it at start-up from the detected device, utils/device.py:151
+    auto_set_device; `--gpu-type` naming an Ascend NPU says the same) against the rollout engine: engines verl
+    0.9.1 has no build for on that device (wizard.verlspec.hardware.ACCELERATORS)."""
+    dev, name = c.v("trainer.device"), c.v(f"{R}.name")
+    vendor = accelerator_of_gpu_type(c.hw.gpu_type) if c.hw.gpu_type else None
+    acc = ACCELERATORS["ascend"] if dev == "npu" or vendor == "ascend" else None
+    if acc is None or name not in ROLLOUT_NAMES or name in acc.rollout_engines:
+        return
+    where = "trainer.device=npu" if dev == "npu" else f"--gpu-type {c.hw.gpu_type}"
+    c.add("VI817", "warning", (f"{R}.name", "trainer.device"),
+          f"{R}.name={name} on {acc.label} ({where}): {acc.why}",
+          f"set {R}.name={' or '.join(acc.rollout_engines)}")
