@@ -89,3 +89,22 @@ def test_megatron_layout_asserts():
     assert "48 layers" in megatron_layout(16, 1, 4, vpp=5, layers=48)[0]
     assert "interleaved" in megatron_layout(8, 1, 1, vpp=2)[0]
     assert "experts" in megatron_layout(8, 1, 1, 1, 3, 1, experts=128)[-1]
+
+
+# verl v0.9.0's own example configs (tests/data/reference/verl-examples.json; verl 0.9.1 accepts every one):
+# the MoE and Ascend ones, on the hardware each declares (80 GB GPUs; 64 GB Ascend 910B for the Ascend ones)
+EXAMPLES = json.loads((REFERENCE / "verl-examples.json").read_text(encoding="utf-8"))["configs"]
+MOE_OR_NPU_EXAMPLES = [c for c in EXAMPLES if re.search(r"a\d+b|moonlight|35b|ascend|_npu_", c["source"], re.I)]
+
+
+@pytest.mark.parametrize("config", MOE_OR_NPU_EXAMPLES, ids=lambda c: c["source"].split("examples/", 1)[1])
+def test_no_error_on_verls_v090_moe_and_ascend_examples(config):
+    ascend = bool(re.search(r"ascend|_npu_", config["source"]))
+    report = check(None, config["overrides"], defaults="snapshot", env={"HOME": "/root"}, nnodes=int(config["nnodes"]),
+                   gpus_per_node=int(config["n_gpus_per_node"]), gpu_memory_gb=64.0 if ascend else 80.0)
+    assert not report.errors, [f.problem.line() for f in report.errors]
+
+
+def test_the_v090_set_holds_moe_and_ascend_examples():
+    names = " ".join(c["source"] for c in MOE_OR_NPU_EXAMPLES)
+    assert "moonlight_16b_a3b_megatron" in names and "ascend_extras" in names and "npu_profile" in names
