@@ -94,7 +94,8 @@ def test_megatron_layout_asserts():
 # verl v0.9.0's own example configs (tests/data/reference/verl-examples.json; verl 0.9.1 accepts every one):
 # the MoE and Ascend ones, on the hardware each declares (80 GB GPUs; 64 GB Ascend 910B for the Ascend ones)
 EXAMPLES = json.loads((REFERENCE / "verl-examples.json").read_text(encoding="utf-8"))["configs"]
-MOE_OR_NPU_EXAMPLES = [c for c in EXAMPLES if re.search(r"a\d+b|moonlight|35b|ascend|_npu_", c["source"], re.I)]
+MOE_OR_NPU_EXAMPLES = [c for c in EXAMPLES
+                       if re.search(r"_a\d+b|moonlight|35b|ascend|_npu_", c["source"].split(":", 1)[1], re.I)]
 
 
 @pytest.mark.parametrize("config", MOE_OR_NPU_EXAMPLES, ids=lambda c: c["source"].split("examples/", 1)[1])
