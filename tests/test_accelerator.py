@@ -258,3 +258,43 @@ def test_check_reads_the_device_and_ascend_gpu_types():
     amd = check(None, base + ["actor_rollout_ref.rollout.name=sglang"], defaults="snapshot", env={}, gpu_type="MI300X")
     assert not [f for f in amd.findings if f.problem.rule == "VI817"]
     assert any("assuming 192 GB per GPU" in f.problem.message for f in amd.findings if f.problem.rule == "VI861")
+
+
+def test_check_mode_cluster_counts_ascend_npus_as_verl_does():
+    """A Ray dashboard whose Ascend nodes report the NPU custom resource: the cluster probe counts it as verl's
+    resource pool does (single_controller/ray/base.py:230), not as 0 GPUs."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from wizard.env.cluster import probe_ray
+
+    nodes = [{"node_id": "h", "node_ip": "10.0.0.1", "state": "ALIVE", "is_head_node": True,
+              "resources_total": {"CPU": 10}}] + [
+             {"node_id": f"w{i}", "node_ip": f"10.0.0.{i + 2}", "state": "ALIVE", "is_head_node": False,
+              "resources_total": {"CPU": 64, "NPU": 8, "memory": 1e12}} for i in range(2)]
+    answers = {"/api/version": {"ray_version": "2.60.0", "version": "5"},
+               "/api/v0/nodes": {"data": {"result": {"result": nodes}}},
+               "/api/cluster_status": {"data": {"clusterStatus": {"loadMetricsReport": {"usage": {"NPU": [4.0, 16.0]}}}}}}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            body = json.dumps(next((v for k, v in answers.items() if self.path.startswith(k)), {})).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        seen = probe_ray(f"http://127.0.0.1:{httpd.server_address[1]}", timeout=2.0)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert sorted(n.gpus for n in seen.nodes) == [0, 8, 8]
+    assert seen.gpus_used == 4.0

@@ -361,13 +361,13 @@ def probe_ray(dashboard: str, timeout: float = MAX_TIMEOUT_S, token: Optional[To
         res = row.get("resources_total") or {}
         nodes.append(Node(
             node_id=str(row.get("node_id", "")), ip=str(row.get("node_ip", "")), alive=row.get("state") == "ALIVE",
-            head=bool(row.get("is_head_node")), gpus=int(res.get("GPU", 0)), cpus=int(res.get("CPU", 0)),
+            head=bool(row.get("is_head_node")), gpus=int(_accelerators(res)), cpus=int(res.get("CPU", 0)),
         ))
     used: Optional[float] = None
     try:
         status = _get(dashboard + "/api/cluster_status", timeout, token, deadline)
         usage = status["data"]["clusterStatus"]["loadMetricsReport"]["usage"]
-        used = float(usage.get("GPU", [0.0, 0.0])[0])
+        used = float(usage.get("GPU" if "GPU" in usage else "NPU", [0.0, 0.0])[0])
     except HttpError as exc:
         if exc.kind in ("too_large", "redirect"):
             raise _limit_problem(exc) from None
@@ -375,6 +375,12 @@ def probe_ray(dashboard: str, timeout: float = MAX_TIMEOUT_S, token: Optional[To
     except (ValueError, KeyError, TypeError, IndexError, AttributeError):
         used = None
     return Observed(shown, str(version.get("ray_version")), nodes, used)
+
+
+def _accelerators(resources: Mapping[str, Any]) -> float:
+    """A node's accelerators as verl counts them: Ray's GPU, else the NPU custom resource of Ascend nodes
+    (verl single_controller/ray/base.py:230)."""
+    return float(resources.get("GPU", 0) if "GPU" in resources else resources.get("NPU", 0))
 
 
 def probe_this_machine(env: Mapping[str, str]) -> Observed:
