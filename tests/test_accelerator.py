@@ -236,6 +236,7 @@ def test_without_nvidia_gpus_the_probe_finds_amd_ones_and_the_wizard_plans_for_t
     monkeypatch.setitem(sys.modules, "amdsmi", _fake_amdsmi([("AMD Instinct MI300X", 192 * gib, 0)] * 8))
     report = probe_any_gpus()
     assert report.found and report.vendor == "amd" and report.as_dict()["vendor"] == "amd"
+    assert "8× AMD Instinct MI300X" in report.describe() and not report.findings()
     answers = _probed_gpus(Context(probes=types.SimpleNamespace(gpus=report, host=HostReport()), base_dir="."))
     assert answers["accelerator"] == "amd" and answers["gpus_per_node"] == 8
     plan = _plan(**answers, model="Qwen/Qwen2.5-7B-Instruct")  # the probed GPU name is accepted for amd
