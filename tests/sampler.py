@@ -93,6 +93,15 @@ def sample(seed: int) -> dict[str, Any]:
             out["lora_rank"] = 32
     if out["cluster"] == "kuberay" and rng.random() < 0.85:  # else VI757: checkpoints lost with the pods
         out["checkpoint_pvc"] = "verl-checkpoints"
+    # drawn last, from its own generator: the other keys of every seed stay as they were
+    acc = random.Random(f"accelerator-{seed}")
+    if acc.random() < 0.15:
+        out["accelerator"] = acc.choice(["amd", "ascend"])
+        if acc.random() < 0.85:  # else VI632: the default H100 is another vendor's
+            out["gpu_type"], out["gpu_memory_gb"] = acc.choice([("MI300X", 192), ("MI250X", 64)]) \
+                if out["accelerator"] == "amd" else ("Ascend910B", 64)
+        if out["cluster"] == "kuberay" and acc.random() < 0.85:  # else VI633: no image for this accelerator
+            out["image"] = "registry.example.com/verl:0.9.1"
     return {k: v for k, v in out.items() if v is not None}
 
 

@@ -29,7 +29,8 @@ DATA = ROOT / "tests" / "data"
 SMOKE_BASE = dict(nnodes=1, gpus_per_node=1, gpu_memory_gb=16, gpu_type="cpu", model="./tiny-model", model_params_b=0.001,
                   dataset="gsm8k", max_prompt_length=128, max_response_length=64, prompts_per_step=8,
                   samples_per_prompt=4, updates_per_step=2, total_steps=1, save_freq=-1, test_freq=-1)
-PROFILES = ("cpu-smoke", "single-gpu", "single-node-8gpu", "ppo-16gpu", "dapo-32gpu", "cluster-8gpu")
+PROFILES = ("cpu-smoke", "single-gpu", "single-node-8gpu", "ppo-16gpu", "dapo-32gpu", "cluster-8gpu", "amd-mi300x-kuberay",
+            "ascend-910b")
 
 
 def bundle_of(tmp_path: Path, name: str = "b", profile: str | None = None, **changes) -> Path:

@@ -20,9 +20,12 @@ RULES: dict[str, tuple[str, str]] = {
     "VI810": ("rollout layout does not tile the GPUs", "engine_workers.py:659 / replica.py:113 / vllm_async_server.py:385"),
     "VI811": ("rollout TP crosses nodes", "a tensor-parallel group spans or straddles nodes: valid, but its traffic crosses the network"),
     "VI812": ("Ulysses sequence parallel", "SP must divide the GPUs and the attention heads, and needs use_remove_padding (validate_config)"),
-    "VI813": ("Megatron layout", "TP×PP×CP must divide the GPUs (validate_config) and TP must stay inside a node"),
+    "VI813": ("Megatron layout", "TP×PP×CP and the expert grid ETP×EP×PP must divide the GPUs, VPP needs PP > 1, layers over "
+                                 "PP×VPP, experts over EP (validate_config, Megatron-core); TP stays inside a node"),
     "VI814": ("config vs hardware", "trainer.nnodes × n_gpus_per_node (plus separate reward/teacher pools) against the given hardware"),
     "VI815": ("rollout parallelism verl cannot run", "rollout PP > 1 (NotImplementedError) and EP ≠ TP×DP (RolloutConfig)"),
+    "VI817": ("rollout engine without a build for the device", "trainer.device=npu (or an Ascend --gpu-type) with SGLang: "
+                                                               "verl 0.9.1's SGLang server has no NPU path"),
     "VI816": ("critic sequence parallel set on the ignored key",
               "critic.ulysses_sequence_parallel_size is deprecated; verl 0.9's critic engine reads critic.fsdp's"),
     "VI820": ("mini-batch larger than the train batch", "validate_config checks it only without dynamic batching; with it verl pads the batch"),

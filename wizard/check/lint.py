@@ -37,7 +37,8 @@ from wizard.check.resolve import resolve
 from wizard.check.rules.batches import rule_batches, rule_deprecated_micro, rule_dynamic_flags
 from wizard.check.rules.context import M, Ctx, facts, model_shape
 from wizard.check.rules.files import rule_files
-from wizard.check.rules.layout import rule_hardware, rule_layout, rule_megatron, rule_rollout_parallel, rule_sequence_parallel
+from wizard.check.rules.layout import (rule_device, rule_hardware, rule_layout, rule_megatron, rule_rollout_parallel,
+                                      rule_sequence_parallel)
 from wizard.check.rules.memory import rule_memory
 from wizard.check.rules.roles import rule_roles
 from wizard.check.rules.tokens import rule_context, rule_tokens
@@ -67,9 +68,10 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
     f = facts(c)
     shape, why = model_shape(c, f"{M}.path")
     for rule in (rule_unresolved, rule_required, rule_deprecated_micro, rule_choices, rule_layout, rule_hardware,
-                 rule_rollout_parallel, rule_megatron, rule_batches, rule_dynamic_flags, rule_tokens, rule_roles,
+                 rule_rollout_parallel, rule_device, rule_batches, rule_dynamic_flags, rule_tokens, rule_roles,
                  rule_values, rule_files):
         rule(c, f)
+    rule_megatron(c, f, shape)
     rule_sequence_parallel(c, f, shape)
     rule_context(c, f, shape)
     rule_memory(c, f, shape, why)

@@ -104,6 +104,11 @@ RULES: dict[str, tuple[str, str]] = {
     "VI537": ("reward & data", "preference prompt/chosen/rejected value is not text"),
     "VI538": ("reward & data", "the --tokenizer cannot be loaded"),
     # -- memory (wizard.planner.pipeline with wizard.planner.memory) -------------------------------------------------
+    # -- hardware beyond NVIDIA: the accelerator answer (wizard.planner.pipeline, wizard.verlspec.hardware) ------
+    "VI630": ("layout", "rollout_engine has no build verl 0.9.1 drives on the accelerator (e.g. sglang on Ascend)"),
+    "VI631": ("layout", "train_backend not known to run under verl 0.9.1 on the accelerator (e.g. megatron on ROCm)"),
+    "VI632": ("layout", "gpu_type names another vendor's accelerator than the accelerator answer"),
+    "VI633": ("cluster", "accelerator amd/ascend on KubeRay without image: verl's release images are CUDA builds"),
     "VI601": ("memory", "model or critic_model cannot be sized: not in the catalogue, no local folder, no size in name"),
     "VI602": ("memory", "model does not fit the GPUs with any layout or offload verl-init can choose"),
     "VI603": ("memory", "the planned micro_batch_per_gpu / max_tokens_per_gpu pushes peak GPU memory over the budget"),

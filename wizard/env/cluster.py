@@ -361,13 +361,13 @@ def probe_ray(dashboard: str, timeout: float = MAX_TIMEOUT_S, token: Optional[To
         res = row.get("resources_total") or {}
         nodes.append(Node(
             node_id=str(row.get("node_id", "")), ip=str(row.get("node_ip", "")), alive=row.get("state") == "ALIVE",
-            head=bool(row.get("is_head_node")), gpus=int(res.get("GPU", 0)), cpus=int(res.get("CPU", 0)),
+            head=bool(row.get("is_head_node")), gpus=int(_accelerators(res)), cpus=int(res.get("CPU", 0)),
         ))
     used: Optional[float] = None
     try:
         status = _get(dashboard + "/api/cluster_status", timeout, token, deadline)
         usage = status["data"]["clusterStatus"]["loadMetricsReport"]["usage"]
-        used = float(usage.get("GPU", [0.0, 0.0])[0])
+        used = float(usage.get("GPU" if "GPU" in usage else "NPU", [0.0, 0.0])[0])
     except HttpError as exc:
         if exc.kind in ("too_large", "redirect"):
             raise _limit_problem(exc) from None
@@ -375,6 +375,12 @@ def probe_ray(dashboard: str, timeout: float = MAX_TIMEOUT_S, token: Optional[To
     except (ValueError, KeyError, TypeError, IndexError, AttributeError):
         used = None
     return Observed(shown, str(version.get("ray_version")), nodes, used)
+
+
+def _accelerators(resources: Mapping[str, Any]) -> float:
+    """A node's accelerators as verl counts them: Ray's GPU, else the NPU custom resource of Ascend nodes
+    (verl single_controller/ray/base.py:230)."""
+    return float(resources.get("GPU", 0) if "GPU" in resources else resources.get("NPU", 0))
 
 
 def probe_this_machine(env: Mapping[str, str]) -> Observed:
@@ -600,6 +606,18 @@ def _quantity(value: Any) -> Optional[float]:
         return None
 
 
+
+def _device_name(amounts: dict[str, Any]) -> str | None:
+    """The accelerator resource (nvidia.com/gpu, amd.com/gpu, huawei.com/Ascend910) a container's requests/limits name."""
+    from wizard.verlspec.hardware import ACCELERATORS
+
+    return next((acc.k8s_resource for acc in ACCELERATORS.values() if acc.k8s_resource in amounts), None)
+
+
+def _device_amount(amounts: dict[str, Any]) -> Any:
+    name = _device_name(amounts)
+    return amounts.get(name) if name else None
+
 def manifest_problems(doc: Any, nnodes: int, gpus_per_node: int, *, source: str = "manifest") -> list[Problem]:
     """Rules a KubeRay RayJob / RayCluster must keep that its CRD schema cannot express (VI730-VI736)."""
     out: list[Problem] = []
@@ -627,8 +645,8 @@ def manifest_problems(doc: Any, nnodes: int, gpus_per_node: int, *, source: str 
     head_tpl = (cluster.get("headGroupSpec") or {}).get("template")
     for c in _containers(head_tpl):
         res = c.get("resources") or {}
-        gpus = max(_quantity((res.get("limits") or {}).get("nvidia.com/gpu")) or 0,
-                   _quantity((res.get("requests") or {}).get("nvidia.com/gpu")) or 0)
+        gpus = max(_quantity(_device_amount(res.get("limits") or {})) or 0,
+                   _quantity(_device_amount(res.get("requests") or {})) or 0)
         if gpus:
             out.append(Problem("VI735", "error", (source, "headGroupSpec"),
                                f"the head pod asks for {gpus:g} GPU(s); verl's GPU pool lives on the worker pods",
@@ -652,10 +670,11 @@ def manifest_problems(doc: Any, nnodes: int, gpus_per_node: int, *, source: str 
         for c in _containers(g.get("template")):
             res = c.get("resources") or {}
             req, lim = res.get("requests") or {}, res.get("limits") or {}
-            g_req, g_lim = _quantity(req.get("nvidia.com/gpu")), _quantity(lim.get("nvidia.com/gpu"))
+            g_req, g_lim = _quantity(_device_amount(req)), _quantity(_device_amount(lim))
             if (g_req or g_lim) and g_req != g_lim:
                 out.append(Problem("VI731", "error", (source, f"workerGroupSpecs[{gname}]"),
-                                   f"container {c.get('name')} requests {g_req} but limits {g_lim} nvidia.com/gpu",
+                                   f"container {c.get('name')} requests {g_req} but limits {g_lim} "
+                                   f"{_device_name(req) or _device_name(lim)}",
                                    "GPU requests must equal limits"))
             gpus = g_lim or g_req or 0
             pod_gpus += gpus

@@ -103,6 +103,7 @@ class GpuReport:
     nvlinks: list[list[int]] = field(default_factory=list)  # NVLink links joining each pair (switch: via the fabric)
     p2p: list[list[bool | None]] = field(default_factory=list)  # P2P reads possible per pair (None: unknown)
     seconds: float = 0.0
+    vendor: str = "nvidia"  # the `accelerator` answer these GPUs are: nvidia (NVML) or amd (amdsmi)
 
     @property
     def count(self) -> int:
@@ -244,7 +245,7 @@ class GpuReport:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "found": self.found, "reason": self.reason, "count": self.count,
+            "found": self.found, "reason": self.reason, "count": self.count, "vendor": self.vendor,
             "driver_version": self.driver_version, "cuda_version": self.cuda_version,
             "gpus": [g.as_dict() for g in self.gpus],
             "topology": {
@@ -406,6 +407,63 @@ def _read(nv: Any) -> GpuReport:
             read = _call(nv, "nvmlDeviceGetP2PStatus", handles[i], handles[j], P2P_CAPS_INDEX_READ)
             report.p2p[i][j] = None if read is None else read == P2P_STATUS_OK
     return report
+
+
+# --- AMD GPUs (amdsmi) ------------------------------------------------------------------------------
+
+NO_AMD_GPU = "no AMD GPU found"
+
+
+def _import_amdsmi() -> Any:
+    import amdsmi  # type: ignore[import-not-found]  # ROCm's Python binding, shipped with ROCm (pip: amdsmi)
+
+    return amdsmi
+
+
+def probe_amd_gpus() -> GpuReport:
+    """The AMD Instinct GPUs of this machine, through amdsmi (imported lazily). Never raises; `found` is False
+    with the reason when amdsmi is missing, fails, or lists no GPU. Names and memory only: the NVLink/NUMA
+    topology fields stay empty (the planner then keeps its default rollout layout)."""
+    start = time.monotonic()
+    try:
+        smi = _import_amdsmi()
+    except ImportError:
+        return GpuReport(False, f"{NO_AMD_GPU} (amdsmi is not installed: it ships with ROCm, or pip install amdsmi)")
+    try:
+        smi.amdsmi_init()
+    except Exception as exc:  # noqa: BLE001 - AmdSmiLibraryException: no amdgpu driver, no permission, ...
+        return GpuReport(False, f"{NO_AMD_GPU} (amdsmi: {exc or type(exc).__name__})", seconds=time.monotonic() - start)
+    try:
+        handles = list(smi.amdsmi_get_processor_handles() or [])
+        report = GpuReport(bool(handles), "" if handles else f"{NO_AMD_GPU} (amdsmi lists 0 GPUs)", vendor="amd")
+        vram = getattr(getattr(smi, "AmdSmiMemoryType", None), "VRAM", None)
+        for i, h in enumerate(handles):
+            info = _try(smi.amdsmi_get_gpu_asic_info, h) or {}
+            gpu = Gpu(index=i, name=_text(info.get("market_name") or "AMD GPU"))
+            total = _try(smi.amdsmi_get_gpu_memory_total, h, vram)
+            used = _try(smi.amdsmi_get_gpu_memory_usage, h, vram)
+            if total is not None:
+                gpu.memory_total_gb = round(float(total) / GB, 2)
+                if used is not None:
+                    gpu.memory_free_gb = round(float(total - used) / GB, 2)
+            report.gpus.append(gpu)
+    except Exception as exc:  # noqa: BLE001 - a library that fails half-way: report what it said
+        report = GpuReport(False, f"{NO_AMD_GPU} (amdsmi failed: {exc or type(exc).__name__})", vendor="amd")
+    finally:
+        with contextlib.suppress(Exception):
+            smi.amdsmi_shut_down()
+    report.seconds = time.monotonic() - start
+    return report
+
+
+def probe_any_gpus() -> GpuReport:
+    """NVIDIA GPUs through NVML; when NVML finds none, AMD GPUs through amdsmi (when it is installed).
+    The NVML report (its reason) stands when neither finds a GPU."""
+    nvidia = probe_gpus()
+    if nvidia.found:
+        return nvidia
+    amd = probe_amd_gpus()
+    return amd if amd.found else nvidia
 
 
 # --- host ------------------------------------------------------------------------------------------
@@ -574,7 +632,7 @@ def probe_all(env: Mapping[str, str] | None = None, *, gpu_timeout: float = 2.5,
         t.start()
         return t
 
-    t_gpu = run("gpus", probe_gpus)
+    t_gpu = run("gpus", probe_any_gpus)
     t_ray = run("ray", lambda: probe_ray_cluster(env, request_timeout))
     host = probe_host()
     t_gpu.join(max(0.0, gpu_timeout - (time.monotonic() - start)))

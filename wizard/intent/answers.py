@@ -20,6 +20,7 @@ TEXT_ERROR = "verl_init_text"  # pydantic error type of a refused string (see wi
 
 Algorithm = Literal["grpo", "ppo", "dapo", "rloo", "reinforce_plus_plus", "remax", "gspo"]
 Cluster = Literal["local", "ray", "kuberay", "slurm"]
+Accelerator = Literal["nvidia", "amd", "ascend"]
 Reward = Literal["rule", "model", "function"]
 RolloutEngine = Literal["vllm", "sglang"]
 TrainBackend = Literal["fsdp", "fsdp2", "megatron"]
@@ -41,6 +42,10 @@ class Answers(BaseModel):
     gpus_per_node: int = Field(8, ge=1, le=16, description="GPUs on each node; verl needs the same count on every node.")
     gpu_memory_gb: float = Field(80.0, gt=0, le=1024, description="Memory of one GPU in GB (e.g. 24, 40, 80, 141).")
     gpu_type: str = Field("H100", min_length=1, description="GPU model name, for the plan and cluster manifests.")
+    accelerator: Accelerator = Field(
+        "nvidia", description="Accelerator vendor: nvidia (CUDA), amd (ROCm) or ascend (Huawei NPU); sets verl's device "
+                              "and the Ray, Kubernetes and Slurm resource names.",
+    )
     host_memory_gb: Optional[float] = Field(
         None, gt=0, description="Host (CPU) memory per node in GB; checked when training state is offloaded."
     )

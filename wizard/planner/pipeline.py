@@ -23,6 +23,7 @@ from wizard.planner.shapes import ModelShape, resolve_shape
 from wizard.verlspec import arithmetic as rc
 from wizard.verlspec.algorithms import ALGORITHMS, VLLM_LORA_RANKS, Algo
 from wizard.verlspec.arithmetic import divisors, largest_divisor_at_most, nearest, pow2_divisors
+from wizard.verlspec.hardware import ACCELERATORS, accelerator_of_gpu_type
 from wizard.verlspec.hydra_overrides import format_value, parse_override
 
 Source = Literal["answer", "derived", "default", "override"]
@@ -324,6 +325,34 @@ def _cluster(b: _Build) -> None:
     if a.cluster == "local" and a.nnodes > 1:
         b.f.error("VI301", ("cluster", "nnodes"), f"cluster=local runs on one machine but nnodes={a.nnodes}",
                   "choose cluster=ray, kuberay or slurm for several nodes, or set nnodes=1")
+    _accelerator(b)
+
+
+def _accelerator(b: _Build) -> None:
+    """The accelerator's device keys and what runs on it (wizard.verlspec.hardware.ACCELERATORS)."""
+    a = b.a
+    acc = ACCELERATORS[a.accelerator]
+    b.facts["accelerator"] = acc
+    if a.rollout_engine not in acc.rollout_engines:
+        b.f.error("VI630", ("accelerator", "rollout_engine"),
+                  f"rollout_engine={a.rollout_engine} has no build verl 0.9.1 drives on accelerator={a.accelerator} "
+                  f"({acc.label}): {acc.why}", f"set rollout_engine={' or '.join(acc.rollout_engines)}")
+    if a.train_backend not in acc.train_backends:
+        b.f.error("VI631", ("accelerator", "train_backend"),
+                  f"train_backend={a.train_backend} is not known to run under verl 0.9.1 on accelerator={a.accelerator} "
+                  f"({acc.label}): {acc.why}", f"set train_backend={' or '.join(acc.train_backends)}")
+    vendor = accelerator_of_gpu_type(a.gpu_type)
+    if vendor is not None and vendor != a.accelerator:
+        default = "the default " if "gpu_type" not in b.given else ""
+        b.f.error("VI632", ("accelerator", "gpu_type"),
+                  f"{default}gpu_type={a.gpu_type} is a {ACCELERATORS[vendor].label} but accelerator={a.accelerator}",
+                  f"set gpu_type to a {acc.label} (e.g. {acc.gpu_types[0]}) and gpu_memory_gb to its memory, "
+                  f"or accelerator={vendor}")
+    if a.accelerator != "nvidia" and a.cluster == "kuberay" and a.image is None:
+        b.f.error("VI633", ("accelerator", "image"),
+                  f"accelerator={a.accelerator} on KubeRay needs an image: verl's release images "
+                  "(verlai/verl:*) are CUDA builds",
+                  f"set image to a {acc.label} build of verl {VERL_TARGET} (verl's docker/ folder has its recipes)")
 
 
 def _samples_and_kl(b: _Build) -> None:
@@ -1097,6 +1126,16 @@ def _reward_keys(b: _Build) -> None:
 
 def _trainer_keys(b: _Build) -> None:
     a, s, given = b.a, b.s, b.given
+    if a.accelerator != "nvidia":
+        acc = ACCELERATORS[a.accelerator]
+        s.set("trainer.device", acc.device,
+              "accelerator=amd: ROCm PyTorch names its devices cuda (verl plugin/platform/platform_rocm.py:25)"
+              if a.accelerator == "amd" else
+              "accelerator=ascend: verl's NPU platform device (plugin/platform/platform_npu.py:47)", "answer")
+        if a.accelerator == "ascend":  # as verl's Ascend CI runs (tests/special_npu/nightly_ci_ascend/*_npu.sh)
+            for role in ("actor", "ref"):
+                s.set(f"actor_rollout_ref.{role}.use_torch_compile", False,
+                      "accelerator=ascend: torch.compile off, as verl's own Ascend runs set it")
     s.set("trainer.nnodes", a.nnodes, "nnodes", _src("nnodes", given))
     s.set("trainer.n_gpus_per_node", a.gpus_per_node, "gpus_per_node", _src("gpus_per_node", given))
     s.set("trainer.logger", list(a.logger), "logger", _src("logger", given))

@@ -308,6 +308,19 @@ def context(plan: Plan) -> dict[str, Any]:
         layout_lines.append(
             f"Training: {a.train_backend.upper()} over {plan.n_gpus} GPUs, Ulysses sequence parallel {fx['sequence_parallel']}, data-parallel size {fx['dp']}."
         )
+    if a.accelerator != "nvidia":
+        from wizard.verlspec.hardware import ACCELERATORS
+
+        acc = ACCELERATORS[a.accelerator]
+        layout_lines += [
+            f"Accelerator: {acc.label} (accelerator={a.accelerator}): trainer.device={acc.device} (verl's "
+            f"'{acc.verl_platform}' platform, detected at start-up; VERL_PLATFORM={acc.verl_platform} forces it); "
+            f"Ray resource {acc.ray_resource}; Kubernetes resource {acc.k8s_resource}; Slurm GRES {acc.slurm_gres}; "
+            f"devices hidden with {acc.visible_devices}, never by hand.",
+            f"On this accelerator verl 0.9.1 runs rollout with {' or '.join(acc.rollout_engines)} and trains with "
+            f"{', '.join(acc.train_backends)} — {acc.why}. verl, torch and {a.rollout_engine} must be builds for "
+            f"this accelerator ({'image ' + a.image if a.image else 'installed on the nodes: no image given'}).",
+        ]
     answers_doc = {
         "verl_init_version": plan.version,
         "verl_version": plan.verl_version,

@@ -265,3 +265,31 @@ def scaled_micro(per_rank: int, bundle_micro: int, bundle_per_rank: int) -> tupl
         return per_rank // count, f"the bundle's {count} micro-batch(es) per rank"
     size = largest_divisor_at_most(per_rank, bundle_micro if bundle_micro > 0 else per_rank)
     return size, f"the largest size ≤ the bundle's {bundle_micro} that divides {per_rank}"
+
+
+def megatron_layout(world: int, tp: int, pp: int, cp: int = 1, ep: int = 1, etp: int | None = None,
+                    vpp: int | None = None, *, layers: int | None = None, experts: int | None = None) -> list[str]:
+    """What Megatron-core asserts about a training layout when verl's engine calls initialize_model_parallel
+    (verl workers/engine/megatron/transformer_impl.py:272; megatron/core/parallel_state.py), empty when fine:
+    the dense grid TP·PP·CP divides the world (also verl's validate_config, utils/config.py:110); the expert grid
+    ETP·EP·PP divides the world (ETP defaults to TP); an interleaved schedule (VPP set) needs PP > 1; each
+    pipeline stage holds a whole number of layer chunks (layers over PP·VPP, given `layers`, for an even split);
+    the experts spread evenly over EP (given `experts`)."""
+    etp_ = tp if etp is None else etp
+    out = []
+    dense = tp * pp * cp
+    if dense < 1 or world % dense:
+        out.append(f"TP×PP×CP = {tp}×{pp}×{cp} = {dense} does not divide the {world} GPUs")
+    expert = etp_ * ep * pp
+    if ep > 1 or etp is not None:
+        if expert < 1 or world % expert:
+            out.append(f"the expert grid ETP×EP×PP = {etp_}×{ep}×{pp} = {expert} does not divide the {world} GPUs")
+    if vpp is not None and pp <= 1:
+        out.append(f"virtual_pipeline_model_parallel_size={vpp} needs pipeline_model_parallel_size > 1 "
+                   "(interleaved schedule)")
+    chunks = pp * (vpp or 1)
+    if layers is not None and chunks > 1 and layers % chunks:
+        out.append(f"the {layers} layers do not split into PP×VPP = {chunks} equal pipeline chunks")
+    if experts and ep > 1 and experts % ep:
+        out.append(f"the {experts} experts do not spread evenly over expert_model_parallel_size={ep}")
+    return out

@@ -1,4 +1,5 @@
-"""GPU facts verl-init assumes when only a GPU's name is known (`verl-init check --gpu-type`).
+"""Accelerator facts verl-init assumes: memory per GPU name (`verl-init check --gpu-type`) and, per accelerator
+vendor, the names verl 0.9.1, Ray, Kubernetes and Slurm give its devices.
 
 Only the standard library is imported.
 """
@@ -6,10 +7,59 @@ Only the standard library is imported.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 # --gpu-type → memory (GB) where the name pins it down
 GPU_MEMORY_GB = {"H100": 80, "H800": 80, "H200": 141, "H20": 96, "B200": 180, "L40S": 48, "L40": 48, "A10": 24,
-                 "A10G": 24, "L4": 24, "RTX 4090": 24, "4090": 24, "RTX 3090": 24, "A6000": 48, "RTX A6000": 48}
+                 "A10G": 24, "L4": 24, "RTX 4090": 24, "4090": 24, "RTX 3090": 24, "A6000": 48, "RTX A6000": 48,
+                 # AMD Instinct (HBM per device as ROCm/amdsmi reports it; an MI250X module shows as two 64 GB GCDs)
+                 "MI300X": 192, "MI325X": 256, "MI250X": 64, "MI210": 64,
+                 # Huawei Ascend (the NPU chip's HBM)
+                 "Ascend910B": 64, "Ascend 910B": 64, "910B": 64}
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    """What one accelerator vendor is called by each layer a bundle touches."""
+
+    name: str  # the `accelerator` answer
+    label: str
+    verl_platform: str  # verl's platform registry name (VERL_PLATFORM), verl/plugin/platform/platform_*.py
+    device: str  # trainer.device: verl's platform device_name (ROCm keeps "cuda": platform_rocm.py:25)
+    ray_resource: str  # Ray resource a worker bundle asks for (platform_base.py:212 ray_resource_name)
+    k8s_resource: str  # the device plugin's extended resource on a Kubernetes node
+    slurm_gres: str  # GRES name in `#SBATCH --gres=<name>:<count>`
+    visible_devices: str  # the variable that hides devices from a process (platform *.visible_devices_envvar)
+    rollout_engines: tuple[str, ...]  # engines with builds verl 0.9.1 drives on this accelerator
+    train_backends: tuple[str, ...]  # train_backend answers verl 0.9.1 registers for the device
+    gpu_types: tuple[str, ...]  # GPU_MEMORY_GB names of this vendor
+    why: str  # the source of rollout_engines / train_backends
+
+
+ACCELERATORS: dict[str, Accelerator] = {
+    "nvidia": Accelerator(
+        "nvidia", "NVIDIA GPU", "nvidia", "cuda", "GPU", "nvidia.com/gpu", "gpu", "CUDA_VISIBLE_DEVICES",
+        ("vllm", "sglang"), ("fsdp", "fsdp2", "megatron"),
+        ("H100", "H800", "H200", "H20", "B200", "L40S", "L40", "A10", "A10G", "L4", "RTX 4090", "4090", "RTX 3090",
+         "A6000", "RTX A6000"),
+        "verl's default platform (platform_cuda.py)"),
+    "amd": Accelerator(
+        "amd", "AMD Instinct GPU (ROCm)", "amd", "cuda", "GPU", "amd.com/gpu", "gpu", "HIP_VISIBLE_DEVICES",
+        ("vllm", "sglang"), ("fsdp", "fsdp2"),
+        ("MI300X", "MI325X", "MI250X", "MI210"),
+        "verl 0.9.1's ROCm platform (platform_rocm.py: PlatformCUDA reused, SGLANG_USE_AITER for SGLang's ROCm "
+        "build) with vLLM/SGLang ROCm builds and the FSDP engine; verl-init has no record of verl's Megatron "
+        "engine on ROCm"),
+    "ascend": Accelerator(
+        "ascend", "Huawei Ascend NPU", "huawei", "npu", "NPU", "huawei.com/Ascend910", "npu",
+        "ASCEND_RT_VISIBLE_DEVICES",
+        ("vllm",), ("fsdp", "fsdp2", "megatron"),
+        ("Ascend910B", "Ascend 910B", "910B"),
+        "verl 0.9.1 on Ascend (platform_npu.py): vLLM through vllm-ascend (vllm_rollout/utils.py:44 sets its "
+        "variables), FSDP engines registered for npu (engine/fsdp/transformer_impl.py:1143) and Megatron through "
+        "MindSpeed (engine/mindspeed/transformer_impl.py:56); its SGLang server has no NPU path "
+        "(sglang_pd_replica.py:97 'PD on NPU not validated')"),
+}
 
 
 # What each card reports as nvidia-smi's memory.total, in MiB (public nvidia-smi outputs: H100 80GB HBM3 and
@@ -18,11 +68,18 @@ GPU_MEMORY_GB = {"H100": 80, "H800": 80, "H200": 141, "H20": 96, "B200": 180, "L
 # RTX A6000 49140, A100 40GB 40960). torch can reserve at most this less the CUDA context.
 GPU_MIB = {"H100": 81559, "H800": 81559, "H200": 143771, "H20": 97871, "B200": 183359, "L40S": 46068, "L40": 46068,
            "A10": 23028, "A10G": 23028, "L4": 23034, "RTX 4090": 24564, "4090": 24564, "RTX 3090": 24576, "A6000": 49140,
-           "RTX A6000": 49140}
+           "RTX A6000": 49140,
+           # AMD Instinct as rocm-smi reports VRAM Total (MI300X 206141652992 B = 196592 MiB; MI250X GCD and MI210
+           # 68702699520 B = 65520 MiB); MI325X taken as its nominal 256 GiB less 0.5 %, like an unlisted card
+           "MI300X": 196592, "MI250X": 65520, "MI210": 65520, "MI325X": 260833,
+           # Huawei Ascend 910B: npu-smi lists 65536 MB of HBM per chip
+           "Ascend910B": 65536, "Ascend 910B": 65536, "910B": 65536}
 # A card's nominal size ("80 GB", as --gpu-memory-gb and gpu_memory_gb are given) → MiB it reports when the GPU
-# type is not known; for two cards with the same nominal size the smaller (80 → the H100's 81559 MiB, not the
-# A100's 81920; 24 → the A10G's 23028 MiB, not the RTX 4090's 24564).
-NOMINAL_MIB = {80: 81559, 141: 143771, 96: 97871, 180: 183359, 48: 46068, 24: 23028, 40: 40960}
+# type is not known. 80 → the H100's 81559 MiB (the A100's 81920 is 0.4 % more). 24 → the RTX 4090's 24564, the
+# larger of the 24 GB cards: the A10/A10G/L4 report 23028-23034 (1.5 GiB less), and an unknown type must not turn
+# a config that runs on a 24 GB card into a refusal (verl's quickstart, PPO 0.5B on one 24 GB GPU, needs about
+# 22.6 GiB). --gpu-type (or the probe) gives the exact card; an A10G is then judged on its 22.5 GiB.
+NOMINAL_MIB = {80: 81559, 141: 143771, 96: 97871, 180: 183359, 48: 46068, 24: 24564, 40: 40960}
 GIB = float(1 << 30)
 
 
@@ -37,7 +94,7 @@ def capacity_gib(gpu_memory_gb: float, gpu_type: str | None = None) -> float:
     if not value.is_integer():
         return value * 1e9 / GIB
     key = _known_type(gpu_type) if gpu_type else None
-    if key is not None and GPU_MEMORY_GB[key] == int(value):
+    if key is not None and GPU_MEMORY_GB[key] == int(value) and key in GPU_MIB:
         return GPU_MIB[key] / 1024
     mib = NOMINAL_MIB.get(int(value))
     return mib / 1024 if mib is not None else value * 0.995
@@ -55,3 +112,11 @@ def memory_of_gpu_type(gpu_type: str) -> int | None:
     whole word, case-insensitively; None when no known name is in it."""
     key = _known_type(gpu_type)
     return None if key is None else GPU_MEMORY_GB[key]
+
+
+def accelerator_of_gpu_type(gpu_type: str) -> str | None:
+    """The accelerator answer whose catalogue names `gpu_type` (nvidia/amd/ascend); None when it is not known."""
+    key = _known_type(gpu_type)
+    if key is None:
+        return None
+    return next(acc.name for acc in ACCELERATORS.values() if key in acc.gpu_types)

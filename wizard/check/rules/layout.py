@@ -1,5 +1,6 @@
 """GPU layout rules: rollout tiling (VI810-VI811), Ulysses SP (VI812, VI816), Megatron (VI813), the
-config against the given hardware (VI814) and rollout parallelism verl cannot run (VI815).
+config against the given hardware (VI814), rollout parallelism verl cannot run (VI815) and a rollout engine
+without a build for the device (VI817).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from typing import Any
 from wizard.check.report import Fix
 from wizard.check.rules.context import A, M, R, Ctx, Facts, divisors, join_or, nearest
 from wizard.verlspec import arithmetic as rc
+from wizard.verlspec.hardware import ACCELERATORS, accelerator_of_gpu_type
 from wizard.verlspec.keys import ROLLOUT_NAMES
 
 
@@ -113,21 +115,71 @@ def rule_sequence_parallel(c: Ctx, f: Facts, shape: Any) -> None:
                   f"set {model_key}=true", fix=Fix(set={model_key: True}))
 
 
-def rule_megatron(c: Ctx, f: Facts) -> None:
+UNEVEN_PIPELINE = ("num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage", "pipeline_model_parallel_layout",
+                   "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split")
+
+
+def rule_megatron(c: Ctx, f: Facts, shape: Any = None) -> None:
+    """Megatron's own layout asserts (wizard.verlspec.arithmetic.megatron_layout): dense TP·PP·CP and expert ETP·EP·PP
+    grids over the world, VPP, layers over PP·VPP and experts over EP; TP inside a node."""
     for role, prefix, used in (("actor", f"{A}.megatron", f.megatron),
                                ("critic", "critic.megatron", f.use_critic and c.v("critic.strategy") == "megatron")):
         if not used or f.n_gpus is None or f.gpn is None:
             continue
         keys = [f"{prefix}.tensor_model_parallel_size", f"{prefix}.pipeline_model_parallel_size", f"{prefix}.context_parallel_size"]
-        if c.unknown(*keys):
+        moe_keys = [f"{prefix}.expert_model_parallel_size", f"{prefix}.expert_tensor_parallel_size",
+                    f"{prefix}.virtual_pipeline_model_parallel_size"]
+        if c.unknown(*keys, *moe_keys):
             continue
         tp, pp, cp = (c.int(k) or 1 for k in keys)
-        if f.n_gpus % (tp * pp * cp):
+        ep = c.int(moe_keys[0]) or 1
+        etp, vpp = c.int(moe_keys[1]), c.int(moe_keys[2])
+        if tp * pp * cp and f.n_gpus % (tp * pp * cp):
             valid = [p for p in range(1, f.n_gpus + 1) if f.n_gpus % (tp * p * cp) == 0]
             c.add("VI813", "error", keys[:2] + ["trainer.nnodes", "trainer.n_gpus_per_node"],
                   f"{role} Megatron TP×PP×CP = {tp}×{pp}×{cp} = {tp * pp * cp} does not divide the {f.n_gpus} GPUs (validate_config)",
                   f"nearest valid pipeline_model_parallel_size: {join_or(nearest(valid, pp))}")
+        # shapes read from a catalogue entry or a local config.json only: a name's estimate has no layer/expert count
+        exact = shape is not None and shape.source in ("catalogue", "local") and role == "actor"
+        uneven = any(k.startswith(f"{prefix}.override_transformer_config.") and k.rsplit(".", 1)[-1] in UNEVEN_PIPELINE
+                     for k in c.res.flat)
+        problems = rc.megatron_layout(f.n_gpus, tp, pp, cp, ep, etp, vpp,
+                                      layers=shape.layers if exact and not uneven else None,
+                                      experts=shape.experts if exact else None)
+        for problem in problems[1:] if problems and problems[0].startswith("TP×PP×CP") else problems:
+            if "expert grid" in problem:
+                ok = [e for e in divisors(f.n_gpus // max(1, (etp or tp) * pp)) if f.n_gpus % ((etp or tp) * e * pp) == 0]
+                hint = f"nearest valid expert_model_parallel_size: {join_or(nearest(ok, ep))}"
+                if etp is None:  # Megatron-core: expert_tensor_parallel_size=None means ETP = TP
+                    problem += f" (expert_tensor_parallel_size unset: Megatron uses ETP = TP = {tp})"
+                    hint = f"set {moe_keys[1]}=1 (experts without tensor parallel), or {hint}"
+                named = [moe_keys[0], moe_keys[1], keys[1]]
+            elif "virtual_pipeline" in problem:
+                hint, named = f"set {moe_keys[2]}=null or raise {keys[1]}", [moe_keys[2], keys[1]]
+            elif "layers" in problem:
+                hint = (f"choose PP×VPP dividing {shape.layers}, or set {prefix}.override_transformer_config."
+                        "num_layers_in_first_pipeline_stage / num_layers_in_last_pipeline_stage")
+                named = [keys[1], moe_keys[2]]
+            else:
+                hint = f"nearest valid expert_model_parallel_size: {join_or(nearest(divisors(shape.experts), ep))}"
+                named = [moe_keys[0]]
+            c.add("VI813", "error", named, f"{role} Megatron: {problem} (Megatron-core raises at start-up)", hint)
         if f.gpn % tp:
             c.add("VI813", "error", keys[:1] + ["trainer.n_gpus_per_node"],
                   f"{role} Megatron tensor_model_parallel_size={tp} must divide the {f.gpn} GPUs of a node "
                   "(tensor parallel stays inside a node)", f"nearest valid: {join_or(nearest(divisors(f.gpn), tp))}")
+
+
+def rule_device(c: Ctx, f: Facts) -> None:
+    """trainer.device (verl's platform sets it at start-up from the detected device, utils/device.py:151
+    auto_set_device; `--gpu-type` naming an Ascend NPU says the same) against the rollout engine: engines verl
+    0.9.1 has no build for on that device (wizard.verlspec.hardware.ACCELERATORS)."""
+    dev, name = c.v("trainer.device"), c.v(f"{R}.name")
+    vendor = accelerator_of_gpu_type(c.hw.gpu_type) if c.hw.gpu_type else None
+    acc = ACCELERATORS["ascend"] if dev == "npu" or vendor == "ascend" else None
+    if acc is None or name not in ROLLOUT_NAMES or name in acc.rollout_engines:
+        return
+    where = "trainer.device=npu" if dev == "npu" else f"--gpu-type {c.hw.gpu_type}"
+    c.add("VI817", "warning", (f"{R}.name", "trainer.device"),
+          f"{R}.name={name} on {acc.label} ({where}): {acc.why}",
+          f"set {R}.name={' or '.join(acc.rollout_engines)}")

@@ -256,6 +256,8 @@ def _probed_gpus(ctx: Context) -> dict[str, Any]:
         out["gpu_memory_gb"] = math.floor(min(sizes) * 10) / 10
     if ctx.probes.host.memory_gb:
         out["host_memory_gb"] = float(ctx.probes.host.memory_gb)
+    if g.vendor != "nvidia":  # AMD GPUs found through amdsmi: plan for them
+        out["accelerator"] = g.vendor
     return out
 
 
@@ -565,7 +567,7 @@ QUESTIONS: tuple[Question, ...] = (
     Question("cluster", "select", "hardware", default=default_cluster, choices=_texts(CLUSTER_TEXT), note=cluster_note),
     Question("nnodes", "int", "hardware", when=lambda c: c.get("cluster") != "local", default=default_nnodes),
     Question("gpus", "select", "hardware", default=default_gpus, choices=gpus_choices, note=gpu_note,
-             apply=apply_gpus, owns=("gpus_per_node", "gpu_memory_gb", "gpu_type", "host_memory_gb")),
+             apply=apply_gpus, owns=("gpus_per_node", "gpu_memory_gb", "gpu_type", "host_memory_gb", "accelerator")),
     Question("gpus_per_node", "int", "hardware", when=_other_gpus, default=default_gpus_per_node),
     Question("gpu_memory_gb", "float", "hardware", when=_other_gpus),
     Question("gpu_type", "text", "hardware", when=_other_gpus),
@@ -642,6 +644,7 @@ def _experiment(ctx: Context) -> str:
 # Fields the wizard does not ask, and why. They stay at their defaults (verl-init chooses, with the reason in
 # PLAN.md) and can be set with --set or in the bundle's verl-init.yaml, then replayed with --answers.
 NOT_ASKED: dict[str, str] = {
+    "accelerator": "taken from the probed GPUs (NVML: nvidia, amdsmi: amd); else --set accelerator=amd|ascend or a profile",
     "lora_alpha": "twice lora_rank, the usual choice",
     "overrides": "the escape hatch for verl keys the answers do not model: --override or the answers file",
     "train_files": "data/prepare_data.py writes the training file from dataset",

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
 from wizard.intent.errors import Problem, WizardError
+from wizard.verlspec.hardware import ACCELERATORS
 
 if TYPE_CHECKING:
     from wizard.planner.pipeline import Plan
@@ -102,6 +103,23 @@ class Layout:
     reward_fn: bool = False  # the bundle's reward/reward_fn.py, mounted at the same relative path in every pod
     checkpoint_pvc: Optional[str] = None  # a PVC of its own mounted at the checkpoint folder in every pod
     checkpoint_dir: str = ""  # where trainer.default_local_dir lands in a pod (its fixed leading folder)
+    # the accelerator's names (wizard.verlspec.hardware.ACCELERATORS): Kubernetes extended resource, Ray resource,
+    # Slurm GRES
+    k8s_resource: str = "nvidia.com/gpu"
+    ray_resource: str = "GPU"
+    slurm_gres: str = "gpu"
+    visible_devices: str = "CUDA_VISIBLE_DEVICES"
+
+    @property
+    def slurm_flag(self) -> str:
+        return "--gpus-per-node" if self.slurm_gres == "gpu" else "--gres"
+
+    @property
+    def slurm_devices(self) -> str:
+        """The sbatch option that asks for the accelerators of a node."""
+        if self.slurm_gres == "gpu":
+            return f"--gpus-per-node={self.gpus_per_node}"
+        return f"--gres={self.slurm_gres}:{self.gpus_per_node}"
 
     @property
     def configmap_name(self) -> str:
@@ -180,6 +198,7 @@ def layout(plan: Plan) -> Layout:
     ckpt_dir = plan.settings["trainer.default_local_dir"].value if "trainer.default_local_dir" in plan.settings \
         else VERL_DEFAULT_CHECKPOINT_DIR
     ckpt = checkpoint_mount(str(ckpt_dir))
+    acc = ACCELERATORS[a.accelerator]
     from wizard.planner import dataprep
 
     hub = dataprep.hub_prepared_in_place(a, plan.base_dir, str(plan.value("data.train_files")),
@@ -199,6 +218,8 @@ def layout(plan: Plan) -> Layout:
         wait_timeout_s=a.gpu_wait_timeout_s, ttl_seconds=a.k8s_ttl_seconds, needs_wandb=needs_wandb,
         prepare_data=prepare, dataset_hub=hub or "", reward_fn=reward_fn,
         checkpoint_pvc=a.checkpoint_pvc, checkpoint_dir=ckpt,
+        k8s_resource=acc.k8s_resource, ray_resource=acc.ray_resource, slurm_gres=acc.slurm_gres,
+        visible_devices=acc.visible_devices,
     )
 
 
@@ -261,11 +282,23 @@ def _container_env(lay: Layout) -> list[dict[str, Any]]:
     return env
 
 
-def _resources(cpus: int, memory_gb: int, gpus: int = 0) -> dict[str, Any]:
+def _resources(cpus: int, memory_gb: int, gpus: int = 0, device: str = "nvidia.com/gpu") -> dict[str, Any]:
     amount: dict[str, str] = {"cpu": str(cpus), "memory": f"{memory_gb}G"}
     if gpus:
-        amount["nvidia.com/gpu"] = str(gpus)
+        amount[device] = str(gpus)
     return {"requests": dict(amount), "limits": dict(amount)}
+
+
+def _worker_ray_params(lay: Layout) -> dict[str, str]:
+    """`ray start` parameters of a worker pod: Ray's GPU count (CUDA and ROCm: verl asks for "GPU"), or the
+    custom resource verl's NPU platform asks for (platform_npu.py:139 ray_resource_name "NPU"), which KubeRay
+    passes as --resources (a JSON string in quotes)."""
+    if lay.ray_resource == "GPU":
+        return {"num-cpus": str(lay.node_cpus), "num-gpus": str(lay.gpus_per_node)}
+    import json
+
+    return {"num-cpus": str(lay.node_cpus), "num-gpus": "0",
+            "resources": '"' + json.dumps({lay.ray_resource: lay.gpus_per_node}).replace('"', '\\"') + '"'}
 
 
 def raycluster_spec(lay: Layout) -> dict[str, Any]:
@@ -332,14 +365,14 @@ def raycluster_spec(lay: Layout) -> dict[str, Any]:
         "minReplicas": lay.nnodes,
         "maxReplicas": lay.nnodes,
         "numOfHosts": 1,
-        "rayStartParams": {"num-cpus": str(lay.node_cpus), "num-gpus": str(lay.gpus_per_node)},
+        "rayStartParams": _worker_ray_params(lay),
         "template": {"spec": {
             "containers": [{
                 "name": "ray-worker",
                 "image": lay.image,
                 "workingDir": WORKDIR,
                 "env": env,
-                "resources": _resources(lay.node_cpus, lay.node_memory_gb, lay.gpus_per_node),
+                "resources": _resources(lay.node_cpus, lay.node_memory_gb, lay.gpus_per_node, lay.k8s_resource),
                 "volumeMounts": [run_mount] + ckpt_mount + shm_mount + reward_mount,
             }],
             "volumes": ([config_volume] if lay.reward_fn or lay.prepare_data == "every" else [])
@@ -445,7 +478,7 @@ def _k8s_notes(lay: Layout, plan: Plan) -> list[str]:
     folder = (f"PVC {lay.shared_pvc}, shared by every pod" if lay.shared_pvc
               else "pod-local emptyDir, lost with the pod: set shared_pvc to share data and outputs")
     notes = [
-        (f"{lay.nnodes} GPU worker pod(s) × {lay.gpus_per_node} nvidia.com/gpu = {lay.n_gpus} GPUs = trainer.nnodes × "
+        (f"{lay.nnodes} GPU worker pod(s) × {lay.gpus_per_node} {lay.k8s_resource} = {lay.n_gpus} GPUs = trainer.nnodes × "
          f"trainer.n_gpus_per_node ({lay.nnodes} × {lay.gpus_per_node}); one worker pod per node."),
         (f"Worker pod: {lay.node_cpus} CPUs ({lay.node_cpus_reason}); {lay.node_memory_gb} GB "
          f"({lay.node_memory_reason}); /dev/shm {shm}"),
@@ -531,7 +564,7 @@ def artefacts(plan: Plan) -> list[Artefact]:
             f"--job-name={lay.name}",
             f"--nodes={lay.nnodes}",
             "--ntasks-per-node=1",
-            f"--gpus-per-node={lay.gpus_per_node}",
+            lay.slurm_devices,
             f"--cpus-per-task={lay.node_cpus}",
             f"--mem={lay.node_memory_gb * 10**9 // 2**20}M",  # GB → Slurm's MiB
             "--output=slurm-%x-%j.out",
