@@ -102,7 +102,8 @@ MOE_OR_NPU_EXAMPLES = [c for c in EXAMPLES
 def test_no_error_on_verls_v090_moe_and_ascend_examples(config):
     ascend = bool(re.search(r"ascend|_npu_", config["source"]))
     report = check(None, config["overrides"], defaults="snapshot", env={"HOME": "/root"}, nnodes=int(config["nnodes"]),
-                   gpus_per_node=int(config["n_gpus_per_node"]), gpu_memory_gb=64.0 if ascend else 80.0)
+                   gpus_per_node=int(config["n_gpus_per_node"]),
+                   **({"gpu_type": "Ascend910B"} if ascend else {"gpu_memory_gb": 80.0}))
     assert not report.errors, [f.problem.line() for f in report.errors]
 
 
