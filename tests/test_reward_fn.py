@@ -18,8 +18,10 @@ import wizard
 
 
 def load_scorer(tmp_path: Path, fmt: str):
+    data = tmp_path / "qa.jsonl"  # a real local file: a missing one is refused at plan time (VI539)
+    data.write_text("".join(f'{{"question": "{i}+1?", "answer": "{i + 1}"}}\n' for i in range(600)))
     files = wizard.render(wizard.plan(answers(reward="function", dataset="./qa.jsonl", answer_format=fmt),
-                                      base_dir="/runs"))
+                                      base_dir=str(tmp_path)))
     path = tmp_path / f"reward_fn_{fmt}.py"
     path.write_text(files["reward/reward_fn.py"])
     spec = importlib.util.spec_from_file_location(f"reward_fn_{fmt}", path)
