@@ -54,6 +54,7 @@ class Layout:
     replica_batch: int = 1  # sequences one rollout replica generates per step
     reward_gmu: float = 0.0  # share of each GPU a colocated reward-model engine reserves (0: no reward model)
     host_memory_gb: Optional[float] = None
+    image_share: float = 0.0  # vision-language model: share of the tokens that are image tokens (vision tower activations)
 
 
 @dataclass(frozen=True)
@@ -157,6 +158,12 @@ def _act_bytes_per_token(s: ModelShape, *, train: bool, tp: int = 1, layers: Opt
     return stored + working + logits
 
 
+def _vision_bytes_per_token(s: ModelShape, L: Layout, *, train: bool) -> float:
+    """A vision-language model's vision tower activations, spread over all tokens (image_share of them are image
+    tokens; the tower is not split by TP or SP here)."""
+    return L.image_share * s.vision_act_bytes_per_token(train)
+
+
 def estimate(s: ModelShape, L: Layout) -> Estimate:
     P = s.params
     e = Estimate(gpu_gb=L.gpu_gb, host_memory_gb=L.host_memory_gb)
@@ -196,9 +203,11 @@ def estimate(s: ModelShape, L: Layout) -> Estimate:
     tp_act = L.megatron_tp if L.megatron else 1
     layers_here = math.ceil(s.layers / L.megatron_pp) if L.megatron else s.layers
     train_tokens = L.train_tokens / (L.sp if not L.megatron else 1)
-    acts = train_tokens * _act_bytes_per_token(s, train=True, tp=tp_act, layers=layers_here)
+    acts = train_tokens * (_act_bytes_per_token(s, train=True, tp=tp_act, layers=layers_here)
+                           + _vision_bytes_per_token(s, L, train=True))
     fwd_tokens = L.logprob_tokens / (L.sp if not L.megatron else 1)
-    fwd = fwd_tokens * _act_bytes_per_token(s, train=False, tp=tp_act, layers=layers_here)
+    fwd = fwd_tokens * (_act_bytes_per_token(s, train=False, tp=tp_act, layers=layers_here)
+                        + _vision_bytes_per_token(s, L, train=False))
 
     ref = 0.0
     if L.use_ref and not L.lora_rank:
@@ -304,6 +313,7 @@ def choose(s: ModelShape, base: Layout, *, tp_options: list[int], offload_option
                 fixed = probe.training_gb - probe.gb("training", "actor", "activations + logits")
                 per_tok_train = _act_bytes_per_token(s, train=True, tp=mtp if base.megatron else 1,
                                                      layers=math.ceil(s.layers / mpp) if base.megatron else None)
+                per_tok_train += _vision_bytes_per_token(s, lay, train=True)
                 room = (lay.gpu_gb * (1 - SAFETY_MARGIN) - fixed) * GB
                 split = sp if not base.megatron else 1
                 max_tokens = int(room / per_tok_train * split) if room > 0 else 0
