@@ -1227,16 +1227,19 @@ def _vision_keys(b: _Build) -> None:
     if a.freeze_vision_tower is not None:
         s.set(f"{PRE}.actor.freeze_vision_tower", a.freeze_vision_tower,
               "freeze_vision_tower (your answer; verl 0.9.1 does not act on it, VI571)", "answer")
-    if a.rollout_engine == "vllm":  # only vLLM's server reads it (vllm_async_server.py:289: limit_mm_per_prompt)
-        s.set(f"{PRE}.rollout.limit_images", a.images_per_prompt,
-              _given("images_per_prompt", given, "one image per prompt (vLLM's limit_mm_per_prompt)"),
+    if a.rollout_engine == "vllm" and has_images(a, shape):
+        # vLLM's serve argument, as verl's own rollout.limit_images sets it (vllm_async_server.py:289); limit_images
+        # is a RolloutConfig field that verl 0.9.1's rollout.yaml does not declare, so the config cannot name it,
+        # while engine_kwargs.vllm is passed to `vllm serve` as is (vllm_rollout/utils.py:build_cli_args_from_config)
+        s.set(f"{PRE}.rollout.engine_kwargs.vllm.limit_mm_per_prompt", {"image": a.images_per_prompt},
+              _given("images_per_prompt", given, "one image per prompt") + ": vLLM reserves encoder room for this many",
               _src("images_per_prompt", given))
 
 
 ANSWER_KEYS.update({
     "data.image_key": "image_key",
     f"{PRE}.actor.freeze_vision_tower": "freeze_vision_tower",
-    f"{PRE}.rollout.limit_images": "images_per_prompt",
+    f"{PRE}.rollout.engine_kwargs.vllm.limit_mm_per_prompt": "images_per_prompt",
 })
 
 

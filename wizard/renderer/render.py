@@ -308,6 +308,20 @@ def context(plan: Plan) -> dict[str, Any]:
         layout_lines.append(
             f"Training: {a.train_backend.upper()} over {plan.n_gpus} GPUs, Ulysses sequence parallel {fx['sequence_parallel']}, data-parallel size {fx['dp']}."
         )
+    vision = fx.get("vision")
+    if vision:  # a vision-language model (planner._vision): the tower's size and the image-token assumption
+        layout_lines.append(
+            f"Vision tower: {vision['tower']} = {vision['tower_params_b']:g}B parameters, inside the model size above; "
+            "trained with the language model (its weights, gradients and Adam states are in the memory table), and "
+            "the rollout engine holds its bf16 weights too.")
+        if vision["images"]:
+            layout_lines.append(
+                f"Images: at most {a.images_per_prompt} per prompt of at most {a.image_max_pixels} pixels "
+                f"(data/prepare_data.py shrinks bigger ones) = {vision['image_tokens_per_image']} image tokens each "
+                f"(one per {vision['factor']}×{vision['factor']} pixels), {vision['image_tokens_per_prompt']} per prompt, "
+                f"counted inside max_prompt_length={a.max_prompt_length}. Memory assumes full-length sequences, so "
+                f"{vision['image_share']:.0%} of the training tokens are image tokens, each adding "
+                f"{vision['act_mb_per_image_token']:g} MB of vision-tower activations (in 'activations + logits').")
     answers_doc = {
         "verl_init_version": plan.version,
         "verl_version": plan.verl_version,
