@@ -1231,6 +1231,11 @@ def _vision_keys(b: _Build) -> None:
         # vLLM's serve argument, as verl's own rollout.limit_images sets it (vllm_async_server.py:289); limit_images
         # is a RolloutConfig field that verl 0.9.1's rollout.yaml does not declare, so the config cannot name it,
         # while engine_kwargs.vllm is passed to `vllm serve` as is (vllm_rollout/utils.py:build_cli_args_from_config)
+        # verl's own VLM runs (examples/grpo_trainer/run_qwen2_5_vl_7b_fsdp.sh, run_qwen3_vl_8b_fsdp.sh) turn chunked
+        # prefill off; vLLM then needs max_num_batched_tokens ≥ the longest sequence, which the rollout stage sets
+        s.set(f"{PRE}.rollout.enable_chunked_prefill", False,
+              "as verl's own VLM examples: whole prompts (image tokens included) prefilled at once; "
+              "max_num_batched_tokens holds the longest sequence")
         s.set(f"{PRE}.rollout.engine_kwargs.vllm.limit_mm_per_prompt", {"image": a.images_per_prompt},
               _given("images_per_prompt", given, "one image per prompt") + ": vLLM reserves encoder room for this many",
               _src("images_per_prompt", given))
