@@ -142,6 +142,15 @@ class ModelShape:
             kw.update(num_local_experts=self.experts, num_experts_per_tok=self.active_experts)
         if self.arch == "llama":
             kw.update(attention_bias=False, mlp_bias=False)
+        if self.vision:  # a vision-language config: the language model in text_config, the tower in vision_config
+            vision: dict[str, Any] = dict(
+                depth=self.vision_depth, hidden_size=self.vision_hidden, intermediate_size=self.vision_intermediate,
+                num_heads=self.vision_heads, patch_size=self.vision_patch, spatial_merge_size=self.vision_merge,
+                temporal_patch_size=self.vision_temporal, out_hidden_size=self.hidden)
+            if self.vision == "qwen3_vl":
+                vision.update(num_position_embeddings=self.vision_pos,
+                              deepstack_visual_indexes=list(range(self.vision_deepstack)))
+            return {"text_config": kw, "vision_config": vision, "tie_word_embeddings": self.tied}
         return kw
 
 
