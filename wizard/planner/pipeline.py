@@ -1237,14 +1237,12 @@ def _vision_keys(b: _Build) -> None:
               "as verl's own VLM examples: whole prompts (image tokens included) prefilled at once; "
               "max_num_batched_tokens holds the longest sequence")
         s.set(f"{PRE}.rollout.engine_kwargs.vllm.limit_mm_per_prompt", {"image": a.images_per_prompt},
-              _given("images_per_prompt", given, "one image per prompt") + ": vLLM reserves encoder room for this many",
-              _src("images_per_prompt", given))
+              _given("images_per_prompt", given, "one image per prompt") + ": vLLM reserves encoder room for this many")
 
 
 ANSWER_KEYS.update({
     "data.image_key": "image_key",
     f"{PRE}.actor.freeze_vision_tower": "freeze_vision_tower",
-    f"{PRE}.rollout.engine_kwargs.vllm.limit_mm_per_prompt": "images_per_prompt",
 })
 
 
