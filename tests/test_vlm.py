@@ -260,3 +260,16 @@ def test_validate_dataset_checks_image_columns(tmp_path, image_rows):
 
     missing = validate([prepared], Options(image_key="pictures"))
     assert any(f.rule == "VI574" and "'pictures' not found" in f.message for f in missing.findings)
+
+
+def test_check_warns_that_freeze_vision_tower_has_no_effect(tmp_path):
+    from wizard.check.lint import check
+
+    plan = wizard.plan(make_answers({**VL, "freeze_vision_tower": True}), base_dir=str(tmp_path))
+    bundle = wizard.write_bundle(wizard.render(plan), tmp_path / "b")
+
+    result = check(str(bundle / "verl_config.yaml"))
+    rules = [fd.problem.rule for fd in result.findings]
+    assert "VI836" in rules
+    plain = wizard.write_bundle(wizard.render(wizard.plan(make_answers(VL), base_dir=str(tmp_path))), tmp_path / "c")
+    assert "VI836" not in [fd.problem.rule for fd in check(str(plain / "verl_config.yaml")).findings]
