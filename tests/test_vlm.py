@@ -273,3 +273,53 @@ def test_check_warns_that_freeze_vision_tower_has_no_effect(tmp_path):
     assert "VI836" in rules
     plain = wizard.write_bundle(wizard.render(wizard.plan(make_answers(VL), base_dir=str(tmp_path))), tmp_path / "c")
     assert "VI836" not in [fd.problem.rule for fd in check(str(plain / "verl_config.yaml")).findings]
+
+
+def test_geo3k_from_a_local_snapshot_is_prepared_as_verls_geo3k_py(tmp_path):
+    """The geometry3k path without the download: a local copy in the hub snapshot's layout (data/<split>-*.parquet,
+    columns problem / answer / images as {bytes, path}) read with --local-dir, written as verl's geo3k.py writes."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from wizard.planner.dataprep import GEO3K_INSTRUCTION
+
+    snap = tmp_path / "geometry3k" / "data"
+    snap.mkdir(parents=True)
+    for split, n in (("train", 3), ("test", 2)):
+        rows = [{"problem": f"<image>Find x in triangle {i}.", "answer": str(3 + i),
+                 "images": [{"bytes": _png(80 + i, 60), "path": f"{split}_{i}.png"}]} for i in range(n)]
+        pq.write_table(pa.Table.from_pylist(rows), snap / f"{split}-00000-of-00001.parquet")
+    answers = make_answers({**VL, "prompts_per_step": 2, "samples_per_prompt": 4, "updates_per_step": 1})
+    bundle = wizard.write_bundle(wizard.render(wizard.plan(answers, base_dir=str(tmp_path))), tmp_path / "geo")
+    r = subprocess.run([sys.executable, str(bundle / "data" / "prepare_data.py"), "--local-dir", str(tmp_path / "geometry3k")],
+                       capture_output=True, text=True, timeout=120, cwd=bundle)
+    assert r.returncode == 0, r.stderr
+    train = pq.read_table(bundle / "data" / "train.parquet").to_pylist()
+    val = pq.read_table(bundle / "data" / "val.parquet").to_pylist()
+    assert (len(train), len(val)) == (3, 2)
+    row = train[1]
+    assert row["data_source"] == "hiyouga/geometry3k"  # verl's geo3k scorer (reward_score/__init__.py:89)
+    assert row["prompt"] == [{"role": "user", "content": "<image>Find x in triangle 1. " + GEO3K_INSTRUCTION}]
+    assert row["reward_model"] == {"style": "rule", "ground_truth": "4"}
+    assert len(row["images"]) == 1 and PIL.open(io.BytesIO(row["images"][0]["bytes"])).size == (81, 60)
+
+
+def test_planner_mirror_builds_the_same_image_prompts(tmp_path, image_rows):
+    """dataprep.prompt_of (the planner's overlong count) puts placeholders where prepare_data.py does."""
+    import pyarrow.parquet as pq
+
+    from wizard.planner import dataprep
+
+    bundle, rows, r = _prepared(tmp_path, image_rows)
+    assert r.returncode == 0, r.stderr
+    answers = make_answers({**VL, "dataset": str(image_rows), "answer_format": "text", "reward": "function"})
+    prep = dataprep.resolve(answers, str(tmp_path))
+    assert prep.image_key == "images" and prep.image_factor == 28
+    mirrored = []
+    for raw in pq.read_table(image_rows).to_pylist():
+        try:
+            mirrored.append(dataprep.prompt_of(raw, prep))
+        except dataprep.Skip:
+            pass
+    # the mirror cannot decode images, so the row with a broken image is kept there (prepare_data skips it)
+    assert [m for m in mirrored if "broken image" not in m[-1]["content"]] == [row["prompt"] for row in rows]

@@ -388,6 +388,22 @@ def prompt_of(row: dict, prep: DataPrep) -> list[dict]:
         chat.append({"role": "user", "content": _with_instruction(question, prep.instruction)})
     if not _ground_truth(answer, prep.extract):
         raise Skip("the reference answer is empty")
+    if prep.image_key:  # prepare_data.py's with_images(): placeholders put in front when the prompt has none
+        raw = row.get(prep.image_key)
+        if isinstance(raw, str) and raw.strip().startswith("["):  # a csv cell's JSON list
+            import json
+
+            try:
+                raw = json.loads(raw)
+            except ValueError:
+                raise Skip(f"{prep.image_key!r} is text, not a JSON list") from None
+        n_images = len(raw) if isinstance(raw, (list, tuple)) else (0 if raw is None or raw != raw else 1)
+        placeholders = sum(m["content"].count("<image>") for m in chat)
+        if n_images and placeholders == 0:
+            last_user = max(i for i, m in enumerate(chat) if m["role"] == "user")
+            chat[last_user] = {"role": "user", "content": "<image>" * n_images + chat[last_user]["content"]}
+        elif placeholders != n_images:
+            raise Skip(f"{placeholders} <image> placeholder(s) for {n_images} image(s)")
     return chat
 
 

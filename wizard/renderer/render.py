@@ -321,7 +321,9 @@ def context(plan: Plan) -> dict[str, Any]:
                 f"(one per {vision['factor']}×{vision['factor']} pixels), {vision['image_tokens_per_prompt']} per prompt, "
                 f"counted inside max_prompt_length={a.max_prompt_length}. Memory assumes full-length sequences, so "
                 f"{vision['image_share']:.0%} of the training tokens are image tokens, each adding "
-                f"{vision['act_mb_per_image_token']:g} MB of vision-tower activations (in 'activations + logits').")
+                f"{vision['act_mb_per_image_token']:g} MB of vision-tower activations (in 'activations + logits'). "
+                "verl reads the images with qwen_vl_utils (and scores geo3k with mathruler): both come with verl's "
+                "verl-core extra.")
     answers_doc = {
         "verl_init_version": plan.version,
         "verl_version": plan.verl_version,
