@@ -1511,7 +1511,7 @@ def _data_files(a: Answers, base: str, f: Findings, stored: Optional[dict[str, s
     ds = a.dataset
     builtin = ds in BUILTIN_DATASETS
     if not builtin and not ds.lower().endswith(DATA_SUFFIXES):
-        f.error("VI510", ("dataset",), f"dataset must be gsm8k, math or a local data file (got {ds!r})",
+        f.error("VI510", ("dataset",), f"dataset must be gsm8k, math, geo3k or a local data file (got {ds!r})",
                 "use gsm8k, math, or a .jsonl/.json/.csv/.parquet path")
         return ("", "", "answer"), ("", "", "answer")
     for key in ("train_files", "val_files"):
