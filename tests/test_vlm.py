@@ -323,3 +323,27 @@ def test_planner_mirror_builds_the_same_image_prompts(tmp_path, image_rows):
             pass
     # the mirror cannot decode images, so the row with a broken image is kept there (prepare_data skips it)
     assert [m for m in mirrored if "broken image" not in m[-1]["content"]] == [row["prompt"] for row in rows]
+
+
+def test_cpu_smoke_checks_image_rows_and_says_what_it_does_not_cover(tmp_path, image_rows):
+    """The CPU smoke's data phase on a vision-language bundle (the full smoke run needs Ray; this is its data step)."""
+    from types import SimpleNamespace
+
+    from omegaconf import OmegaConf
+
+    from wizard.smoketest.context import SmokeFailure
+    from wizard.smoketest.cpu import _vision_rows
+
+    bundle, rows, r = _prepared(tmp_path, image_rows)
+    assert r.returncode == 0, r.stderr
+    ctx = SimpleNamespace(cfg=OmegaConf.create({"data": {"image_key": "images", "prompt_key": "prompt"}}))
+    _vision_rows(ctx, str(bundle / "data" / "train.parquet"), "qwen2", 4, "x")  # a text model: nothing to say
+    with pytest.raises(SmokeFailure, match="vision-language model.*runs no vision-language rollout"):
+        _vision_rows(ctx, str(bundle / "data" / "train.parquet"), "qwen2_5_vl", 4, "x")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    bad = tmp_path / "bad.parquet"
+    pq.write_table(pa.Table.from_pylist([dict(rows[0], images=[{"bytes": b"junk", "path": None}])]), bad)
+    with pytest.raises(SmokeFailure, match=r"not what verl reads.*\[VI575\]"):
+        _vision_rows(ctx, str(bad), "qwen3_vl", 1, "x")
