@@ -261,6 +261,16 @@ def test_validate_dataset_checks_image_columns(tmp_path, image_rows):
     missing = validate([prepared], Options(image_key="pictures"))
     assert any(f.rule == "VI574" and "'pictures' not found" in f.message for f in missing.findings)
 
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "wizard.cli.app", "validate-dataset", *args], capture_output=True,
+                              text=True, timeout=120, cwd=Path(__file__).resolve().parent.parent)
+
+    scorer = f"{bundle / 'reward' / 'reward_fn.py'}:compute_score"  # reward=function: the bundle's scorer
+    ok_run = cli(prepared, "--image-key", "images", "--reward-function", scorer)
+    assert ok_run.returncode == 0, ok_run.stdout
+    bad_run = cli(str(bad_path), "--image-key", "images")
+    assert bad_run.returncode == 1 and "VI575" in bad_run.stdout and "VI576" in bad_run.stdout
+
 
 def test_check_warns_that_freeze_vision_tower_has_no_effect(tmp_path):
     from wizard.check.lint import check
