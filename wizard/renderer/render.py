@@ -340,6 +340,10 @@ def context(plan: Plan) -> dict[str, Any]:
     if source:
         where = source_where(a.cluster, a.shared_pvc, source) + where
     overlong = plan.facts.get("overlong")
+    if vision and vision["images"]:
+        where = where + [f"Each row also holds its images in `{a.image_key}` (`data.image_key`), as `[{{\"bytes\": ...}}]`, one per "
+                         "`<image>` placeholder in its prompt, in order; check them with `verl-init validate-dataset "
+                         f"{dataprep.PREPARED_TRAIN} --image-key {a.image_key}`."]
     return {
         "data_where": where + ([overlong] if overlong else []),
         "version": plan.version,
