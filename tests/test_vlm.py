@@ -357,3 +357,10 @@ def test_cpu_smoke_checks_image_rows_and_says_what_it_does_not_cover(tmp_path, i
     pq.write_table(pa.Table.from_pylist([dict(rows[0], images=[{"bytes": b"junk", "path": None}])]), bad)
     with pytest.raises(SmokeFailure, match=r"not what verl reads.*\[VI575\]"):
         _vision_rows(ctx, str(bad), "qwen3_vl", 1, "x")
+
+
+def test_your_own_train_files_count_as_image_data(tmp_path):
+    (tmp_path / "t.parquet").write_bytes(b"rows")  # only its existence is checked at plan time
+    plan = wizard.plan(make_answers({**VL, "dataset": "gsm8k", "train_files": "t.parquet"}), base_dir=str(tmp_path))
+    assert plan.facts["vision"]["images"] and plan.facts["vision"]["image_share"] > 0
+    assert "actor_rollout_ref.rollout.engine_kwargs.vllm.limit_mm_per_prompt" in plan.settings

@@ -861,8 +861,9 @@ MIN_TEXT_TOKENS = 64
 
 
 def has_images(a: Answers, shape: Optional[ModelShape]) -> bool:
-    """A vision-language model on data that may carry images (every dataset but the text-only built-in ones)."""
-    return bool(shape is not None and shape.vision and a.dataset not in TEXT_DATASETS)
+    """A vision-language model on data that may carry images: every dataset but the text-only built-in ones, and any
+    train_files of yours (they replace the dataset)."""
+    return bool(shape is not None and shape.vision and (a.dataset not in TEXT_DATASETS or a.train_files is not None))
 
 
 def image_share(a: Answers, shape: Optional[ModelShape], seq: int) -> float:
