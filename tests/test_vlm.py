@@ -111,10 +111,9 @@ def test_plan_sets_verl_vlm_keys_and_counts_images_in_memory():
     # the vision tower's weights are in the model size: larger than the text model of the same family
     text_model = wizard.plan(make_answers({**VL, "dataset": "gsm8k", "model": "Qwen/Qwen2.5-7B-Instruct"}), base_dir="/tmp")
     assert plan.memory.training["actor: weights"] > text_model.memory.training["actor: weights"]
-    rendered = wizard.render(plan)
-    plan_md = rendered["PLAN.md"] if isinstance(rendered, dict) else None
-    if plan_md is not None:
-        assert "Vision tower" in plan_md and "1280 image tokens" in plan_md
+    plan_md = wizard.render(plan)["PLAN.md"]
+    assert "Vision tower: qwen2_5_vl: 32 blocks" in plan_md and "= 1280 image tokens each" in plan_md
+    assert "--image-key images" in plan_md
 
 
 def test_image_tokens_beyond_max_prompt_length_are_refused():
