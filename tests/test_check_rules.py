@@ -151,6 +151,7 @@ CASES: list[tuple[str, str, list[str], tuple[str, ...], str, dict[str, Any]]] = 
     ("VI848", "error", ["algorithm.filter_groups.enable=True", "reward.reward_model.enable=True",
                         "reward.reward_model.model_path=org/rm", "reward.reward_model.rollout.name=vllm"], (),
      "reward.reward_model.enable_resource_pool", {}),
+    ("VI836", "warning", ["actor_rollout_ref.actor.freeze_vision_tower=True"], (), "actor_rollout_ref.actor.freeze_vision_tower", {}),
     ("VI850", "error", ["actor_rollout_ref.rollout.gpu_memory_utilization=1.5"], (), "actor_rollout_ref.rollout.gpu_memory_utilization", {}),
     ("VI850", "error", ["actor_rollout_ref.rollout.gpu_memory_utilization=0"], (), "actor_rollout_ref.rollout.gpu_memory_utilization", {}),
     ("VI851", "error", ["actor_rollout_ref.rollout.n=0"], (), "actor_rollout_ref.rollout.n", {}),

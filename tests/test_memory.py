@@ -25,8 +25,9 @@ def test_catalogue_params_match_a_meta_device_model(name):
     transformers = pytest.importorskip("transformers")
     shape = from_catalogue(name)
     config = transformers.AutoConfig.for_model(shape.arch, **shape.hf_config_kwargs())
+    auto = transformers.AutoModelForImageTextToText if shape.vision else transformers.AutoModelForCausalLM
     with torch.device("meta"):
-        model = transformers.AutoModelForCausalLM.from_config(config)
+        model = auto.from_config(config)
     numel = sum(p.numel() for p in model.parameters())
     assert abs(shape.params - numel) / numel < 0.01, (shape.params, numel)
 

@@ -39,6 +39,7 @@ RULES: dict[str, tuple[str, str]] = {
     "VI830": ("token budget below one sequence", "*_max_token_len_per_gpu × SP must hold prompt + response (seqlen_balancing.py:384)"),
     "VI831": ("rollout max_num_batched_tokens", "below prompt + response with chunked prefill off: verl raises it (vllm_async_server.py:1113)"),
     "VI833": ("context length", "prompt + response against the model's context and rollout.max_model_len (vllm_async_server.py:1101)"),
+    "VI836": ("freeze_vision_tower without effect", "actor.freeze_vision_tower=True: verl 0.9.1 declares it (workers/config/actor.py:161) but no worker reads it"),
     "VI834": ("small token budget", "dynamic token budget below 2 × (prompt + response): one or two sequences per micro-batch (perf guide)"),
     "VI840": ("GAE without a critic", "adv_estimator=gae with critic.enable=False fails at step 1 (KeyError: 'values')"),
     "VI841": ("critic settings without GAE", "a critic that is trained but unused, or critic.* settings that have no effect"),

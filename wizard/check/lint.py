@@ -41,7 +41,7 @@ from wizard.check.rules.layout import (rule_device, rule_hardware, rule_layout, 
                                       rule_sequence_parallel)
 from wizard.check.rules.memory import rule_memory
 from wizard.check.rules.roles import rule_roles
-from wizard.check.rules.tokens import rule_context, rule_tokens
+from wizard.check.rules.tokens import rule_context, rule_tokens, rule_vision
 from wizard.check.rules.values import rule_choices, rule_required, rule_unresolved, rule_values
 from wizard.check.source import Source, load_source, write_yaml
 from wizard.intent.errors import Problem
@@ -74,6 +74,7 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
     rule_megatron(c, f, shape)
     rule_sequence_parallel(c, f, shape)
     rule_context(c, f, shape)
+    rule_vision(c, f, shape)
     rule_memory(c, f, shape, why)
     order = {"error": 0, "warning": 1, "info": 2}
     findings.sort(key=lambda x: (order[x.problem.severity], x.problem.rule))

@@ -36,6 +36,14 @@ RULES: dict[str, tuple[str, str]] = {
     "VI555": ("answers", "resume_from_path missing for resume=path, set with another resume, or not a global_step_N folder"),
     "VI556": ("cluster", "checkpoints (or resume_from_path) in a Ray job's working_dir copy: lost when the job ends"),
     "VI557": ("answers", "keep_checkpoints set while save_freq saves no checkpoint"),
+    # -- vision-language models (wizard.planner.pipeline._vision, wizard.env.datasets) ----------------------------
+    "VI570": ("reward & data", "max_prompt_length cannot hold the image tokens of images_per_prompt images of image_max_pixels"),
+    "VI571": ("answers", "freeze_vision_tower=true: verl 0.9.1 declares actor.freeze_vision_tower but no worker reads it"),
+    "VI572": ("reward & data", "a dataset with images (geo3k) for a text model (no vision tower)"),
+    "VI573": ("answers", "image answers (image_key, images_per_prompt, ...) given for a text model: ignored"),
+    "VI574": ("reward & data", "image column (data.image_key) missing from the data, or not a list of images"),
+    "VI575": ("reward & data", "an image is neither {bytes} nor a path, or its bytes do not decode as an image"),
+    "VI576": ("reward & data", "the prompt's <image> placeholders do not match the row's number of images"),
     # -- batching (wizard.planner.pipeline) ----------------------------------------------------------------
     "VI201": ("batching", "updates_per_step does not divide prompts_per_step into equal mini-batches"),
     "VI202": ("batching", "the samples of one update (mini-batch × samples_per_prompt) do not split over DP ranks"),

@@ -22,6 +22,10 @@ Preference files (`--type preference`, verl's RMDataset):
   VI537 error    prompt / chosen / rejected is not text (RMDataset tokenizes them as plain text)
 Usage:
   VI538 error    the --tokenizer cannot be loaded (exit 2, one line)
+With --image-key (a vision-language model's data.image_key):
+  VI574 error    the image column is missing, or a row's value is not a list of images
+  VI575 error    an image is neither {"bytes": ...} nor a path, or its bytes do not decode as an image
+  VI576 error    the prompt's <image> placeholders do not match the row's images (verl asserts it: rl_dataset.py:381)
 
 Files are streamed: parquet in row batches (pyarrow `iter_batches`), jsonl line by line, so memory
 stays bounded by the batch size plus 12 bytes per row (a prompt hash and a length); only a `.json`
@@ -67,6 +71,9 @@ RULES: dict[str, tuple[str, str]] = {
     "VI536": ("error", "chosen equals rejected"),
     "VI537": ("error", "preference field is not text"),
     "VI538": ("error", "tokenizer cannot be loaded"),
+    "VI574": ("error", "image column missing or not a list"),
+    "VI575": ("error", "image malformed or not decodable"),
+    "VI576": ("error", "<image> placeholders do not match the images"),
 }
 
 
@@ -143,6 +150,7 @@ class Options:
     chosen_key: str = "chosen"
     rejected_key: str = "rejected"
     batch_rows: int = BATCH_ROWS
+    image_key: Optional[str] = None  # data.image_key of a vision-language model's data: its images are checked
 
 
 # ---------------------------------------------------------------------------------------------
@@ -239,6 +247,35 @@ def _type_name(value: Any) -> str:
 def _short(value: Any, limit: int = 60) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a", b"BM", b"II*\x00", b"MM\x00*")
+
+
+def _image_problem(image: Any) -> Optional[str]:
+    """Why one image entry is unusable by verl (None: usable): {"bytes": ...} that decodes (PIL, when installed;
+    else a known image signature), or a non-empty path ({"path": ...} or a string)."""
+    if isinstance(image, dict):
+        data, path = image.get("bytes"), image.get("path")
+    else:
+        data, path = None, image
+    if isinstance(data, (bytes, bytearray)) and data:
+        try:
+            from PIL import Image
+        except ImportError:
+            ok = bytes(data[:12]).startswith(IMAGE_MAGIC) or (data[:4] == b"RIFF" and data[8:12] == b"WEBP")
+            return None if ok else "has bytes with no known image signature"
+        import io
+
+        try:
+            with Image.open(io.BytesIO(bytes(data))) as im:
+                im.verify()
+        except Exception as exc:  # noqa: BLE001 - PIL raises many kinds for bad data
+            return f"does not decode ({type(exc).__name__})"
+        return None
+    if isinstance(path, str) and path.strip():
+        return None
+    return "is neither {bytes} nor a path"
 
 
 def _is_chat(value: Any) -> bool:
@@ -406,7 +443,41 @@ class _FileCheck:
             self.finding("VI532", "extra_info.index is missing",
                          "verl reports index 0 for every such row; write extra_info = {\"split\": ..., \"index\": n}"
                          ).add(row_no, "no extra_info" if not isinstance(extra, dict) else "no index")
+        if o.image_key:
+            self.check_images(row_no, row, chat)
         return chat
+
+    def check_images(self, row_no: int, row: dict[str, Any], chat: Optional[list[dict[str, Any]]]) -> None:
+        """A vision-language row: its images well-formed and decodable, one per <image> placeholder in the prompt
+        (verl's RLHFDataset._build_messages pairs them in order and asserts the counts match)."""
+        key = self.opts.image_key or ""
+        images = row.get(key)
+        if key not in row:
+            return  # a missing column is one file-level finding (_required_columns)
+        if images is None:
+            images = []
+        if not isinstance(images, (list, tuple)):
+            self.finding("VI574", f"{key!r} is {_type_name(images)}, not a list of images",
+                         "write a list per row, e.g. [{\"bytes\": <PNG bytes>}] (data/prepare_data.py does)").add(
+                row_no, _short(images))
+            return
+        for i, image in enumerate(images):
+            problem = _image_problem(image)
+            if problem:
+                self.finding("VI575", f"{key!r} holds an image that {problem}",
+                             "store each image as {\"bytes\": <PNG/JPEG bytes>} or a path; data/prepare_data.py "
+                             "reads paths and bytes and writes bytes").add(row_no, f"image {i}")
+        if chat is None:
+            return
+        placeholders = sum(m.get("content", "").count("<image>") for m in chat if isinstance(m.get("content"), str))
+        if placeholders != len(images):
+            zero = not images
+            what = ("<image> placeholders but the row has no images" if zero else
+                    f"a different number of <image> placeholders than {key!r} has images")
+            self.finding("VI576", f"the prompt has {what}",
+                         "put one <image> in the prompt per image, in order (verl asserts it: rl_dataset.py:381)" if not zero
+                         else "verl leaves the placeholder as text and the model sees no image: add the image or drop it",
+                         severity="warning" if zero else None).add(row_no, f"{placeholders} placeholder(s), {len(images)} image(s)")
 
     # -- per row (preference) ---------------------------------------------------------------------
     def check_pref_row(self, row_no: int, row: dict[str, Any]) -> Optional[str]:
@@ -511,6 +582,11 @@ class _FileCheck:
                     del self.findings[k]
             cols = ", ".join(sorted(self.seen_columns)) or "none"
             self.finding("VI521", f"column {col!r} not found (columns: {cols})", hint).count = self.summary.rows
+        if o.kind == "rl" and o.image_key and o.image_key not in self.seen_columns:
+            cols = ", ".join(sorted(self.seen_columns)) or "none"
+            self.finding("VI574", f"image column {o.image_key!r} not found (columns: {cols})",
+                         "pass --image-key with the column holding the images (verl's data.image_key), or prepare the "
+                         "data with the bundle's data/prepare_data.py").count = self.summary.rows
 
     def _batch(self, rows: list[Optional[dict[str, Any]]]) -> None:
         import numpy as np
@@ -788,6 +864,7 @@ def validate(paths: list[str], opts: Options) -> Report:
         "prompt_key": opts.prompt_key, "max_prompt_length": opts.max_prompt_length,
         "tokenizer": opts.tokenizer_name, "reward_function": opts.reward_function,
         "filter_overlong_prompts": opts.filter_overlong_prompts,
+        **({"image_key": opts.image_key} if opts.image_key else {}),
     })
     checks = []
     for path in paths:
@@ -873,6 +950,8 @@ def main(args: list[str]) -> int:
                    help="the run uses a custom reward function, so any data_source is scored")
     p.add_argument("--no-filter-overlong-prompts", dest="filter_overlong", action="store_false",
                    help="the run sets data.filter_overlong_prompts=False (verl-init sets True)")
+    p.add_argument("--image-key", metavar="KEY",
+                   help="data.image_key of a vision-language model's data: check each row's images and <image> placeholders")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
     ns = p.parse_args(args)
@@ -882,7 +961,7 @@ def main(args: list[str]) -> int:
     tokenizer = load_tokenizer(ns.tokenizer) if ns.tokenizer else None
     opts = Options(kind=ns.kind, prompt_key=ns.prompt_key, max_prompt_length=ns.max_prompt_length,
                    tokenizer=tokenizer, tokenizer_name=ns.tokenizer, reward_function=ns.reward_function,
-                   filter_overlong_prompts=ns.filter_overlong)
+                   filter_overlong_prompts=ns.filter_overlong, image_key=ns.image_key)
     report = validate(ns.files, opts)
     if ns.json:
         print(json.dumps(report.as_dict(), indent=2, default=str))

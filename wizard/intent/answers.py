@@ -29,7 +29,7 @@ Logger = Literal[
 ]
 
 DATA_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
-BUILTIN_DATASETS = ("gsm8k", "math")
+BUILTIN_DATASETS = ("gsm8k", "math", "geo3k")
 
 
 class Answers(BaseModel):
@@ -69,11 +69,31 @@ class Answers(BaseModel):
     lora_alpha: Optional[int] = Field(None, ge=1, description="LoRA alpha; defaults to twice the rank.")
 
     # --- data ----------------------------------------------------------------------------------
-    dataset: str = Field("gsm8k", min_length=1, description="gsm8k, math, or a local .jsonl/.json/.csv/.parquet file.")
+    dataset: str = Field("gsm8k", min_length=1,
+                         description="gsm8k, math, geo3k (images; for a vision-language model), or a local .jsonl/.json/.csv/.parquet file.")
     train_files: Optional[str] = Field(None, min_length=1, description="Training parquet/json(l) in verl's schema.")
     val_files: Optional[str] = Field(None, min_length=1, description="Validation parquet/json(l) in verl's schema.")
     max_prompt_length: int = Field(512, ge=16, le=262144, description="Longest prompt in tokens.")
     max_response_length: int = Field(1024, ge=16, le=262144, description="Longest generated response in tokens.")
+
+    # --- vision-language models (the model's config has a vision tower) ------------------------------
+    image_key: str = Field(
+        "images", min_length=1, max_length=100, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="Column holding each row's images (a list of {bytes} or paths), in the local file and in the "
+                    "prepared data (data.image_key).",
+    )
+    images_per_prompt: int = Field(
+        1, ge=1, le=64, description="Most images in one prompt (rollout.limit_images; image tokens in the memory plan)."
+    )
+    image_max_pixels: int = Field(
+        1003520, ge=3136, le=16777216,
+        description="Largest image in pixels: data/prepare_data.py shrinks bigger ones; sets the image tokens per image "
+                    "(Qwen2.5-VL: pixels / 28², Qwen3-VL: pixels / 32²; default 1003520 = 1280 tokens at 28²).",
+    )
+    freeze_vision_tower: Optional[bool] = Field(
+        None, description="Ask verl not to train the vision tower (actor.freeze_vision_tower; verl 0.9.1 declares it "
+                          "but no worker reads it, see VI571)."
+    )
 
     # --- batch intents -------------------------------------------------------------------------
     prompts_per_step: int = Field(256, ge=1, le=65536, description="Prompts drawn per training step (data.train_batch_size).")

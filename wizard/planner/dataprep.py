@@ -90,13 +90,25 @@ class Hub:
     answer_field: str
     extract: str  # how the ground truth is read from answer_field
     local_subdirs: tuple[str, ...]  # where a hub snapshot keeps the split files
+    instruction: Optional[str] = None  # the instruction verl's own preprocessing adds (None: by answer_format)
+    images: bool = False  # rows carry images (an `images` column): for a vision-language model
 
+
+# verl's examples/data_preprocess/geo3k.py: its instruction, added after the problem (which holds the <image>)
+GEO3K_INSTRUCTION = (
+    "You FIRST think about the reasoning process as an internal monologue and then provide the final answer. "
+    "The reasoning process MUST BE enclosed within <think> </think> tags. The final answer MUST BE put in \\boxed{}."
+)
 
 HUB: dict[str, Hub] = {
     "gsm8k": Hub("openai/gsm8k", "main", "train", "test", "question", "answer", "gsm8k", ("main",)),
     "math": Hub("DigitalLearningGmbH/MATH-lighteval", None, "train", "test", "problem", "solution", "boxed", ("data",)),
+    # verl's geo3k.py: problem (with <image>), answer (the ground truth as it is), images ({bytes, path} list)
+    "geo3k": Hub("hiyouga/geometry3k", None, "train", "test", "problem", "answer", "text", ("data",),
+                 instruction=GEO3K_INSTRUCTION, images=True),
 }
-HUB_FORMAT: dict[str, AnswerFormat] = {"gsm8k": "number", "math": "boxed"}
+HUB_FORMAT: dict[str, AnswerFormat] = {"gsm8k": "number", "math": "boxed", "geo3k": "boxed"}
+HUB_IMAGE_KEY = "images"  # the hub datasets' image column (geometry3k's)
 LOCAL_ONLY_KEYS = ("question_field", "answer_field", "messages_field", "val_fraction", "split_seed")
 
 
@@ -132,6 +144,10 @@ class DataPrep:
     split_seed: int
     reward_fn: bool  # the bundle ships reward/reward_fn.py (reward=function without reward_function)
     offline_dir: Optional[str] = None  # gsm8k on a CPU plan: data/<this> holds the built-in offline dataset
+    image_key: Optional[str] = None  # vision-language model: the image column read (None: text only)
+    out_image_key: Optional[str] = None  # the image column written (data.image_key)
+    image_max_pixels: int = 0  # images larger than this are shrunk (Qwen-VL's rounding to image_factor included)
+    image_factor: int = 0  # pixels per image-token side: patch_size × spatial_merge_size
 
     @property
     def scorer(self) -> Optional[str]:
@@ -170,6 +186,8 @@ def resolve(a: "Answers", base_dir: str) -> DataPrep:
 
     if a.instruction is not None:
         instruction, instr_reason = a.instruction, "instruction (your answer)"
+    elif hub is not None and hub.instruction is not None:
+        instruction, instr_reason = hub.instruction, f"verl's own {a.dataset} preprocessing (examples/data_preprocess)"
     else:
         instruction, instr_reason = INSTRUCTIONS[fmt], f"asks for the answer_format={fmt} the scorer reads"
 
@@ -208,7 +226,30 @@ def resolve(a: "Answers", base_dir: str) -> DataPrep:
         split_seed=a.split_seed,
         reward_fn=a.reward == "function" and not a.reward_function,
         offline_dir=OFFLINE_DIR if offline_fallback(a) else None,
+        **_images(a, hub),
     )
+
+
+def vision_shape(a: "Answers"):  # -> Optional[ModelShape]
+    """The model's shape when it is a vision-language model (a vision tower in the catalogue or its config.json),
+    else None (a text model, or a model that cannot be sized: the planner says so)."""
+    from wizard.planner.shapes import resolve_shape
+
+    try:
+        shape = resolve_shape(a.model, a.model_params_b)
+    except (OSError, ValueError):
+        return None
+    return shape if shape is not None and shape.vision else None
+
+
+def _images(a: "Answers", hub: Optional[Hub]) -> dict:
+    """The image settings of data/prepare_data.py: for a vision-language model (or a hub dataset with images)."""
+    shape = vision_shape(a)
+    if shape is None and not (hub is not None and hub.images):
+        return {}
+    factor = shape.vision_patch * shape.vision_merge if shape is not None else 28
+    return {"image_key": HUB_IMAGE_KEY if hub is not None else a.image_key, "out_image_key": a.image_key,
+            "image_max_pixels": a.image_max_pixels, "image_factor": factor}
 
 
 def offline_fallback(a: "Answers") -> bool:
@@ -347,6 +388,22 @@ def prompt_of(row: dict, prep: DataPrep) -> list[dict]:
         chat.append({"role": "user", "content": _with_instruction(question, prep.instruction)})
     if not _ground_truth(answer, prep.extract):
         raise Skip("the reference answer is empty")
+    if prep.image_key:  # prepare_data.py's with_images(): placeholders put in front when the prompt has none
+        raw = row.get(prep.image_key)
+        if isinstance(raw, str) and raw.strip().startswith("["):  # a csv cell's JSON list
+            import json
+
+            try:
+                raw = json.loads(raw)
+            except ValueError:
+                raise Skip(f"{prep.image_key!r} is text, not a JSON list") from None
+        n_images = len(raw) if isinstance(raw, (list, tuple)) else (0 if raw is None or raw != raw else 1)
+        placeholders = sum(m["content"].count("<image>") for m in chat)
+        if n_images and placeholders == 0:
+            last_user = max(i for i, m in enumerate(chat) if m["role"] == "user")
+            chat[last_user] = {"role": "user", "content": "<image>" * n_images + chat[last_user]["content"]}
+        elif placeholders != n_images:
+            raise Skip(f"{placeholders} <image> placeholder(s) for {n_images} image(s)")
     return chat
 
 

@@ -126,6 +126,7 @@ class Layout:
     free_cache_engine: bool = True
     host_memory_gb: Optional[float] = None
     gpu_type: Optional[str] = None  # pins the card's reported capacity when its nominal size matches gpu_gb
+    image_share: float = 0.0  # vision-language model: share of the tokens that are image tokens (vision tower activations)
 
 
 @dataclass(frozen=True)
@@ -321,13 +322,20 @@ def train_bytes_per_token(s: ModelShape, L: Layout) -> float:
         per_layer = s.hidden * CHECKPOINT_BYTES_PER_HIDDEN if L.checkpointing else working
     stored = layers * per_layer
     logits = s.vocab * LOGIT_BYTES_TRAIN / tp
-    return stored + working + logits
+    return stored + working + logits + _vision_bytes_per_token(s, L, train=True)
+
+
+def _vision_bytes_per_token(s: ModelShape, L: Layout, *, train: bool) -> float:
+    """A vision-language model's vision tower activations, spread over all tokens (image_share of them are image
+    tokens; the tower is not split by TP or SP here)."""
+    return L.image_share * s.vision_act_bytes_per_token(train)
 
 
 def forward_bytes_per_token(s: ModelShape, L: Layout) -> float:
     tp = L.megatron_tp if L.megatron else 1
     inter = s.moe_intermediate * max(s.active_experts, 1) if s.experts else s.intermediate
-    return (10 * s.hidden + 4 * inter) * 2 / tp + s.vocab * LOGIT_BYTES_FORWARD / tp
+    return (10 * s.hidden + 4 * inter) * 2 / tp + s.vocab * LOGIT_BYTES_FORWARD / tp \
+        + _vision_bytes_per_token(s, L, train=False)
 
 
 def _critic_bytes_per_token(c: ModelShape, L: Layout) -> float:

@@ -900,8 +900,76 @@ def _checkpoints(b: _Build) -> None:
     # KubeRay without shared_pvc: checkpoints need checkpoint_pvc, else VI757 refuses the plan (planner/datafacts.py)
 
 
+# -- vision-language models (VI570-VI574) ---------------------------------------------------------
+
+TEXT_DATASETS = ("gsm8k", "math")  # built-in datasets without images
+VISION_ANSWERS = ("image_key", "images_per_prompt", "image_max_pixels", "freeze_vision_tower")
+# verl fails a multimodal prompt longer than rollout.prompt_length instead of truncating it (agent_loop.py:352):
+# the image tokens and this many text tokens (question, instruction, chat template) must fit max_prompt_length.
+MIN_TEXT_TOKENS = 64
+
+
+def has_images(a: Answers, shape: Optional[ModelShape]) -> bool:
+    """A vision-language model on data that may carry images: every dataset but the text-only built-in ones, and any
+    train_files of yours (they replace the dataset)."""
+    return bool(shape is not None and shape.vision and (a.dataset not in TEXT_DATASETS or a.train_files is not None))
+
+
+def image_share(a: Answers, shape: Optional[ModelShape], seq: int) -> float:
+    """Share of a sequence's tokens that are image tokens, assuming full-length sequences each holding
+    images_per_prompt images of image_max_pixels (the memory plan's assumption; PLAN.md states it)."""
+    if not has_images(a, shape) or not seq:
+        return 0.0
+    assert shape is not None
+    return min(1.0, a.images_per_prompt * shape.image_tokens(a.image_max_pixels) / seq)
+
+
+def _vision(b: _Build) -> None:
+    """A vision-language model: image tokens within max_prompt_length, freeze_vision_tower, image answers on a
+    text model, image data on a text model."""
+    a, f, shape = b.a, b.f, b.shape
+    if shape is None:
+        return
+    hub = dataprep.HUB.get(a.dataset)
+    if not shape.vision:
+        if hub is not None and hub.images:
+            f.error("VI572", ("dataset", "model"), f"dataset={a.dataset} has images but {a.model} is a text model "
+                    "(no vision_config in the catalogue or its config.json)",
+                    "choose a vision-language model, e.g. model=Qwen/Qwen2.5-VL-3B-Instruct")
+        given = [k for k in VISION_ANSWERS if k in b.given]
+        if given:
+            f.warning("VI573", tuple(given), f"{', '.join(given)} only apply to a vision-language model; {a.model} is "
+                      "a text model, so they are ignored", "remove them, or choose a vision-language model")
+        return
+    per_image = shape.image_tokens(a.image_max_pixels)
+    b.facts["vision"] = {
+        "tower_params_b": round(shape.vision_params() / 1e9, 3),
+        "tower": f"{shape.vision}: {shape.vision_depth} blocks × hidden {shape.vision_hidden}, MLP {shape.vision_intermediate}",
+        "factor": shape.vision_patch * shape.vision_merge,
+        "images": has_images(a, shape),
+        "image_tokens_per_image": per_image,
+        "image_tokens_per_prompt": a.images_per_prompt * per_image,
+        "image_share": round(image_share(a, shape, b.seq), 4),
+        "act_mb_per_image_token": round(shape.vision_act_bytes_per_token(True) / 1e6, 3),
+    }
+    need = a.images_per_prompt * per_image + MIN_TEXT_TOKENS
+    if has_images(a, shape) and a.max_prompt_length < need:
+        most_pixels = max(0, (a.max_prompt_length - MIN_TEXT_TOKENS) // a.images_per_prompt) * (shape.vision_patch * shape.vision_merge) ** 2
+        f.error("VI570", ("max_prompt_length", "image_max_pixels", "images_per_prompt"),
+                f"max_prompt_length={a.max_prompt_length} cannot hold {a.images_per_prompt} image(s) of "
+                f"{per_image} tokens (image_max_pixels={a.image_max_pixels}) and {MIN_TEXT_TOKENS} text tokens: verl "
+                "drops such prompts at load time and fails one at rollout (agent_loop.py:352)",
+                f"set max_prompt_length={_round_up(need, 256)}" + (
+                    f", or image_max_pixels={most_pixels}" if most_pixels >= 3136 else ""))
+    if a.freeze_vision_tower:
+        f.warning("VI571", ("freeze_vision_tower",),
+                  "verl 0.9.1 declares actor.freeze_vision_tower (workers/config/actor.py:161) but no FSDP worker reads "
+                  "it: the vision tower is trained anyway, and the memory plan counts its gradients and optimizer states",
+                  "keep it for a later verl that honours it, or remove it; freezing needs a verl change")
+
+
 RULE_STAGES = (_cluster, _samples_and_kl, _reward, _parallelism, _memory_fit, _step_batches, _micro_batches,
-               _memory_verdict, _lora, _data, _checkpoints, _overrides)
+               _memory_verdict, _lora, _data, _vision, _checkpoints, _overrides)
 
 
 # -- key stages: verl's keys, in the order they appear in verl_config.yaml ---------------------
@@ -1209,8 +1277,39 @@ def _roles(b: _Build) -> None:
     b.roles = {k: roles[k] for k in ("actor", "rollout", "ref", "critic", "reward") if k in roles}
 
 
+def _vision_keys(b: _Build) -> None:
+    """verl's keys for a vision-language model. verl builds the processor (chat template and image processor) from
+    the model folder itself (trainer/main_ppo.py: hf_processor) and turns each row's <image> placeholders and
+    images into the processor's chat (utils/dataset/rl_dataset.py:_build_messages): no key names it."""
+    a, s, given, shape = b.a, b.s, b.given, b.shape
+    if shape is None or not shape.vision:
+        return
+    s.set("data.image_key", a.image_key, _given("image_key", given, "the column data/prepare_data.py writes the images to"),
+          _src("image_key", given))
+    if a.freeze_vision_tower is not None:
+        s.set(f"{PRE}.actor.freeze_vision_tower", a.freeze_vision_tower,
+              "freeze_vision_tower (your answer; verl 0.9.1 does not act on it, VI571)", "answer")
+    if a.rollout_engine == "vllm" and has_images(a, shape):
+        # vLLM's serve argument, as verl's own rollout.limit_images sets it (vllm_async_server.py:289); limit_images
+        # is a RolloutConfig field that verl 0.9.1's rollout.yaml does not declare, so the config cannot name it,
+        # while engine_kwargs.vllm is passed to `vllm serve` as is (vllm_rollout/utils.py:build_cli_args_from_config)
+        # verl's own VLM runs (examples/grpo_trainer/run_qwen2_5_vl_7b_fsdp.sh, run_qwen3_vl_8b_fsdp.sh) turn chunked
+        # prefill off; vLLM then needs max_num_batched_tokens ≥ the longest sequence, which the rollout stage sets
+        s.set(f"{PRE}.rollout.enable_chunked_prefill", False,
+              "as verl's own VLM examples: whole prompts (image tokens included) prefilled at once; "
+              "max_num_batched_tokens holds the longest sequence")
+        s.set(f"{PRE}.rollout.engine_kwargs.vllm.limit_mm_per_prompt", {"image": a.images_per_prompt},
+              _given("images_per_prompt", given, "one image per prompt") + ": vLLM reserves encoder room for this many")
+
+
+ANSWER_KEYS.update({
+    "data.image_key": "image_key",
+    f"{PRE}.actor.freeze_vision_tower": "freeze_vision_tower",
+})
+
+
 KEY_STAGES = (_algorithm_keys, _data_keys, _model_keys, _actor_keys, _rollout_keys, _ref_keys, _critic_keys,
-              _reward_keys, _trainer_keys, _override_keys, _roles)
+              _reward_keys, _trainer_keys, _vision_keys, _override_keys, _roles)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1376,6 +1475,7 @@ def _fit(a: Answers, shape: ModelShape, critic: Optional[ModelShape], n_gpus: in
         lora_rank=a.lora_rank if lora_rank is None else lora_rank, critic=critic,
         host_memory_gb=a.host_memory_gb if host_limit else None, static_micro=not dynamic, gpu_type=a.gpu_type,
         reward=reward, reward_tp=reward_tp, reward_gmu=reward_gmu,
+        image_share=image_share(a, shape, seq),
     )
     offload = [False, True] if (a.offload is None or any_offload) else [a.offload]
     kw = dict(tp_options=tp_options, gmu_fixed=None if any_offload else a.gpu_memory_utilization,
@@ -1495,7 +1595,7 @@ def _data_files(a: Answers, base: str, f: Findings, stored: Optional[dict[str, s
     ds = a.dataset
     builtin = ds in BUILTIN_DATASETS
     if not builtin and not ds.lower().endswith(DATA_SUFFIXES):
-        f.error("VI510", ("dataset",), f"dataset must be gsm8k, math or a local data file (got {ds!r})",
+        f.error("VI510", ("dataset",), f"dataset must be gsm8k, math, geo3k or a local data file (got {ds!r})",
                 "use gsm8k, math, or a .jsonl/.json/.csv/.parquet path")
         return ("", "", "answer"), ("", "", "answer")
     for key in ("train_files", "val_files"):

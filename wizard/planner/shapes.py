@@ -29,6 +29,17 @@ class ModelShape:
     active_experts: int = 0
     moe_intermediate: int = 0
     source: str = "catalogue"  # catalogue | local | name | answer
+    # -- vision tower of a vision-language model (config.json's vision_config; 0 / "" for a text model) -----
+    vision: str = ""  # qwen2_5_vl (RMSNorm, gated MLP) | qwen3_vl (LayerNorm, GELU MLP, position table, deepstack)
+    vision_depth: int = 0
+    vision_hidden: int = 0
+    vision_intermediate: int = 0
+    vision_heads: int = 0
+    vision_patch: int = 14
+    vision_merge: int = 2  # spatial_merge_size: merge × merge patches become one image token
+    vision_temporal: int = 2  # temporal_patch_size
+    vision_pos: int = 0  # num_position_embeddings (qwen3_vl)
+    vision_deepstack: int = 0  # len(deepstack_visual_indexes) (qwen3_vl)
 
     # -- parameter counts (transformers' numel of the same config, ±1%) ----------------------
     def _norms_per_layer(self) -> int:
@@ -39,7 +50,7 @@ class ModelShape:
         kv = 2 * self.hidden * self.kv_heads * self.head_dim
         o = self.heads * self.head_dim * self.hidden
         bias = (self.heads + 2 * self.kv_heads) * self.head_dim if self.qkv_bias else 0
-        qk_norm = 2 * self.head_dim if self.arch in ("qwen3", "qwen3_moe", "gemma3_text") else 0
+        qk_norm = 2 * self.head_dim if self.arch in ("qwen3", "qwen3_moe", "gemma3_text", "qwen3_vl", "qwen3_vl_text") else 0
         return q + kv + o + bias + qk_norm
 
     def mlp_params(self, active: bool = False) -> int:
@@ -55,12 +66,49 @@ class ModelShape:
         return self.vocab * self.hidden * (1 if self.tied else 2)
 
     @property
-    def params(self) -> int:
+    def text_params(self) -> int:
+        """The language model alone (every parameter but the vision tower's)."""
         return self.layers * self.layer_params() + self.embed_params() + self.hidden
+
+    def vision_params(self) -> int:
+        """The vision tower's parameters (patch embedding, blocks, merger), as transformers' numel of
+        Qwen2_5_VisionTransformerPretrainedModel / Qwen3VLVisionModel counts them (exact; tests/test_vlm.py)."""
+        if not self.vision:
+            return 0
+        h, i, out = self.vision_hidden, self.vision_intermediate, self.hidden
+        m = h * self.vision_merge ** 2  # the merger's input: merge × merge patches side by side
+        patch = 3 * self.vision_temporal * self.vision_patch ** 2 * h
+        attn = 3 * h * h + 3 * h + h * h + h  # qkv and proj, with biases
+        if self.vision == "qwen3_vl":
+            block = 4 * h + attn + (i * h + i) + (i * h + h)  # two LayerNorms, fc1 + fc2
+            merger = 2 * h + (m * m + m) + (m * out + out)
+            deepstack = self.vision_deepstack * (2 * m + m * m + m + m * out + out)
+            return patch + h + self.vision_pos * h + self.vision_depth * block + merger + deepstack
+        block = 2 * h + attn + 2 * (i * h + i) + (i * h + h)  # two RMSNorms, gate/up + down
+        merger = h + (m * m + m) + (m * out + out)
+        return patch + self.vision_depth * block + merger
+
+    def image_tokens(self, max_pixels: int) -> int:
+        """Image tokens (placeholders in the prompt) of one image of at most `max_pixels` pixels: one per
+        (patch × merge)² pixels (Qwen-VL's smart_resize rounds each side to that factor)."""
+        return max_pixels // (self.vision_patch * self.vision_merge) ** 2 if self.vision else 0
+
+    def vision_act_bytes_per_token(self, train: bool) -> float:
+        """The vision tower's activations per image token (merge² patches): checkpointed block inputs (bf16)
+        for every block in training, and one block's working set."""
+        if not self.vision:
+            return 0.0
+        working = (10 * self.vision_hidden + 4 * self.vision_intermediate) * 2
+        stored = self.vision_depth * self.vision_hidden * 2 if train else 0
+        return self.vision_merge ** 2 * (stored + working)
+
+    @property
+    def params(self) -> int:
+        return self.text_params + self.vision_params()
 
     @property
     def active_params(self) -> int:
-        return self.layers * self.layer_params(active=True) + self.embed_params() + self.hidden
+        return self.layers * self.layer_params(active=True) + self.embed_params() + self.hidden + self.vision_params()
 
     @property
     def params_b(self) -> float:
@@ -94,6 +142,15 @@ class ModelShape:
             kw.update(num_local_experts=self.experts, num_experts_per_tok=self.active_experts)
         if self.arch == "llama":
             kw.update(attention_bias=False, mlp_bias=False)
+        if self.vision:  # a vision-language config: the language model in text_config, the tower in vision_config
+            vision: dict[str, Any] = dict(
+                depth=self.vision_depth, hidden_size=self.vision_hidden, intermediate_size=self.vision_intermediate,
+                num_heads=self.vision_heads, patch_size=self.vision_patch, spatial_merge_size=self.vision_merge,
+                temporal_patch_size=self.vision_temporal, out_hidden_size=self.hidden)
+            if self.vision == "qwen3_vl":
+                vision.update(num_position_embeddings=self.vision_pos,
+                              deepstack_visual_indexes=list(range(self.vision_deepstack)))
+            return {"text_config": kw, "vision_config": vision, "tie_word_embeddings": self.tied}
         return kw
 
 
@@ -153,6 +210,7 @@ def from_local(path: str) -> ModelShape:
     except (TypeError, ValueError):
         raise ValueError(f"{path}/config.json lacks num_attention_heads, hidden_size, num_hidden_layers or vocab_size") from None
     model_type = str(get("model_type", default=top.get("model_type", "")))
+    vision = _vision_fields(top, path)
     experts = int(get("num_experts", "num_local_experts", "n_routed_experts", default=0) or 0)
     return ModelShape(
         name=path, arch=model_type, layers=layers, hidden=hidden, heads=heads,
@@ -160,11 +218,11 @@ def from_local(path: str) -> ModelShape:
         head_dim=int(get("head_dim", default=hidden // heads) or hidden // heads),
         intermediate=int(get("intermediate_size", "n_inner", default=0) or 4 * hidden), vocab=vocab,
         tied=bool(get("tie_word_embeddings", default=top.get("tie_word_embeddings", False))),
-        qkv_bias=bool(get("attention_bias", default=False)) or model_type == "qwen2",
+        qkv_bias=bool(get("attention_bias", default=False)) or model_type in ("qwen2", "qwen2_5_vl", "qwen2_5_vl_text"),
         max_pos=_max_context(get("max_position_embeddings"), get("rope_scaling")), experts=experts,
         active_experts=int(get("num_experts_per_tok", default=0) or 0),
         moe_intermediate=int(get("moe_intermediate_size", default=0) or (get("intermediate_size", default=0) if experts else 0)),
-        source="local",
+        source="local", **vision,
     )
 
 
@@ -185,9 +243,36 @@ def _max_context(max_pos: Any, rope_scaling: Any) -> Optional[int]:
     return max(max_pos, int((base if isinstance(base, int) and base > 0 else max_pos) * factor))
 
 
+VISION_TYPES = {"qwen2_5_vl": "qwen2_5_vl", "qwen3_vl": "qwen3_vl", "qwen3_vl_moe": "qwen3_vl"}
+
+
+def _vision_fields(top: dict, path: str) -> dict[str, Any]:
+    """The vision tower of a vision-language config.json (its `vision_config`), as ModelShape fields; {} for a
+    text model. A vision_config of a model family verl-init cannot count is refused (ValueError)."""
+    v = top.get("vision_config")
+    if not isinstance(v, dict):
+        return {}
+    kind = VISION_TYPES.get(str(top.get("model_type", "")))
+    if kind is None:
+        raise ValueError(f"{path}/config.json: vision_config of model_type {top.get('model_type')!r} (verl-init counts "
+                         f"the vision towers of {', '.join(sorted(VISION_TYPES))})")
+    try:
+        return dict(
+            vision=kind, vision_depth=int(v["depth"]), vision_hidden=int(v["hidden_size"]),
+            vision_intermediate=int(v["intermediate_size"]), vision_heads=int(v["num_heads"]),
+            vision_patch=int(v.get("patch_size", 14)), vision_merge=int(v.get("spatial_merge_size", 2)),
+            vision_temporal=int(v.get("temporal_patch_size", 2)),
+            vision_pos=int(v.get("num_position_embeddings", 0) or 0) if kind == "qwen3_vl" else 0,
+            vision_deepstack=len(v.get("deepstack_visual_indexes") or []) if kind == "qwen3_vl" else 0,
+        )
+    except (KeyError, TypeError, ValueError):
+        raise ValueError(f"{path}/config.json: vision_config lacks depth, hidden_size, intermediate_size or num_heads") from None
+
+
 def from_params(params_b: float, source: str, name: str = "") -> ModelShape:
     """A dense Qwen2.5-like shape with `params_b` billion parameters (layers scaled from the nearest size)."""
-    dense = [s for k, s in catalogue().items() if k.startswith("qwen/qwen2.5-") and k.endswith("-instruct")]
+    dense = [s for k, s in catalogue().items()
+             if k.startswith("qwen/qwen2.5-") and k.endswith("-instruct") and not s.vision]
     base = min(dense, key=lambda s: abs(s.params_b - params_b))
     per_layer = base.layer_params()
     layers = max(1, round((params_b * 1e9 - base.embed_params() - base.hidden) / per_layer))

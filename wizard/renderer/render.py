@@ -321,6 +321,22 @@ def context(plan: Plan) -> dict[str, Any]:
             f"{', '.join(acc.train_backends)} — {acc.why}. verl, torch and {a.rollout_engine} must be builds for "
             f"this accelerator ({'image ' + a.image if a.image else 'installed on the nodes: no image given'}).",
         ]
+    vision = fx.get("vision")
+    if vision:  # a vision-language model (planner._vision): the tower's size and the image-token assumption
+        layout_lines.append(
+            f"Vision tower: {vision['tower']} = {vision['tower_params_b']:g}B parameters, inside the model size above; "
+            "trained with the language model (its weights, gradients and Adam states are in the memory table), and "
+            "the rollout engine holds its bf16 weights too.")
+        if vision["images"]:
+            layout_lines.append(
+                f"Images: at most {a.images_per_prompt} per prompt of at most {a.image_max_pixels} pixels "
+                f"(data/prepare_data.py shrinks bigger ones) = {vision['image_tokens_per_image']} image tokens each "
+                f"(one per {vision['factor']}×{vision['factor']} pixels), {vision['image_tokens_per_prompt']} per prompt, "
+                f"counted inside max_prompt_length={a.max_prompt_length}. Memory assumes full-length sequences, so "
+                f"{vision['image_share']:.0%} of the training tokens are image tokens, each adding "
+                f"{vision['act_mb_per_image_token']:g} MB of vision-tower activations (in 'activations + logits'). "
+                "verl reads the images with qwen_vl_utils (and scores geo3k with mathruler): both come with verl's "
+                "verl-core extra.")
     answers_doc = {
         "verl_init_version": plan.version,
         "verl_version": plan.verl_version,
@@ -337,6 +353,10 @@ def context(plan: Plan) -> dict[str, Any]:
     if source:
         where = source_where(a.cluster, a.shared_pvc, source) + where
     overlong = plan.facts.get("overlong")
+    if vision and vision["images"]:
+        where = where + [f"Each row also holds its images in `{a.image_key}` (`data.image_key`), as `[{{\"bytes\": ...}}]`, one per "
+                         "`<image>` placeholder in its prompt, in order; check them with `verl-init validate-dataset "
+                         f"{dataprep.PREPARED_TRAIN} --image-key {a.image_key}`."]
     return {
         "data_where": where + ([overlong] if overlong else []),
         "version": plan.version,

@@ -946,6 +946,7 @@ class CpuRun:
         if not getattr(tok, "chat_template", None):
             raise SmokeFailure(f"the tokenizer ({tok_source}) has no chat template: verl builds every prompt with "
                                "apply_chat_template", "use an instruct/chat model, or give its tokenizer a chat_template")
+        _vision_rows(ctx, rows_path, self.arch[0], read, src_how)  # a vision-language bundle stops here, saying why
         items, kept = _load_with_verl(ctx, rows_path, tok)
         findings = _validate_rows(ctx, rows_path, tok)
         errors = [f for f in findings if f["severity"] == "error" and f["id"] != "VI526"]
@@ -1659,6 +1660,31 @@ def _overlong_rows(path: str, tok: Any, prompt_key: str, max_prompt: int) -> int
         except Exception:  # noqa: BLE001 - verl counts a row it cannot template as overlong
             count += 1
     return count
+
+
+def _vision_rows(ctx: SmokeContext, rows_path: str, arch: str, read: int, src_how: str) -> None:
+    """A vision-language model: the rows' images are checked (validate-dataset's VI574-VI576: the image column,
+    each image decodes, one image per <image> placeholder), then the smoke stops with what it does not cover: the
+    CPU miniature builds no vision tower and no processor (verl's RLHFDataset asserts a processor for image rows;
+    the processor needs torchvision and qwen_vl_utils), so no vision-language rollout or update runs here."""
+    from wizard.env.datasets import Options, validate
+    from wizard.planner.shapes import VISION_TYPES
+
+    if arch not in VISION_TYPES:
+        return
+    image_key = str(ctx.cfg.data.get("image_key", "images"))
+    findings = validate([rows_path], Options(kind="rl", prompt_key=str(ctx.cfg.data.get("prompt_key", "prompt")),
+                                             image_key=image_key)).findings
+    bad = [f for f in findings if f.rule in ("VI574", "VI575", "VI576") and f.severity == "error"]
+    if bad:
+        raise SmokeFailure(f"the rows' images are not what verl reads: {bad[0].message} [{bad[0].rule}]",
+                           bad[0].hint or f"check them with `verl-init validate-dataset FILE --image-key {image_key}`")
+    raise SmokeFailure(
+        f"{arch} is a vision-language model: the {read} row(s) from {src_how} and their images are in verl's schema "
+        f"({image_key!r}: each image decodes, one per <image> placeholder), but the CPU smoke builds no vision tower or "
+        "processor, so it runs no vision-language rollout, reward or update",
+        "check the config with `verl-init --verify` and the data with `verl-init validate-dataset data/train.parquet "
+        f"--image-key {image_key}`; the first real step runs on the GPUs")
 
 
 def _validate_rows(ctx: SmokeContext, rows_path: str, tok: Any) -> list[dict[str, Any]]:

@@ -1,5 +1,5 @@
 """Sequence-length rules: dynamic token budgets (VI830, VI834), the rollout engine's limits (VI831, VI833)
-and the model's context (VI833).
+and the model's context (VI833); vision-language settings (VI836).
 """
 
 from __future__ import annotations
@@ -62,3 +62,12 @@ def rule_context(c: Ctx, f: Facts, shape: Any) -> None:
     if mml and mml > shape.max_pos:
         c.add("VI833", "error", (f"{R}.max_model_len",), f"rollout.max_model_len={mml} is above {shape.name}'s "
               f"max_position_embeddings={shape.max_pos} (vllm_async_server.py:1101 raises)", f"set it ≤ {shape.max_pos} or null")
+
+
+def rule_vision(c: Ctx, f: Facts, shape: Any) -> None:
+    """actor.freeze_vision_tower: verl 0.9.1 declares it (workers/config/actor.py:161) and no worker reads it."""
+    if c.v(f"{A}.freeze_vision_tower") is True:
+        what = f"{shape.name}'s vision tower" if shape is not None and getattr(shape, "vision", "") else "the vision tower"
+        c.add("VI836", "warning", (f"{A}.freeze_vision_tower",),
+              f"freeze_vision_tower=True has no effect in verl 0.9.1 (no worker reads it): {what} is trained, and its "
+              "gradients and optimizer states take memory", "plan memory for a trained vision tower, or remove the key")

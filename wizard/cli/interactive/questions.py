@@ -541,7 +541,7 @@ def check_dataset(value: Any, ctx: Context) -> str | None:
     if text in BUILTIN_DATASETS:
         return None
     if not text.lower().endswith(DATA_SUFFIXES):
-        return f"gsm8k, math or a local {'/'.join(DATA_SUFFIXES)} file (got {text!r}) [VI510]"
+        return f"gsm8k, math, geo3k or a local {'/'.join(DATA_SUFFIXES)} file (got {text!r}) [VI510]"
     path = os.path.join(ctx.base_dir, os.path.expanduser(text))
     if not os.path.isfile(path):
         return (f"no file {text!r} here ({os.path.normpath(os.path.abspath(path))}) — give the path of an existing "
@@ -683,6 +683,10 @@ NOT_ASKED: dict[str, str] = {
     "data_source": "selects verl's scorer from the dataset and answer_format",
     "val_fraction": "5% of a local file is held out",
     "split_seed": "42",
+    "image_key": "images, the column data/prepare_data.py reads and writes (vision-language models)",
+    "images_per_prompt": "one image per prompt (vision-language models)",
+    "image_max_pixels": "1003520 pixels, 1280 image tokens at 28×28 (vision-language models)",
+    "freeze_vision_tower": "verl 0.9.1 does not act on it (VI571)",
 }
 
 # Fields a rule's hint names besides its keys: a question still to come that answers one of them can fix it, and a

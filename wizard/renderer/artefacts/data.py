@@ -48,6 +48,10 @@ def prepare_context(prep: dataprep.DataPrep) -> dict[str, Any]:
         "OFFLINE_DIR": prep.offline_dir,
         "VAL_FRACTION": prep.val_fraction,
         "SEED": prep.split_seed,
+        "IMAGE_KEY": prep.image_key,
+        "OUT_IMAGE_KEY": prep.out_image_key,
+        "IMAGE_MAX_PIXELS": prep.image_max_pixels,
+        "IMAGE_FACTOR": prep.image_factor,
     }
     label = f"the hub dataset {hub.name}" if hub else "a local data file (INPUT_FILE below)"
     return {"py": {k: py_literal(v) for k, v in values.items()}, "source_label": label}

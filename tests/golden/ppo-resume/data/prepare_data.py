@@ -16,6 +16,8 @@ Every output row:
     ability       a task label
     reward_model  {"style": "rule", "ground_truth": "<reference answer, as text>"}
     extra_info    {"split", "index", "row", "question", "answer"}, passed through to the scorer
+    images        (vision-language models: OUT_IMAGE_KEY) the row's images as [{"bytes": PNG/JPEG bytes}], one per
+                  <image> placeholder in the prompt, in order (verl's RLHFDataset._build_messages)
 
 The settings below come from your verl-init answers; edit them and run the script again.
 Needs pyarrow (installed with verl); the hub download also needs the `datasets` library.
@@ -50,6 +52,10 @@ ABILITY = 'math'
 OFFLINE_DIR = None  # gsm8k: used when the hub is unreachable (relative to this folder; None: fail)
 VAL_FRACTION = 0.05  # share of a local file held out for validation (0: no val.parquet)
 SEED = 42  # seed of that split
+IMAGE_KEY = None  # column of each row's images (list of {"bytes"}/{"path"} or paths); None: text only
+OUT_IMAGE_KEY = None  # the column written (verl's data.image_key)
+IMAGE_MAX_PIXELS = 0  # bigger images are shrunk (the plan's image tokens assume it)
+IMAGE_FACTOR = 0  # the model's pixels per image-token side (patch_size × spatial_merge_size)
 # <<< settings
 
 ROLES = ("system", "user", "assistant", "tool")
@@ -254,21 +260,110 @@ def build(row):
     return chat, question, answer, truth
 
 
-def convert(rows, split, skipped):
+# -- images (vision-language models) ------------------------------------------------------------
+
+
+def _pil():
+    try:
+        from PIL import Image
+    except ImportError:
+        sys.exit("prepare_data: images need `pip install pillow` (verl installs it too)")
+    return Image
+
+
+def rounded_pixels(width, height):
+    """Pixels after Qwen-VL's smart_resize rounds each side to IMAGE_FACTOR (what the image tokens count)."""
+    f = IMAGE_FACTOR
+    return max(f, round(height / f) * f) * max(f, round(width / f) * f)
+
+
+def image_bytes(item, base_dir):
+    """One image as encoded bytes: {"bytes": ...}, {"path": ...}, a path (relative to the data file's folder) or a
+    decoded image (the `datasets` library decodes a hub dataset's images)."""
+    if hasattr(item, "save") and hasattr(item, "size"):
+        import io
+
+        out = io.BytesIO()
+        item.save(out, format="PNG")
+        return out.getvalue()
+    if isinstance(item, dict):
+        data, path = item.get("bytes"), item.get("path")
+    else:
+        data, path = None, item
+    if isinstance(data, (bytes, bytearray)) and data:
+        return bytes(data)
+    if isinstance(path, str) and path:
+        full = os.path.join(base_dir, os.path.expanduser(path))
+        if not os.path.isfile(full):
+            raise Skip(f"image file {path!r} not found")
+        with open(full, "rb") as fh:
+            return fh.read()
+    raise Skip(f"image {str(item)[:60]!r} is neither a mapping with bytes or path nor a path")
+
+
+def fitted(data):
+    """The image bytes, shrunk (as PNG) when the image has more than IMAGE_MAX_PIXELS pixels after rounding."""
+    import io
+
+    Image = _pil()
+    try:
+        image = Image.open(io.BytesIO(data))
+        image.load()
+    except Exception as exc:  # noqa: BLE001 - PIL raises many kinds for bad image data
+        raise Skip(f"an image does not decode ({type(exc).__name__})") from None
+    width, height = image.size
+    if rounded_pixels(width, height) <= IMAGE_MAX_PIXELS:
+        return data
+    scale = (IMAGE_MAX_PIXELS / (width * height)) ** 0.5
+    w, h = max(1, int(width * scale)), max(1, int(height * scale))
+    while rounded_pixels(w, h) > IMAGE_MAX_PIXELS and min(w, h) > 1:
+        w, h = max(1, int(w * 0.98)), max(1, int(h * 0.98))
+    out = io.BytesIO()
+    image.convert("RGB").resize((w, h), Image.LANCZOS).save(out, format="PNG")
+    return out.getvalue()
+
+
+def with_images(row, chat, base_dir):
+    """The row's images as [{"bytes": ...}], one per <image> in the prompt; a prompt without placeholders gets
+    them in front of its last user turn (verl pairs the n-th <image> with the n-th image)."""
+    raw = row.get(IMAGE_KEY)
+    if raw is None or (isinstance(raw, float) and raw != raw):
+        raw = []
+    if isinstance(raw, str) and raw.strip().startswith("["):  # csv cells hold a JSON list
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            raise Skip(f"{IMAGE_KEY!r} is text, not a JSON list") from None
+    items = list(raw) if isinstance(raw, (list, tuple)) else [raw]
+    images = [{"bytes": fitted(image_bytes(item, base_dir))} for item in items]
+    placeholders = sum(m["content"].count("<image>") for m in chat)
+    if images and placeholders == 0:
+        last_user = max(i for i, m in enumerate(chat) if m["role"] == "user")
+        chat[last_user] = {"role": "user", "content": "<image>" * len(images) + chat[last_user]["content"]}
+    elif placeholders != len(images):
+        raise Skip(f"{placeholders} <image> placeholder(s) for {len(images)} image(s)")
+    return images
+
+
+def convert(rows, split, skipped, base_dir=BUNDLE):
     out = []
     for row_number, row in enumerate(rows):
         try:
             chat, question, answer, truth = build(row)
+            images = with_images(row, chat, base_dir) if IMAGE_KEY else None
         except Skip as why:
             skipped.append((split, row_number, str(why)))
             continue
-        out.append({
+        example = {
             "data_source": DATA_SOURCE,
             "prompt": chat,
             "ability": ABILITY,
             "reward_model": {"style": "rule", "ground_truth": truth},
             "extra_info": {"split": split, "index": len(out), "row": row_number, "question": question, "answer": answer},
-        })
+        }
+        if IMAGE_KEY:
+            example[OUT_IMAGE_KEY] = images
+        out.append(example)
     return out
 
 
@@ -325,7 +420,7 @@ def main(argv=None):
             path = os.path.normpath(os.path.join(BUNDLE, path))  # the answer's path: relative to the bundle
         if not os.path.isfile(path):
             sys.exit(f"prepare_data: no such file: {path} (copy it there, or pass --input FILE)")
-        train, val = split_file(convert(read_rows(path), "train", skipped))
+        train, val = split_file(convert(read_rows(path), "train", skipped, os.path.dirname(path)))
     else:
         load = (lambda split: local_split(args.local_dir, split)) if args.local_dir else hub_split
         if args.offline_dir and not args.local_dir:
