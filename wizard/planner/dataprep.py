@@ -132,6 +132,8 @@ class DataPrep:
     split_seed: int
     reward_fn: bool  # the bundle ships reward/reward_fn.py (reward=function without reward_function)
     offline_dir: Optional[str] = None  # gsm8k on a CPU plan: data/<this> holds the built-in offline dataset
+    agent_name: Optional[str] = None  # agent=tool: every row's agent_name (verl's tool agent loop)
+    tool_name: Optional[str] = None  # the tool whose create_kwargs carry the ground truth (extra_info.tools_kwargs)
 
     @property
     def scorer(self) -> Optional[str]:
@@ -200,7 +202,7 @@ def resolve(a: "Answers", base_dir: str) -> DataPrep:
         answer_format_reason=fmt_reason,
         instruction=instruction,
         instruction_reason=instr_reason,
-        system_prompt=a.system_prompt,
+        system_prompt=a.system_prompt if a.system_prompt is not None else agent_system_prompt(a),
         data_source=ds,
         data_source_reason=ds_reason,
         ability="math" if fmt in ("number", "boxed") else "qa",
@@ -208,7 +210,29 @@ def resolve(a: "Answers", base_dir: str) -> DataPrep:
         split_seed=a.split_seed,
         reward_fn=a.reward == "function" and not a.reward_function,
         offline_dir=OFFLINE_DIR if offline_fallback(a) else None,
+        **agent_fields(a),
     )
+
+
+# agent=tool with the bundle's GSM8K tool: the system message verl's multi-turn GSM8K preprocessing writes, in short
+TOOL_SYSTEM_PROMPT = ("You are a math expert. Solve the question step by step. Before giving the final answer, call "
+                      "the `calc_gsm8k_reward` tool with it at least once and refine the answer if the tool says it is "
+                      "not correct. Put the final answer in the format `#### <answer>`.")
+
+
+def agent_fields(a: "Answers") -> dict:
+    """The DataPrep fields of agent=tool (verl's multi-turn rows: agent_name, extra_info.tools_kwargs)."""
+    if getattr(a, "agent", "single_turn") != "tool":
+        return {}
+    from wizard.planner import agent
+
+    gsm8k = (a.tool or "gsm8k") == "gsm8k"
+    return {"agent_name": "tool_agent", "tool_name": agent.GSM8K_TOOL_NAME if gsm8k else None}
+
+
+def agent_system_prompt(a: "Answers") -> Optional[str]:
+    """The default system message: with agent=tool and the GSM8K tool, one that tells the model to call it."""
+    return TOOL_SYSTEM_PROMPT if getattr(a, "agent", "single_turn") == "tool" and (a.tool or "gsm8k") == "gsm8k" else None
 
 
 def offline_fallback(a: "Answers") -> bool:

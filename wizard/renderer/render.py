@@ -27,6 +27,7 @@ ARTEFACT_PROVIDERS = (
     "wizard.renderer.artefacts.cluster:artefacts",
     "wizard.renderer.artefacts.data:artefacts",
     "wizard.renderer.artefacts.checkpoints:artefacts",
+    "wizard.renderer.artefacts.agent:artefacts",
 )
 
 
@@ -354,11 +355,18 @@ def context(plan: Plan) -> dict[str, Any]:
         "findings": [p.line() for p in plan.findings],
         "memory": _memory_rows(plan),
         "checkpoint_lines": checkpoint_lines(plan),
+        "agent_lines": _agent_lines(plan),
         "resume_from": a.resume_from_path or "",
         "overrides": [{"text": o["text"], "planned": code(o["planned"], cell=True) if o["planned"] else "—",
                        "reason": o["reason"] or "not set by the plan (verl's default)"}
                       for o in fx.get("overrides", [])],
     }
+
+
+def _agent_lines(plan: Plan) -> list[str]:
+    from wizard.renderer.artefacts.agent import plan_lines
+
+    return plan_lines(plan)
 
 
 def _memory_rows(plan: Plan) -> dict[str, Any]:

@@ -48,6 +48,8 @@ def prepare_context(prep: dataprep.DataPrep) -> dict[str, Any]:
         "OFFLINE_DIR": prep.offline_dir,
         "VAL_FRACTION": prep.val_fraction,
         "SEED": prep.split_seed,
+        "AGENT_NAME": prep.agent_name,
+        "TOOL_NAME": prep.tool_name,
     }
     label = f"the hub dataset {hub.name}" if hub else "a local data file (INPUT_FILE below)"
     return {"py": {k: py_literal(v) for k, v in values.items()}, "source_label": label}
