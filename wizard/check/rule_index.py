@@ -36,6 +36,12 @@ RULES: dict[str, tuple[str, str]] = {
     "VI555": ("answers", "resume_from_path missing for resume=path, set with another resume, or not a global_step_N folder"),
     "VI556": ("cluster", "checkpoints (or resume_from_path) in a Ray job's working_dir copy: lost when the job ends"),
     "VI557": ("answers", "keep_checkpoints set while save_freq saves no checkpoint"),
+    # -- answers: multi-turn tool calling (wizard.planner.agent) ------------------------------------------
+    "VI560": ("answers", "tool or max_turns set while agent=single_turn (the single-turn loop never calls a tool)"),
+    "VI561": ("answers", "tool=gsm8k (checks a number after ####) with answers in another answer_format"),
+    "VI562": ("answers", "max_response_length too short for max_turns: tool replies leave < 128 tokens per turn"),
+    "VI563": ("answers", "the tool's module.Class does not import here (error with cluster=local, warning elsewhere)"),
+    "VI564": ("answers", "agent=tool with your own train_files: their rows need agent_name and tools_kwargs"),
     # -- batching (wizard.planner.pipeline) ----------------------------------------------------------------
     "VI201": ("batching", "updates_per_step does not divide prompts_per_step into equal mini-batches"),
     "VI202": ("batching", "the samples of one update (mini-batch × samples_per_prompt) do not split over DP ranks"),
@@ -103,6 +109,9 @@ RULES: dict[str, tuple[str, str]] = {
     "VI536": ("reward & data", "preference chosen and rejected are the same text"),
     "VI537": ("reward & data", "preference prompt/chosen/rejected value is not text"),
     "VI538": ("reward & data", "the --tokenizer cannot be loaded"),
+    "VI566": ("reward & data", "validate-dataset --agent tool: a row has no agent_name (runs the default agent loop)"),
+    "VI567": ("reward & data", "validate-dataset --agent tool: extra_info.tools_kwargs lacks the tool's create_kwargs"),
+    "VI568": ("reward & data", "validate-dataset --agent tool: agent_name is not one of verl's agent loops"),
     # -- memory (wizard.planner.pipeline with wizard.planner.memory) -------------------------------------------------
     "VI601": ("memory", "model or critic_model cannot be sized: not in the catalogue, no local folder, no size in name"),
     "VI602": ("memory", "model does not fit the GPUs with any layout or offload verl-init can choose"),

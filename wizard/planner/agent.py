@@ -1,4 +1,4 @@
-"""Multi-turn tool calling: the `agent`, `tool` and `max_turns` answers → verl's tool agent loop (VI560-VI565).
+"""Multi-turn tool calling: the `agent`, `tool` and `max_turns` answers → verl's tool agent loop (VI560-VI564).
 
 verl 0.9.1 facts, each with its source (paths under the installed `verl/`):
 
@@ -78,7 +78,7 @@ def import_problem(class_path: str, cwd: str, timeout: float = IMPORT_TIMEOUT_S)
 
 
 def rules(b: "_Build") -> None:
-    """Rule stage: the agent answers against each other, the data and the response length (VI560-VI565)."""
+    """Rule stage: the agent answers against each other, the data and the response length (VI560-VI564)."""
     a, f = b.a, b.f
     if a.agent != "tool":
         stray = [k for k in ("tool", "max_turns") if getattr(a, k) is not None]
@@ -119,9 +119,6 @@ def rules(b: "_Build") -> None:
                 f"replies of up to {TOOL_RESPONSE_TOKENS} tokens leave {max(budget.assistant_tokens, 0)} tokens for the "
                 f"model's own, under {MIN_TURN_TOKENS} per turn (verl stops the conversation when the response is full)",
                 f"set max_response_length ≥ {need}" + (f", or max_turns ≤ {fit}" if fit else ""))
-    if a.lora_rank and a.rollout_engine == "sglang":
-        f.warning("VI565", ("agent", "lora_rank", "rollout_engine"), "agent=tool with LoRA on sglang: the adapter "
-                  "is synced to the rollout server every step while tool calls wait on it", "prefer vllm for LoRA runs")
 
 
 def keys(b: "_Build") -> None:
