@@ -643,6 +643,9 @@ def _experiment(ctx: Context) -> str:
 # PLAN.md) and can be set with --set or in the bundle's verl-init.yaml, then replayed with --answers.
 NOT_ASKED: dict[str, str] = {
     "lora_alpha": "twice lora_rank, the usual choice",
+    "agent": "single_turn; multi-turn tool calling is --set agent=tool (or --profile multiturn-gsm8k-tool)",
+    "tool": "gsm8k with agent=tool; your own class is --set tool=module.Class",
+    "max_turns": "3 assistant turns with agent=tool",
     "overrides": "the escape hatch for verl keys the answers do not model: --override or the answers file",
     "train_files": "data/prepare_data.py writes the training file from dataset",
     "val_files": "data/prepare_data.py writes the validation file from dataset",
