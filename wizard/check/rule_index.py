@@ -42,6 +42,7 @@ RULES: dict[str, tuple[str, str]] = {
     "VI562": ("answers", "max_response_length too short for max_turns: tool replies leave < 128 tokens per turn"),
     "VI563": ("answers", "the tool's module.Class does not import here (error with cluster=local, warning elsewhere)"),
     "VI564": ("answers", "agent=tool with your own train_files: their rows need agent_name and tools_kwargs"),
+    "VI565": ("answers", "agent=tool with cluster=kuberay: the pods' ConfigMap does not carry the bundle's tool files"),
     # -- batching (wizard.planner.pipeline) ----------------------------------------------------------------
     "VI201": ("batching", "updates_per_step does not divide prompts_per_step into equal mini-batches"),
     "VI202": ("batching", "the samples of one update (mini-batch × samples_per_prompt) do not split over DP ranks"),

@@ -1,4 +1,7 @@
-"""Multi-turn tool calling: the `agent`, `tool` and `max_turns` answers → verl's tool agent loop (VI560-VI564).
+"""Multi-turn tool calling: the `agent`, `tool` and `max_turns` answers → verl's tool agent loop (VI560-VI565).
+
+`b` is the planner's working state (wizard.planner.pipeline._Build); this module does not import the pipeline (the
+import graph has no cycle), so it is typed loosely here.
 
 verl 0.9.1 facts, each with its source (paths under the installed `verl/`):
 
@@ -29,12 +32,10 @@ from __future__ import annotations
 import subprocess
 import sys
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import Any
 
+from wizard.planner.dataprep import GSM8K_TOOL_NAME
 from wizard.verlspec.arithmetic import turn_budget
-
-if TYPE_CHECKING:
-    from wizard.planner.pipeline import _Build
 
 PRE = "actor_rollout_ref"
 DEFAULT_TURNS = 3
@@ -46,7 +47,6 @@ TOOL_FORMAT = "hermes"  # verl's default tool-call parser (Qwen2.5 / Qwen3 chat 
 TOOLS_DIR = "verl_init_tools"  # a package in the bundle folder: importable by verl's workers (see above)
 TOOL_CONFIG = f"{TOOLS_DIR}/tool_config.yaml"
 GSM8K_CLASS = f"{TOOLS_DIR}.gsm8k_tool.Gsm8kTool"
-GSM8K_TOOL_NAME = "calc_gsm8k_reward"
 IMPORT_TIMEOUT_S = 20.0
 
 
@@ -77,8 +77,8 @@ def import_problem(class_path: str, cwd: str, timeout: float = IMPORT_TIMEOUT_S)
     return (last[-1] if last else f"exit status {r.returncode}")[:300]
 
 
-def rules(b: "_Build") -> None:
-    """Rule stage: the agent answers against each other, the data and the response length (VI560-VI564)."""
+def rules(b: Any) -> None:
+    """Rule stage: the agent answers against each other, the data and the response length (VI560-VI565)."""
     a, f = b.a, b.f
     if a.agent != "tool":
         stray = [k for k in ("tool", "max_turns") if getattr(a, k) is not None]
@@ -90,9 +90,9 @@ def rules(b: "_Build") -> None:
     turns = a.max_turns or DEFAULT_TURNS
     b.facts["agent"] = {"tool": tool, "class": tool_class(tool), "turns": turns}
     if tool == "gsm8k":
-        from wizard.planner import dataprep
+        from wizard.planner.dataprep import resolve
 
-        fmt = dataprep.resolve(a, b.base).answer_format
+        fmt = resolve(a, b.base).answer_format
         if fmt != "number":
             f.error("VI561", ("tool", "answer_format"), f"tool=gsm8k checks a number after '####' but the answers are "
                     f"answer_format={fmt}", "use numeric (GSM8K-style) data, or tool=<module.Class> of your own")
@@ -103,6 +103,11 @@ def rules(b: "_Build") -> None:
                 "VI563", ("tool",), f"tool={tool} does not import here ({why}): verl's tool registry imports it in "
                 "every agent-loop worker", "install its package where verl runs, or put the module in the bundle "
                 "folder (it is on the workers' sys.path)")
+    if a.cluster == "kuberay":
+        f.error("VI565", ("agent", "cluster"), "agent=tool with cluster=kuberay: the pods get the bundle's files from "
+                "its ConfigMap (verl_config.yaml, prepare_data.py, reward_fn.py), which does not carry "
+                f"{TOOLS_DIR}/ (the tool config and tool module verl's agent-loop workers load)",
+                "use cluster=ray (ray/submit.sh uploads the whole bundle as the job's working_dir) or slurm")
     if a.train_files:
         f.warning("VI564", ("agent", "train_files"), "agent=tool with your own train_files: verl passes each row's "
                   "extra_info.tools_kwargs to the tool, and rows without agent_name use the default agent loop",
@@ -121,7 +126,7 @@ def rules(b: "_Build") -> None:
                 f"set max_response_length ≥ {need}" + (f", or max_turns ≤ {fit}" if fit else ""))
 
 
-def keys(b: "_Build") -> None:
+def keys(b: Any) -> None:
     """Key stage (after the rollout keys): verl's multi-turn and agent-loop keys."""
     agent = b.facts.get("agent")
     if agent is None:

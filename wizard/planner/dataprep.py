@@ -214,6 +214,7 @@ def resolve(a: "Answers", base_dir: str) -> DataPrep:
     )
 
 
+GSM8K_TOOL_NAME = "calc_gsm8k_reward"  # the bundle's GSM8K tool (wizard.planner.agent), as verl's example names it
 # agent=tool with the bundle's GSM8K tool: the system message verl's multi-turn GSM8K preprocessing writes, in short
 TOOL_SYSTEM_PROMPT = ("You are a math expert. Solve the question step by step. Before giving the final answer, call "
                       "the `calc_gsm8k_reward` tool with it at least once and refine the answer if the tool says it is "
@@ -224,10 +225,8 @@ def agent_fields(a: "Answers") -> dict:
     """The DataPrep fields of agent=tool (verl's multi-turn rows: agent_name, extra_info.tools_kwargs)."""
     if getattr(a, "agent", "single_turn") != "tool":
         return {}
-    from wizard.planner import agent
-
     gsm8k = (a.tool or "gsm8k") == "gsm8k"
-    return {"agent_name": "tool_agent", "tool_name": agent.GSM8K_TOOL_NAME if gsm8k else None}
+    return {"agent_name": "tool_agent", "tool_name": GSM8K_TOOL_NAME if gsm8k else None}
 
 
 def agent_system_prompt(a: "Answers") -> Optional[str]:

@@ -16,6 +16,8 @@ Every output row:
     ability       a task label
     reward_model  {"style": "rule", "ground_truth": "<reference answer, as text>"}
     extra_info    {"split", "index", "row", "question", "answer"}, passed through to the scorer
+    agent_name    (AGENT_NAME set) the agent loop verl runs for the row, e.g. tool_agent
+                  and extra_info.tools_kwargs = {TOOL_NAME: {"create_kwargs": {"ground_truth": ...}}} (TOOL_NAME set)
 
 The settings below come from your verl-init answers; edit them and run the script again.
 Needs pyarrow (installed with verl); the hub download also needs the `datasets` library.
@@ -50,6 +52,8 @@ ABILITY = 'math'
 OFFLINE_DIR = None  # gsm8k: used when the hub is unreachable (relative to this folder; None: fail)
 VAL_FRACTION = 0.05  # share of a local file held out for validation (0: no val.parquet)
 SEED = 42  # seed of that split
+AGENT_NAME = None  # verl's agent loop for every row (None: the config's default_agent_loop)
+TOOL_NAME = None  # the tool that gets each row's ground truth (extra_info.tools_kwargs)
 # <<< settings
 
 ROLES = ("system", "user", "assistant", "tool")
@@ -269,7 +273,18 @@ def convert(rows, split, skipped):
             "reward_model": {"style": "rule", "ground_truth": truth},
             "extra_info": {"split": split, "index": len(out), "row": row_number, "question": question, "answer": answer},
         })
+        with_agent(out[-1], truth)
     return out
+
+
+def with_agent(row, truth):
+    """Multi-turn tool rows, as verl's multi-turn GSM8K preprocessing writes them: agent_name picks the agent loop
+    (verl's agent_loop.py), extra_info.tools_kwargs reaches the tool's create() (verl's rl_dataset.py)."""
+    if AGENT_NAME:
+        row["agent_name"] = AGENT_NAME
+    if TOOL_NAME:
+        row["extra_info"]["need_tools_kwargs"] = True
+        row["extra_info"]["tools_kwargs"] = {TOOL_NAME: {"create_kwargs": {"ground_truth": truth}}}
 
 
 def split_file(rows):
