@@ -275,3 +275,13 @@ def test_check_finds_a_tool_class_that_does_not_import(tmp_path):
     report = check(str(bundle))
     (hit,) = [f.problem for f in report.findings if f.problem.rule == "VI858"]
     assert "verl_init_tools.gone_tool.Gsm8kTool" in hit.message and "does not import" in hit.message
+    path.write_text(path.read_text().replace("verl_init_tools.gone_tool.Gsm8kTool", "verl_init_tools.gsm8k_tool.Gone"))
+    (hit,) = [f.problem for f in check(str(bundle)).findings if f.problem.rule == "VI858"]
+    assert "gsm8k_tool.py defines no Gone" in hit.message  # read statically from the bundle's own module
+
+
+def test_sampler_draws_multi_turn_plans():
+    from sampler import sample
+
+    drawn = [sample(seed) for seed in range(200)]
+    assert sum(d.get("agent") == "tool" for d in drawn) >= 20
