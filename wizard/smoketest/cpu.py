@@ -865,7 +865,9 @@ class CpuRun:
         ctx.check(4, "dataset_schema", True,
                   f"{read} row(s) from {src_how}; verl's RLHFDataset kept {kept} (max_prompt_length={max_prompt}); "
                   "prompts are chat lists and every row has data_source, reward_model.ground_truth (text) and "
-                  "extra_info" + (f"; note: {no_scorer[0]['message']}" if no_scorer else ""),
+                  "extra_info" + ("; multi-turn: agent_name and extra_info.tools_kwargs checked (validate-dataset "
+                                  "--agent tool)" if _agent_options(ctx) else "")
+                  + (f"; note: {no_scorer[0]['message']}" if no_scorer else ""),
                   {"rows_read": read, "kept_by_verl": kept, "findings": self.report.data["schema_findings"],
                    "example_row": self.report.data["example_row"]})
         ph.detail = (f"{read} row(s) from {src_how}; verl's RLHFDataset kept {kept}; {sg.prompts} prompts drawn "
@@ -1385,6 +1387,17 @@ def _load_with_verl(ctx: SmokeContext, rows_path: str, tok: Any) -> tuple[list[d
     return items, len(ds)
 
 
+def _agent_options(ctx: SmokeContext) -> dict[str, Any]:
+    """Multi-turn bundles: validate-dataset's --agent tool (and --tool-name for verl-init's GSM8K tool)."""
+    if not ctx.cfg.actor_rollout_ref.rollout.multi_turn.enable:
+        return {}
+    a = ctx.answers
+    gsm8k = a is not None and a.agent == "tool" and (a.tool or "gsm8k") == "gsm8k"
+    from wizard.planner.dataprep import GSM8K_TOOL_NAME
+
+    return {"agent": "tool", "tool_name": GSM8K_TOOL_NAME if gsm8k else None}
+
+
 def _validate_rows(ctx: SmokeContext, rows_path: str, tok: Any) -> list[dict[str, Any]]:
     """verl-init's validate-dataset on the same rows (precise row-level diagnosis)."""
     from wizard.env.datasets import Options, validate
@@ -1393,7 +1406,8 @@ def _validate_rows(ctx: SmokeContext, rows_path: str, tok: Any) -> list[dict[str
     opts = Options(kind="rl", prompt_key=str(ctx.cfg.data.get("prompt_key", "prompt")),
                    max_prompt_length=int(ctx.cfg.data.max_prompt_length), tokenizer=tok, tokenizer_name="smoke",
                    reward_function=str(fn.path) if fn.get("path") else None,
-                   filter_overlong_prompts=bool(ctx.cfg.data.get("filter_overlong_prompts", False)))
+                   filter_overlong_prompts=bool(ctx.cfg.data.get("filter_overlong_prompts", False)),
+                   **_agent_options(ctx))
     try:
         return [f.as_dict() for f in validate([rows_path], opts).findings]
     except Exception as exc:  # noqa: BLE001 - diagnosis only
