@@ -135,7 +135,8 @@ def test_users_own_tool_class_is_named_in_the_tool_config(tmp_path):
         "        return OpenAIFunctionToolSchema.model_validate({'type': 'function', 'function': {'name': 'echo',\n"
         "            'description': 'echo', 'parameters': {'type': 'object', 'properties': {}, 'required': []}}})\n")
     plan = wizard.plan(answers(agent="tool", tool="my_tools.Echo"), base_dir=str(tmp_path))
-    assert "VI563" not in {p.rule for p in plan.findings}
+    (warning,) = [p for p in plan.findings if p.rule == "VI563"]  # beside the answers, not in the bundle
+    assert warning.severity == "warning" and "copy my_tools.py" in warning.hint
     files = wizard.render(plan)
     assert "verl_init_tools/gsm8k_tool.py" not in files
     cfg = yaml.safe_load(files["verl_init_tools/tool_config.yaml"])
@@ -146,6 +147,8 @@ def test_users_own_tool_class_is_named_in_the_tool_config(tmp_path):
 
     (tool,) = load_tools(bundle, "verl_init_tools/tool_config.yaml")
     assert tool.name == "echo"
+    again = wizard.plan(answers(agent="tool", tool="my_tools.Echo"), base_dir=str(tmp_path), bundle_dir="b")
+    assert "VI563" not in {p.rule for p in again.findings}  # the bundle folder carries it now
 
 
 @pytest.mark.verl

@@ -29,6 +29,7 @@ verl 0.9.1 facts, each with its source (paths under the installed `verl/`):
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from functools import lru_cache
@@ -97,12 +98,7 @@ def rules(b: Any) -> None:
             f.error("VI561", ("tool", "answer_format"), f"tool=gsm8k checks a number after '####' but the answers are "
                     f"answer_format={fmt}", "use numeric (GSM8K-style) data, or tool=<module.Class> of your own")
     else:
-        why = import_problem(tool, b.base)
-        if why is not None:
-            (f.error if a.cluster == "local" else f.warning)(
-                "VI563", ("tool",), f"tool={tool} does not import here ({why}): verl's tool registry imports it in "
-                "every agent-loop worker", "install its package where verl runs, or put the module in the bundle "
-                "folder (it is on the workers' sys.path)")
+        _tool_imports(b, tool)
     if a.cluster == "kuberay":
         f.error("VI565", ("agent", "cluster"), "agent=tool with cluster=kuberay: the pods get the bundle's files from "
                 "its ConfigMap (verl_config.yaml, prepare_data.py, reward_fn.py), which does not carry "
@@ -124,6 +120,29 @@ def rules(b: Any) -> None:
                 f"replies of up to {TOOL_RESPONSE_TOKENS} tokens leave {max(budget.assistant_tokens, 0)} tokens for the "
                 f"model's own, under {MIN_TURN_TOKENS} per turn (verl stops the conversation when the response is full)",
                 f"set max_response_length ≥ {need}" + (f", or max_turns ≤ {fit}" if fit else ""))
+
+
+def _tool_imports(b: Any, tool: str) -> None:
+    """VI563: the user's class must import where verl runs, the bundle folder (on the workers' sys.path). Tried from
+    the bundle folder when known (else a folder holding nothing of the user's), then from the current folder: a module
+    that imports only from there is a file beside the answers that the bundle does not carry."""
+    import tempfile
+
+    a, f = b.a, b.f
+    where = b.bundle if b.bundle and os.path.isdir(b.bundle) else tempfile.gettempdir()
+    if import_problem(tool, where) is None:
+        return
+    why = import_problem(tool, b.base)
+    if why is None:
+        module = tool.rpartition(".")[0]
+        f.warning("VI563", ("tool",), f"tool={tool} imports here only from {b.base} (the folder verl-init runs in), "
+                  "not where verl runs: the bundle folder, which does not carry it",
+                  f"copy {module.replace('.', '/')}.py (or its package) into the bundle folder, or install it")
+        return
+    (f.error if a.cluster == "local" else f.warning)(
+        "VI563", ("tool",), f"tool={tool} does not import here ({why}): verl's tool registry imports it in "
+        "every agent-loop worker", "install its package where verl runs, or put the module in the bundle "
+        "folder (it is on the workers' sys.path)")
 
 
 def keys(b: Any) -> None:
