@@ -92,6 +92,15 @@ def test_tool_must_be_gsm8k_or_a_class_path():
         exc.value.problems[0].message
 
 
+def test_tool_import_is_bounded_in_time_and_output(tmp_path):
+    from wizard.planner.agent import import_problem
+
+    (tmp_path / "slow_tool.py").write_text("import time\ntime.sleep(60)\n")
+    (tmp_path / "loud_tool.py").write_text("import sys\nsys.stderr.write('x' * 5_000_000)\nraise ImportError('boom')\n")
+    assert "took longer than 1 s" in import_problem("slow_tool.T", str(tmp_path), 1.0)
+    assert import_problem("loud_tool.T", str(tmp_path)).endswith("ImportError: boom")
+
+
 def test_unimportable_tool_is_a_warning_off_this_machine():
     plan = wizard.plan(answers(agent="tool", tool="no_such_module_xyz.Tool", cluster="ray"))
     assert "VI563" in {p.rule for p in plan.findings}

@@ -66,16 +66,25 @@ def import_problem(class_path: str, cwd: str, timeout: float = IMPORT_TIMEOUT_S)
             "sys.path.insert(0, '.')\n"
             f"m = importlib.import_module({module!r})\n"
             f"getattr(m, {name!r})\n")
-    try:
-        r = subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return f"importing {module} took longer than {timeout:g} s"
-    except OSError as exc:
-        return f"could not start Python to import it: {exc}"
-    if r.returncode == 0:
-        return None
-    last = [line for line in (r.stderr or "").strip().splitlines() if line.strip()]
+    import tempfile
+
+    with tempfile.TemporaryFile() as err:  # the traceback's tail only: a module may print without bound
+        try:
+            r = subprocess.run([sys.executable, "-c", code], cwd=cwd, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=err, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return f"importing {module} took longer than {timeout:g} s"
+        except OSError as exc:
+            return f"could not start Python to import it: {exc}"
+        if r.returncode == 0:
+            return None
+        err.seek(max(0, err.seek(0, os.SEEK_END) - 4096))
+        tail = err.read(4096).decode("utf-8", errors="replace")
+    last = [line for line in tail.strip().splitlines() if line.strip()]
     return (last[-1] if last else f"exit status {r.returncode}")[:300]
+
+
+NO_VERL = "No module named 'verl'"  # verl-init without verl beside it cannot try a BaseTool subclass
 
 
 def rules(b: Any) -> None:
@@ -133,6 +142,10 @@ def _tool_imports(b: Any, tool: str) -> None:
     if import_problem(tool, where) is None:
         return
     why = import_problem(tool, b.base)
+    if why is not None and NO_VERL in why:
+        f.warning("VI563", ("tool",), f"tool={tool} could not be tried here: verl is not installed beside verl-init "
+                  f"({why})", "install verl here to have the class checked, or check it where verl runs")
+        return
     if why is None:
         module = tool.rpartition(".")[0]
         f.warning("VI563", ("tool",), f"tool={tool} imports here only from {b.base} (the folder verl-init runs in), "
