@@ -102,6 +102,15 @@ def sample(seed: int) -> dict[str, Any]:
                 if out["accelerator"] == "amd" else ("Ascend910B", 64)
         if out["cluster"] == "kuberay" and acc.random() < 0.85:  # else VI633: no image for this accelerator
             out["image"] = "registry.example.com/verl:0.9.1"
+    # Multi-turn tool calling, drawn from its own generator so the draws above stay what they were.
+    agent_rng = random.Random(seed * 7919 + 1)
+    if agent_rng.random() < 0.2:
+        out["agent"] = "tool"
+        out["max_turns"] = agent_rng.choice([None, None, 1, 2, 3, 5])
+        if agent_rng.random() < 0.85:  # else VI562 / VI565 / VI561 may fire
+            out["max_response_length"] = max(out["max_response_length"], 1024)
+            out["cluster"] = "ray" if out["cluster"] == "kuberay" else out["cluster"]
+            out["dataset"] = "gsm8k" if out["dataset"] == "math" else out["dataset"]
     return {k: v for k, v in out.items() if v is not None}
 
 

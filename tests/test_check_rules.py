@@ -177,6 +177,15 @@ CASES: list[tuple[str, str, list[str], tuple[str, ...], str, dict[str, Any]]] = 
                         "reward.reward_model.rollout.name=vllm", "reward.reward_model.rollout.gpu_memory_utilization=0.05"], (),
      "reward.reward_model.rollout.gpu_memory_utilization", {}),
     ("VI870", "warning", ["data.train_files=/nonexistent/train.parquet"], (), "data.train_files", {}),
+    # multi-turn tools with the single-turn default loop (the fake parquet files cannot say whether rows name one)
+    ("VI855", "warning", ["actor_rollout_ref.rollout.multi_turn.enable=True",
+                          "actor_rollout_ref.rollout.multi_turn.tool_config_path=/nonexistent/tools.yaml"], (),
+     "actor_rollout_ref.rollout.agent.default_agent_loop", {}),
+    ("VI858", "warning", ["actor_rollout_ref.rollout.agent.default_agent_loop=tool_agent",
+                          "actor_rollout_ref.rollout.multi_turn.tool_config_path=/nonexistent/tools.yaml"], (),
+     "actor_rollout_ref.rollout.multi_turn.tool_config_path", {}),
+    ("VI859", "warning", ["actor_rollout_ref.rollout.agent.default_agent_loop=tool_agent"], (),
+     "actor_rollout_ref.rollout.agent.default_agent_loop", {}),
 ]
 
 

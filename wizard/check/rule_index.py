@@ -44,6 +44,13 @@ RULES: dict[str, tuple[str, str]] = {
     "VI574": ("reward & data", "image column (data.image_key) missing from the data, or not a list of images"),
     "VI575": ("reward & data", "an image is neither {bytes} nor a path, or its bytes do not decode as an image"),
     "VI576": ("reward & data", "the prompt's <image> placeholders do not match the row's number of images"),
+    # -- answers: multi-turn tool calling (wizard.planner.agent) ------------------------------------------
+    "VI560": ("answers", "tool or max_turns set while agent=single_turn (the single-turn loop never calls a tool)"),
+    "VI561": ("answers", "tool=gsm8k (checks a number after ####) with answers in another answer_format"),
+    "VI562": ("answers", "max_response_length too short for max_turns: tool replies leave < 128 tokens per turn"),
+    "VI563": ("answers", "the tool's module.Class does not import here (error with cluster=local, warning elsewhere)"),
+    "VI564": ("answers", "agent=tool with your own train_files: their rows need agent_name and tools_kwargs"),
+    "VI565": ("answers", "agent=tool with cluster=kuberay: the pods' ConfigMap does not carry the bundle's tool files"),
     # -- batching (wizard.planner.pipeline) ----------------------------------------------------------------
     "VI201": ("batching", "updates_per_step does not divide prompts_per_step into equal mini-batches"),
     "VI202": ("batching", "the samples of one update (mini-batch × samples_per_prompt) do not split over DP ranks"),
@@ -111,6 +118,9 @@ RULES: dict[str, tuple[str, str]] = {
     "VI536": ("reward & data", "preference chosen and rejected are the same text"),
     "VI537": ("reward & data", "preference prompt/chosen/rejected value is not text"),
     "VI538": ("reward & data", "the --tokenizer cannot be loaded"),
+    "VI566": ("reward & data", "validate-dataset --agent tool: a row has no agent_name (runs the default agent loop)"),
+    "VI567": ("reward & data", "validate-dataset --agent tool: extra_info.tools_kwargs lacks the tool's create_kwargs"),
+    "VI568": ("reward & data", "validate-dataset --agent tool: agent_name is not one of verl's agent loops"),
     # -- memory (wizard.planner.pipeline with wizard.planner.memory) -------------------------------------------------
     # -- hardware beyond NVIDIA: the accelerator answer (wizard.planner.pipeline, wizard.verlspec.hardware) ------
     "VI630": ("layout", "rollout_engine has no build verl 0.9.1 drives on the accelerator (e.g. sglang on Ascend)"),

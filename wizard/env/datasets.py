@@ -10,6 +10,11 @@ RL files (`--type rl`, read by verl's RLHFDataset and reward loop):
   VI526 error    data_source has no scorer in verl's default scoring and no custom function was given
   VI527 error    the tokenizer's chat template fails on the prompt (verl drops or crashes on the row)
   VI528 warning  prompts longer than max_prompt_length (what verl does with them is spelled out)
+With --agent tool (multi-turn tool calling, verl's tool agent loop):
+  VI566 warning  a row has no agent_name: it runs the config's default agent loop (single_turn_agent unless set)
+  VI567 error    a row's extra_info.tools_kwargs lacks the --tool-name tool's create_kwargs (a warning without
+                 --tool-name when tools_kwargs is missing): the tool gets no ground truth
+  VI568 warning  agent_name is not one of verl's agent loops (single_turn_agent, tool_agent)
   VI529 warning  duplicate prompts within a file
   VI530 warning  prompts shared between files (train/validation overlap)
   VI531 error    the file has no rows, or no row survives verl's overlong filter
@@ -46,6 +51,7 @@ from wizard.planner.dataprep import scorer_for
 from wizard.intent.errors import UserError
 
 ROLES = ("system", "user", "assistant", "tool")
+AGENT_LOOPS = ("single_turn_agent", "tool_agent")  # verl 0.9.1's registered agent loops (agent_loop.py:470)
 RL_SUFFIXES = (".parquet", ".jsonl", ".json")
 BATCH_ROWS = 2048
 SHOW = 5  # example rows kept per finding
@@ -74,6 +80,9 @@ RULES: dict[str, tuple[str, str]] = {
     "VI574": ("error", "image column missing or not a list"),
     "VI575": ("error", "image malformed or not decodable"),
     "VI576": ("error", "<image> placeholders do not match the images"),
+    "VI566": ("warning", "agent_name missing (multi-turn)"),
+    "VI567": ("error", "tools_kwargs missing (multi-turn)"),
+    "VI568": ("warning", "agent_name not a verl agent loop"),
 }
 
 
@@ -151,6 +160,8 @@ class Options:
     rejected_key: str = "rejected"
     batch_rows: int = BATCH_ROWS
     image_key: Optional[str] = None  # data.image_key of a vision-language model's data: its images are checked
+    agent: str = "single_turn"  # tool: rows for verl's tool agent loop (agent_name, extra_info.tools_kwargs)
+    tool_name: Optional[str] = None  # the tool whose create_kwargs each row must carry
 
 
 # ---------------------------------------------------------------------------------------------
@@ -445,6 +456,8 @@ class _FileCheck:
                          ).add(row_no, "no extra_info" if not isinstance(extra, dict) else "no index")
         if o.image_key:
             self.check_images(row_no, row, chat)
+        if o.agent == "tool":
+            self.check_agent_row(row_no, row, extra)
         return chat
 
     def check_images(self, row_no: int, row: dict[str, Any], chat: Optional[list[dict[str, Any]]]) -> None:
@@ -478,6 +491,36 @@ class _FileCheck:
                          "put one <image> in the prompt per image, in order (verl asserts it: rl_dataset.py:381)" if not zero
                          else "verl leaves the placeholder as text and the model sees no image: add the image or drop it",
                          severity="warning" if zero else None).add(row_no, f"{placeholders} placeholder(s), {len(images)} image(s)")
+
+    def check_agent_row(self, row_no: int, row: dict[str, Any], extra: Any) -> None:
+        """Multi-turn tool rows (verl 0.9.1): agent_name picks the agent loop (experimental/agent_loop/agent_loop.py:
+        610-612, else rollout.agent.default_agent_loop); extra_info.tools_kwargs[tool]["create_kwargs"] reaches the
+        tool's create() (utils/dataset/rl_dataset.py:403-410, experimental/agent_loop/tool_agent_loop.py:485-486)."""
+        o = self.opts
+        name = row.get("agent_name")
+        if name is None:
+            self.finding("VI566", "agent_name is missing",
+                         "the row runs rollout.agent.default_agent_loop (single_turn_agent unless the config sets "
+                         "tool_agent): write agent_name = \"tool_agent\" (verl-init's data/prepare_data.py does with "
+                         "agent=tool)").add(row_no, "no agent_name")
+        elif name not in AGENT_LOOPS:
+            self.finding("VI568", f"agent_name is not one of verl's agent loops ({', '.join(AGENT_LOOPS)})",
+                         "verl asserts the name is registered (agent_loop.py:678) unless your agent_loop_config_path "
+                         "registers it").add(row_no, _short(name))
+        kwargs = extra.get("tools_kwargs") if isinstance(extra, dict) else None
+        if o.tool_name:
+            entry = kwargs.get(o.tool_name) if isinstance(kwargs, dict) else None
+            create = entry.get("create_kwargs") if isinstance(entry, dict) else None
+            if not isinstance(create, dict) or not create:
+                self.finding("VI567", f"extra_info.tools_kwargs has no {o.tool_name!r} create_kwargs",
+                             f"the tool gets no per-row state (e.g. the ground truth): write extra_info.tools_kwargs = "
+                             f"{{\"{o.tool_name}\": {{\"create_kwargs\": {{\"ground_truth\": ...}}}}}}").add(
+                    row_no, "no tools_kwargs" if not isinstance(kwargs, dict) else f"keys: {sorted(kwargs)[:5]}")
+        elif not isinstance(kwargs, dict) or not kwargs:
+            self.finding("VI567", "extra_info.tools_kwargs is missing or empty",
+                         "stateful tools get their per-row state from it (verl logs a warning per row when "
+                         "need_tools_kwargs is set); pass --tool-name NAME to require one tool's create_kwargs",
+                         severity="warning").add(row_no, "no tools_kwargs")
 
     # -- per row (preference) ---------------------------------------------------------------------
     def check_pref_row(self, row_no: int, row: dict[str, Any]) -> Optional[str]:
@@ -952,6 +995,11 @@ def main(args: list[str]) -> int:
                    help="the run sets data.filter_overlong_prompts=False (verl-init sets True)")
     p.add_argument("--image-key", metavar="KEY",
                    help="data.image_key of a vision-language model's data: check each row's images and <image> placeholders")
+    p.add_argument("--agent", choices=("single_turn", "tool"), default="single_turn",
+                   help="tool: rows for multi-turn tool calling (agent_name, extra_info.tools_kwargs)")
+    p.add_argument("--tool-name", metavar="NAME",
+                   help="with --agent tool: every row's tools_kwargs must carry NAME's create_kwargs "
+                        "(e.g. calc_gsm8k_reward)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
     ns = p.parse_args(args)
@@ -961,7 +1009,10 @@ def main(args: list[str]) -> int:
     tokenizer = load_tokenizer(ns.tokenizer) if ns.tokenizer else None
     opts = Options(kind=ns.kind, prompt_key=ns.prompt_key, max_prompt_length=ns.max_prompt_length,
                    tokenizer=tokenizer, tokenizer_name=ns.tokenizer, reward_function=ns.reward_function,
-                   filter_overlong_prompts=ns.filter_overlong, image_key=ns.image_key)
+                   filter_overlong_prompts=ns.filter_overlong, image_key=ns.image_key,
+                   agent=ns.agent, tool_name=ns.tool_name)
+    if ns.tool_name and ns.agent != "tool":
+        p.error("--tool-name needs --agent tool")
     report = validate(ns.files, opts)
     if ns.json:
         print(json.dumps(report.as_dict(), indent=2, default=str))

@@ -223,6 +223,21 @@ class Answers(BaseModel):
     val_fraction: float = Field(0.05, ge=0, lt=1, description="Share of a local file held out for validation (0: none).")
     split_seed: int = Field(42, ge=0, description="Seed of the train/validation split of a local file.")
 
+    # --- multi-turn tool calling (verl's tool agent loop) ---------------------------------------
+    agent: Literal["single_turn", "tool"] = Field(
+        "single_turn", description="Rollout agent loop: single_turn (one response per prompt) or tool (multi-turn "
+                                   "tool calling with verl's tool_agent loop).",
+    )
+    tool: Optional[str] = Field(
+        None, min_length=1, max_length=200,
+        description="Tool for agent=tool: gsm8k (a GSM8K answer checker shipped in the bundle) or module.Class, "
+                    "your BaseTool subclass importable where verl runs; default gsm8k.",
+    )
+    max_turns: Optional[int] = Field(
+        None, ge=1, le=64, description="Most assistant turns per conversation for agent=tool (tool replies count "
+                                       "against max_response_length); default 3.",
+    )
+
     # --- escape hatch: verl keys the answers do not model -------------------------------------
     overrides: list[str] = Field(
         default_factory=list,
@@ -274,6 +289,15 @@ class Answers(BaseModel):
         path, sep, name = v.rpartition(":")
         if not sep or not path.endswith(".py") or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
             raise ValueError("must be file.py:function_name")
+        return v
+
+    @field_validator("tool")
+    @classmethod
+    def _tool_shape(cls, v: Optional[str]) -> Optional[str]:
+        if v is None or v == "gsm8k":
+            return v
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+", v):
+            raise ValueError("must be gsm8k or module.Class (a dotted Python path to a BaseTool subclass)")
         return v
 
     @model_validator(mode="after")

@@ -148,6 +148,8 @@ class DataPrep:
     out_image_key: Optional[str] = None  # the image column written (data.image_key)
     image_max_pixels: int = 0  # images larger than this are shrunk (Qwen-VL's rounding to image_factor included)
     image_factor: int = 0  # pixels per image-token side: patch_size × spatial_merge_size
+    agent_name: Optional[str] = None  # agent=tool: every row's agent_name (verl's tool agent loop)
+    tool_name: Optional[str] = None  # the tool whose create_kwargs carry the ground truth (extra_info.tools_kwargs)
 
     @property
     def scorer(self) -> Optional[str]:
@@ -218,7 +220,7 @@ def resolve(a: "Answers", base_dir: str) -> DataPrep:
         answer_format_reason=fmt_reason,
         instruction=instruction,
         instruction_reason=instr_reason,
-        system_prompt=a.system_prompt,
+        system_prompt=a.system_prompt if a.system_prompt is not None else agent_system_prompt(a),
         data_source=ds,
         data_source_reason=ds_reason,
         ability="math" if fmt in ("number", "boxed") else "qa",
@@ -227,6 +229,7 @@ def resolve(a: "Answers", base_dir: str) -> DataPrep:
         reward_fn=a.reward == "function" and not a.reward_function,
         offline_dir=OFFLINE_DIR if offline_fallback(a) else None,
         **_images(a, hub),
+        **agent_fields(a),
     )
 
 
@@ -250,6 +253,26 @@ def _images(a: "Answers", hub: Optional[Hub]) -> dict:
     factor = shape.vision_patch * shape.vision_merge if shape is not None else 28
     return {"image_key": HUB_IMAGE_KEY if hub is not None else a.image_key, "out_image_key": a.image_key,
             "image_max_pixels": a.image_max_pixels, "image_factor": factor}
+
+
+GSM8K_TOOL_NAME = "calc_gsm8k_reward"  # the bundle's GSM8K tool (wizard.planner.agent), as verl's example names it
+# agent=tool with the bundle's GSM8K tool: the system message verl's multi-turn GSM8K preprocessing writes, in short
+TOOL_SYSTEM_PROMPT = ("You are a math expert. Solve the question step by step. Before giving the final answer, call "
+                      "the `calc_gsm8k_reward` tool with it at least once and refine the answer if the tool says it is "
+                      "not correct. Put the final answer in the format `#### <answer>`.")
+
+
+def agent_fields(a: "Answers") -> dict:
+    """The DataPrep fields of agent=tool (verl's multi-turn rows: agent_name, extra_info.tools_kwargs)."""
+    if getattr(a, "agent", "single_turn") != "tool":
+        return {}
+    gsm8k = (a.tool or "gsm8k") == "gsm8k"
+    return {"agent_name": "tool_agent", "tool_name": GSM8K_TOOL_NAME if gsm8k else None}
+
+
+def agent_system_prompt(a: "Answers") -> Optional[str]:
+    """The default system message: with agent=tool and the GSM8K tool, one that tells the model to call it."""
+    return TOOL_SYSTEM_PROMPT if getattr(a, "agent", "single_turn") == "tool" and (a.tool or "gsm8k") == "gsm8k" else None
 
 
 def offline_fallback(a: "Answers") -> bool:

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Literal, Optional, Sequence
 
-from wizard.planner import dataprep
+from wizard.planner import agent, dataprep
 from wizard._version import VERL_TARGET, __version__
 from wizard.intent.answers import BUILTIN_DATASETS, DATA_SUFFIXES, Answers
 from wizard.intent.errors import Findings, Problem
@@ -816,6 +816,10 @@ ANSWER_KEYS: dict[str, str] = {
     "trainer.default_local_dir": "checkpoint_dir",
     "trainer.max_actor_ckpt_to_keep": "keep_checkpoints",
     "trainer.max_critic_ckpt_to_keep": "keep_checkpoints",
+    f"{PRE}.rollout.multi_turn.enable": "agent",
+    f"{PRE}.rollout.multi_turn.max_assistant_turns": "max_turns",
+    f"{PRE}.rollout.multi_turn.tool_config_path": "tool",
+    f"{PRE}.rollout.agent.default_agent_loop": "agent",
 }
 _OVERRIDE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_][A-Za-z0-9_-]*)+")
 _OVERRIDE_FORM = "write key=value for a key verl has, +key=value to add one (e.g. +actor_rollout_ref.model.override_config.attention_dropout=0.0)"
@@ -969,7 +973,7 @@ def _vision(b: _Build) -> None:
 
 
 RULE_STAGES = (_cluster, _samples_and_kl, _reward, _parallelism, _memory_fit, _step_batches, _micro_batches,
-               _memory_verdict, _lora, _data, _vision, _checkpoints, _overrides)
+               _memory_verdict, _lora, _data, _vision, _checkpoints, agent.rules, _overrides)
 
 
 # -- key stages: verl's keys, in the order they appear in verl_config.yaml ---------------------
@@ -1308,7 +1312,7 @@ ANSWER_KEYS.update({
 })
 
 
-KEY_STAGES = (_algorithm_keys, _data_keys, _model_keys, _actor_keys, _rollout_keys, _ref_keys, _critic_keys,
+KEY_STAGES = (_algorithm_keys, _data_keys, _model_keys, _actor_keys, _rollout_keys, agent.keys, _ref_keys, _critic_keys,
               _reward_keys, _trainer_keys, _vision_keys, _override_keys, _roles)
 
 

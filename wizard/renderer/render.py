@@ -27,6 +27,7 @@ ARTEFACT_PROVIDERS = (
     "wizard.renderer.artefacts.cluster:artefacts",
     "wizard.renderer.artefacts.data:artefacts",
     "wizard.renderer.artefacts.checkpoints:artefacts",
+    "wizard.renderer.artefacts.agent:artefacts",
 )
 
 
@@ -261,6 +262,32 @@ def checkpoint_lines(plan: Plan) -> list[str]:
     return [saved, resume, place, export]
 
 
+def agent_lines(plan: Plan) -> list[str]:
+    """PLAN.md's "Multi-turn tool calling" lines (Markdown; user values through `code`)."""
+    from wizard.planner import agent
+
+    facts = plan.facts.get("agent")
+    if facts is None:
+        return []
+    bud, cap = plan.facts["turn_budget"], agent.TOOL_RESPONSE_TOKENS
+    return [
+        f"Agent loop: verl's `tool_agent` on the async {plan.answers.rollout_engine} server, up to {facts['turns']} "
+        f"assistant turns; tool {code(facts['class'])} from `{agent.TOOL_CONFIG}` (verl's tool registry imports it "
+        "in every agent-loop worker; the bundle folder is on their sys.path).",
+        f"The response covers the whole conversation after the prompt: {bud.response_length} tokens = up to "
+        f"{bud.tool_replies} tool replies × {cap} tokens ({bud.tool_tokens}; verl cuts each reply to "
+        f"max_tool_response_length={cap} characters, so at most that many tokens) + {bud.assistant_tokens} tokens of "
+        f"the model's own (~{bud.per_turn} per turn). verl ends the conversation when the response is full.",
+        "Tool replies are masked out of the loss (response_mask 0): the policy is trained on its own tokens only, "
+        f"but tool tokens count in every sequence's length, so the memory estimate and token budgets use the full "
+        f"prompt + response ({plan.facts['seq_len']} tokens).",
+        "Each data row carries `agent_name: tool_agent`" + (
+            f" and `extra_info.tools_kwargs` (the ground truth for {code(agent.GSM8K_TOOL_NAME)}'s create call)"
+            if facts["tool"] == "gsm8k" else "") + "; `rollout.agent.default_agent_loop=tool_agent` covers rows "
+        "without agent_name. Check your own files with `verl-init validate-dataset FILE --agent tool`.",
+    ]
+
+
 def context(plan: Plan) -> dict[str, Any]:
     """Everything the templates place, computed here (templates hold no logic)."""
     a = plan.answers
@@ -387,6 +414,7 @@ def context(plan: Plan) -> dict[str, Any]:
         "findings": [p.line() for p in plan.findings],
         "memory": _memory_rows(plan),
         "checkpoint_lines": checkpoint_lines(plan),
+        "agent_lines": agent_lines(plan),
         "resume_from": a.resume_from_path or "",
         "overrides": [{"text": o["text"], "planned": code(o["planned"], cell=True) if o["planned"] else "—",
                        "reason": o["reason"] or "not set by the plan (verl's default)"}

@@ -995,7 +995,9 @@ class CpuRun:
                   + ")"
                   + ("" if all_kept else f" — {lost} row(s) lost between the file and verl's loader (not overlong)")
                   + "; prompts are chat lists and every row has data_source, reward_model.ground_truth (text) and "
-                  "extra_info" + (f"; note: {no_scorer[0]['message']}" if no_scorer else ""),
+                  "extra_info" + ("; multi-turn: agent_name and extra_info.tools_kwargs checked (validate-dataset "
+                                  "--agent tool)" if _agent_options(ctx) else "")
+                  + (f"; note: {no_scorer[0]['message']}" if no_scorer else ""),
                   {"rows_read": read, "kept_by_verl": kept, "filter_overlong_prompts": filtering, "overlong": overlong,
                    "findings": self.report.data["schema_findings"], "example_row": self.report.data["example_row"]},
                   hint="every row of the file must reach verl's loader: check data/prepare_data.py's output and the "
@@ -1687,6 +1689,17 @@ def _vision_rows(ctx: SmokeContext, rows_path: str, arch: str, read: int, src_ho
         f"--image-key {image_key}`; the first real step runs on the GPUs")
 
 
+def _agent_options(ctx: SmokeContext) -> dict[str, Any]:
+    """Multi-turn bundles: validate-dataset's --agent tool (and --tool-name for verl-init's GSM8K tool)."""
+    if not ctx.cfg.actor_rollout_ref.rollout.multi_turn.enable:
+        return {}
+    a = ctx.answers
+    gsm8k = a is not None and a.agent == "tool" and (a.tool or "gsm8k") == "gsm8k"
+    from wizard.planner.dataprep import GSM8K_TOOL_NAME
+
+    return {"agent": "tool", "tool_name": GSM8K_TOOL_NAME if gsm8k else None}
+
+
 def _validate_rows(ctx: SmokeContext, rows_path: str, tok: Any) -> list[dict[str, Any]]:
     """verl-init's validate-dataset on the same rows (precise row-level diagnosis)."""
     from wizard.env.datasets import Options, validate
@@ -1695,7 +1708,8 @@ def _validate_rows(ctx: SmokeContext, rows_path: str, tok: Any) -> list[dict[str
     opts = Options(kind="rl", prompt_key=str(ctx.cfg.data.get("prompt_key", "prompt")),
                    max_prompt_length=int(ctx.cfg.data.max_prompt_length), tokenizer=tok, tokenizer_name="smoke",
                    reward_function=str(fn.path) if fn.get("path") else None,
-                   filter_overlong_prompts=bool(ctx.cfg.data.get("filter_overlong_prompts", False)))
+                   filter_overlong_prompts=bool(ctx.cfg.data.get("filter_overlong_prompts", False)),
+                   **_agent_options(ctx))
     try:
         return [f.as_dict() for f in validate([rows_path], opts).findings]
     except Exception as exc:  # noqa: BLE001 - diagnosis only

@@ -177,9 +177,35 @@ def _prepare(ctx: SmokeContext, ph: PhaseResult) -> None:
         sg = ctx.smoke_geometry = scale_geometry(g, opts.prompts)
         report.prompts, report.samples = sg.prompts, sg.samples
         report.geometry["smoke"] = sg.as_dict()
+    _agent_checks(ctx)
     import tempfile
 
     ctx.workdir = tempfile.mkdtemp(prefix="verl-init-smoke-")
+
+
+def _agent_checks(ctx: SmokeContext) -> None:
+    """Multi-turn tool calling (rollout.multi_turn.*): what the CPU can prove (verl's tool registry loads the bundle's
+    tools) and, said plainly, what it cannot (no tool call is made: the miniature rolls out single-turn)."""
+    mt = ctx.cfg.actor_rollout_ref.rollout.multi_turn
+    if not mt.enable and not mt.tool_config_path:
+        return
+    if mt.tool_config_path:
+        from wizard.verify.harness import load_tools
+
+        try:
+            tools = load_tools(Path(ctx.bundle), str(mt.tool_config_path))
+            ctx.check(None, "tools load through verl's tool registry", bool(tools),
+                      f"{len(tools)} tool(s) from {mt.tool_config_path}: " + ", ".join(t.name for t in tools),
+                      {"tools": [t.name for t in tools]}, hint="the tool config lists no tools")
+        except Exception as exc:  # noqa: BLE001 - import errors, bad YAML, a schema pydantic refuses
+            ctx.check(None, "tools load through verl's tool registry", False,
+                      f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}",
+                      hint=f"fix {mt.tool_config_path} or the tool class it names (verl-init check: VI858)")
+    engine = ctx.report.engine
+    ctx.check(None, "multi-turn rollout with tool calls", None,
+              "not made here: the CPU miniature rolls out single-turn (verl's tool agent loop needs an async vLLM or "
+              "SGLang server on a GPU)" if engine == "cpu" else
+              "made by verl's tool agent loop in main_ppo (the step's rollout)")
 
 
 def _run(ctx: SmokeContext) -> None:

@@ -253,6 +253,7 @@ def verify_with_verl(
                                 "skipped: model is not a local folder (pass model_dir to load a stand-in)", skipped=True))
 
     _registries(cfg, run)
+    _agent_checks(cfg, Path(bundle), run)
     for name, ok, detail, source in worker_time_checks(cfg, use_critic, model_cfg if model_cfg is not _FAILED else None):
         checks.append(Check(name, ok, detail, source=source))
     return report
@@ -314,6 +315,69 @@ def _unknown_keys(bundle: str | os.PathLike[str], config_name: str) -> None:
             node = node[part]
     if unknown:
         raise KeyError("not in verl's config tree: " + ", ".join(unknown))
+
+
+def registered_names(module_dir: str, decorator: str) -> set[str]:
+    """The names verl registers with `@<decorator>("name")` in a package folder, read from its source with `ast`
+    (verl's agent-loop package imports cachetools, absent from a plain `pip install verl`: verl-facts §0.7)."""
+    import ast
+
+    import verl
+
+    names: set[str] = set()
+    folder = Path(verl.__file__).parent / module_dir
+    for path in sorted(folder.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) and \
+                    isinstance(node.args[0].value, str) and ast.unparse(node.func) == decorator:
+                names.add(node.args[0].value)
+    return names
+
+
+def load_tools(bundle: Path, tool_config_path: str) -> list[Any]:
+    """verl's own tool registry on the bundle's tool config, as an agent-loop worker loads it: the path resolved from
+    the bundle folder (where run.sh starts verl), which is also on sys.path (Ray puts the driver's folder there)."""
+    import sys
+
+    from verl.tools.tool_registry import initialize_tools_from_config
+
+    path = tool_config_path if os.path.isabs(tool_config_path) else str(bundle / tool_config_path)
+    sys.path.insert(0, str(bundle))
+    before = set(sys.modules)
+    try:
+        return initialize_tools_from_config(path)
+    finally:
+        sys.path.remove(str(bundle))
+        for name in set(sys.modules) - before:  # the bundle's tool modules: the next bundle loads its own
+            if not name.startswith(("verl", "transformers", "torch")):
+                sys.modules.pop(name, None)
+
+
+def _agent_checks(cfg: Any, bundle: Path, run: Callable[..., Any]) -> None:
+    """Multi-turn tool calling: the agent loop and tool parser verl looks up, and the tools its registry loads."""
+    r = cfg.actor_rollout_ref.rollout
+    mt, loop = r.multi_turn, r.agent.default_agent_loop
+    if not mt.enable and not mt.tool_config_path and loop == "single_turn_agent":
+        return
+
+    def agent_loop() -> None:
+        names = registered_names("experimental/agent_loop", "register")
+        assert loop in names, f"Agent loop {loop} not registered, registered agent loops: {sorted(names)}"
+
+    def parser() -> None:
+        names = registered_names("experimental/agent_loop", "ToolParser.register")
+        assert mt.format in names, f"tool parser {mt.format} not registered: {sorted(names)}"
+
+    def tools() -> list[Any]:
+        loaded = load_tools(bundle, str(mt.tool_config_path))
+        assert loaded, "the tool config lists no tools"
+        return loaded
+
+    run("agent loop registry (default_agent_loop; agent_loop.py:678)", agent_loop, str(loop))
+    run("tool parser registry (multi_turn.format)", parser, str(mt.format))
+    if mt.tool_config_path:
+        run("tool registry loads tool_config_path (tool_registry.py:initialize_tools_from_config)", tools,
+            str(mt.tool_config_path))
 
 
 def _registries(cfg: Any, run: Callable[..., Any]) -> None:

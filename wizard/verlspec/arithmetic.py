@@ -293,3 +293,27 @@ def megatron_layout(world: int, tp: int, pp: int, cp: int = 1, ep: int = 1, etp:
     if experts and ep > 1 and experts % ep:
         out.append(f"the {experts} experts do not spread evenly over expert_model_parallel_size={ep}")
     return out
+
+
+@dataclass(frozen=True)
+class TurnBudget:
+    """How verl's tool agent loop spends `rollout.response_length` over a conversation (tool_agent_loop.py)."""
+
+    response_length: int  # every assistant and tool token after the prompt (tool_agent_loop.py:195 truncates there)
+    turns: int  # max_assistant_turns
+    tool_replies: int  # tool replies that fit between those turns (one after each assistant turn but the last)
+    tool_tokens: int  # tool_replies × max_tool_response_length: masked out of the loss, but in the sequence
+    assistant_tokens: int  # what is left for the model's own tokens, all turns together
+    per_turn: int  # assistant_tokens // turns
+
+
+def turn_budget(response_length: int, turns: int, tool_response_length: int) -> TurnBudget:
+    """The worst case of one multi-turn rollout: every assistant turn but the last calls the tool, and each tool reply
+    is cut to `max_tool_response_length` characters (tool_agent_loop.py:499-500), counted here as that many tokens
+    (an upper bound: a token holds at least one character). Tool replies are
+    part of the response (response_mask 0: tool_agent_loop.py:386-397) and generation stops once the response reaches
+    `response_length` (:290, :394): what the tools use, the model cannot."""
+    replies = max(turns - 1, 0)
+    tool_tokens = replies * tool_response_length
+    left = response_length - tool_tokens
+    return TurnBudget(response_length, turns, replies, tool_tokens, left, left // turns if turns else left)

@@ -646,6 +646,9 @@ def _experiment(ctx: Context) -> str:
 NOT_ASKED: dict[str, str] = {
     "accelerator": "taken from the probed GPUs (NVML: nvidia, amdsmi: amd); else --set accelerator=amd|ascend or a profile",
     "lora_alpha": "twice lora_rank, the usual choice",
+    "agent": "single_turn; multi-turn tool calling is --set agent=tool (or --profile multiturn-gsm8k-tool)",
+    "tool": "gsm8k with agent=tool; your own class is --set tool=module.Class",
+    "max_turns": "3 assistant turns with agent=tool",
     "overrides": "the escape hatch for verl keys the answers do not model: --override or the answers file",
     "train_files": "data/prepare_data.py writes the training file from dataset",
     "val_files": "data/prepare_data.py writes the validation file from dataset",

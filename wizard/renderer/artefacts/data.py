@@ -52,6 +52,8 @@ def prepare_context(prep: dataprep.DataPrep) -> dict[str, Any]:
         "OUT_IMAGE_KEY": prep.out_image_key,
         "IMAGE_MAX_PIXELS": prep.image_max_pixels,
         "IMAGE_FACTOR": prep.image_factor,
+        "AGENT_NAME": prep.agent_name,
+        "TOOL_NAME": prep.tool_name,
     }
     label = f"the hub dataset {hub.name}" if hub else "a local data file (INPUT_FILE below)"
     return {"py": {k: py_literal(v) for k, v in values.items()}, "source_label": label}

@@ -18,6 +18,8 @@ Every output row:
     extra_info    {"split", "index", "row", "question", "answer"}, passed through to the scorer
     images        (vision-language models: OUT_IMAGE_KEY) the row's images as [{"bytes": PNG/JPEG bytes}], one per
                   <image> placeholder in the prompt, in order (verl's RLHFDataset._build_messages)
+    agent_name    (AGENT_NAME set) the agent loop verl runs for the row, e.g. tool_agent
+                  and extra_info.tools_kwargs = {TOOL_NAME: {"create_kwargs": {"ground_truth": ...}}} (TOOL_NAME set)
 
 The settings below come from your verl-init answers; edit them and run the script again.
 Needs pyarrow (installed with verl); the hub download also needs the `datasets` library.
@@ -56,6 +58,8 @@ IMAGE_KEY = None  # column of each row's images (list of {"bytes"}/{"path"} or p
 OUT_IMAGE_KEY = None  # the column written (verl's data.image_key)
 IMAGE_MAX_PIXELS = 0  # bigger images are shrunk (the plan's image tokens assume it)
 IMAGE_FACTOR = 0  # the model's pixels per image-token side (patch_size × spatial_merge_size)
+AGENT_NAME = None  # verl's agent loop for every row (None: the config's default_agent_loop)
+TOOL_NAME = None  # the tool that gets each row's ground truth (extra_info.tools_kwargs)
 # <<< settings
 
 ROLES = ("system", "user", "assistant", "tool")
@@ -364,7 +368,18 @@ def convert(rows, split, skipped, base_dir=BUNDLE):
         if IMAGE_KEY:
             example[OUT_IMAGE_KEY] = images
         out.append(example)
+        with_agent(out[-1], truth)
     return out
+
+
+def with_agent(row, truth):
+    """Multi-turn tool rows, as verl's multi-turn GSM8K preprocessing writes them: agent_name picks the agent loop
+    (verl's agent_loop.py), extra_info.tools_kwargs reaches the tool's create() (verl's rl_dataset.py)."""
+    if AGENT_NAME:
+        row["agent_name"] = AGENT_NAME
+    if TOOL_NAME:
+        row["extra_info"]["need_tools_kwargs"] = True
+        row["extra_info"]["tools_kwargs"] = {TOOL_NAME: {"create_kwargs": {"ground_truth": truth}}}
 
 
 def split_file(rows):

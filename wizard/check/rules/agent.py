@@ -1,0 +1,146 @@
+"""Agent rules: multi-turn tool calling set up so that the tools never fire, or cannot load (VI855, VI858, VI859).
+
+verl 0.9.1 (paths under verl/): a row's `agent_name` picks its agent loop, else rollout.agent.default_agent_loop
+(experimental/agent_loop/agent_loop.py:610-612, default single_turn_agent, which never calls a tool); the tool
+agent loop loads rollout.multi_turn.tool_config_path with tools/tool_registry.py:initialize_tools_from_config
+(each class_name imported with importlib) and function_tool_path's @function_tool functions.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from wizard.check.rules.context import R, Ctx, Facts, local_path
+from wizard.check.shellargs import PLACEHOLDER
+
+_HEAD_BYTES = 1 << 20  # a JSONL file's first row is read from at most this much
+
+
+def _has_agent_name(path: Path) -> bool | None:
+    """Whether a local data file's rows carry `agent_name` (parquet: its schema, read from the footer; JSONL: its
+    first row); None when the file cannot be read here."""
+    try:
+        if path.suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            return "agent_name" in pq.read_schema(path).names
+        if path.suffix == ".jsonl":
+            with path.open("rb") as fh:
+                line = fh.readline(_HEAD_BYTES)
+            row = json.loads(line)
+            return isinstance(row, dict) and "agent_name" in row
+    except Exception:  # noqa: BLE001 - unreadable here: the data rules (VI870) speak about it
+        return None
+    return None
+
+
+def _rows_pick_agent(c: Ctx) -> bool | None:
+    """Whether the training rows name their agent loop: True/False when every train file says so, else None."""
+    value = c.v("data.train_files")
+    if c.unknown("data.train_files") or value is None:
+        return None
+    found: list[bool] = []
+    for path in ([value] if isinstance(value, str) else value if isinstance(value, list) else []):
+        local = local_path(c, path) if isinstance(path, str) and PLACEHOLDER not in path else None
+        has = _has_agent_name(local) if local is not None and local.is_file() else None
+        if has is None:
+            return None
+        found.append(has)
+    return all(found) if found else None
+
+
+def _local_class(workdir: Path, class_path: str) -> str | None | bool:
+    """Static resolution of `module.Class` inside the folder verl runs in (the bundle's own tool modules): None when
+    the module file is there and defines the class, a problem when it does not, False when the module is not a file
+    there (then it is imported, bounded, by wizard.planner.agent.import_problem). Files over 1 MiB are not parsed."""
+    import ast
+
+    module, _, name = class_path.rpartition(".")
+    base = workdir.joinpath(*module.split("."))
+    path = base.with_suffix(".py") if base.with_suffix(".py").is_file() else base / "__init__.py"
+    if not path.is_file():
+        return False
+    if path.stat().st_size > _HEAD_BYTES:
+        return False
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+    except SyntaxError as exc:
+        return f"{path.name} has a syntax error (line {exc.lineno})"
+    defined = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.Assign, ast.ImportFrom, ast.Import))
+               and hasattr(n, "name")}
+    defined |= {a.asname or a.name for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
+    defined |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    return None if name in defined else f"{path.name} defines no {name}"
+
+
+def _tool_config_problem(c: Ctx, path: str) -> tuple[str, str] | None:
+    """(message, hint) when the tool config cannot give verl its tools, or None. A class that does not import here
+    is reported too (in a subprocess with a timeout, from the folder verl runs in): it may exist only where verl runs."""
+    from wizard.check.source import read_yaml
+
+    local = local_path(c, path)
+    if local is None:
+        return None
+    if not local.is_file():
+        return (f"tool_config_path {path} does not exist here ({local})",
+                "write the tool config there (a `tools:` list of {class_name, config: {type: native}, tool_schema}), "
+                "or fix the path (relative paths resolve from the folder verl runs in)")
+    try:
+        doc: Any = read_yaml(local)
+    except Exception as exc:  # noqa: BLE001 - bad YAML, too large, unreadable
+        return f"tool_config_path {path} cannot be read: {exc}", "fix the YAML"
+    tools = doc.get("tools") if isinstance(doc, dict) else None
+    if not isinstance(tools, list) or not tools:
+        return (f"tool_config_path {path} holds no `tools:` list: verl's tool registry reads tools_config.tools",
+                "write tools: [{class_name: module.Class, config: {type: native}, tool_schema: ...}]")
+    from wizard.planner.agent import import_problem
+
+    for i, tool in enumerate(tools):
+        name = tool.get("class_name") if isinstance(tool, dict) else None
+        kind = (tool.get("config") or {}).get("type") if isinstance(tool, dict) and isinstance(tool.get("config"), dict) else None
+        if not isinstance(name, str) or "." not in name:
+            return (f"tool {i} in {path} has no class_name module.Class", "set class_name to your BaseTool subclass")
+        if kind != "native":
+            return (f"tool {i} ({name}) in {path} has config.type={kind!r}: verl 0.9.1 loads only native tools "
+                    "(ToolType in tool_registry.py)", "set config: {type: native}")
+        why = _local_class(c.src.workdir, name)
+        if why is False:
+            why = import_problem(name, str(c.src.workdir))
+        if why is not None:
+            return (f"tool class {name} (in {path}) does not import here: {why}",
+                    "install its package where verl runs, or put its module in the folder verl runs in (on the "
+                    "workers' sys.path)")
+    return None
+
+
+def rule_agent(c: Ctx, f: Facts) -> None:
+    enable, loop = bool(c.v(f"{R}.multi_turn.enable")), c.v(f"{R}.agent.default_agent_loop")
+    tool_cfg, fn_tools = c.v(f"{R}.multi_turn.tool_config_path"), c.v(f"{R}.multi_turn.function_tool_path")
+    if c.unknown(f"{R}.agent.default_agent_loop", f"{R}.multi_turn.tool_config_path", f"{R}.multi_turn.function_tool_path"):
+        return
+    tools_set = [k for k, v in ((f"{R}.multi_turn.tool_config_path", tool_cfg),
+                                (f"{R}.multi_turn.function_tool_path", fn_tools)) if v]
+    if (tools_set or enable) and loop == "single_turn_agent":
+        rows = _rows_pick_agent(c)
+        keys = (*tools_set, f"{R}.agent.default_agent_loop") if tools_set else (f"{R}.multi_turn.enable",
+                                                                                f"{R}.agent.default_agent_loop")
+        hint = (f"set {R}.agent.default_agent_loop=tool_agent, or write agent_name: tool_agent in every row "
+                "(verl-init's data/prepare_data.py does with agent=tool)")
+        if rows is False:
+            c.add("VI855", "error", (*keys, "data.train_files"), "tools are configured but the training rows have no "
+                  "agent_name and the default agent loop is single_turn_agent: verl never calls a tool "
+                  "(agent_loop.py:610-612)", hint)
+        elif rows is None:
+            c.add("VI855", "warning", keys, "tools are configured but the default agent loop is single_turn_agent: "
+                  "only rows whose agent_name is tool_agent call them (the data files could not be read here)", hint)
+    if (loop == "tool_agent" or enable) and not tools_set:
+        c.add("VI859", "warning", (f"{R}.agent.default_agent_loop", f"{R}.multi_turn.tool_config_path"),
+              f"the tool agent loop is on ({'multi_turn.enable=true' if enable else 'default_agent_loop=tool_agent'}) "
+              "but no tool is configured: every rollout is single-turn, at the cost of the multi-turn loop",
+              f"set {R}.multi_turn.tool_config_path (or function_tool_path), or turn multi-turn off")
+    if isinstance(tool_cfg, str) and tool_cfg and PLACEHOLDER not in tool_cfg:
+        problem = _tool_config_problem(c, tool_cfg)
+        if problem is not None:
+            c.add("VI858", "warning", (f"{R}.multi_turn.tool_config_path",), *problem)

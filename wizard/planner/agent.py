@@ -1,0 +1,183 @@
+"""Multi-turn tool calling: the `agent`, `tool` and `max_turns` answers → verl's tool agent loop (VI560-VI565).
+
+`b` is the planner's working state (wizard.planner.pipeline._Build); this module does not import the pipeline (the
+import graph has no cycle), so it is typed loosely here.
+
+verl 0.9.1 facts, each with its source (paths under the installed `verl/`):
+
+- Rollout is always an async server (workers/config/rollout.py:280-286 refuses mode=sync); the agent loops run on
+  it for every registered engine (vllm, sglang, trtllm): experimental/agent_loop/agent_loop.py has no engine
+  check, so both of verl-init's rollout engines support agent=tool.
+- Two agent loops are registered: `single_turn_agent` and `tool_agent` (agent_loop.py:470 `register`,
+  tool_agent_loop.py:101). A row's `agent_name` column picks one; rows without it get
+  `rollout.agent.default_agent_loop` (agent_loop.py:610-612), whose default is single_turn_agent: tools configured
+  but the default loop kept means the tools never fire.
+- Tools: `rollout.multi_turn.tool_config_path`, a YAML list of `{class_name, config: {type: native}, tool_schema}`
+  read by tools/tool_registry.py:initialize_tools_from_config (class_name imported with importlib find_spec, so
+  the module must be importable where the AgentLoopWorker runs: the bundle folder is on the Ray workers' sys.path,
+  as the driver's working folder (ray/_private/worker.py) or a Ray job's working_dir). verl 0.9.1 ships no GSM8K
+  tool (verl.tools has base_tool, function_tool, schemas, tool_registry only), so the bundle carries one.
+- A row's `extra_info.tools_kwargs` reaches the tool: `{tool_name: {"create_kwargs": {...}}}`
+  (utils/dataset/rl_dataset.py:403-410; tool_agent_loop.py:143); `interaction_kwargs` too, but 0.9.1 has no
+  interaction config key any more (multi_turn.interaction_config_path is gone).
+- Token arithmetic: every tool reply is part of the response (response_mask 0, so it is not trained on, but it is
+  in the sequence: memory and token budgets count it), cut to `max_tool_response_length` characters
+  (tool_agent_loop.py:499-500; a token holds at least one character, so at most that many tokens plus the chat
+  template's few), and generation stops
+  once the response reaches `response_length` (tool_agent_loop.py:290, :394): wizard.verlspec.arithmetic.turn_budget.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from functools import lru_cache
+from typing import Any
+
+from wizard.planner.dataprep import GSM8K_TOOL_NAME
+from wizard.verlspec.arithmetic import turn_budget
+
+PRE = "actor_rollout_ref"
+DEFAULT_TURNS = 3
+# verl's multi_turn.max_tool_response_length default (trainer/config/rollout/rollout.yaml), in characters
+# (tool_agent_loop.py:499): an upper bound of the reply's tokens
+TOOL_RESPONSE_TOKENS = 256
+MIN_TURN_TOKENS = 128  # fewer assistant tokens per turn than this cannot reason, call a tool and answer
+TOOL_FORMAT = "hermes"  # verl's default tool-call parser (Qwen2.5 / Qwen3 chat templates)
+TOOLS_DIR = "verl_init_tools"  # a package in the bundle folder: importable by verl's workers (see above)
+TOOL_CONFIG = f"{TOOLS_DIR}/tool_config.yaml"
+GSM8K_CLASS = f"{TOOLS_DIR}.gsm8k_tool.Gsm8kTool"
+IMPORT_TIMEOUT_S = 20.0
+
+
+def tool_class(tool: str) -> str:
+    """The class_name verl's tool registry imports for a `tool` answer."""
+    return GSM8K_CLASS if tool == "gsm8k" else tool
+
+
+@lru_cache(maxsize=64)  # the planner re-plans to confirm suggestions: one import per class and folder
+def import_problem(class_path: str, cwd: str, timeout: float = IMPORT_TIMEOUT_S) -> str | None:
+    """Why `module.Class` does not import here (as verl's get_tool_class does it), or None. Run in a subprocess with
+    a timeout, in `cwd` (on sys.path, as the bundle folder is for verl's workers): a user's module is never imported
+    into verl-init, and a module that hangs at import costs at most `timeout` seconds."""
+    module, _, name = class_path.rpartition(".")
+    code = ("import importlib, sys\n"
+            "sys.path.insert(0, '.')\n"
+            f"m = importlib.import_module({module!r})\n"
+            f"getattr(m, {name!r})\n")
+    import tempfile
+
+    with tempfile.TemporaryFile() as err:  # the traceback's tail only: a module may print without bound
+        try:
+            r = subprocess.run([sys.executable, "-c", code], cwd=cwd, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=err, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return f"importing {module} took longer than {timeout:g} s"
+        except OSError as exc:
+            return f"could not start Python to import it: {exc}"
+        if r.returncode == 0:
+            return None
+        err.seek(max(0, err.seek(0, os.SEEK_END) - 4096))
+        tail = err.read(4096).decode("utf-8", errors="replace")
+    last = [line for line in tail.strip().splitlines() if line.strip()]
+    return (last[-1] if last else f"exit status {r.returncode}")[:300]
+
+
+NO_VERL = "No module named 'verl'"  # verl-init without verl beside it cannot try a BaseTool subclass
+
+
+def rules(b: Any) -> None:
+    """Rule stage: the agent answers against each other, the data and the response length (VI560-VI565)."""
+    a, f = b.a, b.f
+    if a.agent != "tool":
+        stray = [k for k in ("tool", "max_turns") if getattr(a, k) is not None]
+        if stray:
+            f.error("VI560", ("agent", *stray), f"{' and '.join(stray)} set but agent=single_turn: verl's single-turn "
+                    "agent loop never calls a tool", "set agent=tool, or remove " + " and ".join(stray))
+        return
+    tool = a.tool or "gsm8k"
+    turns = a.max_turns or DEFAULT_TURNS
+    b.facts["agent"] = {"tool": tool, "class": tool_class(tool), "turns": turns}
+    if tool == "gsm8k":
+        from wizard.planner.dataprep import resolve
+
+        fmt = resolve(a, b.base).answer_format
+        if fmt != "number":
+            f.error("VI561", ("tool", "answer_format"), f"tool=gsm8k checks a number after '####' but the answers are "
+                    f"answer_format={fmt}", "use numeric (GSM8K-style) data, or tool=<module.Class> of your own")
+    else:
+        _tool_imports(b, tool)
+    if a.cluster == "kuberay":
+        f.error("VI565", ("agent", "cluster"), "agent=tool with cluster=kuberay: the pods get the bundle's files from "
+                "its ConfigMap (verl_config.yaml, prepare_data.py, reward_fn.py), which does not carry "
+                f"{TOOLS_DIR}/ (the tool config and tool module verl's agent-loop workers load)",
+                "use cluster=ray (ray/submit.sh uploads the whole bundle as the job's working_dir) or slurm")
+    if a.train_files:
+        f.warning("VI564", ("agent", "train_files"), "agent=tool with your own train_files: verl passes each row's "
+                  "extra_info.tools_kwargs to the tool, and rows without agent_name use the default agent loop",
+                  "check the files with `verl-init validate-dataset FILE --agent tool` (or let data/prepare_data.py "
+                  "write them)")
+    budget = turn_budget(a.max_response_length, turns, TOOL_RESPONSE_TOKENS)
+    b.facts["turn_budget"] = budget
+    if budget.per_turn < MIN_TURN_TOKENS:
+        need = budget.tool_tokens + turns * MIN_TURN_TOKENS
+        fit = max((t for t in range(1, turns) if turn_budget(a.max_response_length, t, TOOL_RESPONSE_TOKENS).per_turn
+                   >= MIN_TURN_TOKENS), default=0)
+        f.error("VI562", ("max_response_length", "max_turns"),
+                f"max_response_length={a.max_response_length} covers all {turns} turns: {budget.tool_replies} tool "
+                f"replies of up to {TOOL_RESPONSE_TOKENS} tokens leave {max(budget.assistant_tokens, 0)} tokens for the "
+                f"model's own, under {MIN_TURN_TOKENS} per turn (verl stops the conversation when the response is full)",
+                f"set max_response_length ≥ {need}" + (f", or max_turns ≤ {fit}" if fit else ""))
+
+
+def _tool_imports(b: Any, tool: str) -> None:
+    """VI563: the user's class must import where verl runs, the bundle folder (on the workers' sys.path). Tried from
+    the bundle folder when known (else a folder holding nothing of the user's), then from the current folder: a module
+    that imports only from there is a file beside the answers that the bundle does not carry."""
+    import tempfile
+
+    a, f = b.a, b.f
+    where = b.bundle if b.bundle and os.path.isdir(b.bundle) else tempfile.gettempdir()
+    if import_problem(tool, where) is None:
+        return
+    why = import_problem(tool, b.base)
+    if why is not None and NO_VERL in why:
+        f.warning("VI563", ("tool",), f"tool={tool} could not be tried here: verl is not installed beside verl-init "
+                  f"({why})", "install verl here to have the class checked, or check it where verl runs")
+        return
+    if why is None:
+        module = tool.rpartition(".")[0]
+        f.warning("VI563", ("tool",), f"tool={tool} imports here only from {b.base} (the folder verl-init runs in), "
+                  "not where verl runs: the bundle folder, which does not carry it",
+                  f"copy {module.replace('.', '/')}.py (or its package) into the bundle folder, or install it")
+        return
+    (f.error if a.cluster == "local" else f.warning)(
+        "VI563", ("tool",), f"tool={tool} does not import here ({why}): verl's tool registry imports it in "
+        "every agent-loop worker", "install its package where verl runs, or put the module in the bundle "
+        "folder (it is on the workers' sys.path)")
+
+
+def keys(b: Any) -> None:
+    """Key stage (after the rollout keys): verl's multi-turn and agent-loop keys."""
+    agent = b.facts.get("agent")
+    if agent is None:
+        return
+    s, given, budget = b.s, b.given, b.facts["turn_budget"]
+    turns = agent["turns"]
+    src = "answer" if "max_turns" in given else "default"
+    s.set(f"{PRE}.rollout.mode", "async", "verl 0.9.1's only rollout mode: the agent loop talks to an async "
+          f"{b.a.rollout_engine} server")
+    s.set(f"{PRE}.rollout.multi_turn.enable", True, "agent=tool", "answer")
+    s.set(f"{PRE}.rollout.multi_turn.max_assistant_turns", turns,
+          "max_turns" if src == "answer" else f"{turns}: think, call the tool, answer", src)
+    s.set(f"{PRE}.rollout.multi_turn.max_user_turns", turns, "tool replies count as user turns: never the binding limit")
+    s.set(f"{PRE}.rollout.multi_turn.tool_config_path", TOOL_CONFIG,
+          f"the bundle's tool config ({agent['class']}); relative: run.sh starts verl in the bundle folder",
+          "answer" if "tool" in given else "default")
+    s.set(f"{PRE}.rollout.multi_turn.max_tool_response_length", TOOL_RESPONSE_TOKENS,
+          f"each tool reply cut to {TOOL_RESPONSE_TOKENS} characters (≤ as many tokens): {budget.tool_replies} replies take at most "
+          f"{budget.tool_tokens} of the {budget.response_length} response tokens")
+    s.set(f"{PRE}.rollout.multi_turn.format", TOOL_FORMAT, "verl's hermes tool-call parser (Qwen chat templates)")
+    s.set(f"{PRE}.rollout.agent.default_agent_loop", "tool_agent",
+          "rows without agent_name use the tool agent loop too (data/prepare_data.py also writes agent_name)", "answer")
