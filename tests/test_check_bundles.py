@@ -40,8 +40,11 @@ def test_bundle_is_clean_snapshot(bundles, profile, entry):
     _clean(report)
     assert report.hardware.source == "bundle"
     # the only findings are the data files that data/prepare_data.py has not written yet
-    assert {f.problem.rule for f in report.findings} <= {"VI870"}, [f.problem.line() for f in report.findings]
-    if plan.memory is not None and plan.answers.model_params_b is None:
+    # (on Ascend the memory fit is not checked: VI861, the memory model is calibrated on NVIDIA runs)
+    npu = plan.answers.accelerator == "ascend"
+    assert {f.problem.rule for f in report.findings} <= {"VI870"} | ({"VI861"} if npu else set()), \
+        [f.problem.line() for f in report.findings]
+    if plan.memory is not None and plan.answers.model_params_b is None and not npu:
         # (cpu-smoke sizes its tiny model from model_params_b; the checker reads the folder's config.json)
         assert report.memory.peak_gb == pytest.approx(plan.memory.peak_gb, abs=1e-6)
 

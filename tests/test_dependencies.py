@@ -15,6 +15,8 @@ from conftest import ROOT
 # validate-dataset --tokenizer; each says which extra to install when it is missing.
 OPTIONAL = {"verl", "ray", "torch", "transformers", "tokenizers", "tensordict", "hydra", "omegaconf", "datasets",
             "amdsmi", "codetiming",
+            "PIL",  # validate-dataset's image check: decodes with Pillow when present, else checks the file signature
+            "peft",  # the cpu smoke of a LoRA bundle (verify/smoke need verl's stack, which brings peft)
             "pydantic_core"}  # (pydantic_core: installed by pydantic itself)
 IMPORT_NAME = {"nvidia-ml-py": "pynvml", "pyyaml": "yaml", "jinja2": "jinja2"}
 

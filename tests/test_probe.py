@@ -337,11 +337,11 @@ def test_pcie_topology_keeps_tensor_parallel_groups_inside_a_numa_node(monkeypat
     assert probe_mod.LINK_LEVELS == LINK_LEVELS
     install(monkeypatch, pcie_two_numa())
     levels = probe_gpus().levels()
-    ok = plan(Answers(gpus_per_node=4, gpu_memory_gb=24, model="Qwen/Qwen2.5-7B-Instruct", prompts_per_step=64,
-                      lora_rank=32), base_dir="/r", topology=levels)
+    ok = plan(Answers(gpus_per_node=4, gpu_memory_gb=24, gpu_type="A10G", model="Qwen/Qwen2.5-3B-Instruct",
+                      prompts_per_step=64, lora_rank=32), base_dir="/r", topology=levels)
     assert ok.facts["rollout_tp"] == 2 and "VI311" not in {p.rule for p in ok.findings}
-    wide = plan(Answers(gpus_per_node=4, gpu_memory_gb=24, model="Qwen/Qwen2.5-14B-Instruct", prompts_per_step=64,
-                        lora_rank=32), base_dir="/r", topology=levels)
+    wide = plan(Answers(gpus_per_node=4, gpu_memory_gb=24, gpu_type="A10G", model="Qwen/Qwen2.5-7B-Instruct",
+                        prompts_per_step=64, lora_rank=32), base_dir="/r", topology=levels)
     assert wide.facts["rollout_tp"] == 4 and "VI311" in {p.rule for p in wide.findings}
 
 

@@ -177,7 +177,7 @@ def test_rollout_tp_follows_model_size():
     assert tp(model="Qwen/Qwen2.5-32B-Instruct") == 8
     assert tp(model="Qwen/Qwen2.5-32B-Instruct", lora_rank=32) == 4
     assert tp(model="Qwen/Qwen2.5-72B-Instruct", lora_rank=32) == 8
-    assert tp(model="Qwen/Qwen2.5-7B-Instruct", gpu_memory_gb=24) == 4
+    assert tp(model="Qwen/Qwen2.5-7B-Instruct", gpu_memory_gb=24, gpu_type="A10G") == 4  # 22.5 GiB
 
 
 def test_relative_paths_become_absolute_and_home_becomes_env(monkeypatch):

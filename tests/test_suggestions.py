@@ -269,7 +269,7 @@ def _verl_verdict(cfg: Any, settings: dict[str, Any]) -> tuple[bool, str]:
             validate_config(cfg, use_ref, use_critic)
     except (AssertionError, ValueError) as exc:
         return False, f"validate_config: {exc}"
-    failed = [f"{name}: {detail}" for name, ok, detail in worker_time_checks(cfg, use_critic) if not ok]
+    failed = [f"{name}: {detail}" for name, ok, detail, _src in worker_time_checks(cfg, use_critic) if not ok]
     return not failed, "; ".join(failed)
 
 

@@ -220,6 +220,12 @@ class Estimate:
     def fits(self) -> bool:
         return self.verdict != "does not fit"
 
+    @property
+    def plan_verdict(self) -> str:
+        """The verdict the planner plans on: a weight sync over the card by the KV cache (sync_uncertain) is not
+        planned on, whichever verl holds it; `check` only warns about it (verdict "tight")."""
+        return "does not fit" if self.sync_uncertain else self.verdict
+
     def verdict_line(self) -> str:
         """One sentence: the verdict, the deciding phase and by how much."""
         cap = self.capacity_gib
@@ -588,6 +594,6 @@ def choose(s: ModelShape, base: Layout, *, tp_options: list[int], offload_option
                             gmu = math.floor(high * 100) / 100
                     final = replace(lay_tp, gmu=gmu)
                     est = estimate(s, final)
-                    if est.verdict in accept:
+                    if est.plan_verdict in accept:
                         return Decision(final, est, {})
     return None

@@ -667,7 +667,7 @@ def _micro_batches(b: _Build) -> None:
                         train_tokens=b.tokens * sp if b.dynamic else b.micro * seq,
                         logprob_tokens=b.logprob_tokens * sp if b.dynamic else b.logprob_micro * seq)
         memory = estimate(b.shape, final)
-        if not memory.fits:
+        if memory.plan_verdict == "does not fit":
             knob = "max_tokens_per_gpu" if b.dynamic else "micro_batch_per_gpu"
             f.error("VI603", (knob,),
                     f"{knob}={a.max_tokens_per_gpu if b.dynamic else b.micro} needs {memory.peak_gb:.1f} GB per GPU "
@@ -802,6 +802,7 @@ ANSWER_KEYS: dict[str, str] = {
     "reward.reward_model.model_path": "reward_model",
     "reward.custom_reward_function.path": "reward_function",
     "reward.custom_reward_function.name": "reward_function",
+    "trainer.device": "accelerator",
     "trainer.nnodes": "nnodes",
     "trainer.n_gpus_per_node": "gpus_per_node",
     "trainer.logger": "logger",

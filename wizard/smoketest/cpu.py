@@ -752,17 +752,21 @@ def _first_rows(path: str, out_dir: str, limit: int) -> tuple[str, int]:
                        "convert it with the bundle's data/prepare_data.py")
 
 
+def _file_rows(path: str) -> list[dict[str, Any]]:
+    """The rows of the prepared data file the smoke reads (parquet, else JSON lines); raises when unreadable."""
+    if path.endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        return pq.read_table(path).to_pylist()
+    with open(path, encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
 def _texts_for_tokenizer(path: str) -> list[str]:
     """Every prompt text and ground truth of the rows (for the data-trained tokenizer)."""
     texts: list[str] = []
     try:
-        if path.endswith(".parquet"):
-            import pyarrow.parquet as pq
-
-            rows = pq.read_table(path).to_pylist()
-        else:
-            with open(path, encoding="utf-8") as fh:
-                rows = [json.loads(line) for line in fh if line.strip()]
+        rows = _file_rows(path)
     except Exception:  # noqa: BLE001 - the data phase reports unreadable files
         return texts
     for row in rows:
@@ -1646,13 +1650,7 @@ def _overlong_rows(path: str, tok: Any, prompt_key: str, max_prompt: int) -> int
     from wizard.smoketest import model as smoke_model
 
     try:
-        if path.endswith(".parquet"):
-            import pyarrow.parquet as pq
-
-            rows = pq.read_table(path).to_pylist()
-        else:
-            with open(path, encoding="utf-8") as fh:
-                rows = [json.loads(line) for line in fh if line.strip()]
+        rows = _file_rows(path)
     except Exception:  # noqa: BLE001 - the loader reports unreadable files
         return 0
     count = 0

@@ -102,6 +102,15 @@ def rule_memory(c: Ctx, f: Facts, shape: Any, why: str) -> None:
         reward_gmu = c.num("reward.reward_model.rollout.gpu_memory_utilization") or 0.0
         reward_tp = c.int("reward.reward_model.rollout.tensor_model_parallel_size") or 1
         reward = model_shape(c, "reward.reward_model.model_path")[0]
+    # a vision-language model whose rollout reserves image room (vLLM's limit_mm_per_prompt, as the plan writes it):
+    # image tokens share the sequence as the planner assumes (images of its default image_max_pixels, full length)
+    image_share = 0.0
+    images = c.v(f"{R}.engine_kwargs.vllm.limit_mm_per_prompt.image")
+    if getattr(shape, "vision", None) and isinstance(images, int) and images > 0 and seq:
+        from wizard.intent.answers import Answers
+
+        pixels = Answers.model_fields["image_max_pixels"].default
+        image_share = min(1.0, images * shape.image_tokens(pixels) / seq)
     layout = Layout(gpu_gb=float(hw.gpu_memory_gb), n_gpus=f.n_gpus, gpus_per_node=f.gpn or f.n_gpus, seq_len=seq,
                     rollout_tp=tp, gmu=float(gmu), dp=f.dp, sp=1 if f.megatron else f.sp, megatron=f.megatron,
                     megatron_tp=mtp, megatron_pp=mpp, megatron_cp=cp, megatron_ep=ep, megatron_etp=etp,
@@ -113,6 +122,7 @@ def rule_memory(c: Ctx, f: Facts, shape: Any, why: str) -> None:
                     lora_rank=f.lora, critic=critic, critic_offload=None if critic_off is None else bool(critic_off),
                     replica_batch=max(1, -(-tbs * n * tp // f.n_gpus)),
                     reward=reward, reward_gmu=reward_gmu if 0 < reward_gmu <= 1 else 0.0, reward_tp=reward_tp,
+                    image_share=image_share,
                     free_cache_engine=c.v(f"{R}.free_cache_engine") is not False, gpu_type=hw.gpu_type)
     est = estimate(shape, layout)
     approx = shape.source not in ("catalogue", "local")
