@@ -44,7 +44,7 @@ import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 from wizard.smoketest.context import SmokeContext, SmokeFailure
 
@@ -1191,15 +1191,8 @@ class CpuRun:
         # diagnosis: how the scorer rates a right and a wrong answer written in the prompt's format
         from wizard.smoketest import model as smoke_model
 
-        probes, seen = [], set()
-        fallback = ctx.answer_format or "number"
-        for item in self.items[: sg.prompts]:
-            key = json.dumps(item["raw_prompt"], sort_keys=True, default=str)
-            if key in seen:
-                continue
-            seen.add(key)
-            truth = str((item.get("reward_model") or {}).get("ground_truth", ""))
-            style = smoke_model.answer_style(_last_user(item["raw_prompt"]), fallback)
+        probes = []
+        for _, item, truth, style in _distinct_prompts(self.items[: sg.prompts], ctx.answer_format or "number"):
             for kind, answer in (("right", truth), ("wrong", smoke_model.wrong_answer(truth, style))):
                 probes.append({"kind": kind, "data_source": item["data_source"], "ground_truth": truth,
                                "extra_info": item.get("extra_info"), "text": smoke_model.response_text(style, answer)})
@@ -1631,17 +1624,26 @@ def warmup_examples(items: list[dict[str, Any]], prompt_ids: list[list[int]], fa
     what the tiny policy is fitted on so that sampled rewards vary (wizard.smoketest.model.build_tiny_policy)."""
     from wizard.smoketest import model as smoke_model
 
-    examples, seen = [], set()
-    for item, ids in zip(items, prompt_ids, strict=True):
+    if len(items) != len(prompt_ids):
+        raise ValueError(f"{len(items)} items but {len(prompt_ids)} tokenised prompts")
+    return [(prompt_ids[i], smoke_model.response_text(style, truth),
+             smoke_model.response_text(style, smoke_model.wrong_answer(truth, style)))
+            for i, _, truth, style in _distinct_prompts(items, fallback)]
+
+
+def _distinct_prompts(items: list[dict[str, Any]], fallback: str) -> Iterator[tuple[int, dict[str, Any], str, str]]:
+    """Each distinct prompt once, in order: (its position, the item, its ground truth, the answer style its prompt
+    asks for — `fallback` when it names none)."""
+    from wizard.smoketest import model as smoke_model
+
+    seen: set[str] = set()
+    for i, item in enumerate(items):
         key = json.dumps(item["raw_prompt"], sort_keys=True, default=str)
         if key in seen:
             continue
         seen.add(key)
         truth = str((item.get("reward_model") or {}).get("ground_truth", ""))
-        style = smoke_model.answer_style(_last_user(item["raw_prompt"]), fallback)
-        examples.append((ids, smoke_model.response_text(style, truth),
-                         smoke_model.response_text(style, smoke_model.wrong_answer(truth, style))))
-    return examples
+        yield i, item, truth, smoke_model.answer_style(_last_user(item["raw_prompt"]), fallback)
 
 
 def _overlong_rows(path: str, tok: Any, prompt_key: str, max_prompt: int) -> int:
