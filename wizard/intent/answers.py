@@ -21,7 +21,7 @@ TEXT_ERROR = "verl_init_text"  # pydantic error type of a refused string (see wi
 Algorithm = Literal["grpo", "ppo", "dapo", "rloo", "reinforce_plus_plus", "remax", "gspo"]
 Cluster = Literal["local", "ray", "kuberay", "slurm"]
 Accelerator = Literal["nvidia", "amd", "ascend"]
-Reward = Literal["rule", "model", "function"]
+Reward = Literal["rule", "model", "function", "genrm"]
 RolloutEngine = Literal["vllm", "sglang"]
 TrainBackend = Literal["fsdp", "fsdp2", "megatron"]
 Logger = Literal[
@@ -58,10 +58,20 @@ class Answers(BaseModel):
         None, gt=0, description="Model size in billions of parameters, when it cannot be read from the name."
     )
     critic_model: Optional[str] = Field(None, min_length=1, description="Critic (value) model for ppo; defaults to model.")
-    reward: Reward = Field("rule", description="Reward source: rule (verl's scorer by data_source), model or function.")
-    reward_model: Optional[str] = Field(None, min_length=1, description="Reward model path, for reward=model.")
+    reward: Reward = Field("rule", description="Reward source: rule (verl's scorer by data_source), model (a classifier), "
+                                                "function, or genrm (an LLM judge scoring each response).")
+    reward_model: Optional[str] = Field(
+        None, min_length=1, description="Reward model path: a sequence classifier for reward=model, the judge LLM for reward=genrm."
+    )
     reward_function: Optional[str] = Field(
         None, min_length=1, description="Custom scorer as file.py:function_name, for reward=function."
+    )
+    judge_gpus: int = Field(
+        0, ge=0, le=1024, description="reward=genrm: 0 serves the judge on the policy's GPUs (colocated, woken after the "
+                                      "rollout); N gives it its own pool of N GPUs on extra nodes (scores while rollout runs).",
+    )
+    judge_max_tokens: int = Field(
+        512, ge=1, le=32768, description="reward=genrm: most tokens the judge writes per verdict (its sampling max_tokens).",
     )
     rollout_engine: RolloutEngine = Field("vllm", description="Inference engine that generates rollouts.")
     train_backend: TrainBackend = Field("fsdp", description="Training engine for actor, reference and critic.")

@@ -327,6 +327,16 @@ def context(plan: Plan) -> dict[str, Any]:
         f"{a.nnodes} node(s) × {a.gpus_per_node} GPUs ({a.gpu_type}, {a.gpu_memory_gb:g} GB) = {plan.n_gpus} GPUs, one resource pool shared by all roles.",
         f"Rollout: {fx['rollout_replicas']} {a.rollout_engine} replica(s) of tensor-parallel size {fx['rollout_tp']}, each inside one node.",
     ]
+    judge = fx.get("judge")
+    if judge and judge["nodes"]:
+        layout_lines.append(
+            f"Judge (reward=genrm): its own resource pool of {judge['gpus']} GPU(s) on {judge['nodes']} more node(s) "
+            f"(reward.reward_model.enable_resource_pool): {judge['replicas']} replica(s) of TP={judge['tp']} at "
+            f"gpu_memory_utilization {judge['gmu']:g}; the cluster has {a.nnodes + judge['nodes']} node(s) in all.")
+    elif judge:
+        layout_lines.append(
+            f"Judge (reward=genrm): colocated, {judge['replicas']} replica(s) of TP={judge['tp']} reserving "
+            f"{judge['gmu']:g} of each GPU beside the rollout engine; both sleep while the actor trains.")
     if plan.base_config == "megatron":
         layout_lines.append(
             f"Training: Megatron TP={fx['megatron_tp']} × PP={fx['megatron_pp']}, data-parallel size {fx['dp']}."

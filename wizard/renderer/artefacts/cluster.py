@@ -45,6 +45,7 @@ CONFIG_MOUNT = "/verl-init/config"  # the bundle's verl_config.yaml, from the Co
 PREPARE_CPUS, PREPARE_MEMORY_GB = 1, 8  # the prepare-data init container (a hub download + a parquet write)
 DATA_DIR = "data"  # dataprep.PREPARED_TRAIN / PREPARED_VAL live here, relative to WORKDIR
 REWARD_FN = "reward/reward_fn.py"  # dataprep.BUNDLE_REWARD_FN
+GENRM_FN = "reward/genrm_fn.py"  # genrm.BUNDLE_GENRM_FN
 WORKDIR = "/verl-init/run"  # working folder of every pod: relative paths (checkpoints/, outputs/) land here
 RAY_PORT = 6379
 DASHBOARD_PORT = 8265
@@ -101,6 +102,8 @@ class Layout:
     prepare_data: str = ""
     dataset_hub: str = ""
     reward_fn: bool = False  # the bundle's reward/reward_fn.py, mounted at the same relative path in every pod
+    genrm_fn: bool = False  # the bundle's reward/genrm_fn.py (reward=genrm's judge function), likewise
+    judge_nodes: int = 0  # nodes of the judge's own resource pool (reward=genrm, judge_gpus), counted in nnodes
     checkpoint_pvc: Optional[str] = None  # a PVC of its own mounted at the checkpoint folder in every pod
     checkpoint_dir: str = ""  # where trainer.default_local_dir lands in a pod (its fixed leading folder)
     # the accelerator's names (wizard.verlspec.hardware.ACCELERATORS): Kubernetes extended resource, Ray resource,
@@ -152,7 +155,10 @@ def checkpoint_mount(default_local_dir: str) -> str:
 
 def layout(plan: Plan) -> Layout:
     a = plan.answers
-    gpn, nnodes = a.gpus_per_node, a.nnodes
+    from wizard.planner import genrm
+
+    judge_nodes = genrm.extra_nodes(a)  # the judge's own pool is more nodes of the same kind (reward_pool)
+    gpn, nnodes = a.gpus_per_node, a.nnodes + judge_nodes
     n_gpus = nnodes * gpn
     kuberay = a.cluster == "kuberay"
     cpus_needed = CPUS_PER_GPU_BUNDLE * n_gpus + TRANSFER_QUEUE_CPUS
@@ -206,6 +212,8 @@ def layout(plan: Plan) -> Layout:
     prepare = ("head" if a.shared_pvc else "every") if hub else ""
     reward_fn = (str(plan.settings["reward.custom_reward_function.path"].value) == dataprep.BUNDLE_REWARD_FN
                  if "reward.custom_reward_function.path" in plan.settings else False)
+    genrm_fn = (str(plan.settings["reward.custom_reward_function.path"].value) == genrm.BUNDLE_GENRM_FN
+                if "reward.custom_reward_function.path" in plan.settings else False)
     return Layout(
         name=name, name_reason=name_reason, namespace=a.k8s_namespace,
         nnodes=nnodes, gpus_per_node=gpn, n_gpus=n_gpus,
@@ -216,7 +224,7 @@ def layout(plan: Plan) -> Layout:
         shm_size_gb=a.shm_size_gb, shared_pvc=a.shared_pvc,
         checkpoint_mount=ckpt if a.shared_pvc and not ckpt.startswith(WORKDIR + "/") and ckpt != WORKDIR else None,
         wait_timeout_s=a.gpu_wait_timeout_s, ttl_seconds=a.k8s_ttl_seconds, needs_wandb=needs_wandb,
-        prepare_data=prepare, dataset_hub=hub or "", reward_fn=reward_fn,
+        prepare_data=prepare, dataset_hub=hub or "", reward_fn=reward_fn, genrm_fn=genrm_fn, judge_nodes=judge_nodes,
         checkpoint_pvc=a.checkpoint_pvc, checkpoint_dir=ckpt,
         k8s_resource=acc.k8s_resource, ray_resource=acc.ray_resource, slurm_gres=acc.slurm_gres,
         visible_devices=acc.visible_devices,
@@ -329,6 +337,9 @@ def raycluster_spec(lay: Layout) -> dict[str, Any]:
     if lay.reward_fn:  # reward.custom_reward_function.path is bundle-relative: the same path in every pod
         reward_mount = [{"name": "verl-config", "mountPath": f"{WORKDIR}/{REWARD_FN}", "subPath": "reward_fn.py",
                          "readOnly": True}]
+    if lay.genrm_fn:  # likewise the judge function
+        reward_mount.append({"name": "verl-config", "mountPath": f"{WORKDIR}/{GENRM_FN}", "subPath": "genrm_fn.py",
+                             "readOnly": True})
     prepare = {
         "name": "prepare-data",
         "image": lay.image,
@@ -375,7 +386,7 @@ def raycluster_spec(lay: Layout) -> dict[str, Any]:
                 "resources": _resources(lay.node_cpus, lay.node_memory_gb, lay.gpus_per_node, lay.k8s_resource),
                 "volumeMounts": [run_mount] + ckpt_mount + shm_mount + reward_mount,
             }],
-            "volumes": ([config_volume] if lay.reward_fn or lay.prepare_data == "every" else [])
+            "volumes": ([config_volume] if lay.reward_fn or lay.genrm_fn or lay.prepare_data == "every" else [])
             + [run_volume, *ckpt_volume, *shm_volume],
         }},
     }
@@ -464,6 +475,8 @@ def _pod_files(plan: Plan, lay: Layout) -> dict[str, str]:
         out["prepare_data.py"] = texts["data/prepare_data.py.j2"]
     if lay.reward_fn:
         out["reward_fn.py"] = texts["reward/reward_fn.py.j2"]
+    if lay.genrm_fn:
+        out["genrm_fn.py"] = texts["reward/genrm_fn.py.j2"]
     return out
 
 
@@ -479,7 +492,9 @@ def _k8s_notes(lay: Layout, plan: Plan) -> list[str]:
               else "pod-local emptyDir, lost with the pod: set shared_pvc to share data and outputs")
     notes = [
         (f"{lay.nnodes} GPU worker pod(s) × {lay.gpus_per_node} {lay.k8s_resource} = {lay.n_gpus} GPUs = trainer.nnodes × "
-         f"trainer.n_gpus_per_node ({lay.nnodes} × {lay.gpus_per_node}); one worker pod per node."),
+         f"trainer.n_gpus_per_node ({lay.nnodes - lay.judge_nodes} × {lay.gpus_per_node})"
+         + (f" + {lay.judge_nodes} node(s) for the judge's own pool (reward.reward_model.nnodes)" if lay.judge_nodes else "")
+         + "; one worker pod per node."),
         (f"Worker pod: {lay.node_cpus} CPUs ({lay.node_cpus_reason}); {lay.node_memory_gb} GB "
          f"({lay.node_memory_reason}); /dev/shm {shm}"),
         (f"Head pod: no GPU, {lay.head_cpus} CPUs, {lay.head_memory_gb} GB; Ray sees {lay.total_cpus} logical CPUs, "
@@ -508,6 +523,9 @@ def _k8s_notes(lay: Layout, plan: Plan) -> list[str]:
     if lay.reward_fn:
         notes.append(f"reward/reward_fn.py (the config's custom reward function) comes from the ConfigMap, mounted "
                      f"at {WORKDIR}/{REWARD_FN} in every pod.")
+    if lay.genrm_fn:
+        notes.append(f"reward/genrm_fn.py (the judge function) comes from the ConfigMap, mounted at {WORKDIR}/{GENRM_FN} "
+                     "in every pod.")
     return [one_line(n) for n in notes]
 
 
