@@ -64,7 +64,11 @@ def judge_seq(a: Any) -> int:
 def pool_nodes(a: Any) -> tuple[int, int]:
     """(nnodes, GPUs per node) of the judge's own pool; (0, 0) when colocated or when judge_gpus cannot be laid out
     on whole nodes (refused by VI593)."""
-    n, gpn = a.judge_gpus if a.reward == "genrm" else 0, a.gpus_per_node
+    return pool_of(a.judge_gpus if a.reward == "genrm" else 0, a.gpus_per_node)
+
+
+def pool_of(n: int, gpn: int) -> tuple[int, int]:
+    """(nnodes, GPUs per node) of a judge pool of `n` GPUs on nodes of `gpn` (see pool_nodes)."""
     if n <= 0:
         return 0, 0
     if n <= gpn:
