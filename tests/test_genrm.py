@@ -1,0 +1,288 @@
+"""reward=genrm: an LLM judge served by verl 0.9.1's reward loop (wizard.planner.genrm).
+
+The plan (keys, layout, memory, placement, refusals), the cluster files counting the judge's own pool, and the reward
+path run by verl's own code on CPU: verl's load_reward_manager builds the reward manager from the bundle's composed
+config and the bundle's judge function; its run_single scores a response by asking a judge over HTTP. Only the judge
+LLM itself is a stand-in (a local HTTP server answering OpenAI chat requests, where verl's reward router would be):
+serving a real judge needs vLLM or SGLang on a GPU.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+import wizard
+from helpers_answers import answers
+from wizard.intent.errors import WizardError
+from wizard.planner import genrm
+
+JUDGE = "Qwen/Qwen2.5-7B-Instruct"
+RM = "reward.reward_model"
+
+
+def _rules(exc: pytest.ExceptionInfo) -> set[str]:
+    return {p.rule for p in exc.value.problems}
+
+
+def _bundle(tmp_path: Path, a, name: str = "b") -> Path:
+    return wizard.write_bundle(wizard.render(wizard.plan(a, base_dir=str(tmp_path))), tmp_path / name)
+
+
+def _judge_fn(bundle: Path):
+    spec = importlib.util.spec_from_file_location("genrm_fn_under_test", bundle / "reward" / "genrm_fn.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# --- plan -----------------------------------------------------------------------------------------------------
+
+def test_colocated_judge_keys_and_layout():
+    plan = wizard.plan(answers(reward="genrm", reward_model=JUDGE))
+    v = plan.value
+    assert v(f"{RM}.enable") is True and v(f"{RM}.model_path") == JUDGE
+    assert f"{RM}.enable_resource_pool" not in plan.settings  # verl's default: the policy's global pool
+    assert v("reward.custom_reward_function.path") == "reward/genrm_fn.py"
+    assert v("reward.custom_reward_function.name") == "compute_score"
+    prompt = 512 + 1024 + genrm.JUDGE_TEMPLATE_TOKENS
+    assert v(f"{RM}.rollout.prompt_length") == prompt and v(f"{RM}.rollout.response_length") == 512
+    assert v(f"{RM}.rollout.max_model_len") == prompt + 512
+    # the judge's engine beside the policy's: a share sized from the 7B's weights and 8 judge sequences' KV cache
+    tp, gmu = v(f"{RM}.rollout.tensor_model_parallel_size"), v(f"{RM}.rollout.gpu_memory_utilization")
+    assert tp == 1 and 0.2 <= gmu <= genrm.COLOCATED_SHARE
+    assert gmu + v("actor_rollout_ref.rollout.gpu_memory_utilization") < 0.9
+    rollout = dict((t.label, t.gib) for t in plan.memory.phases["rollout"])
+    assert rollout["reward model: engine reservation"] == pytest.approx(gmu * plan.memory.capacity_gib)
+    assert plan.memory.reward_kv_seqs >= 8
+    assert "LLM judge Qwen/Qwen2.5-7B-Instruct" in plan.roles["reward"] and "colocated" in plan.roles["reward"]
+
+
+def test_judge_sequences_size_its_engine():
+    """A longer verdict needs more KV cache: the judge's share grows with judge_max_tokens (the judge's own
+    sequence, not the policy's, is what its engine holds)."""
+    short = wizard.plan(answers(reward="genrm", reward_model=JUDGE, judge_max_tokens=256))
+    long = wizard.plan(answers(reward="genrm", reward_model=JUDGE, judge_max_tokens=16384))
+    key = f"{RM}.rollout.gpu_memory_utilization"
+    assert long.value(key) > short.value(key)
+
+
+def test_judge_in_its_own_pool(tmp_path):
+    a = answers(reward="genrm", reward_model=JUDGE, judge_gpus=4, cluster="ray", nnodes=2,
+                checkpoint_dir="/mnt/shared/ckpt")
+    plan = wizard.plan(a, base_dir=str(tmp_path))
+    v = plan.value
+    assert v(f"{RM}.enable_resource_pool") is True
+    assert (v(f"{RM}.nnodes"), v(f"{RM}.n_gpus_per_node")) == (1, 4)
+    assert v(f"{RM}.rollout.gpu_memory_utilization") == genrm.POOL_GMU
+    assert plan.memory.reward_kv_seqs is None  # nothing of the judge on the policy's GPUs
+    assert "its own pool of 4 GPU(s) on 1 extra node(s)" in plan.roles["reward"]
+    files = wizard.render(plan)
+    assert "NNODES=3" in files["ray/submit.sh"]  # the head waits for the judge's node too
+    assert "the cluster has 3 node(s) in all" in files["PLAN.md"]
+
+
+def test_pool_of_whole_nodes():
+    plan = wizard.plan(answers(reward="genrm", reward_model=JUDGE, judge_gpus=16, cluster="ray"))
+    assert (plan.value(f"{RM}.nnodes"), plan.value(f"{RM}.n_gpus_per_node")) == (2, 8)
+
+
+@pytest.mark.parametrize("cluster, where, expect", [
+    ("kuberay", "k8s/rayjob.yaml", "replicas: 3"),
+    ("slurm", "slurm/job.sbatch", "#SBATCH --nodes=3"),
+])
+def test_cluster_files_start_the_judge_nodes(tmp_path, cluster, where, expect):
+    a = answers(reward="genrm", reward_model=JUDGE, judge_gpus=8, cluster=cluster, nnodes=2, shared_pvc="runs")
+    files = wizard.render(wizard.plan(a, base_dir=str(tmp_path)))
+    assert expect in files[where]
+    if cluster == "kuberay":
+        cm = yaml.safe_load(files["k8s/configmap.yaml"])
+        assert cm["data"]["genrm_fn.py"] == files["reward/genrm_fn.py"]  # the pods get the bundle's judge function
+        assert "subPath: genrm_fn.py" in files["k8s/rayjob.yaml"]
+
+
+def test_check_counts_the_judge_pool_of_a_bundle(tmp_path):
+    from wizard.check.lint import check
+
+    a = answers(reward="genrm", reward_model=JUDGE, judge_gpus=8, cluster="ray", nnodes=2,
+                checkpoint_dir="/mnt/shared/ckpt")
+    bundle = _bundle(tmp_path, a)
+    report = check(str(bundle))
+    assert not report.errors, [f.problem for f in report.errors]
+    assert "VI814" not in report.ids()
+    assert report.hardware.nnodes == 3  # 2 nodes for the policy + 1 for the judge's own pool
+
+
+def test_reward_model_answer_is_the_judge():
+    """reward_model names the judge for reward=genrm (VI503 is for reward=rule/function)."""
+    with pytest.raises(WizardError) as exc:
+        wizard.plan(answers(reward="rule", reward_model=JUDGE))
+    assert "VI503" in _rules(exc)
+    wizard.plan(answers(reward="genrm", reward_model=JUDGE))
+
+
+@pytest.mark.parametrize("changes, rule", [
+    (dict(reward="genrm"), "VI590"),
+    (dict(judge_gpus=8), "VI591"),
+    (dict(reward="genrm", reward_model=JUDGE, judge_gpus=8), "VI592"),  # cluster=local
+    (dict(reward="genrm", reward_model=JUDGE, judge_gpus=12, cluster="ray"), "VI593"),
+    (dict(reward="genrm", reward_model="Qwen/Qwen2.5-72B-Instruct", judge_gpus=1, cluster="ray"), "VI594"),
+    (dict(reward="genrm", reward_model=JUDGE, algorithm="dapo"), "VI595"),
+])
+def test_refusals(changes, rule):
+    with pytest.raises(WizardError) as exc:
+        wizard.plan(answers(**changes))
+    assert rule in _rules(exc)
+
+
+def test_refusal_messages_name_the_fix():
+    with pytest.raises(WizardError) as exc:
+        wizard.plan(answers(reward="genrm", reward_model=JUDGE, judge_gpus=12, cluster="ray"))
+    (p,) = [p for p in exc.value.problems if p.rule == "VI593"]
+    assert "judge_gpus=8 or 16" in p.hint
+    with pytest.raises(WizardError) as exc:
+        wizard.plan(answers(reward="genrm", reward_model=JUDGE, algorithm="dapo"))
+    (p,) = [p for p in exc.value.problems if p.rule == "VI595"]
+    assert "judge_gpus=8" in p.hint
+
+
+def test_dapo_with_a_judge_in_its_own_pool_is_planned():
+    """verl's group filter needs the reward at sampling time: a judge with its own pool gives it
+    (trainer_base.py:199 accepts enable_resource_pool)."""
+    plan = wizard.plan(answers(reward="genrm", reward_model=JUDGE, algorithm="dapo", judge_gpus=8, cluster="ray",
+                               checkpoint_dir="/mnt/shared/ckpt"))
+    assert plan.value(f"{RM}.enable_resource_pool") is True
+
+
+def test_unsized_judge_is_a_warning():
+    plan = wizard.plan(answers(reward="genrm", reward_model="my-org/house-judge"))
+    assert "VI596" in {p.rule for p in plan.findings}
+    assert plan.value(f"{RM}.rollout.gpu_memory_utilization") == genrm.COLOCATED_SHARE
+
+
+# --- the judge function ---------------------------------------------------------------------------------------
+
+def test_verdict_parsing(tmp_path):
+    fn = _judge_fn(_bundle(tmp_path, answers(reward="genrm", reward_model=JUDGE)))
+    assert fn.parse_verdict("The answer 72 matches.\nScore: 10") == 1.0
+    assert fn.parse_verdict("score = 7") == 0.7
+    assert fn.parse_verdict("Score: 3 at first... on reflection, Score: **6**") == 0.6  # the last one counts
+    assert fn.parse_verdict("Score: 14") == 1.0 and fn.parse_verdict("Score: -2") == 0.0  # clipped to 0-10
+    assert fn.parse_verdict("I think it is right.") is None and fn.parse_verdict("") is None
+    body = fn.chat_request("What is 2+2?", "4", "2+2 = 4. #### 4")
+    assert body["max_tokens"] == 512 and body["temperature"] == 0.0 and "model" not in body
+    text = body["messages"][0]["content"]
+    assert "What is 2+2?" in text and "Reference answer:\n4" in text and "#### 4" in text
+
+
+def test_judge_max_tokens_reaches_the_function(tmp_path):
+    fn = _judge_fn(_bundle(tmp_path, answers(reward="genrm", reward_model=JUDGE, judge_max_tokens=128)))
+    assert fn.MAX_TOKENS == 128
+
+
+# --- the reward path, with verl's own reward manager -----------------------------------------------------------
+
+class _Judge:
+    """A stand-in for the judge behind verl's reward router: an OpenAI chat-completions endpoint on localhost."""
+
+    def __init__(self, reply: str, status: int = 200):
+        self.reply, self.status, self.requests = reply, status, []
+
+    async def start(self) -> str:
+        from aiohttp import web
+
+        async def chat(request):
+            self.requests.append(await request.json())
+            if self.status != 200:
+                return web.Response(status=self.status, text="overloaded")
+            return web.json_response({"choices": [{"index": 0, "message": {"role": "assistant", "content": self.reply}}]})
+
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", chat)
+        self.runner = web.AppRunner(app)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        await site.start()
+        port = self.runner.addresses[0][1]
+        return f"127.0.0.1:{port}"
+
+    async def stop(self) -> None:
+        await self.runner.cleanup()
+
+
+def _score_with_verl(bundle: Path, tiny_model: Path, judge: _Judge, response: str) -> dict:
+    """verl's load_reward_manager on the bundle's composed config (the judge function loaded by verl from
+    reward/genrm_fn.py), then the manager's run_single on one rolled-out sample, as RewardLoopWorker calls it."""
+    import os
+
+    import numpy as np
+    import torch
+    from transformers import AutoTokenizer
+
+    from verl import DataProto
+    from verl.trainer.ppo.reward import load_reward_manager
+    from wizard.verify.harness import compose_bundle
+
+    cfg = compose_bundle(bundle)
+    tok = AutoTokenizer.from_pretrained(str(tiny_model))
+    prompt = tok("Natalia sold 48 clips in April and half as many in May. How many in all?",
+                 return_tensors="pt")["input_ids"]
+    resp = tok(response, return_tensors="pt")["input_ids"]
+    data = DataProto.from_dict(
+        tensors={"prompts": prompt, "responses": resp,
+                 "attention_mask": torch.ones(1, prompt.shape[1] + resp.shape[1], dtype=torch.long)},
+        non_tensors={"data_source": np.array(["openai/gsm8k"], dtype=object),
+                     "reward_model": np.array([{"ground_truth": "72", "style": "rule"}], dtype=object),
+                     "extra_info": np.array([{"question": "How many clips in all?"}], dtype=object)},
+    )
+
+    async def go() -> dict:
+        address = await judge.start()
+        here = os.getcwd()
+        try:
+            os.chdir(bundle)  # run.sh starts verl in the bundle: reward/genrm_fn.py is bundle-relative
+            manager = load_reward_manager(cfg, tok, reward_router_address=address, reward_model_tokenizer=tok)
+        finally:
+            os.chdir(here)
+        try:
+            return await manager.run_single(data)
+        finally:
+            await judge.stop()
+
+    return asyncio.run(go())
+
+
+def test_verls_reward_manager_scores_through_the_judge(tmp_path, tiny_model):
+    bundle = _bundle(tmp_path, answers(reward="genrm", reward_model=JUDGE))
+    judge = _Judge("She sold 48 + 24 = 72 clips, as the reference says.\n\nScore: 9")
+    out = _score_with_verl(bundle, tiny_model, judge, "48 + 24 = 72. #### 72")
+    assert out["reward_score"] == pytest.approx(0.9)
+    assert out["reward_extra_info"] == {"score": pytest.approx(0.9), "judge_ok": True}
+    (request,) = judge.requests
+    asked = request["messages"][0]["content"]
+    assert "How many clips in all?" in asked and "Reference answer:\n72" in asked
+    assert "72" in asked.split("Student's answer:")[1]  # the response, as verl decoded it with the policy's tokenizer
+    assert request["max_tokens"] == 512
+
+
+@pytest.mark.parametrize("reply, status", [("I cannot decide.", 200), ("", 503)])
+def test_a_judge_without_a_verdict_scores_zero(tmp_path, tiny_model, reply, status):
+    """No score in the verdict, or the judge failing: 0.0, with the same extra keys (verl stacks them per key)."""
+    bundle = _bundle(tmp_path, answers(reward="genrm", reward_model=JUDGE))
+    out = _score_with_verl(bundle, tiny_model, _Judge(reply, status), "#### 72")
+    assert out["reward_score"] == 0.0
+    assert out["reward_extra_info"] == {"score": 0.0, "judge_ok": False}
+
+
+def test_genrm_profile_verl_keys(tmp_path):
+    plan = wizard.plan(wizard.load_profile("genrm-grpo"), base_dir=str(tmp_path))
+    doc = yaml.safe_load(wizard.render(plan)["verl_config.yaml"])
+    rm = doc["reward"]["reward_model"]
+    assert rm["enable"] is True and rm["model_path"] == JUDGE and rm["rollout"]["name"] == "vllm"
+    assert json.dumps(doc["reward"]["custom_reward_function"]) == json.dumps(
+        {"path": "reward/genrm_fn.py", "name": "compute_score"})
