@@ -286,3 +286,50 @@ def test_genrm_profile_verl_keys(tmp_path):
     assert rm["enable"] is True and rm["model_path"] == JUDGE and rm["rollout"]["name"] == "vllm"
     assert json.dumps(doc["reward"]["custom_reward_function"]) == json.dumps(
         {"path": "reward/genrm_fn.py", "name": "compute_score"})
+
+
+# --- verl-init check on existing configs (VI887-VI889) --------------------------------------------------------
+
+def _check(bundle: Path, *overrides: str):
+    from wizard.check.lint import check
+
+    return check(str(bundle), list(overrides))
+
+
+@pytest.fixture(scope="module")
+def genrm_bundle(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("genrm-check")
+    return _bundle(tmp, answers(reward="genrm", reward_model=JUDGE))
+
+
+def test_check_is_clean_on_a_genrm_bundle(genrm_bundle):
+    assert not _check(genrm_bundle).ids("error") & {"VI887", "VI888", "VI889"}
+    assert not _check(genrm_bundle).errors
+
+
+def test_check_vi887_function_without_the_router_keywords(genrm_bundle, tmp_path):
+    scorer = tmp_path / "rule_scorer.py"
+    scorer.write_text("def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n    return 1.0\n")
+    report = _check(genrm_bundle, f"reward.custom_reward_function.path={scorer}")
+    assert "VI887" in report.ids("error")
+    scorer.write_text("def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw):\n    return 1\n")
+    assert "VI887" not in _check(genrm_bundle, f"reward.custom_reward_function.path={scorer}").ids()
+
+
+def test_check_vi888_judge_function_without_a_reward_model(genrm_bundle, tmp_path):
+    judge = tmp_path / "judge.py"  # as verl's own example (tests/experimental/reward_loop/reward_fn.py)
+    judge.write_text("async def compute_score(data_source, solution_str, ground_truth, extra_info, reward_router_address,"
+                     " reward_model_tokenizer):\n    return 0.0\n")
+    assert "VI888" in _check(genrm_bundle, f"reward.custom_reward_function.path={judge}",
+                             "reward.reward_model.enable=false").ids("error")
+    assert "VI888" not in _check(genrm_bundle, f"reward.custom_reward_function.path={judge}").ids()
+
+
+@pytest.mark.parametrize("overrides", [
+    ("reward.reward_model.rollout.tensor_model_parallel_size=16",),
+    ("reward.reward_model.enable_resource_pool=true", "reward.reward_model.nnodes=0"),
+    ("reward.reward_model.enable_resource_pool=true", "reward.reward_model.nnodes=1",
+     "reward.reward_model.n_gpus_per_node=2", "reward.reward_model.rollout.tensor_model_parallel_size=4"),
+])
+def test_check_vi889_reward_model_without_enough_gpus(genrm_bundle, overrides):
+    assert "VI889" in _check(genrm_bundle, *overrides).ids("error")
