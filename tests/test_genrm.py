@@ -333,3 +333,27 @@ def test_check_vi888_judge_function_without_a_reward_model(genrm_bundle, tmp_pat
 ])
 def test_check_vi889_reward_model_without_enough_gpus(genrm_bundle, overrides):
     assert "VI889" in _check(genrm_bundle, *overrides).ids("error")
+
+
+# --- check --mode cluster: the judge's own pool (VI764, VI712, VI724) ------------------------------------------
+
+def test_cluster_check_counts_the_reward_pool(tmp_path):
+    from wizard.env.cluster import Node, Observed, bundle_problems, compare, load_expected
+
+    a = answers(reward="genrm", reward_model=JUDGE, judge_gpus=8, cluster="slurm", nnodes=2)
+    bundle = _bundle(tmp_path, a)
+    exp, problems = load_expected(bundle)
+    assert problems == []
+    assert (exp.nnodes, exp.reward_nodes, exp.reward_gpus_per_node, exp.all_gpus, exp.cluster_nodes) == (2, 1, 8, 24, 3)
+    assert exp.cpus_needed == 3 * 24 + 9
+    assert bundle_problems(exp) == []  # slurm/job.sbatch's NNODES=3 counts the judge's node
+
+    def obs(*gpus: int) -> Observed:
+        return Observed("http://h:8265", "2.60.0",
+                        [Node(f"n{i}", f"10.0.0.{i}", True, i == 0, g, 100) for i, g in enumerate(gpus)], 0.0)
+
+    assert compare(exp, obs(8, 8, 8)) == []
+    (p,) = [p for p in compare(exp, obs(8, 8)) if p.rule == "VI712"]
+    assert "needs 24" in p.message and "the reward model's own pool of 1 × 8" in p.message
+    found = {p.rule for p in compare(exp, obs(12, 12))}  # 24 GPUs, but no node has 8 left after the trainer's
+    assert "VI764" in found and "VI712" not in found

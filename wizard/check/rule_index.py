@@ -162,6 +162,7 @@ RULES: dict[str, tuple[str, str]] = {
     "VI722": ("cluster", "the Ray cluster lists DEAD nodes (ignored in the counts)"),
     "VI723": ("cluster", "check target unusable: missing, invalid YAML, not a mapping, or a count not a whole number"),
     "VI724": ("cluster", "a bundle's k8s/slurm/ray files are invalid YAML or disagree with verl_config.yaml"),
+    "VI764": ("cluster", "the reward model's own pool (its nnodes × n_gpus_per_node) does not fit beside the trainer's groups"),
     "VI725": ("cluster", "the Ray dashboard wants a token (Ray token authentication) or refused the one given"),
     "VI726": ("cluster", "the Ray dashboard redirects to another origin (not followed) or answers more than 8 MiB"),
     "VI727": ("cluster", "a Ray token file is not a regular file (FIFO, device), is over 64 KiB, or cannot be read"),
