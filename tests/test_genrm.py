@@ -73,15 +73,15 @@ def test_judge_sequences_size_its_engine():
 
 
 def test_judge_in_its_own_pool(tmp_path):
-    a = answers(reward="genrm", reward_model=JUDGE, judge_gpus=4, cluster="ray", nnodes=2,
+    a = answers(reward="genrm", reward_model=JUDGE, judge_gpus=8, cluster="ray", nnodes=2,
                 checkpoint_dir="/mnt/shared/ckpt")
     plan = wizard.plan(a, base_dir=str(tmp_path))
     v = plan.value
     assert v(f"{RM}.enable_resource_pool") is True
-    assert (v(f"{RM}.nnodes"), v(f"{RM}.n_gpus_per_node")) == (1, 4)
+    assert (v(f"{RM}.nnodes"), v(f"{RM}.n_gpus_per_node")) == (1, 8)
     assert v(f"{RM}.rollout.gpu_memory_utilization") == genrm.POOL_GMU
     assert plan.memory.reward_kv_seqs is None  # nothing of the judge on the policy's GPUs
-    assert "its own pool of 4 GPU(s) on 1 extra node(s)" in plan.roles["reward"]
+    assert "its own pool of 8 GPU(s) on 1 extra node(s), 8 replica(s) of TP=1" in plan.roles["reward"]
     files = wizard.render(plan)
     assert "NNODES=3" in files["ray/submit.sh"]  # the head waits for the judge's node too
     assert "the cluster has 3 node(s) in all" in files["PLAN.md"]
@@ -131,7 +131,9 @@ def test_reward_model_answer_is_the_judge():
     (dict(judge_gpus=8), "VI591"),
     (dict(reward="genrm", reward_model=JUDGE, judge_gpus=8), "VI592"),  # cluster=local
     (dict(reward="genrm", reward_model=JUDGE, judge_gpus=12, cluster="ray"), "VI593"),
-    (dict(reward="genrm", reward_model="Qwen/Qwen2.5-72B-Instruct", judge_gpus=1, cluster="ray"), "VI594"),
+    (dict(reward="genrm", reward_model=JUDGE, judge_gpus=4, cluster="ray"), "VI593"),  # half a node
+    (dict(reward="genrm", reward_model="Qwen/Qwen2.5-72B-Instruct", judge_gpus=1, gpus_per_node=1, cluster="ray",
+          model="Qwen/Qwen2.5-0.5B-Instruct"), "VI594"),
     (dict(reward="genrm", reward_model=JUDGE, algorithm="dapo"), "VI595"),
 ])
 def test_refusals(changes, rule):

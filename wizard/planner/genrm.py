@@ -62,17 +62,15 @@ def judge_seq(a: Any) -> int:
 
 
 def pool_nodes(a: Any) -> tuple[int, int]:
-    """(nnodes, GPUs per node) of the judge's own pool; (0, 0) when colocated or when judge_gpus cannot be laid out
-    on whole nodes (refused by VI593)."""
+    """(nnodes, GPUs per node) of the judge's own pool: whole nodes like the policy's; (0, 0) when colocated or when
+    judge_gpus does not fill whole nodes (refused by VI593)."""
     return pool_of(a.judge_gpus if a.reward == "genrm" else 0, a.gpus_per_node)
 
 
 def pool_of(n: int, gpn: int) -> tuple[int, int]:
-    """(nnodes, GPUs per node) of a judge pool of `n` GPUs on nodes of `gpn` (see pool_nodes)."""
-    if n <= 0:
+    """(nnodes, GPUs per node) of a judge pool of `n` GPUs on nodes of `gpn` GPUs (see pool_nodes)."""
+    if n <= 0 or gpn <= 0:
         return 0, 0
-    if n <= gpn:
-        return 1, n
     return (n // gpn, gpn) if n % gpn == 0 else (0, 0)
 
 
@@ -136,11 +134,12 @@ def rules(b: Any) -> None:
                 "but cluster=local is one machine",
                 "set judge_gpus=0 (the judge shares the policy's GPUs), or use cluster=ray, kuberay or slurm")
     gpn = a.gpus_per_node
-    if a.judge_gpus > gpn and a.judge_gpus % gpn:
+    if a.judge_gpus and a.judge_gpus % gpn:
         lower, upper = a.judge_gpus // gpn * gpn, -(-a.judge_gpus // gpn) * gpn
         f.error("VI593", ("judge_gpus", "gpus_per_node"),
-                f"judge_gpus={a.judge_gpus} does not fill whole nodes of {gpn} GPUs (verl's reward pool is "
-                "n_gpus_per_node × nnodes)", f"nearest valid: judge_gpus={lower} or {upper}")
+                f"judge_gpus={a.judge_gpus} does not fill whole nodes of {gpn} GPUs: the judge's pool is more nodes like "
+                "the policy's (verl needs the same GPU count on every node), and GPUs left over would sit idle",
+                "nearest valid: judge_gpus=" + " or ".join(str(v) for v in (lower, upper) if v > 0))
     judge = shape(a)
     if a.reward_model and judge is None:
         share = f"{COLOCATED_SHARE:g} of each GPU" if not a.judge_gpus else f"{POOL_GMU:g} of each of its GPUs"
@@ -171,7 +170,7 @@ def keys(b: Any, model_path: str) -> None:
     s.set("reward.reward_model.enable", True, "reward=genrm: verl's reward loop serves the judge")
     if nodes:
         s.set("reward.reward_model.enable_resource_pool", True, f"judge_gpus={a.judge_gpus}: a pool of its own")
-        s.set("reward.reward_model.n_gpus_per_node", pool_gpn, "judge_gpus on whole nodes")
+        s.set("reward.reward_model.n_gpus_per_node", pool_gpn, "judge_gpus on whole nodes like the policy's")
         s.set("reward.reward_model.nnodes", nodes, f"judge_gpus={a.judge_gpus} over nodes of {a.gpus_per_node} GPUs")
     s.set("reward.reward_model.model_path", model_path, "reward_model (the judge)", "answer")
     s.set("reward.reward_model.rollout.name", a.rollout_engine, "served by the same engine as the rollout")
