@@ -508,6 +508,7 @@ REWARD_TEXT = {
     "rule": "verl's rule-based scorer, chosen by each row's data_source (GSM8K, MATH, ...)",
     "model": "a reward model (sequence classifier) scores each response",
     "function": "your own Python scorer (file.py:function), or the bundle's reward/reward_fn.py",
+    "genrm": "an LLM judge (e.g. Qwen2.5-7B-Instruct) grades each response through verl's reward loop",
 }
 ENGINE_TEXT = {"vllm": "vLLM generates the rollouts", "sglang": "SGLang generates the rollouts"}
 BACKEND_TEXT = {
@@ -586,7 +587,10 @@ QUESTIONS: tuple[Question, ...] = (
              choices=lambda c: [("number", "a number (GSM8K-style)"), ("boxed", "\\boxed{...} (MATH-style)"),
                                 ("text", 'free text after "Answer:"')]),
     Question("reward", "select", "algorithm", choices=_texts(REWARD_TEXT)),
-    Question("reward_model", "text", "algorithm", when=lambda c: c.get("reward") == "model"),
+    Question("reward_model", "text", "algorithm", when=lambda c: c.get("reward") in ("model", "genrm")),
+    # the judge's own pool is more nodes: only where the cluster has more than this machine
+    Question("judge_gpus", "int", "algorithm", when=lambda c: c.get("reward") == "genrm" and c.get("cluster") != "local"),
+    Question("judge_max_tokens", "int", "algorithm", when=lambda c: c.get("reward") == "genrm", advanced=always),
     Question("reward_function", "text", "algorithm", when=lambda c: c.get("reward") == "function", optional=True,
              auto=lambda c: "the bundle's reward/reward_fn.py"),
     # batch
