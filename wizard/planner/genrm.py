@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from wizard.planner.memory import reward_engine_share, reward_layout
+from wizard.planner.memory import ENGINE_OVERHEAD_GIB, GIB, reward_engine_share, reward_layout
 from wizard.planner.shapes import ModelShape, resolve_shape
 from wizard.verlspec.hardware import capacity_gib
 
@@ -110,6 +110,18 @@ def engine(a: Any, gpn: int) -> tuple[Optional[ModelShape], int, float]:
         return None, 1, COLOCATED_SHARE
     tp, gmu = reward_layout(judge, a.gpu_memory_gb, judge_seq(a), gpn)
     return judge, tp, gmu
+
+
+def engine_memory(judge: Optional[ModelShape], gpu_gb: float, tp: int, gmu: float, seq: int) -> dict[str, Any]:
+    """What the judge's engine holds per GPU: its reservation, bf16 weights and the judge sequences its KV cache
+    fits (GiB; empty when the judge cannot be sized)."""
+    if judge is None:
+        return {}
+    cap = capacity_gib(gpu_gb)
+    weights = 2 * judge.params / tp / GIB
+    kv = max(0.0, gmu * cap - weights - ENGINE_OVERHEAD_GIB)
+    return {"reserved_gib": round(gmu * cap, 1), "weights_gib": round(weights, 1),
+            "kv_seqs": int(kv * GIB // (judge.kv_bytes_per_token(tp) * seq))}
 
 
 def rules(b: Any) -> None:
@@ -194,7 +206,8 @@ def keys(b: Any, model_path: str) -> None:
     s.set("reward.reward_model.rollout.max_model_len", prompt + verdict,
           "judge prompt + verdict (null would size the engine for the model's whole context)")
     b.facts["judge"] = {"gpus": a.judge_gpus, "nodes": nodes, "tp": tp, "gmu": gmu, "replicas": replicas,
-                        "prompt_tokens": prompt, "max_tokens": verdict}
+                        "prompt_tokens": prompt, "max_tokens": verdict, **engine_memory(judge, a.gpu_memory_gb, tp, gmu,
+                                                                                         prompt + verdict)}
     where = (f"its own pool of {a.judge_gpus} GPU(s) on {nodes} extra node(s), {replicas} replica(s) of TP={tp}, "
              f"scoring while rollout runs" if nodes else
              f"colocated with the policy, {replicas} replica(s) of TP={tp} at {gmu:g} of each GPU, woken after rollout")

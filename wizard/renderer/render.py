@@ -332,11 +332,13 @@ def context(plan: Plan) -> dict[str, Any]:
         layout_lines.append(
             f"Judge (reward=genrm): its own resource pool of {judge['gpus']} GPU(s) on {judge['nodes']} more node(s) "
             f"(reward.reward_model.enable_resource_pool): {judge['replicas']} replica(s) of TP={judge['tp']} at "
-            f"gpu_memory_utilization {judge['gmu']:g}; the cluster has {a.nnodes + judge['nodes']} node(s) in all.")
+            f"gpu_memory_utilization {judge['gmu']:g}; the cluster has {a.nnodes + judge['nodes']} node(s) in all."
+            + _judge_memory(judge))
     elif judge:
         layout_lines.append(
             f"Judge (reward=genrm): colocated, {judge['replicas']} replica(s) of TP={judge['tp']} reserving "
-            f"{judge['gmu']:g} of each GPU beside the rollout engine; both sleep while the actor trains.")
+            f"{judge['gmu']:g} of each GPU beside the rollout engine; both sleep while the actor trains."
+            + _judge_memory(judge))
     if plan.base_config == "megatron":
         layout_lines.append(
             f"Training: Megatron TP={fx['megatron_tp']} × PP={fx['megatron_pp']}, data-parallel size {fx['dp']}."
@@ -469,3 +471,13 @@ def render(plan: Plan) -> dict[str, str]:
                 raise ValueError(f"two templates render {out}")
             files[out] = env.get_template(art.template).render(**{**ctx, **art.context})
     return files
+
+
+def _judge_memory(judge: dict[str, Any]) -> str:
+    """PLAN.md's sentence on what a judge's engine holds per GPU (reward=genrm), when the judge could be sized."""
+    if "weights_gib" not in judge:
+        return " The judge could not be sized: its engine's memory is unchecked (VI596)."
+    seq = judge["prompt_tokens"] + judge["max_tokens"]
+    return (f" Its engine reserves {judge['reserved_gib']:g} GiB per GPU: {judge['weights_gib']:g} GiB of bf16 weights, "
+            f"the rest KV cache for ~{judge['kv_seqs']} judge sequences of {seq} tokens "
+            f"({judge['prompt_tokens']} of prompt + {judge['max_tokens']} of verdict).")
