@@ -134,6 +134,8 @@ def test_reward_model_answer_is_the_judge():
     (dict(reward="genrm", reward_model=JUDGE, judge_gpus=4, cluster="ray"), "VI593"),  # half a node
     (dict(reward="genrm", reward_model="Qwen/Qwen2.5-72B-Instruct", judge_gpus=1, gpus_per_node=1, cluster="ray",
           model="Qwen/Qwen2.5-0.5B-Instruct"), "VI594"),
+    (dict(reward="genrm", reward_model="Qwen/Qwen2.5-72B-Instruct", gpus_per_node=1,
+          model="Qwen/Qwen2.5-0.5B-Instruct"), "VI594"),  # colocated: the judge, not the policy, is what does not fit
     (dict(reward="genrm", reward_model=JUDGE, algorithm="dapo"), "VI595"),
 ])
 def test_refusals(changes, rule):
@@ -151,6 +153,21 @@ def test_refusal_messages_name_the_fix():
         wizard.plan(answers(reward="genrm", reward_model=JUDGE, algorithm="dapo"))
     (p,) = [p for p in exc.value.problems if p.rule == "VI595"]
     assert "judge_gpus=8" in p.hint
+
+
+def test_colocated_judge_too_big_names_its_own_pool_or_a_smaller_judge():
+    small = dict(model="Qwen/Qwen2.5-0.5B-Instruct", gpus_per_node=1)
+    with pytest.raises(WizardError) as exc:
+        wizard.plan(answers(reward="genrm", reward_model="Qwen/Qwen2.5-14B-Instruct", gpu_memory_gb=40, **small))
+    (p,) = [p for p in exc.value.problems if p.rule == "VI594"]
+    assert "judge_gpus=1" in p.hint
+    # ... and the judge in that pool is planned
+    wizard.plan(answers(reward="genrm", reward_model="Qwen/Qwen2.5-14B-Instruct", gpu_memory_gb=40, judge_gpus=1,
+                        cluster="ray", checkpoint_dir="/mnt/shared/ckpt", **small))
+    with pytest.raises(WizardError) as exc:
+        wizard.plan(answers(reward="genrm", reward_model="Qwen/Qwen2.5-72B-Instruct", **small))
+    (p,) = [p for p in exc.value.problems if p.rule == "VI594"]
+    assert "choose a smaller judge" in p.hint
 
 
 def test_dapo_with_a_judge_in_its_own_pool_is_planned():

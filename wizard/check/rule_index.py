@@ -88,7 +88,7 @@ RULES: dict[str, tuple[str, str]] = {
     "VI591": ("reward & data", "judge_gpus set while reward is not genrm"),
     "VI592": ("reward & data", "judge_gpus (the judge's own GPUs) with cluster=local, which is one machine"),
     "VI593": ("reward & data", "judge_gpus is not a multiple of gpus_per_node (the judge's pool is whole nodes like the policy's)"),
-    "VI594": ("reward & data", "the judge does not fit its own pool at any TP (weights + KV of 8 verdicts > 0.85 of a card)"),
+    "VI594": ("reward & data", "the judge does not fit its pool at any TP (> 0.85 of a card), or colocated takes > 0.5 of each card"),
     "VI595": ("reward & data", "dapo with a colocated judge: group filtering needs rewards at sampling time (judge_gpus)"),
     "VI596": ("reward & data", "the judge model cannot be sized: its engine share and TP are not checked"),
     "VI506": ("reward & data", "the reward_function file does not exist (error with cluster=local, warning elsewhere)"),

@@ -44,6 +44,9 @@ JUDGE_TEMPLATE_TOKENS = 256
 POOL_GMU = 0.85
 # The share of the card a judge colocated with the policy may not exceed (as reward=model's classifier: 0.3).
 COLOCATED_SHARE = 0.3
+# A colocated judge needing more than this share of each card (at the widest TP inside a node) is refused: the policy's
+# engine and training state could not fit beside it.
+COLOCATED_MAX = 0.5
 # Seconds the judge function waits for one verdict before scoring 0 (every outside read is bounded).
 JUDGE_TIMEOUT_S = 300
 # Greedy verdicts: the same response gets the same score.
@@ -157,6 +160,17 @@ def rules(b: Any) -> None:
         share = f"{COLOCATED_SHARE:g} of each GPU" if not a.judge_gpus else f"{POOL_GMU:g} of each of its GPUs"
         f.warning("VI596", ("reward_model",), f"cannot size the judge {a.reward_model!r}: its engine gets {share} "
                   "and TP 1 unchecked", "give a local model folder or a catalogue model as reward_model")
+    if judge is not None and not a.judge_gpus:
+        tp, share = reward_layout(judge, a.gpu_memory_gb, judge_seq(a), gpn)
+        if share > COLOCATED_MAX:
+            f.error("VI594", ("reward_model", "judge_gpus", "gpus_per_node"),
+                    f"the judge {judge.name} ({judge.params_b:.1f}B) does not fit beside the policy: even at TP {tp} its "
+                    f"engine needs {share:g} of each {a.gpu_memory_gb:g} GB card (weights + KV cache for 8 judge sequences), "
+                    f"more than {COLOCATED_MAX:g}",
+                    f"give it GPUs of its own: judge_gpus={gpn} (one more node, with cluster=ray, kuberay or slurm)"
+                    if pool_layout(judge, a.gpu_memory_gb, judge_seq(a), gpn) is not None else
+                    f"choose a smaller judge: no node of {gpn} × {a.gpu_memory_gb:g} GB holds it, even on its own "
+                    "(its tensor-parallel group stays inside a node)")
     nodes, pool_gpn = pool_nodes(a)
     if judge is not None and nodes and pool_layout(judge, a.gpu_memory_gb, judge_seq(a), pool_gpn) is None:
         need = reward_engine_share(judge, a.gpu_memory_gb, judge_seq(a), pool_gpn) * capacity_gib(a.gpu_memory_gb)
