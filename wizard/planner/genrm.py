@@ -142,7 +142,9 @@ def rules(b: Any) -> None:
         f.error("VI595", ("algorithm", "reward", "judge_gpus"),
                 "algorithm=dapo filters groups by reward at sampling time, which a judge colocated with the policy "
                 "cannot provide (verl asserts it: trainer_base.py:199)",
-                f"set judge_gpus={a.gpus_per_node} (a pool of its own, scoring while rollout runs), or choose grpo")
+                f"set judge_gpus={a.gpus_per_node} (a pool of its own, scoring while rollout runs"
+                + (", with cluster=ray, kuberay or slurm: one more node)" if a.cluster == "local" else ")")
+                + ", or choose grpo")
     if a.judge_gpus and a.cluster == "local":
         f.error("VI592", ("judge_gpus", "cluster"),
                 f"judge_gpus={a.judge_gpus} puts the judge on GPUs beyond the {a.gpus_per_node} of the policy's node, "
