@@ -694,8 +694,8 @@ def _lora(b: _Build) -> None:
         b.facts["lora"] = {
             "rank": a.lora_rank, "alpha": b.lora_alpha,
             "engine": "Megatron-Bridge PEFT (model.lora.*)" if b.megatron else "peft (model.lora_rank, lora_alpha)",
-            "params_b": round((megatron_lora_params(b.shape, a.lora_rank) if b.megatron else
-                               b.shape.lora_params(a.lora_rank)) / 1e9, 4) if b.shape is not None else None,
+            "params": (megatron_lora_params(b.shape, a.lora_rank) if b.megatron else b.shape.lora_params(a.lora_rank))
+            if b.shape is not None else None,
         }
     if a.lora_rank and a.rollout_engine == "vllm":
         if a.lora_rank > VLLM_LORA_RANKS[-1]:
@@ -1138,8 +1138,9 @@ def _rollout_keys(b: _Build) -> None:
     s.set(f"{PRE}.rollout.temperature", a.temperature, "temperature", _src("temperature", given))
     if a.lora_rank:
         s.set(f"{PRE}.rollout.load_format", "safetensors",
-              "LoRA: the engine loads the real base weights from the model, only the adapters are synced"
-              + (" (verl marks the base as synced unless load_format is dummy: engine_workers.py:673)" if b.megatron else ""))
+              "LoRA: the engine loads the real base weights from the model, only the adapters are synced (verl marks "
+              "the base as synced unless load_format is dummy: engine_workers.py:673)" if b.megatron else
+              "LoRA: the engine loads real base weights, adapters synced")
     if b.dynamic:
         s.set(f"{PRE}.rollout.log_prob_max_token_len_per_gpu", b.logprob_tokens,
               "2 × the training budget: forward-only passes keep no activations")
