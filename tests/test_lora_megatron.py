@@ -289,3 +289,11 @@ def test_cpu_smoke_builds_the_megatron_adapters():
     every = _lora_config(OmegaConf.create({"lora": {"rank": 8, "alpha": 16,
                                                     "target_modules": list(lora.MEGATRON_TARGET_MODULES)}}), megatron=True)
     assert every.target_modules == "all-linear"
+
+
+def test_vi880_fsdp_rank_larger_than_the_vllm_slots_from_the_megatron_block():
+    report = check(None, [f"{PRE}.model.path=Qwen/Qwen2.5-1.5B-Instruct", f"{PRE}.model.lora_rank=64",
+                          f"{PRE}.model.lora.rank=8"], defaults="snapshot", env={}, gpu_memory_gb=80.0)
+    (hit,) = _rules(report, "VI880")
+    assert hit.problem.severity == "error" and "vLLM refuses it" in hit.problem.message
+    assert hit.fix is not None and hit.fix.delete == [f"{PRE}.model.lora.rank"]

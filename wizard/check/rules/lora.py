@@ -63,6 +63,15 @@ def rule_lora(c: Ctx, f: Facts) -> None:
         c.add("VI880", "error", (key, f"{A}.strategy"),
               f"{key} is set but the {engine} engine reads {reads}, which is 0: it trains all weights instead of "
               f"adapters; {consequence}", want, fix=fix)
+    elif rank and not megatron and other and other != rank and not lora.merged(model):
+        # vLLM sizes its adapter slots from model.lora.rank first (vllm_async_server.py:418-431), the FSDP engine
+        # trains model.lora_rank: a larger trained rank does not fit the slots
+        c.add("VI880", "error" if rank > other else "warning", (f"{M}.lora_rank", f"{M}.lora.rank"),
+              f"{M}.lora_rank={rank} is the rank the FSDP engine trains, but vLLM reads {M}.lora.rank={other} first "
+              f"for its adapter slots (vllm_async_server.py:418-431)"
+              + (": the trained adapter is larger than the slots and vLLM refuses it at the first weight sync"
+                 if rank > other else ": the slots are larger than needed"),
+              f"remove {M}.lora.rank (the FSDP engine does not read it)", fix=Fix(delete=[f"{M}.lora.rank"]))
     elif rank:
         ignored = _user_keys(c, M, megatron)
         if ignored:
