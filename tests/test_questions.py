@@ -117,8 +117,9 @@ def test_reward_model_and_function_only_when_chosen():
     assert "reward_function" in asked(reward="function") and "reward_model" not in asked(reward="function")
 
 
-def test_lora_not_asked_with_megatron():
-    assert "lora_rank" not in asked(train_backend="megatron", advanced=True)
+def test_lora_asked_with_every_backend():
+    """verl 0.9.1 trains LoRA on Megatron too (Megatron-Bridge PEFT: tests/test_lora_megatron.py)."""
+    assert "lora_rank" in asked(train_backend="megatron", advanced=True)
     assert "lora_rank" in asked(train_backend="fsdp2", advanced=True)
 
 

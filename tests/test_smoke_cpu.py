@@ -208,3 +208,15 @@ def test_data_source_without_a_scorer_fails_with_verls_message(tmp_path):
     assert r.failure is not None and r.failure.phase == "reward"
     assert r.failure.message == "NotImplementedError: Reward function is not implemented for data_source='my_homework'"
     assert "reward=function" in r.failure.hint
+
+
+def test_megatron_lora_trains_the_adapters_of_model_lora(tmp_path):
+    """A Megatron LoRA bundle sets model.lora.rank (not model.lora_rank): the miniature builds the same adapters from
+    it, trains them only and computes the reference inside the actor, as verl's Megatron engine does."""
+    b = bundle(tmp_path, gpus_per_node=2, train_backend="megatron", lora_rank=8)
+    model = (b / "verl_config.yaml").read_text()
+    assert "lora:\n      rank: 8" in model and "lora_rank" not in model
+    r = run(b)
+    assert_pitfalls_absent(r, critic=False, reference=True)
+    assert r.geometry["smoke"]["lora"] and r.model["lora"]["rank"] == 8
+    assert 0 < r.model["lora"]["trainable"] < r.model["lora"]["parameters"] / 2  # adapters only (checked by sha256 too)

@@ -75,7 +75,7 @@ RULES: dict[str, tuple[str, str]] = {
     "VI402": ("roles", "kl_coef set for an algorithm that uses no KL penalty"),
     "VI404": ("roles", "critic_model set for an algorithm that trains no critic"),
     "VI405": ("roles", "critic and reward model are the same checkpoint (value head vs classifier)"),
-    "VI406": ("roles", "LoRA (lora_rank > 0) with the megatron backend, which verl-init does not support"),
+    "VI406": ("roles", "LoRA with the megatron backend on a vision-language model (no Megatron LoRA recipe for it in verl)"),
     "VI407": ("roles", "lora_rank above 512, the largest rank vLLM serves"),
     "VI408": ("roles", "lora_rank is not one of vLLM's ranks: vLLM reserves adapters of the next larger rank"),
     "VI409": ("roles", "lora_alpha set while lora_rank=0 (full fine-tune)"),

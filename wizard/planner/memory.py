@@ -117,6 +117,10 @@ class Layout:
     ref_resident: bool = False  # a reference model whose weights stay on the GPU between its passes
     use_ref: bool = False
     lora_rank: int = 0
+    # Megatron LoRA synced as adapters (model.lora.merge false) to an engine that loaded the real base weights
+    # (rollout.load_format not dummy): each weight sync exports only the adapters and leaves offloaded frozen weights
+    # in host memory (workers/engine/megatron/transformer_impl.py:1035-1044, engine_workers.py:673)
+    lora_adapter_sync: bool = False
     critic: Optional[ModelShape] = None
     critic_offload: Optional[bool] = None  # None: as the actor
     replica_batch: int = 1  # sequences one rollout replica generates per step
@@ -391,6 +395,17 @@ def _estimate(s: ModelShape, L: Layout, *, full: bool) -> Estimate:
         # the largest tensor the weight sync gathers whole, in fp32 (engine's get_per_tensor_param .full_tensor())
         biggest = FSDP_WEIGHT_BYTES * s.vocab * s.hidden
         ref_weights = FSDP_WEIGHT_BYTES * P / n
+    sync_weights = weights  # what the weight sync loads onto the GPU (all weights, unless LoRA syncs adapters only)
+    if L.megatron and L.lora_rank:
+        # LoRA through Megatron-Bridge's PEFT (workers/config/megatron_peft.py): the frozen base stays bf16, sharded as
+        # above; the adapters (lora.dtype null: the model's bf16) are the only parameters that require gradients, so
+        # Megatron's DDP gives only them an fp32 gradient buffer and the distributed optimizer only their fp32 master
+        # copy and Adam m, v (PEFT freezes the base before the DDP wrap: utils/megatron_utils.py:389-403).
+        adapters = megatron_lora_per_gpu(s, L)
+        weights += MEGATRON_WEIGHT_BYTES * adapters
+        grads = MEGATRON_GRAD_BYTES * adapters
+        optim = MEGATRON_OPTIM_BYTES * megatron_lora_params(s, L.lora_rank) / n
+        sync_weights = MEGATRON_WEIGHT_BYTES * adapters if (L.lora_adapter_sync and L.offload_params) else weights
     host += ((weights if L.offload_params else 0) + (optim if L.offload_optimizer else 0)) * gpn
     resident_w = 0.0 if L.offload_params else weights
     resident_o = 0.0 if L.offload_optimizer else optim
@@ -456,7 +471,7 @@ def _estimate(s: ModelShape, L: Layout, *, full: bool) -> Estimate:
     e.phases["weight sync"] = terms(
         ("rollout", "engine reservation (gpu_memory_utilization × card)", engine),
         ("reward model", "engine reservation", reward_engine),
-        ("actor", "weights loaded for the sync", weights + resident_o + resident_g),
+        ("actor", "weights loaded for the sync", sync_weights + resident_o + resident_g),
         ("actor", "largest tensor gathered for the sync", biggest),
         *resident_ref, *resident_critic,
         ("runtime", "allocator reserve", carried),
@@ -509,6 +524,32 @@ def _estimate(s: ModelShape, L: Layout, *, full: bool) -> Estimate:
     host += engine_weights * gpn  # a sleeping engine keeps its weights in host memory
     e.host_gb_per_node = host / GB
     return e
+
+
+def megatron_lora_params(s: ModelShape, rank: int) -> int:
+    """LoRA parameters Megatron-Bridge adds on verl's default model.lora.target_modules (linear_qkv, linear_proj,
+    linear_fc1, linear_fc2: wizard.verlspec.lora.MEGATRON_TARGET_MODULES), each adapter rank × (in + out) of its
+    layer under Megatron's fused names: QKV (hidden → q + 2 kv), the attention output (q → hidden), the gated MLP's
+    fused gate+up (hidden → 2 × intermediate) and its down projection (intermediate → hidden); a MoE's adapters on
+    every expert's fc1/fc2 (the router excluded, as verl's default does)."""
+    return sum(_megatron_lora_split(s, rank))
+
+
+def _megatron_lora_split(s: ModelShape, rank: int) -> tuple[int, int]:
+    """(dense, expert) LoRA parameters of megatron_lora_params."""
+    h, q, kv = s.hidden, s.heads * s.head_dim, s.kv_heads * s.head_dim
+    attention = (h + q + 2 * kv) + (q + h)
+    if s.experts:
+        return rank * attention * s.layers, rank * s.experts * (2 * h + 3 * s.moe_intermediate) * s.layers
+    return rank * (attention + (2 * h + 3 * s.intermediate)) * s.layers, 0
+
+
+def megatron_lora_per_gpu(s: ModelShape, L: Layout) -> float:
+    """LoRA parameters per GPU: the dense layers' adapters split like their layers over TP × PP, the experts' over
+    EP × ETP × PP."""
+    dense, expert = _megatron_lora_split(s, L.lora_rank)
+    etp = L.megatron_etp or L.megatron_tp
+    return dense / (L.megatron_tp * L.megatron_pp) + expert / (L.megatron_ep * etp * L.megatron_pp)
 
 
 def reward_engine_share(reward: ModelShape, gpu_gb: float, seq_len: int, tp: int = 1, seqs: int = MIN_KV_SEQS) -> float:

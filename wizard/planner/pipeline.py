@@ -18,13 +18,14 @@ from wizard.planner import agent, dataprep
 from wizard._version import VERL_TARGET, __version__
 from wizard.intent.answers import BUILTIN_DATASETS, DATA_SUFFIXES, Answers
 from wizard.intent.errors import Findings, Problem
-from wizard.planner.memory import Decision, Layout, choose, estimate, reward_layout
+from wizard.planner.memory import Decision, Layout, choose, estimate, megatron_lora_params, reward_layout
 from wizard.planner.shapes import ModelShape, resolve_shape
 from wizard.verlspec import arithmetic as rc
 from wizard.verlspec.algorithms import ALGORITHMS, VLLM_LORA_RANKS, Algo
 from wizard.verlspec.arithmetic import divisors, largest_divisor_at_most, nearest, pow2_divisors
 from wizard.verlspec.hardware import ACCELERATORS, accelerator_of_gpu_type
 from wizard.verlspec.hydra_overrides import format_value, parse_override
+from wizard.verlspec.lora import FSDP_TARGET_MODULES, MEGATRON_TARGET_MODULES
 
 Source = Literal["answer", "derived", "default", "override"]
 
@@ -424,10 +425,6 @@ def _parallelism(b: _Build) -> None:
                 f"sequence_parallel={sp} must divide gpus_per_node={a.gpus_per_node} so each group stays in one node",
                 _nearest_hint("sequence_parallel", divisors(a.gpus_per_node), sp,
                               f"sequence_parallel must divide gpus_per_node ({a.gpus_per_node})"))
-    if a.lora_rank and megatron:
-        f.error("VI406", ("lora_rank", "train_backend"),
-                f"lora_rank={a.lora_rank} with train_backend=megatron: verl-init supports LoRA with the FSDP backends only",
-                "use train_backend=fsdp or fsdp2 with LoRA, or lora_rank=0 with megatron")
     if not megatron and (a.megatron_tp or a.megatron_pp):
         f.error("VI307", ("megatron_tp", "megatron_pp", "train_backend"),
                 f"megatron_tp/megatron_pp only apply to train_backend=megatron (got {a.train_backend})",
@@ -680,8 +677,26 @@ def _micro_batches(b: _Build) -> None:
 
 
 def _lora(b: _Build) -> None:
+    """LoRA: FSDP through peft (model.lora_rank, ...), Megatron through Megatron-Bridge's PEFT (model.lora.*;
+    wizard.verlspec.lora has both blocks and the verl lines that read them)."""
     a, f = b.a, b.f
     b.lora_alpha = a.lora_alpha if a.lora_alpha is not None else 2 * a.lora_rank
+    if a.lora_rank and b.megatron and b.shape is not None and b.shape.vision:
+        # verl 0.9.1 has lora.type=vlm_lora and freeze_vision_* keys (trainer/config/model/hf_model.yaml:102-161) but
+        # no recipe or test of them; lora.type=lora would put adapters on the vision tower's linear layers too
+        # (Megatron-Bridge matches target_modules by name), which vLLM does not serve as LoRA.
+        f.error("VI406", ("lora_rank", "train_backend", "model"),
+                f"lora_rank={a.lora_rank} with train_backend=megatron on the vision-language model {a.model}: verl 0.9.1 "
+                "ships no Megatron LoRA recipe for vision-language models (lora.type=vlm_lora is untested there), so "
+                "verl-init does not plan it",
+                "use train_backend=fsdp or fsdp2 with LoRA on a vision-language model, or lora_rank=0 with megatron")
+    if a.lora_rank:
+        b.facts["lora"] = {
+            "rank": a.lora_rank, "alpha": b.lora_alpha,
+            "engine": "Megatron-Bridge PEFT (model.lora.*)" if b.megatron else "peft (model.lora_rank, lora_alpha)",
+            "params": (megatron_lora_params(b.shape, a.lora_rank) if b.megatron else b.shape.lora_params(a.lora_rank))
+            if b.shape is not None else None,
+        }
     if a.lora_rank and a.rollout_engine == "vllm":
         if a.lora_rank > VLLM_LORA_RANKS[-1]:
             _refuse(b, "VI407", ("lora_rank", "rollout_engine"), f"vLLM serves LoRA ranks up to 512 (lora_rank={a.lora_rank})",
@@ -771,6 +786,8 @@ ANSWER_KEYS: dict[str, str] = {
     f"{PRE}.model.path": "model",
     f"{PRE}.model.lora_rank": "lora_rank",
     f"{PRE}.model.lora_alpha": "lora_alpha",
+    f"{PRE}.model.lora.rank": "lora_rank",
+    f"{PRE}.model.lora.alpha": "lora_alpha",
     f"{PRE}.actor.strategy": "train_backend",
     f"{PRE}.actor.optim.lr": "learning_rate",
     f"{PRE}.actor.use_dynamic_bsz": "dynamic_batch",
@@ -1012,10 +1029,20 @@ def _data_keys(b: _Build) -> None:
 def _model_keys(b: _Build) -> None:
     a, s, given = b.a, b.s, b.given
     s.set(f"{PRE}.model.path", _model_path(a.model, b.base), "model", _src("model", given))
-    if a.lora_rank:
+    if a.lora_rank and b.megatron:
+        # the Megatron engine reads model.lora.*, never the flat FSDP keys (wizard.verlspec.lora)
+        s.set(f"{PRE}.model.lora.rank", a.lora_rank,
+              "LoRA adapters instead of full weights, through Megatron-Bridge's PEFT (megatron_peft.py reads model.lora, "
+              "not model.lora_rank)", "answer")
+        s.set(f"{PRE}.model.lora.alpha", b.lora_alpha, _given("lora_alpha", given, "twice the rank"), _src("lora_alpha", given))
+        s.set(f"{PRE}.model.lora.target_modules", list(MEGATRON_TARGET_MODULES),
+              "adapters on every linear layer (Megatron's fused QKV, attention output, MLP fc1/fc2; verl's default)")
+        s.set(f"{PRE}.model.lora.merge", False,
+              "adapters synced to the rollout engine as a LoRA adapter each step; the base weights are never re-sent")
+    elif a.lora_rank:
         s.set(f"{PRE}.model.lora_rank", a.lora_rank, "LoRA adapters instead of full weights", "answer")
         s.set(f"{PRE}.model.lora_alpha", b.lora_alpha, _given("lora_alpha", given, "twice the rank"), _src("lora_alpha", given))
-        s.set(f"{PRE}.model.target_modules", "all-linear", "adapters on every linear layer")
+        s.set(f"{PRE}.model.target_modules", FSDP_TARGET_MODULES, "adapters on every linear layer")
     s.set(f"{PRE}.model.use_remove_padding", True, "sequence packing: no compute spent on padding")
     s.set(f"{PRE}.model.enable_gradient_checkpointing", True, "recompute activations in backward to save memory")
 
@@ -1080,6 +1107,12 @@ def _actor_keys(b: _Build) -> None:
               _src("megatron_pp", given))
         s.set(f"{PRE}.actor.megatron.param_offload", b.offload, off_reason, _src("offload", given))
         s.set(f"{PRE}.actor.megatron.optimizer_offload", b.offload, off_reason, _src("offload", given))
+        if a.lora_rank:
+            s.set(f"{PRE}.actor.megatron.use_mbridge", True,
+                  "LoRA needs Megatron-Bridge (workers/config/megatron_peft.py:26 asserts it)")
+            s.set(f"{PRE}.actor.megatron.vanilla_mbridge", False,
+                  "LoRA needs the Megatron-Bridge provider, which the legacy mbridge does not build "
+                  "(megatron/transformer_impl.py:326-348)")
 
 
 def _rollout_keys(b: _Build) -> None:
@@ -1104,7 +1137,10 @@ def _rollout_keys(b: _Build) -> None:
           f"max(8192, prompt + response = {seq}): one full sequence fits a prefill batch")
     s.set(f"{PRE}.rollout.temperature", a.temperature, "temperature", _src("temperature", given))
     if a.lora_rank:
-        s.set(f"{PRE}.rollout.load_format", "safetensors", "LoRA: the engine loads real base weights, adapters synced")
+        s.set(f"{PRE}.rollout.load_format", "safetensors",
+              "LoRA: the engine loads the real base weights from the model, only the adapters are synced (verl marks "
+              "the base as synced unless load_format is dummy: engine_workers.py:673)" if b.megatron else
+              "LoRA: the engine loads real base weights, adapters synced")
     if b.dynamic:
         s.set(f"{PRE}.rollout.log_prob_max_token_len_per_gpu", b.logprob_tokens,
               "2 × the training budget: forward-only passes keep no activations")
@@ -1277,7 +1313,9 @@ def _override_keys(b: _Build) -> None:
 
 def _roles(b: _Build) -> None:
     a, roles = b.a, b.roles
-    roles["actor"] = f"{a.model} trained with {a.train_backend}" + (f" + LoRA r={a.lora_rank}" if a.lora_rank else "")
+    roles["actor"] = f"{a.model} trained with {a.train_backend}" + (
+        f" + LoRA r={a.lora_rank} (Megatron-Bridge PEFT; base weights frozen)" if a.lora_rank and b.megatron else
+        f" + LoRA r={a.lora_rank}" if a.lora_rank else "")
     roles["rollout"] = f"{a.rollout_engine}, {b.facts['rollout_replicas']} replica(s) of TP={b.rtp}, colocated with the actor"
     b.roles = {k: roles[k] for k in ("actor", "rollout", "ref", "critic", "reward") if k in roles}
 
@@ -1474,10 +1512,11 @@ def _fit(a: Answers, shape: ModelShape, critic: Optional[ModelShape], n_gpus: in
         mp_options = [(t, p) for t in pow2_divisors(gpn) for p in (1, 2, 4, 8, 16) if n_all % (t * p) == 0]
         mp_options.sort(key=lambda tp_pp: (tp_pp[0] * tp_pp[1], tp_pp[1]))
     reward, reward_tp, reward_gmu = _reward_engine(a, seq, gpn)
+    rank = a.lora_rank if lora_rank is None else lora_rank
     base = Layout(
         gpu_gb=a.gpu_memory_gb, n_gpus=n_all, gpus_per_node=gpn, seq_len=seq, rollout_tp=1, gmu=0.0, dp=1,
         megatron=megatron, use_ref=use_ref, ref_resident=megatron,
-        lora_rank=a.lora_rank if lora_rank is None else lora_rank, critic=critic,
+        lora_rank=rank, lora_adapter_sync=megatron and rank > 0, critic=critic,  # (_lora_keys: merge off, safetensors)
         host_memory_gb=a.host_memory_gb if host_limit else None, static_micro=not dynamic, gpu_type=a.gpu_type,
         reward=reward, reward_tp=reward_tp, reward_gmu=reward_gmu,
         image_share=image_share(a, shape, seq),
@@ -1577,7 +1616,7 @@ def _suggest(a: Answers, shape: ModelShape, critic: Optional[ModelShape], n_gpus
             options.append(f"needs ≥ {nodes}×{g} × {a.gpu_memory_gb:g} GB GPUs"
                            + (" with offload" if d.layout.offload_params else ""))
             break
-    if not a.lora_rank and not megatron and fits(shape, lora_rank=32):
+    if not a.lora_rank and not (megatron and shape.vision) and fits(shape, lora_rank=32):
         options.append(f"or LoRA rank 32 on these {n_gpus} GPU(s)")
     lo, hi = 0.05, shape.params_b
     if fits(from_params(lo, "answer")):

@@ -16,6 +16,7 @@ from typing import Any, Optional
 from wizard.planner import dataprep
 from wizard.planner.nextsteps import launch_commands
 from wizard.planner.pipeline import Plan
+from wizard.verlspec.lora import MEGATRON_TARGET_MODULES
 
 # Files that are rendered for every plan.
 CORE_TEMPLATES = ("verl_config.yaml.j2", "run.sh.j2", "PLAN.md.j2", "verl-init.yaml.j2")
@@ -259,6 +260,13 @@ def checkpoint_lines(plan: Plan) -> list[str]:
               "actor of a checkpoint (the trained policy) into a Hugging Face folder with verl's model merger "
               f"(`python3 -m verl.model_merger merge --backend {merger_backend(plan)}`); default target "
               "`hf/global_step_N`.")
+    if plan.base_config == "megatron" and a.lora_rank:
+        export += (" With Megatron LoRA the checkpoint's model shards are the adapters only (verl filters the "
+                   "state dict to the PEFT adapters and saves them under model/dist_ckpt: utils/checkpoint/"
+                   "megatron_checkpoint_manager.py:531-535, 705-711), and verl 0.9.1's Megatron merger builds a model "
+                   "without adapters (model_merger/megatron_model_merger.py:221-260): verl-init has not verified that "
+                   "this export holds the trained adapters. Resuming (above) reads them back; a new run can start "
+                   "from them with model.lora.adapter_path, the key verl's checkpoint loader names.")
     return [saved, resume, place, export]
 
 
@@ -335,6 +343,19 @@ def context(plan: Plan) -> dict[str, Any]:
         layout_lines.append(
             f"Training: {a.train_backend.upper()} over {plan.n_gpus} GPUs, Ulysses sequence parallel {fx['sequence_parallel']}, data-parallel size {fx['dp']}."
         )
+    lora = fx.get("lora")
+    if lora and plan.base_config == "megatron":
+        size = f"{lora['params'] / 1e6:.0f}M adapter parameters" if lora.get("params") is not None else "the adapters"
+        layout_lines.append(
+            f"LoRA on Megatron: rank {lora['rank']}, alpha {lora['alpha']}, through Megatron-Bridge's PEFT, which verl "
+            "builds from actor_rollout_ref.model.lora.* (workers/config/megatron_peft.py; the FSDP keys "
+            "model.lora_rank / lora_alpha are not read by the Megatron engine, so the bundle does not set them). "
+            f"Adapters on {', '.join(MEGATRON_TARGET_MODULES)} (every linear layer under Megatron's fused names): "
+            f"{size} train, split like their layers over the layout above; the base stays frozen in bf16. "
+            "megatron.use_mbridge=True and vanilla_mbridge=False: Megatron LoRA needs Megatron-Bridge "
+            "(megatron_peft.py:26). The reference log-probs are the actor's with its adapters off, so no reference "
+            f"copy is built (ray_trainer.py:360). {a.rollout_engine} serves the adapter (lora.merge=False): it loads the "
+            "base from the model (rollout.load_format=safetensors) and each step's sync sends only the adapters.")
     if a.accelerator != "nvidia":
         from wizard.verlspec.hardware import ACCELERATORS
 

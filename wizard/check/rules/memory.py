@@ -119,7 +119,10 @@ def rule_memory(c: Ctx, f: Facts, shape: Any, why: str) -> None:
                     static_micro=static,
                     checkpointing=c.v(f"{M}.enable_gradient_checkpointing") is not False,
                     offload_params=off_p, offload_optimizer=off_o, ref_resident=ref_resident, use_ref=f.use_ref,
-                    lora_rank=f.lora, critic=critic, critic_offload=None if critic_off is None else bool(critic_off),
+                    lora_rank=f.lora, critic=critic,
+                    # Megatron LoRA synced as adapters to an engine that loaded the real base (memory.Layout)
+                    lora_adapter_sync=bool(f.megatron and f.lora and not c.v(f"{M}.lora.merge")
+                                           and "dummy" not in str(c.v(f"{R}.load_format") or "dummy")), critic_offload=None if critic_off is None else bool(critic_off),
                     replica_batch=max(1, -(-tbs * n * tp // f.n_gpus)),
                     reward=reward, reward_gmu=reward_gmu if 0 < reward_gmu <= 1 else 0.0, reward_tp=reward_tp,
                     image_share=image_share,

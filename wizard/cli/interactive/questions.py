@@ -404,8 +404,6 @@ def _memory_refused(ctx: Context, **update: Any) -> bool:
 
 def full_misfits(ctx: Context) -> bool:
     """Training all weights does not fit these GPUs (a memory rule refuses lora_rank=0)."""
-    if ctx.get("train_backend") == "megatron":
-        return False
     return _memory_refused(ctx, lora_rank=0)
 
 
@@ -414,8 +412,6 @@ def fitting_ranks(ctx: Context) -> list[int]:
 
 
 def lora_asked(ctx: Context) -> bool:
-    if ctx.get("train_backend") == "megatron":
-        return False
     return not full_misfits(ctx) or bool(fitting_ranks(ctx))
 
 
