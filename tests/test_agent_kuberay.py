@@ -138,6 +138,7 @@ def test_manifests_validate_strictly_and_carry_the_tool_files(answers):
             assert sorted(i["path"] for i in volume["configMap"]["items"]) == \
                 ["__init__.py", "gsm8k_tool.py", "tool_config.yaml"], group
     assert "verl_init_tools/ (the tool config and tool module" in files["k8s/rayjob.yaml"]
+    assert "k8s/configmap.yaml puts `verl_init_tools/` into every pod's working folder" in files["PLAN.md"]
 
 
 def test_single_turn_kuberay_bundles_carry_no_tool_files():
