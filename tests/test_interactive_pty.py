@@ -307,24 +307,35 @@ def test_70b_ppo_on_kuberay_asks_only_what_it_needs(here, tiny_model):
     verify(tty.bundle(), tiny_model)
 
 
-def test_tool_rl_walk(here, tiny_model):
+@pytest.mark.parametrize("cluster", ["local", "kuberay"])
+def test_tool_rl_walk(here, tiny_model, cluster):
     """Multi-turn tool calling chosen under the advanced settings: the tool and turns follow, checked as answered
-    (8 turns do not fit max_response_length=1024: refused with VI562 and its fix), and verl accepts the bundle."""
+    (16 turns do not fit max_response_length=2048: refused with VI562 and its fix), and verl accepts the bundle. On
+    KubeRay the ConfigMap carries the tool files to every pod."""
+    script: dict[str, Any] = {"gpus": "other" + ENTER, "gpus_per_node": typed("2"), "gpu_memory_gb": typed("80"),
+                              "prompts_per_step": "64" + ENTER, "advanced": "y", "max_response_length": typed("2048"),
+                              "agent": "tool" + ENTER, "max_turns": [typed("16"), typed("3")]}
+    if cluster == "kuberay":
+        script.update(cluster="kuberay" + ENTER, nnodes=typed("2"))
     tty = Tty(here)
-    tty.run({"gpus": "other" + ENTER, "gpus_per_node": typed("2"), "gpu_memory_gb": typed("80"),
-             "prompts_per_step": "64" + ENTER, "advanced": "y", "max_response_length": typed("2048"),
-             "agent": "tool" + ENTER, "max_turns": [typed("16"), typed("3")]})
+    tty.run(script)
     assert tty.write() == 0, tty.transcript()[-3000:]
     assert tty.asked.index("agent") < tty.asked.index("tool") < tty.asked.index("max_turns")
     text = tty.flat()
     assert "max_response_length=2048 covers every turn" in text
     assert "✗ refused max_turns = 16:" in text and "[VI562]" in text
     a = tty.answers()
-    assert (a["agent"], a["max_turns"]) == ("tool", 3) and "tool" not in a  # Enter: the bundle's gsm8k tool
+    assert (a["agent"], a["max_turns"], a["cluster"]) == ("tool", 3, cluster) and "tool" not in a  # gsm8k
     bundle = tty.bundle()
     cfg = yaml.safe_load((bundle / "verl_config.yaml").read_text())
     assert cfg["actor_rollout_ref"]["rollout"]["multi_turn"]["tool_config_path"] == "verl_init_tools/tool_config.yaml"
     assert (bundle / "verl_init_tools" / "gsm8k_tool.py").is_file()
+    if cluster == "kuberay":
+        from wizard.env.cluster import bundle_problems, load_expected
+
+        cm = yaml.safe_load((bundle / "k8s" / "configmap.yaml").read_text())
+        assert cm["data"]["verl_init_tools.gsm8k_tool.py"] == (bundle / "verl_init_tools" / "gsm8k_tool.py").read_text()
+        assert bundle_problems(load_expected(bundle)[0]) == []
     verify(bundle, tiny_model)
 
 
