@@ -572,6 +572,12 @@ def _tool_agent(ctx: Context) -> bool:
     return ctx.get("agent") == "tool"
 
 
+def _default_turns(ctx: Context) -> str:
+    from wizard.planner.agent import DEFAULT_TURNS
+
+    return f"{DEFAULT_TURNS} assistant turns"
+
+
 def turns_note(ctx: Context) -> str | None:
     """How the response length is shared by the turns (wizard.verlspec.arithmetic.turn_budget, as the planner)."""
     from wizard.planner.agent import DEFAULT_TURNS, TOOL_RESPONSE_TOKENS
@@ -617,7 +623,7 @@ def pixel_choices(ctx: Context) -> list[tuple[Any, str]]:
     out: list[tuple[Any, str]] = []
     for tokens in IMAGE_TOKENS:
         pixels = tokens * factor * factor
-        if 3136 <= pixels <= 16777216:
+        if not answer_problems({"image_max_pixels": pixels}):  # within the field's range
             side = int(math.sqrt(pixels))
             out.append((pixels, f"{tokens} image tokens per image (about {side}×{side} pixels)"))
     return out
@@ -696,7 +702,7 @@ QUESTIONS: tuple[Question, ...] = (
              auto=lambda c: "gsm8k, the bundle's GSM8K answer checker",
              note=lambda c: "gsm8k, or module.Class: your verl BaseTool subclass, importable where verl runs"),
     Question("max_turns", "int", "algorithm", when=_tool_agent, optional=True, note=turns_note,
-             auto=lambda c: "3 assistant turns"),
+             auto=_default_turns),
     Question("freeze_vision_tower", "confirm", "algorithm", when=_vision, advanced=always,
              note=lambda c: "verl 0.9.1 declares actor.freeze_vision_tower but no worker reads it (VI571): the tower "
                             "is trained either way"),
