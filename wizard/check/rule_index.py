@@ -50,7 +50,7 @@ RULES: dict[str, tuple[str, str]] = {
     "VI562": ("answers", "max_response_length too short for max_turns: tool replies leave < 128 tokens per turn"),
     "VI563": ("answers", "the tool's module.Class does not import here (error with cluster=local, warning elsewhere)"),
     "VI564": ("answers", "agent=tool with your own train_files: their rows need agent_name and tools_kwargs"),
-    "VI565": ("answers", "agent=tool with cluster=kuberay: the pods' ConfigMap does not carry the bundle's tool files"),
+    "VI565": ("answers", "tool=module.Class with cluster=kuberay: the pods import your class from their image"),
     # -- batching (wizard.planner.pipeline) ----------------------------------------------------------------
     "VI201": ("batching", "updates_per_step does not divide prompts_per_step into equal mini-batches"),
     "VI202": ("batching", "the samples of one update (mini-batch × samples_per_prompt) do not split over DP ranks"),
@@ -170,6 +170,9 @@ RULES: dict[str, tuple[str, str]] = {
     "VI758": ("cluster", "checkpoint_pvc set for a cluster other than kuberay"),
     "VI759": ("cluster", "a KubeRay bundle's pods would read their data files from pod-local storage nothing fills"),
     "VI760": ("cluster", "a KubeRay bundle's pods would write checkpoints to pod-local storage (lost with the pods)"),
+    "VI767": ("cluster", "the KubeRay ConfigMap of the bundle's files would be over Kubernetes' 1 MiB"),
+    "VI768": ("cluster", "a KubeRay bundle's pods would not find the tool config / tool module of agent=tool"),
+    "VI769": ("cluster", "k8s/configmap.yaml carries another copy of a tool file than the bundle folder"),
     # -- probe & doctor (wizard.env.probe, wizard.env.doctor) -----------------------------------------------
     "VI740": ("probe & doctor", "no usable NVIDIA GPU found on this machine (NVML missing, failing or 0 GPUs)"),
     "VI741": ("probe & doctor", "a GPU is MIG-partitioned: a process sees one slice and NCCL cannot join slices"),

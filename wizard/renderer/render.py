@@ -281,7 +281,9 @@ def agent_lines(plan: Plan) -> list[str]:
     return [
         f"Agent loop: verl's `tool_agent` on the async {plan.answers.rollout_engine} server, up to {facts['turns']} "
         f"assistant turns; tool {code(facts['class'])} from `{agent.TOOL_CONFIG}` (verl's tool registry imports it "
-        "in every agent-loop worker; the bundle folder is on their sys.path).",
+        "in every agent-loop worker; " + (
+            f"k8s/configmap.yaml puts `{agent.TOOLS_DIR}/` into every pod's working folder, which is on their "
+            "sys.path)." if plan.answers.cluster == "kuberay" else "the bundle folder is on their sys.path)."),
         f"The response covers the whole conversation after the prompt: {bud.response_length} tokens = up to "
         f"{bud.tool_replies} tool replies × {cap} tokens ({bud.tool_tokens}; verl cuts each reply to "
         f"max_tool_response_length={cap} characters, so at most that many tokens) + {bud.assistant_tokens} tokens of "

@@ -38,7 +38,7 @@ Kind = Literal["select", "int", "float", "text", "checkbox", "confirm"]
 # Wizard decisions that are not `Answers` fields: their answer fills fields (Question.apply).
 DECISIONS: dict[str, str] = {
     "gpus": "GPUs of each node: this machine's, a common node, or other (typed).",
-    "advanced": "Adjust advanced settings (engines, lengths, samples, steps, LoRA, logging, names)?",
+    "advanced": "Adjust advanced settings (engines, lengths, multi-turn tools, samples, steps, LoRA, logging, names)?",
 }
 OTHER = "__other__"  # the "another value" entry of a select that also takes a typed value
 THIS_MACHINE = "this machine"
@@ -556,6 +556,85 @@ def needs_size(ctx: Context) -> bool:
         return True
 
 
+# --- multi-turn tool calling: the agent loop, its tool and turns ------------------------------------------------
+
+AGENT_TEXT = {
+    "single_turn": "one response per prompt (verl's single_turn_agent)",
+    "tool": "multi-turn tool calling (verl's tool_agent): the model calls a tool between turns",
+}
+
+
+def _tool_agent(ctx: Context) -> bool:
+    return ctx.get("agent") == "tool"
+
+
+def _default_turns(ctx: Context) -> str:
+    from wizard.planner.agent import DEFAULT_TURNS
+
+    return f"{DEFAULT_TURNS} assistant turns"
+
+
+def turns_note(ctx: Context) -> str | None:
+    """How the response length is shared by the turns (wizard.verlspec.arithmetic.turn_budget, as the planner)."""
+    from wizard.planner.agent import DEFAULT_TURNS, TOOL_RESPONSE_TOKENS
+    from wizard.verlspec.arithmetic import turn_budget
+
+    turns = ctx.get("max_turns") or DEFAULT_TURNS
+    b = turn_budget(int(ctx.get("max_response_length")), turns, TOOL_RESPONSE_TOKENS)
+    return (f"max_response_length={b.response_length} covers every turn: with {turns} turns, {b.tool_replies} tool "
+            f"replies take up to {b.tool_tokens} tokens, leaving ~{max(b.per_turn, 0)} per turn of the model's own")
+
+
+# --- vision-language models: asked only when the model has a vision tower ---------------------------------------
+
+
+def _shape(ctx: Context) -> Any:
+    from wizard.planner.shapes import resolve_shape
+
+    try:
+        return resolve_shape(str(ctx.get("model")))
+    except Exception:  # noqa: BLE001 - an unreadable local config.json: not a known vision-language model
+        return None
+
+
+def _vision(ctx: Context) -> bool:
+    shape = _shape(ctx)
+    return bool(shape is not None and shape.vision)
+
+
+def _vision_data(ctx: Context) -> bool:
+    """A vision-language model on data that may carry images (the planner's has_images)."""
+    from wizard.planner.pipeline import TEXT_DATASETS
+
+    return _vision(ctx) and str(ctx.get("dataset")) not in TEXT_DATASETS
+
+
+IMAGE_TOKENS = (4096, 2048, 1280, 1024, 768, 512, 256, 128, 64)  # image tokens per image a person would pick
+
+
+def pixel_choices(ctx: Context) -> list[tuple[Any, str]]:
+    """Largest-image budgets as pixels, from the model's own patch and merge (tokens = pixels / (patch × merge)²)."""
+    shape = _shape(ctx)
+    factor = shape.vision_patch * shape.vision_merge if shape is not None and shape.vision else 28
+    out: list[tuple[Any, str]] = []
+    for tokens in IMAGE_TOKENS:
+        pixels = tokens * factor * factor
+        if not answer_problems({"image_max_pixels": pixels}):  # within the field's range
+            side = int(math.sqrt(pixels))
+            out.append((pixels, f"{tokens} image tokens per image (about {side}×{side} pixels)"))
+    return out
+
+
+def image_note(ctx: Context) -> str | None:
+    shape = _shape(ctx)
+    if shape is None or not shape.vision:
+        return None
+    factor = shape.vision_patch * shape.vision_merge
+    return (f"{ctx.get('model')} turns each {factor}×{factor} pixels into one token; images and text must fit "
+            f"max_prompt_length={ctx.get('max_prompt_length')} (a longer one, under advanced settings, fits bigger "
+            "images; data/prepare_data.py shrinks bigger ones)")
+
+
 # --- the questionnaire ---------------------------------------------------------------------------------
 
 QUESTIONS: tuple[Question, ...] = (
@@ -581,6 +660,11 @@ QUESTIONS: tuple[Question, ...] = (
     Question("answer_format", "select", "data", when=_is_local_file,
              choices=lambda c: [("number", "a number (GSM8K-style)"), ("boxed", "\\boxed{...} (MATH-style)"),
                                 ("text", 'free text after "Answer:"')]),
+    # a vision-language model's images (only when the model has a vision tower and the data may carry images)
+    Question("image_key", "text", "data", when=lambda c: _vision(c) and _is_local_file(c)),
+    Question("images_per_prompt", "int", "data", when=_vision_data),
+    Question("image_max_pixels", "int", "data", when=_vision_data, choices=pixel_choices, typed=True,
+             note=image_note),
     Question("reward", "select", "algorithm", choices=_texts(REWARD_TEXT)),
     Question("reward_model", "text", "algorithm", when=lambda c: c.get("reward") == "model"),
     Question("reward_function", "text", "algorithm", when=lambda c: c.get("reward") == "function", optional=True,
@@ -608,6 +692,16 @@ QUESTIONS: tuple[Question, ...] = (
     Question("train_backend", "select", "algorithm", advanced=always, choices=_texts(BACKEND_TEXT)),
     Question("max_prompt_length", "int", "data", advanced=always),
     Question("max_response_length", "int", "data", advanced=always),
+    # multi-turn tool calling: the agent loop is an advanced setting; its tool and turns follow once agent=tool
+    Question("agent", "select", "algorithm", advanced=always, choices=_texts(AGENT_TEXT)),
+    Question("tool", "text", "algorithm", when=_tool_agent, optional=True,
+             auto=lambda c: "gsm8k, the bundle's GSM8K answer checker",
+             note=lambda c: "gsm8k, or module.Class: your verl BaseTool subclass, importable where verl runs"),
+    Question("max_turns", "int", "algorithm", when=_tool_agent, optional=True, note=turns_note,
+             auto=_default_turns),
+    Question("freeze_vision_tower", "confirm", "algorithm", when=_vision, advanced=always,
+             note=lambda c: "verl 0.9.1 declares actor.freeze_vision_tower but no worker reads it (VI571): the tower "
+                            "is trained either way"),
     Question("samples_per_prompt", "int", "batch", advanced=always, optional=True,
              auto=lambda c: f"{_algo(c).default_n}, {c.get('algorithm')}'s default"),
     Question("updates_per_step", "int", "batch", advanced=always),
@@ -642,9 +736,6 @@ def _experiment(ctx: Context) -> str:
 NOT_ASKED: dict[str, str] = {
     "accelerator": "taken from the probed GPUs (NVML: nvidia, amdsmi: amd); else --set accelerator=amd|ascend or a profile",
     "lora_alpha": "twice lora_rank, the usual choice",
-    "agent": "single_turn; multi-turn tool calling is --set agent=tool (or --profile multiturn-gsm8k-tool)",
-    "tool": "gsm8k with agent=tool; your own class is --set tool=module.Class",
-    "max_turns": "3 assistant turns with agent=tool",
     "overrides": "the escape hatch for verl keys the answers do not model: --override or the answers file",
     "train_files": "data/prepare_data.py writes the training file from dataset",
     "val_files": "data/prepare_data.py writes the validation file from dataset",
@@ -682,10 +773,6 @@ NOT_ASKED: dict[str, str] = {
     "data_source": "selects verl's scorer from the dataset and answer_format",
     "val_fraction": "5% of a local file is held out",
     "split_seed": "42",
-    "image_key": "images, the column data/prepare_data.py reads and writes (vision-language models)",
-    "images_per_prompt": "one image per prompt (vision-language models)",
-    "image_max_pixels": "1003520 pixels, 1280 image tokens at 28×28 (vision-language models)",
-    "freeze_vision_tower": "verl 0.9.1 does not act on it (VI571)",
 }
 
 # Fields a rule's hint names besides its keys: a question still to come that answers one of them can fix it, and a
