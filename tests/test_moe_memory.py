@@ -156,3 +156,49 @@ def test_a_moe_of_unknown_shape_is_not_estimated_from_its_name():
     (info,) = [f.problem for f in report.findings if f.problem.rule == "VI861" and "MoE" in f.problem.message]
     assert info.severity == "info" and "exact shape" in info.message
     assert not [f for f in report.findings if f.problem.rule == "VI860"]
+
+
+# -- verl's dense scripts that `check` refused at 80 GB (tests/data/reference/verl-main-scripts), decided by arithmetic --
+SCRIPTS_INDEX = {e["id"]: e for e in json.loads((ROOT / "tests" / "data" / "reference" / "verl-main-scripts" / "index.json")
+                                               .read_text(encoding="utf-8"))["scripts"]}
+
+
+def _check_script(rid: str, gpu_gb: float):
+    entry = SCRIPTS_INDEX[rid]
+    args = dict(a.lstrip("+").split("=", 1) for a in entry["traced"]["args"] if "=" in a)
+    return check(str(ROOT / "tests" / "data" / "reference" / "verl-main-scripts" / entry["file"]), env={"HOME": "$HOME"},
+                 defaults="snapshot", nnodes=int(args.get("trainer.nnodes", 1)),
+                 gpus_per_node=int(args.get("trainer.n_gpus_per_node", 8)), gpu_memory_gb=gpu_gb)
+
+
+def test_a_colocated_reward_model_that_sleeps_takes_its_own_turn():
+    """RW074 (verl's e2e test, 2 GPUs): policy and reward engines at 0.6 of the card each. The model was wrong: verl
+    0.9.1's reward loop wakes the reward engine only to score (reward_model.rollout.free_cache_engine=True), so the
+    engines take turns; 1.2 × the card held at once could never start."""
+    report = _check_script("RW074", 80.0)
+    assert not [f for f in report.errors if f.problem.rule == "VI860"], [f.problem.line() for f in report.errors]
+    est = report.memory
+    assert est.gib("rollout", "reward model", "engine reservation") == 0
+    assert est.gib("rollout", "reward model", "asleep (its engine wakes for its own turn)") == pytest.approx(memory.ENGINE_ASLEEP_GIB)
+    # both engines awake together (free_cache_engine=False on the reward model) is over the card
+    awake = check(str(ROOT / "tests" / "data" / "reference" / "verl-main-scripts" / SCRIPTS_INDEX["RW074"]["file"]),
+                  ["reward.reward_model.rollout.free_cache_engine=False"], env={"HOME": "$HOME"}, defaults="snapshot",
+                  nnodes=1, gpus_per_node=2, gpu_memory_gb=80.0)
+    assert awake.memory.verdict == "does not fit"
+
+
+@pytest.mark.parametrize("rid,card", [("RW050", 141.0), ("RW069", 141.0)])
+def test_dense_scripts_refused_at_80_gb_are_over_by_arithmetic(rid, card):
+    """Real errors at 80 GB (neither script names its GPUs); both fit a 141 GB card.
+    - RW050 (Qwen3-8B PPO, Megatron TP 2 / PP 2, nothing offloaded, rollout 0.6): during the rollout the actor keeps
+      bf16 weights 3.8 GiB + fp32 gradients 7.6 + optimizer 12 B × 8.2B / 8 = 11.5 (22.9 GiB), the critic its weights
+      and optimizer (15.3 GiB), beside the engine's 0.6 × 79.6 = 47.8 GiB: 86 GiB before the CUDA context (the measured
+      G10, a 7B at TP 2 with the same resident state, ran out of memory this way).
+    - RW069 (Qwen2.5-72B FSDP on 32 GPUs, 24576-token micro-batches): fp32 weights, gradients and Adam 16 B × 72.7B / 32
+      = 33.9 GiB, two gathered layers 4.6, the checkpointed inputs of 80 layers × 2 × 8192 B × 24576 tokens = 30 GiB
+      and the bf16 logits 24576 × 152064 × 2 B = 7.0 GiB: 75.5 GiB before the layer's working set and the CUDA context."""
+    over = _check_script(rid, 80.0)
+    (err,) = [f.problem for f in over.errors if f.problem.rule == "VI860"]
+    assert "does not fit" in err.message
+    big = _check_script(rid, card)
+    assert not [f for f in big.errors if f.problem.rule in ("VI860", "VI862")], [f.problem.line() for f in big.errors]

@@ -150,6 +150,10 @@ class Layout:
     reward: Optional[ModelShape] = None  # a reward model served beside the policy
     reward_gmu: float = 0.0  # share of each GPU its engine reserves (0: no colocated reward model)
     reward_tp: int = 1
+    # the reward model's engine sleeps outside its own turn (reward_model.rollout.free_cache_engine: verl 0.9.1's
+    # reward loop wakes it only to score a batch, experimental/reward_loop/reward_loop.py compute_rm_score, after the
+    # policy's rollout); False counts both engines awake together (the planner's conservative assumption)
+    reward_free_cache: bool = False
     free_cache_engine: bool = True
     host_memory_gb: Optional[float] = None
     gpu_type: Optional[str] = None  # pins the card's reported capacity when its nominal size matches gpu_gb
@@ -518,10 +522,18 @@ def _estimate(s: ModelShape, L: Layout, *, full: bool) -> Estimate:
     resident_critic = [("critic", "weights + Adam (not offloaded)", critic_res)] if L.critic is not None else []
     resident_ref = [("reference", "weights (not offloaded)", ref_res)] if has_ref else []
 
+    # a reward model's engine that sleeps outside its turn: asleep beside the policy's engine; its own turn (the
+    # policy's engine asleep) counts where it reserves more than the policy's
+    reward_turns = bool(L.reward_gmu) and L.reward_free_cache
+    if reward_turns:
+        reward_beside = ("reward model", "asleep (its engine wakes for its own turn)", ENGINE_ASLEEP_GIB * GIB)
+        reward_turn = [("reward model", "its own turn (above the policy's engine)", reward_engine - engine)]
+    else:
+        reward_beside, reward_turn = ("reward model", "engine reservation", reward_engine), []
     # rollout: the engines awake, the training state that is not offloaded beside them
     e.phases["rollout"] = terms(
         ("rollout", "engine reservation (gpu_memory_utilization × card)", engine),
-        ("reward model", "engine reservation", reward_engine),
+        reward_beside, *reward_turn,
         ("actor", "resident (not offloaded)", resident_w + resident_o + resident_g),
         *resident_ref, *resident_critic,
         ("runtime", "allocator reserve", carried),
@@ -532,7 +544,7 @@ def _estimate(s: ModelShape, L: Layout, *, full: bool) -> Estimate:
     # held (estimates −16 … +16 % of the measured peaks), so the whole reservation is counted.
     e.phases["weight sync"] = terms(
         ("rollout", "engine reservation (gpu_memory_utilization × card)", engine),
-        ("reward model", "engine reservation", reward_engine),
+        reward_beside,
         ("actor", "weights loaded for the sync", weights + resident_o + resident_g),
         ("actor", "largest tensor gathered for the sync", biggest),
         *resident_ref, *resident_critic,

@@ -130,6 +130,7 @@ def rule_memory(c: Ctx, f: Facts, shape: Any, why: str) -> None:
                     lora_rank=f.lora, critic=critic, critic_offload=None if critic_off is None else bool(critic_off),
                     replica_batch=max(1, -(-tbs * n * tp // f.n_gpus)),
                     reward=reward, reward_gmu=reward_gmu if 0 < reward_gmu <= 1 else 0.0, reward_tp=reward_tp,
+                    reward_free_cache=c.v("reward.reward_model.rollout.free_cache_engine") is not False,
                     image_share=image_share, rollout_dp=c.int(f"{R}.data_parallel_size") or 1,
                     optimizer_cpu_fraction=cpu_fraction, grad_bytes=grad_bytes, optim_bytes=optim_bytes,
                     update_entropy=bool(c.v(f"{A}.calculate_entropy")) or (c.num(f"{A}.entropy_coeff") or 0.0) != 0.0,
