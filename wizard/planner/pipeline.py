@@ -1520,6 +1520,7 @@ def _fit(a: Answers, shape: ModelShape, critic: Optional[ModelShape], n_gpus: in
         host_memory_gb=a.host_memory_gb if host_limit else None, static_micro=not dynamic, gpu_type=a.gpu_type,
         reward=reward, reward_tp=reward_tp, reward_gmu=reward_gmu,
         image_share=image_share(a, shape, seq),
+        update_entropy=False,  # the plan writes actor.entropy_coeff=0 (_actor keys): the update computes no entropy
     )
     offload = [False, True] if (a.offload is None or any_offload) else [a.offload]
     kw = dict(tp_options=tp_options, gmu_fixed=None if any_offload else a.gpu_memory_utilization,
