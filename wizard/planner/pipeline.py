@@ -1583,9 +1583,10 @@ def _megatron_options(a: Answers, shape: Optional[ModelShape], n_gpus: int, f: F
     elif (ep is not None or etp is not None) and "expert_grid" in found:
         refusals.append(("VI314", ("megatron_ep", "megatron_etp", "megatron_pp", "nnodes", "gpus_per_node"),
                          f"{found['expert_grid']} (megatron-core's initialize_model_parallel raises)"))
-    if vpp is not None and "interleaved" in found:
+    # without megatron_pp the planner chooses a PP that VPP and the layers allow: only a given PP is refused here
+    if vpp is not None and pp is not None and "interleaved" in found:
         refusals.append(("VI317", ("megatron_vpp", "megatron_pp"), f"megatron_vpp={vpp}: {found['interleaved']}"))
-    elif (pp is not None or vpp is not None) and "layers" in found:
+    elif pp is not None and "layers" in found:
         refusals.append(("VI316", ("megatron_pp", "megatron_vpp", "model"),
                          f"{found['layers']}: megatron-core builds an even split (num_layers % PP, then % VPP)"))
     if "dense_grid" in found and any(v is not None for v in (tp, pp, cp)):
