@@ -195,3 +195,43 @@ def test_megatron_answers_need_the_megatron_backend_and_own_their_keys():
                 "actor_rollout_ref.rollout.expert_parallel_size"):
         problems = _errors({**MOE, "overrides": [f"{key}=2"]})
         assert any(p.rule == "VI551" for p in problems), (key, [p.line() for p in problems])
+
+
+# -- check: the same asserts on an existing config (VI813 reviewed, VI818, VI819) ------------------------------------
+
+
+def _check(*overrides: str, nodes: int = 1):
+    from wizard.check.lint import check
+
+    base = ["model_engine=megatron", "actor_rollout_ref.model.path=Qwen/Qwen3-30B-A3B", f"trainer.nnodes={nodes}",
+            "trainer.n_gpus_per_node=8"]
+    return check(None, base + list(overrides), defaults="snapshot", env={}, gpu_memory_gb=96.0)
+
+
+def test_check_refuses_tp_the_kv_heads_cannot_share():
+    report = _check("actor_rollout_ref.actor.megatron.tensor_model_parallel_size=8")
+    (hit,) = [f.problem for f in report.errors if f.problem.rule == "VI818"]
+    assert "4 KV heads" in hit.message and "4" in hit.hint
+    assert not [f for f in _check("actor_rollout_ref.actor.megatron.tensor_model_parallel_size=4").findings
+                if f.problem.rule == "VI818"]
+
+
+def test_check_warns_when_an_expert_group_leaves_a_node():
+    """16 GPUs, EP 8 × ETP 2: megatron-core accepts it (16 % 16), but each expert group spans two nodes."""
+    report = _check("actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2",
+                    "actor_rollout_ref.actor.megatron.expert_model_parallel_size=8",
+                    "actor_rollout_ref.actor.megatron.expert_tensor_parallel_size=2", nodes=2)
+    assert [f for f in report.findings if f.problem.rule == "VI819" and f.problem.severity == "warning"]
+    assert not [f for f in report.errors if f.problem.rule == "VI813"]
+
+
+def test_vi813_reads_etp_unset_as_tp_like_megatron_core():
+    """megatron-core's parallel_state.py (core_v0.15.0:743): ETP None → TP. verl's main 235B script (TP 4, EP 4, PP 8,
+    ETP unset on 64 GPUs) builds an expert grid of 4·4·8 = 128 ranks: megatron-core raises; the planner never renders
+    ETP unset for a MoE model."""
+    report = _check("actor_rollout_ref.actor.megatron.tensor_model_parallel_size=4",
+                    "actor_rollout_ref.actor.megatron.pipeline_model_parallel_size=8",
+                    "actor_rollout_ref.actor.megatron.expert_model_parallel_size=4", nodes=8)
+    assert any("4×4×8 = 128" in f.problem.message for f in report.errors if f.problem.rule == "VI813")
+    assert megatron_accepts(64, 8, 4, 8, 1, 4, None, None, 96, 64, 4, 128) is False
+    assert megatron_accepts(64, 8, 4, 8, 1, 4, 1, None, 96, 64, 4, 128) is True
