@@ -37,9 +37,17 @@ MOE = dict(model="Qwen/Qwen3-30B-A3B", train_backend="megatron", nnodes=1, gpus_
            samples_per_prompt=8, updates_per_step=4)
 
 
+def uneven_ok(layers: int, pp: int, first: int, last: int) -> bool:
+    """megatron-core with num_layers_in_first/last_pipeline_stage (transformer_block.py:106-133): both > 0, the
+    layers left divide over the stages left (none left when PP = 2)."""
+    left, rest = pp - 2, layers - first - last
+    return first > 0 and last > 0 and (rest == 0 if left == 0 else rest >= left and rest % left == 0)
+
+
 def megatron_accepts(world: int, gpn: int, tp: int, pp: int, cp: int, ep: int, etp: int | None, vpp: int | None,
-                     layers: int, heads: int, kv_heads: int, experts: int) -> bool:
-    """megatron-core's asserts (module docstring), written out without wizard code."""
+                     layers: int, heads: int, kv_heads: int, experts: int, uneven: bool = False) -> bool:
+    """megatron-core's asserts (module docstring), written out without wizard code. `uneven`: the layers may split
+    with equal first and last stages when they do not divide over PP (no VPP)."""
     etp_ = tp if etp is None else etp
     if world % (tp * pp * cp) != 0:
         return False
@@ -47,7 +55,10 @@ def megatron_accepts(world: int, gpn: int, tp: int, pp: int, cp: int, ep: int, e
         return False
     if world % (etp_ * ep * pp) != 0:
         return False
-    if layers % pp != 0 or (vpp is not None and (layers // pp) % vpp != 0):
+    split = any(uneven_ok(layers, pp, f, f if pp > 2 else layers - f) for f in range(1, layers)) if pp > 1 else False
+    if layers % pp != 0 and not (uneven and vpp is None and split):
+        return False
+    if vpp is not None and (layers // pp) % vpp != 0:
         return False
     if ep > 1 and (experts == 0 or experts % ep != 0):
         return False
@@ -87,13 +98,17 @@ def test_candidates_are_exactly_what_megatron_accepts(model, world, gpn):
     """Over the planner's own value ranges (TP, CP powers of two with TP·CP in a node, ETP 1 for a MoE model and
     unset for a dense one, no VPP), the candidates are the layouts megatron-core accepts, no more and no fewer."""
     s = resolve_shape(model)
-    got = {(g.tp, g.pp, g.cp, g.ep, g.etp) for g in megatron_grids(world, gpn, layers=s.layers, heads=s.heads,
-                                                                    kv_heads=s.kv_heads, experts=s.experts)}
+    grids = megatron_grids(world, gpn, layers=s.layers, heads=s.heads, kv_heads=s.kv_heads, experts=s.experts)
+    got = {(g.tp, g.pp, g.cp, g.ep, g.etp) for g in grids}
+    for g in grids:  # an uneven split only where the layers do not divide, and one megatron-core accepts
+        assert (g.first is None) == (s.layers % g.pp == 0), g
+        assert g.first is None or uneven_ok(s.layers, g.pp, g.first, g.last), g
     etp = 1 if s.experts else None
     pow2 = [t for t in (1, 2, 4, 8, 16) if t <= gpn]
     want = {(tp, pp, cp, ep, etp) for tp, cp, pp, ep in product(pow2, pow2, range(1, 33), range(1, (s.experts or 1) + 1))
             if tp * cp <= gpn and gpn % (tp * cp) == 0
-            and megatron_accepts(world, gpn, tp, pp, cp, ep, etp, None, s.layers, s.heads, s.kv_heads, s.experts)}
+            and megatron_accepts(world, gpn, tp, pp, cp, ep, etp, None, s.layers, s.heads, s.kv_heads, s.experts,
+                                 uneven=True)}
     assert got == want, sorted(got ^ want)[:10]
     assert got
 
@@ -143,6 +158,17 @@ def test_given_layout_is_used():
     assert p.settings[A + "expert_model_parallel_size"].source == "answer"
 
 
+def test_verls_235b_pipeline_is_accepted_when_given():
+    """verl's run_qwen3_235b_a22b_megatron.sh: PP 8 over 94 layers with 11 + 6 × 12 + 11 (its
+    num_layers_in_first/last_pipeline_stage); given as megatron_pp=8 the plan writes the same split."""
+    p = plan(make_answers({**MOE, "model": "Qwen/Qwen3-235B-A22B", "nnodes": 8, "cluster": "ray", "gpu_memory_gb": 141,
+                           "gpu_type": "H200", "megatron_pp": 8}), base_dir="/runs")
+    over = A + "override_transformer_config."
+    assert p.value(A + "pipeline_model_parallel_size") == 8
+    assert (p.value(over + "num_layers_in_first_pipeline_stage"), p.value(over + "num_layers_in_last_pipeline_stage")) == (11, 11)
+    assert uneven_ok(94, 8, 11, 11) and (94 - 22) // 6 == 12
+
+
 def test_dense_megatron_plan_keeps_ep_1_and_etp_unset():
     p = plan(load_profile("megatron-64gpu"), base_dir="/runs")
     assert p.value(A + "expert_model_parallel_size") == 1 and p.value(A + "expert_tensor_parallel_size") is None
@@ -158,7 +184,7 @@ REFUSED = [
     ("VI315", dict(megatron_ep=8, megatron_etp=2)),  # ETP·EP = 16 over a node of 8
     ("VI314", dict(nnodes=2, cluster="ray", megatron_ep=8, megatron_etp=1, megatron_pp=4)),  # 8·4 = 32 ∤ 16
     ("VI316", dict(megatron_pp=4, megatron_vpp=5)),  # 48 layers over 20 chunks
-    ("VI316", dict(megatron_pp=5, nnodes=5, cluster="ray")),  # 48 layers over 5 stages
+    ("VI316", dict(megatron_pp=64, nnodes=8, cluster="ray")),  # 48 layers over 64 stages: not even unevenly
     ("VI317", dict(megatron_vpp=2, megatron_pp=1)),
     ("VI310", dict(megatron_tp=4, megatron_cp=4)),  # 16 ∤ 8
     ("VI318", dict(rollout_tp=4, rollout_ep=2)),

@@ -520,8 +520,9 @@ def _memory_fit(b: _Build) -> None:
     if decision is not None:
         lay = decision.layout
         b.sp, b.dp = lay.sp, lay.dp
-        b.grid = rc.MegatronGrid(lay.megatron_tp, lay.megatron_pp, lay.megatron_cp, lay.megatron_ep, lay.megatron_etp,
-                                 lay.megatron_vpp) if b.megatron else rc.MegatronGrid()
+        chosen = (lay.megatron_tp, lay.megatron_pp, lay.megatron_cp, lay.megatron_ep, lay.megatron_etp, lay.megatron_vpp)
+        b.grid = next((g for g in mp_options if (g.tp, g.pp, g.cp, g.ep, g.etp, g.vpp) == chosen),
+                      rc.MegatronGrid(*chosen)) if b.megatron else rc.MegatronGrid()
         b.rtp, b.gmu, b.offload = lay.rollout_tp, lay.gmu, lay.offload_params
     else:
         b.grid = mp_options[0] if mp_options else rc.MegatronGrid()
@@ -534,6 +535,7 @@ def _memory_fit(b: _Build) -> None:
     _rollout_ep(b)
     b.facts.update(dp=b.dp, sequence_parallel=b.sp, megatron_tp=b.mtp, megatron_pp=b.mpp, megatron_cp=b.grid.cp,
                    megatron_ep=b.grid.ep, megatron_etp=b.grid.etp, megatron_vpp=b.grid.vpp,
+                   megatron_first=b.grid.first, megatron_last=b.grid.last,
                    megatron_expert_dp=b.grid.expert_data_parallel(n_gpus) if b.megatron else None,
                    rollout_tp=b.rtp, rollout_ep=b.rep, moe_experts=shape.experts if shape else 0,
                    offload=b.offload, rollout_replicas=n_gpus // b.rtp if b.rtp and n_gpus % b.rtp == 0 else 0)
@@ -1106,6 +1108,7 @@ def _actor_keys(b: _Build) -> None:
         s.set(f"{PRE}.actor.fsdp_config.optimizer_offload", b.offload, off_reason, _src("offload", given))
     else:
         _megatron_layout_keys(b, f"{PRE}.actor.megatron")
+        _uneven_keys(b, f"{PRE}.actor.megatron")
         s.set(f"{PRE}.actor.megatron.param_offload", b.offload, off_reason, _src("offload", given))
         s.set(f"{PRE}.actor.megatron.optimizer_offload", b.offload, off_reason, _src("offload", given))
 
@@ -1116,12 +1119,16 @@ def _megatron_reasons(b: _Build) -> dict[str, str]:
     exact = _exact(shape)
     moe = bool(shape is not None and shape.experts)
     heads = f"divides the {shape.heads} attention and {shape.kv_heads} KV heads; " if exact and shape else ""
-    layers = (f" ({shape.layers} layers, {shape.layers // (g.pp * (g.vpp or 1))} per "
-              f"{'virtual stage' if g.vpp else 'stage'})" if exact and shape and g.pp > 1 else "")
+    layers = ""
+    if exact and shape and g.pp > 1:
+        layers = (f" ({shape.layers} layers: {g.first} in the first stage, {g.last} in the last, at most "
+                  f"{g.stage_layers(shape.layers)} per stage)" if g.first is not None else
+                  f" ({shape.layers} layers, {shape.layers // (g.pp * (g.vpp or 1))} per "
+                  f"{'virtual stage' if g.vpp else 'stage'})")
     out = {
         "megatron_tp": f"{g.tp}: {heads}with PP={g.pp}" + (f", CP={g.cp}" if g.cp > 1 else "")
-                       + ", the least model parallelism whose training state fits; each TP group is "
-                       f"{g.tp} consecutive GPUs inside one node (NVLink)",
+                       + ", the least model parallelism whose training state fits"
+                       + (f"; each TP group is {g.tp} consecutive GPUs inside one node (NVLink)" if g.tp > 1 else ""),
         "megatron_pp": f"{g.pp}: " + ("no pipeline stages needed" if g.pp == 1 else
                                       f"pipeline stages needed beside TP={g.tp} for the training state to fit{layers}"),
         "megatron_vpp": (f"{g.vpp} virtual stages per pipeline rank (interleaved schedule){layers}" if g.vpp else
@@ -1142,6 +1149,21 @@ def _megatron_reasons(b: _Build) -> dict[str, str]:
                                                      "by tensor parallel (verl's MoE examples run ETP=1)"
                                                      if g.expert_tp == 1 else f"each expert split over {g.expert_tp} GPUs"))
     return out
+
+
+def _uneven_keys(b: _Build, prefix: str, reason: str = "") -> None:
+    """An uneven pipeline split (layers that do not divide over PP): the first and last stages' layers, in the
+    engine's override_transformer_config (megatron-core's TransformerConfig fields; verl passes the mapping through,
+    workers/engine/megatron/transformer_impl.py _build_tf_config)."""
+    g, shape = b.grid, b.shape
+    if g.first is None and g.last is None or shape is None:
+        return
+    middle = (shape.layers - (g.first or 0) - (g.last or 0)) // max(g.pp - 2, 1) if g.pp > 2 else 0
+    why = reason or (f"the {shape.layers} layers do not split evenly over PP={g.pp}: {g.first} + "
+                     + (f"{g.pp - 2} × {middle} + " if g.pp > 2 else "") + f"{g.last} layers (as verl's 235B example)")
+    base = f"{prefix}.override_transformer_config"
+    b.s.set(f"{base}.num_layers_in_first_pipeline_stage", g.first, why)
+    b.s.set(f"{base}.num_layers_in_last_pipeline_stage", g.last, why)
 
 
 def _megatron_layout_keys(b: _Build, prefix: str, same_as: str = "") -> None:
@@ -1249,6 +1271,7 @@ def _critic_keys(b: _Build) -> None:
         s.set("critic.fsdp.optimizer_offload", b.offload, critic_off, _src("offload", given))
     else:
         _megatron_layout_keys(b, "critic.megatron", "same layout as the actor")
+        _uneven_keys(b, "critic.megatron", "same pipeline split as the actor")
         s.set("critic.megatron.param_offload", b.offload, critic_off, _src("offload", given))
         s.set("critic.megatron.optimizer_offload", b.offload, critic_off, _src("offload", given))
 
@@ -1567,7 +1590,9 @@ def _megatron_options(a: Answers, shape: Optional[ModelShape], n_gpus: int, f: F
                 f"nearest valid: {_or(nearest(divisors(gpn), tp))}")
         return []
     # each given value against the check it alone can break (megatron-core's asserts: arithmetic.MEGATRON_CHECKS)
-    given = rc.MegatronGrid(tp or 1, pp or 1, cp or 1, ep or 1, etp if etp is not None else (1 if moe else None), vpp)
+    ends = rc.uneven_split(counts["layers"], pp) if counts["layers"] and pp and vpp is None else None
+    given = rc.MegatronGrid(tp or 1, pp or 1, cp or 1, ep or 1, etp if etp is not None else (1 if moe else None), vpp,
+                            *(ends or (None, None)))
     found = rc.megatron_checks(n_gpus, given, gpus_per_node=gpn, **counts)
     refusals = []
     if tp is not None and ("heads" in found or "kv_heads" in found):

@@ -464,8 +464,11 @@ def megatron_layout_lines(fx: dict[str, Any], gpus_per_node: int, n_gpus: int) -
     (megatron-core's rank order tp-cp-ep-dp-pp: a TP group is consecutive ranks, an expert group ETP×EP too)."""
     tp, pp, cp, vpp = fx["megatron_tp"], fx["megatron_pp"], fx["megatron_cp"], fx["megatron_vpp"]
     lines = [f"Training: Megatron TP={tp} × PP={pp}" + (f" (× VPP={vpp} virtual stages, interleaved)" if vpp else "")
-             + f" × CP={cp}, data-parallel size {fx['dp']}; each TP group is {tp} consecutive GPUs inside one node"
-             + (f", each TP×CP group {tp * cp}" if cp > 1 else "") + "."]
+             + f" × CP={cp}, data-parallel size {fx['dp']}"
+             + (f"; each TP group is {tp} consecutive GPUs inside one node" if tp > 1 else "")
+             + (f", each TP×CP group {tp * cp}" if cp > 1 else "")
+             + (f"; uneven pipeline split: {fx['megatron_first']} layers in the first stage, {fx['megatron_last']} "
+                "in the last" if fx.get("megatron_first") is not None else "") + "."]
     if fx.get("moe_experts"):
         ep, etp = fx["megatron_ep"], fx["megatron_etp"] if fx["megatron_etp"] is not None else tp
         lines.append(f"Experts: {fx['moe_experts']} per MoE layer over EP={ep} × ETP={etp} = {ep * etp} consecutive GPUs "

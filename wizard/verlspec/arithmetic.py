@@ -271,7 +271,8 @@ def scaled_micro(per_rank: int, bundle_micro: int, bundle_per_rank: int) -> tupl
 class MegatronGrid:
     """A Megatron training layout as verl's engine hands it to megatron-core's initialize_model_parallel
     (workers/engine/megatron/transformer_impl.py:271-280): TP, PP, CP, EP, ETP (None: megatron-core takes TP) and
-    VPP (None: no interleaved schedule)."""
+    VPP (None: no interleaved schedule); `first`/`last`: layers of the first and last pipeline stages when the layers
+    do not split evenly over PP (override_transformer_config.num_layers_in_first/last_pipeline_stage), else None."""
 
     tp: int = 1
     pp: int = 1
@@ -279,6 +280,17 @@ class MegatronGrid:
     ep: int = 1
     etp: int | None = None
     vpp: int | None = None
+    first: int | None = None
+    last: int | None = None
+
+    def stage_layers(self, layers: int) -> int:
+        """Layers of the largest pipeline stage."""
+        if self.first is None and self.last is None:
+            return -(-layers // max(self.pp, 1))
+        ends = [x for x in (self.first, self.last) if x is not None]
+        left = self.pp - len(ends)
+        middle = (layers - sum(ends)) // left if left > 0 else 0
+        return max(ends + [middle])
 
     @property
     def dense(self) -> int:
@@ -317,7 +329,9 @@ MEGATRON_CHECKS = {
     "dense_grid": "parallel_state.py:697 world_size % (TP·PP·CP) (verl's validate_config too: utils/config.py:110)",
     "expert_grid": "parallel_state.py:743-752 world_size % (ETP·EP·PP), ETP None → TP",
     "interleaved": "parallel_state.py:703-706 virtual_pipeline_model_parallel_size needs PP > 1",
-    "layers": "transformer_block.py:155-177 num_layers % PP, then (num_layers / PP) % VPP (an even split)",
+    "layers": "transformer_block.py:155-177 num_layers % PP, then (num_layers / PP) % VPP (an even split); with "
+              "num_layers_in_first/last_pipeline_stage set, the layers left % the stages left (transformer_block.py:"
+              "106-133, transformer_config.py:1085-1140)",
     "dense_ep": "transformer_config.py:808 expert_model_parallel_size > 1 needs num_moe_experts",
     "experts": "moe/moe_layer.py:64 num_moe_experts % EP",
     "heads": "transformer_config.py:743 num_attention_heads % TP",
@@ -343,7 +357,13 @@ def megatron_checks(world: int, g: MegatronGrid, *, gpus_per_node: int | None = 
         out["interleaved"] = (f"virtual_pipeline_model_parallel_size={g.vpp} needs pipeline_model_parallel_size > 1 "
                               "(interleaved schedule)")
     chunks = g.pp * (g.vpp or 1)
-    if layers is not None and chunks > 1 and layers % chunks:
+    if layers is not None and (g.first is not None or g.last is not None):
+        ends = [x for x in (g.first, g.last) if x is not None]
+        left, rest = g.pp - len(ends), layers - sum(ends)
+        if g.vpp is not None or min(ends) < 1 or rest < left or (left > 0 and rest % left) or (left == 0 and rest):
+            out["layers"] = (f"the {layers} layers do not split into first {g.first} + last {g.last} layers and "
+                             f"{max(left, 0)} equal middle stage(s)")
+    elif layers is not None and chunks > 1 and layers % chunks:
         out["layers"] = (f"the {layers} layers do not split into PP×VPP = {chunks} equal pipeline chunks" if g.vpp
                          else f"the {layers} layers do not split into PP = {g.pp} equal pipeline stages")
     if experts == 0 and g.ep > 1:
@@ -375,6 +395,25 @@ def megatron_layout(world: int, tp: int, pp: int, cp: int = 1, ep: int = 1, etp:
     return [found[k] for k in ("dense_grid", "expert_grid", "interleaved", "layers", "experts") if k in found]
 
 
+def uneven_split(layers: int, pp: int) -> tuple[int, int] | None:
+    """(first, last) stage layers for `layers` over `pp` stages when they do not split evenly, as verl's 235B example
+    sets them (94 layers over PP 8: 11 + 6 × 12 + 11): equal first and last stages, the middle stages as even as
+    megatron-core requires ((layers − first − last) % (PP − 2), transformer_block.py:128-133), the largest stage as
+    small as possible; None when the split is even, PP < 2 or no such split exists."""
+    if pp < 2 or layers % pp == 0 or layers < pp:
+        return None
+    if pp == 2:
+        return -(-layers // 2), layers // 2
+    best: tuple[int, int] | None = None
+    for f in range(1, layers // 2 + 1):
+        rest = layers - 2 * f
+        if rest >= pp - 2 and rest % (pp - 2) == 0:
+            size = max(f, rest // (pp - 2))
+            if best is None or size < best[0] or (size == best[0] and f > best[1]):
+                best = (size, f)
+    return (best[1], best[1]) if best is not None else None
+
+
 def megatron_grids(world: int, gpus_per_node: int, *, layers: int | None = None, heads: int | None = None,
                    kv_heads: int | None = None, experts: int | None = None, tp: int | None = None,
                    pp: int | None = None, cp: int | None = None, ep: int | None = None, etp: int | None = None,
@@ -402,11 +441,12 @@ def megatron_grids(world: int, gpus_per_node: int, *, layers: int | None = None,
                     continue
                 for e in eps:
                     x = etp if etp is not None else (1 if moe else None)
-                    g = MegatronGrid(t, p, c, e, x, vpp)
+                    ends = uneven_split(layers, p) if layers is not None and vpp is None else None
+                    g = MegatronGrid(t, p, c, e, x, vpp, *(ends or (None, None)))
                     if not megatron_checks(world, g, gpus_per_node=gpus_per_node, layers=layers, heads=heads,
                                            kv_heads=kv_heads, experts=experts):
                         out.append(g)
-    return sorted(out, key=lambda g: (g.cp, g.dense, g.pp, g.expert_group, g.tp))
+    return sorted(out, key=lambda g: (g.cp, g.dense, g.pp, g.first is not None, g.expert_group, g.tp))
 
 
 @dataclass(frozen=True)
