@@ -1271,7 +1271,13 @@ def _critic_keys(b: _Build) -> None:
         s.set("critic.fsdp.optimizer_offload", b.offload, critic_off, _src("offload", given))
     else:
         _megatron_layout_keys(b, "critic.megatron", "same layout as the actor")
-        _uneven_keys(b, "critic.megatron", "same pipeline split as the actor")
+        critic = b.critic_shape
+        if b.grid.ep > 1 and critic is not None and not critic.experts:
+            # a dense critic beside a MoE actor: megatron-core refuses EP > 1 without experts (transformer_config.py:808)
+            s.set("critic.megatron.expert_model_parallel_size", 1, "a dense critic has no experts to spread")
+            s.set("critic.megatron.expert_tensor_parallel_size", None, "a dense critic has no experts")
+        if critic is None or critic.layers == (b.shape.layers if b.shape else 0):
+            _uneven_keys(b, "critic.megatron", "same pipeline split as the actor")
         s.set("critic.megatron.param_offload", b.offload, critic_off, _src("offload", given))
         s.set("critic.megatron.optimizer_offload", b.offload, critic_off, _src("offload", given))
 
