@@ -261,3 +261,15 @@ def test_vi813_reads_etp_unset_as_tp_like_megatron_core():
     assert any("4×4×8 = 128" in f.problem.message for f in report.errors if f.problem.rule == "VI813")
     assert megatron_accepts(64, 8, 4, 8, 1, 4, None, None, 96, 64, 4, 128) is False
     assert megatron_accepts(64, 8, 4, 8, 1, 4, 1, None, 96, 64, 4, 128) is True
+
+
+def test_probed_topology_keeps_expert_groups_on_nvlink():
+    """Two NVLink islands of 4 GPUs joined across NUMA: an expert group of 8 would cross it; a layout with expert
+    groups of at most 4 fits, so the planner takes it (without a topology it takes EP 8)."""
+    topology = [[0 if i == j else (1 if i // 4 == j // 4 else 4) for j in range(8)] for i in range(8)]
+    answers = load_profile("qwen3-30b-a3b-moe-8gpu")
+    flat = plan(answers, base_dir="/runs")
+    placed = plan(answers, base_dir="/runs", topology=topology)
+    assert flat.facts["megatron_ep"] * (flat.facts["megatron_etp"] or 1) == 8
+    group = placed.facts["megatron_ep"] * (placed.facts["megatron_etp"] or placed.facts["megatron_tp"])
+    assert group <= 4 and placed.facts["megatron_tp"] <= 4

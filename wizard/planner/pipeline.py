@@ -487,8 +487,10 @@ def _memory_fit(b: _Build) -> None:
         topology = b.topology
         if topology is not None:
             fast = [t for t in tp_options if group_level(topology, t) < 3]
-            if fast and len(fast) < len(tp_options):
-                decision = _fit(a, shape, *fit_args, fast, mp_options)
+            # Megatron's TP groups and expert groups (consecutive ranks) on fast links too, when such layouts fit
+            fast_mp = [g for g in mp_options if group_level(topology, g.tp) < 3 and group_level(topology, g.expert_group) < 3]
+            if (fast and len(fast) < len(tp_options)) or (fast_mp and len(fast_mp) < len(mp_options)):
+                decision = _fit(a, shape, *fit_args, fast or tp_options, fast_mp or mp_options)
         if decision is None:
             decision = _fit(a, shape, *fit_args, tp_options, mp_options)
         if decision is not None and topology is not None and group_level(topology, decision.layout.rollout_tp) >= 3:
