@@ -273,3 +273,55 @@ def test_probed_topology_keeps_expert_groups_on_nvlink():
     assert flat.facts["megatron_ep"] * (flat.facts["megatron_etp"] or 1) == 8
     group = placed.facts["megatron_ep"] * (placed.facts["megatron_etp"] or placed.facts["megatron_tp"])
     assert group <= 4 and placed.facts["megatron_tp"] <= 4
+
+
+# -- the property over random answers: a rendered MoE layout is one megatron-core accepts, and check agrees ----------
+
+MOE_MODELS = ["Qwen/Qwen3-30B-A3B", "Qwen/Qwen3-235B-A22B", "mistralai/Mixtral-8x7B-Instruct-v0.1"]
+
+
+def _sample(seed: int) -> dict[str, Any]:
+    import random
+
+    rng = random.Random(seed)
+    nnodes = rng.choice([1, 1, 2, 4, 8])
+    data: dict[str, Any] = dict(MOE, model=rng.choice(MOE_MODELS), nnodes=nnodes, cluster="ray" if nnodes > 1 else "local",
+                                gpu_memory_gb=rng.choice([80, 96, 141]), gpu_type="H100")
+    data["gpu_type"] = {80: "H100", 96: "H20", 141: "H200"}[data["gpu_memory_gb"]]
+    for key, values in (("megatron_tp", [1, 2, 4, 8]), ("megatron_pp", [1, 2, 3, 4, 8]), ("megatron_ep", [1, 2, 4, 6, 8]),
+                        ("megatron_etp", [1, 2]), ("megatron_cp", [1, 2]), ("megatron_vpp", [2, 3])):
+        if rng.random() < 0.3:
+            data[key] = rng.choice(values)
+    return data
+
+
+@pytest.mark.parametrize("chunk", range(4))
+def test_planned_moe_layouts_pass_megatron_and_check(chunk, tmp_path):
+    from wizard.check.lint import check
+    from wizard.renderer.render import render
+    from wizard.renderer.writer import write_bundle
+
+    planned = 0
+    for seed in range(chunk, 40, 4):
+        data = _sample(seed)
+        try:
+            p = plan(make_answers(data), base_dir="/runs")
+        except WizardError as exc:
+            assert {q.rule for q in exc.problems} and all(q.hint for q in exc.problems if q.rule in
+                                                            {"VI312", "VI313", "VI314", "VI315", "VI316", "VI317"})
+            continue
+        planned += 1
+        s = resolve_shape(data["model"])
+        f = p.facts
+        world = data["nnodes"] * 8
+        uneven = f["megatron_first"] is not None
+        assert megatron_accepts(world, 8, f["megatron_tp"], f["megatron_pp"], f["megatron_cp"], f["megatron_ep"],
+                                f["megatron_etp"], f["megatron_vpp"], s.layers, s.heads, s.kv_heads, s.experts,
+                                uneven=uneven), (seed, data, f)
+        for key in ("megatron_tp", "megatron_pp", "megatron_ep", "megatron_etp", "megatron_cp", "megatron_vpp"):
+            if key in data:
+                assert f[key] == data[key], (seed, key)
+        bundle = write_bundle(render(p), tmp_path / f"b{seed}")
+        report = check(str(bundle / "verl_config.yaml"), defaults="snapshot")
+        assert not report.errors, (seed, [x.problem.line() for x in report.errors])
+    assert planned >= 1
