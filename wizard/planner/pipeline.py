@@ -1621,7 +1621,8 @@ def _megatron_options(a: Answers, shape: Optional[ModelShape], n_gpus: int, f: F
         refusals.append(("VI317", ("megatron_vpp", "megatron_pp"), f"megatron_vpp={vpp}: {found['interleaved']}"))
     elif pp is not None and "layers" in found:
         refusals.append(("VI316", ("megatron_pp", "megatron_vpp", "model"),
-                         f"{found['layers']}: megatron-core builds an even split (num_layers % PP, then % VPP)"))
+                         f"{found['layers']} (megatron-core: num_layers % PP, then % VPP; an uneven split, equal first and "
+                         "last stages, only without VPP)"))
     if "dense_grid" in found and any(v is not None for v in (tp, pp, cp)):
         refusals.append(("VI310", ("megatron_tp", "megatron_pp", "megatron_cp", "nnodes", "gpus_per_node"),
                          f"megatron_tp×megatron_pp×megatron_cp={given.dense} does not divide the {n_gpus} GPUs"))
