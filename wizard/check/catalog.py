@@ -22,6 +22,10 @@ RULES: dict[str, tuple[str, str]] = {
     "VI812": ("Ulysses sequence parallel", "SP must divide the GPUs and the attention heads, and needs use_remove_padding (validate_config)"),
     "VI813": ("Megatron layout", "TP×PP×CP and the expert grid ETP×EP×PP must divide the GPUs, VPP needs PP > 1, layers over "
                                  "PP×VPP, experts over EP (validate_config, Megatron-core); TP stays inside a node"),
+    "VI818": ("Megatron TP and the attention heads", "num_attention_heads and num_query_groups (KV heads) must divide by "
+                                                     "tensor_model_parallel_size (megatron-core's TransformerConfig)"),
+    "VI819": ("expert group across nodes", "expert_tensor_parallel_size × expert_model_parallel_size consecutive ranks "
+                                           "leave a node: the MoE all-to-all crosses the network"),
     "VI814": ("config vs hardware", "trainer.nnodes × n_gpus_per_node (plus separate reward/teacher pools) against the given hardware"),
     "VI815": ("rollout parallelism verl cannot run", "rollout PP > 1 (NotImplementedError) and EP ≠ TP×DP (RolloutConfig)"),
     "VI817": ("rollout engine without a build for the device", "trainer.device=npu (or an Ascend --gpu-type) with SGLang: "

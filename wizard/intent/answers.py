@@ -123,6 +123,19 @@ class Answers(BaseModel):
     sequence_parallel: int = Field(1, ge=1, le=64, description="Ulysses sequence-parallel size (FSDP).")
     megatron_tp: Optional[int] = Field(None, ge=1, le=64, description="Megatron tensor-parallel size.")
     megatron_pp: Optional[int] = Field(None, ge=1, le=128, description="Megatron pipeline-parallel size.")
+    megatron_vpp: Optional[int] = Field(
+        None, ge=1, le=64, description="Megatron virtual pipeline stages per pipeline rank (interleaved schedule; needs megatron_pp > 1)."
+    )
+    megatron_cp: Optional[int] = Field(None, ge=1, le=64, description="Megatron context-parallel size (splits each sequence).")
+    megatron_ep: Optional[int] = Field(
+        None, ge=1, le=1024, description="Megatron expert-parallel size: a MoE model's experts spread over this many GPUs."
+    )
+    megatron_etp: Optional[int] = Field(
+        None, ge=1, le=64, description="Megatron expert tensor-parallel size (each expert split over this many GPUs)."
+    )
+    rollout_ep: Optional[int] = Field(
+        None, ge=1, le=1024, description="Rollout expert-parallel size for a MoE model: 1, or the rollout_tp (verl: EP = TP × DP)."
+    )
     offload: Optional[bool] = Field(None, description="Offload actor parameters and optimizer states to host memory.")
 
     # --- bookkeeping ------------------------------------------------------------------------------

@@ -134,6 +134,7 @@ class Layout:
     megatron_cp: int = 1
     megatron_ep: int = 1  # expert parallel: MoE experts split over EP × ETP ranks instead of TP
     megatron_etp: Optional[int] = None  # expert tensor parallel (None: as TP, Megatron's default)
+    megatron_vpp: Optional[int] = None  # virtual pipeline stages (interleaved schedule): carried, no memory term here
     recompute: bool = False  # Megatron recompute_granularity=full
     checkpointing: bool = True  # FSDP model.enable_gradient_checkpointing (verl's default: true)
     train_tokens: int = 0  # tokens per training micro-batch per GPU (before the SP/CP split): a budget, or micro × seq
@@ -682,27 +683,30 @@ def _gmu_range(s: ModelShape, L: Layout, other_gib: float, headroom: float = 1 +
 
 def choose(s: ModelShape, base: Layout, *, tp_options: list[int], offload_options: list[bool],
            gmu_fixed: Optional[float], sp_options: list[int], token_cap: int,
-           mp_options: Optional[list[tuple[int, int]]] = None, gmu_target: float = 0.6,
+           mp_options: Optional[list[tuple[int, int] | rc.MegatronGrid]] = None, gmu_target: float = 0.6,
            batch_samples: int = 1, min_gpu_tokens: int = 0, accept: tuple[str, ...] = ("fits",)) -> Optional[Decision]:
     """The first layout (least offload, smallest model parallelism) whose verdict is in `accept` with a training
     micro-batch of at least one full sequence and `min_gpu_tokens` tokens per GPU, or None."""
-    mp_options = mp_options or [(base.megatron_tp, base.megatron_pp)]
+    grids = [g if isinstance(g, rc.MegatronGrid) else rc.MegatronGrid(*g)
+             for g in (mp_options or [(base.megatron_tp, base.megatron_pp)])]
     cap = capacity_gib(base.gpu_gb, base.gpu_type)
     headroom = 1 + BAND if "tight" not in accept else 1.0  # "fits": the band's high end stays under the card
     for offload in offload_options:
-        for mtp, mpp in mp_options:
+        for grid in grids:
             for sp in sp_options:
-                dp = rc.data_parallel_size(base.n_gpus, megatron=base.megatron, sp=sp, tp=mtp, pp=mpp)
+                dp = rc.data_parallel_size(base.n_gpus, megatron=base.megatron, sp=sp, tp=grid.tp, pp=grid.pp,
+                                           cp=grid.cp)
                 if not dp:
                     continue
                 lay = replace(base, offload_params=offload, offload_optimizer=offload, sp=sp, dp=dp,
-                              megatron_tp=mtp, megatron_pp=mpp)
+                              megatron_tp=grid.tp, megatron_pp=grid.pp, megatron_cp=grid.cp, megatron_ep=grid.ep,
+                              megatron_etp=grid.etp, megatron_vpp=grid.vpp)
                 # training tokens: as many as fit (with the band) in the update phase, up to the cap
                 probe = estimate(s, replace(lay, train_tokens=0, logprob_tokens=0, gmu=0.0, static_micro=False))
                 fixed = probe.phase_gib("update")
                 per_tok = train_bytes_per_token(s, lay) * (1 + ALLOCATOR_RESERVE)
                 room = (cap / headroom - fixed) * GIB
-                split = sp if not base.megatron else 1
+                split = sp if not base.megatron else grid.cp  # tokens per micro-batch before the SP/CP split
                 max_tokens = int(room / per_tok * split) if room > 0 else 0
                 if max_tokens < base.seq_len or max_tokens // split < min_gpu_tokens:
                     continue

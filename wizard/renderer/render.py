@@ -338,9 +338,7 @@ def context(plan: Plan) -> dict[str, Any]:
         f"Rollout: {fx['rollout_replicas']} {a.rollout_engine} replica(s) of tensor-parallel size {fx['rollout_tp']}, each inside one node.",
     ]
     if plan.base_config == "megatron":
-        layout_lines.append(
-            f"Training: Megatron TP={fx['megatron_tp']} × PP={fx['megatron_pp']}, data-parallel size {fx['dp']}."
-        )
+        layout_lines += megatron_layout_lines(fx, a.gpus_per_node, plan.n_gpus)
     else:
         layout_lines.append(
             f"Training: {a.train_backend.upper()} over {plan.n_gpus} GPUs, Ulysses sequence parallel {fx['sequence_parallel']}, data-parallel size {fx['dp']}."
@@ -482,3 +480,25 @@ def render(plan: Plan) -> dict[str, str]:
                 raise ValueError(f"two templates render {out}")
             files[out] = env.get_template(art.template).render(**{**ctx, **art.context})
     return files
+
+
+def megatron_layout_lines(fx: dict[str, Any], gpus_per_node: int, n_gpus: int) -> list[str]:
+    """PLAN.md's Megatron layout: the dense grid, the expert grid for a MoE model, and which groups sit in a node
+    (megatron-core's rank order tp-cp-ep-dp-pp: a TP group is consecutive ranks, an expert group ETP×EP too)."""
+    tp, pp, cp, vpp = fx["megatron_tp"], fx["megatron_pp"], fx["megatron_cp"], fx["megatron_vpp"]
+    lines = [f"Training: Megatron TP={tp} × PP={pp}" + (f" (× VPP={vpp} virtual stages, interleaved)" if vpp else "")
+             + f" × CP={cp}, data-parallel size {fx['dp']}"
+             + (f"; each TP group is {tp} consecutive GPUs inside one node" if tp > 1 else "")
+             + (f", each TP×CP group {tp * cp}" if cp > 1 else "")
+             + (f"; uneven pipeline split: {fx['megatron_first']} layers in the first stage, {fx['megatron_last']} "
+                "in the last" if fx.get("megatron_first") is not None else "") + "."]
+    if fx.get("moe_experts"):
+        ep, etp = fx["megatron_ep"], fx["megatron_etp"] if fx["megatron_etp"] is not None else tp
+        lines.append(f"Experts: {fx['moe_experts']} per MoE layer over EP={ep} × ETP={etp} = {ep * etp} consecutive GPUs "
+                     f"inside one node of {gpus_per_node} (token all-to-all over NVLink), "
+                     f"{fx['moe_experts'] // max(ep, 1)} whole experts per GPU; expert data-parallel size "
+                     f"{fx['megatron_expert_dp']} = {n_gpus} GPUs / (ETP×EP×PP = {etp * ep * pp}).")
+        lines.append(f"Rollout experts: expert_parallel_size={fx['rollout_ep']}"
+                     + (f": each replica's {fx['rollout_tp']} GPUs hold whole experts (EP = TP × DP, DP = 1)."
+                        if fx["rollout_ep"] > 1 else ": every expert on the replica's GPU."))
+    return lines

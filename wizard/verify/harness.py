@@ -261,7 +261,10 @@ def verify_with_verl(
 
 
 _FAILED = object()
-_FREE_FORM = ("override_config", "engine_kwargs", "reward_kwargs", "ray_kwargs", "kwargs")
+# override_transformer_config: McoreEngineConfig's dict[str, Any] of megatron-core TransformerConfig fields
+# (workers/config/engine.py:206, applied in workers/engine/megatron/transformer_impl.py _build_tf_config), e.g. the
+# uneven pipeline split num_layers_in_first/last_pipeline_stage the planner writes
+_FREE_FORM = ("override_config", "engine_kwargs", "reward_kwargs", "ray_kwargs", "kwargs", "override_transformer_config")
 
 
 def _flatten(node: Any, prefix: str = "") -> list[str]:
