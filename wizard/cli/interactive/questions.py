@@ -541,7 +541,7 @@ def check_dataset(value: Any, ctx: Context) -> str | None:
     if text in BUILTIN_DATASETS:
         return None
     if not text.lower().endswith(DATA_SUFFIXES):
-        return f"gsm8k, math, geo3k or a local {'/'.join(DATA_SUFFIXES)} file (got {text!r}) [VI510]"
+        return f"gsm8k, math, geo3k, codecontests or a local {'/'.join(DATA_SUFFIXES)} file (got {text!r}) [VI510]"
     path = os.path.join(ctx.base_dir, os.path.expanduser(text))
     if not os.path.isfile(path):
         return (f"no file {text!r} here ({os.path.normpath(os.path.abspath(path))}) — give the path of an existing "
