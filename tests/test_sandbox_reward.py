@@ -1,0 +1,196 @@
+"""reward=sandbox (code RL, issue 15 item 5): the answers' rules, the data rows' test cases, and the reward path run
+with verl 0.9.1's own sandbox scorer against a local run_code endpoint (the only fake: the network boundary)."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+from helpers_answers import answers
+
+import wizard
+from wizard.intent.errors import WizardError
+from wizard.planner import dataprep
+from wizard.planner.pipeline import plan
+from wizard.smoketest.sandbox_stub import SandboxStandIn, probe_programs
+
+URL = "http://127.0.0.1:8080/run_code"
+
+# A tiny code dataset, written here (never downloaded): CodeContests' form (description, public_tests with
+# input/output lists) and the inputs/outputs form verl's scorer reads.
+ROWS = [
+    {"question": "Read two integers a and b on one line; print a+b.",
+     "answer": {"input": ["1 2\n", "10 -3\n"], "output": ["3\n", "7\n"]}},
+    {"question": "Read a word; print it reversed.", "answer": {"inputs": ["abc\n"], "outputs": ["cba\n"]}},
+]
+RIGHT_SUM = "Here it is:\n```python\na, b = map(int, input().split())\nprint(a + b)\n```"
+WRONG_SUM = "```python\na, b = map(int, input().split())\nprint(a - b)\n```"
+
+
+def write_rows(path, rows=ROWS, n=300):
+    path.write_text("".join(json.dumps(rows[i % len(rows)]) + "\n" for i in range(n)))
+    return path
+
+
+def test_local_code_file_becomes_verl_rows(tmp_path):
+    write_rows(tmp_path / "code.jsonl")
+    p = plan(answers(reward="sandbox", sandbox_url=URL, dataset="./code.jsonl"), base_dir=str(tmp_path))
+    prep = dataprep.resolve(p.answers, str(tmp_path))
+    assert (prep.answer_format, prep.data_source, prep.ability) == ("code", "codecontests", "code")
+    assert prep.data_source in dataprep.CODE_DATA_SOURCES
+    truth = dataprep._ground_truth(json.dumps(ROWS[0]["answer"]), prep.extract)
+    assert json.loads(truth) == {"inputs": ["1 2\n", "10 -3\n"], "outputs": ["3\n", "7\n"]}
+    assert dataprep.test_cases_problem(truth) is None
+    prompt = dataprep.prompt_of(ROWS[0] | {"answer": json.dumps(ROWS[0]["answer"])}, prep)
+    assert "```python" in prompt[-1]["content"]
+    assert p.value("reward.sandbox_fusion.url") == URL
+    assert p.value("reward.sandbox_fusion.max_concurrent") == 64
+    assert p.value("reward.sandbox_fusion.memory_limit_mb") == 1024
+    assert "sandbox" in p.roles and "512 calls in flight" in p.roles["sandbox"]
+
+
+def test_rendered_prepare_data_writes_parseable_test_cases(tmp_path):
+    """The bundle's own data/prepare_data.py (the template, not the mirror) on a local code file."""
+    import runpy
+
+    write_rows(tmp_path / "code.jsonl", ROWS + [{"question": "broken", "answer": {"inputs": ["1"], "outputs": []}}])
+    files = wizard.render(plan(answers(reward="sandbox", sandbox_url=URL, dataset="./code.jsonl"),
+                               base_dir=str(tmp_path)))
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "prepare_data.py").write_text(files["data/prepare_data.py"])
+    mod = runpy.run_path(str(tmp_path / "data" / "prepare_data.py"), run_name="not_main")
+    skipped: list = []
+    rows = mod["convert"](mod["read_rows"](str(tmp_path / "code.jsonl")), "train", skipped)
+    assert len(rows) == 200 and len(skipped) == 100
+    assert "inputs and outputs" in skipped[0][2]
+    for row in rows[:2]:
+        assert row["data_source"] == "codecontests"
+        assert dataprep.test_cases_problem(row["reward_model"]["ground_truth"]) is None
+
+
+BAD_CASES = [
+    ("not json", "not JSON"),
+    (json.dumps([1, 2]), "not an object"),
+    (json.dumps({"inputs": ["1"]}), "no inputs/outputs"),
+    (json.dumps({"inputs": [], "outputs": []}), "no test case"),
+    (json.dumps({"inputs": ["1", "2"], "outputs": ["1"]}), "2 inputs but 1 outputs"),
+    (json.dumps({"inputs": ["1"], "outputs": ["1"], "assert_case": ["a", "b"]}), "2 assert cases"),
+]
+
+
+@pytest.mark.parametrize("value,why", BAD_CASES)
+def test_test_cases_verl_cannot_run_are_named(value, why):
+    assert why in dataprep.test_cases_problem(value)
+
+
+def test_verls_scorer_agrees_with_test_cases_problem(tmp_path):
+    """Every case test_cases_problem refuses, verl's sandbox scorer scores 0 without a single call."""
+    from verl.utils.reward_score import sandbox_fusion
+
+    with SandboxStandIn() as sb:
+        for value, _ in BAD_CASES:
+            score, _meta = sandbox_fusion.compute_score(sb.url, None, 1024, RIGHT_SUM, value, continuous=True)
+            assert score == 0.0
+        assert sb.calls == []
+
+
+def test_verls_sandbox_scorer_right_1_wrong_0_down_error():
+    from verl.utils.reward_score import default_compute_score, sandbox_fusion
+
+    truth = dataprep.code_tests(json.dumps(ROWS[0]["answer"]))
+    with SandboxStandIn() as sb:
+        # verl's routing: data_source codecontests + a URL → sandbox_fusion (continuous: share of cases passed)
+        assert default_compute_score("codecontests", RIGHT_SUM, truth, sandbox_fusion_url=sb.url,
+                                     memory_limit_mb=1024) == 1.0
+        assert default_compute_score("codecontests", WRONG_SUM, truth, sandbox_fusion_url=sb.url,
+                                     memory_limit_mb=1024) == 0.0
+        assert len(sb.calls) == 4  # one call per test case
+        call = sb.calls[0]
+        assert call["language"] == "python" and call["memory_limit_MB"] == 1024 and call["stdin"] in ("1 2\n", "10 -3\n")
+        # half right: 1 of 2 cases
+        half = "```python\na, b = map(int, input().split())\nprint(3)\n```"
+        assert default_compute_score("codecontests", half, truth, sandbox_fusion_url=sb.url) == 0.5
+        # the smoke's probes: right passes every case of the row, wrong none
+        right, wrong = probe_programs(truth)
+        assert default_compute_score("codecontests", right, truth, sandbox_fusion_url=sb.url) == 1.0
+        assert default_compute_score("codecontests", wrong, truth, sandbox_fusion_url=sb.url) == 0.0
+        url = sb.url
+    # server down: verl does not raise; it scores 0 and names the API error in each case's metadata
+    with socket.socket() as s:
+        s.connect_ex(("127.0.0.1", int(url.rsplit(":", 1)[1].split("/")[0])))
+    score, meta = sandbox_fusion.compute_score(url, None, 1024, RIGHT_SUM, truth, continuous=True)
+    assert score == 0.0
+    assert {m["status"] for m in meta} == {"api_error"}
+    assert all(m["api_request_error"].startswith("API Call Failed: API Request Error:") for m in meta)
+    assert "Connection refused" in meta[0]["api_request_error"] or "Max retries" in meta[0]["api_request_error"]
+
+
+def test_planned_config_reaches_verls_reward_manager(tmp_path, tiny_model):
+    """verl's load_reward_manager binds the plan's reward.sandbox_fusion keys into its scorer."""
+    from transformers import AutoTokenizer
+
+    from verl.trainer.ppo.reward import load_reward_manager
+
+    write_rows(tmp_path / "code.jsonl")
+    with SandboxStandIn() as sb:
+        p = plan(answers(reward="sandbox", sandbox_url=sb.url, sandbox_memory_mb=512, dataset="./code.jsonl"),
+                 base_dir=str(tmp_path))
+        from wizard.verify.harness import compose_bundle
+
+        bundle = tmp_path / "bundle"
+        wizard.write_bundle(wizard.render(p), str(bundle))
+        cfg = compose_bundle(bundle)  # verl's own Hydra tree with the bundle's verl_config.yaml
+        assert cfg.reward.sandbox_fusion.url == sb.url
+        manager = load_reward_manager(cfg, AutoTokenizer.from_pretrained(str(tiny_model)))
+        truth = dataprep.code_tests(json.dumps(ROWS[0]["answer"]))
+        res = manager.compute_score(data_source="codecontests", solution_str=RIGHT_SUM, ground_truth=truth)
+        assert float(res) == 1.0
+        assert sb.calls and all(c["memory_limit_MB"] == 512 for c in sb.calls)
+
+
+REJECTED = [
+    ("VI580", dict(reward="sandbox", dataset="codecontests")),
+    ("VI581", dict(reward="sandbox", dataset="codecontests", sandbox_url="ftp://host/run_code")),
+    ("VI581", dict(reward="sandbox", dataset="codecontests", sandbox_url="http://bob:s3cret@host:8080/run_code")),
+    ("VI581", dict(reward="sandbox", dataset="codecontests", sandbox_url="http://host:8080/run_code?token=s3cret")),
+    ("VI582", dict(reward="sandbox", sandbox_url=URL, dataset="codecontests", data_source="openai/gsm8k")),
+    ("VI583", dict(reward="sandbox", sandbox_url=URL, dataset="gsm8k")),
+    ("VI583", dict(reward="function", dataset="codecontests")),
+    ("VI584", dict(sandbox_url=URL)),
+    ("VI584", dict(reward="rule", sandbox_memory_mb=512)),
+    ("VI761", dict(reward="sandbox", sandbox_url="http://localhost:8080/run_code", dataset="codecontests",
+                   cluster="kuberay")),
+    ("VI761", dict(reward="sandbox", sandbox_url=URL, dataset="codecontests", cluster="slurm", nnodes=2)),
+]
+
+
+@pytest.mark.parametrize("rule,changes", REJECTED, ids=[f"{r}-{i}" for i, (r, _) in enumerate(REJECTED)])
+def test_bad_sandbox_answers_are_refused(rule, changes):
+    with pytest.raises(WizardError) as info:
+        plan(answers(**changes))
+    assert rule in info.value.rules, info.value
+    for problem in info.value.problems:
+        assert problem.keys and problem.message and problem.hint and "\n" not in problem.line()
+    assert "s3cret" not in str(info.value)  # credentials are redacted from every message
+
+
+def test_kuberay_loopback_fix_names_the_in_cluster_service():
+    with pytest.raises(WizardError) as info:
+        plan(answers(reward="sandbox", sandbox_url=URL, dataset="codecontests", cluster="kuberay",
+                     k8s_namespace="rl"))
+    hint = next(p.hint for p in info.value.problems if p.rule == "VI761")
+    assert "http://sandbox-fusion.rl.svc:8080/run_code" in hint
+
+
+def test_rule_on_code_rows_warns_prime_code_is_unsandboxed():
+    p = plan(answers(reward="rule", dataset="codecontests"))
+    assert "VI585" in [f.rule for f in p.findings]
+    assert "reward.sandbox_fusion.url" not in p.settings
+
+
+def test_profile_code_sandbox_is_clean():
+    p = wizard.plan(wizard.load_profile("code-sandbox"))
+    assert not [f for f in p.findings if f.severity in ("error", "warning")], p.findings
+    assert p.value("reward.sandbox_fusion.url") == URL
+    assert p.value("data.train_files") == dataprep.PREPARED_TRAIN
