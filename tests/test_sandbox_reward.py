@@ -194,3 +194,26 @@ def test_profile_code_sandbox_is_clean():
     assert not [f for f in p.findings if f.severity in ("error", "warning")], p.findings
     assert p.value("reward.sandbox_fusion.url") == URL
     assert p.value("data.train_files") == dataprep.PREPARED_TRAIN
+
+
+def test_validate_dataset_flags_code_rows_verl_cannot_run(tmp_path):
+    from wizard.env.datasets import Options, validate
+
+    def row(i, truth):
+        return {"data_source": "codecontests", "prompt": [{"role": "user", "content": f"task {i}"}],
+                "ability": "code", "reward_model": {"style": "rule", "ground_truth": truth},
+                "extra_info": {"index": i}}
+
+    good = json.dumps({"inputs": ["1 2\n"], "outputs": ["3\n"]})
+    rows = [row(0, good), row(1, {"inputs": ["1"], "outputs": ["1"]}),  # a mapping: verl's scorer takes it too
+            row(2, "print(3)"), row(3, json.dumps({"inputs": ["1", "2"], "outputs": ["3"]}))]
+    path = tmp_path / "code.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    report = validate([str(path)], Options())
+    found = [f for f in report.findings if f.rule == "VI586"]
+    assert len(found) == 1 and found[0].severity == "error" and not report.ok
+    assert [r for r, _ in found[0].examples] == [2, 3]  # 0-based rows
+    assert "not JSON" in found[0].examples[0][1] and "2 inputs but 1 outputs" in found[0].examples[1][1]
+    assert not [f for f in report.findings if f.rule == "VI524"]  # a mapping of test cases is not "not text" here
+    path.write_text(json.dumps(rows[0]) + "\n")
+    assert validate([str(path)], Options()).ok

@@ -49,8 +49,7 @@ RULES: dict[str, tuple[str, str]] = {
     "VI580": ("reward & data", "reward=sandbox without sandbox_url (verl runs each program in a SandboxFusion service)"),
     "VI581": ("reward & data", "sandbox_url is not an http(s) URL, or carries credentials (shown redacted)"),
     "VI582": ("reward & data", "code rows with a data_source verl's default scorer does not route to a code scorer"),
-    "VI583": ("reward & data", "answer_format and reward disagree on code (reward=sandbox without code rows, or code "
-                               "rows scored by a function or reward model)"),
+    "VI583": ("reward & data", "reward=sandbox without answer_format=code, or code rows scored by a function or model"),
     "VI584": ("reward & data", "sandbox_url, sandbox_max_concurrent or sandbox_memory_mb set while reward is not sandbox"),
     "VI585": ("reward & data", "reward=rule on code rows: verl's prime_code runs model-written programs unsandboxed"),
     "VI560": ("answers", "tool or max_turns set while agent=single_turn (the single-turn loop never calls a tool)"),
