@@ -217,3 +217,47 @@ def test_validate_dataset_flags_code_rows_verl_cannot_run(tmp_path):
     assert not [f for f in report.findings if f.rule == "VI524"]  # a mapping of test cases is not "not text" here
     path.write_text(json.dumps(rows[0]) + "\n")
     assert validate([str(path)], Options()).ok
+
+
+# --- KubeRay: the in-cluster sandbox ---------------------------------------------------------------------------
+
+IN_CLUSTER = dict(cluster="kuberay", sandbox_url="http://sandbox-fusion:8080/run_code", shared_pvc="rl-data")
+
+
+def test_kuberay_renders_a_sandbox_deployment_and_service_that_validate():
+    """The Deployment's pod template against the Kubernetes PodTemplateSpec schema embedded in KubeRay's CRD (the
+    strict validator tests/test_cluster_crd.py uses), the Service's selector against the pods' labels, and the
+    RayJob / RayCluster of the same bundle against their CRDs."""
+    import yaml
+    from test_cluster_crd import _crd, cluster_files, validate_manifest
+
+    import jsonschema
+
+    files = cluster_files("code-sandbox", **IN_CLUSTER)
+    deployment, service = [d for d in yaml.safe_load_all(files["k8s/sandbox-fusion.yaml"]) if d]
+    _, schema = _crd("RayCluster")
+    pod_template = schema["properties"]["spec"]["properties"]["headGroupSpec"]["properties"]["template"]
+    errors = [e.message for e in jsonschema.Draft7Validator(pod_template).iter_errors(deployment["spec"]["template"])]
+    assert errors == []
+    assert (deployment["apiVersion"], deployment["kind"], service["apiVersion"], service["kind"]) == \
+        ("apps/v1", "Deployment", "v1", "Service")
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert deployment["spec"]["selector"]["matchLabels"] == labels == service["spec"]["selector"]
+    assert service["metadata"]["name"] == "sandbox-fusion"
+    assert service["spec"]["ports"][0]["port"] == 8080 == deployment["spec"]["template"]["spec"]["containers"][0][
+        "ports"][0]["containerPort"]
+    res = deployment["spec"]["template"]["spec"]["containers"][0]["resources"]
+    assert res["requests"] == res["limits"] == {"cpu": "8", "memory": "10Gi"}  # 8 × 1024 MB + 2 GB
+    for name in ("k8s/rayjob.yaml", "k8s/raycluster.yaml"):
+        assert validate_manifest(yaml.safe_load(files[name])) == []
+    assert "kc apply -f \"$HERE/k8s/sandbox-fusion.yaml\"" in files["k8s/submit.sh"]
+    assert "-f k8s/sandbox-fusion.yaml" in files["k8s/rayjob.yaml"]
+    assert yaml.safe_load(files["k8s/configmap.yaml"])  # unchanged shape
+
+
+def test_kuberay_with_a_url_outside_the_cluster_renders_no_sandbox():
+    from test_cluster_crd import cluster_files
+
+    files = cluster_files("code-sandbox", **{**IN_CLUSTER, "sandbox_url": "https://sandbox.example.com/run_code"})
+    assert "k8s/sandbox-fusion.yaml" not in files
+    assert "sandbox-fusion" not in files["k8s/submit.sh"]

@@ -28,6 +28,7 @@ ARTEFACT_PROVIDERS = (
     "wizard.renderer.artefacts.data:artefacts",
     "wizard.renderer.artefacts.checkpoints:artefacts",
     "wizard.renderer.artefacts.agent:artefacts",
+    "wizard.renderer.artefacts.sandbox:artefacts",
 )
 
 

@@ -539,6 +539,9 @@ def artefacts(plan: Plan) -> list[Artefact]:
     }
     if cluster == "kuberay":
         notes = _k8s_notes(lay, plan)
+        from wizard.renderer.artefacts import sandbox
+
+        before = [sandbox.FILE] if sandbox.enabled(plan) else []  # services the job needs up before it starts
         return [
             Artefact("k8s/configmap.yaml.j2", {
                 **common, "doc_yaml": to_yaml(configmap_doc(lay, _verl_config_text(plan), _pod_files(plan, lay))),
@@ -546,7 +549,7 @@ def artefacts(plan: Plan) -> list[Artefact]:
             }),
             Artefact("k8s/rayjob.yaml.j2", {
                 **common, "notes": notes, "doc_yaml": to_yaml(rayjob_doc(lay)),
-                "apply_line": _apply_line(lay, "k8s/configmap.yaml", "k8s/rayjob.yaml"),
+                "apply_line": _apply_line(lay, *before, "k8s/configmap.yaml", "k8s/rayjob.yaml"),
                 "entrypoint": ENTRYPOINT,
             }),
             Artefact("k8s/raycluster.yaml.j2", {
@@ -557,6 +560,7 @@ def artefacts(plan: Plan) -> list[Artefact]:
                 "config_mount": CONFIG_MOUNT,
                 "dashboard_port": DASHBOARD_PORT,
                 "required_secrets": [k for k, opt in lay.secret_env if not opt],
+                "services": [{"file": f, "deployment": sandbox.NAME} for f in before],
             }),
         ]
     if cluster == "slurm":
