@@ -261,3 +261,61 @@ def test_kuberay_with_a_url_outside_the_cluster_renders_no_sandbox():
     files = cluster_files("code-sandbox", **{**IN_CLUSTER, "sandbox_url": "https://sandbox.example.com/run_code"})
     assert "k8s/sandbox-fusion.yaml" not in files
     assert "sandbox-fusion" not in files["k8s/submit.sh"]
+
+
+# --- the smoke's sandbox checks (probe phase), with verl's scorer and verl's client ----------------------------------
+
+
+def _smoke_ctx(tmp_path, url, **changes):
+    from wizard.intent.profiles import load_answers
+    from wizard.smoketest.context import SmokeContext, SmokeOptions, make_display
+    from wizard.smoketest.report import SmokeReport
+    from wizard.verify.harness import compose_bundle
+
+    write_rows(tmp_path / "code.jsonl")
+    p = plan(answers(reward="sandbox", sandbox_url=url, dataset="./code.jsonl", **changes), base_dir=str(tmp_path))
+    bundle = tmp_path / "bundle"
+    wizard.write_bundle(wizard.render(p), str(bundle))
+    ctx = SmokeContext(str(bundle), SmokeOptions(), SmokeReport(bundle=str(bundle), engine="cpu"), make_display(None))
+    ctx.cfg = compose_bundle(bundle)
+    ctx.answers = load_answers(str(bundle / "verl-init.yaml"))
+    return ctx
+
+
+def _checks(ctx):
+    return {c.name: c for c in ctx.report.checks}
+
+
+def test_smoke_proves_the_reward_path_and_the_live_service(tmp_path):
+    from wizard.smoketest.sandbox_stub import sandbox_checks
+
+    with SandboxStandIn() as service:  # stands in for the user's SandboxFusion at sandbox_url
+        ctx = _smoke_ctx(tmp_path, service.url, sandbox_memory_mb=768)
+        sandbox_checks(ctx)
+        assert any(c["code"] == "print('verl-init')" and c["memory_limit_MB"] == 768 for c in service.calls)
+    checks = _checks(ctx)
+    path = checks["sandbox reward path through verl's scorer"]
+    assert path.ok is True and path.evidence["scores"] == [1.0, 0.0] and path.evidence["calls"] == 4
+    assert checks["configured sandbox answers"].ok is True
+    assert checks["programs written by the policy scored in the sandbox"].ok is None  # said, not claimed
+
+
+def test_smoke_fails_when_the_configured_sandbox_is_down(tmp_path):
+    from wizard.smoketest.sandbox_stub import sandbox_checks
+
+    with SandboxStandIn() as gone:
+        url = gone.url
+    ctx = _smoke_ctx(tmp_path, url)
+    sandbox_checks(ctx)
+    live = _checks(ctx)["configured sandbox answers"]
+    assert live.ok is False and "API Call Failed" in live.detail and "docker run" in live.hint
+
+
+def test_smoke_does_not_try_a_cluster_url_from_here(tmp_path):
+    from wizard.smoketest.sandbox_stub import sandbox_checks
+
+    ctx = _smoke_ctx(tmp_path, "http://sandbox.example.invalid:8080/run_code", cluster="ray")
+    sandbox_checks(ctx)
+    checks = _checks(ctx)
+    assert checks["configured sandbox answers"].ok is None and "not tried from here" in checks["configured sandbox answers"].detail
+    assert checks["sandbox reward path through verl's scorer"].ok is True

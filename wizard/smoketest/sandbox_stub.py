@@ -126,3 +126,68 @@ def probe_programs(ground_truth: str) -> tuple[str, str]:
              "sys.stdout.write(ANSWERS.get(sys.stdin.read(), ''))\n```")
     wrong = "```python\nprint('verl-init: a wrong answer')\n```"
     return right, wrong
+
+
+# -- the smoke's checks of a reward=sandbox bundle ------------------------------------------------------------------
+
+# A code row the smoke scores when it has none of the bundle's own at hand (the probe runs before the data phase).
+PROBE_CASES = {"inputs": ["1 2\n", "10 -3\n"], "outputs": ["3\n", "7\n"]}
+LIVE_TIMEOUT_S = 5  # compile and run timeouts of the one call to the configured service (verl adds 10 s of API)
+
+
+def sandbox_checks(ctx: Any) -> None:
+    """reward.sandbox_fusion.url set: what the smoke can prove of the sandbox reward path, and what it cannot.
+
+    1. verl's own scorer (default_compute_score, bound to the config's memory limit as load_reward_manager binds it)
+       on a code row of the bundle's data_source, against the local stand-in: a right program scores 1, a wrong one
+       0, with one call per test case carrying the config's memory_limit_mb.
+    2. The configured service itself, with verl's client (call_sandbox_api), once, bounded: only for cluster=local
+       (elsewhere the URL is for the nodes or pods and is not tried from here)."""
+    sf = ctx.cfg.reward.get("sandbox_fusion")
+    url = sf.get("url") if sf is not None else None
+    if not url:
+        return
+    from verl.utils.reward_score import default_compute_score
+    from verl.utils.reward_score.sandbox_fusion.utils import call_sandbox_api
+
+    from wizard.planner import dataprep
+    from wizard.planner.sandbox import redact
+
+    memory = int(sf.get("memory_limit_mb") or 1024)
+    a = ctx.answers
+    source = dataprep.resolve(a, ctx.bundle).data_source if a is not None else dataprep.CODE_DATA_SOURCES[0]
+    truth = json.dumps(PROBE_CASES)
+    right, wrong = probe_programs(truth)
+    with SandboxStandIn() as sb:
+        scores = [default_compute_score(source, text, truth, sandbox_fusion_url=sb.url, memory_limit_mb=memory)
+                  for text in (right, wrong)]
+        calls = list(sb.calls)
+    ok = scores == [1.0, 0.0] and len(calls) == 2 * len(PROBE_CASES["inputs"]) and \
+        all(c.get("memory_limit_MB") == memory for c in calls)
+    ctx.check(None, "sandbox reward path through verl's scorer", ok,
+              f"verl's default_compute_score routes data_source {source} to sandbox_fusion: a right program scores "
+              f"{scores[0]:g}, a wrong one {scores[1]:g}, {len(calls)} run_code calls (one per test case, "
+              f"memory_limit_MB={memory}) to a local stand-in of the service's API",
+              {"scores": scores, "calls": len(calls), "data_source": source},
+              hint="data_source must be one verl routes to its code scorer (codecontests, apps, codeforces, taco)")
+    shown = redact(str(url))
+    cluster = getattr(a, "cluster", "local") if a is not None else "local"
+    if cluster != "local":
+        ctx.check(None, "configured sandbox answers", None,
+                  f"not tried from here: {shown} must answer from the {cluster} nodes/pods where verl's reward "
+                  "workers run")
+    else:
+        response, error = call_sandbox_api(str(url), "print('verl-init')", None, LIVE_TIMEOUT_S, LIVE_TIMEOUT_S,
+                                           memory, "python")
+        stdout = ((response or {}).get("run_result") or {}).get("stdout")
+        live = response is not None and response.get("status") == "Success" and (stdout or "").strip() == "verl-init"
+        ctx.check(None, "configured sandbox answers", live,
+                  f"{shown} ran a one-line program (verl's client)" if live else
+                  f"{shown} did not run a one-line program with verl's client: "
+                  + (redact(str(error))[:300] if error else f"status {(response or {}).get('status')!r}"),
+                  {"url": shown},
+                  hint="start SandboxFusion (e.g. `docker run -d -p 8080:8080 volcengine/sandbox-fusion:"
+                       "server-20241204`) or fix sandbox_url: verl would score every response 0")
+    ctx.check(None, "programs written by the policy scored in the sandbox", None,
+              "not here: the CPU miniature's tiny policy writes no programs; the bundle's first step on the GPUs "
+              "scores real ones (the reward workers' log says `API Call Failed` if the sandbox does not answer)")
