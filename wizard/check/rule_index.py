@@ -128,6 +128,7 @@ RULES: dict[str, tuple[str, str]] = {
     "VI566": ("reward & data", "validate-dataset --agent tool: a row has no agent_name (runs the default agent loop)"),
     "VI567": ("reward & data", "validate-dataset --agent tool: extra_info.tools_kwargs lacks the tool's create_kwargs"),
     "VI568": ("reward & data", "validate-dataset --agent tool: agent_name is not one of verl's agent loops"),
+    "VI586": ("reward & data", "validate-dataset: a code row's test cases are not what verl's code scorer can run"),
     # -- memory (wizard.planner.pipeline with wizard.planner.memory) -------------------------------------------------
     # -- hardware beyond NVIDIA: the accelerator answer (wizard.planner.pipeline, wizard.verlspec.hardware) ------
     "VI630": ("layout", "rollout_engine has no build verl 0.9.1 drives on the accelerator (e.g. sglang on Ascend)"),

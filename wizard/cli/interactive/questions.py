@@ -508,6 +508,7 @@ REWARD_TEXT = {
     "rule": "verl's rule-based scorer, chosen by each row's data_source (GSM8K, MATH, ...)",
     "model": "a reward model (sequence classifier) scores each response",
     "function": "your own Python scorer (file.py:function), or the bundle's reward/reward_fn.py",
+    "sandbox": "code RL: each response's program runs against the row's test cases in a SandboxFusion service",
 }
 ENGINE_TEXT = {"vllm": "vLLM generates the rollouts", "sglang": "SGLang generates the rollouts"}
 BACKEND_TEXT = {
@@ -584,11 +585,13 @@ QUESTIONS: tuple[Question, ...] = (
     Question("answer_field", "text", "data", when=_is_local_file),
     Question("answer_format", "select", "data", when=_is_local_file,
              choices=lambda c: [("number", "a number (GSM8K-style)"), ("boxed", "\\boxed{...} (MATH-style)"),
-                                ("text", 'free text after "Answer:"')]),
+                                ("text", 'free text after "Answer:"'),
+                                ("code", "a program, run against the test cases the answer column holds")]),
     Question("reward", "select", "algorithm", choices=_texts(REWARD_TEXT)),
     Question("reward_model", "text", "algorithm", when=lambda c: c.get("reward") == "model"),
     Question("reward_function", "text", "algorithm", when=lambda c: c.get("reward") == "function", optional=True,
              auto=lambda c: "the bundle's reward/reward_fn.py"),
+    Question("sandbox_url", "text", "algorithm", when=lambda c: c.get("reward") == "sandbox"),
     # batch
     Question("prompts_per_step", "int", "batch", default=default_prompts_per_step, choices=prompts_choices,
              typed=True, note=batch_note),
@@ -649,6 +652,8 @@ NOT_ASKED: dict[str, str] = {
     "agent": "single_turn; multi-turn tool calling is --set agent=tool (or --profile multiturn-gsm8k-tool)",
     "tool": "gsm8k with agent=tool; your own class is --set tool=module.Class",
     "max_turns": "3 assistant turns with agent=tool",
+    "sandbox_max_concurrent": "64 calls in flight per reward worker, verl's default (reward=sandbox)",
+    "sandbox_memory_mb": "1024 MB per program, verl's default (reward=sandbox)",
     "overrides": "the escape hatch for verl keys the answers do not model: --override or the answers file",
     "train_files": "data/prepare_data.py writes the training file from dataset",
     "val_files": "data/prepare_data.py writes the validation file from dataset",
