@@ -40,6 +40,8 @@ CASE_TIMEOUT_S = 10  # compute_score(timeout=10): compile and run timeouts of ea
 SANDBOX_IMAGE = "volcengine/sandbox-fusion:server-20241204"
 SANDBOX_PORT = 8080
 SANDBOX_PATH = "/run_code"
+SERVICE = "sandbox-fusion"  # the in-cluster Service KubeRay bundles render (wizard.renderer.artefacts.sandbox)
+K8S_FILE = "k8s/sandbox-fusion.yaml"
 _SECRET_QUERY = ("token", "key", "secret", "password", "passwd", "auth", "signature", "sig")
 
 
@@ -91,7 +93,7 @@ def is_loopback(url: str) -> bool:
 
 def in_cluster_url(namespace: Optional[str]) -> str:
     """The URL of the bundle's k8s/sandbox-fusion.yaml Service, as the pods reach it."""
-    host = "sandbox-fusion" + (f".{namespace}.svc" if namespace else "")
+    host = SERVICE + (f".{namespace}.svc" if namespace else "")
     return f"http://{host}:{SANDBOX_PORT}{SANDBOX_PATH}"
 
 
@@ -159,7 +161,7 @@ def rules(b: Any) -> None:
         "workers": REWARD_WORKERS,
         "in_flight": REWARD_WORKERS * concurrent,
         "in_cluster": bool(a.sandbox_url) and a.cluster == "kuberay" and
-        (urllib.parse.urlsplit(a.sandbox_url).hostname or "").split(".")[0] == "sandbox-fusion",
+        (urllib.parse.urlsplit(a.sandbox_url).hostname or "").split(".")[0] == SERVICE,
     }
 
 
@@ -189,3 +191,9 @@ ANSWER_KEYS = {
     "reward.sandbox_fusion.max_concurrent": "sandbox_max_concurrent",
     "reward.sandbox_fusion.memory_limit_mb": "sandbox_memory_mb",
 }
+
+
+def renders_service(facts: dict[str, Any]) -> bool:
+    """Whether the bundle carries the in-cluster sandbox (K8S_FILE): KubeRay with sandbox_url naming SERVICE."""
+    fx = facts.get("sandbox")
+    return bool(fx and fx.get("in_cluster"))

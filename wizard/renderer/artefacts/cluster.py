@@ -539,9 +539,9 @@ def artefacts(plan: Plan) -> list[Artefact]:
     }
     if cluster == "kuberay":
         notes = _k8s_notes(lay, plan)
-        from wizard.renderer.artefacts import sandbox
+        from wizard.planner import sandbox
 
-        before = [sandbox.FILE] if sandbox.enabled(plan) else []  # services the job needs up before it starts
+        before = [sandbox.K8S_FILE] if sandbox.renders_service(plan.facts) else []  # services the job needs first
         return [
             Artefact("k8s/configmap.yaml.j2", {
                 **common, "doc_yaml": to_yaml(configmap_doc(lay, _verl_config_text(plan), _pod_files(plan, lay))),
@@ -560,7 +560,7 @@ def artefacts(plan: Plan) -> list[Artefact]:
                 "config_mount": CONFIG_MOUNT,
                 "dashboard_port": DASHBOARD_PORT,
                 "required_secrets": [k for k, opt in lay.secret_env if not opt],
-                "services": [{"file": f, "deployment": sandbox.NAME} for f in before],
+                "services": [{"file": f, "deployment": sandbox.SERVICE} for f in before],
             }),
         ]
     if cluster == "slurm":

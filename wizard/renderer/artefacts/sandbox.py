@@ -15,15 +15,14 @@ if TYPE_CHECKING:
     from wizard.planner.pipeline import Plan
     from wizard.renderer.render import Artefact
 
-NAME = "sandbox-fusion"  # the Service name sandbox_url points at (fixed: one sandbox per namespace)
-FILE = "k8s/sandbox-fusion.yaml"
+NAME = sandbox.SERVICE  # the Service name sandbox_url points at (fixed: one sandbox per namespace)
+FILE = sandbox.K8S_FILE
 CPUS = 8  # programs the pod runs at once, one CPU each; verl's further calls wait in the server's queue
 SERVER_MEMORY_GB = 2  # the SandboxFusion server itself (FastAPI workers, the runtimes' interpreters)
 
 
 def enabled(plan: "Plan") -> bool:
-    facts = plan.facts.get("sandbox")
-    return bool(facts and facts.get("in_cluster"))
+    return sandbox.renders_service(plan.facts)
 
 
 def sizing(memory_mb: int) -> dict[str, Any]:
