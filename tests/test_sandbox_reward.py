@@ -319,3 +319,44 @@ def test_smoke_does_not_try_a_cluster_url_from_here(tmp_path):
     checks = _checks(ctx)
     assert checks["configured sandbox answers"].ok is None and "not tried from here" in checks["configured sandbox answers"].detail
     assert checks["sandbox reward path through verl's scorer"].ok is True
+
+
+# --- verl-init check on configs that set reward.sandbox_fusion ----------------------------------------------------
+
+
+def test_check_flags_a_sandbox_verl_never_calls_and_passes_the_profile(tmp_path):
+    from wizard.check.lint import check
+
+    def rows(name, source):
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        path = tmp_path / name
+        pq.write_table(pa.table({"data_source": [source] * 4, "prompt": ["q"] * 4}), path)
+        return path
+
+    base = ["algorithm.adv_estimator=grpo", "data.train_batch_size=4", "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1", "actor_rollout_ref.rollout.n=2",
+            "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1",
+            "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=1",
+            "actor_rollout_ref.model.path=Qwen/Qwen2.5-1.5B-Instruct", "trainer.n_gpus_per_node=1", "trainer.nnodes=1",
+            "reward.sandbox_fusion.url=http://127.0.0.1:8080/run_code"]
+
+    def ids(train):
+        report = check(None, base + [f"data.train_files={train}", f"data.val_files={train}"], defaults="snapshot",
+                       env={"HOME": "/nonexistent-home"}, nnodes=1, gpus_per_node=1, gpu_memory_gb=80)
+        return [f.problem for f in report.findings]
+
+    never = [p for p in ids(rows("math.parquet", "openai/gsm8k")) if p.rule == "VI885"]
+    assert never and "openai/gsm8k" in never[0].message and never[0].severity == "warning"
+    assert "VI885" not in [p.rule for p in ids(rows("code.parquet", "codecontests"))]
+    secret = [p for p in check(None, base[:-1] + ["reward.sandbox_fusion.url=http://bob:s3cret@h:8080/run_code"],
+                                defaults="snapshot", env={"HOME": "/x"}, nnodes=1, gpus_per_node=1,
+                                gpu_memory_gb=80).findings if p.problem.rule == "VI884"]
+    assert secret and "s3cret" not in secret[0].problem.line() and "***@" in secret[0].problem.message
+
+    # the shipped profile's bundle is check-clean
+    bundle = tmp_path / "bundle"
+    wizard.write_bundle(wizard.render(wizard.plan(wizard.load_profile("code-sandbox"))), str(bundle))
+    report = check(str(bundle / "verl_config.yaml"))
+    assert not [f.problem.line() for f in report.findings if f.problem.severity in ("error", "warning")]
