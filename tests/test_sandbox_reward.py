@@ -67,6 +67,12 @@ def test_rendered_prepare_data_writes_parseable_test_cases(tmp_path):
     for row in rows[:2]:
         assert row["data_source"] == "codecontests"
         assert dataprep.test_cases_problem(row["reward_model"]["ground_truth"]) is None
+    # the planner's mirror (dataprep.prompt_of / _ground_truth) makes the same prompt and ground truth
+    prep = dataprep.resolve(plan(answers(reward="sandbox", sandbox_url=URL, dataset="./code.jsonl"),
+                                 base_dir=str(tmp_path)).answers, str(tmp_path))
+    for raw, out in zip(ROWS, rows):
+        assert dataprep.prompt_of(raw, prep) == out["prompt"]
+        assert dataprep._ground_truth(json.dumps(raw["answer"]), prep.extract) == out["reward_model"]["ground_truth"]
 
 
 BAD_CASES = [
@@ -360,3 +366,30 @@ def test_check_flags_a_sandbox_verl_never_calls_and_passes_the_profile(tmp_path)
     wizard.write_bundle(wizard.render(wizard.plan(wizard.load_profile("code-sandbox"))), str(bundle))
     report = check(str(bundle / "verl_config.yaml"))
     assert not [f.problem.line() for f in report.findings if f.problem.severity in ("error", "warning")]
+
+
+def test_codecontests_rows_as_the_hub_gives_them(tmp_path):
+    """The code-sandbox bundle's prepare_data.py on rows shaped as deepmind/code_contests yields them (description,
+    public_tests {input, output}; written here, not downloaded)."""
+    import runpy
+
+    files = wizard.render(wizard.plan(wizard.load_profile("code-sandbox")))
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "prepare_data.py").write_text(files["data/prepare_data.py"])
+    mod = runpy.run_path(str(tmp_path / "data" / "prepare_data.py"), run_name="not_main")
+    hub_rows = [{"name": "1_A", "description": "Print the sum of two integers.",
+                 "public_tests": {"input": ["1 2\n"], "output": ["3\n"]},
+                 "private_tests": {"input": [], "output": []}},
+                {"name": "1_B", "description": "No tests here.", "public_tests": {"input": [], "output": []}}]
+    skipped: list = []
+    rows = mod["convert"](hub_rows, "train", skipped)
+    assert len(rows) == 1 and skipped[0][1] == 1
+    row = rows[0]
+    assert (row["data_source"], row["ability"]) == ("codecontests", "code")
+    assert json.loads(row["reward_model"]["ground_truth"]) == {"inputs": ["1 2\n"], "outputs": ["3\n"]}
+    with SandboxStandIn() as sb:
+        from verl.utils.reward_score import default_compute_score
+
+        right = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
+        assert default_compute_score(row["data_source"], right, row["reward_model"]["ground_truth"],
+                                     sandbox_fusion_url=sb.url) == 1.0
