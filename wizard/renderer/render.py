@@ -318,7 +318,10 @@ def sandbox_lines(plan: Plan) -> list[str]:
         f"Load: {fx['responses_per_step']} responses per step, one call per test case of their row; at most "
         f"{fx['workers']} reward workers × {fx['max_concurrent']} (max_concurrent) = {fx['in_flight']} calls in "
         f"flight. Each program: {fx['memory_mb']} MB (memory_limit_mb), {sandbox.CASE_TIMEOUT_S} s to compile and "
-        f"{sandbox.CASE_TIMEOUT_S} s to run. A 504 is retried 3 times; any other failure (service down, refused) "
+        f"{sandbox.CASE_TIMEOUT_S} s to run; a service that ran every call in flight at once would need up to "
+        f"{fx['in_flight']} × {fx['memory_mb']} MB = {fx['in_flight'] * fx['memory_mb'] / 1024:g} GiB for the programs "
+        "(SandboxFusion queues what its workers cannot run): size its host, or lower sandbox_max_concurrent. "
+        "A 504 is retried 3 times; any other failure (service down, refused) "
         "scores the case as not passed and logs `API Call Failed` in the reward workers: a reward stuck at 0 from "
         "the first step means the sandbox is not answering.",
         f"Where: {where}",
