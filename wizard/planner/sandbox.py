@@ -47,6 +47,10 @@ _SECRET_QUERY = ("token", "key", "secret", "password", "passwd", "auth", "signat
 
 def redact(url: str) -> str:
     """The URL with any user:password@ and credential-like query values replaced by ***."""
+    import re
+
+    # userinfo before the host, with or without a scheme (a password may hold ':' or '/': up to the last '@')
+    url = re.sub(r"^((?i:[a-z][a-z0-9+.\-]*)://)?[^@]*@", lambda m: (m.group(1) or "") + "***@", url) if "@" in url else url
     try:
         parts = urllib.parse.urlsplit(url)
     except ValueError:
@@ -65,18 +69,17 @@ def url_problem(url: str) -> Optional[str]:
     shown = redact(url)
     try:
         parts = urllib.parse.urlsplit(url)
-        port = parts.port
-    except ValueError as exc:
-        return f"sandbox_url={shown} is not a URL ({exc})"
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return f"sandbox_url={shown} is not an http(s)://host[:port]/run_code URL"
-    if parts.username is not None or parts.password is not None:
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number in 0-65535
+    except ValueError:  # its text may quote a piece of a password: not shown
+        return f"sandbox_url={shown} is not a URL (its host or port cannot be read)"
+    if "@" in url.split("?", 1)[0]:
         return (f"sandbox_url={shown} carries credentials (user:password@): they would be written into "
                 "verl_config.yaml and every log line verl's sandbox client prints")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"sandbox_url={shown} is not an http(s)://host[:port]/run_code URL"
     if any(any(s in k.lower() for s in _SECRET_QUERY) for k, _, _ in
            (item.partition("=") for item in parts.query.split("&") if item)):
         return f"sandbox_url={shown} carries a credential in its query string; it would be written into verl_config.yaml"
-    del port
     return None
 
 
