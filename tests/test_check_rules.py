@@ -204,6 +204,11 @@ CASES: list[tuple[str, str, list[str], tuple[str, ...], str, dict[str, Any]]] = 
      "actor_rollout_ref.rollout.multi_turn.tool_config_path", {}),
     ("VI859", "warning", ["actor_rollout_ref.rollout.agent.default_agent_loop=tool_agent"], (),
      "actor_rollout_ref.rollout.agent.default_agent_loop", {}),
+    # sandbox reward (the data rule VI885 is tested with real rows in tests/test_sandbox_reward.py)
+    ("VI883", "warning", ["reward.sandbox_fusion.url=http://sandbox:8080/run_code",
+                          "reward.custom_reward_function.path=/nonexistent/reward.py"], (), "reward.sandbox_fusion.url", {}),
+    ("VI884", "error", ["reward.sandbox_fusion.url=ftp://sandbox/run_code"], (), "reward.sandbox_fusion.url", {}),
+    ("VI884", "warning", ["reward.sandbox_fusion.url=http://u:p@sandbox:8080/run_code"], (), "reward.sandbox_fusion.url", {}),
 ]
 
 
@@ -256,7 +261,7 @@ def test_vi872_fewer_rows_than_one_batch_trains_nothing(data, tmp_path):
 
 
 def test_every_rule_has_a_test():
-    tested = {c[0] for c in CASES} | {"VI871", "VI872"}
+    tested = {c[0] for c in CASES} | {"VI871", "VI872", "VI885"}
     assert tested == set(RULES), sorted(set(RULES) ^ tested)
 
 

@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.verl]
 N_SAMPLES = 200
 PROFILES = ["single-gpu", "single-node-8gpu", "cluster-8gpu", "ppo-16gpu", "dapo-32gpu", "megatron-64gpu", "cpu-smoke",
             "amd-mi300x-kuberay", "ascend-910b", "vlm-grpo", "multiturn-gsm8k-tool", "lora-megatron",
-            "qwen3-30b-a3b-moe-8gpu", "qwen3-235b-moe-64gpu"]
+            "qwen3-30b-a3b-moe-8gpu", "qwen3-235b-moe-64gpu", "code-sandbox"]
 
 
 def _bundle(answers, out: Path) -> Path:

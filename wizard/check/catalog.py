@@ -71,6 +71,9 @@ RULES: dict[str, tuple[str, str]] = {
     "VI881": ("Megatron LoRA without Megatron-Bridge", "model.lora.rank > 0 with megatron.use_mbridge=False or vanilla_mbridge=True: verl asserts it when the worker starts (megatron_peft.py:26)"),
     "VI882": ("Megatron LoRA with the delta_sharded weight sync", "checkpoint_engine.backend=delta_sharded asserts 'does not support LoRA' at the first sync (megatron/transformer_impl.py:1077)"),
     "VI872": ("fewer training rows than one batch", "verl drops the incomplete batch (drop_last) and trains 0 steps"),
+    "VI883": ("sandbox bypassed by a custom reward function", "reward.sandbox_fusion.url with reward.custom_reward_function.path: verl binds the sandbox into its default scorer only (ppo/reward.py:134)"),
+    "VI884": ("sandbox URL verl cannot or should not use", "reward.sandbox_fusion.url not http(s) (every call fails, rewards 0) or with credentials in it (shown redacted)"),
+    "VI885": ("sandbox never called", "reward.sandbox_fusion.url set but the training rows' data_source is not one verl routes to its code scorer"),
     "VI870": ("file not found", "data files, model folders, reward function, custom classes and configs that do not exist here"),
     "VI871": ("reward function not in its file", "reward.custom_reward_function.name is not defined in the file (verl fails when the reward loop starts)"),
 }

@@ -35,6 +35,7 @@ from wizard.check.items import bundle_doc, user_items
 from wizard.check.report import Finding, Fix, Report, dedupe, fixed_overrides, format_report
 from wizard.check.resolve import resolve
 from wizard.check.rules.agent import rule_agent
+from wizard.check.rules.sandbox import rule_sandbox
 from wizard.check.rules.batches import rule_batches, rule_deprecated_micro, rule_dynamic_flags
 from wizard.check.rules.context import M, Ctx, facts, model_shape
 from wizard.check.rules.files import rule_files
@@ -71,7 +72,7 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
     shape, why = model_shape(c, f"{M}.path")
     for rule in (rule_unresolved, rule_required, rule_deprecated_micro, rule_choices, rule_layout, rule_hardware,
                  rule_rollout_parallel, rule_device, rule_batches, rule_dynamic_flags, rule_tokens, rule_roles,
-                 rule_values, rule_files, rule_agent, rule_lora):
+                 rule_values, rule_files, rule_agent, rule_lora, rule_sandbox):
         rule(c, f)
     rule_megatron(c, f, shape)
     rule_sequence_parallel(c, f, shape)

@@ -45,6 +45,13 @@ RULES: dict[str, tuple[str, str]] = {
     "VI575": ("reward & data", "an image is neither {bytes} nor a path, or its bytes do not decode as an image"),
     "VI576": ("reward & data", "the prompt's <image> placeholders do not match the row's number of images"),
     # -- answers: multi-turn tool calling (wizard.planner.agent) ------------------------------------------
+    # code RL with a sandbox reward (wizard.planner.sandbox)
+    "VI580": ("reward & data", "reward=sandbox without sandbox_url (verl runs each program in a SandboxFusion service)"),
+    "VI581": ("reward & data", "sandbox_url is not an http(s) URL, or carries credentials (shown redacted)"),
+    "VI582": ("reward & data", "code rows with a data_source verl's default scorer does not route to a code scorer"),
+    "VI583": ("reward & data", "reward=sandbox without answer_format=code, or code rows scored by a function or model"),
+    "VI584": ("reward & data", "sandbox_url, sandbox_max_concurrent or sandbox_memory_mb set while reward is not sandbox"),
+    "VI585": ("reward & data", "reward=rule on code rows: verl's prime_code runs model-written programs unsandboxed"),
     "VI560": ("answers", "tool or max_turns set while agent=single_turn (the single-turn loop never calls a tool)"),
     "VI561": ("answers", "tool=gsm8k (checks a number after ####) with answers in another answer_format"),
     "VI562": ("answers", "max_response_length too short for max_turns: tool replies leave < 128 tokens per turn"),
@@ -128,6 +135,7 @@ RULES: dict[str, tuple[str, str]] = {
     "VI566": ("reward & data", "validate-dataset --agent tool: a row has no agent_name (runs the default agent loop)"),
     "VI567": ("reward & data", "validate-dataset --agent tool: extra_info.tools_kwargs lacks the tool's create_kwargs"),
     "VI568": ("reward & data", "validate-dataset --agent tool: agent_name is not one of verl's agent loops"),
+    "VI586": ("reward & data", "validate-dataset: a code row's test cases are not what verl's code scorer can run"),
     # -- memory (wizard.planner.pipeline with wizard.planner.memory) -------------------------------------------------
     # -- hardware beyond NVIDIA: the accelerator answer (wizard.planner.pipeline, wizard.verlspec.hardware) ------
     "VI630": ("layout", "rollout_engine has no build verl 0.9.1 drives on the accelerator (e.g. sglang on Ascend)"),
@@ -172,6 +180,7 @@ RULES: dict[str, tuple[str, str]] = {
     "VI734": ("cluster", "CUDA_VISIBLE_DEVICES set by hand in a KubeRay container"),
     "VI735": ("cluster", "the KubeRay head pod requests GPUs or advertises them to Ray"),
     "VI736": ("cluster", "RayJob keeps its GPUs after the job (shutdownAfterJobFinishes/ttlSecondsAfterFinished)"),
+    "VI761": ("cluster", "sandbox_url names this machine's loopback while verl's reward workers run on other nodes/pods"),
     "VI756": ("cluster", "KubeRay without shared_pvc: the pods cannot see a data file of this machine"),
     "VI757": ("cluster", "KubeRay without shared_pvc or checkpoint_pvc: checkpoints go to pod-local storage and are lost"),
     "VI758": ("cluster", "checkpoint_pvc set for a cluster other than kuberay"),

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Literal, Optional, Sequence
 
-from wizard.planner import agent, dataprep
+from wizard.planner import agent, dataprep, sandbox
 from wizard._version import VERL_TARGET, __version__
 from wizard.intent.answers import BUILTIN_DATASETS, DATA_SUFFIXES, Answers
 from wizard.intent.errors import Findings, Problem
@@ -419,6 +419,7 @@ def _reward(b: _Build) -> None:
         f.error("VI404", ("critic_model", "algorithm"),
                 f"algorithm={a.algorithm} trains no critic but critic_model={a.critic_model!r} is set",
                 "remove critic_model, or choose algorithm=ppo")
+    sandbox.rules(b)
     if algo.critic and a.reward_model and a.reward_model == b.critic_model:
         f.warning("VI405", ("critic_model", "reward_model"),
                   "critic and reward model are the same checkpoint; the critic needs a value head, the reward model a classifier",
@@ -875,6 +876,7 @@ ANSWER_KEYS: dict[str, str] = {
     f"{PRE}.rollout.multi_turn.max_assistant_turns": "max_turns",
     f"{PRE}.rollout.multi_turn.tool_config_path": "tool",
     f"{PRE}.rollout.agent.default_agent_loop": "agent",
+    **sandbox.ANSWER_KEYS,
 }
 _OVERRIDE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_][A-Za-z0-9_-]*)+")
 _OVERRIDE_FORM = "write key=value for a key verl has, +key=value to add one (e.g. +actor_rollout_ref.model.override_config.attention_dropout=0.0)"
@@ -1352,6 +1354,8 @@ def _reward_keys(b: _Build) -> None:
         s.set("reward.reward_model.rollout.gpu_memory_utilization", b.reward_gmu,
               "the reward model's bf16 weights and KV cache for 8 full sequences, beside the policy's engine")
         roles["reward"] = f"reward model {a.reward_model}"
+    elif a.reward == "sandbox":
+        sandbox.reward_keys(b)
     else:
         roles["reward"] = "verl's rule-based scorer chosen by each row's data_source"
 
@@ -1440,7 +1444,7 @@ def _roles(b: _Build) -> None:
         f" + LoRA r={a.lora_rank} (Megatron-Bridge PEFT; base weights frozen)" if a.lora_rank and b.megatron else
         f" + LoRA r={a.lora_rank}" if a.lora_rank else "")
     roles["rollout"] = f"{a.rollout_engine}, {b.facts['rollout_replicas']} replica(s) of TP={b.rtp}, colocated with the actor"
-    b.roles = {k: roles[k] for k in ("actor", "rollout", "ref", "critic", "reward") if k in roles}
+    b.roles = {k: roles[k] for k in ("actor", "rollout", "ref", "critic", "reward", "sandbox") if k in roles}
 
 
 def _vision_keys(b: _Build) -> None:
@@ -1853,8 +1857,8 @@ def _data_files(a: Answers, base: str, f: Findings, stored: Optional[dict[str, s
     ds = a.dataset
     builtin = ds in BUILTIN_DATASETS
     if not builtin and not ds.lower().endswith(DATA_SUFFIXES):
-        f.error("VI510", ("dataset",), f"dataset must be gsm8k, math, geo3k or a local data file (got {ds!r})",
-                "use gsm8k, math, or a .jsonl/.json/.csv/.parquet path")
+        f.error("VI510", ("dataset",), f"dataset must be gsm8k, math, geo3k, codecontests or a local data file (got {ds!r})",
+                "use gsm8k, math, geo3k, codecontests, or a .jsonl/.json/.csv/.parquet path")
         return ("", "", "answer"), ("", "", "answer")
     for key in ("train_files", "val_files"):
         value = getattr(a, key)

@@ -29,6 +29,7 @@ ARTEFACT_PROVIDERS = (
     "wizard.renderer.artefacts.data:artefacts",
     "wizard.renderer.artefacts.checkpoints:artefacts",
     "wizard.renderer.artefacts.agent:artefacts",
+    "wizard.renderer.artefacts.sandbox:artefacts",
 )
 
 
@@ -298,6 +299,47 @@ def agent_lines(plan: Plan) -> list[str]:
     ]
 
 
+def sandbox_lines(plan: Plan) -> list[str]:
+    """PLAN.md's "Code reward sandbox" lines (Markdown; user values through `code`)."""
+    from wizard.planner import dataprep, sandbox
+
+    fx = plan.facts.get("sandbox")
+    if fx is None:
+        return []
+    a = plan.answers
+    url = code(fx["url"])
+    where = {
+        "local": f"{url} must answer from this machine, where verl's reward workers run: e.g. `docker run -d -p "
+                 f"{sandbox.SANDBOX_PORT}:{sandbox.SANDBOX_PORT} {sandbox.SANDBOX_IMAGE}` before `./run.sh`.",
+        "ray": f"{url} must answer from every node of the Ray cluster: verl's reward workers are Ray actors placed "
+               "on any node. A loopback address is refused (VI761).",
+        "slurm": f"{url} must answer from every node of the allocation: verl's reward workers are Ray actors placed "
+                 "on any node. A loopback address is refused (VI761).",
+        "kuberay": (f"In the cluster: `k8s/sandbox-fusion.yaml` (a SandboxFusion Deployment + the Service {url} "
+                    "names), which `k8s/submit.sh` applies and waits for before the job." if fx["in_cluster"] else
+                    f"{url} must answer from every pod (a loopback address is refused, VI761); or set sandbox_url="
+                    f"{code(sandbox.in_cluster_url(a.k8s_namespace))} to have the bundle run one in the cluster."),
+    }[a.cluster]
+    return [
+        f"Scoring: rows with data_source {code(fx['data_source'])} go to verl's `sandbox_fusion` scorer: the program in "
+        "each response's last ```` ```python ```` block runs once per test case (its input on stdin, its output "
+        f"compared with the expected one); the reward is the share of the first {dataprep.SCORED_CASES} cases passed. "
+        "A response without a code block scores 0 without a call.",
+        f"Load: {fx['responses_per_step']} responses per step, one call per test case of their row; at most "
+        f"{fx['workers']} reward workers × {fx['max_concurrent']} (max_concurrent) = {fx['in_flight']} calls in "
+        f"flight. Each program: {fx['memory_mb']} MB (memory_limit_mb), {sandbox.CASE_TIMEOUT_S} s to compile and "
+        f"{sandbox.CASE_TIMEOUT_S} s to run; a service that ran every call in flight at once would need up to "
+        f"{fx['in_flight']} × {fx['memory_mb']} MB = {fx['in_flight'] * fx['memory_mb'] / 1024:g} GiB for the programs "
+        "(SandboxFusion queues what its workers cannot run): size its host, or lower sandbox_max_concurrent. "
+        "A 504 is retried 3 times; any other failure (service down, refused) "
+        "scores the case as not passed and logs `API Call Failed` in the reward workers: a reward stuck at 0 from "
+        "the first step means the sandbox is not answering.",
+        f"Where: {where}",
+        "Why a sandbox: without a URL verl's prime_code runs the programs inside its reward workers, whose guard is "
+        "not a security sandbox (VI585).",
+    ]
+
+
 def context(plan: Plan) -> dict[str, Any]:
     """Everything the templates place, computed here (templates hold no logic)."""
     a = plan.answers
@@ -436,6 +478,7 @@ def context(plan: Plan) -> dict[str, Any]:
         "memory": _memory_rows(plan),
         "checkpoint_lines": checkpoint_lines(plan),
         "agent_lines": agent_lines(plan),
+        "sandbox_lines": sandbox_lines(plan),
         "resume_from": a.resume_from_path or "",
         "overrides": [{"text": o["text"], "planned": code(o["planned"], cell=True) if o["planned"] else "—",
                        "reason": o["reason"] or "not set by the plan (verl's default)"}

@@ -978,6 +978,7 @@ class CpuRun:
             raise SmokeFailure(f"the tokenizer ({tok_source}) has no chat template: verl builds every prompt with "
                                "apply_chat_template", "use an instruct/chat model, or give its tokenizer a chat_template")
         _vision_rows(ctx, rows_path, self.arch[0], read, src_how)  # a vision-language bundle stops here, saying why
+        _code_rows(ctx, rows_path, read, src_how)  # a reward=sandbox bundle stops here, saying why
         items, kept = _load_with_verl(ctx, rows_path, tok)
         findings = _validate_rows(ctx, rows_path, tok)
         errors = [f for f in findings if f["severity"] == "error" and f["id"] != "VI526"]
@@ -1714,6 +1715,30 @@ def _vision_rows(ctx: SmokeContext, rows_path: str, arch: str, read: int, src_ho
         "processor, so it runs no vision-language rollout, reward or update",
         "check the config with `verl-init --verify` and the data with `verl-init validate-dataset data/train.parquet "
         f"--image-key {image_key}`; the first real step runs on the GPUs")
+
+
+def _code_rows(ctx: SmokeContext, rows_path: str, read: int, src_how: str) -> None:
+    """reward=sandbox (reward.sandbox_fusion.url): the rows' test cases are checked (validate-dataset's VI586: what
+    verl's code scorer can run), then the smoke stops with what it does not cover: the miniature's tiny policy writes
+    no programs, so every reward would be 0 and no code rollout or update is meaningful here. The reward path itself
+    (verl's scorer, the configured service) was checked in the probe phase (wizard.smoketest.sandbox_stub)."""
+    from wizard.env.datasets import Options, validate
+
+    sf = ctx.cfg.reward.get("sandbox_fusion")
+    if sf is None or not sf.get("url"):
+        return
+    findings = validate([rows_path], Options(kind="rl", prompt_key=str(ctx.cfg.data.get("prompt_key", "prompt")))).findings
+    bad = [f for f in findings if f.rule == "VI586"]
+    if bad:
+        ex = "; ".join(f"row {r}: {why}" for r, why in bad[0].examples[:2])
+        raise SmokeFailure(f"the rows' test cases are not what verl's code scorer runs: {bad[0].message} [VI586] ({ex})",
+                           bad[0].hint)
+    raise SmokeFailure(
+        f"the {read} code row(s) from {src_how} hold test cases verl's sandbox scorer runs, and the reward path was "
+        "checked in the probe phase; but the CPU miniature's tiny policy writes no programs, so it runs no code "
+        "rollout, reward or update",
+        "check the config with `verl-init --verify` and the data with `verl-init validate-dataset "
+        "data/train.parquet`; the first real step runs on the GPUs")
 
 
 def _agent_options(ctx: SmokeContext) -> dict[str, Any]:

@@ -504,6 +504,7 @@ REWARD_TEXT = {
     "rule": "verl's rule-based scorer, chosen by each row's data_source (GSM8K, MATH, ...)",
     "model": "a reward model (sequence classifier) scores each response",
     "function": "your own Python scorer (file.py:function), or the bundle's reward/reward_fn.py",
+    "sandbox": "code RL: each response's program runs against the row's test cases in a SandboxFusion service",
 }
 ENGINE_TEXT = {"vllm": "vLLM generates the rollouts", "sglang": "SGLang generates the rollouts"}
 BACKEND_TEXT = {
@@ -537,7 +538,7 @@ def check_dataset(value: Any, ctx: Context) -> str | None:
     if text in BUILTIN_DATASETS:
         return None
     if not text.lower().endswith(DATA_SUFFIXES):
-        return f"gsm8k, math, geo3k or a local {'/'.join(DATA_SUFFIXES)} file (got {text!r}) [VI510]"
+        return f"gsm8k, math, geo3k, codecontests or a local {'/'.join(DATA_SUFFIXES)} file (got {text!r}) [VI510]"
     path = os.path.join(ctx.base_dir, os.path.expanduser(text))
     if not os.path.isfile(path):
         return (f"no file {text!r} here ({os.path.normpath(os.path.abspath(path))}) — give the path of an existing "
@@ -659,7 +660,8 @@ QUESTIONS: tuple[Question, ...] = (
     Question("answer_field", "text", "data", when=_is_local_file),
     Question("answer_format", "select", "data", when=_is_local_file,
              choices=lambda c: [("number", "a number (GSM8K-style)"), ("boxed", "\\boxed{...} (MATH-style)"),
-                                ("text", 'free text after "Answer:"')]),
+                                ("text", 'free text after "Answer:"'),
+                                ("code", "a program, run against the test cases the answer column holds")]),
     # a vision-language model's images (only when the model has a vision tower and the data may carry images)
     Question("image_key", "text", "data", when=lambda c: _vision(c) and _is_local_file(c)),
     Question("images_per_prompt", "int", "data", when=_vision_data),
@@ -669,6 +671,7 @@ QUESTIONS: tuple[Question, ...] = (
     Question("reward_model", "text", "algorithm", when=lambda c: c.get("reward") == "model"),
     Question("reward_function", "text", "algorithm", when=lambda c: c.get("reward") == "function", optional=True,
              auto=lambda c: "the bundle's reward/reward_fn.py"),
+    Question("sandbox_url", "text", "algorithm", when=lambda c: c.get("reward") == "sandbox"),
     # batch
     Question("prompts_per_step", "int", "batch", default=default_prompts_per_step, choices=prompts_choices,
              typed=True, note=batch_note),
@@ -736,6 +739,8 @@ def _experiment(ctx: Context) -> str:
 NOT_ASKED: dict[str, str] = {
     "accelerator": "taken from the probed GPUs (NVML: nvidia, amdsmi: amd); else --set accelerator=amd|ascend or a profile",
     "lora_alpha": "twice lora_rank, the usual choice",
+    "sandbox_max_concurrent": "64 calls in flight per reward worker, verl's default (reward=sandbox)",
+    "sandbox_memory_mb": "1024 MB per program, verl's default (reward=sandbox)",
     "overrides": "the escape hatch for verl keys the answers do not model: --override or the answers file",
     "train_files": "data/prepare_data.py writes the training file from dataset",
     "val_files": "data/prepare_data.py writes the validation file from dataset",

@@ -601,13 +601,16 @@ def artefacts(plan: Plan) -> list[Artefact]:
         too_big = configmap_problem(cm)
         if too_big is not None:
             raise WizardError([too_big])
+        from wizard.planner import sandbox
+
+        before = [sandbox.K8S_FILE] if sandbox.renders_service(plan.facts) else []  # services the job needs first
         return [
             Artefact("k8s/configmap.yaml.j2", {
                 **common, "doc_yaml": to_yaml(cm), "config_mount": CONFIG_MOUNT,
             }),
             Artefact("k8s/rayjob.yaml.j2", {
                 **common, "notes": notes, "doc_yaml": to_yaml(rayjob_doc(lay)),
-                "apply_line": _apply_line(lay, "k8s/configmap.yaml", "k8s/rayjob.yaml"),
+                "apply_line": _apply_line(lay, *before, "k8s/configmap.yaml", "k8s/rayjob.yaml"),
                 "entrypoint": ENTRYPOINT,
             }),
             Artefact("k8s/raycluster.yaml.j2", {
@@ -618,6 +621,7 @@ def artefacts(plan: Plan) -> list[Artefact]:
                 "config_mount": CONFIG_MOUNT,
                 "dashboard_port": DASHBOARD_PORT,
                 "required_secrets": [k for k, opt in lay.secret_env if not opt],
+                "services": [{"file": f, "deployment": sandbox.SERVICE} for f in before],
             }),
         ]
     if cluster == "slurm":
