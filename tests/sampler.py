@@ -107,9 +107,8 @@ def sample(seed: int) -> dict[str, Any]:
     if agent_rng.random() < 0.2:
         out["agent"] = "tool"
         out["max_turns"] = agent_rng.choice([None, None, 1, 2, 3, 5])
-        if agent_rng.random() < 0.85:  # else VI562 / VI565 / VI561 may fire
+        if agent_rng.random() < 0.85:  # else VI562 / VI561 may fire (kuberay carries the tools in its ConfigMap)
             out["max_response_length"] = max(out["max_response_length"], 1024)
-            out["cluster"] = "ray" if out["cluster"] == "kuberay" else out["cluster"]
             out["dataset"] = "gsm8k" if out["dataset"] == "math" else out["dataset"]
     # A generative reward model (reward=genrm), from its own generator so the draws above stay what they were.
     judge_rng = random.Random(f"genrm-{seed}")

@@ -66,7 +66,6 @@ def test_agent_tool_sets_verls_multi_turn_keys():
     (dict(agent="tool", dataset="math"), "VI561"),
     (dict(agent="tool", max_response_length=600, max_turns=3), "VI562"),
     (dict(agent="tool", tool="no_such_module_xyz.Tool"), "VI563"),
-    (dict(agent="tool", cluster="kuberay", shared_pvc="data"), "VI565"),
 ])
 def test_agent_refusals(changes, rule):
     with pytest.raises(WizardError) as exc:

@@ -163,12 +163,30 @@ CASES: list[tuple[str, str, list[str], tuple[str, ...], str, dict[str, Any]]] = 
                         "actor_rollout_ref.actor.megatron.expert_model_parallel_size=8"], (),
      "actor_rollout_ref.actor.megatron.expert_model_parallel_size", {}),
     ("VI817", "warning", ["trainer.device=npu", "actor_rollout_ref.rollout.name=sglang"], (), "actor_rollout_ref.rollout.name", {}),
+    ("VI818", "error", ["model_engine=megatron", "actor_rollout_ref.model.path=Qwen/Qwen3-30B-A3B",
+                        "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=8"], (),
+     "actor_rollout_ref.actor.megatron.tensor_model_parallel_size", {}),
+    ("VI819", "warning", ["model_engine=megatron", "actor_rollout_ref.model.path=Qwen/Qwen3-30B-A3B", "trainer.nnodes=2",
+                          "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2",
+                          "actor_rollout_ref.actor.megatron.expert_model_parallel_size=8",
+                          "actor_rollout_ref.actor.megatron.expert_tensor_parallel_size=2"], (),
+     "actor_rollout_ref.actor.megatron.expert_model_parallel_size", {"hw": {"nnodes": 2}}),
     ("VI853", "error", ["actor_rollout_ref.rollout.mode=sync"], (), "actor_rollout_ref.rollout.mode", {}),
     ("VI854", "error", ["actor_rollout_ref.actor.clip_ratio_c=0.5"], (), "actor_rollout_ref.actor.clip_ratio_c", {}),
     ("VI854", "error", ["actor_rollout_ref.actor.policy_loss.loss_mode=dro"], (), "actor_rollout_ref.actor.policy_loss.dro_beta", {}),
     ("VI856", "error", ["actor_rollout_ref.model.lora_rank=1024"], (), "actor_rollout_ref.model.lora_rank", {}),
     ("VI856", "warning", ["actor_rollout_ref.model.lora_rank=48"], (), "actor_rollout_ref.model.lora_rank", {}),
     ("VI857", "info", ["data.val_batch_size=16"], (), "data.val_batch_size", {}),
+    # LoRA keys per engine (tests/test_lora_megatron.py has the rest): Megatron's block on FSDP, FSDP's on Megatron
+    ("VI880", "error", ["actor_rollout_ref.model.lora.rank=16"], (), "actor_rollout_ref.model.lora.rank", {}),
+    ("VI880", "error", ["model_engine=megatron", "actor_rollout_ref.model.lora_rank=16"], (),
+     "actor_rollout_ref.model.lora_rank", {}),
+    ("VI881", "error", ["model_engine=megatron", "actor_rollout_ref.model.lora.rank=16",
+                        "actor_rollout_ref.actor.megatron.vanilla_mbridge=True"], (),
+     "actor_rollout_ref.actor.megatron.vanilla_mbridge", {}),
+    ("VI882", "error", ["model_engine=megatron", "actor_rollout_ref.model.lora.rank=16",
+                        "actor_rollout_ref.rollout.checkpoint_engine.backend=delta_sharded"], (),
+     "actor_rollout_ref.rollout.checkpoint_engine.backend", {}),
     ("VI860", "error", ["actor_rollout_ref.model.path=Qwen/Qwen2.5-72B-Instruct"], (), "actor_rollout_ref.model.path",
      {"hw": {"gpu_memory_gb": 24}}),
     ("VI861", "info", [], (), "", {"hw": {"gpu_memory_gb": None}}),
@@ -186,6 +204,11 @@ CASES: list[tuple[str, str, list[str], tuple[str, ...], str, dict[str, Any]]] = 
      "actor_rollout_ref.rollout.multi_turn.tool_config_path", {}),
     ("VI859", "warning", ["actor_rollout_ref.rollout.agent.default_agent_loop=tool_agent"], (),
      "actor_rollout_ref.rollout.agent.default_agent_loop", {}),
+    # sandbox reward (the data rule VI885 is tested with real rows in tests/test_sandbox_reward.py)
+    ("VI883", "warning", ["reward.sandbox_fusion.url=http://sandbox:8080/run_code",
+                          "reward.custom_reward_function.path=/nonexistent/reward.py"], (), "reward.sandbox_fusion.url", {}),
+    ("VI884", "error", ["reward.sandbox_fusion.url=ftp://sandbox/run_code"], (), "reward.sandbox_fusion.url", {}),
+    ("VI884", "warning", ["reward.sandbox_fusion.url=http://u:p@sandbox:8080/run_code"], (), "reward.sandbox_fusion.url", {}),
 ]
 
 
@@ -238,7 +261,7 @@ def test_vi872_fewer_rows_than_one_batch_trains_nothing(data, tmp_path):
 
 
 def test_every_rule_has_a_test():
-    tested = {c[0] for c in CASES} | {"VI871", "VI872"}
+    tested = {c[0] for c in CASES} | {"VI871", "VI872", "VI885"}
     assert tested == set(RULES), sorted(set(RULES) ^ tested)
 
 

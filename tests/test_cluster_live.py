@@ -100,8 +100,9 @@ class RayHead:
     None → RAY_AUTH_MODE=disabled. `client_env` is what a client of this cluster needs. Stops what it
     started when start-up fails."""
 
-    def __init__(self, num_cpus: int, num_gpus: int, token: str | None = TOKEN):
+    def __init__(self, num_cpus: int, num_gpus: int, token: str | None = TOKEN, cwd: str | None = None):
         self.token = token
+        self.cwd = cwd  # where `ray start` runs (a pod's working folder); default: the temp folder
         self.auth_env = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token} if token else {"RAY_AUTH_MODE": "disabled"}
         self.tmp = tempfile.mkdtemp(prefix="vi-ray-", dir="/tmp")  # short: Ray's socket paths are length-limited
         ports = dict(zip(PORT_FLAGS, free_ports(len(PORT_FLAGS))))
@@ -124,7 +125,8 @@ class RayHead:
     def _start(self, args: list[str]) -> None:
         cmd = [RAY, "start", "--block", f"--temp-dir={self.tmp}", "--disable-usage-stats", *args]
         self.procs.append(subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT,
-                                           env={**_env(), **self.auth_env}, start_new_session=True, cwd=self.tmp))
+                                           env={**_env(), **self.auth_env}, start_new_session=True,
+                                           cwd=self.cwd or self.tmp))
 
     def add_worker(self, num_cpus: int, num_gpus: int) -> None:
         ports = dict(zip(PORT_FLAGS[3:], free_ports(len(PORT_FLAGS) - 3)))

@@ -3,7 +3,7 @@
 Paths: every default accepted (≤ 12 prompts), GRPO on one node (a fake 8×H100 NVML on the subprocess's
 PYTHONPATH prefills the hardware), 8×H100 nodes picked on a machine without GPUs, PPO with a critic, KubeRay,
 70B PPO on KubeRay, answers refused at once (a model that does not fit, a missing data file, a batch a small data
-file cannot hold), LoRA when all weights do not fit; plus Ctrl-C. The bundles these sessions write go through
+file cannot hold), LoRA when all weights do not fit, multi-turn tool RL, a vision-language model; plus Ctrl-C. The bundles these sessions write go through
 verl's own validation (`verify_with_verl`, with a tiny local model standing in for hub models).
 
 Each prompt is recognised by its field name (`? <field> — <description>`); `Tty.run` answers the prompts in
@@ -304,6 +304,59 @@ def test_70b_ppo_on_kuberay_asks_only_what_it_needs(here, tiny_model):
     assert not {"image", "k8s_namespace", "k8s_secret", "shm_size_gb", "critic_model", "logger"} & set(tty.asked)
     a = tty.answers()
     assert (a["cluster"], a["nnodes"], a["algorithm"], a["shared_pvc"]) == ("kuberay", 4, "ppo", "verl-data")
+    verify(tty.bundle(), tiny_model)
+
+
+@pytest.mark.parametrize("cluster", ["local", "kuberay"])
+def test_tool_rl_walk(here, tiny_model, cluster):
+    """Multi-turn tool calling chosen under the advanced settings: the tool and turns follow, checked as answered
+    (16 turns do not fit max_response_length=2048: refused with VI562 and its fix), and verl accepts the bundle. On
+    KubeRay the ConfigMap carries the tool files to every pod."""
+    script: dict[str, Any] = {"gpus": "other" + ENTER, "gpus_per_node": typed("2"), "gpu_memory_gb": typed("80"),
+                              "prompts_per_step": "64" + ENTER, "advanced": "y", "max_response_length": typed("2048"),
+                              "agent": "tool" + ENTER, "max_turns": [typed("16"), typed("3")]}
+    if cluster == "kuberay":
+        script.update(cluster="kuberay" + ENTER, nnodes=typed("2"))
+    tty = Tty(here)
+    tty.run(script)
+    assert tty.write() == 0, tty.transcript()[-3000:]
+    assert tty.asked.index("agent") < tty.asked.index("tool") < tty.asked.index("max_turns")
+    text = tty.flat()
+    assert "max_response_length=2048 covers every turn" in text
+    assert "✗ refused max_turns = 16:" in text and "[VI562]" in text
+    a = tty.answers()
+    assert (a["agent"], a["max_turns"], a["cluster"]) == ("tool", 3, cluster) and "tool" not in a  # gsm8k
+    bundle = tty.bundle()
+    cfg = yaml.safe_load((bundle / "verl_config.yaml").read_text())
+    assert cfg["actor_rollout_ref"]["rollout"]["multi_turn"]["tool_config_path"] == "verl_init_tools/tool_config.yaml"
+    assert (bundle / "verl_init_tools" / "gsm8k_tool.py").is_file()
+    if cluster == "kuberay":
+        from wizard.env.cluster import bundle_problems, load_expected
+
+        cm = yaml.safe_load((bundle / "k8s" / "configmap.yaml").read_text())
+        assert cm["data"]["verl_init_tools.gsm8k_tool.py"] == (bundle / "verl_init_tools" / "gsm8k_tool.py").read_text()
+        assert bundle_problems(load_expected(bundle)[0]) == []
+    verify(bundle, tiny_model)
+
+
+def test_vlm_walk(here, tiny_model):
+    """A vision-language model on geometry3k: the image questions are asked (and only then); the image budget offered
+    fits max_prompt_length, typed bigger it is refused with VI570; verl accepts the bundle."""
+    tty = Tty(here)
+    tty.run({"model": typed("Qwen/Qwen2.5-VL-3B-Instruct"), "dataset": typed("geo3k"),
+             "images_per_prompt": typed("1"),
+             "image_max_pixels": [("another" + ENTER, r"\(type th", typed("1003520")), ENTER],
+             "prompts_per_step": "64" + ENTER, "advanced": "y", "freeze_vision_tower": ENTER})
+    assert tty.write() == 0, tty.transcript()[-3000:]
+    for q in ("images_per_prompt", "image_max_pixels", "freeze_vision_tower"):
+        assert q in tty.asked
+    assert "image_key" not in tty.asked  # geo3k's images column is written by data/prepare_data.py
+    text = tty.flat()
+    assert "✗ refused image_max_pixels = 1003520:" in text and "[VI570]" in text
+    a = tty.answers()
+    assert a["model"] == "Qwen/Qwen2.5-VL-3B-Instruct" and a["image_max_pixels"] == 256 * 28 * 28
+    cfg = yaml.safe_load((tty.bundle() / "verl_config.yaml").read_text())
+    assert cfg["data"]["image_key"] == "images"
     verify(tty.bundle(), tiny_model)
 
 

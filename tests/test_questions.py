@@ -19,7 +19,9 @@ from wizard.cli.interactive.questions import (
     applicable,
     choices_for,
     default_for,
+    offered,
     parse,
+    refusal,
 )
 
 
@@ -120,8 +122,9 @@ def test_reward_model_and_function_only_when_chosen():
     assert "judge_max_tokens" in asked(reward="genrm", advanced=True) and "judge_max_tokens" not in asked(reward="genrm")
 
 
-def test_lora_not_asked_with_megatron():
-    assert "lora_rank" not in asked(train_backend="megatron", advanced=True)
+def test_lora_asked_with_every_backend():
+    """verl 0.9.1 trains LoRA on Megatron too (Megatron-Bridge PEFT: tests/test_lora_megatron.py)."""
+    assert "lora_rank" in asked(train_backend="megatron", advanced=True)
     assert "lora_rank" in asked(train_backend="fsdp2", advanced=True)
 
 
@@ -297,3 +300,70 @@ def test_a_broken_default_falls_back_to_the_field_default(monkeypatch):
 
     q = qs.Question("gpus_per_node", "int", "hardware", default=boom)
     assert default_for(q, Context()) == 8
+
+
+# --- multi-turn tool calling and vision-language answers: asked only when they apply ---------------------------
+
+
+def test_agent_is_an_advanced_setting_and_its_tool_and_turns_follow_agent_tool():
+    assert not {"agent", "tool", "max_turns"} & set(asked())  # the defaults walk is unchanged
+    assert "agent" in asked(advanced=True) and not {"tool", "max_turns"} & set(asked(advanced=True))
+    fields = asked(advanced=True, agent="tool")
+    assert fields.index("max_response_length") < fields.index("agent") < fields.index("tool") < fields.index("max_turns")
+    assert [v for v, _ in choices_for(BY_FIELD["agent"], Context())] == ["single_turn", "tool"]
+
+
+def test_agent_answers_are_checked_against_the_planner():
+    ctx = Context(answers={"agent": "tool"}, base_dir="/r", decisions={"advanced": True},
+                  asked={"advanced", "max_response_length", "agent"})
+    too_many = refusal(BY_FIELD["max_turns"], 8, ctx)  # 7 tool replies × 256 tokens fill max_response_length=1024
+    assert too_many and "[VI562]" in too_many and "max_turns ≤ 3" in too_many
+    assert refusal(BY_FIELD["max_turns"], 3, ctx) is None
+    assert "[VI563]" in (refusal(BY_FIELD["tool"], "no_such_tool_module_xyz.Tool", ctx) or "")
+    assert refusal(BY_FIELD["tool"], None, ctx) is None  # empty: the bundle's gsm8k tool
+    value, error = parse(BY_FIELD["tool"], "my tool", ctx)
+    assert value is None and "tool" in error
+    # a math dataset: the gsm8k tool checks numbers (VI561), refused once the tool is the open question
+    math = Context(answers={"agent": "tool", "dataset": "math"}, base_dir="/r", decisions={"advanced": True},
+                   asked={"advanced", "agent", "dataset"})
+    assert "[VI561]" in (refusal(BY_FIELD["tool"], "gsm8k", math) or "")
+
+
+def test_tool_agent_on_kuberay_is_not_refused():
+    ctx = Context(answers={"cluster": "kuberay", "nnodes": 2, "shared_pvc": "rl"}, base_dir="/r",
+                  decisions={"advanced": True}, asked={"advanced", "cluster", "nnodes", "shared_pvc"})
+    assert refusal(BY_FIELD["agent"], "tool", ctx) is None
+
+
+VL = "Qwen/Qwen2.5-VL-3B-Instruct"
+
+
+def test_vision_questions_only_for_a_vision_language_model():
+    vision = {"image_key", "images_per_prompt", "image_max_pixels", "freeze_vision_tower"}
+    assert not vision & set(asked(advanced=True))
+    assert not vision & set(asked(advanced=True, dataset="geo3k"))  # a text model: refused by VI572, not asked
+    fields = asked(model=VL, dataset="geo3k")
+    assert {"images_per_prompt", "image_max_pixels"} <= set(fields) and not {"image_key", "freeze_vision_tower"} & set(fields)
+    assert fields.index("dataset") < fields.index("images_per_prompt") < fields.index("image_max_pixels")
+    assert "freeze_vision_tower" in asked(model=VL, dataset="geo3k", advanced=True)
+    assert not {"images_per_prompt", "image_max_pixels"} & set(asked(model=VL, dataset="gsm8k"))  # no images
+
+
+def test_image_key_is_asked_for_a_local_image_file(tmp_path):
+    (tmp_path / "rows.parquet").write_bytes(b"PAR1")
+    ctx = Context(answers={"model": VL, "dataset": "rows.parquet"}, base_dir=str(tmp_path))
+    assert "image_key" in [q.field for q in applicable(ctx)]
+
+
+def test_image_pixels_offered_fit_max_prompt_length():
+    """max_prompt_length=512 holds 448 image tokens: the offered budgets are those, the default the largest of them."""
+    ctx = Context(answers={"model": VL, "dataset": "geo3k", "images_per_prompt": 1}, base_dir="/r",
+                  asked={"model", "dataset", "images_per_prompt"})
+    q = BY_FIELD["image_max_pixels"]
+    values = [v for v, _ in offered(q, ctx)]
+    assert values and all(v // 28 ** 2 <= 512 - 64 for v in values), values
+    assert default_for(q, ctx) == max(values) == 256 * 28 ** 2
+    refused = refusal(q, 1003520, ctx)
+    assert refused and "[VI570]" in refused and "max_prompt_length=1536" in refused
+    bigger = Context(answers={**ctx.answers, "max_prompt_length": 2048}, base_dir="/r", asked=set(ctx.asked))
+    assert default_for(q, bigger) == 1003520  # the field's default fits a longer prompt

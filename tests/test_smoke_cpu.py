@@ -221,3 +221,15 @@ def test_genrm_judge_function_under_verls_reward_manager(tmp_path):
     judge = checks["judge LLM serving the verdicts"]
     assert judge.ok is None and "needs verl's reward loop with a vLLM or SGLang server on a GPU" in judge.detail
     assert r.reward["probe"]["right_answer_scores"] and all(s == 1.0 for s in r.reward["probe"]["right_answer_scores"])
+
+
+def test_megatron_lora_trains_the_adapters_of_model_lora(tmp_path):
+    """A Megatron LoRA bundle sets model.lora.rank (not model.lora_rank): the miniature builds the same adapters from
+    it, trains them only and computes the reference inside the actor, as verl's Megatron engine does."""
+    b = bundle(tmp_path, gpus_per_node=2, train_backend="megatron", lora_rank=8)
+    model = (b / "verl_config.yaml").read_text()
+    assert "lora:\n      rank: 8" in model and "lora_rank" not in model
+    r = run(b)
+    assert_pitfalls_absent(r, critic=False, reference=True)
+    assert r.geometry["smoke"]["lora"] and r.model["lora"]["rank"] == 8
+    assert 0 < r.model["lora"]["trainable"] < r.model["lora"]["parameters"] / 2  # adapters only (checked by sha256 too)

@@ -21,7 +21,8 @@ from wizard.intent.errors import WizardError
 from wizard.planner.pipeline import plan
 
 # Rules whose hint names values to set: the batch rules, the layout rules, LoRA ranks and the data-size rule.
-SUGGESTING = {"VI201", "VI202", "VI203", "VI204", "VI205", "VI302", "VI304", "VI309", "VI310", "VI407", "VI519"}
+SUGGESTING = {"VI201", "VI202", "VI203", "VI204", "VI205", "VI302", "VI304", "VI309", "VI310", "VI312", "VI313", "VI314",
+              "VI315", "VI316", "VI317", "VI407", "VI519"}
 BATCH = {"VI201", "VI202", "VI203", "VI204"}
 _SUGGESTION = re.compile(r"\b([a-z_]+)=(\d+(?: or \d+)*)")
 

@@ -22,6 +22,10 @@ RULES: dict[str, tuple[str, str]] = {
     "VI812": ("Ulysses sequence parallel", "SP must divide the GPUs and the attention heads, and needs use_remove_padding (validate_config)"),
     "VI813": ("Megatron layout", "TP×PP×CP and the expert grid ETP×EP×PP must divide the GPUs, VPP needs PP > 1, layers over "
                                  "PP×VPP, experts over EP (validate_config, Megatron-core); TP stays inside a node"),
+    "VI818": ("Megatron TP and the attention heads", "num_attention_heads and num_query_groups (KV heads) must divide by "
+                                                     "tensor_model_parallel_size (megatron-core's TransformerConfig)"),
+    "VI819": ("expert group across nodes", "expert_tensor_parallel_size × expert_model_parallel_size consecutive ranks "
+                                           "leave a node: the MoE all-to-all crosses the network"),
     "VI814": ("config vs hardware", "trainer.nnodes × n_gpus_per_node (plus separate reward/teacher pools) against the given hardware"),
     "VI815": ("rollout parallelism verl cannot run", "rollout PP > 1 (NotImplementedError) and EP ≠ TP×DP (RolloutConfig)"),
     "VI817": ("rollout engine without a build for the device", "trainer.device=npu (or an Ascend --gpu-type) with SGLang: "
@@ -63,10 +67,16 @@ RULES: dict[str, tuple[str, str]] = {
     "VI860": ("memory does not fit / is tight", "a phase's estimated peak per GPU (rollout, weight sync, log-prob, update; GiB, wizard.planner.memory) is over the card: error; only its ±20% band is: warning naming the phase"),
     "VI861": ("memory not estimated", "no GPU memory size, or no model shape (placeholder, unknown model)"),
     "VI862": ("rollout engine reservation too small", "gpu_memory_utilization × GPU memory cannot hold the weights per GPU and one sequence's KV cache"),
+    "VI880": ("LoRA keys the training engine does not read", "a LoRA rank in the other engine's block (FSDP: model.lora_rank; Megatron: model.lora.rank): the engine trains all weights while verl keeps the reference in the actor and fails at its first pass (ray_trainer.py:360); other LoRA keys it ignores (warning)"),
+    "VI881": ("Megatron LoRA without Megatron-Bridge", "model.lora.rank > 0 with megatron.use_mbridge=False or vanilla_mbridge=True: verl asserts it when the worker starts (megatron_peft.py:26)"),
+    "VI882": ("Megatron LoRA with the delta_sharded weight sync", "checkpoint_engine.backend=delta_sharded asserts 'does not support LoRA' at the first sync (megatron/transformer_impl.py:1077)"),
     "VI887": ("reward function without the router keywords", "a reward model is enabled but the custom reward function takes neither reward_router_address/reward_model_tokenizer nor **kwargs (naive.py:56: TypeError at the first reward)"),
     "VI888": ("judge function without a reward model", "the custom reward function requires reward_router_address (a generative judge's) but reward.reward_model.enable is false"),
     "VI889": ("reward model without enough GPUs", "a reward-model replica (TP×DP×PP) larger than its pool, or enable_resource_pool with n_gpus_per_node/nnodes ≤ 0 (verl fails after Ray starts)"),
     "VI872": ("fewer training rows than one batch", "verl drops the incomplete batch (drop_last) and trains 0 steps"),
+    "VI883": ("sandbox bypassed by a custom reward function", "reward.sandbox_fusion.url with reward.custom_reward_function.path: verl binds the sandbox into its default scorer only (ppo/reward.py:134)"),
+    "VI884": ("sandbox URL verl cannot or should not use", "reward.sandbox_fusion.url not http(s) (every call fails, rewards 0) or with credentials in it (shown redacted)"),
+    "VI885": ("sandbox never called", "reward.sandbox_fusion.url set but the training rows' data_source is not one verl routes to its code scorer"),
     "VI870": ("file not found", "data files, model folders, reward function, custom classes and configs that do not exist here"),
     "VI871": ("reward function not in its file", "reward.custom_reward_function.name is not defined in the file (verl fails when the reward loop starts)"),
 }

@@ -603,6 +603,14 @@ def bundle_problems(exp: Expected) -> list[Problem]:
 
     assert exp.bundle is not None
     out: list[Problem] = []
+    configmap: Optional[dict[str, Any]] = None
+    cm_text = _read_small(exp.bundle / "k8s/configmap.yaml")
+    if cm_text is not None:
+        try:
+            cm_doc = yaml.safe_load(cm_text)
+        except yaml.YAMLError:
+            cm_doc = None
+        configmap = cm_doc if isinstance(cm_doc, dict) and cm_doc.get("kind") == "ConfigMap" else None
     for name in ("k8s/rayjob.yaml", "k8s/raycluster.yaml"):
         path = exp.bundle / name
         if path.is_file():
@@ -615,6 +623,7 @@ def bundle_problems(exp: Expected) -> list[Problem]:
             for doc in docs:
                 out.extend(manifest_problems(doc, exp.cluster_nodes, exp.gpus_per_node, source=name))
                 out.extend(pod_storage_problems(doc, exp.config, source=name))
+                out.extend(pod_tool_problems(doc, exp.config, exp.bundle, source=name, configmap=configmap))
     rt = exp.bundle / "ray/runtime_env.yaml"
     if rt.is_file():
         try:
@@ -637,7 +646,10 @@ def bundle_problems(exp: Expected) -> list[Problem]:
                     "VI724", "error", (name, "trainer.nnodes" if key == "NNODES" else "trainer.n_gpus_per_node"),
                     f"{name} has {key}={value} but verl_config.yaml says {want[key]}",
                     "re-render the bundle with verl-init so both come from one plan"))
-    return out
+    unique: dict[tuple[str, str], Problem] = {}  # k8s/rayjob.yaml and k8s/raycluster.yaml share one ConfigMap (VI769)
+    for p in out:
+        unique.setdefault((p.rule, p.message), p)
+    return list(unique.values())
 
 
 def _containers(pod_template: Any) -> list[dict[str, Any]]:
@@ -819,6 +831,126 @@ def pod_storage_problems(doc: Any, config: Mapping[str, Any], *, source: str = "
                 f"trainer.save_freq={save_freq} writes checkpoints to {where}, pod-local storage: they are lost "
                 "when the pods go", "re-render with checkpoint_pvc=<a ReadWriteMany PVC> or shared_pvc=<PVC> "
                 "(or save_freq=-1)"))
+    return out
+
+
+TOOL_CONFIG_KEY = "actor_rollout_ref.rollout.multi_turn.tool_config_path"
+MAX_BUNDLE_FILE_BYTES = 1024 * 1024  # a tool config or module read from a bundle (a ConfigMap holds at most 1 MiB)
+
+
+def _read_small(path: Path) -> Optional[str]:
+    """A bundle file's text, or None when it is missing, not a regular file, over 1 MiB or not UTF-8."""
+    try:
+        if not path.is_file() or path.stat().st_size > MAX_BUNDLE_FILE_BYTES:
+            return None
+        with open(path, "rb") as fh:
+            return fh.read(MAX_BUNDLE_FILE_BYTES + 1).decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _pod_source(path: str, tpl: Any) -> tuple[str, str, str]:
+    """Where the Ray container of a pod template finds the absolute `path`: ("configmap", ConfigMap name, key),
+    ("pvc", claim, ""), or ("pod-local", volume or "", "") for an emptyDir, an image folder or anything else."""
+    spec = (tpl or {}).get("spec") or {}
+    volumes = {v.get("name"): v for v in spec.get("volumes") or [] if isinstance(v, dict)}
+    containers = [c for c in spec.get("containers") or [] if isinstance(c, dict)]
+    mounts = [m for m in (containers[0].get("volumeMounts") or [] if containers else []) if isinstance(m, dict)]
+    covering = [m for m in mounts if path == str(m.get("mountPath", "")).rstrip("/")
+                or path.startswith(str(m.get("mountPath", "")).rstrip("/") + "/")]
+    if not covering:
+        return "pod-local", "", ""
+    m = max(covering, key=lambda x: len(str(x.get("mountPath", ""))))
+    rel = path[len(str(m["mountPath"]).rstrip("/")) + 1:]
+    rel = posixpath.join(str(m["subPath"]), rel).rstrip("/") if m.get("subPath") else rel
+    vol = volumes.get(m.get("name")) or {}
+    if isinstance(vol.get("configMap"), dict):
+        cm = vol["configMap"]
+        items = cm.get("items")
+        if isinstance(items, list):
+            key = next((str(i.get("key")) for i in items if isinstance(i, dict) and i.get("path") == rel), "")
+        else:
+            key = rel if "/" not in rel else ""
+        return ("configmap", str(cm.get("name", "")), key) if key else ("pod-local", str(m.get("name")), "")
+    if isinstance(vol.get("persistentVolumeClaim"), dict):
+        return "pvc", str(vol["persistentVolumeClaim"].get("claimName", "")), ""
+    return "pod-local", str(m.get("name", "")), ""
+
+
+def _tool_paths(config: Mapping[str, Any], bundle: Optional[Path]) -> list[str]:
+    """The files of a multi-turn config that verl's agent-loop workers read relative to their working folder: the
+    tool config, and (from the bundle's copy of it) the modules of its classes that the bundle folder holds."""
+    import yaml
+
+    if _select(config, "actor_rollout_ref.rollout.multi_turn.enable") is not True:
+        return []
+    tool_config = _select(config, TOOL_CONFIG_KEY)
+    if not isinstance(tool_config, str) or not tool_config or tool_config.startswith(("/", "$", "~")):
+        return []
+    out = [posixpath.normpath(tool_config)]
+    text = _read_small(bundle / tool_config) if bundle is not None else None
+    try:
+        tools = (yaml.safe_load(text) or {}).get("tools") if text else None
+    except (yaml.YAMLError, AttributeError):
+        tools = None
+    for tool in tools if isinstance(tools, list) else []:
+        module = str((tool or {}).get("class_name", "")).rpartition(".")[0] if isinstance(tool, dict) else ""
+        for candidate in (module.replace(".", "/") + ".py", module.replace(".", "/") + "/__init__.py"):
+            if module and bundle is not None and (bundle / candidate).is_file():
+                out.append(candidate)
+                break
+    return out
+
+
+def pod_tool_problems(doc: Any, config: Mapping[str, Any], bundle: Optional[Path] = None, *,
+                      source: str = "manifest", configmap: Optional[Mapping[str, Any]] = None) -> list[Problem]:
+    """VI768: a multi-turn config's tool files (tool_config_path, relative to the working folder, and the bundle's
+    tool module) must reach every pod of a KubeRay RayJob / RayCluster: from a ConfigMap projected there, or a PVC.
+    VI769: the bundle's k8s/configmap.yaml (`configmap`) carries another copy of them than the bundle folder."""
+    out: list[Problem] = []
+    if not isinstance(doc, dict) or doc.get("kind") not in ("RayJob", "RayCluster"):
+        return out
+    paths = _tool_paths(config, bundle)
+    if not paths:
+        return out
+    spec = doc.get("spec") or {}
+    cluster = spec.get("rayClusterSpec") if doc["kind"] == "RayJob" else spec
+    if not isinstance(cluster, dict):
+        return out
+    head = (cluster.get("headGroupSpec") or {}).get("template")
+    groups = [("head", head)] + [(str(g.get("groupName", "workers")), g.get("template"))
+                                 for g in cluster.get("workerGroupSpecs") or [] if isinstance(g, dict)]
+    workdir = next((str(c.get("workingDir")) for c in ((head or {}).get("spec") or {}).get("containers") or []
+                    if isinstance(c, dict) and c.get("workingDir")), "/")
+    data = (configmap or {}).get("data") if isinstance(configmap, Mapping) else None
+    missing: dict[str, list[str]] = {}
+    drift: dict[str, str] = {}
+    for path in paths:
+        where = posixpath.join(workdir, path)
+        for group, tpl in groups:
+            kind, name, key = _pod_source(where, tpl)
+            if kind == "pod-local":
+                missing.setdefault(path, []).append(group)
+            elif kind == "configmap" and isinstance(data, Mapping) and bundle is not None and \
+                    name == ((configmap or {}).get("metadata") or {}).get("name"):
+                own = _read_small(bundle / path)
+                if key not in data:
+                    missing.setdefault(path, []).append(f"{group} (k8s/configmap.yaml has no key {key})")
+                elif own is not None and data[key] != own:
+                    drift[path] = key
+    for path, groups_missing in missing.items():
+        out.append(Problem(
+            "VI768", "error", (source, TOOL_CONFIG_KEY),
+            f"the pods of {', '.join(dict.fromkeys(groups_missing))} open {path} in their working folder {workdir}, "
+            "where no ConfigMap or PVC puts it: verl's agent-loop workers cannot load the tools",
+            "re-render the bundle with verl-init (its ConfigMap carries the tool files to every pod), or copy them "
+            "onto shared_pvc=<PVC> mounted there"))
+    for path, key in drift.items():
+        out.append(Problem(
+            "VI769", "error", ("k8s/configmap.yaml", path),
+            f"k8s/configmap.yaml carries another {path} (key {key}) than the bundle folder: the pods run the "
+            "ConfigMap's copy",
+            f"put the bundle's {path} into k8s/configmap.yaml under key {key}, or undo the edit"))
     return out
 
 

@@ -15,6 +15,8 @@ With --agent tool (multi-turn tool calling, verl's tool agent loop):
   VI567 error    a row's extra_info.tools_kwargs lacks the --tool-name tool's create_kwargs (a warning without
                  --tool-name when tools_kwargs is missing): the tool gets no ground truth
   VI568 warning  agent_name is not one of verl's agent loops (single_turn_agent, tool_agent)
+  VI586 error    a code row (data_source codecontests, apps, codeforces, taco) whose ground_truth is not test cases
+                 verl's code scorer can run (it would score every response 0 without running it)
   VI529 warning  duplicate prompts within a file
   VI530 warning  prompts shared between files (train/validation overlap)
   VI531 error    the file has no rows, or no row survives verl's overlong filter
@@ -47,7 +49,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from wizard.planner.dataprep import scorer_for
+from wizard.planner.dataprep import CODE_DATA_SOURCES, scorer_for, test_cases_problem
 from wizard.intent.errors import UserError
 
 ROLES = ("system", "user", "assistant", "tool")
@@ -83,6 +85,7 @@ RULES: dict[str, tuple[str, str]] = {
     "VI566": ("warning", "agent_name missing (multi-turn)"),
     "VI567": ("error", "tools_kwargs missing (multi-turn)"),
     "VI568": ("warning", "agent_name not a verl agent loop"),
+    "VI586": ("error", "code row's test cases unreadable by verl's code scorer"),
 }
 
 
@@ -432,6 +435,14 @@ class _FileCheck:
                 row_no, "null" if rm is None else _short(rm))
         else:
             gt = rm.get("ground_truth")
+            code_row = ds in CODE_DATA_SOURCES and gt is not None
+            if code_row:  # verl's code scorers take JSON text or a mapping of test cases
+                why = test_cases_problem(gt)
+                if why is not None:
+                    self.finding("VI586", "a code row's reward_model.ground_truth is not test cases verl's code "
+                                 "scorer can run", "write JSON text of {\"inputs\": [stdin, ...], \"outputs\": "
+                                 "[stdout, ...]} (same lengths, at least one case; fn_name or assert_case optional): "
+                                 "verl scores every response to this row 0 without running it").add(row_no, why)
             if gt is None:
                 self.finding("VI523", "reward_model.ground_truth is missing",
                              "verl's scorers compare the response with ground_truth: without it every reward is 0"
@@ -441,7 +452,7 @@ class _FileCheck:
                     self.finding("VI523", "reward_model.ground_truth is empty",
                                  "verl's scorers compare the response with ground_truth: an empty one never matches"
                                  ).add(row_no, repr(gt))
-            else:
+            elif not (code_row and isinstance(gt, dict)):
                 custom = o.reward_function is not None
                 self.finding("VI524", f"reward_model.ground_truth is {_type_name(gt)}, not text",
                              "verl's scorers compare extracted answer text with ground_truth, so every reward "

@@ -21,7 +21,7 @@ TEXT_ERROR = "verl_init_text"  # pydantic error type of a refused string (see wi
 Algorithm = Literal["grpo", "ppo", "dapo", "rloo", "reinforce_plus_plus", "remax", "gspo"]
 Cluster = Literal["local", "ray", "kuberay", "slurm"]
 Accelerator = Literal["nvidia", "amd", "ascend"]
-Reward = Literal["rule", "model", "function", "genrm"]
+Reward = Literal["rule", "model", "function", "sandbox", "genrm"]
 RolloutEngine = Literal["vllm", "sglang"]
 TrainBackend = Literal["fsdp", "fsdp2", "megatron"]
 Logger = Literal[
@@ -29,7 +29,7 @@ Logger = Literal[
 ]
 
 DATA_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
-BUILTIN_DATASETS = ("gsm8k", "math", "geo3k")
+BUILTIN_DATASETS = ("gsm8k", "math", "geo3k", "codecontests")
 
 
 class Answers(BaseModel):
@@ -59,16 +59,31 @@ class Answers(BaseModel):
     )
     critic_model: Optional[str] = Field(None, min_length=1, description="Critic (value) model for ppo; defaults to model.")
     reward: Reward = Field("rule", description="Reward source: rule (verl's scorer by data_source), model (a classifier), "
-                                                "function, or genrm (an LLM judge scoring each response).")
+                                               "function, sandbox (code rows run against their test cases in a "
+                                               "SandboxFusion service), or genrm (an LLM judge scoring each response).")
     reward_model: Optional[str] = Field(
         None, min_length=1, description="Reward model path: a sequence classifier for reward=model, the judge LLM for reward=genrm."
     )
     reward_function: Optional[str] = Field(
         None, min_length=1, description="Custom scorer as file.py:function_name, for reward=function."
     )
+    sandbox_url: Optional[str] = Field(
+        None, min_length=1, max_length=2000,
+        description="reward=sandbox: the SandboxFusion run_code endpoint verl's reward workers call, e.g. "
+                    "http://sandbox-fusion:8080/run_code (reward.sandbox_fusion.url); it must answer from every node.",
+    )
+    sandbox_max_concurrent: Optional[int] = Field(
+        None, ge=1, le=4096, description="reward=sandbox: sandbox calls in flight per reward worker "
+                                         "(reward.sandbox_fusion.max_concurrent; verl's default 64).",
+    )
+    sandbox_memory_mb: Optional[int] = Field(
+        None, ge=64, le=65536, description="reward=sandbox: memory limit of each sandboxed program in MB "
+                                           "(reward.sandbox_fusion.memory_limit_mb; verl's default 1024).",
+    )
     judge_gpus: int = Field(
         0, ge=0, le=1024, description="reward=genrm: 0 serves the judge on the policy's GPUs (colocated, woken after the "
-                                      "rollout); N gives it its own pool of N GPUs on extra nodes (scores while rollout runs).",
+                                      "rollout); N, a multiple of gpus_per_node, gives it a pool of its own on N / "
+                                      "gpus_per_node extra nodes (scoring while rollout runs).",
     )
     judge_max_tokens: int = Field(
         512, ge=1, le=32768, description="reward=genrm: most tokens the judge writes per verdict (its sampling max_tokens).",
@@ -80,7 +95,8 @@ class Answers(BaseModel):
 
     # --- data ----------------------------------------------------------------------------------
     dataset: str = Field("gsm8k", min_length=1,
-                         description="gsm8k, math, geo3k (images; for a vision-language model), or a local .jsonl/.json/.csv/.parquet file.")
+                         description="gsm8k, math, geo3k (images; for a vision-language model), codecontests (programs with "
+                                     "test cases; reward=sandbox), or a local .jsonl/.json/.csv/.parquet file.")
     train_files: Optional[str] = Field(None, min_length=1, description="Training parquet/json(l) in verl's schema.")
     val_files: Optional[str] = Field(None, min_length=1, description="Validation parquet/json(l) in verl's schema.")
     max_prompt_length: int = Field(512, ge=16, le=262144, description="Longest prompt in tokens.")
@@ -133,6 +149,19 @@ class Answers(BaseModel):
     sequence_parallel: int = Field(1, ge=1, le=64, description="Ulysses sequence-parallel size (FSDP).")
     megatron_tp: Optional[int] = Field(None, ge=1, le=64, description="Megatron tensor-parallel size.")
     megatron_pp: Optional[int] = Field(None, ge=1, le=128, description="Megatron pipeline-parallel size.")
+    megatron_vpp: Optional[int] = Field(
+        None, ge=1, le=64, description="Megatron virtual pipeline stages per pipeline rank (interleaved schedule; needs megatron_pp > 1)."
+    )
+    megatron_cp: Optional[int] = Field(None, ge=1, le=64, description="Megatron context-parallel size (splits each sequence).")
+    megatron_ep: Optional[int] = Field(
+        None, ge=1, le=1024, description="Megatron expert-parallel size: a MoE model's experts spread over this many GPUs."
+    )
+    megatron_etp: Optional[int] = Field(
+        None, ge=1, le=64, description="Megatron expert tensor-parallel size (each expert split over this many GPUs)."
+    )
+    rollout_ep: Optional[int] = Field(
+        None, ge=1, le=1024, description="Rollout expert-parallel size for a MoE model: 1, or the rollout_tp (verl: EP = TP × DP)."
+    )
     offload: Optional[bool] = Field(None, description="Offload actor parameters and optimizer states to host memory.")
 
     # --- bookkeeping ------------------------------------------------------------------------------
@@ -220,8 +249,9 @@ class Answers(BaseModel):
     messages_field: Optional[str] = Field(
         None, min_length=1, description="Column of a local file holding a chat (list of {role, content}) used as the prompt."
     )
-    answer_format: Optional[Literal["number", "boxed", "text"]] = Field(
-        None, description="How answers are written and scored: number, boxed (\\boxed{}) or text; default by dataset."
+    answer_format: Optional[Literal["number", "boxed", "text", "code"]] = Field(
+        None, description="How answers are written and scored: number, boxed (\\boxed{}), text, or code (a ```python "
+                          "program run against the row's test cases: answer_field holds them); default by dataset."
     )
     instruction: Optional[str] = Field(
         None, description="Text added after each question, or a template with {question}; default asks for answer_format."

@@ -15,8 +15,11 @@ verl 0.9.1 facts, each with its source (paths under the installed `verl/`):
 - Tools: `rollout.multi_turn.tool_config_path`, a YAML list of `{class_name, config: {type: native}, tool_schema}`
   read by tools/tool_registry.py:initialize_tools_from_config (class_name imported with importlib find_spec, so
   the module must be importable where the AgentLoopWorker runs: the bundle folder is on the Ray workers' sys.path,
-  as the driver's working folder (ray/_private/worker.py) or a Ray job's working_dir). verl 0.9.1 ships no GSM8K
-  tool (verl.tools has base_tool, function_tool, schemas, tool_registry only), so the bundle carries one.
+  as the driver's working folder (ray/_private/worker.py:2715-2718 adds it to every worker's sys.path, and workers
+  start in their raylet's working folder) or a Ray job's working_dir). verl 0.9.1 ships no GSM8K tool (verl.tools
+  has base_tool, function_tool, schemas, tool_registry only), so the bundle carries one. On KubeRay the pods get
+  the bundle's files from its ConfigMap, mounted at the same relative path in every pod's working folder
+  (renderer/artefacts/cluster.py); a class of the user's is imported from the pods' image (VI565).
 - A row's `extra_info.tools_kwargs` reaches the tool: `{tool_name: {"create_kwargs": {...}}}`
   (utils/dataset/rl_dataset.py:403-410; tool_agent_loop.py:143); `interaction_kwargs` too, but 0.9.1 has no
   interaction config key any more (multi_turn.interaction_config_path is gone).
@@ -106,13 +109,16 @@ def rules(b: Any) -> None:
         if fmt != "number":
             f.error("VI561", ("tool", "answer_format"), f"tool=gsm8k checks a number after '####' but the answers are "
                     f"answer_format={fmt}", "use numeric (GSM8K-style) data, or tool=<module.Class> of your own")
+    elif a.cluster == "kuberay":
+        # The pods get the bundle's tool_config.yaml (and verl_init_tools/) from the ConfigMap
+        # (renderer/artefacts/cluster.py), but a class of yours is imported from the image: this machine says nothing.
+        module = tool.rpartition(".")[0]
+        f.warning("VI565", ("tool", "cluster"), f"tool={tool} with cluster=kuberay: the pods get "
+                  f"{TOOL_CONFIG} from the bundle's ConfigMap but import {module} from their image",
+                  f"install {module} in the image the pods run (the image answer), where verl's agent-loop workers "
+                  "import it")
     else:
         _tool_imports(b, tool)
-    if a.cluster == "kuberay":
-        f.error("VI565", ("agent", "cluster"), "agent=tool with cluster=kuberay: the pods get the bundle's files from "
-                "its ConfigMap (verl_config.yaml, prepare_data.py, reward_fn.py), which does not carry "
-                f"{TOOLS_DIR}/ (the tool config and tool module verl's agent-loop workers load)",
-                "use cluster=ray (ray/submit.sh uploads the whole bundle as the job's working_dir) or slurm")
     if a.train_files:
         f.warning("VI564", ("agent", "train_files"), "agent=tool with your own train_files: verl passes each row's "
                   "extra_info.tools_kwargs to the tool, and rows without agent_name use the default agent loop",
@@ -172,8 +178,10 @@ def keys(b: Any) -> None:
     s.set(f"{PRE}.rollout.multi_turn.max_assistant_turns", turns,
           "max_turns" if src == "answer" else f"{turns}: think, call the tool, answer", src)
     s.set(f"{PRE}.rollout.multi_turn.max_user_turns", turns, "tool replies count as user turns: never the binding limit")
+    where = ("relative: every pod's working folder holds it, from the ConfigMap" if b.a.cluster == "kuberay"
+             else "relative: run.sh starts verl in the bundle folder")
     s.set(f"{PRE}.rollout.multi_turn.tool_config_path", TOOL_CONFIG,
-          f"the bundle's tool config ({agent['class']}); relative: run.sh starts verl in the bundle folder",
+          f"the bundle's tool config ({agent['class']}); {where}",
           "answer" if "tool" in given else "default")
     s.set(f"{PRE}.rollout.multi_turn.max_tool_response_length", TOOL_RESPONSE_TOKENS,
           f"each tool reply cut to {TOOL_RESPONSE_TOKENS} characters (≤ as many tokens): {budget.tool_replies} replies take at most "

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Literal, Optional
 if TYPE_CHECKING:
     from wizard.intent.answers import Answers
 
-AnswerFormat = Literal["number", "boxed", "text"]
+AnswerFormat = Literal["number", "boxed", "text", "code"]
 
 # Bundle-relative paths (run.sh runs verl from the bundle folder).
 PREPARED_TRAIN = "data/train.parquet"
@@ -56,6 +56,12 @@ DEFAULT_SCORERS: dict[str, str] = {
     "searchR1_bamboogle": "search_r1_like_qa_em",
 }
 
+# The data sources verl 0.9.1 routes to its code scorers (reward_score/__init__.py:79-94): sandbox_fusion when
+# reward.sandbox_fusion.url is set (reward=sandbox), else prime_code, which runs the program in the reward worker.
+CODE_DATA_SOURCES = ("codecontests", "apps", "codeforces", "taco")
+# How many test cases verl's code scorers count (continuous=True: the first 10, sandbox_fusion/__init__.py:97-103).
+SCORED_CASES = 10
+
 # What the response must look like for a verl scorer to give credit (None: not one of our formats).
 SCORER_FORMAT: dict[str, Optional[AnswerFormat]] = {
     "gsm8k": "number",  # strict: the number after "#### "
@@ -64,19 +70,25 @@ SCORER_FORMAT: dict[str, Optional[AnswerFormat]] = {
 }
 
 # Data source verl-init writes when the scorer must be verl's own (reward=rule).
-RULE_DATA_SOURCE: dict[str, str] = {"number": "openai/gsm8k", "boxed": "DigitalLearningGmbH/MATH-lighteval"}
+RULE_DATA_SOURCE: dict[str, str] = {"number": "openai/gsm8k", "boxed": "DigitalLearningGmbH/MATH-lighteval",
+                                     "code": "codecontests"}
 
 INSTRUCTIONS: dict[str, str] = {
     # verl's examples/data_preprocess/gsm8k.py and math_dataset.py
     "number": 'Let\'s think step by step and output the final answer after "####".',
     "boxed": "Let's think step by step and output the final answer within \\boxed{}.",
     "text": 'Answer on the last line, starting with "Answer:".',
+    # verl's code scorers read the program from the last ```python block (sandbox_fusion/__init__.py:47-48)
+    "code": ("Write a Python 3 program that reads the input from standard input and writes the answer to standard "
+             "output. Put the whole program in one ```python code block."),
 }
 
 FORMAT_WORDS: dict[str, str] = {
     "number": 'the last number in the response (preferring the one after "####"), compared numerically',
     "boxed": "the last \\boxed{...} in the response, compared after LaTeX normalisation",
     "text": 'the text after the last "Answer:" (else the last line), compared case- and punctuation-insensitively',
+    "code": ("the program in the response's ```python block, run on each test case's input; the score is the share "
+             f"of the first {SCORED_CASES} cases whose output matches"),
 }
 
 
@@ -92,6 +104,7 @@ class Hub:
     local_subdirs: tuple[str, ...]  # where a hub snapshot keeps the split files
     instruction: Optional[str] = None  # the instruction verl's own preprocessing adds (None: by answer_format)
     images: bool = False  # rows carry images (an `images` column): for a vision-language model
+    data_source: Optional[str] = None  # the data_source written, when verl's scorer knows the data by another name
 
 
 # verl's examples/data_preprocess/geo3k.py: its instruction, added after the problem (which holds the <image>)
@@ -106,8 +119,12 @@ HUB: dict[str, Hub] = {
     # verl's geo3k.py: problem (with <image>), answer (the ground truth as it is), images ({bytes, path} list)
     "geo3k": Hub("hiyouga/geometry3k", None, "train", "test", "problem", "answer", "text", ("data",),
                  instruction=GEO3K_INSTRUCTION, images=True),
+    # DeepMind's CodeContests: description, public_tests {input: [...], output: [...]} (stdin → stdout); verl's
+    # scorer knows it as data_source "codecontests" (reward_score/__init__.py:79)
+    "codecontests": Hub("deepmind/code_contests", None, "train", "valid", "description", "public_tests", "code",
+                        ("data",), data_source="codecontests"),
 }
-HUB_FORMAT: dict[str, AnswerFormat] = {"gsm8k": "number", "math": "boxed", "geo3k": "boxed"}
+HUB_FORMAT: dict[str, AnswerFormat] = {"gsm8k": "number", "math": "boxed", "geo3k": "boxed", "codecontests": "code"}
 HUB_IMAGE_KEY = "images"  # the hub datasets' image column (geometry3k's)
 LOCAL_ONLY_KEYS = ("question_field", "answer_field", "messages_field", "val_fraction", "split_seed")
 
@@ -181,7 +198,11 @@ def resolve(a: "Answers", base_dir: str) -> DataPrep:
         fmt_reason = "answer_format (your answer)"
     elif hub is not None:
         fmt = HUB_FORMAT[a.dataset]
-        fmt_reason = f"{a.dataset}'s answers are " + ("numbers after ####" if fmt == "number" else "\\boxed{} expressions")
+        fmt_reason = f"{a.dataset}'s answers are " + {"number": "numbers after ####", "code": "programs run against "
+                                                      "test cases"}.get(fmt, "\\boxed{} expressions")
+    elif a.reward == "sandbox":
+        fmt = "code"
+        fmt_reason = "reward=sandbox: the answer field holds each row's test cases, the response a program"
     else:
         fmt = "number"
         fmt_reason = "GSM8K-style numeric answers (set answer_format=boxed or text for other data)"
@@ -195,9 +216,11 @@ def resolve(a: "Answers", base_dir: str) -> DataPrep:
 
     if a.data_source is not None:
         ds, ds_reason = a.data_source, "data_source (your answer)"
+    elif hub is not None and hub.data_source:
+        ds, ds_reason = hub.data_source, f"the name verl's scorer knows {hub.name} by (selects its code scorer)"
     elif hub is not None:
         ds, ds_reason = hub.name, f"the hub id, as verl's {a.dataset} preprocessing writes (selects verl's scorer)"
-    elif a.reward == "rule" and fmt in RULE_DATA_SOURCE:
+    elif a.reward in ("rule", "sandbox") and fmt in RULE_DATA_SOURCE:
         ds = RULE_DATA_SOURCE[fmt]
         ds_reason = f"reward=rule: selects verl's {scorer_for(ds)} scorer, which reads answer_format={fmt}"
     else:
@@ -223,7 +246,7 @@ def resolve(a: "Answers", base_dir: str) -> DataPrep:
         system_prompt=a.system_prompt if a.system_prompt is not None else agent_system_prompt(a),
         data_source=ds,
         data_source_reason=ds_reason,
-        ability="math" if fmt in ("number", "boxed") else "qa",
+        ability="math" if fmt in ("number", "boxed") else "code" if fmt == "code" else "qa",
         val_fraction=a.val_fraction,
         split_seed=a.split_seed,
         reward_fn=a.reward == "function" and not a.reward_function,
@@ -344,6 +367,8 @@ def _ground_truth(answer: str, extract: str) -> str:
         if not numbers:
             raise Skip("no number in the answer")
         return _plain_number(numbers[-1])
+    if extract == "code":
+        return code_tests(answer)
     if extract == "boxed":
         boxed = _last_boxed(answer)
         return (boxed if boxed is not None else answer).strip()
@@ -438,3 +463,62 @@ def held_out(n_rows: int, val_fraction: float, seed: int) -> set[int]:
         return set()
     n_val = min(n_rows - 1, max(1, round(n_rows * val_fraction)))
     return set(random.Random(seed).sample(range(n_rows), n_val))
+
+
+# -- code rows: the test cases verl's code scorers read ------------------------------------------------------------
+
+
+def test_cases_problem(value: object) -> Optional[str]:
+    """Why verl 0.9.1's sandbox scorer cannot score against this reward_model.ground_truth, or None. Mirrors
+    reward_score/sandbox_fusion/__init__.py:62-76 (a dict, or JSON text of one; `assert_case` list, else `inputs`
+    and `outputs`) and sandbox_fusion/utils.py:check_correctness (:505-521: as many outputs and assert cases as
+    inputs, at least one case); on any of these verl scores every response 0 without running it."""
+    import json
+
+    if isinstance(value, (bytes, bytearray)):
+        value = value.decode("utf-8", errors="replace")
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError as exc:
+            return f"not JSON ({exc.msg} at character {exc.pos})"
+    if not isinstance(value, dict):
+        return f"a JSON {type(value).__name__}, not an object with inputs and outputs"
+    asserts = value.get("assert_case")
+    if isinstance(asserts, list):
+        inputs = value.get("inputs", [""] * len(asserts))
+        outputs = value.get("outputs", [None] * len(asserts))
+    elif "inputs" not in value or "outputs" not in value:
+        return "has no inputs/outputs lists (nor an assert_case list)"
+    else:
+        inputs, outputs = value["inputs"], value["outputs"]
+    if not isinstance(inputs, list) or not isinstance(outputs, list):
+        return "inputs and outputs must be lists"
+    if not inputs:
+        return "has no test case (empty inputs)"
+    if len(inputs) != len(outputs):
+        return f"{len(inputs)} inputs but {len(outputs)} outputs"
+    if isinstance(asserts, list) and len(asserts) != len(inputs):
+        return f"{len(asserts)} assert cases for {len(inputs)} inputs"
+    if "fn_name" in value and not isinstance(value["fn_name"], str):
+        return "fn_name is not a string"
+    return None
+
+
+def code_tests(answer: str) -> str:
+    """A code row's ground truth as verl's scorer reads it: JSON text of {"inputs": [...], "outputs": [...]}
+    (fn_name / assert_case kept). CodeContests' {"input": [...], "output": [...]} is renamed. Raises Skip (with
+    test_cases_problem's reason) for test cases verl could not run."""
+    import json
+
+    try:
+        value = json.loads(answer)
+    except ValueError as exc:
+        raise Skip(f"the test cases are not JSON ({exc.msg} at character {exc.pos})") from None
+    if isinstance(value, dict) and "inputs" not in value and "outputs" not in value and "input" in value:
+        value = {"inputs": value.get("input"), "outputs": value.get("output"),
+                 **{k: v for k, v in value.items() if k not in ("input", "output")}}
+    why = test_cases_problem(value)
+    if why is not None:
+        raise Skip(f"the test cases: {why}")
+    return json.dumps(value, ensure_ascii=False)

@@ -42,6 +42,18 @@ FSDP_WEIGHT_BYTES = 4
 # with the distributed optimizer (engine/megatron.yaml use_distributed_optimizer: True), fp32 master weights and
 # Adam m, v sharded over every data- and context-parallel rank: 12 B per parameter over all GPUs of the model.
 MEGATRON_WEIGHT_BYTES, MEGATRON_GRAD_BYTES, MEGATRON_OPTIM_BYTES = 2, 4, 12
+# A MoE's routed experts are sharded over EP × ETP × PP instead of TP × PP (Megatron-Core expert parallel), and the
+# distributed optimizer shards their fp32 master weights and Adam states over the expert-data-parallel group
+# (world / (EP × ETP × PP)), the dense parts' over the data-parallel group (world / (TP × PP), context-parallel
+# ranks included): both come to 12 B × parameters / world (megatron/core/optimizer/__init__.py builds one
+# DistributedOptimizer per group; verl's megatron engine, workers/engine/megatron/transformer_impl.py, uses it).
+# Megatron's own CPU optimizer (override_optimizer_config.optimizer_cpu_offload with optimizer_offload_fraction f,
+# a HybridDeviceOptimizer) keeps the share f of those states in host memory for good; verl's optimizer_offload
+# moves the rest out between updates (utils/megatron_utils.py offload_megatron_optimizer / load_megatron_optimizer).
+# The precision-aware optimizer (optim.use_precision_aware_optimizer) keeps Adam's m and v, and with main_grads_dtype
+# bf16 the gradient buffer, in the dtypes it names (utils/megatron/optimizer.py:188; transformer_impl.py:455
+# _resolve_override_ddp_config); the master weights stay fp32.
+MOE_MODELLED = True
 # torch.optim.AdamW: m and v in the weights' dtype (fp32): 8 B per trained parameter (tests/test_memory.py checks).
 ADAM_BYTES = 8
 # Logits per token and vocabulary entry in a training micro-batch: the bf16 logits (2 B) the loss keeps for
@@ -49,6 +61,21 @@ ADAM_BYTES = 8
 # flows back (4 B) (verl/utils/torch_functional.py logprobs_from_logits, entropy_from_logits; workers/utils/losses.py).
 # 14 B also fits the measured peaks best (D01–D10: every estimate within ±20 %; benchmarks/memory_calibration.md).
 LOGIT_BYTES_TRAIN = 14
+# verl 0.9.1 computes the entropy in the update only with entropy_coeff != 0 or actor.calculate_entropy
+# (trainer/ppo/ray_trainer.py:1336; FSDP workers/engine/fsdp/transformer_impl.py:1397, Megatron
+# workers/engine/megatron/transformer_impl.py:1214). The calibration runs D01–D10 all had entropy_coeff 0.001, so
+# without it FSDP's update drops the entropy's fp32 softmax (4 B of the 14). Megatron's update without entropy holds
+# the bf16 logits (2 B) and vocab_parallel_cross_entropy's fp32 upcast, saved as the softmax for backward, where
+# the gradient is computed in place (4 B; megatron/core/tensor_parallel/cross_entropy.py).
+ENTROPY_SOFTMAX_BYTES = 4
+MEGATRON_LOGIT_BYTES_NO_ENTROPY = 6
+# A MoE layer's router logits, fp32 per expert and token (verl's MoE scripts set moe_router_dtype=fp32), kept for the
+# router's softmax/top-k backward. The routed experts' activations are counted with the layer's dense 34·hidden
+# (Korthikanti et al.) and the active experts' working set: counting each of the top-k token copies the grouped
+# GEMMs keep (fc1 input, fc1 output, fc2 input) would put Qwen3-30B-A3B at EP 8 with 10240-token micro-batches
+# (tests/data/reference/moe-memory-cases.json M01, a run verl ships as tested on 8×H20) ~25 GiB over the card;
+# no measured MoE peak says which is right, so the dense count is kept and the band covers the rest.
+ROUTER_LOGIT_BYTES = 4
 # Forward-only passes (old log-probs, reference): bf16 logits, their fp32 copy, the entropy's fp32 softmax.
 LOGIT_BYTES_FORWARD = 10
 # Activations stored per layer and token: with gradient checkpointing (FSDP, verl's default; Megatron with
@@ -107,6 +134,7 @@ class Layout:
     megatron_cp: int = 1
     megatron_ep: int = 1  # expert parallel: MoE experts split over EP × ETP ranks instead of TP
     megatron_etp: Optional[int] = None  # expert tensor parallel (None: as TP, Megatron's default)
+    megatron_vpp: Optional[int] = None  # virtual pipeline stages (interleaved schedule): carried, no memory term here
     recompute: bool = False  # Megatron recompute_granularity=full
     checkpointing: bool = True  # FSDP model.enable_gradient_checkpointing (verl's default: true)
     train_tokens: int = 0  # tokens per training micro-batch per GPU (before the SP/CP split): a budget, or micro × seq
@@ -117,6 +145,10 @@ class Layout:
     ref_resident: bool = False  # a reference model whose weights stay on the GPU between its passes
     use_ref: bool = False
     lora_rank: int = 0
+    # Megatron LoRA synced as adapters (model.lora.merge false) to an engine that loaded the real base weights
+    # (rollout.load_format not dummy): each weight sync exports only the adapters and leaves offloaded frozen weights
+    # in host memory (workers/engine/megatron/transformer_impl.py:1035-1044, engine_workers.py:673)
+    lora_adapter_sync: bool = False
     critic: Optional[ModelShape] = None
     critic_offload: Optional[bool] = None  # None: as the actor
     replica_batch: int = 1  # sequences one rollout replica generates per step
@@ -124,10 +156,19 @@ class Layout:
     reward_gmu: float = 0.0  # share of each GPU its engine reserves (0: no colocated reward model)
     reward_tp: int = 1
     reward_seq_len: int = 0  # the reward model's longest sequence (a judge's prompt + verdict); 0: seq_len
+    # the reward model's engine sleeps outside its own turn (reward_model.rollout.free_cache_engine: verl 0.9.1's
+    # reward loop wakes it only to score a batch, experimental/reward_loop/reward_loop.py compute_rm_score, after the
+    # policy's rollout); False counts both engines awake together (the planner's conservative assumption)
+    reward_free_cache: bool = False
     free_cache_engine: bool = True
     host_memory_gb: Optional[float] = None
     gpu_type: Optional[str] = None  # pins the card's reported capacity when its nominal size matches gpu_gb
     image_share: float = 0.0  # vision-language model: share of the tokens that are image tokens (vision tower activations)
+    rollout_dp: int = 1  # the rollout engine's data_parallel_size: vLLM splits a MoE's experts over TP × DP
+    optimizer_cpu_fraction: float = 0.0  # Megatron optimizer_cpu_offload × optimizer_offload_fraction (states on the host)
+    grad_bytes: int = MEGATRON_GRAD_BYTES  # Megatron's gradient buffer per parameter (2 with a bf16 main_grads_dtype)
+    optim_bytes: int = MEGATRON_OPTIM_BYTES  # Megatron's fp32 master + Adam m + v per parameter (precision-aware dtypes)
+    update_entropy: bool = True  # the update computes the entropy (entropy_coeff != 0 or actor.calculate_entropy)
 
 
 @dataclass(frozen=True)
@@ -327,9 +368,22 @@ def train_bytes_per_token(s: ModelShape, L: Layout) -> float:
         per_layer = s.hidden * (CHECKPOINT_BYTES_PER_HIDDEN if L.recompute else SELECTIVE_BYTES_PER_HIDDEN) / tp
     else:  # without gradient checkpointing every layer keeps the working set a recompute would rebuild
         per_layer = s.hidden * CHECKPOINT_BYTES_PER_HIDDEN if L.checkpointing else working
-    stored = layers * per_layer
-    logits = s.vocab * LOGIT_BYTES_TRAIN / tp
+    stored = layers * per_layer + _router_bytes_per_token(s, L)
+    if L.update_entropy:
+        logit_bytes = LOGIT_BYTES_TRAIN
+    else:
+        logit_bytes = MEGATRON_LOGIT_BYTES_NO_ENTROPY if L.megatron else LOGIT_BYTES_TRAIN - ENTROPY_SOFTMAX_BYTES
+    logits = s.vocab * logit_bytes / tp
     return stored + working + logits + _vision_bytes_per_token(s, L, train=True)
+
+
+def _router_bytes_per_token(s: ModelShape, L: Layout) -> float:
+    """The router logits every MoE layer keeps (fp32 per expert; split over TP with sequence parallel)."""
+    if not s.experts:
+        return 0.0
+    tp = L.megatron_tp if L.megatron else 1
+    layers = math.ceil(s.moe_layers / L.megatron_pp) if L.megatron else s.moe_layers
+    return layers * s.experts * ROUTER_LOGIT_BYTES / tp
 
 
 def _vision_bytes_per_token(s: ModelShape, L: Layout, *, train: bool) -> float:
@@ -348,6 +402,40 @@ def forward_bytes_per_token(s: ModelShape, L: Layout) -> float:
 def _critic_bytes_per_token(c: ModelShape, L: Layout) -> float:
     """A critic has a value head, not the vocabulary's logits (verl/utils/model.py load_valuehead_model)."""
     return c.layers * c.hidden * CHECKPOINT_BYTES_PER_HIDDEN + (10 * c.hidden + 4 * c.intermediate) * 2
+
+
+# -- parameters per GPU ----------------------------------------------------------------------------------------
+
+
+def megatron_params_per_gpu(s: ModelShape, L: Layout) -> tuple[float, float]:
+    """(parameters on the busiest GPU, parameters whose optimizer states it holds) for Megatron.
+
+    Dense parts (attention, norms, router, shared experts, dense MLPs) over TP × PP; with PP > 1 the first and last
+    stages also hold the input embedding and the output layer whole over TP (a tied embedding is kept on both);
+    routed experts over EP × ETP × PP (ETP unset = TP, Megatron's default). The distributed optimizer shards each
+    part's states over its data-parallel group: world / (TP × PP) for dense parts, world / (EP × ETP × PP) for
+    experts."""
+    tp, pp, n = L.megatron_tp, L.megatron_pp, L.n_gpus
+    etp = L.megatron_etp or tp
+    experts = s.routed_expert_params
+    embed = s.vocab * s.hidden  # one embedding table
+    body = s.params - experts - s.embed_params()
+    if pp > 1:  # the busiest stage: its share of the layers and one vocabulary table
+        dense = body / (tp * pp) + embed / tp
+    else:
+        dense = (body + s.embed_params()) / tp
+    expert = experts / (L.megatron_ep * etp * pp)
+    dense_dp = max(1.0, n / (tp * pp))
+    expert_dp = max(1.0, n / (L.megatron_ep * etp * pp))
+    return dense + expert, dense / dense_dp + expert / expert_dp
+
+
+def rollout_weight_bytes(s: ModelShape, L: Layout) -> float:
+    """bf16 weights on one rollout GPU: dense parts over the engine's TP; a MoE's routed experts over TP × DP (vLLM's
+    fused MoE splits experts over TP × DP whether or not expert parallel is on: verl's rollout.yaml
+    expert_parallel_size note, workers/config/rollout.py:295 EP = TP × DP)."""
+    experts = s.routed_expert_params
+    return 2 * (s.params - experts) / L.rollout_tp + 2 * experts / (L.rollout_tp * max(1, L.rollout_dp))
 
 
 # -- the estimate ----------------------------------------------------------------------------------------------
@@ -371,14 +459,12 @@ def _estimate(s: ModelShape, L: Layout, *, full: bool) -> Estimate:
     # FSDP shards over every GPU (fsdp_size=-1; Ulysses SP only splits the data: workers/engine/fsdp/
     # transformer_impl.py builds the mesh over the whole world). Megatron over TP × PP, Adam over all GPUs.
     if L.megatron:
-        # dense parameters over TP × PP; a MoE's experts over EP × ETP × PP (Megatron-Core expert parallel:
-        # engine/megatron.yaml expert_model_parallel_size, expert_tensor_parallel_size: null = TP)
-        experts = s.layers * s.experts * 3 * s.hidden * s.moe_intermediate if s.experts else 0
-        etp = L.megatron_etp or L.megatron_tp
-        per_gpu = (P - experts) / (L.megatron_tp * L.megatron_pp) + experts / (L.megatron_ep * etp * L.megatron_pp)
+        per_gpu, optim_params = megatron_params_per_gpu(s, L)
         weights = MEGATRON_WEIGHT_BYTES * per_gpu
-        grads = MEGATRON_GRAD_BYTES * per_gpu
-        optim = MEGATRON_OPTIM_BYTES * P / n
+        grads = L.grad_bytes * per_gpu
+        optim_all = L.optim_bytes * optim_params
+        optim = optim_all * (1 - L.optimizer_cpu_fraction)  # Megatron's CPU optimizer keeps its share on the host
+        host += (optim_all - optim) * gpn
         gather = biggest = 0.0
         ref_weights = MEGATRON_WEIGHT_BYTES * per_gpu
     else:
@@ -392,6 +478,17 @@ def _estimate(s: ModelShape, L: Layout, *, full: bool) -> Estimate:
         # the largest tensor the weight sync gathers whole, in fp32 (engine's get_per_tensor_param .full_tensor())
         biggest = FSDP_WEIGHT_BYTES * s.vocab * s.hidden
         ref_weights = FSDP_WEIGHT_BYTES * P / n
+    sync_weights = weights  # what the weight sync loads onto the GPU (all weights, unless LoRA syncs adapters only)
+    if L.megatron and L.lora_rank:
+        # LoRA through Megatron-Bridge's PEFT (workers/config/megatron_peft.py): the frozen base stays bf16, sharded as
+        # above; the adapters (lora.dtype null: the model's bf16) are the only parameters that require gradients, so
+        # Megatron's DDP gives only them an fp32 gradient buffer and the distributed optimizer only their fp32 master
+        # copy and Adam m, v (PEFT freezes the base before the DDP wrap: utils/megatron_utils.py:389-403).
+        adapters = megatron_lora_per_gpu(s, L)
+        weights += MEGATRON_WEIGHT_BYTES * adapters
+        grads = MEGATRON_GRAD_BYTES * adapters
+        optim = MEGATRON_OPTIM_BYTES * megatron_lora_params(s, L.lora_rank) / n
+        sync_weights = MEGATRON_WEIGHT_BYTES * adapters if (L.lora_adapter_sync and L.offload_params) else weights
     host += ((weights if L.offload_params else 0) + (optim if L.offload_optimizer else 0)) * gpn
     resident_w = 0.0 if L.offload_params else weights
     resident_o = 0.0 if L.offload_optimizer else optim
@@ -442,10 +539,18 @@ def _estimate(s: ModelShape, L: Layout, *, full: bool) -> Estimate:
     resident_critic = [("critic", "weights + Adam (not offloaded)", critic_res)] if L.critic is not None else []
     resident_ref = [("reference", "weights (not offloaded)", ref_res)] if has_ref else []
 
+    # a reward model's engine that sleeps outside its turn: asleep beside the policy's engine; its own turn (the
+    # policy's engine asleep) counts where it reserves more than the policy's
+    reward_turns = bool(L.reward_gmu) and L.reward_free_cache
+    if reward_turns:
+        reward_beside = ("reward model", "asleep (its engine wakes for its own turn)", ENGINE_ASLEEP_GIB * GIB)
+        reward_turn = [("reward model", "its own turn (above the policy's engine)", reward_engine - engine)]
+    else:
+        reward_beside, reward_turn = ("reward model", "engine reservation", reward_engine), []
     # rollout: the engines awake, the training state that is not offloaded beside them
     e.phases["rollout"] = terms(
         ("rollout", "engine reservation (gpu_memory_utilization × card)", engine),
-        ("reward model", "engine reservation", reward_engine),
+        reward_beside, *reward_turn,
         ("actor", "resident (not offloaded)", resident_w + resident_o + resident_g),
         *resident_ref, *resident_critic,
         ("runtime", "allocator reserve", carried),
@@ -456,8 +561,8 @@ def _estimate(s: ModelShape, L: Layout, *, full: bool) -> Estimate:
     # held (estimates −16 … +16 % of the measured peaks), so the whole reservation is counted.
     e.phases["weight sync"] = terms(
         ("rollout", "engine reservation (gpu_memory_utilization × card)", engine),
-        ("reward model", "engine reservation", reward_engine),
-        ("actor", "weights loaded for the sync", weights + resident_o + resident_g),
+        reward_beside,
+        ("actor", "weights loaded for the sync", sync_weights + resident_o + resident_g),
         ("actor", "largest tensor gathered for the sync", biggest),
         *resident_ref, *resident_critic,
         ("runtime", "allocator reserve", carried),
@@ -497,7 +602,7 @@ def _estimate(s: ModelShape, L: Layout, *, full: bool) -> Estimate:
             e.phases["update"] = terms(*update, ("critic", "its update (above the actor's)", above))
 
     # the KV cache: what the reservation holds beyond the bf16 weights
-    engine_weights = 2 * P / L.rollout_tp
+    engine_weights = rollout_weight_bytes(s, L)
     kv_room = engine - engine_weights - ENGINE_OVERHEAD_GIB * GIB
     e.kv_seqs = max(0.0, kv_room / (s.kv_bytes_per_token(L.rollout_tp) * L.seq_len))
     # verl 0.9.1 resumes only the engine's weights for the sync and its KV cache after the actor is offloaded
@@ -511,6 +616,32 @@ def _estimate(s: ModelShape, L: Layout, *, full: bool) -> Estimate:
     host += engine_weights * gpn  # a sleeping engine keeps its weights in host memory
     e.host_gb_per_node = host / GB
     return e
+
+
+def megatron_lora_params(s: ModelShape, rank: int) -> int:
+    """LoRA parameters Megatron-Bridge adds on verl's default model.lora.target_modules (linear_qkv, linear_proj,
+    linear_fc1, linear_fc2: wizard.verlspec.lora.MEGATRON_TARGET_MODULES), each adapter rank × (in + out) of its
+    layer under Megatron's fused names: QKV (hidden → q + 2 kv), the attention output (q → hidden), the gated MLP's
+    fused gate+up (hidden → 2 × intermediate) and its down projection (intermediate → hidden); a MoE's adapters on
+    every expert's fc1/fc2 (the router excluded, as verl's default does)."""
+    return sum(_megatron_lora_split(s, rank))
+
+
+def _megatron_lora_split(s: ModelShape, rank: int) -> tuple[int, int]:
+    """(dense, expert) LoRA parameters of megatron_lora_params."""
+    h, q, kv = s.hidden, s.heads * s.head_dim, s.kv_heads * s.head_dim
+    attention = (h + q + 2 * kv) + (q + h)
+    if s.experts:
+        return rank * attention * s.layers, rank * s.experts * (2 * h + 3 * s.moe_intermediate) * s.layers
+    return rank * (attention + (2 * h + 3 * s.intermediate)) * s.layers, 0
+
+
+def megatron_lora_per_gpu(s: ModelShape, L: Layout) -> float:
+    """LoRA parameters per GPU: the dense layers' adapters split like their layers over TP × PP, the experts' over
+    EP × ETP × PP."""
+    dense, expert = _megatron_lora_split(s, L.lora_rank)
+    etp = L.megatron_etp or L.megatron_tp
+    return dense / (L.megatron_tp * L.megatron_pp) + expert / (L.megatron_ep * etp * L.megatron_pp)
 
 
 def reward_engine_share(reward: ModelShape, gpu_gb: float, seq_len: int, tp: int = 1, seqs: int = MIN_KV_SEQS) -> float:
@@ -545,7 +676,7 @@ def _gmu_range(s: ModelShape, L: Layout, other_gib: float, headroom: float = 1 +
     cap = capacity_gib(L.gpu_gb, L.gpu_type)
     per_seq = s.kv_bytes_per_token(L.rollout_tp) * L.seq_len
     want = min(MIN_KV_SEQS, max(1, L.replica_batch))
-    weights = 2 * s.params / L.rollout_tp
+    weights = rollout_weight_bytes(s, L)
     # verl's rule of thumb: the reservation holds the bf16 weights twice (the rest is KV cache)
     low = max(2 * weights, weights + ENGINE_OVERHEAD_GIB * GIB + want * per_seq) / GIB / cap
     high = (cap / headroom - other_gib) / cap - L.reward_gmu
@@ -554,27 +685,30 @@ def _gmu_range(s: ModelShape, L: Layout, other_gib: float, headroom: float = 1 +
 
 def choose(s: ModelShape, base: Layout, *, tp_options: list[int], offload_options: list[bool],
            gmu_fixed: Optional[float], sp_options: list[int], token_cap: int,
-           mp_options: Optional[list[tuple[int, int]]] = None, gmu_target: float = 0.6,
+           mp_options: Optional[list[tuple[int, int] | rc.MegatronGrid]] = None, gmu_target: float = 0.6,
            batch_samples: int = 1, min_gpu_tokens: int = 0, accept: tuple[str, ...] = ("fits",)) -> Optional[Decision]:
     """The first layout (least offload, smallest model parallelism) whose verdict is in `accept` with a training
     micro-batch of at least one full sequence and `min_gpu_tokens` tokens per GPU, or None."""
-    mp_options = mp_options or [(base.megatron_tp, base.megatron_pp)]
+    grids = [g if isinstance(g, rc.MegatronGrid) else rc.MegatronGrid(*g)
+             for g in (mp_options or [(base.megatron_tp, base.megatron_pp)])]
     cap = capacity_gib(base.gpu_gb, base.gpu_type)
     headroom = 1 + BAND if "tight" not in accept else 1.0  # "fits": the band's high end stays under the card
     for offload in offload_options:
-        for mtp, mpp in mp_options:
+        for grid in grids:
             for sp in sp_options:
-                dp = rc.data_parallel_size(base.n_gpus, megatron=base.megatron, sp=sp, tp=mtp, pp=mpp)
+                dp = rc.data_parallel_size(base.n_gpus, megatron=base.megatron, sp=sp, tp=grid.tp, pp=grid.pp,
+                                           cp=grid.cp)
                 if not dp:
                     continue
                 lay = replace(base, offload_params=offload, offload_optimizer=offload, sp=sp, dp=dp,
-                              megatron_tp=mtp, megatron_pp=mpp)
+                              megatron_tp=grid.tp, megatron_pp=grid.pp, megatron_cp=grid.cp, megatron_ep=grid.ep,
+                              megatron_etp=grid.etp, megatron_vpp=grid.vpp)
                 # training tokens: as many as fit (with the band) in the update phase, up to the cap
                 probe = estimate(s, replace(lay, train_tokens=0, logprob_tokens=0, gmu=0.0, static_micro=False))
                 fixed = probe.phase_gib("update")
                 per_tok = train_bytes_per_token(s, lay) * (1 + ALLOCATOR_RESERVE)
                 room = (cap / headroom - fixed) * GIB
-                split = sp if not base.megatron else 1
+                split = sp if not base.megatron else grid.cp  # tokens per micro-batch before the SP/CP split
                 max_tokens = int(room / per_tok * split) if room > 0 else 0
                 if max_tokens < base.seq_len or max_tokens // split < min_gpu_tokens:
                     continue

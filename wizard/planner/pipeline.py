@@ -14,17 +14,18 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Literal, Optional, Sequence
 
-from wizard.planner import agent, dataprep, genrm
+from wizard.planner import agent, dataprep, genrm, sandbox
 from wizard._version import VERL_TARGET, __version__
 from wizard.intent.answers import BUILTIN_DATASETS, DATA_SUFFIXES, Answers
 from wizard.intent.errors import Findings, Problem
-from wizard.planner.memory import Decision, Layout, choose, estimate, reward_layout
+from wizard.planner.memory import Decision, Layout, choose, estimate, megatron_lora_params, reward_layout
 from wizard.planner.shapes import ModelShape, resolve_shape
 from wizard.verlspec import arithmetic as rc
 from wizard.verlspec.algorithms import ALGORITHMS, VLLM_LORA_RANKS, Algo
 from wizard.verlspec.arithmetic import divisors, largest_divisor_at_most, nearest, pow2_divisors
 from wizard.verlspec.hardware import ACCELERATORS, accelerator_of_gpu_type
 from wizard.verlspec.hydra_overrides import format_value, parse_override
+from wizard.verlspec.lora import FSDP_TARGET_MODULES, MEGATRON_TARGET_MODULES
 
 Source = Literal["answer", "derived", "default", "override"]
 
@@ -152,14 +153,25 @@ def _layout_suggestions(b: "_Build") -> None:
             render = _nearest_hint("rollout_tp", valid, a.rollout_tp, "a rollout replica must fill a node or whole nodes")
         elif p.rule == "VI309" and a.megatron_tp:
             render = _nearest_hint("megatron_tp", divisors(gpn), a.megatron_tp, f"megatron_tp must divide {gpn}")
-        elif p.rule == "VI310":
-            tp = a.megatron_tp or 1
-            valid = divisors(n_gpus // tp if n_gpus % tp == 0 else n_gpus)
-            render = _nearest_hint("megatron_pp", valid, a.megatron_pp or 1,
-                                   f"megatron_tp × megatron_pp must divide the {n_gpus} GPUs")
+        elif p.rule in _LAYOUT_HINTS:
+            key = next((k for k in _LAYOUT_HINTS[p.rule] if getattr(a, k) is not None), _LAYOUT_HINTS[p.rule][-1])
+            render = _nearest_hint(key, megatron_values(b, key), getattr(a, key) or 1,
+                                   f"{key} must pass megatron-core's layout checks with your other megatron_* answers")
         else:
             continue
         b.pending.append((index, p.rule, render))
+
+
+# The Megatron layout refusals' hints: the given answer each suggests values for, in this order of preference.
+_LAYOUT_HINTS = {
+    "VI310": ("megatron_pp", "megatron_cp", "megatron_tp"),
+    "VI312": ("megatron_tp",),
+    "VI313": ("megatron_ep",),
+    "VI314": ("megatron_ep", "megatron_etp", "megatron_pp"),
+    "VI315": ("megatron_ep", "megatron_etp"),
+    "VI316": ("megatron_vpp", "megatron_pp"),
+    "VI317": ("megatron_pp",),
+}
 
 
 def _settle(b: "_Build") -> None:
@@ -242,12 +254,14 @@ class _Build:
     shape: Optional[ModelShape] = None
     critic_shape: Optional[ModelShape] = None
     tp_options: list[int] = field(default_factory=list)
-    mp_options: list[tuple[int, int]] = field(default_factory=list)
+    mp_options: list[rc.MegatronGrid] = field(default_factory=list)
     decision: Optional[Decision] = None
     dp: int = 0
     mtp: int = 1
     mpp: int = 1
+    grid: rc.MegatronGrid = field(default_factory=rc.MegatronGrid)  # the Megatron layout (TP, PP, CP, EP, ETP, VPP)
     rtp: int = 0
+    rep: int = 1  # the rollout engine's expert parallel size (1, or rollout TP for a MoE model)
     gmu: float = 0.6
     offload: bool = False
     reward_tp: int = 1  # the reward model's engine (reward=model): TP and share of each GPU, sized from its model
@@ -405,6 +419,7 @@ def _reward(b: _Build) -> None:
         f.error("VI404", ("critic_model", "algorithm"),
                 f"algorithm={a.algorithm} trains no critic but critic_model={a.critic_model!r} is set",
                 "remove critic_model, or choose algorithm=ppo")
+    sandbox.rules(b)
     if algo.critic and a.reward_model and a.reward_model == b.critic_model:
         f.warning("VI405", ("critic_model", "reward_model"),
                   "critic and reward model are the same checkpoint; the critic needs a value head, the reward model a classifier",
@@ -424,13 +439,10 @@ def _parallelism(b: _Build) -> None:
                 f"sequence_parallel={sp} must divide gpus_per_node={a.gpus_per_node} so each group stays in one node",
                 _nearest_hint("sequence_parallel", divisors(a.gpus_per_node), sp,
                               f"sequence_parallel must divide gpus_per_node ({a.gpus_per_node})"))
-    if a.lora_rank and megatron:
-        f.error("VI406", ("lora_rank", "train_backend"),
-                f"lora_rank={a.lora_rank} with train_backend=megatron: verl-init supports LoRA with the FSDP backends only",
-                "use train_backend=fsdp or fsdp2 with LoRA, or lora_rank=0 with megatron")
-    if not megatron and (a.megatron_tp or a.megatron_pp):
-        f.error("VI307", ("megatron_tp", "megatron_pp", "train_backend"),
-                f"megatron_tp/megatron_pp only apply to train_backend=megatron (got {a.train_backend})",
+    given_mp = [k for k in MEGATRON_ANSWERS if getattr(a, k) is not None]
+    if not megatron and given_mp:
+        f.error("VI307", (*given_mp, "train_backend"),
+                f"{'/'.join(given_mp)} only apply to train_backend=megatron (got {a.train_backend})",
                 "remove them, or set train_backend=megatron")
 
 
@@ -466,15 +478,17 @@ def _memory_fit(b: _Build) -> None:
             f.error("VI601", ("critic_model",), f"cannot size critic_model {b.critic_model!r}",
                     "give a local model folder or a catalogue model as critic_model")
     b.tp_options = tp_options = _rollout_tp_options(a, n_gpus, f)
-    b.mp_options = mp_options = _megatron_options(a, shape, n_gpus, f) if b.megatron else [(1, 1)]
+    b.mp_options = mp_options = _megatron_options(a, shape, n_gpus, f) if b.megatron else [rc.MegatronGrid()]
     fit_args = (b.critic_shape, n_gpus, seq, dynamic, b.megatron, b.use_ref, b.n, given)
     decision = None
     if not f.errors and shape is not None:
         topology = b.topology
         if topology is not None:
             fast = [t for t in tp_options if group_level(topology, t) < 3]
-            if fast and len(fast) < len(tp_options):
-                decision = _fit(a, shape, *fit_args, fast, mp_options)
+            # Megatron's TP groups and expert groups (consecutive ranks) on fast links too, when such layouts fit
+            fast_mp = [g for g in mp_options if group_level(topology, g.tp) < 3 and group_level(topology, g.expert_group) < 3]
+            if (fast and len(fast) < len(tp_options)) or (fast_mp and len(fast_mp) < len(mp_options)):
+                decision = _fit(a, shape, *fit_args, fast or tp_options, fast_mp or mp_options)
         if decision is None:
             decision = _fit(a, shape, *fit_args, tp_options, mp_options)
         if decision is not None and topology is not None and group_level(topology, decision.layout.rollout_tp) >= 3:
@@ -505,15 +519,25 @@ def _memory_fit(b: _Build) -> None:
     _, b.reward_tp, b.reward_gmu = _reward_engine(a, seq, a.gpus_per_node)
     if decision is not None:
         lay = decision.layout
-        b.sp, b.dp, b.mtp, b.mpp = lay.sp, lay.dp, lay.megatron_tp, lay.megatron_pp
+        b.sp, b.dp = lay.sp, lay.dp
+        chosen = (lay.megatron_tp, lay.megatron_pp, lay.megatron_cp, lay.megatron_ep, lay.megatron_etp, lay.megatron_vpp)
+        b.grid = next((g for g in mp_options if (g.tp, g.pp, g.cp, g.ep, g.etp, g.vpp) == chosen),
+                      rc.MegatronGrid(*chosen)) if b.megatron else rc.MegatronGrid()
         b.rtp, b.gmu, b.offload = lay.rollout_tp, lay.gmu, lay.offload_params
     else:
-        b.mtp, b.mpp = mp_options[0] if mp_options else (1, 1)
-        b.dp = rc.data_parallel_size(n_gpus, megatron=b.megatron, sp=b.sp, tp=b.mtp, pp=b.mpp) or 0
+        b.grid = mp_options[0] if mp_options else rc.MegatronGrid()
+        b.dp = rc.data_parallel_size(n_gpus, megatron=b.megatron, sp=b.sp, tp=b.grid.tp, pp=b.grid.pp,
+                                     cp=b.grid.cp) or 0
         b.rtp = tp_options[0] if tp_options else 0
         b.gmu = a.gpu_memory_utilization or 0.6
         b.offload = bool(a.offload)
-    b.facts.update(dp=b.dp, sequence_parallel=b.sp, megatron_tp=b.mtp, megatron_pp=b.mpp, rollout_tp=b.rtp,
+    b.mtp, b.mpp = b.grid.tp, b.grid.pp
+    _rollout_ep(b)
+    b.facts.update(dp=b.dp, sequence_parallel=b.sp, megatron_tp=b.mtp, megatron_pp=b.mpp, megatron_cp=b.grid.cp,
+                   megatron_ep=b.grid.ep, megatron_etp=b.grid.etp, megatron_vpp=b.grid.vpp,
+                   megatron_first=b.grid.first, megatron_last=b.grid.last,
+                   megatron_expert_dp=b.grid.expert_data_parallel(n_gpus) if b.megatron else None,
+                   rollout_tp=b.rtp, rollout_ep=b.rep, moe_experts=shape.experts if shape else 0,
                    offload=b.offload, rollout_replicas=n_gpus // b.rtp if b.rtp and n_gpus % b.rtp == 0 else 0)
 
 
@@ -615,7 +639,9 @@ def _step_batches(b: _Build) -> None:
 
 def _micro_batches(b: _Build) -> None:
     """Token budgets (dynamic batching) or micro-batch sizes, within what the memory fit allows."""
-    a, f, seq, sp, decision = b.a, b.f, b.seq, b.sp, b.decision
+    a, f, seq, decision = b.a, b.f, b.seq, b.decision
+    # the GPUs that share one micro-batch's tokens: verl multiplies the token budget by them (arithmetic.token_split)
+    sp = rc.token_split("megatron" if b.megatron else "fsdp", ulysses=b.sp, context_parallel=b.grid.cp)
     fit_tokens = decision.layout.train_tokens if decision else _round_up(3 * seq, 1024)
     fit_lp_tokens = decision.layout.logprob_tokens if decision else 2 * fit_tokens
     if b.dynamic:
@@ -636,7 +662,7 @@ def _micro_batches(b: _Build) -> None:
 
             _refuse(b, "VI205", ("max_tokens_per_gpu", "max_prompt_length", "max_response_length"),
                     f"max_tokens_per_gpu={tokens} cannot hold one sequence of max_prompt_length + max_response_length = "
-                    f"{seq} tokens" + (f" split over sequence_parallel={sp}" if sp > 1 else "")
+                    f"{seq} tokens" + (f" split over {'megatron_cp' if b.megatron else 'sequence_parallel'}={sp}" if sp > 1 else "")
                     + " (verl asserts it at the first step: seqlen_balancing.py:384)", tokens_hint)
         b.tokens = tokens
         b.logprob_tokens = max(tokens, (fit_lp_tokens // 1024) * 1024)
@@ -680,8 +706,26 @@ def _micro_batches(b: _Build) -> None:
 
 
 def _lora(b: _Build) -> None:
+    """LoRA: FSDP through peft (model.lora_rank, ...), Megatron through Megatron-Bridge's PEFT (model.lora.*;
+    wizard.verlspec.lora has both blocks and the verl lines that read them)."""
     a, f = b.a, b.f
     b.lora_alpha = a.lora_alpha if a.lora_alpha is not None else 2 * a.lora_rank
+    if a.lora_rank and b.megatron and b.shape is not None and b.shape.vision:
+        # verl 0.9.1 has lora.type=vlm_lora and freeze_vision_* keys (trainer/config/model/hf_model.yaml:102-161) but
+        # no recipe or test of them; lora.type=lora would put adapters on the vision tower's linear layers too
+        # (Megatron-Bridge matches target_modules by name), which vLLM does not serve as LoRA.
+        f.error("VI406", ("lora_rank", "train_backend", "model"),
+                f"lora_rank={a.lora_rank} with train_backend=megatron on the vision-language model {a.model}: verl 0.9.1 "
+                "ships no Megatron LoRA recipe for vision-language models (lora.type=vlm_lora is untested there), so "
+                "verl-init does not plan it",
+                "use train_backend=fsdp or fsdp2 with LoRA on a vision-language model, or lora_rank=0 with megatron")
+    if a.lora_rank:
+        b.facts["lora"] = {
+            "rank": a.lora_rank, "alpha": b.lora_alpha,
+            "engine": "Megatron-Bridge PEFT (model.lora.*)" if b.megatron else "peft (model.lora_rank, lora_alpha)",
+            "params": (megatron_lora_params(b.shape, a.lora_rank) if b.megatron else b.shape.lora_params(a.lora_rank))
+            if b.shape is not None else None,
+        }
     if a.lora_rank and a.rollout_engine == "vllm":
         if a.lora_rank > VLLM_LORA_RANKS[-1]:
             _refuse(b, "VI407", ("lora_rank", "rollout_engine"), f"vLLM serves LoRA ranks up to 512 (lora_rank={a.lora_rank})",
@@ -771,6 +815,8 @@ ANSWER_KEYS: dict[str, str] = {
     f"{PRE}.model.path": "model",
     f"{PRE}.model.lora_rank": "lora_rank",
     f"{PRE}.model.lora_alpha": "lora_alpha",
+    f"{PRE}.model.lora.rank": "lora_rank",
+    f"{PRE}.model.lora.alpha": "lora_alpha",
     f"{PRE}.actor.strategy": "train_backend",
     f"{PRE}.actor.optim.lr": "learning_rate",
     f"{PRE}.actor.use_dynamic_bsz": "dynamic_batch",
@@ -783,11 +829,20 @@ ANSWER_KEYS: dict[str, str] = {
     f"{PRE}.actor.fsdp_config.optimizer_offload": "offload",
     f"{PRE}.actor.megatron.tensor_model_parallel_size": "megatron_tp",
     f"{PRE}.actor.megatron.pipeline_model_parallel_size": "megatron_pp",
+    f"{PRE}.actor.megatron.virtual_pipeline_model_parallel_size": "megatron_vpp",
+    f"{PRE}.actor.megatron.context_parallel_size": "megatron_cp",
+    f"{PRE}.actor.megatron.expert_model_parallel_size": "megatron_ep",
+    f"{PRE}.actor.megatron.expert_tensor_parallel_size": "megatron_etp",
+    **{f"{role}.megatron.{key}": answer for role in (f"{PRE}.ref", "critic") for answer, key in (
+        ("megatron_tp", "tensor_model_parallel_size"), ("megatron_pp", "pipeline_model_parallel_size"),
+        ("megatron_vpp", "virtual_pipeline_model_parallel_size"), ("megatron_cp", "context_parallel_size"),
+        ("megatron_ep", "expert_model_parallel_size"), ("megatron_etp", "expert_tensor_parallel_size"))},
     f"{PRE}.actor.megatron.param_offload": "offload",
     f"{PRE}.actor.megatron.optimizer_offload": "offload",
     f"{PRE}.rollout.name": "rollout_engine",
     f"{PRE}.rollout.n": "samples_per_prompt",
     f"{PRE}.rollout.tensor_model_parallel_size": "rollout_tp",
+    f"{PRE}.rollout.expert_parallel_size": "rollout_ep",
     f"{PRE}.rollout.gpu_memory_utilization": "gpu_memory_utilization",
     f"{PRE}.rollout.temperature": "temperature",
     "critic.enable": "algorithm",
@@ -821,6 +876,7 @@ ANSWER_KEYS: dict[str, str] = {
     f"{PRE}.rollout.multi_turn.max_assistant_turns": "max_turns",
     f"{PRE}.rollout.multi_turn.tool_config_path": "tool",
     f"{PRE}.rollout.agent.default_agent_loop": "agent",
+    **sandbox.ANSWER_KEYS,
 }
 _OVERRIDE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_][A-Za-z0-9_-]*)+")
 _OVERRIDE_FORM = "write key=value for a key verl has, +key=value to add one (e.g. +actor_rollout_ref.model.override_config.attention_dropout=0.0)"
@@ -1012,10 +1068,20 @@ def _data_keys(b: _Build) -> None:
 def _model_keys(b: _Build) -> None:
     a, s, given = b.a, b.s, b.given
     s.set(f"{PRE}.model.path", _model_path(a.model, b.base), "model", _src("model", given))
-    if a.lora_rank:
+    if a.lora_rank and b.megatron:
+        # the Megatron engine reads model.lora.*, never the flat FSDP keys (wizard.verlspec.lora)
+        s.set(f"{PRE}.model.lora.rank", a.lora_rank,
+              "LoRA adapters instead of full weights, through Megatron-Bridge's PEFT (megatron_peft.py reads model.lora, "
+              "not model.lora_rank)", "answer")
+        s.set(f"{PRE}.model.lora.alpha", b.lora_alpha, _given("lora_alpha", given, "twice the rank"), _src("lora_alpha", given))
+        s.set(f"{PRE}.model.lora.target_modules", list(MEGATRON_TARGET_MODULES),
+              "adapters on every linear layer (Megatron's fused QKV, attention output, MLP fc1/fc2; verl's default)")
+        s.set(f"{PRE}.model.lora.merge", False,
+              "adapters synced to the rollout engine as a LoRA adapter each step; the base weights are never re-sent")
+    elif a.lora_rank:
         s.set(f"{PRE}.model.lora_rank", a.lora_rank, "LoRA adapters instead of full weights", "answer")
         s.set(f"{PRE}.model.lora_alpha", b.lora_alpha, _given("lora_alpha", given, "twice the rank"), _src("lora_alpha", given))
-        s.set(f"{PRE}.model.target_modules", "all-linear", "adapters on every linear layer")
+        s.set(f"{PRE}.model.target_modules", FSDP_TARGET_MODULES, "adapters on every linear layer")
     s.set(f"{PRE}.model.use_remove_padding", True, "sequence packing: no compute spent on padding")
     s.set(f"{PRE}.model.enable_gradient_checkpointing", True, "recompute activations in backward to save memory")
 
@@ -1072,14 +1138,92 @@ def _actor_keys(b: _Build) -> None:
         s.set(f"{PRE}.actor.fsdp_config.param_offload", b.offload, off_reason, _src("offload", given))
         s.set(f"{PRE}.actor.fsdp_config.optimizer_offload", b.offload, off_reason, _src("offload", given))
     else:
-        s.set(f"{PRE}.actor.megatron.tensor_model_parallel_size", b.mtp,
-              _given("megatron_tp", given, f"{b.mtp}: with PP={b.mpp}, the least model parallelism whose training state fits"),
-              _src("megatron_tp", given))
-        s.set(f"{PRE}.actor.megatron.pipeline_model_parallel_size", b.mpp,
-              _given("megatron_pp", given, f"{b.mpp}: pipeline stages needed beside TP={b.mtp} for the training state to fit"),
-              _src("megatron_pp", given))
+        _megatron_layout_keys(b, f"{PRE}.actor.megatron")
+        _uneven_keys(b, f"{PRE}.actor.megatron")
         s.set(f"{PRE}.actor.megatron.param_offload", b.offload, off_reason, _src("offload", given))
         s.set(f"{PRE}.actor.megatron.optimizer_offload", b.offload, off_reason, _src("offload", given))
+        if a.lora_rank:
+            s.set(f"{PRE}.actor.megatron.use_mbridge", True,
+                  "LoRA needs Megatron-Bridge (workers/config/megatron_peft.py:26 asserts it)")
+            s.set(f"{PRE}.actor.megatron.vanilla_mbridge", False,
+                  "LoRA needs the Megatron-Bridge provider, which the legacy mbridge does not build "
+                  "(megatron/transformer_impl.py:326-348)")
+
+
+def _megatron_reasons(b: _Build) -> dict[str, str]:
+    """Why each of the actor's Megatron layout sizes (wizard.verlspec.arithmetic.MEGATRON_CHECKS for the checks)."""
+    g, shape, n_gpus, gpn = b.grid, b.shape, b.n_gpus, b.a.gpus_per_node
+    exact = _exact(shape)
+    moe = bool(shape is not None and shape.experts)
+    heads = f"divides the {shape.heads} attention and {shape.kv_heads} KV heads; " if exact and shape else ""
+    layers = ""
+    if exact and shape and g.pp > 1:
+        layers = (f" ({shape.layers} layers: {g.first} in the first stage, {g.last} in the last, at most "
+                  f"{g.stage_layers(shape.layers)} per stage)" if g.first is not None else
+                  f" ({shape.layers} layers, {shape.layers // (g.pp * (g.vpp or 1))} per "
+                  f"{'virtual stage' if g.vpp else 'stage'})")
+    out = {
+        "megatron_tp": f"{g.tp}: {heads}with PP={g.pp}" + (f", CP={g.cp}" if g.cp > 1 else "")
+                       + ", the least model parallelism whose training state fits"
+                       + (f"; each TP group is {g.tp} consecutive GPUs inside one node (NVLink)" if g.tp > 1 else ""),
+        "megatron_pp": f"{g.pp}: " + ("no pipeline stages needed" if g.pp == 1 else
+                                      f"pipeline stages needed beside TP={g.tp} for the training state to fit{layers}"),
+        "megatron_vpp": (f"{g.vpp} virtual stages per pipeline rank (interleaved schedule){layers}" if g.vpp else
+                         "null: no interleaved pipeline schedule"),
+        "megatron_cp": ("1: no context parallel, one sequence's activations fit beside the rest" if g.cp == 1 else
+                        f"{g.cp}: each {b.seq}-token sequence is split over {g.cp} GPUs; its activations fit no other way"),
+        "megatron_ep": "1: a dense model has no experts to spread",
+        "megatron_etp": "null: a dense model (megatron-core's default, ETP = TP, applies to no expert)",
+    }
+    if moe and shape is not None:
+        edp = g.expert_data_parallel(n_gpus)
+        out["megatron_ep"] = (f"{g.ep}: the {shape.experts} experts of each MoE layer spread over {g.ep} GPUs "
+                              f"({shape.experts // g.ep} whole experts each); the expert group ETP×EP = {g.expert_group} "
+                              f"consecutive GPUs sits inside one node of {gpn} (token all-to-all over NVLink); "
+                              f"expert data parallel {edp} (world {n_gpus} / ETP×EP×PP {g.expert_grid})"
+                              + ("; the least expert parallelism whose training state fits" if g.ep > 1 else ""))
+        out["megatron_etp"] = (f"{g.expert_tp}: " + ("whole experts on each GPU: the small expert matrices are not split "
+                                                     "by tensor parallel (verl's MoE examples run ETP=1)"
+                                                     if g.expert_tp == 1 else f"each expert split over {g.expert_tp} GPUs"))
+    return out
+
+
+def _uneven_keys(b: _Build, prefix: str, reason: str = "") -> None:
+    """An uneven pipeline split (layers that do not divide over PP): the first and last stages' layers, in the
+    engine's override_transformer_config (megatron-core's TransformerConfig fields; verl passes the mapping through,
+    workers/engine/megatron/transformer_impl.py _build_tf_config)."""
+    g, shape = b.grid, b.shape
+    if g.first is None and g.last is None or shape is None:
+        return
+    middle = (shape.layers - (g.first or 0) - (g.last or 0)) // max(g.pp - 2, 1) if g.pp > 2 else 0
+    why = reason or (f"the {shape.layers} layers do not split evenly over PP={g.pp}: {g.first} + "
+                     + (f"{g.pp - 2} × {middle} + " if g.pp > 2 else "") + f"{g.last} layers (as verl's 235B example)")
+    base = f"{prefix}.override_transformer_config"
+    b.s.set(f"{base}.num_layers_in_first_pipeline_stage", g.first, why)
+    b.s.set(f"{base}.num_layers_in_last_pipeline_stage", g.last, why)
+
+
+def _megatron_layout_keys(b: _Build, prefix: str, same_as: str = "") -> None:
+    """The six Megatron layout keys under `prefix` (the actor's, the reference's, the critic's): TP, PP, VPP, CP, EP
+    and ETP. `same_as`: the reason a role other than the actor takes the actor's layout."""
+    g, given, s = b.grid, b.given, b.s
+    reasons = _megatron_reasons(b)
+    values = {"megatron_tp": g.tp, "megatron_pp": g.pp, "megatron_vpp": g.vpp, "megatron_cp": g.cp,
+              "megatron_ep": g.ep, "megatron_etp": g.etp}
+    for answer, value in values.items():
+        key = f"{prefix}.{MEGATRON_KEYS[answer]}"
+        if same_as:
+            s.set(key, value, same_as)
+        else:
+            s.set(key, value, _given(answer, given, reasons[answer]), _src(answer, given))
+
+
+# verl's engine key of each Megatron layout answer (trainer/config/engine/megatron.yaml)
+MEGATRON_KEYS = {"megatron_tp": "tensor_model_parallel_size", "megatron_pp": "pipeline_model_parallel_size",
+                 "megatron_vpp": "virtual_pipeline_model_parallel_size", "megatron_cp": "context_parallel_size",
+                 "megatron_ep": "expert_model_parallel_size", "megatron_etp": "expert_tensor_parallel_size"}
+SAME_PROCESS = ("the actor's layout: the reference runs in the actor's processes, whose Megatron process groups are set "
+                "once (verl workers/engine/megatron/transformer_impl.py:271)")
 
 
 def _rollout_keys(b: _Build) -> None:
@@ -1094,6 +1238,12 @@ def _rollout_keys(b: _Build) -> None:
                  f"{rtp}: smallest split inside a node whose reservation holds the bf16 weights ({weights_gb:.1f} GB per GPU) "
                  f"and a KV cache for {mem.kv_seqs:.0f} full sequences" if mem else f"{rtp}"),
           _src("rollout_tp", given))
+    if shape is not None and shape.experts or b.rep > 1:
+        s.set(f"{PRE}.rollout.expert_parallel_size", b.rep,
+              _given("rollout_ep", given,
+                     f"{b.rep}: whole experts spread over the replica's {rtp} GPUs (vLLM enable_expert_parallel); verl "
+                     "requires EP = TP × DP (workers/config/rollout.py:294)" if b.rep > 1 else
+                     "1: one GPU per replica holds every expert"), _src("rollout_ep", given))
     s.set(f"{PRE}.rollout.gpu_memory_utilization", gmu,
           _given("gpu_memory_utilization", given,
                  f"{gmu:g} × {a.gpu_memory_gb:g} GB for the engine; what training keeps resident "
@@ -1104,7 +1254,10 @@ def _rollout_keys(b: _Build) -> None:
           f"max(8192, prompt + response = {seq}): one full sequence fits a prefill batch")
     s.set(f"{PRE}.rollout.temperature", a.temperature, "temperature", _src("temperature", given))
     if a.lora_rank:
-        s.set(f"{PRE}.rollout.load_format", "safetensors", "LoRA: the engine loads real base weights, adapters synced")
+        s.set(f"{PRE}.rollout.load_format", "safetensors",
+              "LoRA: the engine loads the real base weights from the model, only the adapters are synced (verl marks "
+              "the base as synced unless load_format is dummy: engine_workers.py:673)" if b.megatron else
+              "LoRA: the engine loads real base weights, adapters synced")
     if b.dynamic:
         s.set(f"{PRE}.rollout.log_prob_max_token_len_per_gpu", b.logprob_tokens,
               "2 × the training budget: forward-only passes keep no activations")
@@ -1123,6 +1276,8 @@ def _ref_keys(b: _Build) -> None:
         s.set(f"{PRE}.ref.log_prob_max_token_len_per_gpu", b.logprob_tokens, "same budget as the actor's log-prob pass")
     else:
         s.set(f"{PRE}.ref.log_prob_micro_batch_size_per_gpu", b.logprob_micro, "same as the actor's log-prob pass")
+    if b.megatron:
+        _megatron_layout_keys(b, f"{PRE}.ref.megatron", SAME_PROCESS)
     if not b.megatron and not a.lora_rank:
         s.set(f"{PRE}.ref.fsdp_config.param_offload", True,
               "the reference only runs forward passes: keep its weights in host memory between them")
@@ -1155,8 +1310,14 @@ def _critic_keys(b: _Build) -> None:
         s.set("critic.fsdp.param_offload", b.offload, critic_off, _src("offload", given))
         s.set("critic.fsdp.optimizer_offload", b.offload, critic_off, _src("offload", given))
     else:
-        s.set("critic.megatron.tensor_model_parallel_size", b.mtp, "same layout as the actor")
-        s.set("critic.megatron.pipeline_model_parallel_size", b.mpp, "same layout as the actor")
+        _megatron_layout_keys(b, "critic.megatron", "same layout as the actor")
+        critic = b.critic_shape
+        if b.grid.ep > 1 and critic is not None and not critic.experts:
+            # a dense critic beside a MoE actor: megatron-core refuses EP > 1 without experts (transformer_config.py:808)
+            s.set("critic.megatron.expert_model_parallel_size", 1, "a dense critic has no experts to spread")
+            s.set("critic.megatron.expert_tensor_parallel_size", None, "a dense critic has no experts")
+        if critic is None or critic.layers == (b.shape.layers if b.shape else 0):
+            _uneven_keys(b, "critic.megatron", "same pipeline split as the actor")
         s.set("critic.megatron.param_offload", b.offload, critic_off, _src("offload", given))
         s.set("critic.megatron.optimizer_offload", b.offload, critic_off, _src("offload", given))
 
@@ -1193,6 +1354,8 @@ def _reward_keys(b: _Build) -> None:
         s.set("reward.reward_model.rollout.gpu_memory_utilization", b.reward_gmu,
               "the reward model's bf16 weights and KV cache for 8 full sequences, beside the policy's engine")
         roles["reward"] = f"reward model {a.reward_model}"
+    elif a.reward == "sandbox":
+        sandbox.reward_keys(b)
     else:
         roles["reward"] = "verl's rule-based scorer chosen by each row's data_source"
 
@@ -1277,9 +1440,11 @@ def _override_keys(b: _Build) -> None:
 
 def _roles(b: _Build) -> None:
     a, roles = b.a, b.roles
-    roles["actor"] = f"{a.model} trained with {a.train_backend}" + (f" + LoRA r={a.lora_rank}" if a.lora_rank else "")
+    roles["actor"] = f"{a.model} trained with {a.train_backend}" + (
+        f" + LoRA r={a.lora_rank} (Megatron-Bridge PEFT; base weights frozen)" if a.lora_rank and b.megatron else
+        f" + LoRA r={a.lora_rank}" if a.lora_rank else "")
     roles["rollout"] = f"{a.rollout_engine}, {b.facts['rollout_replicas']} replica(s) of TP={b.rtp}, colocated with the actor"
-    b.roles = {k: roles[k] for k in ("actor", "rollout", "ref", "critic", "reward") if k in roles}
+    b.roles = {k: roles[k] for k in ("actor", "rollout", "ref", "critic", "reward", "sandbox") if k in roles}
 
 
 def _vision_keys(b: _Build) -> None:
@@ -1433,30 +1598,119 @@ def _rollout_tp_options(a: Answers, n_gpus: int, f: Findings) -> list[int]:
     return []
 
 
-def _megatron_options(a: Answers, shape: Optional[ModelShape], n_gpus: int, f: Findings) -> list[tuple[int, int]]:
-    """Megatron (TP, PP) candidates, least model parallelism first; TP stays inside a node."""
+# The Megatron layout answers, each with the MegatronGrid field it sets.
+MEGATRON_ANSWERS = {"megatron_tp": "tp", "megatron_pp": "pp", "megatron_cp": "cp", "megatron_ep": "ep",
+                    "megatron_etp": "etp", "megatron_vpp": "vpp"}
+
+
+def _exact(shape: Optional[ModelShape]) -> bool:
+    """A shape whose layer, head and expert counts are the model's own (a catalogue entry or a local config.json);
+    a shape scaled from a size has estimated counts, which no given layout is refused for."""
+    return shape is not None and shape.source in ("catalogue", "local")
+
+
+def _model_counts(shape: Optional[ModelShape]) -> dict[str, Optional[int]]:
+    """The counts megatron-core checks a layout against (None: unknown, not checked)."""
+    if not _exact(shape):
+        return dict(layers=None, heads=None, kv_heads=None, experts=None)
+    assert shape is not None
+    return dict(layers=shape.layers, heads=shape.heads, kv_heads=shape.kv_heads, experts=shape.experts)
+
+
+def megatron_grids(a: Answers, shape: Optional[ModelShape], n_gpus: int, gpus_per_node: Optional[int] = None,
+                   free: Sequence[str] = ()) -> list[rc.MegatronGrid]:
+    """Every Megatron layout that passes megatron-core's checks with the given megatron_* answers held (but those in
+    `free`), least model parallelism first (wizard.verlspec.arithmetic.megatron_grids)."""
+    held = {field: getattr(a, key) for key, field in MEGATRON_ANSWERS.items() if key not in free}
+    return rc.megatron_grids(n_gpus, gpus_per_node or a.gpus_per_node, **_model_counts(shape), **held)
+
+
+def megatron_values(b: "_Build", key: str) -> list[int]:
+    """The values of one megatron_* answer that some valid layout takes with the other answers held."""
+    field_name = MEGATRON_ANSWERS[key]
+    return sorted({v for g in megatron_grids(b.a, b.shape, b.n_gpus, free=(key,))
+                   if (v := getattr(g, field_name)) is not None})
+
+
+def _megatron_options(a: Answers, shape: Optional[ModelShape], n_gpus: int, f: Findings) -> list[rc.MegatronGrid]:
+    """Megatron layouts (TP, PP, CP, EP, ETP, VPP) that megatron-core accepts, least model parallelism first; TP and
+    the expert groups stay inside a node. Given values that break a check are refused, each under its own rule."""
     gpn = a.gpus_per_node
-    if a.megatron_tp is not None and (gpn % a.megatron_tp or a.megatron_tp > gpn):
+    counts = _model_counts(shape)
+    tp, pp, cp, ep, etp, vpp = (getattr(a, k) for k in MEGATRON_ANSWERS)
+    moe = bool(counts["experts"])
+    if tp is not None and (gpn % tp or tp > gpn):
         f.error("VI309", ("megatron_tp", "gpus_per_node"),
-                f"megatron_tp={a.megatron_tp} must divide gpus_per_node={gpn} (tensor parallel stays inside a node)",
-                f"nearest valid: {_or(nearest(divisors(gpn), a.megatron_tp))}")
+                f"megatron_tp={tp} must divide gpus_per_node={gpn} (tensor parallel stays inside a node)",
+                f"nearest valid: {_or(nearest(divisors(gpn), tp))}")
         return []
-    tps = [a.megatron_tp] if a.megatron_tp is not None else pow2_divisors(gpn)
-    layers = shape.layers if shape else 1
-    pps = [a.megatron_pp] if a.megatron_pp is not None else [p for p in range(1, 33) if layers % p == 0 or p <= 2]
-    out = [(t, p) for t in tps for p in pps if n_gpus % (t * p) == 0]
+    # each given value against the check it alone can break (megatron-core's asserts: arithmetic.MEGATRON_CHECKS)
+    ends = rc.uneven_split(counts["layers"], pp) if counts["layers"] and pp and vpp is None else None
+    given = rc.MegatronGrid(tp or 1, pp or 1, cp or 1, ep or 1, etp if etp is not None else (1 if moe else None), vpp,
+                            *(ends or (None, None)))
+    found = rc.megatron_checks(n_gpus, given, gpus_per_node=gpn, **counts)
+    refusals = []
+    if tp is not None and ("heads" in found or "kv_heads" in found):
+        refusals.append(("VI312", ("megatron_tp", "model"),
+                         f"megatron_tp={tp}: {found.get('heads') or found['kv_heads']} (megatron-core's TransformerConfig "
+                         "raises)"))
+    if ep is not None and ("dense_ep" in found or "experts" in found):
+        refusals.append(("VI313", ("megatron_ep", "model"),
+                         f"megatron_ep={ep}: {found.get('dense_ep') or found['experts']} (megatron-core raises)"))
+    if (ep is not None or etp is not None) and "expert_node" in found:
+        refusals.append(("VI315", ("megatron_ep", "megatron_etp", "gpus_per_node"),
+                         f"{found['expert_node']}: expert all-to-all would cross the network"))
+    elif (ep is not None or etp is not None) and "expert_grid" in found:
+        refusals.append(("VI314", ("megatron_ep", "megatron_etp", "megatron_pp", "nnodes", "gpus_per_node"),
+                         f"{found['expert_grid']} (megatron-core's initialize_model_parallel raises)"))
+    # without megatron_pp the planner chooses a PP that VPP and the layers allow: only a given PP is refused here
+    if vpp is not None and pp is not None and "interleaved" in found:
+        refusals.append(("VI317", ("megatron_vpp", "megatron_pp"), f"megatron_vpp={vpp}: {found['interleaved']}"))
+    elif pp is not None and "layers" in found:
+        refusals.append(("VI316", ("megatron_pp", "megatron_vpp", "model"),
+                         f"{found['layers']} (megatron-core: num_layers % PP, then % VPP; an uneven split, equal first and "
+                         "last stages, only without VPP)"))
+    if "dense_grid" in found and any(v is not None for v in (tp, pp, cp)):
+        refusals.append(("VI310", ("megatron_tp", "megatron_pp", "megatron_cp", "nnodes", "gpus_per_node"),
+                         f"megatron_tp×megatron_pp×megatron_cp={given.dense} does not divide the {n_gpus} GPUs"))
+    for rule, keys, message in refusals:
+        f.error(rule, keys, message, "")  # the hint is written once every stage has run (_layout_suggestions)
+    if refusals:
+        return []
+    out = megatron_grids(a, shape, n_gpus)
     if not out:
-        tp = tps[0]
-        valid = divisors(n_gpus // tp if n_gpus % tp == 0 else n_gpus)
-        f.error("VI310", ("megatron_tp", "megatron_pp", "nnodes", "gpus_per_node"),
-                f"megatron_tp×megatron_pp={tp * (a.megatron_pp or 1)} does not divide the {n_gpus} GPUs",
-                f"nearest valid megatron_pp: {_or(nearest(valid, a.megatron_pp or 1))}")
-    return sorted(out, key=lambda tp_pp: (tp_pp[0] * tp_pp[1], tp_pp[1]))
+        named = [k for k in MEGATRON_ANSWERS if getattr(a, k) is not None]
+        f.error("VI310", tuple(named) + ("nnodes", "gpus_per_node"),
+                f"no Megatron layout of {n_gpus} GPUs passes megatron-core's checks with "
+                f"{', '.join(f'{k}={getattr(a, k)}' for k in named) or 'any TP/PP'}",
+                "remove one of them and verl-init chooses it")
+    return out
+
+
+def _rollout_ep(b: "_Build") -> None:
+    """The rollout engine's expert parallel size (rollout.expert_parallel_size): verl asserts EP = TP × DP when
+    EP > 1 (workers/config/rollout.py:294; verl-init's replicas have DP = 1), and vLLM then spreads whole experts
+    over the replica's GPUs (vllm_async_server.py:402, enable_expert_parallel) instead of splitting each one."""
+    a, shape = b.a, b.shape
+    moe = bool(shape is not None and shape.experts)
+    if a.rollout_ep is None:
+        b.rep = b.rtp if moe and b.rtp > 1 else 1
+        return
+    b.rep = a.rollout_ep
+    if a.rollout_ep > 1 and shape is not None and _exact(shape) and not moe:
+        b.f.error("VI318", ("rollout_ep", "model"), f"rollout_ep={a.rollout_ep} for {shape.name}, a dense model: "
+                  "the engine has no experts to spread", "remove rollout_ep (or set it to 1)")
+    elif a.rollout_ep > 1 and b.rtp and a.rollout_ep != b.rtp:
+        b.f.error("VI318", ("rollout_ep", "rollout_tp"),
+                  f"rollout_ep={a.rollout_ep} must equal rollout_tp × rollout data parallel = {b.rtp} × 1 "
+                  "(verl's RolloutConfig asserts it: workers/config/rollout.py:294)",
+                  f"nearest valid: rollout_ep=1 or {b.rtp}" + (" (or set rollout_tp to the EP you want)"
+                                                             if "rollout_tp" not in b.given else ""))
 
 
 def _fit(a: Answers, shape: ModelShape, critic: Optional[ModelShape], n_gpus: int, seq: int, dynamic: bool,
          megatron: bool, use_ref: bool, n: int, given: set[str], tp_options: list[int],
-         mp_options: list[tuple[int, int]], *, nnodes: Optional[int] = None, lora_rank: Optional[int] = None,
+         mp_options: list[rc.MegatronGrid], *, nnodes: Optional[int] = None, lora_rank: Optional[int] = None,
          gpus_per_node: Optional[int] = None, any_offload: bool = False,
          host_limit: bool = True) -> Optional[Decision]:
     """The least-offload, least-parallel layout whose memory peak fits (wizard.planner.memory.choose).
@@ -1476,17 +1730,18 @@ def _fit(a: Answers, shape: ModelShape, critic: Optional[ModelShape], n_gpus: in
         token_cap = max(MICRO_TOKEN_BUDGET, seq)
     if other_hw:
         tp_options = pow2_divisors(gpn)
-        mp_options = [(t, p) for t in pow2_divisors(gpn) for p in (1, 2, 4, 8, 16) if n_all % (t * p) == 0]
-        mp_options.sort(key=lambda tp_pp: (tp_pp[0] * tp_pp[1], tp_pp[1]))
+        mp_options = megatron_grids(a, shape, n_all, gpn, free=tuple(MEGATRON_ANSWERS)) if megatron else [rc.MegatronGrid()]
     reward, reward_tp, reward_gmu = _reward_engine(a, seq, gpn)
+    rank = a.lora_rank if lora_rank is None else lora_rank
     base = Layout(
         gpu_gb=a.gpu_memory_gb, n_gpus=n_all, gpus_per_node=gpn, seq_len=seq, rollout_tp=1, gmu=0.0, dp=1,
         megatron=megatron, use_ref=use_ref, ref_resident=megatron,
-        lora_rank=a.lora_rank if lora_rank is None else lora_rank, critic=critic,
+        lora_rank=rank, lora_adapter_sync=megatron and rank > 0, critic=critic,  # (_lora_keys: merge off, safetensors)
         host_memory_gb=a.host_memory_gb if host_limit else None, static_micro=not dynamic, gpu_type=a.gpu_type,
         reward=reward, reward_tp=reward_tp, reward_gmu=reward_gmu,
         reward_seq_len=genrm.judge_seq(a) if a.reward == "genrm" else 0,
         image_share=image_share(a, shape, seq),
+        update_entropy=False,  # the plan writes actor.entropy_coeff=0 (_actor keys): the update computes no entropy
     )
     offload = [False, True] if (a.offload is None or any_offload) else [a.offload]
     kw = dict(tp_options=tp_options, gmu_fixed=None if any_offload else a.gpu_memory_utilization,
@@ -1525,7 +1780,7 @@ def _reward_engine(a: Answers, seq: int, gpn: int) -> tuple[Optional[ModelShape]
 
 
 _FREEABLE = ("gpu_memory_utilization", "rollout_tp", "offload", "sequence_parallel", "megatron_tp", "megatron_pp",
-             "max_tokens_per_gpu", "micro_batch_per_gpu")
+             "megatron_cp", "megatron_ep", "megatron_etp", "megatron_vpp", "max_tokens_per_gpu", "micro_batch_per_gpu")
 
 
 def _explicit_culprit(a: Answers, shape: ModelShape, critic: Optional[ModelShape], n_gpus: int, seq: int,
@@ -1539,10 +1794,8 @@ def _explicit_culprit(a: Answers, shape: ModelShape, critic: Optional[ModelShape
         freed_a = a.model_copy(update=update)
         freed_given = given - {knob}
         tps = pow2_divisors(a.gpus_per_node) if freed_a.rollout_tp is None else [freed_a.rollout_tp]
-        mps = [(t, p) for t in ([freed_a.megatron_tp] if freed_a.megatron_tp else pow2_divisors(a.gpus_per_node))
-               for p in ([freed_a.megatron_pp] if freed_a.megatron_pp else (1, 2, 4, 8, 16)) if n_gpus % (t * p) == 0]
-        d = _fit(freed_a, shape, critic, n_gpus, seq, dynamic, megatron, use_ref, n, freed_given, tps,
-                 sorted(mps, key=lambda tp_pp: tp_pp[0] * tp_pp[1]) if megatron else [(1, 1)])
+        mps = megatron_grids(freed_a, shape, n_gpus) if megatron else [rc.MegatronGrid()]
+        d = _fit(freed_a, shape, critic, n_gpus, seq, dynamic, megatron, use_ref, n, freed_given, tps, mps)
         if d is not None:
             return knob, d
     return None
@@ -1557,6 +1810,10 @@ def _describe(knob: str, d: Decision) -> str:
         "sequence_parallel": f"sequence_parallel={lay.sp}",
         "megatron_tp": f"megatron_tp={lay.megatron_tp}",
         "megatron_pp": f"megatron_pp={lay.megatron_pp}",
+        "megatron_cp": f"megatron_cp={lay.megatron_cp}",
+        "megatron_ep": f"megatron_ep={lay.megatron_ep}",
+        "megatron_etp": f"megatron_etp={lay.megatron_etp}",
+        "megatron_vpp": f"megatron_vpp={lay.megatron_vpp}",
         "max_tokens_per_gpu": f"a token budget of {lay.train_tokens}",
         "micro_batch_per_gpu": f"micro-batches of {max(1, lay.train_tokens // lay.seq_len)}",
     }[knob]
@@ -1573,7 +1830,7 @@ def _suggest(a: Answers, shape: ModelShape, critic: Optional[ModelShape], n_gpus
     def fits(sh: ModelShape, **kw: Any) -> Optional[Decision]:
         return _fit(a, sh, None if critic is None else sh if critic is shape else critic, n_gpus, seq, dynamic,
                     megatron, use_ref, n, given, pow2_divisors(gpn),
-                    [(t, p) for t in pow2_divisors(gpn) for p in (1, 2, 4, 8) if n_gpus % (t * p) == 0],
+                    megatron_grids(a, sh, n_gpus, free=tuple(MEGATRON_ANSWERS)) if megatron else [rc.MegatronGrid()],
                     any_offload=True, **kw)
 
     hardware = [(1, g) for g in (2, 4, 8) if g > gpn] + [(k, max(gpn, 8)) for k in (2, 4, 8, 16, 32, 64)]
@@ -1585,7 +1842,7 @@ def _suggest(a: Answers, shape: ModelShape, critic: Optional[ModelShape], n_gpus
             options.append(f"needs ≥ {nodes}×{g} × {a.gpu_memory_gb:g} GB GPUs"
                            + (" with offload" if d.layout.offload_params else ""))
             break
-    if not a.lora_rank and not megatron and fits(shape, lora_rank=32):
+    if not a.lora_rank and not (megatron and shape.vision) and fits(shape, lora_rank=32):
         options.append(f"or LoRA rank 32 on these {n_gpus} GPU(s)")
     lo, hi = 0.05, shape.params_b
     if fits(from_params(lo, "answer")):
@@ -1608,8 +1865,8 @@ def _data_files(a: Answers, base: str, f: Findings, stored: Optional[dict[str, s
     ds = a.dataset
     builtin = ds in BUILTIN_DATASETS
     if not builtin and not ds.lower().endswith(DATA_SUFFIXES):
-        f.error("VI510", ("dataset",), f"dataset must be gsm8k, math, geo3k or a local data file (got {ds!r})",
-                "use gsm8k, math, or a .jsonl/.json/.csv/.parquet path")
+        f.error("VI510", ("dataset",), f"dataset must be gsm8k, math, geo3k, codecontests or a local data file (got {ds!r})",
+                "use gsm8k, math, geo3k, codecontests, or a .jsonl/.json/.csv/.parquet path")
         return ("", "", "answer"), ("", "", "answer")
     for key in ("train_files", "val_files"):
         value = getattr(a, key)

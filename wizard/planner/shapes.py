@@ -25,9 +25,23 @@ class ModelShape:
     tied: bool = False
     qkv_bias: bool = False
     max_pos: Optional[int] = None
-    experts: int = 0
-    active_experts: int = 0
-    moe_intermediate: int = 0
+    experts: int = 0  # routed experts per MoE layer (num_experts / num_local_experts / n_routed_experts)
+    active_experts: int = 0  # routed experts per token (num_experts_per_tok)
+    moe_intermediate: int = 0  # one routed expert's intermediate size (moe_intermediate_size; Mixtral, gpt-oss: intermediate_size)
+    shared_intermediate: int = 0  # always-active shared experts' intermediate, all of them together (DeepSeek:
+    #                               n_shared_experts × moe_intermediate_size; Qwen2-MoE: shared_expert_intermediate_size)
+    dense_layers: int = 0  # layers with a dense MLP of `intermediate` (DeepSeek first_k_dense_replace; Qwen-MoE mlp_only_layers)
+    expert_bias: bool = False  # biases on the router and every expert's projections (gpt-oss)
+    # -- attention beyond q/k/v/o ---------------------------------------------------------------------------------
+    o_bias: bool = False  # a bias on o_proj too (gpt-oss attention_bias covers q, k, v and o)
+    attn_sinks: bool = False  # one learned sink logit per head (gpt-oss)
+    # multi-head latent attention (DeepSeek-V2/V3, Moonlight; MLA when kv_lora_rank > 0): q through a q_lora_rank
+    # bottleneck (0: a plain q_proj), K and V from one kv_lora_rank latent plus a shared RoPE key
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_nope_dim: int = 0
+    qk_rope_dim: int = 0
+    v_head_dim: int = 0
     source: str = "catalogue"  # catalogue | local | name | answer
     # -- vision tower of a vision-language model (config.json's vision_config; 0 / "" for a text model) -----
     vision: str = ""  # qwen2_5_vl (RMSNorm, gated MLP) | qwen3_vl (LayerNorm, GELU MLP, position table, deepstack)
@@ -46,21 +60,52 @@ class ModelShape:
         return 4 if self.arch.startswith("gemma") else 2
 
     def attn_params(self) -> int:
+        if self.kv_lora_rank:  # MLA (transformers' DeepseekV3Attention / DeepseekV2Attention)
+            qk = self.qk_nope_dim + self.qk_rope_dim
+            q = (self.hidden * self.q_lora_rank + self.q_lora_rank + self.q_lora_rank * self.heads * qk
+                 if self.q_lora_rank else self.hidden * self.heads * qk)
+            kv = (self.hidden * (self.kv_lora_rank + self.qk_rope_dim) + self.kv_lora_rank
+                  + self.kv_lora_rank * self.heads * (self.qk_nope_dim + self.v_head_dim))
+            return q + kv + self.heads * self.v_head_dim * self.hidden
         q = self.hidden * self.heads * self.head_dim
         kv = 2 * self.hidden * self.kv_heads * self.head_dim
         o = self.heads * self.head_dim * self.hidden
         bias = (self.heads + 2 * self.kv_heads) * self.head_dim if self.qkv_bias else 0
         qk_norm = 2 * self.head_dim if self.arch in ("qwen3", "qwen3_moe", "gemma3_text", "qwen3_vl", "qwen3_vl_text") else 0
-        return q + kv + o + bias + qk_norm
+        return q + kv + o + bias + qk_norm + (self.hidden if self.o_bias else 0) + (self.heads if self.attn_sinks else 0)
 
-    def mlp_params(self, active: bool = False) -> int:
-        if self.experts:
-            n = self.active_experts if active else self.experts
-            return n * 3 * self.hidden * self.moe_intermediate + self.hidden * self.experts
-        return 3 * self.hidden * self.intermediate
+    def expert_params(self) -> int:
+        """One routed expert: gate, up and down projections (and their biases in gpt-oss)."""
+        mi = self.moe_intermediate
+        return 3 * self.hidden * mi + ((2 * mi + self.hidden) if self.expert_bias else 0)
 
-    def layer_params(self, active: bool = False) -> int:
-        return self.attn_params() + self.mlp_params(active) + self._norms_per_layer() * self.hidden
+    @property
+    def moe_layers(self) -> int:
+        return self.layers - self.dense_layers if self.experts else 0
+
+    @property
+    def routed_expert_params(self) -> int:
+        """Every routed expert of every MoE layer: what Megatron splits over expert parallel (EP × ETP)."""
+        return self.moe_layers * self.experts * self.expert_params()
+
+    def mlp_params(self, active: bool = False, dense: bool = False) -> int:
+        """One layer's MLP: dense (`intermediate`), or a MoE layer's routed experts (all, or the `active` ones a
+        token passes), router and shared experts."""
+        if not self.experts or dense:
+            return 3 * self.hidden * self.intermediate
+        n = self.active_experts if active else self.experts
+        router = self.hidden * self.experts + (self.experts if self.expert_bias else 0)
+        shared = 3 * self.hidden * self.shared_intermediate
+        shared_gate = self.hidden if (self.arch == "qwen2_moe" and self.shared_intermediate) else 0  # shared_expert_gate
+        return n * self.expert_params() + router + shared + shared_gate
+
+    def layer_params(self, active: bool = False, dense: bool = False) -> int:
+        return self.attn_params() + self.mlp_params(active, dense) + self._norms_per_layer() * self.hidden
+
+    def _all_layers(self, active: bool = False) -> int:
+        if not self.experts:
+            return self.layers * self.layer_params()
+        return self.dense_layers * self.layer_params(dense=True) + self.moe_layers * self.layer_params(active)
 
     def embed_params(self) -> int:
         return self.vocab * self.hidden * (1 if self.tied else 2)
@@ -68,7 +113,7 @@ class ModelShape:
     @property
     def text_params(self) -> int:
         """The language model alone (every parameter but the vision tower's)."""
-        return self.layers * self.layer_params() + self.embed_params() + self.hidden
+        return self._all_layers() + self.embed_params() + self.hidden
 
     def vision_params(self) -> int:
         """The vision tower's parameters (patch embedding, blocks, merger), as transformers' numel of
@@ -108,14 +153,18 @@ class ModelShape:
 
     @property
     def active_params(self) -> int:
-        return self.layers * self.layer_params(active=True) + self.embed_params() + self.hidden + self.vision_params()
+        return self._all_layers(active=True) + self.embed_params() + self.hidden + self.vision_params()
 
     @property
     def params_b(self) -> float:
         return self.params / 1e9
 
     def kv_bytes_per_token(self, tp: int = 1) -> float:
-        """bf16 K and V for one token on one GPU of a TP group (KV heads are replicated when TP > KV heads)."""
+        """bf16 K and V for one token on one GPU of a TP group (KV heads are replicated when TP > KV heads). MLA
+        caches one latent of kv_lora_rank + qk_rope_dim per layer and token, whole on every TP rank (vLLM's MLA
+        backends). Sliding-window layers (gpt-oss) are counted as full attention: an upper bound."""
+        if self.kv_lora_rank:
+            return self.layers * (self.kv_lora_rank + self.qk_rope_dim) * 2
         heads_per_gpu = max(self.kv_heads / tp, 1.0)
         return 2 * self.layers * heads_per_gpu * self.head_dim * 2
 
@@ -137,9 +186,19 @@ class ModelShape:
             kw["max_position_embeddings"] = self.max_pos
         if self.arch == "qwen3_moe":
             kw.update(num_experts=self.experts, num_experts_per_tok=self.active_experts,
-                      moe_intermediate_size=self.moe_intermediate, mlp_only_layers=[], decoder_sparse_step=1)
-        if self.arch == "mixtral":
+                      moe_intermediate_size=self.moe_intermediate, mlp_only_layers=list(range(self.dense_layers)),
+                      decoder_sparse_step=1)
+        if self.arch in ("mixtral", "gpt_oss"):
             kw.update(num_local_experts=self.experts, num_experts_per_tok=self.active_experts)
+        if self.arch == "gpt_oss":
+            kw.update(attention_bias=self.qkv_bias, intermediate_size=self.moe_intermediate)
+        if self.arch in ("deepseek_v2", "deepseek_v3"):
+            kw.update(n_routed_experts=self.experts, num_experts_per_tok=self.active_experts,
+                      moe_intermediate_size=self.moe_intermediate,
+                      n_shared_experts=self.shared_intermediate // self.moe_intermediate,
+                      first_k_dense_replace=self.dense_layers, q_lora_rank=self.q_lora_rank or None,
+                      kv_lora_rank=self.kv_lora_rank, qk_nope_head_dim=self.qk_nope_dim,
+                      qk_rope_head_dim=self.qk_rope_dim, v_head_dim=self.v_head_dim, n_group=1, topk_group=1)
         if self.arch == "llama":
             kw.update(attention_bias=False, mlp_bias=False)
         if self.vision:  # a vision-language config: the language model in text_config, the tower in vision_config
@@ -212,18 +271,43 @@ def from_local(path: str) -> ModelShape:
     model_type = str(get("model_type", default=top.get("model_type", "")))
     vision = _vision_fields(top, path)
     experts = int(get("num_experts", "num_local_experts", "n_routed_experts", default=0) or 0)
+    moe = _moe_fields(get, model_type, layers, experts) if experts else {}
+    mla = int(get("kv_lora_rank", default=0) or 0)
+    head_dim = int(get("head_dim", default=0) or 0) or (int(get("qk_rope_head_dim", default=0) or 0) if mla else 0) \
+        or hidden // heads
+    gpt_oss = model_type == "gpt_oss"
     return ModelShape(
         name=path, arch=model_type, layers=layers, hidden=hidden, heads=heads,
-        kv_heads=int(get("num_key_value_heads", default=heads) or heads),
-        head_dim=int(get("head_dim", default=hidden // heads) or hidden // heads),
+        kv_heads=int(get("num_key_value_heads", default=heads) or heads), head_dim=head_dim,
         intermediate=int(get("intermediate_size", "n_inner", default=0) or 4 * hidden), vocab=vocab,
         tied=bool(get("tie_word_embeddings", default=top.get("tie_word_embeddings", False))),
-        qkv_bias=bool(get("attention_bias", default=False)) or model_type in ("qwen2", "qwen2_5_vl", "qwen2_5_vl_text"),
-        max_pos=_max_context(get("max_position_embeddings"), get("rope_scaling")), experts=experts,
-        active_experts=int(get("num_experts_per_tok", default=0) or 0),
-        moe_intermediate=int(get("moe_intermediate_size", default=0) or (get("intermediate_size", default=0) if experts else 0)),
-        source="local", **vision,
+        qkv_bias=bool(get("attention_bias", default=False)) or model_type in ("qwen2", "qwen2_5_vl", "qwen2_5_vl_text", "qwen2_moe"),
+        max_pos=_max_context(get("max_position_embeddings"), get("rope_scaling")),
+        o_bias=gpt_oss and bool(get("attention_bias", default=True)), attn_sinks=gpt_oss,
+        q_lora_rank=int(get("q_lora_rank", default=0) or 0) if mla else 0, kv_lora_rank=mla,
+        qk_nope_dim=int(get("qk_nope_head_dim", default=0) or 0) if mla else 0,
+        qk_rope_dim=int(get("qk_rope_head_dim", default=0) or 0) if mla else 0,
+        v_head_dim=int(get("v_head_dim", default=0) or 0) if mla else 0,
+        source="local", **moe, **vision,
     )
+
+
+def _moe_fields(get: Any, model_type: str, layers: int, experts: int) -> dict[str, Any]:
+    """A MoE config.json's expert fields (qwen2_moe / qwen3_moe, mixtral, deepseek_v2 / deepseek_v3, gpt_oss keys)."""
+    moe_inter = int(get("moe_intermediate_size", "intermediate_size", default=0) or 0)
+    if get("n_shared_experts") is not None:  # DeepSeek: n_shared_experts experts of moe_intermediate_size
+        shared = int(get("n_shared_experts") or 0) * moe_inter
+    else:  # Qwen2-MoE: one shared expert of shared_expert_intermediate_size
+        shared = int(get("shared_expert_intermediate_size", default=0) or 0)
+    if get("first_k_dense_replace") is not None:
+        dense = int(get("first_k_dense_replace") or 0)
+    else:  # Qwen-MoE: mlp_only_layers, and layers off the decoder_sparse_step are dense
+        only = {int(i) for i in (get("mlp_only_layers") or [])}
+        step = int(get("decoder_sparse_step", default=1) or 1)
+        dense = sum(1 for i in range(layers) if i in only or (i + 1) % step != 0)
+    return dict(experts=experts, active_experts=int(get("num_experts_per_tok", "experts_per_token", default=0) or 0),
+                moe_intermediate=moe_inter, shared_intermediate=shared, dense_layers=min(dense, layers),
+                expert_bias=model_type == "gpt_oss")
 
 
 def _max_context(max_pos: Any, rope_scaling: Any) -> Optional[int]:

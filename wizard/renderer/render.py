@@ -16,6 +16,7 @@ from typing import Any, Optional
 from wizard.planner import dataprep
 from wizard.planner.nextsteps import launch_commands
 from wizard.planner.pipeline import Plan
+from wizard.verlspec.lora import MEGATRON_TARGET_MODULES
 
 # Files that are rendered for every plan.
 CORE_TEMPLATES = ("verl_config.yaml.j2", "run.sh.j2", "PLAN.md.j2", "verl-init.yaml.j2")
@@ -28,6 +29,7 @@ ARTEFACT_PROVIDERS = (
     "wizard.renderer.artefacts.data:artefacts",
     "wizard.renderer.artefacts.checkpoints:artefacts",
     "wizard.renderer.artefacts.agent:artefacts",
+    "wizard.renderer.artefacts.sandbox:artefacts",
 )
 
 
@@ -259,6 +261,13 @@ def checkpoint_lines(plan: Plan) -> list[str]:
               "actor of a checkpoint (the trained policy) into a Hugging Face folder with verl's model merger "
               f"(`python3 -m verl.model_merger merge --backend {merger_backend(plan)}`); default target "
               "`hf/global_step_N`.")
+    if plan.base_config == "megatron" and a.lora_rank:
+        export += (" With Megatron LoRA the checkpoint's model shards are the adapters only (verl filters the "
+                   "state dict to the PEFT adapters and saves them under model/dist_ckpt: utils/checkpoint/"
+                   "megatron_checkpoint_manager.py:531-535, 705-711), and verl 0.9.1's Megatron merger builds a model "
+                   "without adapters (model_merger/megatron_model_merger.py:221-260): verl-init has not verified that "
+                   "this export holds the trained adapters. Resuming (above) reads them back; a new run can start "
+                   "from them with model.lora.adapter_path, the key verl's checkpoint loader names.")
     return [saved, resume, place, export]
 
 
@@ -273,7 +282,9 @@ def agent_lines(plan: Plan) -> list[str]:
     return [
         f"Agent loop: verl's `tool_agent` on the async {plan.answers.rollout_engine} server, up to {facts['turns']} "
         f"assistant turns; tool {code(facts['class'])} from `{agent.TOOL_CONFIG}` (verl's tool registry imports it "
-        "in every agent-loop worker; the bundle folder is on their sys.path).",
+        "in every agent-loop worker; " + (
+            f"k8s/configmap.yaml puts `{agent.TOOLS_DIR}/` into every pod's working folder, which is on their "
+            "sys.path)." if plan.answers.cluster == "kuberay" else "the bundle folder is on their sys.path)."),
         f"The response covers the whole conversation after the prompt: {bud.response_length} tokens = up to "
         f"{bud.tool_replies} tool replies × {cap} tokens ({bud.tool_tokens}; verl cuts each reply to "
         f"max_tool_response_length={cap} characters, so at most that many tokens) + {bud.assistant_tokens} tokens of "
@@ -285,6 +296,47 @@ def agent_lines(plan: Plan) -> list[str]:
             f" and `extra_info.tools_kwargs` (the ground truth for {code(agent.GSM8K_TOOL_NAME)}'s create call)"
             if facts["tool"] == "gsm8k" else "") + "; `rollout.agent.default_agent_loop=tool_agent` covers rows "
         "without agent_name. Check your own files with `verl-init validate-dataset FILE --agent tool`.",
+    ]
+
+
+def sandbox_lines(plan: Plan) -> list[str]:
+    """PLAN.md's "Code reward sandbox" lines (Markdown; user values through `code`)."""
+    from wizard.planner import dataprep, sandbox
+
+    fx = plan.facts.get("sandbox")
+    if fx is None:
+        return []
+    a = plan.answers
+    url = code(fx["url"])
+    where = {
+        "local": f"{url} must answer from this machine, where verl's reward workers run: e.g. `docker run -d -p "
+                 f"{sandbox.SANDBOX_PORT}:{sandbox.SANDBOX_PORT} {sandbox.SANDBOX_IMAGE}` before `./run.sh`.",
+        "ray": f"{url} must answer from every node of the Ray cluster: verl's reward workers are Ray actors placed "
+               "on any node. A loopback address is refused (VI761).",
+        "slurm": f"{url} must answer from every node of the allocation: verl's reward workers are Ray actors placed "
+                 "on any node. A loopback address is refused (VI761).",
+        "kuberay": (f"In the cluster: `k8s/sandbox-fusion.yaml` (a SandboxFusion Deployment + the Service {url} "
+                    "names), which `k8s/submit.sh` applies and waits for before the job." if fx["in_cluster"] else
+                    f"{url} must answer from every pod (a loopback address is refused, VI761); or set sandbox_url="
+                    f"{code(sandbox.in_cluster_url(a.k8s_namespace))} to have the bundle run one in the cluster."),
+    }[a.cluster]
+    return [
+        f"Scoring: rows with data_source {code(fx['data_source'])} go to verl's `sandbox_fusion` scorer: the program in "
+        "each response's last ```` ```python ```` block runs once per test case (its input on stdin, its output "
+        f"compared with the expected one); the reward is the share of the first {dataprep.SCORED_CASES} cases passed. "
+        "A response without a code block scores 0 without a call.",
+        f"Load: {fx['responses_per_step']} responses per step, one call per test case of their row; at most "
+        f"{fx['workers']} reward workers × {fx['max_concurrent']} (max_concurrent) = {fx['in_flight']} calls in "
+        f"flight. Each program: {fx['memory_mb']} MB (memory_limit_mb), {sandbox.CASE_TIMEOUT_S} s to compile and "
+        f"{sandbox.CASE_TIMEOUT_S} s to run; a service that ran every call in flight at once would need up to "
+        f"{fx['in_flight']} × {fx['memory_mb']} MB = {fx['in_flight'] * fx['memory_mb'] / 1024:g} GiB for the programs "
+        "(SandboxFusion queues what its workers cannot run): size its host, or lower sandbox_max_concurrent. "
+        "A 504 is retried 3 times; any other failure (service down, refused) "
+        "scores the case as not passed and logs `API Call Failed` in the reward workers: a reward stuck at 0 from "
+        "the first step means the sandbox is not answering.",
+        f"Where: {where}",
+        "Why a sandbox: without a URL verl's prime_code runs the programs inside its reward workers, whose guard is "
+        "not a security sandbox (VI585).",
     ]
 
 
@@ -340,13 +392,24 @@ def context(plan: Plan) -> dict[str, Any]:
             f"{judge['gmu']:g} of each GPU beside the rollout engine; both sleep while the actor trains."
             + _judge_memory(judge))
     if plan.base_config == "megatron":
-        layout_lines.append(
-            f"Training: Megatron TP={fx['megatron_tp']} × PP={fx['megatron_pp']}, data-parallel size {fx['dp']}."
-        )
+        layout_lines += megatron_layout_lines(fx, a.gpus_per_node, plan.n_gpus)
     else:
         layout_lines.append(
             f"Training: {a.train_backend.upper()} over {plan.n_gpus} GPUs, Ulysses sequence parallel {fx['sequence_parallel']}, data-parallel size {fx['dp']}."
         )
+    lora = fx.get("lora")
+    if lora and plan.base_config == "megatron":
+        size = f"{lora['params'] / 1e6:.0f}M adapter parameters" if lora.get("params") is not None else "the adapters"
+        layout_lines.append(
+            f"LoRA on Megatron: rank {lora['rank']}, alpha {lora['alpha']}, through Megatron-Bridge's PEFT, which verl "
+            "builds from actor_rollout_ref.model.lora.* (workers/config/megatron_peft.py; the FSDP keys "
+            "model.lora_rank / lora_alpha are not read by the Megatron engine, so the bundle does not set them). "
+            f"Adapters on {', '.join(MEGATRON_TARGET_MODULES)} (every linear layer under Megatron's fused names): "
+            f"{size} train, split like their layers over the layout above; the base stays frozen in bf16. "
+            "megatron.use_mbridge=True and vanilla_mbridge=False: Megatron LoRA needs Megatron-Bridge "
+            "(megatron_peft.py:26). The reference log-probs are the actor's with its adapters off, so no reference "
+            f"copy is built (ray_trainer.py:360). {a.rollout_engine} serves the adapter (lora.merge=False): it loads the "
+            "base from the model (rollout.load_format=safetensors) and each step's sync sends only the adapters.")
     if a.accelerator != "nvidia":
         from wizard.verlspec.hardware import ACCELERATORS
 
@@ -427,6 +490,7 @@ def context(plan: Plan) -> dict[str, Any]:
         "memory": _memory_rows(plan),
         "checkpoint_lines": checkpoint_lines(plan),
         "agent_lines": agent_lines(plan),
+        "sandbox_lines": sandbox_lines(plan),
         "resume_from": a.resume_from_path or "",
         "overrides": [{"text": o["text"], "planned": code(o["planned"], cell=True) if o["planned"] else "—",
                        "reason": o["reason"] or "not set by the plan (verl's default)"}
@@ -481,3 +545,25 @@ def _judge_memory(judge: dict[str, Any]) -> str:
     return (f" Its engine reserves {judge['reserved_gib']:g} GiB per GPU: {judge['weights_gib']:g} GiB of bf16 weights, "
             f"the rest KV cache for ~{judge['kv_seqs']} judge sequences of {seq} tokens "
             f"({judge['prompt_tokens']} of prompt + {judge['max_tokens']} of verdict).")
+
+
+def megatron_layout_lines(fx: dict[str, Any], gpus_per_node: int, n_gpus: int) -> list[str]:
+    """PLAN.md's Megatron layout: the dense grid, the expert grid for a MoE model, and which groups sit in a node
+    (megatron-core's rank order tp-cp-ep-dp-pp: a TP group is consecutive ranks, an expert group ETP×EP too)."""
+    tp, pp, cp, vpp = fx["megatron_tp"], fx["megatron_pp"], fx["megatron_cp"], fx["megatron_vpp"]
+    lines = [f"Training: Megatron TP={tp} × PP={pp}" + (f" (× VPP={vpp} virtual stages, interleaved)" if vpp else "")
+             + f" × CP={cp}, data-parallel size {fx['dp']}"
+             + (f"; each TP group is {tp} consecutive GPUs inside one node" if tp > 1 else "")
+             + (f", each TP×CP group {tp * cp}" if cp > 1 else "")
+             + (f"; uneven pipeline split: {fx['megatron_first']} layers in the first stage, {fx['megatron_last']} "
+                "in the last" if fx.get("megatron_first") is not None else "") + "."]
+    if fx.get("moe_experts"):
+        ep, etp = fx["megatron_ep"], fx["megatron_etp"] if fx["megatron_etp"] is not None else tp
+        lines.append(f"Experts: {fx['moe_experts']} per MoE layer over EP={ep} × ETP={etp} = {ep * etp} consecutive GPUs "
+                     f"inside one node of {gpus_per_node} (token all-to-all over NVLink), "
+                     f"{fx['moe_experts'] // max(ep, 1)} whole experts per GPU; expert data-parallel size "
+                     f"{fx['megatron_expert_dp']} = {n_gpus} GPUs / (ETP×EP×PP = {etp * ep * pp}).")
+        lines.append(f"Rollout experts: expert_parallel_size={fx['rollout_ep']}"
+                     + (f": each replica's {fx['rollout_tp']} GPUs hold whole experts (EP = TP × DP, DP = 1)."
+                        if fx["rollout_ep"] > 1 else ": every expert on the replica's GPU."))
+    return lines

@@ -4,8 +4,9 @@ It runs on a local Ray instance started for the run (a temporary folder, a small
 CPUs, stopped afterwards), with one Ray actor process per role, as verl does:
 
 - actor + rollout: the tiny policy, which samples the responses, computes the old log-probs and
-  takes one optimizer step per mini-batch; under LoRA (`model.lora_rank` > 0) peft adapters as verl's FSDP
-  engine adds them, only they train;
+  takes one optimizer step per mini-batch; under LoRA (`model.lora_rank` > 0, or `model.lora.rank` > 0 for a
+  Megatron bundle) peft adapters as verl's FSDP engine adds them (for Megatron: the same adapters on the same
+  linear layers, in place of Megatron-Bridge's), only they train;
 - reference (only when a KL term needs it): a separate, frozen copy of the initial weights in its own
   process; under LoRA no process at all — the actor computes it with its adapters disabled, as verl's
   ref_in_actor does;
@@ -142,14 +143,37 @@ def _logprob_pass(model: Any, batch: dict[str, Any], temperature: float, with_en
     return out, ent_out, counts
 
 
-def _lora_config(model_cfg: Any) -> Any:
-    """peft's LoraConfig as verl's FSDP engine builds it (workers/engine/fsdp/transformer_impl.py:359-368)."""
+# Megatron's fused module names (model.lora.target_modules) → the Hugging Face modules they fuse
+MEGATRON_TO_HF = {"linear_qkv": ["q_proj", "k_proj", "v_proj"], "linear_proj": ["o_proj"],
+                  "linear_fc1": ["gate_proj", "up_proj"], "linear_fc2": ["down_proj"],
+                  "linear_q": ["q_proj"], "linear_k": ["k_proj"], "linear_v": ["v_proj"],
+                  "linear_fc1_gate": ["gate_proj"], "linear_fc1_up": ["up_proj"]}
+
+
+def _lora_config(model_cfg: Any, megatron: bool = False) -> Any:
+    """peft's LoraConfig as verl's FSDP engine builds it (workers/engine/fsdp/transformer_impl.py:359-368); for a
+    Megatron bundle, the same adapters from model.lora (rank, alpha, target_modules: Megatron-Bridge's LoRA is the
+    same low-rank update on the same linear layers, under Megatron's fused names; workers/config/megatron_peft.py)."""
     from omegaconf import OmegaConf
     from peft import LoraConfig, TaskType
+
+    from wizard.verlspec.lora import MEGATRON_TARGET_MODULES, engine_rank
 
     def plain(v: Any) -> Any:
         return OmegaConf.to_container(v) if OmegaConf.is_config(v) else v
 
+    if megatron:
+        block = model_cfg.get("lora", {}) or {}
+        names = plain(block.get("target_modules", list(MEGATRON_TARGET_MODULES))) or list(MEGATRON_TARGET_MODULES)
+        unknown = [n for n in names if n not in MEGATRON_TO_HF]
+        if unknown:
+            raise ValueError(f"model.lora.target_modules {unknown} have no Hugging Face counterpart the cpu smoke knows "
+                             f"(it knows {', '.join(MEGATRON_TO_HF)})")
+        target: Any = ("all-linear" if sorted(names) == sorted(MEGATRON_TARGET_MODULES) else
+                       sorted({hf for n in names for hf in MEGATRON_TO_HF[n]}))
+        return LoraConfig(task_type=TaskType.CAUSAL_LM, r=engine_rank(model_cfg, megatron=True),
+                          lora_alpha=int(block.get("alpha", 32) or 32), target_modules=target,
+                          lora_dropout=float(block.get("dropout", 0.0) or 0.0), bias="none")
     kwargs: dict[str, Any] = {"task_type": TaskType.CAUSAL_LM, "r": int(model_cfg.lora_rank),
                               "lora_alpha": int(model_cfg.get("lora_alpha", 16) or 16),
                               "target_modules": plain(model_cfg.get("target_modules", "all-linear")),
@@ -281,7 +305,10 @@ class ActorRolloutRole(_TrainedRole):
 
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
         self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-        self.lora = int(self.cfg.actor_rollout_ref.model.get("lora_rank", 0) or 0) > 0
+        from wizard.verlspec.lora import engine_rank
+
+        self.megatron = str(self.cfg.actor_rollout_ref.actor.get("strategy", "fsdp")) == "megatron"
+        self.lora = engine_rank(self.cfg.actor_rollout_ref.model, megatron=self.megatron) > 0
         if self.lora:
             self.model = self._apply_lora(self.model)
         self.model.train()
@@ -299,7 +326,7 @@ class ActorRolloutRole(_TrainedRole):
         """LoRA adapters as verl's FSDP engine adds them: peft's get_peft_model, base weights frozen."""
         from peft import get_peft_model
 
-        return get_peft_model(model, _lora_config(self.cfg.actor_rollout_ref.model))
+        return get_peft_model(model, _lora_config(self.cfg.actor_rollout_ref.model, self.megatron))
 
     def _reference_context(self) -> Any:
         """The reference inside the actor: verl computes it with the adapters disabled
@@ -1033,6 +1060,7 @@ class CpuRun:
             raise SmokeFailure(f"the tokenizer ({tok_source}) has no chat template: verl builds every prompt with "
                                "apply_chat_template", "use an instruct/chat model, or give its tokenizer a chat_template")
         _vision_rows(ctx, rows_path, self.arch[0], read, src_how)  # a vision-language bundle stops here, saying why
+        _code_rows(ctx, rows_path, read, src_how)  # a reward=sandbox bundle stops here, saying why
         items, kept = _load_with_verl(ctx, rows_path, tok)
         findings = _validate_rows(ctx, rows_path, tok)
         errors = [f for f in findings if f["severity"] == "error" and f["id"] != "VI526"]
@@ -1131,7 +1159,7 @@ class CpuRun:
         self.digests = {k: v["digest"] for k, v in loaded.items() if "digest" in v}
         self.report.placement = {k: v["who"] for k, v in loaded.items()}
         if sg.lora:
-            self.report.model["lora"] = {"rank": int(self.cfg.actor_rollout_ref.model.lora_rank),
+            self.report.model["lora"] = {"rank": int(ctx.geometry.lora_rank),
                                          "trainable": loaded["actor"]["trainable"],
                                          "parameters": loaded["actor"]["parameters"]}
         self.report.placement_note = (
@@ -1769,6 +1797,30 @@ def _vision_rows(ctx: SmokeContext, rows_path: str, arch: str, read: int, src_ho
         "processor, so it runs no vision-language rollout, reward or update",
         "check the config with `verl-init --verify` and the data with `verl-init validate-dataset data/train.parquet "
         f"--image-key {image_key}`; the first real step runs on the GPUs")
+
+
+def _code_rows(ctx: SmokeContext, rows_path: str, read: int, src_how: str) -> None:
+    """reward=sandbox (reward.sandbox_fusion.url): the rows' test cases are checked (validate-dataset's VI586: what
+    verl's code scorer can run), then the smoke stops with what it does not cover: the miniature's tiny policy writes
+    no programs, so every reward would be 0 and no code rollout or update is meaningful here. The reward path itself
+    (verl's scorer, the configured service) was checked in the probe phase (wizard.smoketest.sandbox_stub)."""
+    from wizard.env.datasets import Options, validate
+
+    sf = ctx.cfg.reward.get("sandbox_fusion")
+    if sf is None or not sf.get("url"):
+        return
+    findings = validate([rows_path], Options(kind="rl", prompt_key=str(ctx.cfg.data.get("prompt_key", "prompt")))).findings
+    bad = [f for f in findings if f.rule == "VI586"]
+    if bad:
+        ex = "; ".join(f"row {r}: {why}" for r, why in bad[0].examples[:2])
+        raise SmokeFailure(f"the rows' test cases are not what verl's code scorer runs: {bad[0].message} [VI586] ({ex})",
+                           bad[0].hint)
+    raise SmokeFailure(
+        f"the {read} code row(s) from {src_how} hold test cases verl's sandbox scorer runs, and the reward path was "
+        "checked in the probe phase; but the CPU miniature's tiny policy writes no programs, so it runs no code "
+        "rollout, reward or update",
+        "check the config with `verl-init --verify` and the data with `verl-init validate-dataset "
+        "data/train.parquet`; the first real step runs on the GPUs")
 
 
 def _agent_options(ctx: SmokeContext) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from wizard.intent.errors import UserError
+from wizard.verlspec.lora import engine_rank
 from wizard.verlspec.arithmetic import (data_parallel_size, effective_sp, min_token_budget, minimal_batch, scaled_micro,
                                         smoke_dp, splits_evenly, step_batch, update_split)
 
@@ -48,7 +49,7 @@ class Geometry:
     logprob_max_tokens: Optional[int] = None  # rollout.log_prob_max_token_len_per_gpu (the actor's old log-probs)
     ref_logprob_micro: Optional[int] = None  # ref.log_prob_micro_batch_size_per_gpu
     ref_logprob_max_tokens: Optional[int] = None
-    lora_rank: int = 0  # actor_rollout_ref.model.lora_rank: > 0 trains adapters and keeps the reference in the actor
+    lora_rank: int = 0  # the engine's LoRA rank (model.lora_rank; Megatron: model.lora.rank): > 0 trains adapters, reference in the actor
 
     @property
     def n_gpus(self) -> int:
@@ -228,7 +229,8 @@ def geometry_from_config(cfg: Any) -> Geometry:
         logprob_max_tokens=opt_int(r.get("log_prob_max_token_len_per_gpu")),
         ref_logprob_micro=opt_int(cfg.actor_rollout_ref.ref.get("log_prob_micro_batch_size_per_gpu")),
         ref_logprob_max_tokens=opt_int(cfg.actor_rollout_ref.ref.get("log_prob_max_token_len_per_gpu")),
-        lora_rank=int(cfg.actor_rollout_ref.model.get("lora_rank", 0) or 0),
+        # the rank the training engine applies: model.lora.rank for Megatron, model.lora_rank for FSDP (verlspec.lora)
+        lora_rank=engine_rank(cfg.actor_rollout_ref.model, megatron=megatron),
     )
 
 

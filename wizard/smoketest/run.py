@@ -179,6 +179,9 @@ def _prepare(ctx: SmokeContext, ph: PhaseResult) -> None:
         report.geometry["smoke"] = sg.as_dict()
     _agent_checks(ctx)
     _judge_checks(ctx)
+    from wizard.smoketest.sandbox_stub import sandbox_checks
+
+    sandbox_checks(ctx)  # reward=sandbox: verl's scorer against a local stand-in, and the configured URL
     import tempfile
 
     ctx.workdir = tempfile.mkdtemp(prefix="verl-init-smoke-")

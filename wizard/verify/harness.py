@@ -26,6 +26,7 @@ from typing import Any, Callable, Optional
 
 from wizard.intent.errors import UserError
 from wizard.verlspec import arithmetic as rc
+from wizard.verlspec import lora
 
 
 VERL, REPLICA = "verl", "replica"
@@ -261,7 +262,10 @@ def verify_with_verl(
 
 
 _FAILED = object()
-_FREE_FORM = ("override_config", "engine_kwargs", "reward_kwargs", "ray_kwargs", "kwargs")
+# override_transformer_config: McoreEngineConfig's dict[str, Any] of megatron-core TransformerConfig fields
+# (workers/config/engine.py:206, applied in workers/engine/megatron/transformer_impl.py _build_tf_config), e.g. the
+# uneven pipeline split num_layers_in_first/last_pipeline_stage the planner writes
+_FREE_FORM = ("override_config", "engine_kwargs", "reward_kwargs", "ray_kwargs", "kwargs", "override_transformer_config")
 
 
 def _flatten(node: Any, prefix: str = "") -> list[str]:
@@ -565,6 +569,25 @@ def worker_time_checks(cfg: Any, use_critic: bool, model_cfg: Any = None) -> lis
         sp = rc.effective_sp(actor.ulysses_sequence_parallel_size, actor.fsdp_config.get("ulysses_sequence_parallel_size", 1))
         dp = n_gpus // sp
 
+    model = a.model
+    if actor.strategy == "megatron":
+        m = actor.megatron
+        check("megatron/transformer_impl.py:191 Megatron-Bridge on", bool(m.get("use_mbridge", True)),
+              "use_mbridge must be True")
+        if lora.megatron_rank(model):
+            check("megatron_peft.py:26 LoRA through Megatron-Bridge", not m.get("vanilla_mbridge", False),
+                  "LoRA/PEFT only supported via Megatron-Bridge (vanilla_mbridge=True builds no provider)")
+    if lora.ref_in_actor(model) and need_ref(cfg):
+        # the reference is the actor with its adapters off (ray_trainer.py:360, 1273); an engine that applied no LoRA
+        # (the rank in the other engine's block) has no adapters to disable
+        megatron = actor.strategy == "megatron"
+        check("ray_trainer.py:360 reference inside the actor has adapters to disable",
+              lora.engine_rank(model, megatron=megatron) > 0,
+              f"verl keeps the reference in the actor (LoRA keys are set) but the {actor.strategy} engine applies no "
+              f"LoRA: it reads model.{'lora.rank' if megatron else 'lora_rank'}, which is 0; the first reference pass "
+              f"fails in {'megatron/transformer_impl.py:1128' if megatron else 'fsdp/transformer_impl.py:1095'} "
+              "disable_adapter")
+
     check("engine_workers.py:616 dynamic batch flags agree", actor.use_dynamic_bsz == r.log_prob_use_dynamic_bsz,
           f"actor.use_dynamic_bsz={actor.use_dynamic_bsz} but rollout.log_prob_use_dynamic_bsz={r.log_prob_use_dynamic_bsz}")
     if dyn:
@@ -661,8 +684,7 @@ def worker_time_checks(cfg: Any, use_critic: bool, model_cfg: Any = None) -> lis
 
 
 def a_lora(cfg: Any) -> bool:
-    model = cfg.actor_rollout_ref.model
-    return bool(model.get("lora_rank", 0) or model.get("lora", {}).get("rank", 0))
+    return lora.trainer_rank(cfg.actor_rollout_ref.model) > 0
 
 
 def need_ref(cfg: Any) -> bool:

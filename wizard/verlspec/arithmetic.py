@@ -267,6 +267,122 @@ def scaled_micro(per_rank: int, bundle_micro: int, bundle_per_rank: int) -> tupl
     return size, f"the largest size ≤ the bundle's {bundle_micro} that divides {per_rank}"
 
 
+@dataclass(frozen=True)
+class MegatronGrid:
+    """A Megatron training layout as verl's engine hands it to megatron-core's initialize_model_parallel
+    (workers/engine/megatron/transformer_impl.py:271-280): TP, PP, CP, EP, ETP (None: megatron-core takes TP) and
+    VPP (None: no interleaved schedule); `first`/`last`: layers of the first and last pipeline stages when the layers
+    do not split evenly over PP (override_transformer_config.num_layers_in_first/last_pipeline_stage), else None."""
+
+    tp: int = 1
+    pp: int = 1
+    cp: int = 1
+    ep: int = 1
+    etp: int | None = None
+    vpp: int | None = None
+    first: int | None = None
+    last: int | None = None
+
+    def stage_layers(self, layers: int) -> int:
+        """Layers of the largest pipeline stage."""
+        if self.first is None and self.last is None:
+            return -(-layers // max(self.pp, 1))
+        ends = [x for x in (self.first, self.last) if x is not None]
+        left = self.pp - len(ends)
+        middle = (layers - sum(ends)) // left if left > 0 else 0
+        return max(ends + [middle])
+
+    @property
+    def dense(self) -> int:
+        """Ranks one copy of the dense model spans: TP·PP·CP (parallel_state.py `model_size`)."""
+        return self.tp * self.pp * self.cp
+
+    @property
+    def expert_tp(self) -> int:
+        """ETP as megatron-core uses it: `expert_tensor_parallel_size = tensor_model_parallel_size` when None."""
+        return self.tp if self.etp is None else self.etp
+
+    @property
+    def expert_group(self) -> int:
+        """Consecutive ranks that share one MoE layer's experts: ETP·EP (megatron-core's expert order tp-ep-dp-pp)."""
+        return self.expert_tp * self.ep
+
+    @property
+    def expert_grid(self) -> int:
+        """ETP·EP·PP (parallel_state.py `expert_tensor_model_pipeline_parallel_size`)."""
+        return self.expert_group * self.pp
+
+    def data_parallel(self, world: int) -> int | None:
+        """Dense data-parallel ranks world / (TP·PP·CP); None when it does not divide."""
+        return data_parallel_size(world, megatron=True, tp=self.tp, pp=self.pp, cp=self.cp)
+
+    def expert_data_parallel(self, world: int) -> int | None:
+        """Expert data-parallel ranks world / (ETP·EP·PP); None when it does not divide."""
+        g = self.expert_grid
+        return world // g if g > 0 and world % g == 0 else None
+
+
+# What megatron-core (and verl-init's topology rule) asserts about a Megatron layout, each with its source line.
+# megatron-core is not pinned by verl 0.9.1 (`megatron-core` in its [megatron] extra); the lines are those of
+# NVIDIA/Megatron-LM tag core_v0.15.0 (the same checks stand in core_v0.13.0 … core_v0.17.0).
+MEGATRON_CHECKS = {
+    "dense_grid": "parallel_state.py:697 world_size % (TP·PP·CP) (verl's validate_config too: utils/config.py:110)",
+    "expert_grid": "parallel_state.py:743-752 world_size % (ETP·EP·PP), ETP None → TP",
+    "interleaved": "parallel_state.py:703-706 virtual_pipeline_model_parallel_size needs PP > 1",
+    "layers": "transformer_block.py:155-177 num_layers % PP, then (num_layers / PP) % VPP (an even split); with "
+              "num_layers_in_first/last_pipeline_stage set, the layers left % the stages left (transformer_block.py:"
+              "106-133, transformer_config.py:1085-1140)",
+    "dense_ep": "transformer_config.py:808 expert_model_parallel_size > 1 needs num_moe_experts",
+    "experts": "moe/moe_layer.py:64 num_moe_experts % EP",
+    "heads": "transformer_config.py:743 num_attention_heads % TP",
+    "kv_heads": "transformer_config.py:758 num_query_groups (KV heads) % TP",
+    "tp_node": "verl-init's topology: a TP group (consecutive ranks) stays inside a node's NVLink domain",
+    "expert_node": "verl-init's topology: an ETP·EP group (consecutive ranks, expert order tp-ep-dp-pp) stays inside a node",
+}
+
+
+def megatron_checks(world: int, g: MegatronGrid, *, gpus_per_node: int | None = None, layers: int | None = None,
+                    heads: int | None = None, kv_heads: int | None = None,
+                    experts: int | None = None) -> dict[str, str]:
+    """The checks (MEGATRON_CHECKS) layout `g` fails on `world` GPUs, each with its message; empty when fine.
+    The model's counts are checked only when given (`experts=0`: a dense model; None: unknown)."""
+    out: dict[str, str] = {}
+    if g.dense < 1 or world % g.dense:
+        out["dense_grid"] = f"TP×PP×CP = {g.tp}×{g.pp}×{g.cp} = {g.dense} does not divide the {world} GPUs"
+    if g.ep > 1 or g.etp is not None:
+        if g.expert_grid < 1 or world % g.expert_grid:
+            out["expert_grid"] = (f"the expert grid ETP×EP×PP = {g.expert_tp}×{g.ep}×{g.pp} = {g.expert_grid} does not "
+                                  f"divide the {world} GPUs")
+    if g.vpp is not None and g.pp <= 1:
+        out["interleaved"] = (f"virtual_pipeline_model_parallel_size={g.vpp} needs pipeline_model_parallel_size > 1 "
+                              "(interleaved schedule)")
+    chunks = g.pp * (g.vpp or 1)
+    if layers is not None and (g.first is not None or g.last is not None):
+        ends = [x for x in (g.first, g.last) if x is not None]
+        left, rest = g.pp - len(ends), layers - sum(ends)
+        if g.vpp is not None or min(ends) < 1 or rest < left or (left > 0 and rest % left) or (left == 0 and rest):
+            out["layers"] = (f"the {layers} layers do not split into first {g.first} + last {g.last} layers and "
+                             f"{max(left, 0)} equal middle stage(s)")
+    elif layers is not None and chunks > 1 and layers % chunks:
+        out["layers"] = (f"the {layers} layers do not split into PP×VPP = {chunks} equal pipeline chunks" if g.vpp
+                         else f"the {layers} layers do not split into PP = {g.pp} equal pipeline stages")
+    if experts == 0 and g.ep > 1:
+        out["dense_ep"] = f"expert_model_parallel_size={g.ep} for a dense model (no experts to spread)"
+    elif experts and g.ep > 1 and experts % g.ep:
+        out["experts"] = f"the {experts} experts do not spread evenly over expert_model_parallel_size={g.ep}"
+    if heads is not None and heads % g.tp:
+        out["heads"] = f"the {heads} attention heads do not split over tensor_model_parallel_size={g.tp}"
+    if kv_heads is not None and kv_heads % g.tp:
+        out["kv_heads"] = f"the {kv_heads} KV heads (query groups) do not split over tensor_model_parallel_size={g.tp}"
+    if gpus_per_node is not None:
+        if g.tp > gpus_per_node or gpus_per_node % g.tp:
+            out["tp_node"] = f"a TP group of {g.tp} GPUs does not fit inside a node of {gpus_per_node}"
+        if (g.ep > 1 or g.etp is not None) and (g.expert_group > gpus_per_node or gpus_per_node % g.expert_group):
+            out["expert_node"] = (f"an expert group ETP×EP = {g.expert_tp}×{g.ep} = {g.expert_group} GPUs does not fit "
+                                  f"inside a node of {gpus_per_node}")
+    return out
+
+
 def megatron_layout(world: int, tp: int, pp: int, cp: int = 1, ep: int = 1, etp: int | None = None,
                     vpp: int | None = None, *, layers: int | None = None, experts: int | None = None) -> list[str]:
     """What Megatron-core asserts about a training layout when verl's engine calls initialize_model_parallel
@@ -274,25 +390,63 @@ def megatron_layout(world: int, tp: int, pp: int, cp: int = 1, ep: int = 1, etp:
     the dense grid TP·PP·CP divides the world (also verl's validate_config, utils/config.py:110); the expert grid
     ETP·EP·PP divides the world (ETP defaults to TP); an interleaved schedule (VPP set) needs PP > 1; each
     pipeline stage holds a whole number of layer chunks (layers over PP·VPP, given `layers`, for an even split);
-    the experts spread evenly over EP (given `experts`)."""
-    etp_ = tp if etp is None else etp
-    out = []
-    dense = tp * pp * cp
-    if dense < 1 or world % dense:
-        out.append(f"TP×PP×CP = {tp}×{pp}×{cp} = {dense} does not divide the {world} GPUs")
-    expert = etp_ * ep * pp
-    if ep > 1 or etp is not None:
-        if expert < 1 or world % expert:
-            out.append(f"the expert grid ETP×EP×PP = {etp_}×{ep}×{pp} = {expert} does not divide the {world} GPUs")
-    if vpp is not None and pp <= 1:
-        out.append(f"virtual_pipeline_model_parallel_size={vpp} needs pipeline_model_parallel_size > 1 "
-                   "(interleaved schedule)")
-    chunks = pp * (vpp or 1)
-    if layers is not None and chunks > 1 and layers % chunks:
-        out.append(f"the {layers} layers do not split into PP×VPP = {chunks} equal pipeline chunks")
-    if experts and ep > 1 and experts % ep:
-        out.append(f"the {experts} experts do not spread evenly over expert_model_parallel_size={ep}")
-    return out
+    the experts spread evenly over EP (given `experts`). The messages of `megatron_checks`, in that order."""
+    found = megatron_checks(world, MegatronGrid(tp, pp, cp, ep, etp, vpp), layers=layers, experts=experts or None)
+    return [found[k] for k in ("dense_grid", "expert_grid", "interleaved", "layers", "experts") if k in found]
+
+
+def uneven_split(layers: int, pp: int) -> tuple[int, int] | None:
+    """(first, last) stage layers for `layers` over `pp` stages when they do not split evenly, as verl's 235B example
+    sets them (94 layers over PP 8: 11 + 6 × 12 + 11): equal first and last stages, the middle stages as even as
+    megatron-core requires ((layers − first − last) % (PP − 2), transformer_block.py:128-133), the largest stage as
+    small as possible; None when the split is even, PP < 2 or no such split exists."""
+    if pp < 2 or layers % pp == 0 or layers < pp:
+        return None
+    if pp == 2:
+        return -(-layers // 2), layers // 2
+    best: tuple[int, int] | None = None
+    for f in range(1, layers // 2 + 1):
+        rest = layers - 2 * f
+        if rest >= pp - 2 and rest % (pp - 2) == 0:
+            size = max(f, rest // (pp - 2))
+            if best is None or size < best[0] or (size == best[0] and f > best[1]):
+                best = (size, f)
+    return (best[1], best[1]) if best is not None else None
+
+
+def megatron_grids(world: int, gpus_per_node: int, *, layers: int | None = None, heads: int | None = None,
+                   kv_heads: int | None = None, experts: int | None = None, tp: int | None = None,
+                   pp: int | None = None, cp: int | None = None, ep: int | None = None, etp: int | None = None,
+                   vpp: int | None = None, max_pp: int = 32) -> list[MegatronGrid]:
+    """Every Megatron layout on `world` GPUs (nodes of `gpus_per_node`) that passes every check of
+    `megatron_checks`, with the given sizes held, least model parallelism first: context parallel last (CP = 1
+    layouts before any CP > 1: CP is for sequences whose activations fit no other way), then the dense grid TP·PP
+    ascending (ties: less PP), then the expert group ETP·EP ascending. Derived values: TP a power of two inside a
+    node, CP a power of two with TP·CP inside a node, PP up to `max_pp`, EP dividing the experts with ETP = 1
+    (whole experts on each rank, as verl's MoE examples run them) for a MoE model, EP = 1 and ETP unset for a dense
+    one; no VPP unless given."""
+    tps = [tp] if tp is not None else pow2_divisors(gpus_per_node)
+    pps = [pp] if pp is not None else [p for p in range(1, max_pp + 1) if world % p == 0]
+    cps = [cp] if cp is not None else pow2_divisors(gpus_per_node)
+    moe = bool(experts)
+    if ep is not None:
+        eps = [ep]
+    else:
+        eps = [e for e in divisors(experts or 1) if e <= gpus_per_node] if moe else [1]
+    out: list[MegatronGrid] = []
+    for t in tps:
+        for p in pps:
+            for c in cps:
+                if cp is None and (t * c > gpus_per_node or gpus_per_node % (t * c)):
+                    continue
+                for e in eps:
+                    x = etp if etp is not None else (1 if moe else None)
+                    ends = uneven_split(layers, p) if layers is not None and vpp is None else None
+                    g = MegatronGrid(t, p, c, e, x, vpp, *(ends or (None, None)))
+                    if not megatron_checks(world, g, gpus_per_node=gpus_per_node, layers=layers, heads=heads,
+                                           kv_heads=kv_heads, experts=experts):
+                        out.append(g)
+    return sorted(out, key=lambda g: (g.cp, g.dense, g.pp, g.first is not None, g.expert_group, g.tp))
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from wizard.check.shellargs import PLACEHOLDER
 from wizard.check.source import Source
 from wizard.intent.errors import Problem
 from wizard.verlspec import arithmetic as rc
+from wizard.verlspec import lora as verl_lora
 from wizard.verlspec.keys import MISSING
 
 
@@ -95,9 +96,10 @@ class Facts:
     use_critic: bool
     critic_mini: int | None
     critic_dp: int | None
-    lora: int
+    lora: int  # the LoRA rank the actor's training engine applies (0: all weights; wizard.verlspec.lora.engine_rank)
     adv: Any
     token_sp: tuple[int, int, int] = (1, 1, 1)  # the factor verl multiplies token budgets by: actor, ref, critic
+    lora_vllm: int = 0  # the rank vLLM serves adapters of (0 with lora.merge; wizard.verlspec.lora.vllm_rank)
 
 
 def _token_sp(c: Ctx, prefix: str, ulysses: int) -> int:
@@ -167,15 +169,16 @@ def facts(c: Ctx) -> Facts:
                 cp=c.int("critic.megatron.context_parallel_size") or 1)
         else:
             critic_dp = rc.data_parallel_size(n_gpus, sp=critic_sp)
-    lora = c.int(f"{M}.lora_rank") or 0
-    if not lora and not c.v(f"{M}.lora.merge"):
-        lora = c.int(f"{M}.lora.rank") or 0
+    model = {"lora_rank": c.int(f"{M}.lora_rank"),
+             "lora": {"rank": c.int(f"{M}.lora.rank"), "merge": bool(c.v(f"{M}.lora.merge"))}}
+    lora = verl_lora.engine_rank(model, megatron=megatron)
     return Facts(n_gpus=n_gpus, gpn=gpn, nnodes=nnodes, megatron=megatron, sp=sp, ref_sp=ref_sp, critic_sp=critic_sp,
                  dp=dp, n=c.int(f"{R}.n"), tbs=c.int("data.train_batch_size"), mini=c.int(f"{A}.ppo_mini_batch_size"),
                  seq=p + r if p is not None and r is not None else None, dynamic=bool(c.v(f"{A}.use_dynamic_bsz")),
                  use_ref=use_ref, use_critic=use_critic, critic_mini=c.int("critic.ppo_mini_batch_size"),
                  critic_dp=critic_dp, lora=lora, adv=adv,
-                 token_sp=(_token_sp(c, A, sp), _token_sp(c, REF, ref_sp), _token_sp(c, "critic", critic_sp)))
+                 token_sp=(_token_sp(c, A, sp), _token_sp(c, REF, ref_sp), _token_sp(c, "critic", critic_sp)),
+                 lora_vllm=verl_lora.vllm_rank(model))
 
 
 def join_or(values: Iterable[Any]) -> str:

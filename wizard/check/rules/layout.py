@@ -1,4 +1,4 @@
-"""GPU layout rules: rollout tiling (VI810-VI811), Ulysses SP (VI812, VI816), Megatron (VI813), the
+"""GPU layout rules: rollout tiling (VI810-VI811), Ulysses SP (VI812, VI816), Megatron (VI813, VI818, VI819), the
 config against the given hardware (VI814), rollout parallelism verl cannot run (VI815) and a rollout engine
 without a build for the device (VI817).
 """
@@ -150,7 +150,11 @@ def rule_megatron(c: Ctx, f: Facts, shape: Any = None) -> None:
             if "expert grid" in problem:
                 ok = [e for e in divisors(f.n_gpus // max(1, (etp or tp) * pp)) if f.n_gpus % ((etp or tp) * e * pp) == 0]
                 hint = f"nearest valid expert_model_parallel_size: {join_or(nearest(ok, ep))}"
-                if etp is None:  # Megatron-core: expert_tensor_parallel_size=None means ETP = TP
+                # megatron-core: `if expert_tensor_parallel_size is None: expert_tensor_parallel_size =
+                # tensor_model_parallel_size` (megatron/core/parallel_state.py:743-744 at tag core_v0.15.0, the same in
+                # core_v0.13.0 … core_v0.17.0); verl 0.9.1 passes its engine config's null through unchanged
+                # (workers/engine/megatron/transformer_impl.py:278) and its engine yaml documents it ("null to be same as TP")
+                if etp is None:
                     problem += f" (expert_tensor_parallel_size unset: Megatron uses ETP = TP = {tp})"
                     hint = f"set {moe_keys[1]}=1 (experts without tensor parallel), or {hint}"
                 named = [moe_keys[0], moe_keys[1], keys[1]]
@@ -168,6 +172,22 @@ def rule_megatron(c: Ctx, f: Facts, shape: Any = None) -> None:
             c.add("VI813", "error", keys[:1] + ["trainer.n_gpus_per_node"],
                   f"{role} Megatron tensor_model_parallel_size={tp} must divide the {f.gpn} GPUs of a node "
                   "(tensor parallel stays inside a node)", f"nearest valid: {join_or(nearest(divisors(f.gpn), tp))}")
+        grid = rc.MegatronGrid(tp, pp, cp, ep, etp, vpp)
+        found = rc.megatron_checks(f.n_gpus, grid, heads=shape.heads, kv_heads=shape.kv_heads) if exact else {}
+        heads = {k: v for k, v in found.items() if k in ("heads", "kv_heads")}
+        if heads:
+            ok = [t for t in divisors(f.gpn) if not {"heads", "kv_heads"} & set(
+                rc.megatron_checks(f.n_gpus, rc.MegatronGrid(t), heads=shape.heads, kv_heads=shape.kv_heads))]
+            c.add("VI818", "error", [keys[0], M + ".path"],
+                  f"{role} Megatron: {heads.get('heads') or heads['kv_heads']} of {shape.name} "
+                  "(megatron-core's TransformerConfig raises at start-up)",
+                  f"nearest valid {keys[0]}: {join_or(nearest(ok, tp))}")
+        node = rc.megatron_checks(f.n_gpus, grid, gpus_per_node=f.gpn).get("expert_node")
+        if node and not problems:
+            c.add("VI819", "warning", [moe_keys[0], moe_keys[1], "trainer.n_gpus_per_node"],
+                  f"{role} Megatron: {node}: the experts' token all-to-all crosses the network every layer",
+                  f"keep expert_tensor_parallel_size × expert_model_parallel_size ≤ {f.gpn} and dividing it "
+                  f"(e.g. {moe_keys[1]}=1)")
 
 
 def rule_device(c: Ctx, f: Facts) -> None:

@@ -24,11 +24,13 @@ def rule_memory(c: Ctx, f: Facts, shape: Any, why: str) -> None:
     from wizard.planner import memory
     from wizard.planner.memory import GIB, MEAN_FILL, Layout, estimate
 
-    # guard: experts sharded over EP/ETP are not in the memory model (wizard.planner.memory); a MoE estimate from
-    # dense terms is far off (Qwen3-30B-A3B with EP 8 runs on 8×H20, the dense terms say 246 GB per GPU)
-    if _moe(c, shape) and not getattr(memory, "MOE_MODELLED", False):
-        c.add("VI861", "info", (f"{M}.path",), "memory fit not checked: MoE memory not modelled (experts sharded over "
-              "expert parallel are not in verl-init's memory model)", "size the GPUs from verl's own example for the model")
+    # a MoE is estimated with its experts sharded over EP × ETP (wizard.planner.memory) when its exact shape is known
+    # (a catalogue MoE or a local config.json); a dense shape scaled from a MoE's name ("30B-A3B") is far off
+    if _moe(c, shape) and not (getattr(memory, "MOE_MODELLED", False) and getattr(shape, "experts", 0)
+                               and shape.source in ("catalogue", "local")):
+        c.add("VI861", "info", (f"{M}.path",), "memory fit not checked: MoE memory not modelled without the model's "
+              "exact shape (its experts, from a local config.json or verl-init's catalogue)",
+              "point actor_rollout_ref.model.path at a local model folder, or size the GPUs from verl's own example")
         return
     from wizard.verlspec.hardware import accelerator_of_gpu_type
 
@@ -48,6 +50,10 @@ def rule_memory(c: Ctx, f: Facts, shape: Any, why: str) -> None:
               "use a local model folder (its config.json is read) or a catalogue model")
         return
     engine = c.res.engine
+    if f.megatron != (engine == "megatron"):  # e.g. actor.strategy=megatron under model_engine=dp: no megatron tree
+        c.add("VI861", "info", ("model_engine",), "memory fit not checked: the GPU layout is unresolved (the actor's "
+              f"strategy and model_engine={engine} disagree)", "set model_engine=megatron for a Megatron actor")
+        return
     if engine not in ("dp", "megatron") or f.n_gpus is None or f.seq is None or f.dp is None:
         c.add("VI861", "info", (), "memory fit not checked: " + (f"model_engine={engine} is not modelled" if engine not in ("dp", "megatron")
                                                                   else "the GPU layout or sequence length is unresolved"), "")
@@ -76,6 +82,7 @@ def rule_memory(c: Ctx, f: Facts, shape: Any, why: str) -> None:
     if static and lp_dynamic:  # the layout's one fill applies to both passes: a log-prob budget is not filled
         lp_tokens = int(lp_tokens / MEAN_FILL)
     cp, ep, etp, recompute = 1, 1, None, False
+    grad_bytes, optim_bytes, cpu_fraction = memory.MEGATRON_GRAD_BYTES, memory.MEGATRON_OPTIM_BYTES, 0.0
     if f.megatron:
         off_p, off_o = bool(c.v(f"{A}.megatron.param_offload")), bool(c.v(f"{A}.megatron.optimizer_offload"))
         ref_resident = not bool(c.v(f"{REF}.megatron.param_offload"))
@@ -85,6 +92,7 @@ def rule_memory(c: Ctx, f: Facts, shape: Any, why: str) -> None:
         etp = c.int(f"{A}.megatron.expert_tensor_parallel_size")
         recompute = c.v(f"{A}.megatron.override_transformer_config.recompute_granularity") == "full"
         critic_off = c.v("critic.megatron.param_offload")
+        grad_bytes, optim_bytes, cpu_fraction = _megatron_optimizer_bytes(c)
     else:
         off_p, off_o = bool(c.v(f"{A}.fsdp_config.param_offload")), bool(c.v(f"{A}.fsdp_config.optimizer_offload"))
         ref_resident = not bool(c.v(f"{REF}.fsdp_config.param_offload"))
@@ -122,11 +130,17 @@ def rule_memory(c: Ctx, f: Facts, shape: Any, why: str) -> None:
                     static_micro=static,
                     checkpointing=c.v(f"{M}.enable_gradient_checkpointing") is not False,
                     offload_params=off_p, offload_optimizer=off_o, ref_resident=ref_resident, use_ref=f.use_ref,
-                    lora_rank=f.lora, critic=critic, critic_offload=None if critic_off is None else bool(critic_off),
+                    lora_rank=f.lora, critic=critic,
+                    # Megatron LoRA synced as adapters to an engine that loaded the real base (memory.Layout)
+                    lora_adapter_sync=bool(f.megatron and f.lora and not c.v(f"{M}.lora.merge")
+                                           and "dummy" not in str(c.v(f"{R}.load_format") or "dummy")), critic_offload=None if critic_off is None else bool(critic_off),
                     replica_batch=max(1, -(-tbs * n * tp // f.n_gpus)),
                     reward=reward, reward_gmu=reward_gmu if 0 < reward_gmu <= 1 else 0.0, reward_tp=reward_tp,
                     reward_seq_len=reward_seq if reward_seq > 0 else 0,
-                    image_share=image_share,
+                    reward_free_cache=c.v("reward.reward_model.rollout.free_cache_engine") is not False,
+                    image_share=image_share, rollout_dp=c.int(f"{R}.data_parallel_size") or 1,
+                    optimizer_cpu_fraction=cpu_fraction, grad_bytes=grad_bytes, optim_bytes=optim_bytes,
+                    update_entropy=bool(c.v(f"{A}.calculate_entropy")) or (c.num(f"{A}.entropy_coeff") or 0.0) != 0.0,
                     free_cache_engine=c.v(f"{R}.free_cache_engine") is not False, gpu_type=hw.gpu_type)
     est = estimate(shape, layout)
     approx = shape.source not in ("catalogue", "local")
@@ -176,3 +190,42 @@ def rule_memory(c: Ctx, f: Facts, shape: Any, why: str) -> None:
                    f"{high - est.capacity_gib:.1f} GiB over the {est.capacity_gib:.1f} GiB card")
         c.add("VI860", sev, (f"{M}.path", keys[1], "trainer.n_gpus_per_node"), msg, "; ".join(hints))
     c.memory = est
+
+
+_DTYPE_BYTES = {"fp32": 4, "float32": 4, "torch.float32": 4, "bf16": 2, "bfloat16": 2, "torch.bfloat16": 2,
+                "fp16": 2, "float16": 2, "torch.float16": 2, "fp8": 1, "uint8": 1, "torch.uint8": 1}
+
+
+def _megatron_optimizer_bytes(c: Ctx) -> tuple[int, int, float]:
+    """(gradient buffer B/param, master + Adam m + v B/param, share of the optimizer states on the host) of the
+    actor's Megatron optimizer: verl's optim fields, Megatron's OptimizerConfig overrides on top
+    (utils/megatron/optimizer.py init_megatron_optim_config), the DDP gradient dtype as verl derives it
+    (workers/engine/megatron/transformer_impl.py _resolve_override_ddp_config; an explicit grad_reduce_in_fp32 wins)."""
+    o = f"{A}.optim"
+    over = c.v(f"{o}.override_optimizer_config")
+    over = over if isinstance(over, dict) else {}
+
+    def field(name: str, default: Any) -> Any:
+        value = c.v(f"{o}.override_optimizer_config.{name}")
+        return value if value is not None else over.get(name, default)
+
+    def size(value: Any) -> int:
+        return _DTYPE_BYTES.get(str(value).lower(), 4)
+
+    aware_verl = bool(c.v(f"{o}.use_precision_aware_optimizer"))
+    aware = bool(field("use_precision_aware_optimizer", aware_verl))
+    verl_dtype = lambda key: c.v(f"{o}.{key}") if aware_verl else "fp32"  # noqa: E731 - verl sets them only when aware
+    m = size(field("exp_avg_dtype", verl_dtype("exp_avg_dtype"))) if aware else 4
+    v = size(field("exp_avg_sq_dtype", verl_dtype("exp_avg_sq_dtype"))) if aware else 4
+    reduce_fp32 = c.v(f"{A}.megatron.override_ddp_config.grad_reduce_in_fp32")
+    if reduce_fp32 is None:
+        reduce_fp32 = not (aware_verl and size(c.v(f"{o}.main_grads_dtype") or "fp32") < 4)
+    grad = 4 if reduce_fp32 else 2
+    fraction = 0.0
+    if bool(field("optimizer_cpu_offload", False)):
+        raw = field("optimizer_offload_fraction", 1.0)
+        try:
+            fraction = min(1.0, max(0.0, float(raw)))
+        except (TypeError, ValueError):
+            fraction = 1.0
+    return grad, 4 + m + v, fraction

@@ -164,16 +164,17 @@ def rule_values(c: Ctx, f: Facts) -> None:
         if beta is None or beta <= 0:
             c.add("VI854", "error", (f"{A}.policy_loss.dro_beta",), "loss_mode=dro needs policy_loss.dro_beta > 0 (core_algos.py)",
                   f"set {A}.policy_loss.dro_beta, e.g. 0.1")
-    if f.lora and c.v(f"{R}.name") == "vllm":
+    rank = f.lora_vllm  # verl's own reading: model.lora.rank, else model.lora_rank; none with lora.merge
+    if rank and c.v(f"{R}.name") == "vllm":
         from wizard.verlspec.algorithms import VLLM_LORA_RANKS
 
-        key = f"{M}.lora_rank" if c.int(f"{M}.lora_rank") else f"{M}.lora.rank"
-        if f.lora > VLLM_LORA_RANKS[-1]:
-            c.add("VI856", "error", (key,), f"vLLM serves LoRA ranks up to 512 (got {f.lora}; validate_config raises)",
-                  f"nearest valid: {join_or(nearest(VLLM_LORA_RANKS, f.lora))}")
-        elif f.lora not in VLLM_LORA_RANKS:
-            up = min(r for r in VLLM_LORA_RANKS if r >= f.lora)
-            c.add("VI856", "warning", (key,), f"vLLM reserves adapters of rank {up} for lora_rank={f.lora}",
+        key = f"{M}.lora.rank" if c.int(f"{M}.lora.rank") else f"{M}.lora_rank"
+        if rank > VLLM_LORA_RANKS[-1]:
+            c.add("VI856", "error", (key,), f"vLLM serves LoRA ranks up to 512 (got {rank}; validate_config raises)",
+                  f"nearest valid: {join_or(nearest(VLLM_LORA_RANKS, rank))}")
+        elif rank not in VLLM_LORA_RANKS:
+            up = min(r for r in VLLM_LORA_RANKS if r >= rank)
+            c.add("VI856", "warning", (key,), f"vLLM reserves adapters of rank {up} for lora_rank={rank}",
                   f"use one of {', '.join(map(str, VLLM_LORA_RANKS))} to waste no memory")
     if c.v("data.val_batch_size") is not None and c.set_by_user("data.val_batch_size"):
         c.add("VI857", "info", ("data.val_batch_size",), "data.val_batch_size is deprecated: verl validates the whole "

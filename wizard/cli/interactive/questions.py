@@ -38,7 +38,7 @@ Kind = Literal["select", "int", "float", "text", "checkbox", "confirm"]
 # Wizard decisions that are not `Answers` fields: their answer fills fields (Question.apply).
 DECISIONS: dict[str, str] = {
     "gpus": "GPUs of each node: this machine's, a common node, or other (typed).",
-    "advanced": "Adjust advanced settings (engines, lengths, samples, steps, LoRA, logging, names)?",
+    "advanced": "Adjust advanced settings (engines, lengths, multi-turn tools, samples, steps, LoRA, logging, names)?",
 }
 OTHER = "__other__"  # the "another value" entry of a select that also takes a typed value
 THIS_MACHINE = "this machine"
@@ -404,8 +404,6 @@ def _memory_refused(ctx: Context, **update: Any) -> bool:
 
 def full_misfits(ctx: Context) -> bool:
     """Training all weights does not fit these GPUs (a memory rule refuses lora_rank=0)."""
-    if ctx.get("train_backend") == "megatron":
-        return False
     return _memory_refused(ctx, lora_rank=0)
 
 
@@ -414,8 +412,6 @@ def fitting_ranks(ctx: Context) -> list[int]:
 
 
 def lora_asked(ctx: Context) -> bool:
-    if ctx.get("train_backend") == "megatron":
-        return False
     return not full_misfits(ctx) or bool(fitting_ranks(ctx))
 
 
@@ -508,6 +504,7 @@ REWARD_TEXT = {
     "rule": "verl's rule-based scorer, chosen by each row's data_source (GSM8K, MATH, ...)",
     "model": "a reward model (sequence classifier) scores each response",
     "function": "your own Python scorer (file.py:function), or the bundle's reward/reward_fn.py",
+    "sandbox": "code RL: each response's program runs against the row's test cases in a SandboxFusion service",
     "genrm": "an LLM judge (e.g. Qwen2.5-7B-Instruct) grades each response through verl's reward loop",
 }
 ENGINE_TEXT = {"vllm": "vLLM generates the rollouts", "sglang": "SGLang generates the rollouts"}
@@ -542,7 +539,7 @@ def check_dataset(value: Any, ctx: Context) -> str | None:
     if text in BUILTIN_DATASETS:
         return None
     if not text.lower().endswith(DATA_SUFFIXES):
-        return f"gsm8k, math, geo3k or a local {'/'.join(DATA_SUFFIXES)} file (got {text!r}) [VI510]"
+        return f"gsm8k, math, geo3k, codecontests or a local {'/'.join(DATA_SUFFIXES)} file (got {text!r}) [VI510]"
     path = os.path.join(ctx.base_dir, os.path.expanduser(text))
     if not os.path.isfile(path):
         return (f"no file {text!r} here ({os.path.normpath(os.path.abspath(path))}) — give the path of an existing "
@@ -559,6 +556,85 @@ def needs_size(ctx: Context) -> bool:
         return resolve_shape(model) is None
     except Exception:  # noqa: BLE001 - an unreadable local config.json: ask
         return True
+
+
+# --- multi-turn tool calling: the agent loop, its tool and turns ------------------------------------------------
+
+AGENT_TEXT = {
+    "single_turn": "one response per prompt (verl's single_turn_agent)",
+    "tool": "multi-turn tool calling (verl's tool_agent): the model calls a tool between turns",
+}
+
+
+def _tool_agent(ctx: Context) -> bool:
+    return ctx.get("agent") == "tool"
+
+
+def _default_turns(ctx: Context) -> str:
+    from wizard.planner.agent import DEFAULT_TURNS
+
+    return f"{DEFAULT_TURNS} assistant turns"
+
+
+def turns_note(ctx: Context) -> str | None:
+    """How the response length is shared by the turns (wizard.verlspec.arithmetic.turn_budget, as the planner)."""
+    from wizard.planner.agent import DEFAULT_TURNS, TOOL_RESPONSE_TOKENS
+    from wizard.verlspec.arithmetic import turn_budget
+
+    turns = ctx.get("max_turns") or DEFAULT_TURNS
+    b = turn_budget(int(ctx.get("max_response_length")), turns, TOOL_RESPONSE_TOKENS)
+    return (f"max_response_length={b.response_length} covers every turn: with {turns} turns, {b.tool_replies} tool "
+            f"replies take up to {b.tool_tokens} tokens, leaving ~{max(b.per_turn, 0)} per turn of the model's own")
+
+
+# --- vision-language models: asked only when the model has a vision tower ---------------------------------------
+
+
+def _shape(ctx: Context) -> Any:
+    from wizard.planner.shapes import resolve_shape
+
+    try:
+        return resolve_shape(str(ctx.get("model")))
+    except Exception:  # noqa: BLE001 - an unreadable local config.json: not a known vision-language model
+        return None
+
+
+def _vision(ctx: Context) -> bool:
+    shape = _shape(ctx)
+    return bool(shape is not None and shape.vision)
+
+
+def _vision_data(ctx: Context) -> bool:
+    """A vision-language model on data that may carry images (the planner's has_images)."""
+    from wizard.planner.pipeline import TEXT_DATASETS
+
+    return _vision(ctx) and str(ctx.get("dataset")) not in TEXT_DATASETS
+
+
+IMAGE_TOKENS = (4096, 2048, 1280, 1024, 768, 512, 256, 128, 64)  # image tokens per image a person would pick
+
+
+def pixel_choices(ctx: Context) -> list[tuple[Any, str]]:
+    """Largest-image budgets as pixels, from the model's own patch and merge (tokens = pixels / (patch × merge)²)."""
+    shape = _shape(ctx)
+    factor = shape.vision_patch * shape.vision_merge if shape is not None and shape.vision else 28
+    out: list[tuple[Any, str]] = []
+    for tokens in IMAGE_TOKENS:
+        pixels = tokens * factor * factor
+        if not answer_problems({"image_max_pixels": pixels}):  # within the field's range
+            side = int(math.sqrt(pixels))
+            out.append((pixels, f"{tokens} image tokens per image (about {side}×{side} pixels)"))
+    return out
+
+
+def image_note(ctx: Context) -> str | None:
+    shape = _shape(ctx)
+    if shape is None or not shape.vision:
+        return None
+    factor = shape.vision_patch * shape.vision_merge
+    return (f"{ctx.get('model')} turns each {factor}×{factor} pixels into one token; images and text must fit "
+            f"max_prompt_length={ctx.get('max_prompt_length')} (a longer one, under advanced settings, fits bigger "
+            "images; data/prepare_data.py shrinks bigger ones)")
 
 
 # --- the questionnaire ---------------------------------------------------------------------------------
@@ -585,7 +661,13 @@ QUESTIONS: tuple[Question, ...] = (
     Question("answer_field", "text", "data", when=_is_local_file),
     Question("answer_format", "select", "data", when=_is_local_file,
              choices=lambda c: [("number", "a number (GSM8K-style)"), ("boxed", "\\boxed{...} (MATH-style)"),
-                                ("text", 'free text after "Answer:"')]),
+                                ("text", 'free text after "Answer:"'),
+                                ("code", "a program, run against the test cases the answer column holds")]),
+    # a vision-language model's images (only when the model has a vision tower and the data may carry images)
+    Question("image_key", "text", "data", when=lambda c: _vision(c) and _is_local_file(c)),
+    Question("images_per_prompt", "int", "data", when=_vision_data),
+    Question("image_max_pixels", "int", "data", when=_vision_data, choices=pixel_choices, typed=True,
+             note=image_note),
     Question("reward", "select", "algorithm", choices=_texts(REWARD_TEXT)),
     Question("reward_model", "text", "algorithm", when=lambda c: c.get("reward") in ("model", "genrm")),
     # the judge's own pool is more nodes: only where the cluster has more than this machine
@@ -593,6 +675,7 @@ QUESTIONS: tuple[Question, ...] = (
     Question("judge_max_tokens", "int", "algorithm", when=lambda c: c.get("reward") == "genrm", advanced=always),
     Question("reward_function", "text", "algorithm", when=lambda c: c.get("reward") == "function", optional=True,
              auto=lambda c: "the bundle's reward/reward_fn.py"),
+    Question("sandbox_url", "text", "algorithm", when=lambda c: c.get("reward") == "sandbox"),
     # batch
     Question("prompts_per_step", "int", "batch", default=default_prompts_per_step, choices=prompts_choices,
              typed=True, note=batch_note),
@@ -616,6 +699,16 @@ QUESTIONS: tuple[Question, ...] = (
     Question("train_backend", "select", "algorithm", advanced=always, choices=_texts(BACKEND_TEXT)),
     Question("max_prompt_length", "int", "data", advanced=always),
     Question("max_response_length", "int", "data", advanced=always),
+    # multi-turn tool calling: the agent loop is an advanced setting; its tool and turns follow once agent=tool
+    Question("agent", "select", "algorithm", advanced=always, choices=_texts(AGENT_TEXT)),
+    Question("tool", "text", "algorithm", when=_tool_agent, optional=True,
+             auto=lambda c: "gsm8k, the bundle's GSM8K answer checker",
+             note=lambda c: "gsm8k, or module.Class: your verl BaseTool subclass, importable where verl runs"),
+    Question("max_turns", "int", "algorithm", when=_tool_agent, optional=True, note=turns_note,
+             auto=_default_turns),
+    Question("freeze_vision_tower", "confirm", "algorithm", when=_vision, advanced=always,
+             note=lambda c: "verl 0.9.1 declares actor.freeze_vision_tower but no worker reads it (VI571): the tower "
+                            "is trained either way"),
     Question("samples_per_prompt", "int", "batch", advanced=always, optional=True,
              auto=lambda c: f"{_algo(c).default_n}, {c.get('algorithm')}'s default"),
     Question("updates_per_step", "int", "batch", advanced=always),
@@ -650,9 +743,8 @@ def _experiment(ctx: Context) -> str:
 NOT_ASKED: dict[str, str] = {
     "accelerator": "taken from the probed GPUs (NVML: nvidia, amdsmi: amd); else --set accelerator=amd|ascend or a profile",
     "lora_alpha": "twice lora_rank, the usual choice",
-    "agent": "single_turn; multi-turn tool calling is --set agent=tool (or --profile multiturn-gsm8k-tool)",
-    "tool": "gsm8k with agent=tool; your own class is --set tool=module.Class",
-    "max_turns": "3 assistant turns with agent=tool",
+    "sandbox_max_concurrent": "64 calls in flight per reward worker, verl's default (reward=sandbox)",
+    "sandbox_memory_mb": "1024 MB per program, verl's default (reward=sandbox)",
     "overrides": "the escape hatch for verl keys the answers do not model: --override or the answers file",
     "train_files": "data/prepare_data.py writes the training file from dataset",
     "val_files": "data/prepare_data.py writes the validation file from dataset",
@@ -669,6 +761,11 @@ NOT_ASKED: dict[str, str] = {
     "sequence_parallel": "chosen by the memory fit and the attention heads",
     "megatron_tp": "chosen by the memory fit",
     "megatron_pp": "chosen by the memory fit",
+    "megatron_vpp": "none: no interleaved pipeline schedule unless set",
+    "megatron_cp": "chosen by the memory fit (context parallel only when nothing else fits)",
+    "megatron_ep": "chosen by the memory fit for a MoE model (whole experts per GPU, groups inside a node)",
+    "megatron_etp": "1 for a MoE model (whole experts on each GPU)",
+    "rollout_ep": "the rollout TP for a MoE model (the engine's expert parallel)",
     "offload": "only when nothing else fits (the memory fit)",
     "project_name": "verl-init, a tracker project name",
     "save_freq": "every 20 steps",
@@ -690,10 +787,6 @@ NOT_ASKED: dict[str, str] = {
     "data_source": "selects verl's scorer from the dataset and answer_format",
     "val_fraction": "5% of a local file is held out",
     "split_seed": "42",
-    "image_key": "images, the column data/prepare_data.py reads and writes (vision-language models)",
-    "images_per_prompt": "one image per prompt (vision-language models)",
-    "image_max_pixels": "1003520 pixels, 1280 image tokens at 28×28 (vision-language models)",
-    "freeze_vision_tower": "verl 0.9.1 does not act on it (VI571)",
 }
 
 # Fields a rule's hint names besides its keys: a question still to come that answers one of them can fix it, and a

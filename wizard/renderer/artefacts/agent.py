@@ -40,6 +40,11 @@ def tool_config(tool: str) -> dict[str, Any]:
     }]}
 
 
+def bundle_paths(plan: "Plan") -> list[str]:
+    """The bundle paths of the tool files (what a KubeRay ConfigMap carries to the pods); [] without agent=tool."""
+    return [art.template.removesuffix(".j2") for art in artefacts(plan)]
+
+
 def artefacts(plan: "Plan") -> "list[Artefact]":
     from wizard.renderer.render import Artefact, dump_yaml
 

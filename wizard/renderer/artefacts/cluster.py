@@ -1,6 +1,9 @@
 """Bundle files for the cluster capability (see renderer.ARTEFACT_PROVIDERS).
 
-`cluster: kuberay` → k8s/configmap.yaml, k8s/rayjob.yaml, k8s/raycluster.yaml, k8s/submit.sh;
+`cluster: kuberay` → k8s/configmap.yaml, k8s/rayjob.yaml, k8s/raycluster.yaml, k8s/submit.sh. The pods get the
+bundle's files they run from the ConfigMap: verl_config.yaml, data/prepare_data.py, reward/reward_fn.py and, with
+agent=tool, verl_init_tools/ (the tool config and tool module verl's agent-loop workers load), each mounted at the
+path the config names relative to the pods' working folder (VI767: within Kubernetes' 1 MiB for a ConfigMap);
 `cluster: slurm` → slurm/job.sbatch; `cluster: ray` → ray/submit.sh, ray/runtime_env.yaml;
 `cluster: local` → nothing beyond run.sh.
 
@@ -12,6 +15,7 @@ templates only add comments around them. Shell templates receive values that go 
 
 from __future__ import annotations
 
+import posixpath
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
@@ -46,6 +50,9 @@ PREPARE_CPUS, PREPARE_MEMORY_GB = 1, 8  # the prepare-data init container (a hub
 DATA_DIR = "data"  # dataprep.PREPARED_TRAIN / PREPARED_VAL live here, relative to WORKDIR
 REWARD_FN = "reward/reward_fn.py"  # dataprep.BUNDLE_REWARD_FN
 GENRM_FN = "reward/genrm_fn.py"  # genrm.BUNDLE_GENRM_FN
+# Kubernetes refuses a ConfigMap whose values total more than 1 MiB (pkg/apis/core/validation/validation.go,
+# ValidateConfigMap: the bytes of every data and binaryData value against core.MaxSecretSize = 1 MiB).
+CONFIGMAP_MAX_BYTES = 1024 * 1024
 WORKDIR = "/verl-init/run"  # working folder of every pod: relative paths (checkpoints/, outputs/) land here
 RAY_PORT = 6379
 DASHBOARD_PORT = 8265
@@ -104,6 +111,9 @@ class Layout:
     reward_fn: bool = False  # the bundle's reward/reward_fn.py, mounted at the same relative path in every pod
     genrm_fn: bool = False  # the bundle's reward/genrm_fn.py (reward=genrm's judge function), likewise
     judge_nodes: int = 0  # nodes of the judge's own resource pool (reward=genrm, judge_gpus), counted in nnodes
+    # agent=tool: the bundle's verl_init_tools/ files (bundle-relative paths), from the ConfigMap into a folder of the
+    # same name in every pod's working folder, where verl's tool registry opens tool_config.yaml and imports the class
+    tool_files: tuple[str, ...] = ()
     checkpoint_pvc: Optional[str] = None  # a PVC of its own mounted at the checkpoint folder in every pod
     checkpoint_dir: str = ""  # where trainer.default_local_dir lands in a pod (its fixed leading folder)
     # the accelerator's names (wizard.verlspec.hardware.ACCELERATORS): Kubernetes extended resource, Ray resource,
@@ -214,6 +224,9 @@ def layout(plan: Plan) -> Layout:
                  if "reward.custom_reward_function.path" in plan.settings else False)
     genrm_fn = (str(plan.settings["reward.custom_reward_function.path"].value) == genrm.BUNDLE_GENRM_FN
                 if "reward.custom_reward_function.path" in plan.settings else False)
+    from wizard.renderer.artefacts import agent as agent_files
+
+    tool_files = tuple(agent_files.bundle_paths(plan)) if kuberay else ()
     return Layout(
         name=name, name_reason=name_reason, namespace=a.k8s_namespace,
         nnodes=nnodes, gpus_per_node=gpn, n_gpus=n_gpus,
@@ -225,6 +238,7 @@ def layout(plan: Plan) -> Layout:
         checkpoint_mount=ckpt if a.shared_pvc and not ckpt.startswith(WORKDIR + "/") and ckpt != WORKDIR else None,
         wait_timeout_s=a.gpu_wait_timeout_s, ttl_seconds=a.k8s_ttl_seconds, needs_wandb=needs_wandb,
         prepare_data=prepare, dataset_hub=hub or "", reward_fn=reward_fn, genrm_fn=genrm_fn, judge_nodes=judge_nodes,
+        tool_files=tool_files,
         checkpoint_pvc=a.checkpoint_pvc, checkpoint_dir=ckpt,
         k8s_resource=acc.k8s_resource, ray_resource=acc.ray_resource, slurm_gres=acc.slurm_gres,
         visible_devices=acc.visible_devices,
@@ -340,6 +354,17 @@ def raycluster_spec(lay: Layout) -> dict[str, Any]:
     if lay.genrm_fn:  # likewise the judge function
         reward_mount.append({"name": "verl-config", "mountPath": f"{WORKDIR}/{GENRM_FN}", "subPath": "genrm_fn.py",
                              "readOnly": True})
+    # rollout.multi_turn.tool_config_path is bundle-relative too: the tool files, as a folder of the same name in the
+    # working folder of every pod (a projection of the ConfigMap's tool entries; mounted as a folder, not by subPath,
+    # so a running RayCluster sees an updated ConfigMap). verl's agent-loop workers run in their raylet's working
+    # folder (WORKDIR) and have the driver's working folder (WORKDIR) on sys.path (ray/_private/worker.py:2715-2718),
+    # so `verl_init_tools.<module>` imports there.
+    tools_volume: list[dict[str, Any]] = []
+    tools_mount: list[dict[str, Any]] = []
+    if lay.tool_files:
+        tools_volume = [{"name": "verl-tools", "configMap": {"name": lay.configmap_name, "items": [
+            {"key": configmap_key(path), "path": posixpath.relpath(path, tools_dir(lay))} for path in lay.tool_files]}}]
+        tools_mount = [{"name": "verl-tools", "mountPath": f"{WORKDIR}/{tools_dir(lay)}", "readOnly": True}]
     prepare = {
         "name": "prepare-data",
         "image": lay.image,
@@ -363,9 +388,9 @@ def raycluster_spec(lay: Layout) -> dict[str, Any]:
                 ],
                 "env": env,
                 "resources": _resources(lay.head_cpus, lay.head_memory_gb),
-                "volumeMounts": [config_mount, run_mount] + ckpt_mount + reward_mount,
+                "volumeMounts": [config_mount, run_mount] + ckpt_mount + reward_mount + tools_mount,
             }],
-            "volumes": [config_volume, run_volume, *ckpt_volume],
+            "volumes": [config_volume, run_volume, *ckpt_volume, *tools_volume],
         }},
     }
     if lay.prepare_data:
@@ -384,10 +409,10 @@ def raycluster_spec(lay: Layout) -> dict[str, Any]:
                 "workingDir": WORKDIR,
                 "env": env,
                 "resources": _resources(lay.node_cpus, lay.node_memory_gb, lay.gpus_per_node, lay.k8s_resource),
-                "volumeMounts": [run_mount] + ckpt_mount + shm_mount + reward_mount,
+                "volumeMounts": [run_mount] + ckpt_mount + shm_mount + reward_mount + tools_mount,
             }],
             "volumes": ([config_volume] if lay.reward_fn or lay.genrm_fn or lay.prepare_data == "every" else [])
-            + [run_volume, *ckpt_volume, *shm_volume],
+            + [run_volume, *ckpt_volume, *shm_volume, *tools_volume],
         }},
     }
     if lay.prepare_data == "every":
@@ -463,13 +488,24 @@ def _verl_config_text(plan: Plan) -> str:
     return renderer._env().get_template("verl_config.yaml.j2").render(**renderer.context(plan))
 
 
+def configmap_key(path: str) -> str:
+    """The ConfigMap key of a bundle file carried for the pods (keys take no '/': `verl_init_tools.gsm8k_tool.py`)."""
+    return path.replace("/", ".")
+
+
+def tools_dir(lay: Layout) -> str:
+    """The bundle folder of the tool files (verl_init_tools)."""
+    return posixpath.dirname(lay.tool_files[0])
+
+
 def _pod_files(plan: Plan, lay: Layout) -> dict[str, str]:
-    """The bundle's own data/prepare_data.py and reward/reward_fn.py, byte for byte, for the ConfigMap."""
+    """The bundle's own data/prepare_data.py, reward/reward_fn.py and tool files, byte for byte, for the ConfigMap."""
     from wizard.renderer import render as renderer
-    from wizard.renderer.artefacts import data
+    from wizard.renderer.artefacts import agent, data
 
     env, ctx = renderer._env(), renderer.context(plan)
-    texts = {art.template: env.get_template(art.template).render(**{**ctx, **art.context}) for art in data.artefacts(plan)}
+    texts = {art.template: env.get_template(art.template).render(**{**ctx, **art.context})
+             for art in [*data.artefacts(plan), *(agent.artefacts(plan) if lay.tool_files else [])]}
     out = {}
     if lay.prepare_data:
         out["prepare_data.py"] = texts["data/prepare_data.py.j2"]
@@ -477,7 +513,26 @@ def _pod_files(plan: Plan, lay: Layout) -> dict[str, str]:
         out["reward_fn.py"] = texts["reward/reward_fn.py.j2"]
     if lay.genrm_fn:
         out["genrm_fn.py"] = texts["reward/genrm_fn.py.j2"]
+    for path in lay.tool_files:
+        out[configmap_key(path)] = texts[path + ".j2"]
     return out
+
+
+def configmap_problem(doc: dict[str, Any]) -> Optional[Problem]:
+    """VI767: the ConfigMap is over Kubernetes' 1 MiB (the bytes of its values), so `kubectl apply` is refused."""
+    sizes = {key: len(str(value).encode("utf-8")) for key, value in (doc.get("data") or {}).items()}
+    total = sum(sizes.values())
+    if total <= CONFIGMAP_MAX_BYTES:
+        return None
+    biggest = sorted(sizes, key=lambda k: -sizes[k])
+    shown = ", ".join(f"{k} {sizes[k]}" for k in biggest[:3])
+    fix = ("a long system_prompt or instruction is written into prepare_data.py: shorten it, or use a local dataset "
+           "file with shared_pvc=<a ReadWriteMany PVC> (data/prepare_data.py then runs on this machine and its output "
+           "goes onto the PVC, so the ConfigMap does not carry it)" if biggest[0] == "prepare_data.py"
+           else f"shrink {biggest[0]}, or put the files on shared_pvc=<a ReadWriteMany PVC> instead")
+    return Problem("VI767", "error", ("cluster",),
+                   f"k8s/configmap.yaml would hold {total} bytes of files ({shown} bytes): Kubernetes refuses a "
+                   f"ConfigMap over {CONFIGMAP_MAX_BYTES} bytes (1 MiB), so the pods would get none of them", fix)
 
 
 # --- notes placed as comments -------------------------------------------------------------------
@@ -526,6 +581,10 @@ def _k8s_notes(lay: Layout, plan: Plan) -> list[str]:
     if lay.genrm_fn:
         notes.append(f"reward/genrm_fn.py (the judge function) comes from the ConfigMap, mounted at {WORKDIR}/{GENRM_FN} "
                      "in every pod.")
+    if lay.tool_files:
+        notes.append(f"{tools_dir(lay)}/ (the tool config and tool module of verl's tool agent loop) comes from the "
+                     f"ConfigMap, mounted at {WORKDIR}/{tools_dir(lay)} in every pod: verl's agent-loop workers open "
+                     f"{tools_dir(lay)}/tool_config.yaml and import the tool there.")
     return [one_line(n) for n in notes]
 
 
@@ -557,14 +616,20 @@ def artefacts(plan: Plan) -> list[Artefact]:
     }
     if cluster == "kuberay":
         notes = _k8s_notes(lay, plan)
+        cm = configmap_doc(lay, _verl_config_text(plan), _pod_files(plan, lay))
+        too_big = configmap_problem(cm)
+        if too_big is not None:
+            raise WizardError([too_big])
+        from wizard.planner import sandbox
+
+        before = [sandbox.K8S_FILE] if sandbox.renders_service(plan.facts) else []  # services the job needs first
         return [
             Artefact("k8s/configmap.yaml.j2", {
-                **common, "doc_yaml": to_yaml(configmap_doc(lay, _verl_config_text(plan), _pod_files(plan, lay))),
-                "config_mount": CONFIG_MOUNT,
+                **common, "doc_yaml": to_yaml(cm), "config_mount": CONFIG_MOUNT,
             }),
             Artefact("k8s/rayjob.yaml.j2", {
                 **common, "notes": notes, "doc_yaml": to_yaml(rayjob_doc(lay)),
-                "apply_line": _apply_line(lay, "k8s/configmap.yaml", "k8s/rayjob.yaml"),
+                "apply_line": _apply_line(lay, *before, "k8s/configmap.yaml", "k8s/rayjob.yaml"),
                 "entrypoint": ENTRYPOINT,
             }),
             Artefact("k8s/raycluster.yaml.j2", {
@@ -575,6 +640,7 @@ def artefacts(plan: Plan) -> list[Artefact]:
                 "config_mount": CONFIG_MOUNT,
                 "dashboard_port": DASHBOARD_PORT,
                 "required_secrets": [k for k, opt in lay.secret_env if not opt],
+                "services": [{"file": f, "deployment": sandbox.SERVICE} for f in before],
             }),
         ]
     if cluster == "slurm":

@@ -1,0 +1,107 @@
+"""LoRA rules (VI880-VI882): the LoRA block each training engine reads, Megatron-Bridge for Megatron LoRA, and the
+weight-sync backend that cannot carry adapters. verl's facts (which block each engine reads, what the trainer and
+the rollout engines make of both) are in wizard.verlspec.lora.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from wizard.check.report import Fix
+from wizard.check.rules.context import A, M, R, Ctx, Facts
+from wizard.verlspec import lora
+
+# the FSDP engines' flat LoRA keys (workers/config/model.py:122-135) and the Megatron block's keys the FSDP engines
+# also read (model.lora.merge: fsdp/transformer_impl.py:996; fully_sharded_loras: vLLM's, vllm_async_server.py:433)
+FSDP_KEYS = ("lora_rank", "lora_alpha", "target_modules", "exclude_modules", "lora_adapter_path")
+SHARED_BLOCK_KEYS = ("merge", "fully_sharded_loras")
+
+
+def _model(c: Ctx, prefix: str) -> dict[str, Any]:
+    """The LoRA keys of one model section as a mapping wizard.verlspec.lora reads."""
+    block = {k[len(prefix) + 6:]: v for k, v in c.res.flat.items() if k.startswith(f"{prefix}.lora.")}
+    out: dict[str, Any] = {k: c.v(f"{prefix}.{k}") for k in FSDP_KEYS}
+    for k in ("rank", "merge"):
+        c.v(f"{prefix}.lora.{k}")
+    out["lora"] = block
+    return out
+
+
+def _user_keys(c: Ctx, prefix: str, megatron: bool) -> list[str]:
+    """LoRA keys set in the config (not verl's defaults) that the engine of this strategy never reads."""
+    if megatron:
+        return sorted(f"{prefix}.{k}" for k in FSDP_KEYS if c.set_by_user(f"{prefix}.{k}"))
+    return sorted(k for k in c.res.user if k.startswith(f"{prefix}.lora.")
+                  and k[len(prefix) + 6:] not in SHARED_BLOCK_KEYS)
+
+
+def rule_lora(c: Ctx, f: Facts) -> None:
+    model = _model(c, M)
+    megatron = f.megatron
+    rank = lora.engine_rank(model, megatron=megatron)
+    other = lora.fsdp_rank(model) if megatron else lora.megatron_rank(model)
+    engine = "Megatron" if megatron else str(c.v(f"{A}.strategy") or "FSDP").upper()
+    if not rank and (other or (megatron and model.get("lora_adapter_path") is not None)):
+        # VI880: the rank sits in the block the other engine reads
+        if megatron:
+            key = f"{M}.lora_rank" if other else f"{M}.lora_adapter_path"
+            alpha = c.v(f"{M}.lora_alpha")
+            fix = Fix(set={f"{M}.lora.rank": other, f"{M}.lora.alpha": alpha},
+                      delete=[f"{M}.lora_rank", f"{M}.lora_alpha"]) if other else None
+            want = (f"set {M}.lora.rank={other} and {M}.lora.alpha={alpha} (Megatron-Bridge's keys) instead of "
+                    "lora_rank / lora_alpha" if other else f"set {M}.lora.rank and {M}.lora.adapter_path instead")
+            reads = "model.lora.rank (workers/config/megatron_peft.py:23)"
+        else:
+            key = f"{M}.lora.rank"
+            alpha = c.v(f"{M}.lora.alpha")
+            fix = Fix(set={f"{M}.lora_rank": other, f"{M}.lora_alpha": alpha}, delete=[f"{M}.lora.rank", f"{M}.lora.alpha"])
+            want = f"set {M}.lora_rank={other} and {M}.lora_alpha={alpha} (peft's keys) instead of lora.rank / lora.alpha"
+            reads = "model.lora_rank (workers/engine/fsdp/transformer_impl.py:162)"
+        consequence = ("verl still keeps the reference inside the actor (ray_trainer.py:360), and the first reference "
+                       "pass fails in disable_adapter" if f.use_ref else
+                       "verl still starts vLLM with LoRA and keeps no reference worker (ray_trainer.py:360)")
+        c.add("VI880", "error", (key, f"{A}.strategy"),
+              f"{key} is set but the {engine} engine reads {reads}, which is 0: it trains all weights instead of "
+              f"adapters; {consequence}", want, fix=fix)
+    elif rank and not megatron and other and other != rank and not lora.merged(model):
+        # vLLM sizes its adapter slots from model.lora.rank first (vllm_async_server.py:418-431), the FSDP engine
+        # trains model.lora_rank: a larger trained rank does not fit the slots
+        c.add("VI880", "error" if rank > other else "warning", (f"{M}.lora_rank", f"{M}.lora.rank"),
+              f"{M}.lora_rank={rank} is the rank the FSDP engine trains, but vLLM reads {M}.lora.rank={other} first "
+              f"for its adapter slots (vllm_async_server.py:418-431)"
+              + (": the trained adapter is larger than the slots and vLLM refuses it at the first weight sync"
+                 if rank > other else ": the slots are larger than needed"),
+              f"remove {M}.lora.rank (the FSDP engine does not read it)", fix=Fix(delete=[f"{M}.lora.rank"]))
+    elif rank:
+        ignored = _user_keys(c, M, megatron)
+        if ignored:
+            c.add("VI880", "warning", tuple(ignored[:6]),
+                  f"{', '.join(ignored[:6])}: {'FSDP' if megatron else 'Megatron'} LoRA keys the {engine} engine never "
+                  f"reads (it reads {'model.lora.*' if megatron else 'model.lora_rank, lora_alpha, target_modules'})",
+                  "remove them" + (f", or set the matching {M}.lora.* keys" if megatron else
+                                   f", or set the matching {M}.lora_rank / lora_alpha / target_modules"))
+    # VI881: Megatron LoRA needs Megatron-Bridge (actor, and a critic with its own LoRA)
+    roles = [(M, A, megatron, rank)]
+    if f.use_critic and c.v("critic.strategy") == "megatron":
+        roles.append(("critic.model", "critic", True, lora.megatron_rank(_model(c, "critic.model"))))
+    for model_key, engine_key, is_megatron, role_rank in roles:
+        if not (is_megatron and role_rank):
+            continue
+        use, vanilla = c.v(f"{engine_key}.megatron.use_mbridge"), c.v(f"{engine_key}.megatron.vanilla_mbridge")
+        if use is False or vanilla is True:
+            bad = f"{engine_key}.megatron.use_mbridge" if use is False else f"{engine_key}.megatron.vanilla_mbridge"
+            c.add("VI881", "error", (f"{model_key}.lora.rank", bad),
+                  f"{model_key}.lora.rank={role_rank} with {bad}={use if use is False else vanilla}: Megatron LoRA is "
+                  "Megatron-Bridge's PEFT and verl asserts it when the worker builds its engine, after Ray is up "
+                  + ("('use_mbridge must be True', megatron/transformer_impl.py:191)" if use is False else
+                     "('LoRA/PEFT only supported via Megatron-Bridge', workers/config/megatron_peft.py:26: the legacy "
+                     "mbridge builds no provider)"),
+                  f"set {engine_key}.megatron.use_mbridge=True and {engine_key}.megatron.vanilla_mbridge=False",
+                  fix=Fix(set={f"{engine_key}.megatron.use_mbridge": True, f"{engine_key}.megatron.vanilla_mbridge": False}))
+    # VI882: the delta_sharded weight sync has no adapter export
+    backend = c.v(f"{R}.checkpoint_engine.backend")
+    if megatron and rank and backend == "delta_sharded":
+        c.add("VI882", "error", (f"{R}.checkpoint_engine.backend", f"{M}.lora.rank"),
+              "checkpoint_engine.backend=delta_sharded with Megatron LoRA: verl asserts 'megatron delta_sharded does "
+              "not support LoRA' at the first weight sync (megatron/transformer_impl.py:1077)",
+              "use another checkpoint_engine.backend (naive for a colocated run), or train without LoRA")

@@ -1,0 +1,86 @@
+"""verl 0.9.1's LoRA: which config block each training engine reads, and what the trainer and the rollout
+engines make of both (standard library only; paths under site-packages/verl).
+
+verl carries two LoRA blocks in `actor_rollout_ref.model` that it never syncs (workers/config/model.py:122-135,
+"TODO: unify fsdp and megatron lora config"):
+
+- the flat FSDP keys `lora_rank`, `lora_alpha`, `target_modules`, `exclude_modules`, `lora_adapter_path`: read by
+  the FSDP engines only (workers/engine/fsdp/transformer_impl.py:162 `_is_lora = lora_rank > 0`, :359-368
+  peft's LoraConfig);
+- the `lora` mapping (`rank`, `alpha`, `type`, `target_modules`, `merge`, `adapter_path`, ...): read by the
+  Megatron engine, which builds Megatron-Bridge's PEFT from it (workers/config/megatron_peft.py:17-35; the
+  engine calls it at workers/engine/megatron/transformer_impl.py:433-437). `lora.merge` is read by both engines
+  (fsdp/transformer_impl.py:996, megatron/transformer_impl.py:1035).
+
+Megatron LoRA needs Megatron-Bridge: `assert bridge is not None and provider is not None, "LoRA/PEFT only
+supported via Megatron-Bridge"` (megatron_peft.py:26); the engine has a provider only when
+`megatron.vanilla_mbridge` is False (transformer_impl.py:326-348), and asserts `use_mbridge` in any case (:191).
+
+Whichever block carries it, the trainer treats the run as LoRA: `ref_in_actor = lora.rank > 0 or lora_rank > 0 or
+lora_adapter_path is not None` (trainer/ppo/ray_trainer.py:356-360): no reference worker is built, and the
+reference log-probs are the actor's with its adapters disabled (ray_trainer.py:1273 `no_lora_adapter`,
+workers/engine_workers.py:425 `engine.disable_adapter()`). vLLM is started with LoRA from either block, unless
+`lora.merge` (workers/rollout/vllm_rollout/vllm_async_server.py:418-435; validate_config's rank check,
+utils/config.py:205-215, reads them the same way).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+# model.lora.target_modules in verl's hf_model.yaml: every linear layer under Megatron's fused names (QKV, the
+# attention output, the MLP's fused gate+up and its down projection); a MoE's experts' linear_fc1/fc2 included,
+# its router not.
+MEGATRON_TARGET_MODULES = ("linear_qkv", "linear_proj", "linear_fc1", "linear_fc2")
+# The FSDP engines' model.target_modules default (hf_model.yaml): peft's every linear layer.
+FSDP_TARGET_MODULES = "all-linear"
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def block(model: Mapping[str, Any]) -> Mapping[str, Any]:
+    """model.lora (the Megatron block) as a mapping; {} when absent or not a mapping."""
+    lora = model.get("lora") if hasattr(model, "get") else None
+    return lora if isinstance(lora, Mapping) or hasattr(lora, "get") else {}
+
+
+def fsdp_rank(model: Mapping[str, Any]) -> int:
+    """The rank the FSDP engines train (model.lora_rank)."""
+    return _int(model.get("lora_rank"))
+
+
+def megatron_rank(model: Mapping[str, Any]) -> int:
+    """The rank the Megatron engine trains (model.lora.rank)."""
+    return _int(block(model).get("rank"))
+
+
+def engine_rank(model: Mapping[str, Any], *, megatron: bool) -> int:
+    """The rank the training engine actually applies: 0 when it trains all weights."""
+    return megatron_rank(model) if megatron else fsdp_rank(model)
+
+
+def trainer_rank(model: Mapping[str, Any]) -> int:
+    """The rank verl's trainer sees (ray_trainer.py:357-359): model.lora.rank, else model.lora_rank."""
+    return megatron_rank(model) or fsdp_rank(model)
+
+
+def ref_in_actor(model: Mapping[str, Any]) -> bool:
+    """verl computes the reference with the actor's adapters off, and builds no reference worker
+    (ray_trainer.py:360)."""
+    return trainer_rank(model) > 0 or model.get("lora_adapter_path") is not None
+
+
+def merged(model: Mapping[str, Any]) -> bool:
+    """model.lora.merge: adapters merged into the weights for every sync (no LoRA in the rollout engine)."""
+    return bool(block(model).get("merge", False))
+
+
+def vllm_rank(model: Mapping[str, Any]) -> int:
+    """The rank vLLM serves adapters of (vllm_async_server.py:418-425, utils/config.py:205-211): 0 with merge."""
+    return 0 if merged(model) else trainer_rank(model)
