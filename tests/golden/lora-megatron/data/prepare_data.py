@@ -46,7 +46,7 @@ INPUT_FILE = None  # a relative path is relative to the bundle folder (this scri
 QUESTION_FIELD = 'question'
 ANSWER_FIELD = 'answer'
 MESSAGES_FIELD = None  # a column holding a chat (list of {role, content}); replaces QUESTION_FIELD
-GROUND_TRUTH = 'gsm8k'  # how the reference answer is read: "gsm8k", "number", "boxed" or "text"
+GROUND_TRUTH = 'gsm8k'  # how the reference answer is read: "gsm8k", "number", "boxed", "text" or "code"
 INSTRUCTION = 'Let\'s think step by step and output the final answer after "####".'  # added after the question; a text containing {question} is used as a template
 SYSTEM_PROMPT = None
 DATA_SOURCE = 'openai/gsm8k'
@@ -192,10 +192,37 @@ def ground_truth(answer):
         if not numbers:
             raise Skip("no number in the answer")
         return plain_number(numbers[-1])
+    if GROUND_TRUTH == "code":  # test cases, as JSON text verl's code scorers read
+        return code_tests(answer)
     if GROUND_TRUTH == "boxed":  # verl's math_dataset.py: the last \boxed{}; a bare answer is kept as it is
         boxed = last_boxed(answer)
         return (boxed if boxed is not None else answer).strip()
     return answer.strip()
+
+
+def code_tests(answer):
+    """JSON text of {"inputs": [...], "outputs": [...]} (fn_name / assert_case kept), as verl's sandbox scorer reads
+    it (verl/utils/reward_score/sandbox_fusion/__init__.py); CodeContests' {"input", "output"} renamed."""
+    try:
+        value = json.loads(answer)
+    except ValueError as exc:
+        raise Skip(f"the test cases are not JSON ({exc.msg} at character {exc.pos})") from None
+    if isinstance(value, dict) and "inputs" not in value and "outputs" not in value and "input" in value:
+        value = {"inputs": value.get("input"), "outputs": value.get("output"),
+                 **{k: v for k, v in value.items() if k not in ("input", "output")}}
+    if not isinstance(value, dict):
+        raise Skip("the test cases: not an object with inputs and outputs")
+    asserts = value.get("assert_case")
+    if isinstance(asserts, list):
+        inputs, outputs = value.get("inputs", [""] * len(asserts)), value.get("outputs", [None] * len(asserts))
+    elif "inputs" not in value or "outputs" not in value:
+        raise Skip("the test cases: no inputs/outputs lists (nor an assert_case list)")
+    else:
+        inputs, outputs = value["inputs"], value["outputs"]
+    if not isinstance(inputs, list) or not isinstance(outputs, list) or not inputs or len(inputs) != len(outputs) \
+            or (isinstance(asserts, list) and len(asserts) != len(inputs)):
+        raise Skip("the test cases: inputs and outputs are not lists of the same, non-zero length")
+    return json.dumps(value, ensure_ascii=False)
 
 
 # -- rows in verl's schema ---------------------------------------------------------------------
