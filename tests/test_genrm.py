@@ -181,6 +181,19 @@ def test_dapo_with_a_judge_in_its_own_pool_is_planned():
     assert plan.value(f"{RM}.enable_resource_pool") is True
 
 
+def test_judge_may_share_the_critics_checkpoint(tmp_path):
+    """A judge is an LLM, not a classifier: PPO's critic (the policy's checkpoint) and a judge of the same checkpoint
+    draw no VI405 from the planner and no VI845 from check (both still fire for reward=model)."""
+    from wizard.check.lint import check
+
+    same = dict(algorithm="ppo", model=JUDGE, reward_model=JUDGE, samples_per_prompt=1)
+    plan = wizard.plan(answers(reward="genrm", **same))
+    assert "VI405" not in {p.rule for p in plan.findings}
+    bundle = wizard.write_bundle(wizard.render(plan), tmp_path / "b")
+    assert "VI845" not in check(str(bundle)).ids()
+    assert "VI405" in {p.rule for p in wizard.plan(answers(reward="model", **same)).findings}
+
+
 def test_unsized_judge_is_a_warning():
     plan = wizard.plan(answers(reward="genrm", reward_model="my-org/house-judge"))
     assert "VI596" in {p.rule for p in plan.findings}

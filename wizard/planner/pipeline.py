@@ -420,7 +420,7 @@ def _reward(b: _Build) -> None:
                 f"algorithm={a.algorithm} trains no critic but critic_model={a.critic_model!r} is set",
                 "remove critic_model, or choose algorithm=ppo")
     sandbox.rules(b)
-    if algo.critic and a.reward_model and a.reward_model == b.critic_model:
+    if algo.critic and a.reward == "model" and a.reward_model and a.reward_model == b.critic_model:
         f.warning("VI405", ("critic_model", "reward_model"),
                   "critic and reward model are the same checkpoint; the critic needs a value head, the reward model a classifier",
                   "set critic_model to the policy (default) or another checkpoint")
