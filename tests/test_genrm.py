@@ -57,8 +57,10 @@ def test_colocated_judge_keys_and_layout():
     tp, gmu = v(f"{RM}.rollout.tensor_model_parallel_size"), v(f"{RM}.rollout.gpu_memory_utilization")
     assert tp == 1 and 0.2 <= gmu <= genrm.COLOCATED_SHARE
     assert gmu + v("actor_rollout_ref.rollout.gpu_memory_utilization") < 0.9
+    # its engine sleeps outside its own turn (verl's reward loop wakes it after rollout), as check counts it too
+    assert v(f"{RM}.rollout.free_cache_engine") is True
     rollout = dict((t.label, t.gib) for t in plan.memory.phases["rollout"])
-    assert rollout["reward model: engine reservation"] == pytest.approx(gmu * plan.memory.capacity_gib)
+    assert "reward model: asleep (its engine wakes for its own turn)" in rollout
     assert plan.memory.reward_kv_seqs >= 8
     assert "LLM judge Qwen/Qwen2.5-7B-Instruct" in plan.roles["reward"] and "colocated" in plan.roles["reward"]
 
@@ -104,6 +106,16 @@ def test_cluster_files_start_the_judge_nodes(tmp_path, cluster, where, expect):
         cm = yaml.safe_load(files["k8s/configmap.yaml"])
         assert cm["data"]["genrm_fn.py"] == files["reward/genrm_fn.py"]  # the pods get the bundle's judge function
         assert "subPath: genrm_fn.py" in files["k8s/rayjob.yaml"]
+
+
+def test_check_estimates_the_colocated_judge_as_the_plan_does(tmp_path):
+    from wizard.check.lint import check
+
+    plan = wizard.plan(answers(reward="genrm", reward_model=JUDGE, judge_max_tokens=2048), base_dir=str(tmp_path))
+    bundle = wizard.write_bundle(wizard.render(plan), tmp_path / "b")
+    report = check(str(bundle), defaults="snapshot")
+    assert report.memory.peak_gb == pytest.approx(plan.memory.peak_gb, abs=1e-6)
+    assert report.memory.reward_kv_seqs == pytest.approx(plan.memory.reward_kv_seqs)  # the judge's own sequences
 
 
 def test_check_counts_the_judge_pool_of_a_bundle(tmp_path):

@@ -216,6 +216,10 @@ def keys(b: Any, model_path: str) -> None:
         replicas = b.n_gpus // tp if tp else 0
     s.set("reward.reward_model.rollout.tensor_model_parallel_size", tp, tp_reason)
     s.set("reward.reward_model.rollout.gpu_memory_utilization", gmu, gmu_reason)
+    if not nodes:
+        s.set("reward.reward_model.rollout.free_cache_engine", True,
+              "the judge's engine sleeps beside the policy's and wakes for its own turn after rollout "
+              "(reward_loop.py compute_rm_score), as the memory plan counts it")
     s.set("reward.reward_model.rollout.prompt_length", prompt,
           f"the judge prompt: max_prompt_length + max_response_length + {JUDGE_TEMPLATE_TOKENS} for its instructions")
     s.set("reward.reward_model.rollout.response_length", verdict, "judge_max_tokens")

@@ -1740,6 +1740,9 @@ def _fit(a: Answers, shape: ModelShape, critic: Optional[ModelShape], n_gpus: in
         host_memory_gb=a.host_memory_gb if host_limit else None, static_micro=not dynamic, gpu_type=a.gpu_type,
         reward=reward, reward_tp=reward_tp, reward_gmu=reward_gmu,
         reward_seq_len=genrm.judge_seq(a) if a.reward == "genrm" else 0,
+        # a colocated judge's engine sleeps outside its own turn (reward.reward_model.rollout.free_cache_engine, which
+        # the plan sets true: wizard.planner.genrm.keys), as `check` counts it
+        reward_free_cache=a.reward == "genrm",
         image_share=image_share(a, shape, seq),
         update_entropy=False,  # the plan writes actor.entropy_coeff=0 (_actor keys): the update computes no entropy
     )

@@ -389,7 +389,8 @@ def context(plan: Plan) -> dict[str, Any]:
     elif judge:
         layout_lines.append(
             f"Judge (reward=genrm): colocated, {judge['replicas']} replica(s) of TP={judge['tp']} reserving "
-            f"{judge['gmu']:g} of each GPU beside the rollout engine; both sleep while the actor trains."
+            f"{judge['gmu']:g} of each GPU; its engine sleeps beside the rollout engine and wakes for its own turn once "
+            "rollout is done (free_cache_engine), and both sleep while the actor trains."
             + _judge_memory(judge))
     if plan.base_config == "megatron":
         layout_lines += megatron_layout_lines(fx, a.gpus_per_node, plan.n_gpus)
