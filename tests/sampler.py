@@ -110,6 +110,18 @@ def sample(seed: int) -> dict[str, Any]:
         if agent_rng.random() < 0.85:  # else VI562 / VI561 may fire (kuberay carries the tools in its ConfigMap)
             out["max_response_length"] = max(out["max_response_length"], 1024)
             out["dataset"] = "gsm8k" if out["dataset"] == "math" else out["dataset"]
+    # A generative reward model (reward=genrm), from its own generator so the draws above stay what they were.
+    judge_rng = random.Random(f"genrm-{seed}")
+    if judge_rng.random() < 0.12:
+        out["reward"] = "genrm"
+        out.pop("reward_function", None)
+        out["reward_model"] = judge_rng.choice(["Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-7B-Instruct",
+                                                "Qwen/Qwen2.5-7B-Instruct", "org/house-judge"])
+        gpn = out["gpus_per_node"]
+        out["judge_gpus"] = judge_rng.choice([0, 0, gpn, 2 * gpn, 3])  # 3: VI593 with 2, 4 or 8 GPUs per node
+        out["judge_max_tokens"] = judge_rng.choice([None, 256, 2048])
+        if out["judge_gpus"] and judge_rng.random() < 0.85:  # else VI592: a pool of its own needs more machines
+            out["cluster"] = "ray" if out["cluster"] == "local" else out["cluster"]
     return {k: v for k, v in out.items() if v is not None}
 
 

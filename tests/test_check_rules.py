@@ -80,6 +80,10 @@ def test_base_config_is_clean(data):
     assert report.memory is not None and report.memory.peak_gb < 80
 
 
+RM_ON = ["reward.reward_model.enable=True", "reward.reward_model.model_path=Qwen/Qwen2.5-7B-Instruct",
+         "reward.reward_model.rollout.name=vllm", "reward.reward_model.rollout.tensor_model_parallel_size=1",
+         "reward.reward_model.rollout.gpu_memory_utilization=0.2"]
+
 # (rule, severity, changes, removed keys, a key the finding must name, extra check() arguments)
 CASES: list[tuple[str, str, list[str], tuple[str, ...], str, dict[str, Any]]] = [
     ("VI800", "info", ["data.train_files=UNSET_DATA_HOME/train.parquet"], (), "data.train_files", {}),
@@ -209,6 +213,11 @@ CASES: list[tuple[str, str, list[str], tuple[str, ...], str, dict[str, Any]]] = 
                           "reward.custom_reward_function.path=/nonexistent/reward.py"], (), "reward.sandbox_fusion.url", {}),
     ("VI884", "error", ["reward.sandbox_fusion.url=ftp://sandbox/run_code"], (), "reward.sandbox_fusion.url", {}),
     ("VI884", "warning", ["reward.sandbox_fusion.url=http://u:p@sandbox:8080/run_code"], (), "reward.sandbox_fusion.url", {}),
+    # a reward model served by verl's reward loop (VI887/VI888 read a function file: test_vi887_vi888_... below)
+    ("VI889", "error", RM_ON + ["reward.reward_model.rollout.tensor_model_parallel_size=16"], (),
+     "reward.reward_model.rollout.tensor_model_parallel_size", {}),
+    ("VI889", "error", RM_ON + ["reward.reward_model.enable_resource_pool=True", "reward.reward_model.nnodes=0"], (),
+     "reward.reward_model.nnodes", {}),
 ]
 
 
@@ -260,8 +269,26 @@ def test_vi872_fewer_rows_than_one_batch_trains_nothing(data, tmp_path):
                                      "actor_rollout_ref.actor.ppo_mini_batch_size=8"]).ids()
 
 
+def test_vi887_vi888_reward_function_and_the_reward_models_router(data, tmp_path):
+    """verl passes reward_router_address / reward_model_tokenizer to the custom reward function exactly when a reward
+    model is enabled (naive.py:56-63)."""
+    rule_fn = tmp_path / "rule.py"
+    rule_fn.write_text("def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n    return 1.0\n")
+    judge_fn = tmp_path / "judge.py"
+    judge_fn.write_text("async def compute_score(data_source, solution_str, ground_truth, extra_info, "
+                        "reward_router_address, reward_model_tokenizer):\n    return 0.0\n")
+    report = run(data, RM_ON + [f"reward.custom_reward_function.path={rule_fn}"])
+    (hit,) = [f.problem for f in report.findings if f.problem.rule == "VI887"]
+    assert hit.severity == "error" and "reward_router_address" in hit.hint and not report.ok
+    assert "VI887" not in run(data, RM_ON + [f"reward.custom_reward_function.path={judge_fn}"]).ids()
+    report = run(data, [f"reward.custom_reward_function.path={judge_fn}"])
+    (hit,) = [f.problem for f in report.findings if f.problem.rule == "VI888"]
+    assert hit.severity == "error" and "reward.reward_model.enable=true" in hit.hint
+    assert "VI888" not in run(data, [f"reward.custom_reward_function.path={rule_fn}"]).ids()
+
+
 def test_every_rule_has_a_test():
-    tested = {c[0] for c in CASES} | {"VI871", "VI872", "VI885"}
+    tested = {c[0] for c in CASES} | {"VI871", "VI872", "VI885", "VI887", "VI888"}
     assert tested == set(RULES), sorted(set(RULES) ^ tested)
 
 

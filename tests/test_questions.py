@@ -117,6 +117,9 @@ def test_critic_only_for_algorithms_that_train_one():
 def test_reward_model_and_function_only_when_chosen():
     assert "reward_model" in asked(reward="model") and "reward_function" not in asked(reward="model")
     assert "reward_function" in asked(reward="function") and "reward_model" not in asked(reward="function")
+    assert "reward_model" in asked(reward="genrm") and "judge_gpus" not in asked(reward="genrm")  # cluster=local
+    assert "judge_gpus" in asked(reward="genrm", cluster="ray") and "judge_gpus" not in asked(reward="model", cluster="ray")
+    assert "judge_max_tokens" in asked(reward="genrm", advanced=True) and "judge_max_tokens" not in asked(reward="genrm")
 
 
 def test_lora_asked_with_every_backend():

@@ -210,6 +210,19 @@ def test_data_source_without_a_scorer_fails_with_verls_message(tmp_path):
     assert "reward=function" in r.failure.hint
 
 
+def test_genrm_judge_function_under_verls_reward_manager(tmp_path):
+    """reward=genrm: the bundle's judge function, run by verl's reward manager with a router address, asks a stand-in
+    judge over HTTP (the judge LLM needs vLLM/SGLang on a GPU: reported n/a) and its parsed verdicts train the step."""
+    r = run(bundle(tmp_path, reward="genrm", reward_model="Qwen/Qwen2.5-0.5B-Instruct", judge_max_tokens=64))
+    assert_pitfalls_absent(r, critic=False, reference=True)
+    assert r.reward["manager"] == "NaiveRewardManager"
+    assert "reward/genrm_fn.py:compute_score asking a stand-in judge" in r.reward["scorer"]
+    checks = {c.name: c for c in r.checks}
+    judge = checks["judge LLM serving the verdicts"]
+    assert judge.ok is None and "needs verl's reward loop with a vLLM or SGLang server on a GPU" in judge.detail
+    assert r.reward["probe"]["right_answer_scores"] and all(s == 1.0 for s in r.reward["probe"]["right_answer_scores"])
+
+
 def test_megatron_lora_trains_the_adapters_of_model_lora(tmp_path):
     """A Megatron LoRA bundle sets model.lora.rank (not model.lora_rank): the miniature builds the same adapters from
     it, trains them only and computes the reference inside the actor, as verl's Megatron engine does."""

@@ -15,8 +15,8 @@ from wizard.verify.harness import verify_with_verl
 pytestmark = [pytest.mark.verl]
 N_SAMPLES = 200
 PROFILES = ["single-gpu", "single-node-8gpu", "cluster-8gpu", "ppo-16gpu", "dapo-32gpu", "megatron-64gpu", "cpu-smoke",
-            "amd-mi300x-kuberay", "ascend-910b", "vlm-grpo", "multiturn-gsm8k-tool", "lora-megatron",
-            "qwen3-30b-a3b-moe-8gpu", "qwen3-235b-moe-64gpu", "code-sandbox"]
+             "amd-mi300x-kuberay", "ascend-910b", "vlm-grpo", "multiturn-gsm8k-tool", "lora-megatron",
+             "qwen3-30b-a3b-moe-8gpu", "qwen3-235b-moe-64gpu", "code-sandbox", "genrm-grpo"]
 
 
 def _bundle(answers, out: Path) -> Path:

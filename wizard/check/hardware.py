@@ -27,6 +27,17 @@ class Hardware:
         return self.source in ("flags", "bundle") and self.nnodes is not None and self.gpus_per_node is not None
 
 
+def _bundle_nodes(ans: dict[str, Any]) -> Any:
+    """The nodes a bundle's answers give Ray: nnodes, plus the judge's own pool (reward=genrm, judge_gpus), which the
+    bundle's cluster files start as more nodes of the same kind (wizard.planner.genrm.pool_of)."""
+    from wizard.planner.genrm import pool_of
+
+    nnodes, gpn, judge = ans.get("nnodes"), ans.get("gpus_per_node"), ans.get("judge_gpus")
+    if ans.get("reward") == "genrm" and isinstance(nnodes, int) and isinstance(gpn, int) and isinstance(judge, int):
+        return nnodes + pool_of(judge, gpn)[0]
+    return nnodes
+
+
 def resolve_hardware(src: Source, res_flat: dict[str, Any], nnodes: int | None, gpus_per_node: int | None,
                      gpu_memory_gb: float | None, gpu_type: str | None) -> tuple[Hardware, list[Problem]]:
     """The hardware to check against, and a VI861 info when the GPU memory comes from --gpu-type (or
@@ -37,7 +48,7 @@ def resolve_hardware(src: Source, res_flat: dict[str, Any], nnodes: int | None, 
         try:
             doc = read_yaml(src.bundle_dir / "verl-init.yaml") or {}
             ans = doc.get("answers", doc) if isinstance(doc, dict) else {}
-            hw = Hardware(ans.get("nnodes"), ans.get("gpus_per_node"), gpu_memory_gb or ans.get("gpu_memory_gb"),
+            hw = Hardware(_bundle_nodes(ans), ans.get("gpus_per_node"), gpu_memory_gb or ans.get("gpu_memory_gb"),
                           gpu_type or ans.get("gpu_type"), "bundle")
         except UserError:
             pass

@@ -43,6 +43,7 @@ from wizard.check.rules.layout import (rule_device, rule_hardware, rule_layout, 
                                       rule_sequence_parallel)
 from wizard.check.rules.lora import rule_lora
 from wizard.check.rules.memory import rule_memory
+from wizard.check.rules.reward_model import rule_reward_model
 from wizard.check.rules.roles import rule_roles
 from wizard.check.rules.tokens import rule_context, rule_tokens, rule_vision
 from wizard.check.rules.values import rule_choices, rule_required, rule_unresolved, rule_values
@@ -72,7 +73,7 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
     shape, why = model_shape(c, f"{M}.path")
     for rule in (rule_unresolved, rule_required, rule_deprecated_micro, rule_choices, rule_layout, rule_hardware,
                  rule_rollout_parallel, rule_device, rule_batches, rule_dynamic_flags, rule_tokens, rule_roles,
-                 rule_values, rule_files, rule_agent, rule_lora, rule_sandbox):
+                 rule_values, rule_files, rule_agent, rule_lora, rule_sandbox, rule_reward_model):
         rule(c, f)
     rule_megatron(c, f, shape)
     rule_sequence_parallel(c, f, shape)

@@ -57,18 +57,39 @@ class Expected:
     cluster: Optional[str] = None  # from a bundle's verl-init.yaml
     bundle: Optional[Path] = None
     config: dict[str, Any] = field(default_factory=dict)
+    # the reward model's own resource pool (reward.reward_model.enable_resource_pool): verl asks Ray for
+    # [n_gpus_per_node] × nnodes more GPUs (trainer/ppo/v1/trainer_base.py:823-831); 0 when colocated or absent
+    reward_nodes: int = 0
+    reward_gpus_per_node: int = 0
 
     @property
     def n_gpus(self) -> int:
         return self.nnodes * self.gpus_per_node
 
     @property
+    def reward_gpus(self) -> int:
+        return self.reward_nodes * self.reward_gpus_per_node
+
+    @property
+    def all_gpus(self) -> int:
+        """Every GPU the run asks Ray for: the trainer's pool and the reward model's own."""
+        return self.n_gpus + self.reward_gpus
+
+    @property
+    def cluster_nodes(self) -> int:
+        """Nodes verl-init's cluster files start: the trainer's, plus the reward pool's (more nodes of the same kind)."""
+        return self.nnodes + self.reward_nodes
+
+    @property
     def cpus_needed(self) -> int:
-        return CPUS_PER_GPU_BUNDLE * self.n_gpus + 1 + self.storage_units
+        return CPUS_PER_GPU_BUNDLE * self.all_gpus + 1 + self.storage_units
 
     def as_dict(self) -> dict[str, Any]:
-        return {"source": self.source, "cluster": self.cluster, "nnodes": self.nnodes,
-                "n_gpus_per_node": self.gpus_per_node, "gpus": self.n_gpus, "logical_cpus": self.cpus_needed}
+        out = {"source": self.source, "cluster": self.cluster, "nnodes": self.nnodes,
+               "n_gpus_per_node": self.gpus_per_node, "gpus": self.all_gpus, "logical_cpus": self.cpus_needed}
+        if self.reward_gpus:
+            out["reward_pool"] = {"nnodes": self.reward_nodes, "n_gpus_per_node": self.reward_gpus_per_node}
+        return out
 
 
 def _select(doc: Any, dotted: str) -> Any:
@@ -120,6 +141,9 @@ def load_expected(target: str | os.PathLike[str]) -> tuple[Expected, list[Proble
     exp.gpus_per_node = _count(doc, "trainer.n_gpus_per_node", VERL_DEFAULT_GPUS_PER_NODE, problems)
     exp.storage_units = _count(doc, "transfer_queue.backend.SimpleStorage.num_data_storage_units",
                                DEFAULT_STORAGE_UNITS, problems)
+    if _select(doc, "reward.reward_model.enable") is True and _select(doc, "reward.reward_model.enable_resource_pool") is True:
+        exp.reward_nodes = _count(doc, "reward.reward_model.nnodes", 0, problems)
+        exp.reward_gpus_per_node = _count(doc, "reward.reward_model.n_gpus_per_node", 8, problems)
     if bundle is not None and (bundle / "verl-init.yaml").is_file():
         try:
             answers = (yaml.safe_load((bundle / "verl-init.yaml").read_text(encoding="utf-8")) or {}).get("answers", {})
@@ -422,7 +446,8 @@ _NEED = ("trainer.nnodes", "trainer.n_gpus_per_node")
 def compare(exp: Expected, obs: Observed) -> list[Problem]:
     """Findings for a config against a cluster's nodes (pure; the probes are done before)."""
     out: list[Problem] = []
-    gpn, need = exp.gpus_per_node, exp.n_gpus
+    gpn, need = exp.gpus_per_node, exp.all_gpus
+    rgpn, rnodes = exp.reward_gpus_per_node, exp.reward_nodes
     alive = obs.alive
     where = f"Ray at {obs.source}" if obs.source != "this machine" else "this machine"
     shape = ", ".join(f"{n.gpus} GPU/{n.cpus} CPU" for n in alive) or "no alive node"
@@ -430,7 +455,8 @@ def compare(exp: Expected, obs: Observed) -> list[Problem]:
         out.append(Problem(
             "VI712", "error", _NEED,
             f"{where} has {obs.gpus} GPU(s) on {len(alive)} node(s) ({shape}) but the config needs {need} "
-            f"(trainer.nnodes={exp.nnodes} × trainer.n_gpus_per_node={gpn}); verl stops with "
+            f"(trainer.nnodes={exp.nnodes} × trainer.n_gpus_per_node={gpn}"
+            + (f" + the reward model's own pool of {rnodes} × {rgpn}" if exp.reward_gpus else "") + "); verl stops with "
             f"'Total available GPUs {obs.gpus} is less than total desired GPUs {need}'",
             "add the missing GPU nodes (each started with `ray start --address=<GCS>`), or re-plan for this cluster"
             + (f": nnodes={max(1, obs.gpus // gpn)}" if obs.gpus >= gpn else
@@ -454,6 +480,17 @@ def compare(exp: Expected, obs: Observed) -> list[Problem]:
                 f"of {exp.nnodes} group(s) fit; verl's placement groups would wait forever",
                 f"start each GPU node with `ray start --num-cpus` ≥ {CPUS_PER_GPU_BUNDLE * gpn + 1}",
             ))
+        elif exp.reward_gpus and obs.gpus >= need:
+            placed = _reward_groups_placed(exp, [n.gpus for n in alive])
+            if placed < rnodes:
+                out.append(Problem(
+                    "VI764", "error", ("reward.reward_model.nnodes", "reward.reward_model.n_gpus_per_node"),
+                    f"beside the trainer's {exp.nnodes} group(s) of {gpn} GPUs, the reward model's own pool needs "
+                    f"{rnodes} group(s) of {rgpn} GPUs, each on one node, but the nodes have "
+                    f"{[n.gpus for n in alive if n.gpus]} GPUs: only {placed} fit; its placement group would wait forever",
+                    f"add {rnodes - placed} node(s) with ≥ {rgpn} free GPUs, or set reward.reward_model.n_gpus_per_node "
+                    "to GPUs a node has left",
+                ))
         if obs.gpus_used is not None and obs.gpus - obs.gpus_used < need:
             out.append(Problem(
                 "VI716", "error", _NEED,
@@ -486,6 +523,19 @@ def compare(exp: Expected, obs: Observed) -> list[Problem]:
     if dead:
         out.append(Problem("VI722", "info", (), f"{dead} node(s) are listed as DEAD", "ignored in the counts above"))
     return out
+
+
+def _reward_groups_placed(exp: Expected, node_gpus: list[int]) -> int:
+    """How many of the reward pool's groups (n_gpus_per_node GPUs on one node each) fit once the trainer's groups are
+    placed, largest nodes first (Ray packs each group on one node: single_controller/ray/base.py)."""
+    free = sorted(node_gpus, reverse=True)
+    left = exp.nnodes
+    for i, g in enumerate(free):
+        take = min(left, g // exp.gpus_per_node) if exp.gpus_per_node else 0
+        free[i] -= take * exp.gpus_per_node
+        left -= take
+    rgpn = exp.reward_gpus_per_node
+    return sum(g // rgpn for g in free) if rgpn > 0 else 0
 
 
 def env_problems(exp: Expected, env: Mapping[str, str]) -> list[Problem]:
@@ -571,7 +621,7 @@ def bundle_problems(exp: Expected) -> list[Problem]:
                                    "re-render the bundle"))
                 continue
             for doc in docs:
-                out.extend(manifest_problems(doc, exp.nnodes, exp.gpus_per_node, source=name))
+                out.extend(manifest_problems(doc, exp.cluster_nodes, exp.gpus_per_node, source=name))
                 out.extend(pod_storage_problems(doc, exp.config, source=name))
                 out.extend(pod_tool_problems(doc, exp.config, exp.bundle, source=name, configmap=configmap))
     rt = exp.bundle / "ray/runtime_env.yaml"
@@ -589,7 +639,7 @@ def bundle_problems(exp: Expected) -> list[Problem]:
         if not path.is_file():
             continue
         values = dict(re.findall(r"^(NNODES|GPUS_PER_NODE)=(\d+)$", path.read_text(encoding="utf-8"), re.MULTILINE))
-        want = {"NNODES": exp.nnodes, "GPUS_PER_NODE": exp.gpus_per_node}
+        want = {"NNODES": exp.cluster_nodes, "GPUS_PER_NODE": exp.gpus_per_node}
         for key, value in values.items():
             if int(value) != want[key]:
                 out.append(Problem(
@@ -978,7 +1028,8 @@ def _local_ray_version() -> Optional[str]:
 def format_report(report: Report) -> str:
     exp, obs = report.expected, report.observed
     lines = [f"verl-init check --mode cluster: {exp.source} expects {exp.nnodes} node(s) × {exp.gpus_per_node} GPUs "
-             f"= {exp.n_gpus} GPUs and ≥ {exp.cpus_needed} logical CPUs"
+             f"= {exp.n_gpus} GPUs" + (f" + {exp.reward_nodes} × {exp.reward_gpus_per_node} for the reward model's own pool"
+                                       if exp.reward_gpus else "") + f" and ≥ {exp.cpus_needed} logical CPUs"
              + (f" (cluster: {exp.cluster})" if exp.cluster else "")]
     if report.probed:
         lines.append(f"  probed: {report.probed}")

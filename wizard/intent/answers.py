@@ -21,7 +21,7 @@ TEXT_ERROR = "verl_init_text"  # pydantic error type of a refused string (see wi
 Algorithm = Literal["grpo", "ppo", "dapo", "rloo", "reinforce_plus_plus", "remax", "gspo"]
 Cluster = Literal["local", "ray", "kuberay", "slurm"]
 Accelerator = Literal["nvidia", "amd", "ascend"]
-Reward = Literal["rule", "model", "function", "sandbox"]
+Reward = Literal["rule", "model", "function", "sandbox", "genrm"]
 RolloutEngine = Literal["vllm", "sglang"]
 TrainBackend = Literal["fsdp", "fsdp2", "megatron"]
 Logger = Literal[
@@ -58,9 +58,12 @@ class Answers(BaseModel):
         None, gt=0, description="Model size in billions of parameters, when it cannot be read from the name."
     )
     critic_model: Optional[str] = Field(None, min_length=1, description="Critic (value) model for ppo; defaults to model.")
-    reward: Reward = Field("rule", description="Reward source: rule (verl's scorer by data_source), model, function, or "
-                                               "sandbox (code rows run against their test cases in a SandboxFusion service).")
-    reward_model: Optional[str] = Field(None, min_length=1, description="Reward model path, for reward=model.")
+    reward: Reward = Field("rule", description="Reward source: rule (verl's scorer by data_source), model (a classifier), "
+                                               "function, sandbox (code rows run against their test cases in a "
+                                               "SandboxFusion service), or genrm (an LLM judge scoring each response).")
+    reward_model: Optional[str] = Field(
+        None, min_length=1, description="Reward model path: a sequence classifier for reward=model, the judge LLM for reward=genrm."
+    )
     reward_function: Optional[str] = Field(
         None, min_length=1, description="Custom scorer as file.py:function_name, for reward=function."
     )
@@ -76,6 +79,14 @@ class Answers(BaseModel):
     sandbox_memory_mb: Optional[int] = Field(
         None, ge=64, le=65536, description="reward=sandbox: memory limit of each sandboxed program in MB "
                                            "(reward.sandbox_fusion.memory_limit_mb; verl's default 1024).",
+    )
+    judge_gpus: int = Field(
+        0, ge=0, le=1024, description="reward=genrm: 0 serves the judge on the policy's GPUs (colocated, woken after the "
+                                      "rollout); N, a multiple of gpus_per_node, gives it a pool of its own on N / "
+                                      "gpus_per_node extra nodes (scoring while rollout runs).",
+    )
+    judge_max_tokens: int = Field(
+        512, ge=1, le=32768, description="reward=genrm: most tokens the judge writes per verdict (its sampling max_tokens).",
     )
     rollout_engine: RolloutEngine = Field("vllm", description="Inference engine that generates rollouts.")
     train_backend: TrainBackend = Field("fsdp", description="Training engine for actor, reference and critic.")

@@ -155,6 +155,7 @@ class Layout:
     reward: Optional[ModelShape] = None  # a reward model served beside the policy
     reward_gmu: float = 0.0  # share of each GPU its engine reserves (0: no colocated reward model)
     reward_tp: int = 1
+    reward_seq_len: int = 0  # the reward model's longest sequence (a judge's prompt + verdict); 0: seq_len
     # the reward model's engine sleeps outside its own turn (reward_model.rollout.free_cache_engine: verl 0.9.1's
     # reward loop wakes it only to score a batch, experimental/reward_loop/reward_loop.py compute_rm_score, after the
     # policy's rollout); False counts both engines awake together (the planner's conservative assumption)
@@ -609,7 +610,8 @@ def _estimate(s: ModelShape, L: Layout, *, full: bool) -> Estimate:
     e.sync_kv_gib = max(0.0, engine - engine_weights) / GIB if L.free_cache_engine else 0.0
     if L.reward is not None and L.reward_gmu:
         r_room = reward_engine - 2 * L.reward.params / L.reward_tp - ENGINE_OVERHEAD_GIB * GIB
-        e.reward_kv_seqs = max(0.0, r_room / (L.reward.kv_bytes_per_token(L.reward_tp) * L.seq_len))
+        r_seq = L.reward_seq_len or L.seq_len
+        e.reward_kv_seqs = max(0.0, r_room / (L.reward.kv_bytes_per_token(L.reward_tp) * r_seq))
         e.kv_seqs = min(e.kv_seqs, e.reward_kv_seqs)
     host += engine_weights * gpn  # a sleeping engine keeps its weights in host memory
     e.host_gb_per_node = host / GB

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Literal, Optional, Sequence
 
-from wizard.planner import agent, dataprep, sandbox
+from wizard.planner import agent, dataprep, genrm, sandbox
 from wizard._version import VERL_TARGET, __version__
 from wizard.intent.answers import BUILTIN_DATASETS, DATA_SUFFIXES, Answers
 from wizard.intent.errors import Findings, Problem
@@ -401,9 +401,9 @@ def _reward(b: _Build) -> None:
         f.error("VI501", ("reward", "reward_model"), "reward=model needs reward_model",
                 "set reward_model=<hub id or path of a sequence-classification model>, or use reward=rule")
     # VI502 (retired): reward=function without reward_function now uses the bundle's reward/reward_fn.py.
-    if a.reward_model and a.reward != "model":
+    if a.reward_model and a.reward not in ("model", "genrm"):
         f.error("VI503", ("reward_model", "reward"), f"reward_model is set but reward={a.reward}",
-                "set reward=model, or remove reward_model")
+                "set reward=model (a classifier) or reward=genrm (a judge LLM), or remove reward_model")
     if a.reward == "function" and a.reward_function:
         _reward_file_rules(a, resolve_path(a.reward_function.rpartition(":")[0], b.base), f)
     if a.reward_function and a.reward != "function":
@@ -420,7 +420,7 @@ def _reward(b: _Build) -> None:
                 f"algorithm={a.algorithm} trains no critic but critic_model={a.critic_model!r} is set",
                 "remove critic_model, or choose algorithm=ppo")
     sandbox.rules(b)
-    if algo.critic and a.reward_model and a.reward_model == b.critic_model:
+    if algo.critic and a.reward == "model" and a.reward_model and a.reward_model == b.critic_model:
         f.warning("VI405", ("critic_model", "reward_model"),
                   "critic and reward model are the same checkpoint; the critic needs a value head, the reward model a classifier",
                   "set critic_model to the policy (default) or another checkpoint")
@@ -1029,7 +1029,7 @@ def _vision(b: _Build) -> None:
                   "keep it for a later verl that honours it, or remove it; freezing needs a verl change")
 
 
-RULE_STAGES = (_cluster, _samples_and_kl, _reward, _parallelism, _memory_fit, _step_batches, _micro_batches,
+RULE_STAGES = (_cluster, _samples_and_kl, _reward, genrm.rules, _parallelism, _memory_fit, _step_batches, _micro_batches,
                _memory_verdict, _lora, _data, _vision, _checkpoints, agent.rules, _overrides)
 
 
@@ -1478,8 +1478,13 @@ ANSWER_KEYS.update({
 })
 
 
+def _genrm_keys(b: _Build) -> None:
+    """reward=genrm's keys (wizard.planner.genrm): the judge, its placement and the bundle's judge function."""
+    genrm.keys(b, _model_path(b.a.reward_model, b.base) if b.a.reward_model else "")
+
+
 KEY_STAGES = (_algorithm_keys, _data_keys, _model_keys, _actor_keys, _rollout_keys, agent.keys, _ref_keys, _critic_keys,
-              _reward_keys, _trainer_keys, _vision_keys, _override_keys, _roles)
+              _reward_keys, _genrm_keys, _trainer_keys, _vision_keys, _override_keys, _roles)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1734,6 +1739,10 @@ def _fit(a: Answers, shape: ModelShape, critic: Optional[ModelShape], n_gpus: in
         lora_rank=rank, lora_adapter_sync=megatron and rank > 0, critic=critic,  # (_lora_keys: merge off, safetensors)
         host_memory_gb=a.host_memory_gb if host_limit else None, static_micro=not dynamic, gpu_type=a.gpu_type,
         reward=reward, reward_tp=reward_tp, reward_gmu=reward_gmu,
+        reward_seq_len=genrm.judge_seq(a) if a.reward == "genrm" else 0,
+        # a colocated judge's engine sleeps outside its own turn (reward.reward_model.rollout.free_cache_engine, which
+        # the plan sets true: wizard.planner.genrm.keys), as `check` counts it
+        reward_free_cache=a.reward == "genrm",
         image_share=image_share(a, shape, seq),
         update_entropy=False,  # the plan writes actor.entropy_coeff=0 (_actor keys): the update computes no entropy
     )
@@ -1759,6 +1768,8 @@ def _fit(a: Answers, shape: ModelShape, critic: Optional[ModelShape], n_gpus: in
 def _reward_engine(a: Answers, seq: int, gpn: int) -> tuple[Optional[ModelShape], int, float]:
     """The reward model's engine beside the policy (reward=model): its shape, TP and share of each GPU, sized
     from the model (wizard.planner.memory.reward_layout); a model verl-init cannot size gets REWARD_MODEL_GMU."""
+    if a.reward == "genrm":
+        return genrm.engine(a, gpn)
     if a.reward != "model":
         return None, 1, 0.0
     try:

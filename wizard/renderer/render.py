@@ -379,6 +379,19 @@ def context(plan: Plan) -> dict[str, Any]:
         f"{a.nnodes} node(s) × {a.gpus_per_node} GPUs ({a.gpu_type}, {a.gpu_memory_gb:g} GB) = {plan.n_gpus} GPUs, one resource pool shared by all roles.",
         f"Rollout: {fx['rollout_replicas']} {a.rollout_engine} replica(s) of tensor-parallel size {fx['rollout_tp']}, each inside one node.",
     ]
+    judge = fx.get("judge")
+    if judge and judge["nodes"]:
+        layout_lines.append(
+            f"Judge (reward=genrm): its own resource pool of {judge['gpus']} GPU(s) on {judge['nodes']} more node(s) "
+            f"(reward.reward_model.enable_resource_pool): {judge['replicas']} replica(s) of TP={judge['tp']} at "
+            f"gpu_memory_utilization {judge['gmu']:g}; the cluster has {a.nnodes + judge['nodes']} node(s) in all."
+            + _judge_memory(judge))
+    elif judge:
+        layout_lines.append(
+            f"Judge (reward=genrm): colocated, {judge['replicas']} replica(s) of TP={judge['tp']} reserving "
+            f"{judge['gmu']:g} of each GPU; its engine sleeps beside the rollout engine and wakes for its own turn once "
+            "rollout is done (free_cache_engine), and both sleep while the actor trains."
+            + _judge_memory(judge))
     if plan.base_config == "megatron":
         layout_lines += megatron_layout_lines(fx, a.gpus_per_node, plan.n_gpus)
     else:
@@ -523,6 +536,16 @@ def render(plan: Plan) -> dict[str, str]:
                 raise ValueError(f"two templates render {out}")
             files[out] = env.get_template(art.template).render(**{**ctx, **art.context})
     return files
+
+
+def _judge_memory(judge: dict[str, Any]) -> str:
+    """PLAN.md's sentence on what a judge's engine holds per GPU (reward=genrm), when the judge could be sized."""
+    if "weights_gib" not in judge:
+        return " The judge could not be sized: its engine's memory is unchecked (VI596)."
+    seq = judge["prompt_tokens"] + judge["max_tokens"]
+    return (f" Its engine reserves {judge['reserved_gib']:g} GiB per GPU: {judge['weights_gib']:g} GiB of bf16 weights, "
+            f"the rest KV cache for ~{judge['kv_seqs']} judge sequences of {seq} tokens "
+            f"({judge['prompt_tokens']} of prompt + {judge['max_tokens']} of verdict).")
 
 
 def megatron_layout_lines(fx: dict[str, Any], gpus_per_node: int, n_gpus: int) -> list[str]:

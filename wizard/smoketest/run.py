@@ -178,6 +178,7 @@ def _prepare(ctx: SmokeContext, ph: PhaseResult) -> None:
         report.prompts, report.samples = sg.prompts, sg.samples
         report.geometry["smoke"] = sg.as_dict()
     _agent_checks(ctx)
+    _judge_checks(ctx)
     from wizard.smoketest.sandbox_stub import sandbox_checks
 
     sandbox_checks(ctx)  # reward=sandbox: verl's scorer against a local stand-in, and the configured URL
@@ -209,6 +210,19 @@ def _agent_checks(ctx: SmokeContext) -> None:
               "not made here: the CPU miniature rolls out single-turn (verl's tool agent loop needs an async vLLM or "
               "SGLang server on a GPU)" if engine == "cpu" else
               "made by verl's tool agent loop in main_ppo (the step's rollout)")
+
+
+def _judge_checks(ctx: SmokeContext) -> None:
+    """A generative reward model (reward=genrm): said plainly, the judge LLM is not served by the CPU miniature."""
+    rm, fn = ctx.cfg.reward.reward_model, ctx.cfg.reward.custom_reward_function
+    if not rm.enable or not fn.get("path"):
+        return
+    engine = ctx.report.engine
+    ctx.check(None, "judge LLM serving the verdicts", None,
+              f"not served here: {rm.model_path} needs verl's reward loop with a vLLM or SGLang server on a GPU; the "
+              f"CPU miniature runs {fn.path} and verl's reward manager against a stand-in judge on 127.0.0.1 that "
+              "grades with verl's rule scorer" if engine == "cpu" else
+              "served by verl's reward loop in main_ppo (the step's reward)")
 
 
 def _run(ctx: SmokeContext) -> None:

@@ -255,6 +255,7 @@ def verify_with_verl(
 
     _registries(cfg, run)
     _agent_checks(cfg, Path(bundle), run)
+    _reward_model_checks(cfg, Path(bundle), run, n_gpus=int(cfg.trainer.n_gpus_per_node) * int(cfg.trainer.nnodes))
     for name, ok, detail, source in worker_time_checks(cfg, use_critic, model_cfg if model_cfg is not _FAILED else None):
         checks.append(Check(name, ok, detail, source=source))
     return report
@@ -382,6 +383,54 @@ def _agent_checks(cfg: Any, bundle: Path, run: Callable[..., Any]) -> None:
     if mt.tool_config_path:
         run("tool registry loads tool_config_path (tool_registry.py:initialize_tools_from_config)", tools,
             str(mt.tool_config_path))
+
+
+def _reward_model_checks(cfg: Any, bundle: Path, run: Callable[..., Any], n_gpus: int) -> None:
+    """A reward model served by verl's reward loop (reward=model's classifier, reward=genrm's judge): the configs its
+    RewardModelManager builds, and, for a judge, the custom reward function verl's reward manager calls."""
+    rm = cfg.reward.reward_model
+    if not rm.enable:
+        return
+    from verl.utils.config import omega_conf_to_dataclass
+
+    run("reward model config dataclass (RewardModelConfig)", lambda: omega_conf_to_dataclass(rm), "instantiated")
+    # reward_model.py:69-76: one replica per TP×DP×PP GPUs, built by RolloutReplica (replica.py:104 instantiates
+    # the RolloutConfig); the colocated judge gets the trainer's GPUs per node (trainer_base.py:833-834)
+    gpn = rm.n_gpus_per_node if rm.enable_resource_pool else cfg.trainer.n_gpus_per_node
+    run("reward model replica (RolloutReplica, replica.py:113)", lambda: _verl_replica(rm.rollout, gpn),
+        f"TP×DP×PP={rm.rollout.tensor_model_parallel_size * rm.rollout.data_parallel_size * rm.rollout.pipeline_model_parallel_size}"
+        f" on nodes of {gpn}")
+    if rm.model_path and os.path.isdir(os.path.expanduser(str(rm.model_path))):
+        from verl.workers.config import HFModelConfig
+
+        run("reward model config + tokenizer (HFModelConfig, reward_model.py:67)",
+            lambda: HFModelConfig(path=str(rm.model_path)).get_processor(), "loaded")
+    fn = cfg.reward.custom_reward_function
+    if not fn.path:
+        return
+
+    def judge_fn() -> str:
+        import inspect
+
+        from verl.trainer.ppo.reward import get_custom_reward_fn
+
+        here = os.getcwd()
+        try:
+            os.chdir(bundle)  # run.sh starts verl in the bundle folder: a relative path is read from there
+            wrapped = get_custom_reward_fn(cfg)
+        finally:
+            os.chdir(here)
+        raw = wrapped.args[0] if wrapped is not None and getattr(wrapped, "args", None) else wrapped
+        params = inspect.signature(raw).parameters
+        takes = {"reward_router_address", "reward_model_tokenizer"} <= set(params) or any(
+            p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+        # naive.py:56-63 (and dapo.py): with a reward model the manager passes both keywords to the function
+        assert takes, (f"{fn.path}:{fn.name} does not take reward_router_address / reward_model_tokenizer, which verl's "
+                       "reward manager passes when a reward model is enabled")
+        return f"{fn.name} loaded; {'async' if inspect.iscoroutinefunction(raw) else 'sync'}, takes the router address"
+
+    run("custom reward function with a reward model (trainer/ppo/reward.py:get_custom_reward_fn, naive.py:56)",
+        judge_fn, f"{fn.path}:{fn.name} loaded; takes reward_router_address")
 
 
 def _registries(cfg: Any, run: Callable[..., Any]) -> None:

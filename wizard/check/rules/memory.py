@@ -110,6 +110,9 @@ def rule_memory(c: Ctx, f: Facts, shape: Any, why: str) -> None:
         reward_gmu = c.num("reward.reward_model.rollout.gpu_memory_utilization") or 0.0
         reward_tp = c.int("reward.reward_model.rollout.tensor_model_parallel_size") or 1
         reward = model_shape(c, "reward.reward_model.model_path")[0]
+    # a judge's sequences (prompt + verdict) as its engine is told (reward.reward_model.rollout.max_model_len);
+    # unset: the policy's sequence length
+    reward_seq = c.int("reward.reward_model.rollout.max_model_len") or 0
     # a vision-language model whose rollout reserves image room (vLLM's limit_mm_per_prompt, as the plan writes it):
     # image tokens share the sequence as the planner assumes (images of its default image_max_pixels, full length)
     image_share = 0.0
@@ -133,6 +136,7 @@ def rule_memory(c: Ctx, f: Facts, shape: Any, why: str) -> None:
                                            and "dummy" not in str(c.v(f"{R}.load_format") or "dummy")), critic_offload=None if critic_off is None else bool(critic_off),
                     replica_batch=max(1, -(-tbs * n * tp // f.n_gpus)),
                     reward=reward, reward_gmu=reward_gmu if 0 < reward_gmu <= 1 else 0.0, reward_tp=reward_tp,
+                    reward_seq_len=reward_seq if reward_seq > 0 else 0,
                     reward_free_cache=c.v("reward.reward_model.rollout.free_cache_engine") is not False,
                     image_share=image_share, rollout_dp=c.int(f"{R}.data_parallel_size") or 1,
                     optimizer_cpu_fraction=cpu_fraction, grad_bytes=grad_bytes, optim_bytes=optim_bytes,

@@ -45,7 +45,11 @@ def rule_roles(c: Ctx, f: Facts) -> None:
             c.add("VI844", "info", stray[:6], f"{len(stray)} reference-model setting(s) have no effect: neither "
                   "use_kl_loss nor use_kl_in_reward is on, so verl builds no reference model", "remove them")
     rm_path = c.v("reward.reward_model.model_path")
-    if f.use_critic and bool(c.v("reward.reward_model.enable")) and rm_path and rm_path == c.v("critic.model.path"):
+    # a reward model with a custom reward function is a generative judge (reward_loop.py:147-156 posts to /classify only
+    # without one): an LLM, not a classifier, so sharing the critic's base checkpoint is no mistake
+    judge = bool(c.v("reward.custom_reward_function.path"))
+    if (f.use_critic and bool(c.v("reward.reward_model.enable")) and not judge and rm_path
+            and rm_path == c.v("critic.model.path")):
         c.add("VI845", "warning", ("critic.model.path", "reward.reward_model.model_path"),
               "critic and reward model load the same checkpoint: the critic needs a value head, the reward model a classifier",
               "initialise the critic from the policy (actor_rollout_ref.model.path)")

@@ -505,6 +505,7 @@ REWARD_TEXT = {
     "model": "a reward model (sequence classifier) scores each response",
     "function": "your own Python scorer (file.py:function), or the bundle's reward/reward_fn.py",
     "sandbox": "code RL: each response's program runs against the row's test cases in a SandboxFusion service",
+    "genrm": "an LLM judge (e.g. Qwen2.5-7B-Instruct) grades each response through verl's reward loop",
 }
 ENGINE_TEXT = {"vllm": "vLLM generates the rollouts", "sglang": "SGLang generates the rollouts"}
 BACKEND_TEXT = {
@@ -668,7 +669,10 @@ QUESTIONS: tuple[Question, ...] = (
     Question("image_max_pixels", "int", "data", when=_vision_data, choices=pixel_choices, typed=True,
              note=image_note),
     Question("reward", "select", "algorithm", choices=_texts(REWARD_TEXT)),
-    Question("reward_model", "text", "algorithm", when=lambda c: c.get("reward") == "model"),
+    Question("reward_model", "text", "algorithm", when=lambda c: c.get("reward") in ("model", "genrm")),
+    # the judge's own pool is more nodes: only where the cluster has more than this machine
+    Question("judge_gpus", "int", "algorithm", when=lambda c: c.get("reward") == "genrm" and c.get("cluster") != "local"),
+    Question("judge_max_tokens", "int", "algorithm", when=lambda c: c.get("reward") == "genrm", advanced=always),
     Question("reward_function", "text", "algorithm", when=lambda c: c.get("reward") == "function", optional=True,
              auto=lambda c: "the bundle's reward/reward_fn.py"),
     Question("sandbox_url", "text", "algorithm", when=lambda c: c.get("reward") == "sandbox"),

@@ -49,6 +49,7 @@ CONFIG_MOUNT = "/verl-init/config"  # the bundle's verl_config.yaml, from the Co
 PREPARE_CPUS, PREPARE_MEMORY_GB = 1, 8  # the prepare-data init container (a hub download + a parquet write)
 DATA_DIR = "data"  # dataprep.PREPARED_TRAIN / PREPARED_VAL live here, relative to WORKDIR
 REWARD_FN = "reward/reward_fn.py"  # dataprep.BUNDLE_REWARD_FN
+GENRM_FN = "reward/genrm_fn.py"  # genrm.BUNDLE_GENRM_FN
 # Kubernetes refuses a ConfigMap whose values total more than 1 MiB (pkg/apis/core/validation/validation.go,
 # ValidateConfigMap: the bytes of every data and binaryData value against core.MaxSecretSize = 1 MiB).
 CONFIGMAP_MAX_BYTES = 1024 * 1024
@@ -108,6 +109,8 @@ class Layout:
     prepare_data: str = ""
     dataset_hub: str = ""
     reward_fn: bool = False  # the bundle's reward/reward_fn.py, mounted at the same relative path in every pod
+    genrm_fn: bool = False  # the bundle's reward/genrm_fn.py (reward=genrm's judge function), likewise
+    judge_nodes: int = 0  # nodes of the judge's own resource pool (reward=genrm, judge_gpus), counted in nnodes
     # agent=tool: the bundle's verl_init_tools/ files (bundle-relative paths), from the ConfigMap into a folder of the
     # same name in every pod's working folder, where verl's tool registry opens tool_config.yaml and imports the class
     tool_files: tuple[str, ...] = ()
@@ -162,7 +165,10 @@ def checkpoint_mount(default_local_dir: str) -> str:
 
 def layout(plan: Plan) -> Layout:
     a = plan.answers
-    gpn, nnodes = a.gpus_per_node, a.nnodes
+    from wizard.planner import genrm
+
+    judge_nodes = genrm.extra_nodes(a)  # the judge's own pool is more nodes of the same kind (reward_pool)
+    gpn, nnodes = a.gpus_per_node, a.nnodes + judge_nodes
     n_gpus = nnodes * gpn
     kuberay = a.cluster == "kuberay"
     cpus_needed = CPUS_PER_GPU_BUNDLE * n_gpus + TRANSFER_QUEUE_CPUS
@@ -216,6 +222,8 @@ def layout(plan: Plan) -> Layout:
     prepare = ("head" if a.shared_pvc else "every") if hub else ""
     reward_fn = (str(plan.settings["reward.custom_reward_function.path"].value) == dataprep.BUNDLE_REWARD_FN
                  if "reward.custom_reward_function.path" in plan.settings else False)
+    genrm_fn = (str(plan.settings["reward.custom_reward_function.path"].value) == genrm.BUNDLE_GENRM_FN
+                if "reward.custom_reward_function.path" in plan.settings else False)
     from wizard.renderer.artefacts import agent as agent_files
 
     tool_files = tuple(agent_files.bundle_paths(plan)) if kuberay else ()
@@ -229,7 +237,8 @@ def layout(plan: Plan) -> Layout:
         shm_size_gb=a.shm_size_gb, shared_pvc=a.shared_pvc,
         checkpoint_mount=ckpt if a.shared_pvc and not ckpt.startswith(WORKDIR + "/") and ckpt != WORKDIR else None,
         wait_timeout_s=a.gpu_wait_timeout_s, ttl_seconds=a.k8s_ttl_seconds, needs_wandb=needs_wandb,
-        prepare_data=prepare, dataset_hub=hub or "", reward_fn=reward_fn, tool_files=tool_files,
+        prepare_data=prepare, dataset_hub=hub or "", reward_fn=reward_fn, genrm_fn=genrm_fn, judge_nodes=judge_nodes,
+        tool_files=tool_files,
         checkpoint_pvc=a.checkpoint_pvc, checkpoint_dir=ckpt,
         k8s_resource=acc.k8s_resource, ray_resource=acc.ray_resource, slurm_gres=acc.slurm_gres,
         visible_devices=acc.visible_devices,
@@ -342,6 +351,9 @@ def raycluster_spec(lay: Layout) -> dict[str, Any]:
     if lay.reward_fn:  # reward.custom_reward_function.path is bundle-relative: the same path in every pod
         reward_mount = [{"name": "verl-config", "mountPath": f"{WORKDIR}/{REWARD_FN}", "subPath": "reward_fn.py",
                          "readOnly": True}]
+    if lay.genrm_fn:  # likewise the judge function
+        reward_mount.append({"name": "verl-config", "mountPath": f"{WORKDIR}/{GENRM_FN}", "subPath": "genrm_fn.py",
+                             "readOnly": True})
     # rollout.multi_turn.tool_config_path is bundle-relative too: the tool files, as a folder of the same name in the
     # working folder of every pod (a projection of the ConfigMap's tool entries; mounted as a folder, not by subPath,
     # so a running RayCluster sees an updated ConfigMap). verl's agent-loop workers run in their raylet's working
@@ -399,7 +411,7 @@ def raycluster_spec(lay: Layout) -> dict[str, Any]:
                 "resources": _resources(lay.node_cpus, lay.node_memory_gb, lay.gpus_per_node, lay.k8s_resource),
                 "volumeMounts": [run_mount] + ckpt_mount + shm_mount + reward_mount + tools_mount,
             }],
-            "volumes": ([config_volume] if lay.reward_fn or lay.prepare_data == "every" else [])
+            "volumes": ([config_volume] if lay.reward_fn or lay.genrm_fn or lay.prepare_data == "every" else [])
             + [run_volume, *ckpt_volume, *shm_volume, *tools_volume],
         }},
     }
@@ -499,6 +511,8 @@ def _pod_files(plan: Plan, lay: Layout) -> dict[str, str]:
         out["prepare_data.py"] = texts["data/prepare_data.py.j2"]
     if lay.reward_fn:
         out["reward_fn.py"] = texts["reward/reward_fn.py.j2"]
+    if lay.genrm_fn:
+        out["genrm_fn.py"] = texts["reward/genrm_fn.py.j2"]
     for path in lay.tool_files:
         out[configmap_key(path)] = texts[path + ".j2"]
     return out
@@ -533,7 +547,9 @@ def _k8s_notes(lay: Layout, plan: Plan) -> list[str]:
               else "pod-local emptyDir, lost with the pod: set shared_pvc to share data and outputs")
     notes = [
         (f"{lay.nnodes} GPU worker pod(s) × {lay.gpus_per_node} {lay.k8s_resource} = {lay.n_gpus} GPUs = trainer.nnodes × "
-         f"trainer.n_gpus_per_node ({lay.nnodes} × {lay.gpus_per_node}); one worker pod per node."),
+         f"trainer.n_gpus_per_node ({lay.nnodes - lay.judge_nodes} × {lay.gpus_per_node})"
+         + (f" + {lay.judge_nodes} node(s) for the judge's own pool (reward.reward_model.nnodes)" if lay.judge_nodes else "")
+         + "; one worker pod per node."),
         (f"Worker pod: {lay.node_cpus} CPUs ({lay.node_cpus_reason}); {lay.node_memory_gb} GB "
          f"({lay.node_memory_reason}); /dev/shm {shm}"),
         (f"Head pod: no GPU, {lay.head_cpus} CPUs, {lay.head_memory_gb} GB; Ray sees {lay.total_cpus} logical CPUs, "
@@ -562,6 +578,9 @@ def _k8s_notes(lay: Layout, plan: Plan) -> list[str]:
     if lay.reward_fn:
         notes.append(f"reward/reward_fn.py (the config's custom reward function) comes from the ConfigMap, mounted "
                      f"at {WORKDIR}/{REWARD_FN} in every pod.")
+    if lay.genrm_fn:
+        notes.append(f"reward/genrm_fn.py (the judge function) comes from the ConfigMap, mounted at {WORKDIR}/{GENRM_FN} "
+                     "in every pod.")
     if lay.tool_files:
         notes.append(f"{tools_dir(lay)}/ (the tool config and tool module of verl's tool agent loop) comes from the "
                      f"ConfigMap, mounted at {WORKDIR}/{tools_dir(lay)} in every pod: verl's agent-loop workers open "

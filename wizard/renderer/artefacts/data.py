@@ -1,7 +1,8 @@
 """Bundle files for the data capability (see renderer.ARTEFACT_PROVIDERS).
 
 `data/prepare_data.py` is always rendered (it writes what `data.train_files` / `data.val_files`
-read by default); `reward/reward_fn.py` when reward=function names no function of the user's.
+read by default); `reward/reward_fn.py` when reward=function names no function of the user's;
+`reward/genrm_fn.py` (the judge function) when reward=genrm.
 Every value a template places in Python source is pre-rendered here as a Python literal with
 `repr()`, so no answer (a path, an instruction, a system prompt) can break out of its slot.
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from wizard.planner import dataprep
+from wizard.planner import dataprep, genrm
 
 if TYPE_CHECKING:
     from wizard.planner.pipeline import Plan
@@ -72,4 +73,13 @@ def artefacts(plan: "Plan") -> "list[Artefact]":
             out.append(Artefact(f"data/{prep.offline_dir}/{name}.j2", {"rows": text}))
     if prep.reward_fn:
         out.append(Artefact("reward/reward_fn.py.j2", {"py": {"ANSWER_FORMAT": py_literal(prep.answer_format)}}))
+    if genrm.BUNDLE_GENRM_FN in (str(plan.settings[k].value) for k in ("reward.custom_reward_function.path",)
+                                 if k in plan.settings):
+        out.append(Artefact("reward/genrm_fn.py.j2", {"py": genrm_context(plan)}))
     return out
+
+
+def genrm_context(plan: "Plan") -> dict[str, str]:
+    """The judge function's constants (reward=genrm), as Python literals."""
+    return {"MAX_TOKENS": py_literal(plan.answers.judge_max_tokens), "TEMPERATURE": py_literal(genrm.JUDGE_TEMPERATURE),
+            "TIMEOUT_S": py_literal(genrm.JUDGE_TIMEOUT_S)}
