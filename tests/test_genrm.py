@@ -404,3 +404,15 @@ def test_cluster_check_counts_the_reward_pool(tmp_path):
     assert "needs 24" in p.message and "the reward model's own pool of 1 × 8" in p.message
     found = {p.rule for p in compare(exp, obs(12, 12))}  # 24 GPUs, but no node has 8 left after the trainer's
     assert "VI764" in found and "VI712" not in found
+
+
+def test_check_estimates_a_colocated_classifier_as_the_plan_does(tmp_path):
+    """reward=model (a sequence classifier served by the rollout engine) sleeps outside its turn as the judge does:
+    the plan sets reward_model.rollout.free_cache_engine and counts it so; check reads the same config."""
+    from wizard.check.lint import check
+
+    plan = wizard.plan(answers(reward="model", reward_model=JUDGE), base_dir=str(tmp_path))
+    assert plan.value(f"{RM}.rollout.free_cache_engine") is True
+    bundle = wizard.write_bundle(wizard.render(plan), tmp_path / "b")
+    report = check(str(bundle), defaults="snapshot")
+    assert report.memory.peak_gb == pytest.approx(plan.memory.peak_gb, abs=1e-6)

@@ -1353,6 +1353,9 @@ def _reward_keys(b: _Build) -> None:
               "smallest split whose engine share stays ≤ 0.3 of the card")
         s.set("reward.reward_model.rollout.gpu_memory_utilization", b.reward_gmu,
               "the reward model's bf16 weights and KV cache for 8 full sequences, beside the policy's engine")
+        s.set("reward.reward_model.rollout.free_cache_engine", True,
+              "the reward model's engine sleeps beside the policy's and wakes for its own turn after rollout "
+              "(reward_loop.py compute_rm_score), as the memory plan counts it")
         roles["reward"] = f"reward model {a.reward_model}"
     elif a.reward == "sandbox":
         sandbox.reward_keys(b)
@@ -1740,9 +1743,10 @@ def _fit(a: Answers, shape: ModelShape, critic: Optional[ModelShape], n_gpus: in
         host_memory_gb=a.host_memory_gb if host_limit else None, static_micro=not dynamic, gpu_type=a.gpu_type,
         reward=reward, reward_tp=reward_tp, reward_gmu=reward_gmu,
         reward_seq_len=genrm.judge_seq(a) if a.reward == "genrm" else 0,
-        # a colocated judge's engine sleeps outside its own turn (reward.reward_model.rollout.free_cache_engine, which
-        # the plan sets true: wizard.planner.genrm.keys), as `check` counts it
-        reward_free_cache=a.reward == "genrm",
+        # a colocated reward engine (classifier or judge) sleeps outside its own turn
+        # (reward.reward_model.rollout.free_cache_engine, which the plan sets true: _reward_keys, genrm.keys), as
+        # `check` counts it
+        reward_free_cache=a.reward in ("model", "genrm"),
         image_share=image_share(a, shape, seq),
         update_entropy=False,  # the plan writes actor.entropy_coeff=0 (_actor keys): the update computes no entropy
     )
