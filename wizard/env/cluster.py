@@ -789,15 +789,21 @@ def _pod_local(path: str, tpl: Any) -> bool:
     return True
 
 
+def ray_cluster_spec(doc: Any) -> Optional[dict]:
+    """The RayCluster spec of a KubeRay RayJob (its rayClusterSpec) or RayCluster; None for any other document."""
+    if not isinstance(doc, dict) or doc.get("kind") not in ("RayJob", "RayCluster"):
+        return None
+    spec = doc.get("spec") or {}
+    cluster = spec.get("rayClusterSpec") if doc["kind"] == "RayJob" else spec
+    return cluster if isinstance(cluster, dict) else None
+
+
 def pod_storage_problems(doc: Any, config: Mapping[str, Any], *, source: str = "manifest") -> list[Problem]:
     """Where a KubeRay RayJob / RayCluster's pods find the config's data files and keep its checkpoints
     (VI759, VI760): relative paths resolve in each pod's working folder, lost with the pod unless a PVC is there."""
     out: list[Problem] = []
-    if not isinstance(doc, dict) or doc.get("kind") not in ("RayJob", "RayCluster"):
-        return out
-    spec = doc.get("spec") or {}
-    cluster = spec.get("rayClusterSpec") if doc["kind"] == "RayJob" else spec
-    if not isinstance(cluster, dict):
+    cluster = ray_cluster_spec(doc)
+    if cluster is None:
         return out
     head = (cluster.get("headGroupSpec") or {}).get("template")
     templates = [head] + [g.get("template") for g in cluster.get("workerGroupSpecs") or [] if isinstance(g, dict)]
@@ -908,14 +914,9 @@ def pod_tool_problems(doc: Any, config: Mapping[str, Any], bundle: Optional[Path
     tool module) must reach every pod of a KubeRay RayJob / RayCluster: from a ConfigMap projected there, or a PVC.
     VI769: the bundle's k8s/configmap.yaml (`configmap`) carries another copy of them than the bundle folder."""
     out: list[Problem] = []
-    if not isinstance(doc, dict) or doc.get("kind") not in ("RayJob", "RayCluster"):
-        return out
-    paths = _tool_paths(config, bundle)
-    if not paths:
-        return out
-    spec = doc.get("spec") or {}
-    cluster = spec.get("rayClusterSpec") if doc["kind"] == "RayJob" else spec
-    if not isinstance(cluster, dict):
+    cluster = ray_cluster_spec(doc)
+    paths = _tool_paths(config, bundle) if cluster is not None else []
+    if cluster is None or not paths:
         return out
     head = (cluster.get("headGroupSpec") or {}).get("template")
     groups = [("head", head)] + [(str(g.get("groupName", "workers")), g.get("template"))
