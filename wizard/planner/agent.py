@@ -40,8 +40,8 @@ from typing import Any
 
 from wizard.planner.dataprep import GSM8K_TOOL_NAME
 from wizard.verlspec.arithmetic import turn_budget
+from wizard.verlspec.keys import PRE
 
-PRE = "actor_rollout_ref"
 DEFAULT_TURNS = 3
 # verl's multi_turn.max_tool_response_length default (trainer/config/rollout/rollout.yaml), in characters
 # (tool_agent_loop.py:499): an upper bound of the reply's tokens

@@ -26,6 +26,7 @@ from wizard.verlspec.arithmetic import divisors, largest_divisor_at_most, neares
 from wizard.verlspec.hardware import ACCELERATORS, accelerator_of_gpu_type
 from wizard.verlspec.hydra_overrides import format_value, parse_override
 from wizard.verlspec.lora import FSDP_TARGET_MODULES, MEGATRON_TARGET_MODULES
+from wizard.verlspec.keys import PRE
 
 Source = Literal["answer", "derived", "default", "override"]
 
@@ -802,7 +803,6 @@ def _enough_rows(b: _Build) -> bool:
 # verl keys an answer sets: an override of one is refused, the answer says it (and the plan re-derives every value
 # that depends on it, which an override after the plan cannot). tests/test_overrides_answers.py keeps this table
 # in step with the planner: every key a plan takes from an answer is listed.
-PRE = "actor_rollout_ref"
 ANSWER_KEYS: dict[str, str] = {
     "algorithm.adv_estimator": "algorithm",
     "algorithm.use_kl_in_reward": "kl_coef",

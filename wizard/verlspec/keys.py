@@ -14,6 +14,7 @@ from typing import Any
 
 SNAPSHOT = Path(__file__).resolve().parent / "verl_defaults.yaml"
 MISSING = "???"  # OmegaConf's mandatory value (no default)
+PRE = "actor_rollout_ref"  # the group of the actor, rollout and reference keys
 
 # --- enumerations (docs/verl-facts.md §6) -----------------------------------------------------------
 ADV_ESTIMATORS = ("gae", "grpo", "reinforce_plus_plus", "reinforce_plus_plus_baseline", "remax", "rloo", "opo",
