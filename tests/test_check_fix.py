@@ -107,6 +107,16 @@ CASES = {
                                               drop=(f"{A}.use_dynamic_bsz",))),
     "critic on verl's default model": Case("VI846", "critic.model.path",
                                            with_("algorithm.adv_estimator=gae", "critic.use_dynamic_bsz=True")),
+    # LoRA keys per engine (tests/test_lora_megatron.py has the messages): the fix moves them to the engine's block
+    "FSDP LoRA keys on Megatron": Case("VI880", "actor_rollout_ref.model.lora_rank",
+                                       with_("model_engine=megatron", "actor_rollout_ref.model.lora_rank=16",
+                                             "actor_rollout_ref.model.lora_alpha=32")),
+    "trained rank above vLLM's slots": Case("VI880", "actor_rollout_ref.model.lora_rank",
+                                            with_("actor_rollout_ref.model.lora_rank=32",
+                                                  "actor_rollout_ref.model.lora.rank=16")),
+    "Megatron LoRA without Megatron-Bridge": Case("VI881", "actor_rollout_ref.model.lora.rank",
+                                                  with_("model_engine=megatron", "actor_rollout_ref.model.lora.rank=16",
+                                                        f"{A}.megatron.vanilla_mbridge=True")),
 }
 
 
