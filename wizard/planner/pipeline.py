@@ -1731,7 +1731,7 @@ def _rollout_dp_options(a: Answers, shape: Optional[ModelShape], n_gpus: int, tp
         if _exact(shape):
             f.error("VI319", ("rollout_dp", "model"), f"rollout_dp={rdp} for {shape.name}, a dense model: verl-init "
                     "serves a dense model with data_parallel_size 1 (more replicas do the same work)",
-                    "remove rollout_dp (or set it to 1)")
+                    "remove rollout_dp (or set rollout_dp=1)")
         return
     if any(rdp in rc.rollout_dp_options(n_gpus, gpn, tp, shape.experts) for tp in tp_options):
         return
@@ -1740,7 +1740,7 @@ def _rollout_dp_options(a: Answers, shape: Optional[ModelShape], n_gpus: int, tp
     f.error("VI319", ("rollout_dp", "rollout_tp", "nnodes", "gpus_per_node"),
             f"rollout_dp={rdp} makes no rollout replica verl can build with rollout_tp {tps} on {a.nnodes}×{gpn} GPUs "
             f"(TP × DP must fill whole nodes, divide the {n_gpus} GPUs and not exceed the {shape.experts} experts)",
-            f"nearest valid rollout_dp: {' or '.join(str(v) for v in nearest(valid, rdp))}")
+            f"nearest valid: rollout_dp={' or '.join(str(v) for v in nearest(valid, rdp))}")
 
 
 def _fit(a: Answers, shape: ModelShape, critic: Optional[ModelShape], n_gpus: int, seq: int, dynamic: bool,
