@@ -281,6 +281,21 @@ def test_check_refuses_tp_the_kv_heads_cannot_share():
                 if f.problem.rule == "VI818"]
 
 
+def test_check_reads_rollout_data_parallel_as_verl_builds_it():
+    """vLLM's DP engines (vllm_async_server.py:384-392): a replica of TP × DP < a node fails at start-up (VI810); one of
+    TP 8 × DP 2 on two nodes keeps each TP group in a node, so no cross-node TP warning (VI811), and EP = TP × DP."""
+    R_ = "actor_rollout_ref.rollout."
+    small = _check(R_ + "tensor_model_parallel_size=2", R_ + "data_parallel_size=2", R_ + "expert_parallel_size=4")
+    assert any(f.problem.rule == "VI810" and "fill" in f.problem.message for f in small.errors), \
+        [f.problem.line() for f in small.findings]
+    wide = _check(R_ + "tensor_model_parallel_size=8", R_ + "data_parallel_size=2", R_ + "expert_parallel_size=16",
+                  nodes=2)
+    assert not {"VI810", "VI811", "VI815"} & {f.problem.rule for f in wide.findings}, \
+        [f.problem.line() for f in wide.findings]
+    tp_wide = _check(R_ + "tensor_model_parallel_size=16", nodes=2)
+    assert "VI811" in {f.problem.rule for f in tp_wide.findings}
+
+
 def test_check_warns_when_an_expert_group_leaves_a_node():
     """16 GPUs, EP 8 × ETP 2: megatron-core accepts it (16 % 16), but each expert group spans two nodes."""
     report = _check("actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2",
