@@ -175,6 +175,41 @@ def test_dense_megatron_plan_keeps_ep_1_and_etp_unset():
     assert "actor_rollout_ref.rollout.expert_parallel_size" not in p.settings
 
 
+# -- the rollout engine's data parallel (a MoE's experts over TP × DP) ---------------------------------------------
+
+R = "actor_rollout_ref.rollout."
+
+
+def test_rollout_dp_answer_is_held_with_ep_tp_times_dp():
+    p = _plan(rollout_dp=2)
+    tp = p.value(R + "tensor_model_parallel_size")
+    assert p.value(R + "data_parallel_size") == 2 and p.value(R + "expert_parallel_size") == 2 * tp == 8
+    assert p.facts["rollout_replicas"] == 8 // (2 * tp)
+    # verl's layout asserts for DP > 1 (vllm_async_server.py:384-392, replica.py:108-116): TP divides a node and the
+    # replica fills it
+    assert 8 % tp == 0 and (tp * 2) % 8 == 0
+    assert p.settings[R + "data_parallel_size"].source == "answer", p.settings[R + "data_parallel_size"]
+
+
+def test_235b_rollout_takes_the_least_data_parallel_that_fits():
+    """Qwen3-235B-A22B on 8 × 8 H200: the bf16 weights do not fit a TP 8 engine beside the resident training
+    state, so the plan spreads the experts over TP 8 × DP > 1 GPUs (verl's run_qwen3_235b_a22b_megatron.sh: TP 8 ×
+    DP 8, EP 64) and fits; no smaller DP fits without offload, and DP 1 is only tight."""
+    answers = load_profile("qwen3-235b-moe-64gpu")
+    p = plan(answers, base_dir="/runs")
+    tp, dp = p.value(R + "tensor_model_parallel_size"), p.value(R + "data_parallel_size")
+    assert dp > 1 and p.value(R + "expert_parallel_size") == tp * dp and p.memory.verdict == "fits"
+    assert f"TP {tp} × DP {dp}" in p.settings[R + "data_parallel_size"].reason
+    single = plan(answers.model_copy(update={"rollout_dp": 1}), base_dir="/runs")
+    assert single.memory.verdict != "fits" or single.facts["offload"]
+    for smaller in range(2, dp):
+        try:
+            q = plan(answers.model_copy(update={"rollout_dp": smaller}), base_dir="/runs")
+        except WizardError:
+            continue
+        assert q.facts["offload"] or q.memory.verdict != "fits", smaller
+
+
 # -- refusals, each suggestion confirmed by a re-plan ---------------------------------------------------------------
 
 REFUSED = [
@@ -189,6 +224,10 @@ REFUSED = [
     ("VI310", dict(megatron_tp=4, megatron_cp=4)),  # 16 ∤ 8
     ("VI318", dict(rollout_tp=4, rollout_ep=2)),
     ("VI318", dict(model="Qwen/Qwen2.5-7B-Instruct", rollout_ep=2)),
+    ("VI318", dict(rollout_tp=4, rollout_dp=2, rollout_ep=4)),  # EP = TP × DP = 8
+    ("VI319", dict(rollout_dp=3)),  # TP × 3 never fills the node of 8
+    ("VI319", dict(rollout_tp=8, rollout_dp=2)),  # a replica of 16 GPUs on 8
+    ("VI319", dict(model="Qwen/Qwen2.5-7B-Instruct", rollout_dp=2)),  # a dense model
 ]
 
 
@@ -242,6 +281,21 @@ def test_check_refuses_tp_the_kv_heads_cannot_share():
                 if f.problem.rule == "VI818"]
 
 
+def test_check_reads_rollout_data_parallel_as_verl_builds_it():
+    """vLLM's DP engines (vllm_async_server.py:384-392): a replica of TP × DP < a node fails at start-up (VI810); one of
+    TP 8 × DP 2 on two nodes keeps each TP group in a node, so no cross-node TP warning (VI811), and EP = TP × DP."""
+    R_ = "actor_rollout_ref.rollout."
+    small = _check(R_ + "tensor_model_parallel_size=2", R_ + "data_parallel_size=2", R_ + "expert_parallel_size=4")
+    assert any(f.problem.rule == "VI810" and "fill" in f.problem.message for f in small.errors), \
+        [f.problem.line() for f in small.findings]
+    wide = _check(R_ + "tensor_model_parallel_size=8", R_ + "data_parallel_size=2", R_ + "expert_parallel_size=16",
+                  nodes=2)
+    assert not {"VI810", "VI811", "VI815"} & {f.problem.rule for f in wide.findings}, \
+        [f.problem.line() for f in wide.findings]
+    tp_wide = _check(R_ + "tensor_model_parallel_size=16", nodes=2)
+    assert "VI811" in {f.problem.rule for f in tp_wide.findings}
+
+
 def test_check_warns_when_an_expert_group_leaves_a_node():
     """16 GPUs, EP 8 × ETP 2: megatron-core accepts it (16 % 16), but each expert group spans two nodes."""
     report = _check("actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2",
@@ -264,15 +318,28 @@ def test_vi813_reads_etp_unset_as_tp_like_megatron_core():
 
 
 def test_probed_topology_keeps_expert_groups_on_nvlink():
-    """Two NVLink islands of 4 GPUs joined across NUMA: an expert group of 8 would cross it; a layout with expert
-    groups of at most 4 fits, so the planner takes it (without a topology it takes EP 8)."""
+    """Two NVLink islands of 4 GPUs joined across NUMA. Qwen3-30B-A3B on 8 × H200 (141 GB): without a topology the
+    least model parallelism that fits is TP 1 / PP 1 / EP 8, an expert group of all 8 GPUs whose token all-to-all
+    crosses the NUMA split; with the probed topology the planner takes a layout whose expert groups and TP groups
+    (consecutive ranks) stay inside one island of 4."""
     topology = [[0 if i == j else (1 if i // 4 == j // 4 else 4) for j in range(8)] for i in range(8)]
-    answers = load_profile("qwen3-30b-a3b-moe-8gpu")
+    answers = load_profile("qwen3-30b-a3b-moe-8gpu").model_copy(update={"gpu_memory_gb": 141, "gpu_type": "H200"})
     flat = plan(answers, base_dir="/runs")
     placed = plan(answers, base_dir="/runs", topology=topology)
-    assert flat.facts["megatron_ep"] * (flat.facts["megatron_etp"] or 1) == 8
-    group = placed.facts["megatron_ep"] * (placed.facts["megatron_etp"] or placed.facts["megatron_tp"])
-    assert group <= 4 and placed.facts["megatron_tp"] <= 4
+
+    def groups(p) -> tuple[int, int]:
+        f = p.facts
+        return f["megatron_tp"], f["megatron_ep"] * (f["megatron_etp"] or f["megatron_tp"])
+
+    def crosses(size: int) -> bool:  # a group of `size` consecutive ranks spans both islands
+        return any(len({r // 4 for r in range(start, start + size)}) > 1 for start in range(0, 8, size))
+
+    flat_tp, flat_expert = groups(flat)
+    assert crosses(flat_expert) or crosses(flat_tp), (flat_tp, flat_expert)
+    placed_tp, placed_expert = groups(placed)
+    assert not crosses(placed_expert) and not crosses(placed_tp), (placed_tp, placed_expert)
+    assert (placed.facts["megatron_tp"], placed.facts["megatron_pp"], placed.facts["megatron_ep"]) != \
+           (flat.facts["megatron_tp"], flat.facts["megatron_pp"], flat.facts["megatron_ep"])
 
 
 # -- the property over random answers: a rendered MoE layout is one megatron-core accepts, and check agrees ----------

@@ -162,6 +162,10 @@ class Answers(BaseModel):
     rollout_ep: Optional[int] = Field(
         None, ge=1, le=1024, description="Rollout expert-parallel size for a MoE model: 1, or the rollout_tp (verl: EP = TP × DP)."
     )
+    rollout_dp: Optional[int] = Field(
+        None, ge=1, le=1024, description="Rollout data_parallel_size for a MoE model: engines per replica, the experts "
+                                         "spread over rollout_tp × rollout_dp GPUs (default: the least that fits).",
+    )
     offload: Optional[bool] = Field(None, description="Offload actor parameters and optimizer states to host memory.")
 
     # --- bookkeeping ------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Optional
+from typing import Callable, Optional
 
 from wizard.planner.shapes import ModelShape
 from wizard.verlspec import arithmetic as rc
@@ -686,7 +686,8 @@ def _gmu_range(s: ModelShape, L: Layout, other_gib: float, headroom: float = 1 +
 def choose(s: ModelShape, base: Layout, *, tp_options: list[int], offload_options: list[bool],
            gmu_fixed: Optional[float], sp_options: list[int], token_cap: int,
            mp_options: Optional[list[tuple[int, int] | rc.MegatronGrid]] = None, gmu_target: float = 0.6,
-           batch_samples: int = 1, min_gpu_tokens: int = 0, accept: tuple[str, ...] = ("fits",)) -> Optional[Decision]:
+           batch_samples: int = 1, min_gpu_tokens: int = 0, accept: tuple[str, ...] = ("fits",),
+           rollout_dps: Optional[Callable[[int], list[int]]] = None) -> Optional[Decision]:
     """The first layout (least offload, smallest model parallelism) whose verdict is in `accept` with a training
     micro-batch of at least one full sequence and `min_gpu_tokens` tokens per GPU, or None."""
     grids = [g if isinstance(g, rc.MegatronGrid) else rc.MegatronGrid(*g)
@@ -700,7 +701,10 @@ def choose(s: ModelShape, base: Layout, *, tp_options: list[int], offload_option
                                            cp=grid.cp)
                 if not dp:
                     continue
+                # a Megatron reference follows the actor's param_offload (verl's ref/megatron_ref.yaml:39) and its
+                # forward-only engine then keeps its weights on the host (megatron/transformer_impl.py:605)
                 lay = replace(base, offload_params=offload, offload_optimizer=offload, sp=sp, dp=dp,
+                              ref_resident=base.ref_resident and not offload,
                               megatron_tp=grid.tp, megatron_pp=grid.pp, megatron_cp=grid.cp, megatron_ep=grid.ep,
                               megatron_etp=grid.etp, megatron_vpp=grid.vpp)
                 # training tokens: as many as fit (with the band) in the update phase, up to the cap
@@ -714,8 +718,13 @@ def choose(s: ModelShape, base: Layout, *, tp_options: list[int], offload_option
                     continue
                 tokens = min(token_cap, max_tokens)
                 lay = replace(lay, train_tokens=tokens, logprob_tokens=min(2 * tokens, max_tokens))
-                for tp in tp_options:
-                    lay_tp = replace(lay, rollout_tp=tp, replica_batch=max(1, -(-batch_samples * tp // base.n_gpus)))
+                # the rollout engine: least data parallel first (a MoE's experts spread over TP × DP), then least TP
+                pairs = sorted(((rdp, tp) for tp in tp_options for rdp in (rollout_dps(tp) if rollout_dps else [1])),
+                               key=lambda p: p[0])
+                for rdp, tp in pairs:
+                    # each DP rank of a replica is its own engine with TP GPUs and its share of the sequences
+                    lay_tp = replace(lay, rollout_tp=tp, rollout_dp=rdp,
+                                     replica_batch=max(1, -(-batch_samples * tp // base.n_gpus)))
                     bare = estimate(s, replace(lay_tp, gmu=0.0, reward_gmu=0.0))
                     other = max(bare.phase_gib("rollout"), bare.phase_gib("weight sync"))
                     low, high = _gmu_range(s, lay_tp, other, headroom)

@@ -18,7 +18,8 @@ from wizard.planner import agent, dataprep, genrm, sandbox
 from wizard._version import VERL_TARGET, __version__
 from wizard.intent.answers import BUILTIN_DATASETS, DATA_SUFFIXES, Answers
 from wizard.intent.errors import Findings, Problem
-from wizard.planner.memory import Decision, Layout, choose, estimate, megatron_lora_params, reward_layout
+from wizard.planner.memory import (Decision, Layout, choose, estimate, megatron_lora_params, reward_layout,
+                                   rollout_weight_bytes)
 from wizard.planner.shapes import ModelShape, resolve_shape
 from wizard.verlspec import arithmetic as rc
 from wizard.verlspec.algorithms import ALGORITHMS, VLLM_LORA_RANKS, Algo
@@ -262,7 +263,8 @@ class _Build:
     mpp: int = 1
     grid: rc.MegatronGrid = field(default_factory=rc.MegatronGrid)  # the Megatron layout (TP, PP, CP, EP, ETP, VPP)
     rtp: int = 0
-    rep: int = 1  # the rollout engine's expert parallel size (1, or rollout TP for a MoE model)
+    rep: int = 1  # the rollout engine's expert parallel size (1, or rollout TP × DP for a MoE model)
+    rdp: int = 1  # the rollout engine's data_parallel_size (> 1 only for a MoE model whose experts need more GPUs)
     gmu: float = 0.6
     offload: bool = False
     reward_tp: int = 1  # the reward model's engine (reward=model): TP and share of each GPU, sized from its model
@@ -479,6 +481,7 @@ def _memory_fit(b: _Build) -> None:
             f.error("VI601", ("critic_model",), f"cannot size critic_model {b.critic_model!r}",
                     "give a local model folder or a catalogue model as critic_model")
     b.tp_options = tp_options = _rollout_tp_options(a, n_gpus, f)
+    _rollout_dp_options(a, shape, n_gpus, tp_options, f)
     b.mp_options = mp_options = _megatron_options(a, shape, n_gpus, f) if b.megatron else [rc.MegatronGrid()]
     fit_args = (b.critic_shape, n_gpus, seq, dynamic, b.megatron, b.use_ref, b.n, given)
     decision = None
@@ -524,12 +527,13 @@ def _memory_fit(b: _Build) -> None:
         chosen = (lay.megatron_tp, lay.megatron_pp, lay.megatron_cp, lay.megatron_ep, lay.megatron_etp, lay.megatron_vpp)
         b.grid = next((g for g in mp_options if (g.tp, g.pp, g.cp, g.ep, g.etp, g.vpp) == chosen),
                       rc.MegatronGrid(*chosen)) if b.megatron else rc.MegatronGrid()
-        b.rtp, b.gmu, b.offload = lay.rollout_tp, lay.gmu, lay.offload_params
+        b.rtp, b.gmu, b.offload, b.rdp = lay.rollout_tp, lay.gmu, lay.offload_params, lay.rollout_dp
     else:
         b.grid = mp_options[0] if mp_options else rc.MegatronGrid()
         b.dp = rc.data_parallel_size(n_gpus, megatron=b.megatron, sp=b.sp, tp=b.grid.tp, pp=b.grid.pp,
                                      cp=b.grid.cp) or 0
         b.rtp = tp_options[0] if tp_options else 0
+        b.rdp = a.rollout_dp or 1
         b.gmu = a.gpu_memory_utilization or 0.6
         b.offload = bool(a.offload)
     b.mtp, b.mpp = b.grid.tp, b.grid.pp
@@ -538,8 +542,9 @@ def _memory_fit(b: _Build) -> None:
                    megatron_ep=b.grid.ep, megatron_etp=b.grid.etp, megatron_vpp=b.grid.vpp,
                    megatron_first=b.grid.first, megatron_last=b.grid.last,
                    megatron_expert_dp=b.grid.expert_data_parallel(n_gpus) if b.megatron else None,
-                   rollout_tp=b.rtp, rollout_ep=b.rep, moe_experts=shape.experts if shape else 0,
-                   offload=b.offload, rollout_replicas=n_gpus // b.rtp if b.rtp and n_gpus % b.rtp == 0 else 0)
+                   rollout_tp=b.rtp, rollout_dp=b.rdp, rollout_ep=b.rep, moe_experts=shape.experts if shape else 0,
+                   offload=b.offload,
+                   rollout_replicas=n_gpus // (b.rtp * b.rdp) if b.rtp and n_gpus % (b.rtp * b.rdp) == 0 else 0)
 
 
 def _ranks(b: _Build) -> rc.Ranks:
@@ -843,6 +848,7 @@ ANSWER_KEYS: dict[str, str] = {
     f"{PRE}.rollout.n": "samples_per_prompt",
     f"{PRE}.rollout.tensor_model_parallel_size": "rollout_tp",
     f"{PRE}.rollout.expert_parallel_size": "rollout_ep",
+    f"{PRE}.rollout.data_parallel_size": "rollout_dp",
     f"{PRE}.rollout.gpu_memory_utilization": "gpu_memory_utilization",
     f"{PRE}.rollout.temperature": "temperature",
     "critic.enable": "algorithm",
@@ -1232,16 +1238,24 @@ def _rollout_keys(b: _Build) -> None:
     s.set(f"{PRE}.rollout.name", a.rollout_engine, "rollout_engine", _src("rollout_engine", given))
     s.set(f"{PRE}.rollout.n", b.n,
           _given("samples_per_prompt", given, f"{a.algorithm}'s usual group size"), b.n_src)
-    weights_gb = 2 * shape.params / rtp / 1e9 if shape else 0.0
+    weights_gb = (rollout_weight_bytes(shape, b.decision.layout) if b.decision else 2 * shape.params / rtp) / 1e9 \
+        if shape else 0.0
     s.set(f"{PRE}.rollout.tensor_model_parallel_size", rtp,
           _given("rollout_tp", given,
                  f"{rtp}: smallest split inside a node whose reservation holds the bf16 weights ({weights_gb:.1f} GB per GPU) "
                  f"and a KV cache for {mem.kv_seqs:.0f} full sequences" if mem else f"{rtp}"),
           _src("rollout_tp", given))
+    if shape is not None and shape.experts or b.rdp > 1:
+        s.set(f"{PRE}.rollout.data_parallel_size", b.rdp,
+              _given("rollout_dp", given,
+                     f"{b.rdp}: the least rollout data parallel whose expert split (EP = TP {rtp} × DP {b.rdp} = "
+                     f"{rtp * b.rdp} GPUs per replica) holds the bf16 weights in each engine's reservation "
+                     "(replica = TP × DP GPUs filling whole nodes: replica.py:108, vllm_async_server.py:384)"
+                     if b.rdp > 1 else "1: one engine per replica; the experts fit its TP GPUs"), _src("rollout_dp", given))
     if shape is not None and shape.experts or b.rep > 1:
         s.set(f"{PRE}.rollout.expert_parallel_size", b.rep,
               _given("rollout_ep", given,
-                     f"{b.rep}: whole experts spread over the replica's {rtp} GPUs (vLLM enable_expert_parallel); verl "
+                     f"{b.rep}: whole experts spread over the replica's {rtp * b.rdp} GPUs (vLLM enable_expert_parallel); verl "
                      "requires EP = TP × DP (workers/config/rollout.py:294)" if b.rep > 1 else
                      "1: one GPU per replica holds every expert"), _src("rollout_ep", given))
     s.set(f"{PRE}.rollout.gpu_memory_utilization", gmu,
@@ -1446,7 +1460,8 @@ def _roles(b: _Build) -> None:
     roles["actor"] = f"{a.model} trained with {a.train_backend}" + (
         f" + LoRA r={a.lora_rank} (Megatron-Bridge PEFT; base weights frozen)" if a.lora_rank and b.megatron else
         f" + LoRA r={a.lora_rank}" if a.lora_rank else "")
-    roles["rollout"] = f"{a.rollout_engine}, {b.facts['rollout_replicas']} replica(s) of TP={b.rtp}, colocated with the actor"
+    roles["rollout"] = (f"{a.rollout_engine}, {b.facts['rollout_replicas']} replica(s) of TP={b.rtp}"
+                        + (f" × DP={b.rdp}" if b.rdp > 1 else "") + ", colocated with the actor")
     b.roles = {k: roles[k] for k in ("actor", "rollout", "ref", "critic", "reward", "sandbox") if k in roles}
 
 
@@ -1697,18 +1712,43 @@ def _rollout_ep(b: "_Build") -> None:
     a, shape = b.a, b.shape
     moe = bool(shape is not None and shape.experts)
     if a.rollout_ep is None:
-        b.rep = b.rtp if moe and b.rtp > 1 else 1
+        b.rep = b.rtp * b.rdp if moe and b.rtp * b.rdp > 1 else 1
         return
     b.rep = a.rollout_ep
     if a.rollout_ep > 1 and shape is not None and _exact(shape) and not moe:
         b.f.error("VI318", ("rollout_ep", "model"), f"rollout_ep={a.rollout_ep} for {shape.name}, a dense model: "
                   "the engine has no experts to spread", "remove rollout_ep (or set it to 1)")
-    elif a.rollout_ep > 1 and b.rtp and a.rollout_ep != b.rtp:
-        b.f.error("VI318", ("rollout_ep", "rollout_tp"),
-                  f"rollout_ep={a.rollout_ep} must equal rollout_tp × rollout data parallel = {b.rtp} × 1 "
+    elif a.rollout_ep > 1 and b.rtp and a.rollout_ep != b.rtp * b.rdp:
+        b.f.error("VI318", ("rollout_ep", "rollout_tp", "rollout_dp"),
+                  f"rollout_ep={a.rollout_ep} must equal rollout_tp × rollout_dp = {b.rtp} × {b.rdp} "
                   "(verl's RolloutConfig asserts it: workers/config/rollout.py:294)",
-                  f"nearest valid: rollout_ep=1 or {b.rtp}" + (" (or set rollout_tp to the EP you want)"
+                  f"nearest valid: rollout_ep=1 or {b.rtp * b.rdp}" + (" (or set rollout_tp and rollout_dp to the EP you want)"
                                                              if "rollout_tp" not in b.given else ""))
+
+
+def _rollout_dp_options(a: Answers, shape: Optional[ModelShape], n_gpus: int, tp_options: list[int],
+                        f: Findings) -> None:
+    """A given rollout_dp (the rollout engine's data_parallel_size) must be 1 for a dense model and, for a MoE
+    model, make a replica verl can build with one of the rollout TPs (rc.rollout_dp_options: TP × DP filling
+    whole nodes, dividing the GPUs, TP dividing a node; vllm_async_server.py:384-392, replica.py:108-116)."""
+    rdp = a.rollout_dp
+    if rdp is None or rdp == 1 or shape is None or f.errors:
+        return
+    gpn = a.gpus_per_node
+    if not shape.experts:
+        if _exact(shape):
+            f.error("VI319", ("rollout_dp", "model"), f"rollout_dp={rdp} for {shape.name}, a dense model: verl-init "
+                    "serves a dense model with data_parallel_size 1 (more replicas do the same work)",
+                    "remove rollout_dp (or set rollout_dp=1)")
+        return
+    if any(rdp in rc.rollout_dp_options(n_gpus, gpn, tp, shape.experts) for tp in tp_options):
+        return
+    valid = sorted({d for tp in tp_options for d in rc.rollout_dp_options(n_gpus, gpn, tp, shape.experts)})
+    tps = ", ".join(str(t) for t in tp_options)
+    f.error("VI319", ("rollout_dp", "rollout_tp", "nnodes", "gpus_per_node"),
+            f"rollout_dp={rdp} makes no rollout replica verl can build with rollout_tp {tps} on {a.nnodes}×{gpn} GPUs "
+            f"(TP × DP must fill whole nodes, divide the {n_gpus} GPUs and not exceed the {shape.experts} experts)",
+            f"nearest valid: rollout_dp={' or '.join(str(v) for v in nearest(valid, rdp))}")
 
 
 def _fit(a: Answers, shape: ModelShape, critic: Optional[ModelShape], n_gpus: int, seq: int, dynamic: bool,
@@ -1751,7 +1791,15 @@ def _fit(a: Answers, shape: ModelShape, critic: Optional[ModelShape], n_gpus: in
         update_entropy=False,  # the plan writes actor.entropy_coeff=0 (_actor keys): the update computes no entropy
     )
     offload = [False, True] if (a.offload is None or any_offload) else [a.offload]
-    kw = dict(tp_options=tp_options, gmu_fixed=None if any_offload else a.gpu_memory_utilization,
+    experts = shape.experts or 0
+
+    def rollout_dps(tp: int) -> list[int]:
+        options = rc.rollout_dp_options(n_all, gpn, tp, experts)
+        if a.rollout_dp is not None and not other_hw:
+            return [a.rollout_dp] if a.rollout_dp in options else []
+        return options
+
+    kw = dict(tp_options=tp_options, gmu_fixed=None if any_offload else a.gpu_memory_utilization, rollout_dps=rollout_dps,
               sp_options=sp_options, token_cap=token_cap, mp_options=mp_options, batch_samples=a.prompts_per_step * n)
     # a layout whose every phase fits with the band first; one that is only tight (the band's high end over the
     # card) is the fallback
@@ -1786,7 +1834,7 @@ def _reward_engine(a: Answers, seq: int, gpn: int) -> tuple[Optional[ModelShape]
     return reward, tp, gmu
 
 
-_FREEABLE = ("gpu_memory_utilization", "rollout_tp", "offload", "sequence_parallel", "megatron_tp", "megatron_pp",
+_FREEABLE = ("gpu_memory_utilization", "rollout_tp", "rollout_dp", "offload", "sequence_parallel", "megatron_tp", "megatron_pp",
              "megatron_cp", "megatron_ep", "megatron_etp", "megatron_vpp", "max_tokens_per_gpu", "micro_batch_per_gpu")
 
 
@@ -1813,6 +1861,7 @@ def _describe(knob: str, d: Decision) -> str:
     return {
         "gpu_memory_utilization": f"gpu_memory_utilization={lay.gmu:g}",
         "rollout_tp": f"rollout_tp={lay.rollout_tp}",
+        "rollout_dp": f"rollout_dp={lay.rollout_dp}",
         "offload": f"offload={str(lay.offload_params).lower()}",
         "sequence_parallel": f"sequence_parallel={lay.sp}",
         "megatron_tp": f"megatron_tp={lay.megatron_tp}",

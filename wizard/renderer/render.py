@@ -377,7 +377,7 @@ def context(plan: Plan) -> dict[str, Any]:
     ]
     layout_lines = [
         f"{a.nnodes} node(s) × {a.gpus_per_node} GPUs ({a.gpu_type}, {a.gpu_memory_gb:g} GB) = {plan.n_gpus} GPUs, one resource pool shared by all roles.",
-        f"Rollout: {fx['rollout_replicas']} {a.rollout_engine} replica(s) of tensor-parallel size {fx['rollout_tp']}, each inside one node.",
+        _rollout_line(fx, a.rollout_engine, a.gpus_per_node),
     ]
     judge = fx.get("judge")
     if judge and judge["nodes"]:
@@ -564,7 +564,22 @@ def megatron_layout_lines(fx: dict[str, Any], gpus_per_node: int, n_gpus: int) -
                      f"inside one node of {gpus_per_node} (token all-to-all over NVLink), "
                      f"{fx['moe_experts'] // max(ep, 1)} whole experts per GPU; expert data-parallel size "
                      f"{fx['megatron_expert_dp']} = {n_gpus} GPUs / (ETP×EP×PP = {etp * ep * pp}).")
+        rdp = fx.get("rollout_dp") or 1
         lines.append(f"Rollout experts: expert_parallel_size={fx['rollout_ep']}"
-                     + (f": each replica's {fx['rollout_tp']} GPUs hold whole experts (EP = TP × DP, DP = 1)."
+                     + (f": each replica's {fx['rollout_tp'] * rdp} GPUs hold whole experts "
+                        f"(EP = TP × DP = {fx['rollout_tp']} × {rdp})."
                         if fx["rollout_ep"] > 1 else ": every expert on the replica's GPU."))
     return lines
+
+
+def _rollout_line(fx: dict, engine: str, gpus_per_node: int) -> str:
+    """PLAN.md's rollout layout: replicas of TP GPUs, or (a MoE model's rollout data parallel) of TP × DP GPUs,
+    one engine per DP rank, each TP group inside a node."""
+    rdp = fx.get("rollout_dp") or 1
+    if rdp == 1:
+        return (f"Rollout: {fx['rollout_replicas']} {engine} replica(s) of tensor-parallel size {fx['rollout_tp']}, "
+                "each inside one node.")
+    world = fx["rollout_tp"] * rdp
+    return (f"Rollout: {fx['rollout_replicas']} {engine} replica(s) of TP={fx['rollout_tp']} × DP={rdp} = {world} GPUs "
+            f"({max(1, world // gpus_per_node)} node(s) each): {rdp} data-parallel engines per replica, each TP group "
+            "inside one node, the experts spread over all the replica's GPUs.")

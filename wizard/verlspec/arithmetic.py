@@ -213,7 +213,21 @@ def rollout_layout(n_gpus: int, gpus_per_node: int, tp: int, dp: int = 1, pp: in
         out.append(f"a replica of {w} GPUs spans nodes of {gpus_per_node} without filling them")
     if dp > 1 and gpus_per_node % tp:
         out.append(f"with rollout data parallel, TP {tp} must divide the {gpus_per_node} GPUs per node")
+    elif dp > 1 and w < gpus_per_node:
+        # vllm_async_server.py:388-392: data_parallel_size_local = gpus_per_node // TP, and the server's workers
+        # (min(gpus_per_node, world), replica.py:113) must number data_parallel_size_local × TP
+        out.append(f"with rollout data parallel, a replica of {w} GPUs must fill its {gpus_per_node}-GPU node")
     return out
+
+
+def rollout_dp_options(n_gpus: int, gpus_per_node: int, tp: int, experts: int) -> list[int]:
+    """Rollout data_parallel_size values for a MoE model served with rollout TP `tp`, least first: 1, and each
+    DP > 1 whose replica (TP × DP GPUs, expert parallel EP = TP × DP: workers/config/rollout.py:294) passes
+    verl's layout asserts (rollout_layout) and spreads at most one GPU per expert. A dense model has only 1."""
+    if experts <= 0 or tp < 1:
+        return [1]
+    return [1] + [d for d in range(2, n_gpus // tp + 1)
+                  if tp * d <= experts and not rollout_layout(n_gpus, gpus_per_node, tp, d)]
 
 
 def valid_rollout_tp(n_gpus: int, gpus_per_node: int) -> list[int]:

@@ -32,11 +32,12 @@ def rule_layout(c: Ctx, f: Facts) -> None:
               f"nearest valid {keys[0]}: {join_or(nearest(valid, tp))}", fix=fix)
         return
     w = rc.rollout_world(tp, rdp, pp)
-    if w > gpn:
+    # (a replica of data-parallel engines on several nodes, a MoE's expert parallel, keeps each TP group in a node)
+    if w > gpn and tp * pp > gpn:
         c.add("VI811", "warning", (keys[0], "trainer.n_gpus_per_node"),
               f"a rollout replica of {w} GPUs spans {w // gpn} nodes: tensor-parallel traffic crosses the network",
               f"prefer tensor_model_parallel_size ≤ {gpn} (one node) when the model fits")
-    elif gpn % w:
+    elif w <= gpn and gpn % w:
         c.add("VI811", "warning", (keys[0], "trainer.n_gpus_per_node"),
               f"rollout replicas of {w} GPUs do not divide the {gpn} GPUs of a node: some replicas straddle two nodes",
               f"nearest valid: {join_or(nearest(divisors(gpn), w))}")
