@@ -53,7 +53,6 @@ MEGATRON_WEIGHT_BYTES, MEGATRON_GRAD_BYTES, MEGATRON_OPTIM_BYTES = 2, 4, 12
 # The precision-aware optimizer (optim.use_precision_aware_optimizer) keeps Adam's m and v, and with main_grads_dtype
 # bf16 the gradient buffer, in the dtypes it names (utils/megatron/optimizer.py:188; transformer_impl.py:455
 # _resolve_override_ddp_config); the master weights stay fp32.
-MOE_MODELLED = True
 # torch.optim.AdamW: m and v in the weights' dtype (fp32): 8 B per trained parameter (tests/test_memory.py checks).
 ADAM_BYTES = 8
 # Logits per token and vocabulary entry in a training micro-batch: the bf16 logits (2 B) the loss keeps for

@@ -26,8 +26,7 @@ def rule_memory(c: Ctx, f: Facts, shape: Any, why: str) -> None:
 
     # a MoE is estimated with its experts sharded over EP × ETP (wizard.planner.memory) when its exact shape is known
     # (a catalogue MoE or a local config.json); a dense shape scaled from a MoE's name ("30B-A3B") is far off
-    if _moe(c, shape) and not (getattr(memory, "MOE_MODELLED", False) and getattr(shape, "experts", 0)
-                               and shape.source in ("catalogue", "local")):
+    if _moe(c, shape) and not (getattr(shape, "experts", 0) and shape.source in ("catalogue", "local")):
         c.add("VI861", "info", (f"{M}.path",), "memory fit not checked: MoE memory not modelled without the model's "
               "exact shape (its experts, from a local config.json or verl-init's catalogue)",
               "point actor_rollout_ref.model.path at a local model folder, or size the GPUs from verl's own example")

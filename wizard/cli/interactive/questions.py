@@ -533,8 +533,6 @@ def logger_choices(ctx: Context) -> list[tuple[Any, str]]:
 
 
 def check_dataset(value: Any, ctx: Context) -> str | None:
-    import os
-
     text = str(value)
     if text in BUILTIN_DATASETS:
         return None
