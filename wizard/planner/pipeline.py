@@ -201,12 +201,6 @@ def _settle(b: "_Build") -> None:
 # paths
 
 
-def is_local_path(value: str) -> bool:
-    return value.startswith(("/", "./", "../", "~")) or (
-        "://" not in value and value.lower().endswith(DATA_SUFFIXES + (".py",))
-    )
-
-
 def resolve_path(value: str, base_dir: str) -> str:
     """Local paths become absolute (bundles are launched from anywhere); `~/` becomes $HOME."""
     if value.startswith("~/"):
