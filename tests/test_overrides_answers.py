@@ -17,7 +17,7 @@ from wizard.check.planned import lint_overrides
 from wizard.check.tree import NOTHING, lookup, snapshot_tree
 from wizard.intent.errors import WizardError
 from wizard.intent.profiles import merge_answers, merge_overrides
-from wizard.planner.pipeline import ANSWER_KEYS
+from wizard.planner.stages.overrides import ANSWER_KEYS
 
 # verl keys no answer models, each a different kind: a plain existing key, a new key under a free-form mapping
 # (Hydra wants `+`), a value the plan derived (named, then re-checked), a nested existing key

@@ -332,7 +332,8 @@ def test_four_pcie_gpus_over_two_numa_nodes(monkeypatch):
 def test_pcie_topology_keeps_tensor_parallel_groups_inside_a_numa_node(monkeypatch):
     """The probed levels feed the planner: TP=2 groups (0,1) and (2,3) stay under one switch; TP=4 must cross."""
     from wizard.intent.answers import Answers
-    from wizard.planner.pipeline import LINK_LEVELS, plan
+    from wizard.planner.pipeline import plan
+    from wizard.planner.stages.layout import LINK_LEVELS
 
     assert probe_mod.LINK_LEVELS == LINK_LEVELS
     install(monkeypatch, pcie_two_numa())

@@ -58,7 +58,7 @@ def test_bad_resume_answers_refused(answers, words, tmp_path):
 def test_step_folder_is_what_verl_parses():
     """verl reads the step as int(path.split('global_step_')[-1]) (trainer/ppo/v1/trainer_base.py:876): every path
     the planner accepts parses, every path it refuses would raise there."""
-    from wizard.planner.pipeline import _STEP_FOLDER
+    from wizard.planner.stages.checkpoints import STEP_FOLDER as _STEP_FOLDER
 
     for path in ("ck/global_step_40", "/abs/global_step_7", "global_step_0"):
         assert _STEP_FOLDER.search(path) and int(path.split("global_step_")[-1]) >= 0

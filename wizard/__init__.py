@@ -23,7 +23,7 @@ _LAZY = {
     "load_answers": ("intent.profiles", "load_answers"),
     "list_profiles": ("intent.profiles", "list_profiles"),
     "merge_answers": ("intent.profiles", "merge_answers"),
-    "Plan": ("planner.pipeline", "Plan"),
+    "Plan": ("planner.state", "Plan"),
     "plan": ("planner.pipeline", "plan"),
     "render": ("renderer.render", "render"),
     "lint_overrides": ("check.planned", "lint_overrides"),

@@ -1,6 +1,6 @@
 """The answers' `overrides` (verl keys the answers do not model), linted as `verl-init check` lints a config.
 
-The planner applies each override after the plan (wizard.planner.pipeline: `_overrides`, `_override_keys`) and
+The planner applies each override after the plan (wizard.planner.stages.overrides, wizard.planner.verl_keys.override_keys) and
 refuses what it can tell alone: a malformed override (VI550), a key an answer sets (VI551), a key that would split
 a planned mapping (VI552); it names a planned value an override replaces (VI553). What only verl's key tree and
 the rules know is asked here: the planned config (before the overrides) is written to a temporary folder and
@@ -28,7 +28,7 @@ from wizard.intent.errors import Problem
 from wizard.verlspec.hydra_overrides import parse_override
 
 if TYPE_CHECKING:
-    from wizard.planner.pipeline import Plan
+    from wizard.planner.state import Plan
 
 
 @dataclass

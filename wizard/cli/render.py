@@ -16,7 +16,7 @@ from wizard.cli.common import err, print_summary
 
 if TYPE_CHECKING:
     from wizard.intent.errors import Problem
-    from wizard.planner.pipeline import Plan
+    from wizard.planner.state import Plan
 
 DESCRIPTION = f"""\
 Turn "these GPUs, this model, this algorithm" into a verl {VERL_TARGET} run that works the first time.
@@ -76,7 +76,8 @@ def main(args: list[str]) -> int:
     from wizard.check.planned import lint_overrides
     from wizard.intent.errors import Interrupted, WizardError
     from wizard.intent.profiles import merge_answers
-    from wizard.planner.pipeline import experiment_name, plan
+    from wizard.planner.pipeline import plan
+    from wizard.planner.state import experiment_name
     from wizard.renderer.render import render
     from wizard.renderer.writer import check_out, write_bundle
 

@@ -48,7 +48,7 @@ ANCESTORS: dict[int, tuple[str, str]] = {
     TOPOLOGY_SYSTEM: ("the link between NUMA nodes", "SYS"),
 }
 
-# The planner's link levels (wizard.planner.pipeline.LINK_LEVELS): 0 same GPU, 1 NVLink/NVSwitch, 2 PCIe switch,
+# The planner's link levels (wizard.planner.stages.layout.LINK_LEVELS): 0 same GPU, 1 NVLink/NVSwitch, 2 PCIe switch,
 # 3 PCIe host bridge, 4 NUMA boundary. Kept here so that probing imports no planner (a test keeps them equal).
 LINK_LEVELS = {0: "same GPU", 1: "NVLink/NVSwitch", 2: "PCIe switch", 3: "PCIe host bridge", 4: "NUMA boundary"}
 _LEVEL_OF_ANCESTOR = {TOPOLOGY_INTERNAL: 2, TOPOLOGY_SINGLE: 2, TOPOLOGY_MULTIPLE: 2, TOPOLOGY_HOSTBRIDGE: 3,

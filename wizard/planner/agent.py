@@ -1,6 +1,6 @@
 """Multi-turn tool calling: the `agent`, `tool` and `max_turns` answers → verl's tool agent loop (VI560-VI565).
 
-`b` is the planner's working state (wizard.planner.pipeline._Build); this module does not import the pipeline (the
+`b` is the planner's working state (wizard.planner.state.Build); this module does not import the pipeline (the
 import graph has no cycle), so it is typed loosely here.
 
 verl 0.9.1 facts, each with its source (paths under the installed `verl/`):

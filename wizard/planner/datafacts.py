@@ -5,7 +5,7 @@
 - pods(): KubeRay without shared_pvc: data and checkpoints must be somewhere the pods see (VI756, VI757).
 - overlong_prompts(): with a local tokenizer, verl's overlong filter must leave one batch (VI541, VI542).
 
-`b` is the planner's working state (wizard.planner.pipeline._Build); this module does not import the
+`b` is the planner's working state (wizard.planner.state.Build); this module does not import the
 pipeline (the import graph has no cycle), so it is typed loosely here.
 """
 

@@ -1,6 +1,6 @@
 """A generative reward model (reward=genrm): an LLM judge served by verl's reward loop (VI590-VI596).
 
-`b` is the planner's working state (wizard.planner.pipeline._Build); this module does not import the pipeline (the
+`b` is the planner's working state (wizard.planner.state.Build); this module does not import the pipeline (the
 import graph has no cycle), so it is typed loosely here.
 
 verl 0.9.1 facts, each with its source (paths under the installed `verl/`):

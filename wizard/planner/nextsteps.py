@@ -6,7 +6,7 @@ import shlex
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from wizard.planner.pipeline import Plan
+    from wizard.planner.state import Plan
 
 
 def _join(*parts: str) -> str:

@@ -1,7 +1,7 @@
 """Code RL with a sandbox reward: `reward=sandbox`, `sandbox_url`, `sandbox_max_concurrent`, `sandbox_memory_mb`
 → verl's `reward.sandbox_fusion` keys (VI580-VI585, VI761).
 
-`b` is the planner's working state (wizard.planner.pipeline._Build); this module does not import the pipeline (the
+`b` is the planner's working state (wizard.planner.state.Build); this module does not import the pipeline (the
 import graph has no cycle), so it is typed loosely here.
 
 verl 0.9.1 facts, each with its source (paths under the installed `verl/`):

@@ -15,7 +15,7 @@ from typing import Any, Optional
 
 from wizard.planner import dataprep
 from wizard.planner.nextsteps import launch_commands
-from wizard.planner.pipeline import Plan
+from wizard.planner.state import Plan
 from wizard.verlspec.lora import MEGATRON_TARGET_MODULES
 
 # Files that are rendered for every plan.

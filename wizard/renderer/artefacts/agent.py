@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from wizard.planner import agent
 
 if TYPE_CHECKING:
-    from wizard.planner.pipeline import Plan
+    from wizard.planner.state import Plan
     from wizard.renderer.render import Artefact
 
 # The OpenAI function schema the model sees for tool=gsm8k (verl.tools.schemas.OpenAIFunctionToolSchema).

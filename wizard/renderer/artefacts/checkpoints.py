@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from wizard.renderer.render import hf_subdir, merger_backend, sh_path
 
 if TYPE_CHECKING:
-    from wizard.planner.pipeline import Plan
+    from wizard.planner.state import Plan
     from wizard.renderer.render import Artefact
 
 

@@ -24,7 +24,7 @@ from wizard.intent.errors import Problem, WizardError
 from wizard.verlspec.hardware import ACCELERATORS
 
 if TYPE_CHECKING:
-    from wizard.planner.pipeline import Plan
+    from wizard.planner.state import Plan
     from wizard.renderer.render import Artefact
 
 # --- what verl 0.9.1 asks of a Ray cluster (docs/verl-facts.md §1.4) ---------------------------

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from wizard.planner import dataprep, genrm
 
 if TYPE_CHECKING:
-    from wizard.planner.pipeline import Plan
+    from wizard.planner.state import Plan
     from wizard.renderer.render import Artefact
 
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from wizard.planner import sandbox
 
 if TYPE_CHECKING:
-    from wizard.planner.pipeline import Plan
+    from wizard.planner.state import Plan
     from wizard.renderer.render import Artefact
 
 NAME = sandbox.SERVICE  # the Service name sandbox_url points at (fixed: one sandbox per namespace)
