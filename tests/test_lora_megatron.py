@@ -281,7 +281,7 @@ def test_cpu_smoke_builds_the_megatron_adapters():
     pytest.importorskip("peft")
     from omegaconf import OmegaConf
 
-    from wizard.smoketest.cpu import _lora_config
+    from wizard.smoketest.cpu_roles import _lora_config
 
     model = OmegaConf.create({"lora_rank": 0, "lora": {"rank": 16, "alpha": 32, "target_modules": ["linear_qkv"]}})
     cfg = _lora_config(model, megatron=True)

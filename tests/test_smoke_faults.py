@@ -112,7 +112,7 @@ def checks_of(r: SmokeReport) -> dict:
 def ledger_run(fault: str = "") -> list[dict]:
     import torch
 
-    from wizard.smoketest.cpu import GradientLedger
+    from wizard.smoketest.cpu_roles import GradientLedger
 
     torch.manual_seed(0)
     model = torch.nn.Linear(3, 2)
@@ -157,7 +157,7 @@ def test_ledger_counts_a_micro_batch_whose_loss_has_no_gradient():
 
 
 def test_steps_without_gradient():
-    from wizard.smoketest.cpu import _steps_without_gradient
+    from wizard.smoketest.cpu_update import _steps_without_gradient
 
     assert _steps_without_gradient([{"step": 0, "grad_norm": 0.5, "loss_grad_norm": 1.0},
                                     {"step": 1, "grad_norm": 0.0, "loss_grad_norm": 0.0}]) == []  # nothing to carry
@@ -371,15 +371,15 @@ def test_a_row_dropped_before_the_rollout_fails(tmp_path, monkeypatch):
 @pytest.mark.verl
 @pytest.mark.slow
 def test_a_row_dropped_in_the_loader_fails(tmp_path, monkeypatch):
-    from wizard.smoketest import cpu
+    from wizard.smoketest import cpu_data
 
-    real = cpu._load_with_verl
+    real = cpu_data._load_with_verl
 
     def drops_the_last_row(ctx, rows_path, tok):
         items, kept = real(ctx, rows_path, tok)
         return items[:-1], kept - 1  # the planted fault: one row of the file never reaches the loader's output
 
-    monkeypatch.setattr(cpu, "_load_with_verl", drops_the_last_row)
+    monkeypatch.setattr(cpu_data, "_load_with_verl", drops_the_last_row)
     r = run_with(tmp_path, monkeypatch)  # the bundle filters overlong prompts: none of these rows is overlong
     assert r.failure is not None and r.failure.phase == "data", format_report(r)
     check = checks_of(r)["dataset_schema"]

@@ -350,7 +350,7 @@ def test_cpu_smoke_checks_image_rows_and_says_what_it_does_not_cover(tmp_path, i
     from omegaconf import OmegaConf
 
     from wizard.smoketest.context import SmokeFailure
-    from wizard.smoketest.cpu import _vision_rows
+    from wizard.smoketest.cpu_data import _vision_rows
 
     bundle, rows, r = _prepared(tmp_path, image_rows)
     assert r.returncode == 0, r.stderr

@@ -355,6 +355,59 @@ def context(plan: Plan) -> dict[str, Any]:
     rows = [
         {"key": k, "value": _fmt(c.value), "source": c.source, "reason": c.reason} for k, c in plan.settings.items()
     ]
+    batch_lines = _batch_lines(fx)
+    layout_lines = _layout_lines(plan)
+    answers_doc = {
+        "verl_init_version": plan.version,
+        "verl_version": plan.verl_version,
+        # data paths relative to the bundle (when the plan knows its folder), other local paths absolute (planner)
+        "answers": a.model_dump(mode="json", exclude_unset=True),
+    }
+    command = "python3 -m verl.trainer.main_ppo --config-path <bundle> --config-name verl_config"
+    where = _data_where(plan, local_files)
+    return {
+        "data_where": where,
+        "version": plan.version,
+        "verl_version": plan.verl_version,
+        "title": f"{a.algorithm} on {plan.value('actor_rollout_ref.model.path')} ({a.nnodes}×{a.gpus_per_node} GPUs)",
+        "config_yaml": dump_yaml(doc),
+        "answers_yaml": dump_yaml(answers_doc),
+        "command": command,
+        "launch": launch_commands(plan)[0],
+        "model": plan.value("actor_rollout_ref.model.path"),
+        "experiment": plan.value("trainer.experiment_name"),
+        "project": a.project_name,
+        "train_files": plan.value("data.train_files"),
+        "val_files": plan.value("data.val_files"),
+        "local_files": local_files,
+        "prepared_files": [f for f in local_files if f in (dataprep.PREPARED_TRAIN, dataprep.PREPARED_VAL)],
+        "own_files": [f for f in local_files if f not in (dataprep.PREPARED_TRAIN, dataprep.PREPARED_VAL)],
+        "dataset": a.dataset,
+        "nnodes": a.nnodes,
+        "gpus_per_node": a.gpus_per_node,
+        "n_gpus": plan.n_gpus,
+        "check_local_gpus": a.cluster == "local",
+        "needs_wandb": "wandb" in a.logger,
+        "roles": plan.roles,
+        "batch_lines": batch_lines,
+        "layout_lines": layout_lines,
+        "rows": rows,
+        "findings": [p.line() for p in plan.findings],
+        "memory": _memory_rows(plan),
+        "checkpoint_lines": checkpoint_lines(plan),
+        "agent_lines": agent_lines(plan),
+        "sandbox_lines": sandbox_lines(plan),
+        "resume_from": a.resume_from_path or "",
+        "overrides": [{"text": o["text"], "planned": code(o["planned"], cell=True) if o["planned"] else "—",
+                       "reason": o["reason"] or "not set by the plan (verl's default)"}
+                      for o in fx.get("overrides", [])],
+    }
+
+
+
+
+def _batch_lines(fx: dict[str, Any]) -> list[str]:
+    """PLAN.md's batch section: prompts, samples, updates, ranks and micro-batches per step."""
     n = fx["samples_per_prompt"]
     if fx["dynamic_batch"]:
         micro_line = (
@@ -375,6 +428,12 @@ def context(plan: Plan) -> dict[str, Any]:
         f"{fx['samples_per_update']} samples per update.",
         micro_line,
     ]
+    return batch_lines
+
+
+def _layout_lines(plan: Plan) -> list[str]:
+    """PLAN.md's layout section: nodes and GPUs, rollout, judge, training layout, LoRA, accelerator, vision tower."""
+    a, fx = plan.answers, plan.facts
     layout_lines = [
         f"{a.nnodes} node(s) × {a.gpus_per_node} GPUs ({a.gpu_type}, {a.gpu_memory_gb:g} GB) = {plan.n_gpus} GPUs, one resource pool shared by all roles.",
         _rollout_line(fx, a.rollout_engine, a.gpus_per_node),
@@ -425,7 +484,7 @@ def context(plan: Plan) -> dict[str, Any]:
             f"this accelerator ({'image ' + a.image if a.image else 'installed on the nodes: no image given'}).",
         ]
     vision = fx.get("vision")
-    if vision:  # a vision-language model (planner._vision): the tower's size and the image-token assumption
+    if vision:  # a vision-language model (planner.stages.vision): the tower's size and the image-token assumption
         layout_lines.append(
             f"Vision tower: {vision['tower']} = {vision['tower_params_b']:g}B parameters, inside the model size above; "
             "trained with the language model (its weights, gradients and Adam states are in the memory table), and "
@@ -440,13 +499,13 @@ def context(plan: Plan) -> dict[str, Any]:
                 f"{vision['act_mb_per_image_token']:g} MB of vision-tower activations (in 'activations + logits'). "
                 "verl reads the images with qwen_vl_utils (and scores geo3k with mathruler): both come with verl's "
                 "verl-core extra.")
-    answers_doc = {
-        "verl_init_version": plan.version,
-        "verl_version": plan.verl_version,
-        # data paths relative to the bundle (when the plan knows its folder), other local paths absolute (planner)
-        "answers": a.model_dump(mode="json", exclude_unset=True),
-    }
-    command = "python3 -m verl.trainer.main_ppo --config-path <bundle> --config-name verl_config"
+    return layout_lines
+
+
+def _data_where(plan: Plan, local_files: list[str]) -> list[str]:
+    """Where the data files must be for the run to find them (and, for a vision model, the images in each row)."""
+    a = plan.answers
+    vision = plan.facts.get("vision")
     relative = [f for f in local_files if not f.startswith(("/", "${"))]
     absolute = [f.replace("${oc.env:HOME}", "~") for f in local_files if f.startswith(("/", "${"))]
     prepared_read = bool(set(local_files) & {dataprep.PREPARED_TRAIN, dataprep.PREPARED_VAL})
@@ -455,48 +514,12 @@ def context(plan: Plan) -> dict[str, Any]:
         a, plan.base_dir, str(plan.value("data.train_files")), str(plan.value("data.val_files"))), absolute)
     if source:
         where = source_where(a.cluster, a.shared_pvc, source) + where
-    overlong = plan.facts.get("overlong")
     if vision and vision["images"]:
         where = where + [f"Each row also holds its images in `{a.image_key}` (`data.image_key`), as `[{{\"bytes\": ...}}]`, one per "
                          "`<image>` placeholder in its prompt, in order; check them with `verl-init validate-dataset "
                          f"{dataprep.PREPARED_TRAIN} --image-key {a.image_key}`."]
-    return {
-        "data_where": where + ([overlong] if overlong else []),
-        "version": plan.version,
-        "verl_version": plan.verl_version,
-        "title": f"{a.algorithm} on {plan.value('actor_rollout_ref.model.path')} ({a.nnodes}×{a.gpus_per_node} GPUs)",
-        "config_yaml": dump_yaml(doc),
-        "answers_yaml": dump_yaml(answers_doc),
-        "command": command,
-        "launch": launch_commands(plan)[0],
-        "model": plan.value("actor_rollout_ref.model.path"),
-        "experiment": plan.value("trainer.experiment_name"),
-        "project": a.project_name,
-        "train_files": plan.value("data.train_files"),
-        "val_files": plan.value("data.val_files"),
-        "local_files": local_files,
-        "prepared_files": [f for f in local_files if f in (dataprep.PREPARED_TRAIN, dataprep.PREPARED_VAL)],
-        "own_files": [f for f in local_files if f not in (dataprep.PREPARED_TRAIN, dataprep.PREPARED_VAL)],
-        "dataset": a.dataset,
-        "nnodes": a.nnodes,
-        "gpus_per_node": a.gpus_per_node,
-        "n_gpus": plan.n_gpus,
-        "check_local_gpus": a.cluster == "local",
-        "needs_wandb": "wandb" in a.logger,
-        "roles": plan.roles,
-        "batch_lines": batch_lines,
-        "layout_lines": layout_lines,
-        "rows": rows,
-        "findings": [p.line() for p in plan.findings],
-        "memory": _memory_rows(plan),
-        "checkpoint_lines": checkpoint_lines(plan),
-        "agent_lines": agent_lines(plan),
-        "sandbox_lines": sandbox_lines(plan),
-        "resume_from": a.resume_from_path or "",
-        "overrides": [{"text": o["text"], "planned": code(o["planned"], cell=True) if o["planned"] else "—",
-                       "reason": o["reason"] or "not set by the plan (verl's default)"}
-                      for o in fx.get("overrides", [])],
-    }
+    overlong = plan.facts.get("overlong")
+    return where + ([overlong] if overlong else [])
 
 
 def _memory_rows(plan: Plan) -> dict[str, Any]:

@@ -98,7 +98,7 @@ def _build(ctx: Any, cfg: Any, model_dir: Path, seed: int) -> Any:
     """The tiny policy in model_dir, fitted on the bundle's rows as the cpu engine fits its own."""
     import tempfile
 
-    from wizard.smoketest import cpu, model as smoke_model
+    from wizard.smoketest import cpu_data as cpu, model as smoke_model
 
     with tempfile.TemporaryDirectory(prefix="verl-init-gpu-smoke-") as work:
         ctx.workdir = work

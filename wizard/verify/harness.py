@@ -531,36 +531,36 @@ def _verl_replica(rollout: Any, gpus_per_node: int) -> str:
     return f"a replica of {replica.world_size} GPU(s) on {replica.nnodes} node(s) of {gpus_per_node}"
 
 
-def worker_time_checks(cfg: Any, use_critic: bool, model_cfg: Any = None) -> list[tuple[str, bool, str, str]]:
-    """The assertions verl makes only in the TaskRunner and Ray workers (verl-facts.md §1.4): (name, ok, detail,
-    source). Where the assert lives in code that runs on CPU without a worker (the micro-batch splitter, token-budget
-    packing, the rollout replica's constructor), verl's own code runs (source "verl"); the rest are verl-init's
-    replicas ("replica")."""
-    import warnings
+class _Checks:
+    """The findings of worker_time_checks, in order: (name, ok, detail, source)."""
 
-    out: list[tuple[str, bool, str, str]] = []
+    def __init__(self) -> None:
+        self.out: list[tuple[str, bool, str, str]] = []
 
-    def check(name: str, ok: bool, detail: str) -> None:
-        out.append((name, bool(ok), detail if not ok else "ok", REPLICA))
+    def check(self, name: str, ok: bool, detail: str) -> None:
+        self.out.append((name, bool(ok), detail if not ok else "ok", REPLICA))
 
-    def by_verl(name: str, fn: Callable[[], str]) -> None:
+    def by_verl(self, name: str, fn: Callable[[], str]) -> None:
+        import warnings
+
         try:
             with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
                 warnings.simplefilter("ignore")
                 detail = fn()
         except Exception as exc:  # noqa: BLE001 - verl's assert (or a missing size) is the finding
-            out.append((name, False, f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}", VERL))
+            self.out.append((name, False, f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}", VERL))
             return
-        out.append((name, True, detail, VERL))
+        self.out.append((name, True, detail, VERL))
 
-    a = cfg.actor_rollout_ref
-    actor, r, ref = a.actor, a.rollout, a.ref
+
+def worker_time_checks(cfg: Any, use_critic: bool, model_cfg: Any = None) -> list[tuple[str, bool, str, str]]:
+    """The assertions verl makes only in the TaskRunner and Ray workers (verl-facts.md §1.4): (name, ok, detail,
+    source). Where the assert lives in code that runs on CPU without a worker (the micro-batch splitter, token-budget
+    packing, the rollout replica's constructor), verl's own code runs (source "verl"); the rest are verl-init's
+    replicas ("replica")."""
+    c = _Checks()
+    actor = cfg.actor_rollout_ref.actor
     n_gpus = cfg.trainer.n_gpus_per_node * cfg.trainer.nnodes
-    n = r.n
-    tbs = cfg.data.train_batch_size
-    seq = cfg.data.max_prompt_length + cfg.data.max_response_length
-    dyn = actor.use_dynamic_bsz
-
     if actor.strategy == "megatron":
         m = actor.megatron
         dp = n_gpus // (m.tensor_model_parallel_size * m.pipeline_model_parallel_size * m.context_parallel_size)
@@ -568,50 +568,71 @@ def worker_time_checks(cfg: Any, use_critic: bool, model_cfg: Any = None) -> lis
     else:
         sp = rc.effective_sp(actor.ulysses_sequence_parallel_size, actor.fsdp_config.get("ulysses_sequence_parallel_size", 1))
         dp = n_gpus // sp
+    _engine_checks(c, cfg, n_gpus)
+    _batch_checks(c, cfg, use_critic, n_gpus, dp, sp)
+    _trainer_checks(c, cfg, use_critic, n_gpus, model_cfg)
+    return c.out
 
+
+def _engine_checks(c: _Checks, cfg: Any, n_gpus: int) -> None:
+    """Megatron-Bridge and LoRA, the dynamic-batch flags and the rollout replicas (engine_workers.py, replica.py)."""
+    a = cfg.actor_rollout_ref
+    actor, r = a.actor, a.rollout
+    dyn = actor.use_dynamic_bsz
     model = a.model
     if actor.strategy == "megatron":
         m = actor.megatron
-        check("megatron/transformer_impl.py:191 Megatron-Bridge on", bool(m.get("use_mbridge", True)),
+        c.check("megatron/transformer_impl.py:191 Megatron-Bridge on", bool(m.get("use_mbridge", True)),
               "use_mbridge must be True")
         if lora.megatron_rank(model):
-            check("megatron_peft.py:26 LoRA through Megatron-Bridge", not m.get("vanilla_mbridge", False),
+            c.check("megatron_peft.py:26 LoRA through Megatron-Bridge", not m.get("vanilla_mbridge", False),
                   "LoRA/PEFT only supported via Megatron-Bridge (vanilla_mbridge=True builds no provider)")
     if lora.ref_in_actor(model) and need_ref(cfg):
         # the reference is the actor with its adapters off (ray_trainer.py:360, 1273); an engine that applied no LoRA
         # (the rank in the other engine's block) has no adapters to disable
         megatron = actor.strategy == "megatron"
-        check("ray_trainer.py:360 reference inside the actor has adapters to disable",
+        c.check("ray_trainer.py:360 reference inside the actor has adapters to disable",
               lora.engine_rank(model, megatron=megatron) > 0,
               f"verl keeps the reference in the actor (LoRA keys are set) but the {actor.strategy} engine applies no "
               f"LoRA: it reads model.{'lora.rank' if megatron else 'lora_rank'}, which is 0; the first reference pass "
               f"fails in {'megatron/transformer_impl.py:1128' if megatron else 'fsdp/transformer_impl.py:1095'} "
               "disable_adapter")
 
-    check("engine_workers.py:616 dynamic batch flags agree", actor.use_dynamic_bsz == r.log_prob_use_dynamic_bsz,
+    c.check("engine_workers.py:616 dynamic batch flags agree", actor.use_dynamic_bsz == r.log_prob_use_dynamic_bsz,
           f"actor.use_dynamic_bsz={actor.use_dynamic_bsz} but rollout.log_prob_use_dynamic_bsz={r.log_prob_use_dynamic_bsz}")
     if dyn:
-        check("engine_workers.py:632 token budgets set",
+        c.check("engine_workers.py:632 token budgets set",
               r.log_prob_max_token_len_per_gpu is not None and actor.ppo_max_token_len_per_gpu is not None,
               "log_prob_max_token_len_per_gpu / ppo_max_token_len_per_gpu missing")
     else:
-        check("engine_workers.py:636 per-GPU micro-batches set",
+        c.check("engine_workers.py:636 per-GPU micro-batches set",
               r.log_prob_micro_batch_size_per_gpu is not None and actor.ppo_micro_batch_size_per_gpu is not None,
               "rollout.log_prob_micro_batch_size_per_gpu / actor.ppo_micro_batch_size_per_gpu missing (deprecated global keys are not converted)")
 
     tp, rdp, pp = r.tensor_model_parallel_size, r.data_parallel_size, r.pipeline_model_parallel_size
     w = rc.rollout_world(tp, rdp, pp)
-    check("engine_workers.py:659 rollout world size", n_gpus % w == 0,
+    c.check("engine_workers.py:659 rollout world size", n_gpus % w == 0,
           f"rollout world_size: {n_gpus} is not divisible by infer_world_size: {w}")
     gpn = r.n_gpus_per_node
-    by_verl("replica.py:113 replica fills whole nodes", lambda: _verl_replica(r, gpn))
+    c.by_verl("replica.py:113 replica fills whole nodes", lambda: _verl_replica(r, gpn))
     if rdp > 1:
-        check("vllm_async_server.py:385 TP divides GPUs per node", gpn % tp == 0,
+        c.check("vllm_async_server.py:385 TP divides GPUs per node", gpn % tp == 0,
               "gpus_per_node should be divisible by tensor_model_parallel_size")
 
+
+
+def _batch_checks(c: _Checks, cfg: Any, use_critic: bool, n_gpus: int, dp: int, sp: int) -> None:
+    """Mini-batches over the data-parallel ranks, micro-batches or token budgets per rank (engine_workers.py,
+    engine/utils.py, seqlen_balancing.py)."""
+    a = cfg.actor_rollout_ref
+    actor, r, ref = a.actor, a.rollout, a.ref
+    n = r.n
+    tbs = cfg.data.train_batch_size
+    seq = cfg.data.max_prompt_length + cfg.data.max_response_length
+    dyn = actor.use_dynamic_bsz
     mini = actor.ppo_mini_batch_size
     split = rc.update_split(mini, n, dp, None if dyn else actor.ppo_micro_batch_size_per_gpu)
-    check("engine_workers.py:264 mini-batch splits over data-parallel ranks", split.per_rank is not None,
+    c.check("engine_workers.py:264 mini-batch splits over data-parallel ranks", split.per_rank is not None,
           f"Got mini_batch_size={mini * n} and data parallel size={dp}")
     cmini = None
     if use_critic:
@@ -619,7 +640,7 @@ def worker_time_checks(cfg: Any, use_critic: bool, model_cfg: Any = None) -> lis
         # critic/config.py: the critic's engine is critic.fsdp; its deprecated top-level key is not copied there
         csp = cfg.critic.fsdp.get("ulysses_sequence_parallel_size", 1) if cfg.critic.strategy != "megatron" else 1
         cdp = n_gpus // csp if cfg.critic.strategy != "megatron" else dp
-        check("engine_workers.py:264 critic mini-batch splits over data-parallel ranks",
+        c.check("engine_workers.py:264 critic mini-batch splits over data-parallel ranks",
               rc.update_split(cmini, n, cdp, None).per_rank is not None,
               f"Got mini_batch_size={cmini * n} and data parallel size={cdp}")
     step = rc.step_batch(tbs, n, dp, mini, cmini)  # trainer_base.py:1589-1606 pads the batch to a multiple
@@ -628,19 +649,19 @@ def worker_time_checks(cfg: Any, use_critic: bool, model_cfg: Any = None) -> lis
     if not dyn:
         micro = actor.ppo_micro_batch_size_per_gpu
         per = split.per_rank if split.per_rank is not None else mini * n // max(dp, 1)
-        by_verl("engine/utils.py:123 update micro-batches divide the per-rank mini-batch",
+        c.by_verl("engine/utils.py:123 update micro-batches divide the per-rank mini-batch",
                 lambda: _verl_micro_split(per, micro))
         lp = r.log_prob_micro_batch_size_per_gpu
-        by_verl("engine/utils.py:123 log-prob micro-batches divide the per-rank batch",
+        c.by_verl("engine/utils.py:123 log-prob micro-batches divide the per-rank batch",
                 lambda: _verl_micro_split(step.per_rank, lp))
         if need_ref(cfg):
             rlp = ref.log_prob_micro_batch_size_per_gpu
-            by_verl("engine/utils.py:123 reference micro-batches divide the per-rank batch",
+            c.by_verl("engine/utils.py:123 reference micro-batches divide the per-rank batch",
                     lambda: _verl_micro_split(step.per_rank, rlp))
         if use_critic and not cfg.critic.use_dynamic_bsz:
             cm = cfg.critic.ppo_micro_batch_size_per_gpu
             cper = cfg.critic.ppo_mini_batch_size * n // max(dp, 1)
-            by_verl("engine/utils.py:123 critic micro-batches divide the per-rank mini-batch",
+            c.by_verl("engine/utils.py:123 critic micro-batches divide the per-rank mini-batch",
                     lambda: _verl_micro_split(cper, cm))
     else:
         for name, budget in (
@@ -651,36 +672,41 @@ def worker_time_checks(cfg: Any, use_critic: bool, model_cfg: Any = None) -> lis
         ):
             if budget is None:
                 continue
-            by_verl(f"seqlen_balancing.py:384 {name} token budget holds the longest sequence",
+            c.by_verl(f"seqlen_balancing.py:384 {name} token budget holds the longest sequence",
                     functools.partial(_verl_token_budget, budget, seq, sp))
 
+
+
+def _trainer_checks(c: _Checks, cfg: Any, use_critic: bool, n_gpus: int, model_cfg: Any) -> None:
+    """The trainer's and the reward model's asserts (ray_trainer.py, trainer_base.py, reward_model.py) and the
+    rollout's context length (vllm_async_server.py)."""
+    r = cfg.actor_rollout_ref.rollout
     # a replica: verl's compute_advantage (ray_trainer.py:187) reads batch["values"], but importing ray_trainer needs
     # verl's full trainer dependencies (cachetools, ...), which a CPU install of verl lacks
-    check("ray_trainer.py:222 GAE has a critic", cfg.algorithm.adv_estimator != "gae" or use_critic,
+    c.check("ray_trainer.py:222 GAE has a critic", cfg.algorithm.adv_estimator != "gae" or use_critic,
           "adv_estimator=gae with the critic disabled fails at step 1 with KeyError: 'values'")
     fg = cfg.algorithm.get("filter_groups", None)
     if fg is not None and fg.enable:
-        check("trainer_base.py:195 group-filtering metric set", bool(fg.metric),
+        c.check("trainer_base.py:195 group-filtering metric set", bool(fg.metric),
               "algorithm.filter_groups.metric must be set when group filtering is enabled")
         rm = cfg.reward.reward_model
-        check("trainer_base.py:199 group filtering sees rewards at sampling time",
+        c.check("trainer_base.py:199 group filtering sees rewards at sampling time",
               not rm.enable or rm.enable_resource_pool,
               "algorithm.filter_groups requires the reward metric at sampling time")
     rm = cfg.reward.reward_model
     if rm.enable:
-        check("reward_model.py:47 reward model path set", rm.model_path is not None, "reward.reward_model.model_path is null")
+        c.check("reward_model.py:47 reward model path set", rm.model_path is not None, "reward.reward_model.model_path is null")
         rtp = rm.rollout.tensor_model_parallel_size * rm.rollout.data_parallel_size * rm.rollout.pipeline_model_parallel_size
         pool = rm.n_gpus_per_node * rm.nnodes if rm.enable_resource_pool else n_gpus
-        check("reward_model.py:60 reward model fits its pool", pool // rtp > 0,
+        c.check("reward_model.py:60 reward model fits its pool", pool // rtp > 0,
               f"Not enough GPUs to run the reward model. world_size ({pool}) < rollout_world_size ({rtp})")
-        check("reward_loop.py:252 reward model engine", rm.rollout.name in ("vllm", "sglang"),
+        c.check("reward_loop.py:252 reward model engine", rm.rollout.name in ("vllm", "sglang"),
               f"reward model rollout name {rm.rollout.name!r} must be vllm or sglang")
     if model_cfg is not None and r.max_model_len is not None:
         mpe = getattr(getattr(model_cfg, "hf_config", None), "max_position_embeddings", None)
         if mpe is not None:
-            check("vllm_async_server.py:1101 max_model_len within the model's context", r.max_model_len <= mpe,
+            c.check("vllm_async_server.py:1101 max_model_len within the model's context", r.max_model_len <= mpe,
                   f"max_model_len ({r.max_model_len}) should be less than or equal to max_position_embeddings ({mpe})")
-    return out
 
 
 def a_lora(cfg: Any) -> bool:
