@@ -82,6 +82,7 @@ def assert_pitfalls_absent(r: SmokeReport, *, critic: bool, reference: bool) -> 
     assert checks["every_sample_used_once"].ok and checks["mini_and_micro_batches"].ok
     # 3. placement and layout from the plan
     assert checks["device_layout"].ok and checks["role_placement"].ok
+    assert "GiB per GPU" in checks["device_layout"].detail and checks["device_layout"].evidence["memory_peak_gib"] > 0
     gpu_roles = [k for k in r.placement if k != "reward"]
     assert all(r.placement[k]["ray_resources"].get("GPU") for k in gpu_roles)
     assert len({r.placement[k]["pid"] for k in r.placement}) == len(r.placement) - (1 if reference and lora else 0)

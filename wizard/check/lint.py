@@ -154,7 +154,7 @@ def cli(argv: Iterable[str]) -> int:
                    help="write the corrected override list (findings with a single safe fix) to PATH, or stdout: for a "
                         "script or overrides the whole list, for a YAML the overrides to add after it")
     p.add_argument("--force", action="store_true", help="let --fix PATH replace an existing file")
-    p.add_argument("--debug", action="store_true")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
     ns = p.parse_args(args)
     if ns.target is None and not extra:
         p.error("give a verl YAML, a bundle folder, a launch script, or overrides after --")

@@ -82,6 +82,14 @@ def _user_caused(exc: BaseException) -> Optional[str]:
 def _dispatch(args: list[str]) -> int:
     if args and args[0] in COMMANDS:
         module, rest = COMMANDS[args[0]], args[1:]
+    elif args and not args[0].startswith("-"):  # the render takes no positional argument: a mistyped command
+        import difflib
+
+        near = difflib.get_close_matches(args[0], COMMANDS, n=1)
+        err(f"unknown command {args[0]!r}" + (f" (did you mean {near[0]!r}?)" if near else "")
+            + f" — the commands are: {', '.join(COMMANDS)}; with none, `verl-init [--profile NAME | --answers FILE]` "
+            "renders a bundle (verl-init --help)")
+        return 2
     else:
         module, rest = DEFAULT, args
     command = importlib.import_module(f"wizard.cli.{module}")

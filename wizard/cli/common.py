@@ -6,9 +6,10 @@ Stays light: nothing here imports more than the standard library until it runs.
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Sequence
 
 if TYPE_CHECKING:
+    from wizard.intent.errors import Problem
     from wizard.planner.state import Plan
 
 
@@ -18,6 +19,30 @@ def err(line: str) -> None:
     from wizard.intent.text import one_line
 
     print(f"verl-init: error: {one_line(line)}", file=sys.stderr)
+
+
+def summary(the_plan: Plan, out: str, *, written: bool, warnings: Sequence[Problem] = ()) -> dict[str, Any]:
+    """What print_summary says, as data (`verl-init ... --json`): the bundle, roles, rollout, memory, batch, the
+    plan's findings and `verl-init check`'s warnings on the final config, and (once written) what to run next."""
+    a, fx = the_plan.answers, the_plan.facts
+    m = the_plan.memory
+    out_doc: dict[str, Any] = {
+        "written": written, "out": out, "algorithm": a.algorithm, "model": a.model, "nnodes": a.nnodes,
+        "gpus_per_node": a.gpus_per_node, "cluster": a.cluster, "roles": dict(the_plan.roles),
+        "rollout": {"engine": a.rollout_engine, "tp": fx["rollout_tp"], "replicas": fx["rollout_replicas"]},
+        "memory": None if m is None else {"verdict": m.verdict, "line": m.verdict_line(), "peak_gib": round(m.peak_gib, 2),
+                                          "capacity_gib": round(m.capacity_gib, 2), "offload": bool(fx.get("offload"))},
+        "batch": {k: fx[k] for k in ("prompts_per_step", "samples_per_prompt", "samples_per_step", "updates_per_step",
+                                     "samples_per_update")},
+        "findings": [p.as_dict() for p in the_plan.findings],
+        "check": [p.as_dict() for p in warnings],
+    }
+    if written:
+        from wizard.planner.nextsteps import next_commands
+
+        out_doc["next"] = next_commands(the_plan, out)
+        out_doc["details"] = f"{out}/PLAN.md"
+    return out_doc
 
 
 def print_summary(the_plan: Plan, out: str, *, written: bool) -> None:

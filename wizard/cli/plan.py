@@ -13,13 +13,14 @@ if TYPE_CHECKING:
 def main(args: list[str]) -> int:
     p = argparse.ArgumentParser(prog="verl-init plan",
                                 description="Memory per GPU for each role and phase, every choice with its reason.")
-    p.add_argument("--profile")
-    p.add_argument("--answers", metavar="FILE")
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--profile", help="shipped profile to start from (see `verl-init profiles`)")
+    p.add_argument("--answers", metavar="FILE", help="answers YAML, e.g. a bundle's verl-init.yaml")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="override one answer; repeatable; wins over --answers and --profile")
     p.add_argument("--override", dest="overrides", action="append", default=[], metavar="VERL_KEY=VALUE",
                    help="a verl key the answers do not model (as verl-init's --override)")
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--debug", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the plan (memory, choices, findings) as JSON")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
     ns = p.parse_args(args)
     from wizard.check.planned import lint_overrides
     from wizard.intent.errors import WizardError

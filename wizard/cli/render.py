@@ -9,10 +9,10 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from wizard._version import VERL_TARGET, __version__
-from wizard.cli.common import err, print_summary
+from wizard.cli.common import err, print_summary, summary
 
 if TYPE_CHECKING:
     from wizard.intent.errors import Problem
@@ -23,15 +23,15 @@ Turn "these GPUs, this model, this algorithm" into a verl {VERL_TARGET} run that
 
 commands:
   verl-init                                                     ask, in a terminal: probe GPUs and Ray, plan, write
-  verl-init --profile NAME [--set key=value ...] [--out DIR]   render a bundle from a profile
+  verl-init --profile NAME [--set key=value ...] [--out DIR]   render a bundle from a profile (--json: the summary)
             [--override verl.key=value ...]                     + verl keys the answers do not model
   verl-init --answers FILE [--set key=value ...] [--out DIR]   replay / edit an answers file
-  verl-init profiles                                            list shipped profiles
-  verl-init keys                                                list answer keys
-  verl-init rules [VIxxx ...] [--markdown]                     what each rule ID means
-  verl-init verify BUNDLE [--model-dir DIR]                     run verl's own checks on a bundle
+  verl-init profiles [--json]                                   list shipped profiles
+  verl-init keys [--markdown | --json]                          list answer keys
+  verl-init rules [VIxxx ...] [--markdown | --json]             what each rule ID means
+  verl-init verify BUNDLE [--model-dir DIR] [--json]            run verl's own checks on a bundle
   verl-init plan --profile NAME [--set ...] [--json]            memory per GPU, per role and phase; choices
-  verl-init validate-dataset FILE... [--tokenizer PATH]         check data files against what verl reads
+  verl-init validate-dataset FILE... [--model-dir DIR] [--json] check data files against what verl reads
   verl-init check CONFIG|SCRIPT|BUNDLE [-- OVERRIDES] [--json]  lint a verl config or launch script (--fix, --verl)
   verl-init check --mode cluster BUNDLE [--address URL]         compare a bundle with a live Ray cluster
   verl-init doctor [--json]                                     versions, GPUs + topology, Ray, env pitfalls
@@ -59,12 +59,22 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--verify", action="store_true", help="after writing, run verl's own checks (needs verl)")
     p.add_argument("--smoke", action="store_true",
                    help="after writing, run one rollout/update cycle (verl-init smoke; needs verl)")
+    p.add_argument("--json", action="store_true",
+                   help="print the summary (or, with --dry-run, the files it would write) as JSON; needs --profile, "
+                        "--answers, --set or --override")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     return p
 
 
 def main(args: list[str]) -> int:
     ns = parser().parse_args(args)
+    if ns.json and (ns.verify or ns.smoke):
+        err("--json prints the render's summary only: run `verl-init verify BUNDLE --json` or `verl-init smoke BUNDLE "
+            "--json` after it")
+        return 2
+    if ns.json and not (ns.profile or ns.answers or ns.sets or ns.overrides):
+        err("--json needs --profile NAME or --answers FILE (the questions in a terminal print no JSON)")
+        return 2
     if not (ns.profile or ns.answers or ns.sets or ns.overrides):
         if sys.stdin.isatty() and sys.stdout.isatty():
             from wizard.cli.interactive.walk import run_wizard
@@ -91,6 +101,10 @@ def main(args: list[str]) -> int:
         raise WizardError(lint.errors)
     files = render(the_plan)
 
+    if ns.dry_run and ns.json:
+        _print_json(dict(summary(the_plan, out, written=False, warnings=lint.warnings),
+                         files={name: len(text.encode()) for name, text in files.items()}))
+        return 0
     if ns.dry_run:
         _print_dry_run(the_plan, files, out, force=ns.force)
         _print_lint(lint.warnings)
@@ -98,6 +112,9 @@ def main(args: list[str]) -> int:
 
     write_bundle(files, out, force=ns.force)
     try:
+        if ns.json:
+            _print_json(summary(the_plan, out, written=True, warnings=lint.warnings))
+            return 0
         print_summary(the_plan, out, written=True)
         _print_lint(lint.warnings)
         return _after_write(the_plan, out, ns)
@@ -105,6 +122,12 @@ def main(args: list[str]) -> int:
         raise
     except KeyboardInterrupt:
         raise Interrupted(f"interrupted after writing the bundle: {out} is complete") from None
+
+
+def _print_json(doc: dict[str, Any]) -> None:
+    import json
+
+    print(json.dumps(doc, indent=2, default=str))
 
 
 def _print_lint(warnings: list[Problem]) -> None:

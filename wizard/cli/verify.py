@@ -12,10 +12,10 @@ from typing import Optional
 def main(args: list[str]) -> int:
     p = argparse.ArgumentParser(prog="verl-init verify",
                                 description="Compose a bundle with verl's Hydra tree and run verl's own checks.")
-    p.add_argument("bundle")
+    p.add_argument("bundle", help="a folder written by verl-init")
     p.add_argument("--model-dir", help="local model folder standing in for hub models that must be loaded")
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--debug", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
     ns = p.parse_args(args)
     return verify_and_report(ns.bundle, ns.model_dir, as_json=ns.json)
 

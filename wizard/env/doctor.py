@@ -270,7 +270,7 @@ def cli(argv: Iterable[str]) -> int:
         description="Report versions, GPUs and their topology, the Ray cluster and environment pitfalls "
                     "(for bug reports). Always exits 0; never starts or joins Ray.")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.add_argument("--debug", action="store_true")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
     ns = p.parse_args(list(argv))
     doc = collect()
     if ns.json:

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from wizard.planner import dataprep, genrm, sandbox
-from wizard.planner.memory import rollout_weight_bytes
+from wizard.planner.memory import GIB, rollout_weight_bytes
 from wizard.planner.stages.checkpoints import RESUME_MODES
 from wizard.planner.stages.layout import exact_shape
 from wizard.planner.stages.overrides import ANSWER_KEYS
@@ -96,7 +96,7 @@ def actor_keys(b: Build) -> None:
               given_reason("dynamic_batch", given, "megatron plans use fixed micro-batches"), source_of("dynamic_batch", given))
         s.set(f"{PRE}.actor.ppo_micro_batch_size_per_gpu", b.micro,
               given_reason("micro_batch_per_gpu", given,
-                     f"largest divisor of the {b.per_rank} samples per GPU per update within ~{MICRO_TOKEN_BUDGET} tokens"),
+                           f"largest divisor of the {b.per_rank} samples per GPU per update within ~{MICRO_TOKEN_BUDGET} tokens"),
               source_of("micro_batch_per_gpu", given))
     s.set(f"{PRE}.actor.use_kl_loss", b.kl_in_loss,
           "KL to the reference as a loss term" if b.kl_in_loss else "no KL loss term")
@@ -115,8 +115,8 @@ def actor_keys(b: Build) -> None:
     if not b.megatron:
         s.set(f"{PRE}.actor.ulysses_sequence_parallel_size", sp,
               given_reason("sequence_parallel", given,
-                     "no sequence parallelism needed: one sequence's activations fit a GPU" if sp == 1 else
-                     f"one {seq}-token sequence's activations only fit split over {sp} GPUs (divides the attention and KV heads)"),
+                           "no sequence parallelism needed: one sequence's activations fit a GPU" if sp == 1 else
+                           f"one {seq}-token sequence's activations only fit split over {sp} GPUs (divides the attention and KV heads)"),
               source_of("sequence_parallel", given))
         s.set(f"{PRE}.actor.fsdp_config.param_offload", b.offload, off_reason, source_of("offload", given))
         s.set(f"{PRE}.actor.fsdp_config.optimizer_offload", b.offload, off_reason, source_of("offload", given))
@@ -217,31 +217,31 @@ def rollout_keys(b: Build) -> None:
     s.set(f"{PRE}.rollout.name", a.rollout_engine, "rollout_engine", source_of("rollout_engine", given))
     s.set(f"{PRE}.rollout.n", b.n,
           given_reason("samples_per_prompt", given, f"{a.algorithm}'s usual group size"), b.n_src)
-    weights_gb = (rollout_weight_bytes(shape, b.decision.layout) if b.decision else 2 * shape.params / rtp) / 1e9 \
+    weights_gib = (rollout_weight_bytes(shape, b.decision.layout) if b.decision else 2 * shape.params / rtp) / GIB \
         if shape else 0.0
     s.set(f"{PRE}.rollout.tensor_model_parallel_size", rtp,
           given_reason("rollout_tp", given,
-                 f"{rtp}: smallest split inside a node whose reservation holds the bf16 weights ({weights_gb:.1f} GB per GPU) "
-                 f"and a KV cache for {mem.kv_seqs:.0f} full sequences" if mem else f"{rtp}"),
+                       f"{rtp}: smallest split inside a node whose reservation holds the bf16 weights ({weights_gib:.1f} GiB per GPU) "
+                       f"and a KV cache for {mem.kv_seqs:.0f} full sequences" if mem else f"{rtp}"),
           source_of("rollout_tp", given))
     if shape is not None and shape.experts or b.rdp > 1:
         s.set(f"{PRE}.rollout.data_parallel_size", b.rdp,
               given_reason("rollout_dp", given,
-                     f"{b.rdp}: the least rollout data parallel whose expert split (EP = TP {rtp} × DP {b.rdp} = "
-                     f"{rtp * b.rdp} GPUs per replica) holds the bf16 weights in each engine's reservation "
-                     "(replica = TP × DP GPUs filling whole nodes: replica.py:108, vllm_async_server.py:384)"
-                     if b.rdp > 1 else "1: one engine per replica; the experts fit its TP GPUs"), source_of("rollout_dp", given))
+                           f"{b.rdp}: the least rollout data parallel whose expert split (EP = TP {rtp} × DP {b.rdp} = "
+                           f"{rtp * b.rdp} GPUs per replica) holds the bf16 weights in each engine's reservation "
+                           "(replica = TP × DP GPUs filling whole nodes: replica.py:108, vllm_async_server.py:384)"
+                           if b.rdp > 1 else "1: one engine per replica; the experts fit its TP GPUs"), source_of("rollout_dp", given))
     if shape is not None and shape.experts or b.rep > 1:
         s.set(f"{PRE}.rollout.expert_parallel_size", b.rep,
               given_reason("rollout_ep", given,
-                     f"{b.rep}: whole experts spread over the replica's {rtp * b.rdp} GPUs (vLLM enable_expert_parallel); verl "
-                     "requires EP = TP × DP (workers/config/rollout.py:294)" if b.rep > 1 else
-                     "1: one GPU per replica holds every expert"), source_of("rollout_ep", given))
+                           f"{b.rep}: whole experts spread over the replica's {rtp * b.rdp} GPUs (vLLM enable_expert_parallel); verl "
+                           "requires EP = TP × DP (workers/config/rollout.py:294)" if b.rep > 1 else
+                           "1: one GPU per replica holds every expert"), source_of("rollout_ep", given))
     s.set(f"{PRE}.rollout.gpu_memory_utilization", gmu,
           given_reason("gpu_memory_utilization", given,
-                 f"{gmu:g} × {a.gpu_memory_gb:g} GB for the engine; what training keeps resident "
-                 f"({mem.gb('rollout', 'actor', 'resident (not offloaded)'):.1f} GB actor) and a {int(mem.margin * 100)}% margin fit beside it"
-                 if mem else f"{gmu:g}"),
+                       f"{gmu:g} × {a.gpu_memory_gb:g} GB for the engine; what training keeps resident "
+                       f"({mem.gib('rollout', 'actor', 'resident (not offloaded)'):.1f} GiB actor) and a {int(mem.margin * 100)}% margin fit beside it"
+                       if mem else f"{gmu:g}"),
           source_of("gpu_memory_utilization", given))
     s.set(f"{PRE}.rollout.max_num_batched_tokens", max(8192, seq),
           f"max(8192, prompt + response = {seq}): one full sequence fits a prefill batch")

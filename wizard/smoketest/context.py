@@ -291,9 +291,10 @@ class SmokeContext:
                               "dp": g.dp}
         mem = getattr(self.plan, "memory", None) if self.plan is not None else None
         if mem is not None:
-            ev["memory_peak_gb"] = round(mem.peak_gb, 2)
-            ev["memory_gpu_gb"] = mem.gpu_gb
-            lay.append(f"memory plan: peak {mem.peak_gb:.1f} of {mem.gpu_gb:g} GB per GPU ({'fits' if mem.fits else 'DOES NOT FIT'})")
+            ev["memory_peak_gib"] = round(mem.peak_gib, 2)
+            ev["memory_capacity_gib"] = round(mem.capacity_gib, 2)
+            lay.append(f"memory plan: peak {mem.peak_gib:.1f} of {mem.capacity_gib:.1f} GiB per GPU "
+                       f"({'fits' if mem.fits else 'DOES NOT FIT'})")
             ok = ok and bool(mem.fits)
         self.check(3, "device_layout", ok, "; ".join(lay), ev,
                    hint="re-plan with verl-init (rollout TP and SP that divide a node, a layout that fits memory)", kind="static")

@@ -262,7 +262,7 @@ def cli(args: list[str]) -> int:
     p.add_argument("--data-dir", help="a local copy of the hub dataset for data/prepare_data.py --local-dir")
     p.add_argument("--model-dir", help="verl engine: a local model folder standing in for the bundle's model")
     p.add_argument("--timeout", type=float, default=900.0, help="verl engine: seconds before main_ppo is stopped")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="random seed of the tiny model and its sampling (default 0)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--debug", action="store_true", help="show tracebacks; keep the temporary folder")
     ns = p.parse_args(args)

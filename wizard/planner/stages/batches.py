@@ -150,8 +150,8 @@ def micro_batches(b: Build) -> None:
         if memory.plan_verdict == "does not fit":
             knob = "max_tokens_per_gpu" if b.dynamic else "micro_batch_per_gpu"
             f.error("VI603", (knob,),
-                    f"{knob}={a.max_tokens_per_gpu if b.dynamic else b.micro} needs {memory.peak_gb:.1f} GB per GPU "
-                    f"(budget {memory.budget_gb:.1f} GB of {a.gpu_memory_gb:g} GB)",
+                    f"{knob}={a.max_tokens_per_gpu if b.dynamic else b.micro} needs {memory.peak_gib:.1f} GiB per GPU "
+                    f"(the {a.gpu_memory_gb:g} GB card holds {memory.capacity_gib:.1f} GiB)",
                     f"lower it to ≤ {decision.layout.train_tokens // sp if b.dynamic else max(1, decision.layout.train_tokens // seq)}, "
                     "or remove it and let verl-init choose")
         b.decision = Decision(final, memory, decision.reasons)
