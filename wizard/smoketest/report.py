@@ -33,7 +33,7 @@ class PhaseResult:
 
 @dataclass
 class Check:
-    pitfall: Optional[int]  # 1-5 (the five classic pitfalls, README: Smoke run) or None for properties of the run itself
+    pitfall: Optional[int]  # 1-5 (the five classic pitfalls, docs/guide/pitfalls.md) or None for properties of the run itself
     name: str
     ok: Optional[bool]  # None: not measurable with this engine (does not fail the run)
     detail: str
@@ -198,7 +198,7 @@ def format_report(report: SmokeReport) -> str:
         if not checks:
             continue
         lines.append("")
-        lines.append(f"  pitfall checks (the five classic pitfalls, README: Smoke run), {title}:")
+        lines.append(f"  pitfall checks (the five classic pitfalls, docs/guide/pitfalls.md), {title}:")
         for c in checks:
             mark = "ok  " if c.ok else ("n/a " if c.ok is None else "FAIL")
             lines.append(f"  [{mark}] {c.pitfall or '-'} {c.name}: {c.detail}")
@@ -216,7 +216,7 @@ def print_rich(report: SmokeReport, stream: Any) -> None:
         checks = _sorted(report, kind)
         if not checks:
             continue
-        t = Table(title=f"pitfall checks (the five classic pitfalls, README: Smoke run), {title}", title_justify="left",
+        t = Table(title=f"pitfall checks (the five classic pitfalls, docs/guide/pitfalls.md), {title}", title_justify="left",
                   show_edge=False)
         t.add_column("#")
         t.add_column("check")
