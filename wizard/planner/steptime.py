@@ -1,0 +1,300 @@
+"""Time per training step, per phase, and for the whole run (GPU-hours), for verl's colocated hybrid engine.
+
+verl runs the phases of one step one after the other on every GPU (trainer/ppo/ray_trainer.py fit():
+`timing_s/gen`, `old_log_prob`, `ref`, `values`, `update_critic`, `update_actor`; the weight sync to the rollout
+engine before each generation). Each phase is modelled from first principles and a few efficiencies that were
+calibrated once on the real runs of tests/data/reference/step-times.json (benchmarks/step_times.py fits them;
+tests/test_steptime_calibration.py states the error per report, also on a held-out half):
+
+- rollout: decode is bound by memory bandwidth. Every decode iteration of a replica (rollout TP GPUs) reads its
+  share of the bf16 weights and the KV cache of the sequences it runs, and spends 2 × active params FLOPs per
+  token; the concurrency is limited by the KV cache the engine holds (gpu_memory_utilization × card − weights), by
+  max_num_seqs and by the sequences the replica has. The bulk takes samples × mean response / concurrency
+  iterations; the longest responses set a floor (max_response_length iterations at low concurrency, a calibrated
+  share of it: the tail). Prefill is FLOP-bound (2 × active params × prompt tokens).
+- weight sync: the bf16 weights gathered from the training shards and loaded into the engine, at a calibrated
+  rate per backend.
+- log-prob passes (actor old log-probs, reference, critic values): 2 × active params × tokens FLOPs; updates:
+  6 × active params × tokens × (4/3 with activation recompute) FLOPs. Time = FLOPs × (1 / (peak × η) + 1 / (HBM
+  bandwidth × intensity)): a roofline sum whose two calibrated numbers are shared by every GPU (the H20's 148
+  TFLOPS with 4 TB/s and the H100's 989 with 3.35 both fit), times a micro-batch efficiency tokens / (tokens + T½)
+  (a micro-batch far below what memory allows runs the GPU far below its peak), the pipeline bubble of Megatron
+  PP, and the offload traffic over PCIe.
+
+Only the standard library is imported.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Optional
+
+from wizard.verlspec.hardware import DEFAULT_PEAK_GPU, GPU_PEAK, Peak, capacity_gib, peak_of_gpu_type
+
+GIB = float(1 << 30)
+
+# -- calibrated efficiencies (benchmarks/step_times.py fits them on tests/data/reference/step-times.json; one per
+#    phase kind or backend, never per report) -------------------------------------------------------------------
+# FLOP efficiency (share of the dense bf16 peak) and arithmetic intensity (FLOPs per byte of HBM traffic) of the
+# training engines' forward and forward+backward passes, the roofline sum above
+TRAIN_ETA = 1.0
+TRAIN_INTENSITY = 150.0
+FORWARD_ETA = 1.0
+FORWARD_INTENSITY = 127.0
+# tokens per micro-batch per GPU at which a pass runs at half its large-batch efficiency
+HALF_TOKENS = 426.0
+# Megatron's MoE passes (grouped expert GEMMs, token dispatch over EP): the extra factor on their time
+MOE_TRAIN_FACTOR = 2.47
+# decode: share of the HBM bandwidth an engine reaches reading weights and KV cache; a fixed cost per decode
+# iteration (scheduling, sampling, kernel launches); the share of max_response_length the longest responses add
+DECODE_BW_ETA = 0.2
+DECODE_STEP_S = 0.075
+DECODE_SEQ_S = 0.0  # per running sequence per iteration (scheduler, sampler, detokenizer)
+DECODE_TP_LAYER_S = 0.0  # per layer per iteration with TP > 1 (two all-reduces per layer)
+TAIL_SHARE = 0.0043
+PREFILL_ETA = 0.5
+# trainer-side rollout overhead over the engine's generation (verl's timing_s/gen − generate_sequences: chat
+# templates, reward scoring, data transfer between the workers and the driver), as a share of generation
+ROLLOUT_OVERHEAD = 0.095
+# weight sync: bf16 bytes of the whole model moved per second (gather from the shards + load into the engine)
+SYNC_GB_S = {"fsdp": 33.0, "megatron": 7.5}
+SYNC_FIXED_S = 0.5
+# host↔GPU copies of offloaded parameters and optimizer states (PCIe Gen4/5 x16 as the engines reach it)
+PCIE_GB_S = 20.0
+
+# -- assumptions (not calibrated; named in every result) ----------------------------------------------------------
+# vLLM's engine keeps at most this many sequences running (verl 0.9.1 rollout.max_num_seqs: 1024,
+# trainer/config/rollout/rollout.yaml)
+MAX_NUM_SEQS = 1024
+# the mean response when nobody says: RESPONSE_SQRT × √max_response_length, at most half the cap (the reports that
+# measured it: 1350 tokens of an 8K cap, 1354 and 3131 of 20K, 135 of 512; a longer cap lets a few responses run
+# long, most stay near what the task needs; --response-length-mean or the response_length_mean answer replaces it)
+RESPONSE_SQRT = 15.0
+# the mean prompt when nobody says: this share of max_prompt_length
+DEFAULT_PROMPT_SHARE = 0.25
+ENGINE_OVERHEAD_GIB = 1.5  # as wizard.planner.memory: the engine's own activations beside weights and KV cache
+
+PHASE_ORDER = ("rollout", "weight sync", "old log-prob", "ref log-prob", "values", "update critic", "update actor")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What one verl step does, from the plan or a checked config."""
+
+    params: float  # all parameters of the policy
+    active_params: float  # per token (MoE: the routed experts a token uses)
+    layers: int
+    hidden: int
+    kv_bytes_per_token: float  # bf16 K and V per token on one GPU of a rollout TP group
+    n_gpus: int
+    prompts: int  # prompts generated per step (data.train_batch_size, or gen_batch_size for DAPO)
+    n: int  # responses per prompt
+    max_prompt: int
+    max_response: int
+    response_mean: Optional[float] = None  # None: RESPONSE_SQRT × √max_response (at most half of it)
+    prompt_mean: Optional[float] = None  # None: DEFAULT_PROMPT_SHARE × max_prompt
+    gpu_type: Optional[str] = None
+    gpu_memory_gb: Optional[float] = None
+    rollout_tp: int = 1
+    rollout_dp: int = 1
+    gmu: float = 0.5
+    kv_tokens: Optional[float] = None  # KV-cache tokens per replica (the memory plan's); None: from gmu
+    backend: str = "fsdp"  # fsdp | megatron
+    moe: bool = False
+    dynamic_bsz: bool = True
+    train_tokens: int = 0  # tokens per training micro-batch per GPU (a budget), 0: from micro × mean length
+    logprob_tokens: int = 0
+    train_micro: int = 0  # static micro-batch (sequences per GPU) when not dynamic
+    logprob_micro: int = 0
+    mini_batches: int = 1  # optimizer steps per step (train_batch_size / ppo_mini_batch_size)
+    ppo_epochs: int = 1
+    recompute: bool = True  # activation recompute (FSDP gradient checkpointing, Megatron full recompute)
+    model_parallel: int = 1  # GPUs that share one sequence in training (Ulysses SP, Megatron TP × CP)
+    pipeline: int = 1  # Megatron PP
+    offload_params: bool = False
+    offload_optimizer: bool = False
+    has_ref: bool = False
+    has_critic: bool = False
+    critic_params: Optional[float] = None  # None: as the policy
+    multi_turn: bool = False
+    remove_padding: bool = True  # use_remove_padding: packed sequences (False: every micro-batch padded to its longest)
+
+
+@dataclass
+class StepTime:
+    phases: dict[str, float]
+    assumptions: dict[str, object]
+    detail: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def step_s(self) -> float:
+        return sum(self.phases.values())
+
+    def grouped(self) -> dict[str, float]:
+        """The contract's four phase kinds (plus the critic's, when there is one)."""
+        p = self.phases
+        out = {"rollout": p.get("rollout", 0.0), "weight sync": p.get("weight sync", 0.0),
+               "log-prob": p.get("old log-prob", 0.0) + p.get("ref log-prob", 0.0) + p.get("values", 0.0),
+               "update": p.get("update actor", 0.0) + p.get("update critic", 0.0)}
+        return {k: round(v, 1) for k, v in out.items()}
+
+    def bottleneck(self) -> str:
+        return max(self.phases, key=lambda k: self.phases[k])
+
+
+def peak(gpu_type: Optional[str]) -> tuple[str, Peak, bool]:
+    """(name, peaks, assumed): the GPU's peaks, or the default GPU's when the type is not known."""
+    found = peak_of_gpu_type(gpu_type)
+    if found is None:
+        return DEFAULT_PEAK_GPU, GPU_PEAK[DEFAULT_PEAK_GPU], True
+    return found[0], found[1], False
+
+
+def _lengths(w: Workload) -> tuple[float, float, str, str]:
+    resp = w.response_mean if w.response_mean else min(RESPONSE_SQRT * math.sqrt(w.max_response), w.max_response / 2)
+    resp = min(resp, w.max_response)
+    prompt = w.prompt_mean if w.prompt_mean else DEFAULT_PROMPT_SHARE * w.max_prompt
+    why_r = "given" if w.response_mean else f"{RESPONSE_SQRT:g} × √max_response_length, at most half of it (not given)"
+    why_p = "given" if w.prompt_mean else f"{DEFAULT_PROMPT_SHARE:g} × max_prompt_length (not given)"
+    return resp, prompt, why_r, why_p
+
+
+def micro_efficiency(tokens: float) -> float:
+    """Share of the large-batch rate a pass reaches with `tokens` per micro-batch per GPU."""
+    return tokens / (tokens + HALF_TOKENS) if tokens > 0 else 0.0
+
+
+def _pass_seconds(flops_per_gpu: float, pk: Peak, eta: float, intensity: float, eff: float) -> float:
+    base = flops_per_gpu / (pk.bf16_tflops * 1e12 * eta) + flops_per_gpu / (pk.hbm_tb_s * 1e12 * intensity)
+    return base / max(eff, 1e-3)
+
+
+def _kv_tokens(w: Workload, pk_name: str) -> float:
+    if w.kv_tokens is not None:
+        return max(w.kv_tokens, 1.0)
+    gb = w.gpu_memory_gb or {"H20": 96, "H200": 141, "B200": 180, "MI300X": 192}.get(pk_name, 80)
+    cap = capacity_gib(gb, w.gpu_type) * GIB
+    weights = 2 * w.params / (w.rollout_tp * (w.rollout_dp if w.moe else 1))
+    room = w.gmu * cap - weights - ENGINE_OVERHEAD_GIB * GIB
+    return max(room / w.kv_bytes_per_token, 1.0)
+
+
+def rollout_seconds(w: Workload, pk: Peak, kv_tokens: float, resp: float, prompt: float) -> dict[str, float]:
+    """Decode + prefill of one replica's share of the step's sequences (every replica runs in parallel)."""
+    tp = max(w.rollout_tp, 1)
+    replicas = max(w.n_gpus // tp, 1)
+    seqs = w.prompts * w.n / replicas
+    ctx = prompt + resp / 2  # tokens a running sequence holds in the KV cache on average
+    conc = max(1.0, min(seqs, MAX_NUM_SEQS, kv_tokens / (prompt + resp)))
+    bw = pk.hbm_tb_s * 1e12 * DECODE_BW_ETA
+    flops = pk.bf16_tflops * 1e12
+
+    def iteration(c: float) -> float:
+        weight_bytes = 2 * w.params / (tp * (w.rollout_dp if w.moe else 1))
+        if w.moe:  # a small batch reads only the experts its tokens route to
+            weight_bytes = 2 * (w.active_params + (w.params - w.active_params) * min(1.0, c * w.active_params / w.params)) / tp
+        read = weight_bytes + c * ctx * w.kv_bytes_per_token
+        tp_comm = DECODE_TP_LAYER_S * w.layers if tp > 1 else 0.0
+        return max(read / bw, 2 * w.active_params * c / tp / (flops * PREFILL_ETA)) + DECODE_STEP_S \
+            + DECODE_SEQ_S * c + tp_comm
+
+    bulk = seqs * resp / conc * iteration(conc)
+    tail = TAIL_SHARE * w.max_response * iteration(1.0)
+    prefill = 2 * w.active_params * seqs * prompt / tp / (flops * PREFILL_ETA)
+    gen = bulk + tail + prefill
+    return {"decode bulk": bulk, "decode tail": tail, "prefill": prefill, "concurrency": conc,
+            "rollout": gen * (1 + ROLLOUT_OVERHEAD)}
+
+
+def _attn_flops_per_token(w: Workload, ctx: float) -> float:
+    return 4 * w.layers * w.hidden * ctx  # QK^T and AV: 2 × 2 × layers × hidden × context
+
+
+def predict(w: Workload) -> StepTime:
+    name, pk, assumed = peak(w.gpu_type)
+    resp, prompt, why_r, why_p = _lengths(w)
+    seq = prompt + resp
+    seqs = w.prompts * w.n
+    # without remove-padding the training passes run every sequence at the longest one's length
+    tokens = seqs * (seq if w.remove_padding else w.max_prompt + w.max_response)
+    kv = _kv_tokens(w, name)
+    ro = rollout_seconds(w, pk, kv, resp, prompt)
+    phases: dict[str, float] = {"rollout": ro["rollout"]}
+    gb = 2 * w.params / 1e9
+    phases["weight sync"] = SYNC_FIXED_S + gb / SYNC_GB_S.get(w.backend, SYNC_GB_S["fsdp"]) \
+        + (4 * w.params / w.n_gpus / 1e9 / PCIE_GB_S if w.offload_params else 0.0)
+    per_gpu_tokens = tokens / w.n_gpus
+    attn = _attn_flops_per_token(w, seq / 2)
+    moe = MOE_TRAIN_FACTOR if w.moe else 1.0
+
+    def micro_tokens(budget: int, micro: int) -> float:
+        if w.dynamic_bsz and budget:
+            return min(budget, max(per_gpu_tokens * w.model_parallel, 1.0)) / w.model_parallel
+        return (micro or 1) * seq / w.model_parallel
+
+    def bubble(micro_tok: float, batches: int) -> float:
+        if w.pipeline <= 1:
+            return 1.0
+        micros = max(per_gpu_tokens * w.model_parallel / batches / max(micro_tok * w.model_parallel, 1.0), 1.0)
+        return (micros + w.pipeline - 1) / micros
+
+    lp_tok = micro_tokens(w.logprob_tokens or w.train_tokens, w.logprob_micro or w.train_micro)
+    fwd_flops = per_gpu_tokens * (2 * w.active_params + attn)
+    fwd = _pass_seconds(fwd_flops, pk, FORWARD_ETA, FORWARD_INTENSITY, micro_efficiency(lp_tok)) * moe \
+        * bubble(lp_tok, 1)
+    load = 4 * w.params / w.n_gpus / 1e9 / PCIE_GB_S if w.offload_params else 0.0
+    phases["old log-prob"] = fwd + load
+    if w.has_ref:
+        phases["ref log-prob"] = fwd + load
+    tr_tok = micro_tokens(w.train_tokens, w.train_micro)
+    recompute = 4 / 3 if w.recompute else 1.0
+    train_flops = per_gpu_tokens * (6 * w.active_params + 3 * attn) * recompute * w.ppo_epochs
+    optim = 12 * w.params / w.n_gpus / 1e9 / PCIE_GB_S * 2 if w.offload_optimizer else 0.0
+    upd = _pass_seconds(train_flops, pk, TRAIN_ETA, TRAIN_INTENSITY, micro_efficiency(tr_tok)) * moe \
+        * bubble(tr_tok, w.mini_batches)
+    phases["update actor"] = upd + load + optim
+    if w.has_critic:
+        ratio = (w.critic_params or w.params) / w.params
+        phases["values"] = fwd * ratio + load * ratio
+        phases["update critic"] = (upd + load + optim) * ratio
+    assumptions: dict[str, object] = {
+        "gpu": name + (f" (assumed: GPU type {w.gpu_type!r} unknown)" if assumed and w.gpu_type
+                       else " (assumed: no GPU type given)" if assumed else ""),
+        "bf16_tflops": pk.bf16_tflops, "hbm_tb_s": pk.hbm_tb_s, "gpu_source": pk.source,
+        "response_length_mean": round(resp), "response_length_mean_basis": why_r,
+        "prompt_length_mean": round(prompt), "prompt_length_mean_basis": why_p,
+        "rollout_concurrency_per_replica": round(ro["concurrency"]),
+        "kv_cache_tokens_per_replica": round(kv),
+        "train_flop_efficiency": TRAIN_ETA, "train_intensity_flop_per_byte": TRAIN_INTENSITY,
+        "micro_batch_half_efficiency_tokens": HALF_TOKENS,
+        "train_micro_batch_tokens_per_gpu": round(tr_tok), "logprob_micro_batch_tokens_per_gpu": round(lp_tok),
+        "decode_bandwidth_efficiency": DECODE_BW_ETA, "decode_iteration_overhead_s": DECODE_STEP_S,
+        "tail_share_of_max_response": TAIL_SHARE,
+        "weight_sync_gb_s": SYNC_GB_S.get(w.backend, SYNC_GB_S["fsdp"]),
+        "calibration": "tests/data/reference/step-times.json (benchmarks/step_times.md)",
+    }
+    detail = {k: v for k, v in ro.items() if k != "rollout"}
+    return StepTime({k: phases[k] for k in PHASE_ORDER if k in phases}, assumptions, detail)
+
+
+def run_hours(st: StepTime, steps: int, n_gpus: int) -> tuple[float, float]:
+    """(wall-clock hours, GPU-hours) of `steps` steps."""
+    hours = st.step_s * steps / 3600
+    return hours, hours * n_gpus
+
+
+def as_json(st: StepTime, steps: int, n_gpus: int, steps_basis: str) -> dict[str, object]:
+    """The `time` object of plan --json and check --json."""
+    hours, gpu_hours = run_hours(st, steps, n_gpus)
+    return {"step_s": round(st.step_s, 1), "phases": st.grouped(),
+            "phases_detail": {k: round(v, 1) for k, v in st.phases.items()},
+            "run_steps": steps, "run_hours": round(hours, 2), "run_gpu_hours": round(gpu_hours, 1),
+            "assumptions": {**st.assumptions, "run_steps_basis": steps_basis}}
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b) if b else a
+
+
+__all__ = ["Workload", "StepTime", "predict", "run_hours", "as_json", "micro_efficiency", "peak"]
