@@ -298,3 +298,125 @@ def ceil_div(a: int, b: int) -> int:
 
 
 __all__ = ["Workload", "StepTime", "predict", "run_hours", "as_json", "micro_efficiency", "peak"]
+
+
+# -- from a verl config (a plan's settings or a checked config) --------------------------------------------------
+A, R, REF, M = "actor_rollout_ref.actor", "actor_rollout_ref.rollout", "actor_rollout_ref.ref", "actor_rollout_ref.model"
+
+
+def _int(v: object, default: int) -> int:
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else default
+
+
+def workload_from_config(get, shape, *, n_gpus: int, gpu_type: Optional[str], gpu_memory_gb: Optional[float],
+                         response_mean: Optional[float] = None, prompt_mean: Optional[float] = None,
+                         kv_tokens: Optional[float] = None) -> Workload:
+    """A Workload from verl's dotted keys: `get(key)` returns the resolved value (None when unset)."""
+    megatron = get(f"{A}.strategy") == "megatron" or get("model_engine") == "megatron"
+    tp = _int(get(f"{R}.tensor_model_parallel_size"), 1)
+    tbs = _int(get("data.train_batch_size"), 1)
+    dyn = bool(get(f"{A}.use_dynamic_bsz"))
+    lp_dyn = bool(get(f"{R}.log_prob_use_dynamic_bsz")) if get(f"{R}.log_prob_use_dynamic_bsz") is not None else dyn
+    if megatron:
+        mp = _int(get(f"{A}.megatron.tensor_model_parallel_size"), 1) * _int(get(f"{A}.megatron.context_parallel_size"), 1)
+        pp = _int(get(f"{A}.megatron.pipeline_model_parallel_size"), 1)
+        recompute = get(f"{A}.megatron.override_transformer_config.recompute_granularity") == "full"
+        off_p, off_o = bool(get(f"{A}.megatron.param_offload")), bool(get(f"{A}.megatron.optimizer_offload"))
+    else:
+        mp, pp = _int(get(f"{A}.ulysses_sequence_parallel_size"), 1), 1
+        recompute = get(f"{M}.enable_gradient_checkpointing") is not False
+        off_p, off_o = bool(get(f"{A}.fsdp_config.param_offload")), bool(get(f"{A}.fsdp_config.optimizer_offload"))
+    adv = str(get("algorithm.adv_estimator") or "")
+    has_critic = adv == "gae" or bool(get("critic.enable"))
+    has_ref = bool(get(f"{A}.use_kl_loss")) or bool(get("algorithm.use_kl_in_reward"))
+    gmu = get(f"{R}.gpu_memory_utilization")
+    return Workload(
+        params=shape.params, active_params=shape.active_params, layers=shape.layers, hidden=shape.hidden,
+        kv_bytes_per_token=shape.kv_bytes_per_token(tp), n_gpus=max(n_gpus, 1),
+        prompts=_int(get("data.gen_batch_size"), tbs), n=_int(get(f"{R}.n"), 1),
+        max_prompt=_int(get("data.max_prompt_length"), 512), max_response=_int(get("data.max_response_length"), 512),
+        response_mean=response_mean, prompt_mean=prompt_mean, gpu_type=gpu_type, gpu_memory_gb=gpu_memory_gb,
+        rollout_tp=tp, rollout_dp=_int(get(f"{R}.data_parallel_size"), 1),
+        gmu=float(gmu) if isinstance(gmu, (int, float)) and 0 < gmu <= 1 else 0.5, kv_tokens=kv_tokens,
+        backend="megatron" if megatron else "fsdp", moe=bool(getattr(shape, "experts", 0)), dynamic_bsz=dyn and lp_dyn,
+        train_tokens=_int(get(f"{A}.ppo_max_token_len_per_gpu"), 16384) if dyn else 0,
+        logprob_tokens=_int(get(f"{R}.log_prob_max_token_len_per_gpu"), 16384) if lp_dyn else 0,
+        train_micro=_int(get(f"{A}.ppo_micro_batch_size_per_gpu"), 1),
+        logprob_micro=_int(get(f"{R}.log_prob_micro_batch_size_per_gpu"), 1),
+        mini_batches=max(1, tbs // _int(get(f"{A}.ppo_mini_batch_size"), tbs)),
+        ppo_epochs=_int(get(f"{A}.ppo_epochs"), 1), recompute=recompute, model_parallel=mp, pipeline=pp,
+        offload_params=off_p, offload_optimizer=off_o, has_ref=has_ref, has_critic=has_critic,
+        multi_turn=bool(get(f"{R}.multi_turn.enable")), remove_padding=get(f"{M}.use_remove_padding") is not False)
+
+
+# train split rows of the datasets verl-init prepares itself (their hub cards): the run's steps per epoch
+KNOWN_TRAIN_ROWS = {"gsm8k": 7473, "math": 7500}
+DEFAULT_RUN_STEPS = 100
+
+
+def run_steps(get, dataset: Optional[str] = None, rows: Optional[int] = None) -> tuple[int, str]:
+    """(steps, how they were found): trainer.total_training_steps, else epochs × ⌈rows / train_batch_size⌉ when the
+    training rows are known, else DEFAULT_RUN_STEPS (named)."""
+    total = get("trainer.total_training_steps")
+    if isinstance(total, int) and not isinstance(total, bool) and total > 0:
+        return total, "trainer.total_training_steps"
+    epochs = _int(get("trainer.total_epochs"), 1)
+    tbs = _int(get("data.train_batch_size"), 1)
+    rows = rows or KNOWN_TRAIN_ROWS.get(str(dataset or "").lower())
+    if rows:
+        return epochs * max(rows // tbs, 1), f"{epochs} epochs × {rows} training rows // train_batch_size {tbs}"
+    return DEFAULT_RUN_STEPS, (f"{DEFAULT_RUN_STEPS} steps assumed (training rows unknown; set "
+                               "trainer.total_training_steps for the whole run)")
+
+
+def lines(doc: dict) -> list[str]:
+    """PLAN.md's and `plan`'s lines for a `time` object (as_json)."""
+    a = doc["assumptions"]
+    phases = ", ".join(f"{k} {v:.0f} s" for k, v in doc["phases_detail"].items())
+    return [
+        f"Predicted step: {doc['step_s']:.0f} s ({phases}).",
+        f"Whole run: {doc['run_steps']} steps ({a['run_steps_basis']}) ≈ {doc['run_hours']:.1f} h, "
+        f"{doc['run_gpu_hours']:.0f} GPU-hours.",
+        f"Assumed: GPU {a['gpu']} ({a['bf16_tflops']:g} dense bf16 TFLOPS, {a['hbm_tb_s']:g} TB/s); mean response "
+        f"{a['response_length_mean']} tokens ({a['response_length_mean_basis']}); mean prompt {a['prompt_length_mean']} "
+        f"tokens ({a['prompt_length_mean_basis']}); {a['rollout_concurrency_per_replica']} sequences decoding at once per "
+        f"rollout replica (KV cache {a['kv_cache_tokens_per_replica']} tokens); training micro-batches of "
+        f"{a['train_micro_batch_tokens_per_gpu']} tokens per GPU, log-prob {a['logprob_micro_batch_tokens_per_gpu']}.",
+        "Efficiencies calibrated on 17 real verl runs (benchmarks/step_times.md): a prediction, not a measurement; "
+        "about half of those runs' steps land within ±30 %.",
+    ]
+
+
+def _flat(tree: dict, prefix: str = "") -> dict:
+    out: dict = {}
+    for k, v in tree.items():
+        key = f"{prefix}.{k}" if prefix else str(k)
+        if isinstance(v, dict):
+            out.update(_flat(v, key))
+        else:
+            out[key] = v
+    return out
+
+
+def of_plan(plan) -> Optional[dict]:
+    """The `time` object (as_json) of a resolved plan: its settings over verl's defaults, the memory plan's KV
+    cache, the answers' GPU type and response_length_mean; None when the model cannot be sized."""
+    from wizard.planner.shapes import resolve_shape
+    from wizard.verlspec.keys import load_snapshot
+
+    a = plan.answers
+    shape = resolve_shape(a.model, plan.facts.get("model_params_b"))
+    if shape is None or a.gpu_type == "cpu":
+        return None
+    engine = "megatron" if plan.base_config == "megatron" else "dp"
+    defaults = _flat(load_snapshot()["engines"][engine])
+
+    def get(key: str):
+        return plan.settings[key].value if key in plan.settings else defaults.get(key)
+
+    seq = _int(get("data.max_prompt_length"), 512) + _int(get("data.max_response_length"), 512)
+    kv = plan.memory.kv_seqs * seq if plan.memory is not None and plan.memory.kv_seqs else None
+    w = workload_from_config(get, shape, n_gpus=plan.n_gpus, gpu_type=a.gpu_type, gpu_memory_gb=a.gpu_memory_gb,
+                             response_mean=getattr(a, "response_length_mean", None), kv_tokens=kv)
+    steps, basis = run_steps(get, a.dataset)
+    return as_json(predict(w), steps, plan.n_gpus, basis)
