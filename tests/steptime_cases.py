@@ -62,7 +62,9 @@ def workload(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> st.Workload:
     if megatron:
         mp = (cfg.get("megatron_tp") or 1) * (cfg.get("megatron_cp") or 1)
         rec = cfg.get("recompute")
-        recompute = (rec is not None and rec != "none") or (rec is None and bool(cfg.get("gradient_checkpointing")))
+        # Megatron recomputes only with override_transformer_config.recompute_* (its gradient_checkpointing flag is
+        # FSDP's enable_gradient_checkpointing, which the Megatron engine does not read)
+        recompute = rec is not None and rec != "none"
     else:
         mp = cfg.get("ulysses_sp") or 1
         recompute = cfg.get("gradient_checkpointing") is not False

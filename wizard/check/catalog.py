@@ -68,7 +68,7 @@ RULES: dict[str, tuple[str, str]] = {
     "VI861": ("memory not estimated", "no GPU memory size, or no model shape (placeholder, unknown model)"),
     "VI862": ("rollout engine reservation too small", "gpu_memory_utilization × GPU memory cannot hold the weights per GPU and one sequence's KV cache"),
     "VI895": ("predicted step time", "seconds per phase, per step and GPU-hours for the run (wizard.planner.steptime), with the response length and GPU it assumed"),
-    "VI896": ("log-prob micro-batch far below what memory allows", "a fixed log_prob_micro_batch_size_per_gpu whose tokens run the forward pass under half its large-batch rate while the memory estimate allows 4× more"),
+    "VI896": ("log-prob micro-batch far below what memory allows", "a fixed log_prob_micro_batch_size_per_gpu so small that per-micro-batch costs take half the log-prob pass while the memory estimate allows 4× more"),
     "VI897": ("idle rollout GPUs", "rollout replicas with no sequence to generate, or a rollout TP larger than the model needs (half the TP fits and the predicted rollout is 20% shorter)"),
     "VI880": ("LoRA keys the training engine does not read", "a LoRA rank in the other engine's block (FSDP: model.lora_rank; Megatron: model.lora.rank): the engine trains all weights while verl keeps the reference in the actor and fails at its first pass (ray_trainer.py:360); other LoRA keys it ignores (warning)"),
     "VI881": ("Megatron LoRA without Megatron-Bridge", "model.lora.rank > 0 with megatron.use_mbridge=False or vanilla_mbridge=True: verl asserts it when the worker starts (megatron_peft.py:26)"),

@@ -17,8 +17,8 @@ tests/test_steptime_calibration.py states the error per report, also on a held-o
 - log-prob passes (actor old log-probs, reference, critic values): 2 × active params × tokens FLOPs; updates:
   6 × active params × tokens × (4/3 with activation recompute) FLOPs. Time = FLOPs × (1 / (peak × η) + 1 / (HBM
   bandwidth × intensity)): a roofline sum whose two calibrated numbers are shared by every GPU (the H20's 148
-  TFLOPS with 4 TB/s and the H100's 989 with 3.35 both fit), times a micro-batch efficiency tokens / (tokens + T½)
-  (a micro-batch far below what memory allows runs the GPU far below its peak), the pipeline bubble of Megatron
+  TFLOPS with 4 TB/s and the H100's 989 with 3.35 both fit), plus a fixed cost per micro-batch (a micro-batch
+  far below what memory allows makes many of them: the GPU idles between them), the pipeline bubble of Megatron
   PP, and the offload traffic over PCIe.
 
 Only the standard library is imported.
@@ -39,26 +39,29 @@ GIB = float(1 << 30)
 # FLOP efficiency (share of the dense bf16 peak) and arithmetic intensity (FLOPs per byte of HBM traffic) of the
 # training engines' forward and forward+backward passes, the roofline sum above
 TRAIN_ETA = 1.0
-TRAIN_INTENSITY = 150.0
+TRAIN_INTENSITY = 162.0
 FORWARD_ETA = 1.0
-FORWARD_INTENSITY = 127.0
-# tokens per micro-batch per GPU at which a pass runs at half its large-batch efficiency
-HALF_TOKENS = 426.0
+FORWARD_INTENSITY = 168.0
+# fixed cost of one micro-batch on top of its FLOPs (kernel launches, the engines' Python, TP/SP collectives'
+# latency, logits and loss): many small micro-batches make a pass slow (static micro-batches of 2 sequences:
+# update_actor 300 s instead of 102 s with token budgets in the same benchmark table)
+TRAIN_MICRO_S = 0.099
+FORWARD_MICRO_S = 0.057
 # Megatron's MoE passes (grouped expert GEMMs, token dispatch over EP): the extra factor on their time
-MOE_TRAIN_FACTOR = 2.47
+MOE_TRAIN_FACTOR = 5.1
 # decode: share of the HBM bandwidth an engine reaches reading weights and KV cache; a fixed cost per decode
 # iteration (scheduling, sampling, kernel launches); the share of max_response_length the longest responses add
-DECODE_BW_ETA = 0.2
-DECODE_STEP_S = 0.075
-DECODE_SEQ_S = 0.0  # per running sequence per iteration (scheduler, sampler, detokenizer)
-DECODE_TP_LAYER_S = 0.0  # per layer per iteration with TP > 1 (two all-reduces per layer)
-TAIL_SHARE = 0.0043
+DECODE_BW_ETA = 0.8
+DECODE_STEP_S = 0.0069
+DECODE_SEQ_S = 1e-4  # per running sequence per iteration (scheduler, sampler, detokenizer)
+DECODE_TP_LAYER_S = 15e-6  # per layer per iteration with TP > 1 (two all-reduces per layer)
+TAIL_SHARE = 0.66
 PREFILL_ETA = 0.5
 # trainer-side rollout overhead over the engine's generation (verl's timing_s/gen − generate_sequences: chat
 # templates, reward scoring, data transfer between the workers and the driver), as a share of generation
-ROLLOUT_OVERHEAD = 0.095
+ROLLOUT_OVERHEAD = 0.164
 # weight sync: bf16 bytes of the whole model moved per second (gather from the shards + load into the engine)
-SYNC_GB_S = {"fsdp": 33.0, "megatron": 7.5}
+SYNC_GB_S = {"fsdp": 27.3, "megatron": 7.5}
 SYNC_FIXED_S = 0.5
 # host↔GPU copies of offloaded parameters and optimizer states (PCIe Gen4/5 x16 as the engines reach it)
 PCIE_GB_S = 20.0
@@ -118,6 +121,7 @@ class Workload:
     has_critic: bool = False
     critic_params: Optional[float] = None  # None: as the policy
     multi_turn: bool = False
+    prefix_caching: bool = True  # rollout.enable_prefix_caching
     remove_padding: bool = True  # use_remove_padding: packed sequences (False: every micro-batch padded to its longest)
 
 
@@ -160,14 +164,14 @@ def _lengths(w: Workload) -> tuple[float, float, str, str]:
     return resp, prompt, why_r, why_p
 
 
-def micro_efficiency(tokens: float) -> float:
-    """Share of the large-batch rate a pass reaches with `tokens` per micro-batch per GPU."""
-    return tokens / (tokens + HALF_TOKENS) if tokens > 0 else 0.0
+def micro_share(st: "StepTime", phase: str) -> float:
+    """Share of a pass's time spent on fixed per-micro-batch costs (FORWARD_MICRO_S / TRAIN_MICRO_S)."""
+    total = st.phases.get(phase, 0.0)
+    return st.detail.get(f"{phase} micro-batches s", 0.0) / total if total else 0.0
 
 
-def _pass_seconds(flops_per_gpu: float, pk: Peak, eta: float, intensity: float, eff: float) -> float:
-    base = flops_per_gpu / (pk.bf16_tflops * 1e12 * eta) + flops_per_gpu / (pk.hbm_tb_s * 1e12 * intensity)
-    return base / max(eff, 1e-3)
+def _pass_seconds(flops_per_gpu: float, pk: Peak, eta: float, intensity: float) -> float:
+    return flops_per_gpu / (pk.bf16_tflops * 1e12 * eta) + flops_per_gpu / (pk.hbm_tb_s * 1e12 * intensity)
 
 
 def _kv_tokens(w: Workload, pk_name: str) -> float:
@@ -201,7 +205,8 @@ def rollout_seconds(w: Workload, pk: Peak, kv_tokens: float, resp: float, prompt
 
     bulk = seqs * resp / conc * iteration(conc)
     tail = TAIL_SHARE * w.max_response * iteration(1.0)
-    prefill = 2 * w.active_params * seqs * prompt / tp / (flops * PREFILL_ETA)
+    # vLLM's prefix cache (verl's default: rollout.enable_prefix_caching true) computes a prompt's n samples once
+    prefill = 2 * w.active_params * seqs / max(w.n if w.prefix_caching else 1, 1) * prompt / tp / (flops * PREFILL_ETA)
     gen = bulk + tail + prefill
     return {"decode bulk": bulk, "decode tail": tail, "prefill": prefill, "concurrency": conc,
             "rollout": gen * (1 + ROLLOUT_OVERHEAD)}
@@ -228,31 +233,39 @@ def predict(w: Workload) -> StepTime:
     attn = _attn_flops_per_token(w, seq / 2)
     moe = MOE_TRAIN_FACTOR if w.moe else 1.0
 
-    def micro_tokens(budget: int, micro: int) -> float:
-        if w.dynamic_bsz and budget:
-            return min(budget, max(per_gpu_tokens * w.model_parallel, 1.0)) / w.model_parallel
-        return (micro or 1) * seq / w.model_parallel
+    dp = max(w.n_gpus // max(w.model_parallel * w.pipeline, 1), 1)
+    rank_tokens = tokens / dp  # what one data-parallel rank (a model-parallel group) processes
 
-    def bubble(micro_tok: float, batches: int) -> float:
+    def micro_tokens(budget: int, micro: int) -> float:
+        """Tokens of one micro-batch of a model-parallel group: the budget per GPU × the GPUs that share a sequence
+        (verl scales the budget by the SP size), capped by what the rank has; or micro-batch × mean length."""
+        if w.dynamic_bsz and budget:
+            return min(budget * w.model_parallel, max(rank_tokens, 1.0))
+        return min((micro or 1) * seq, max(rank_tokens, 1.0))
+
+    def bubble(micros: float, batches: int) -> float:
         if w.pipeline <= 1:
             return 1.0
-        micros = max(per_gpu_tokens * w.model_parallel / batches / max(micro_tok * w.model_parallel, 1.0), 1.0)
-        return (micros + w.pipeline - 1) / micros
+        m = max(micros / max(batches, 1), 1.0)
+        return (m + w.pipeline - 1) / m
 
     lp_tok = micro_tokens(w.logprob_tokens or w.train_tokens, w.logprob_micro or w.train_micro)
+    lp_micros = rank_tokens / lp_tok
     fwd_flops = per_gpu_tokens * (2 * w.active_params + attn)
-    fwd = _pass_seconds(fwd_flops, pk, FORWARD_ETA, FORWARD_INTENSITY, micro_efficiency(lp_tok)) * moe \
-        * bubble(lp_tok, 1)
+    fwd_compute = _pass_seconds(fwd_flops, pk, FORWARD_ETA, FORWARD_INTENSITY) * moe * bubble(lp_micros, 1)
+    fwd_micro = lp_micros * FORWARD_MICRO_S
+    fwd = fwd_compute + fwd_micro
     load = 4 * w.params / w.n_gpus / 1e9 / PCIE_GB_S if w.offload_params else 0.0
     phases["old log-prob"] = fwd + load
     if w.has_ref:
         phases["ref log-prob"] = fwd + load
     tr_tok = micro_tokens(w.train_tokens, w.train_micro)
+    tr_micros = rank_tokens / tr_tok * w.ppo_epochs
     recompute = 4 / 3 if w.recompute else 1.0
     train_flops = per_gpu_tokens * (6 * w.active_params + 3 * attn) * recompute * w.ppo_epochs
     optim = 12 * w.params / w.n_gpus / 1e9 / PCIE_GB_S * 2 if w.offload_optimizer else 0.0
-    upd = _pass_seconds(train_flops, pk, TRAIN_ETA, TRAIN_INTENSITY, micro_efficiency(tr_tok)) * moe \
-        * bubble(tr_tok, w.mini_batches)
+    upd = _pass_seconds(train_flops, pk, TRAIN_ETA, TRAIN_INTENSITY) * moe * bubble(tr_micros, w.mini_batches) \
+        + tr_micros * TRAIN_MICRO_S
     phases["update actor"] = upd + load + optim
     if w.has_critic:
         ratio = (w.critic_params or w.params) / w.params
@@ -267,14 +280,17 @@ def predict(w: Workload) -> StepTime:
         "rollout_concurrency_per_replica": round(ro["concurrency"]),
         "kv_cache_tokens_per_replica": round(kv),
         "train_flop_efficiency": TRAIN_ETA, "train_intensity_flop_per_byte": TRAIN_INTENSITY,
-        "micro_batch_half_efficiency_tokens": HALF_TOKENS,
-        "train_micro_batch_tokens_per_gpu": round(tr_tok), "logprob_micro_batch_tokens_per_gpu": round(lp_tok),
+        "micro_batch_overhead_s": {"update": TRAIN_MICRO_S, "log-prob": FORWARD_MICRO_S},
+        "train_micro_batch_tokens": round(tr_tok), "logprob_micro_batch_tokens": round(lp_tok),
+        "train_micro_batches_per_rank": round(tr_micros), "logprob_micro_batches_per_rank": round(lp_micros),
         "decode_bandwidth_efficiency": DECODE_BW_ETA, "decode_iteration_overhead_s": DECODE_STEP_S,
         "tail_share_of_max_response": TAIL_SHARE,
         "weight_sync_gb_s": SYNC_GB_S.get(w.backend, SYNC_GB_S["fsdp"]),
         "calibration": "tests/data/reference/step-times.json (benchmarks/step_times.md)",
     }
     detail = {k: v for k, v in ro.items() if k != "rollout"}
+    detail["old log-prob micro-batches s"] = fwd_micro
+    detail["update actor micro-batches s"] = tr_micros * TRAIN_MICRO_S
     return StepTime({k: phases[k] for k in PHASE_ORDER if k in phases}, assumptions, detail)
 
 
@@ -297,7 +313,7 @@ def ceil_div(a: int, b: int) -> int:
     return -(-a // b) if b else a
 
 
-__all__ = ["Workload", "StepTime", "predict", "run_hours", "as_json", "micro_efficiency", "peak"]
+__all__ = ["Workload", "StepTime", "predict", "run_hours", "as_json", "micro_share", "peak"]
 
 
 # -- from a verl config (a plan's settings or a checked config) --------------------------------------------------
@@ -346,7 +362,8 @@ def workload_from_config(get, shape, *, n_gpus: int, gpu_type: Optional[str], gp
         mini_batches=max(1, tbs // _int(get(f"{A}.ppo_mini_batch_size"), tbs)),
         ppo_epochs=_int(get(f"{A}.ppo_epochs"), 1), recompute=recompute, model_parallel=mp, pipeline=pp,
         offload_params=off_p, offload_optimizer=off_o, has_ref=has_ref, has_critic=has_critic,
-        multi_turn=bool(get(f"{R}.multi_turn.enable")), remove_padding=get(f"{M}.use_remove_padding") is not False)
+        multi_turn=bool(get(f"{R}.multi_turn.enable")), prefix_caching=get(f"{R}.enable_prefix_caching") is not False,
+        remove_padding=get(f"{M}.use_remove_padding") is not False)
 
 
 # train split rows of the datasets verl-init prepares itself (their hub cards): the run's steps per epoch
@@ -380,8 +397,9 @@ def lines(doc: dict) -> list[str]:
         f"Assumed: GPU {a['gpu']} ({a['bf16_tflops']:g} dense bf16 TFLOPS, {a['hbm_tb_s']:g} TB/s); mean response "
         f"{a['response_length_mean']} tokens ({a['response_length_mean_basis']}); mean prompt {a['prompt_length_mean']} "
         f"tokens ({a['prompt_length_mean_basis']}); {a['rollout_concurrency_per_replica']} sequences decoding at once per "
-        f"rollout replica (KV cache {a['kv_cache_tokens_per_replica']} tokens); training micro-batches of "
-        f"{a['train_micro_batch_tokens_per_gpu']} tokens per GPU, log-prob {a['logprob_micro_batch_tokens_per_gpu']}.",
+        f"rollout replica (KV cache {a['kv_cache_tokens_per_replica']} tokens); {a['train_micro_batches_per_rank']} "
+        f"training micro-batches of {a['train_micro_batch_tokens']} tokens per data-parallel rank, "
+        f"{a['logprob_micro_batches_per_rank']} log-prob micro-batches of {a['logprob_micro_batch_tokens']}.",
         "Efficiencies calibrated on 17 real verl runs (benchmarks/step_times.md): a prediction, not a measurement; "
         "about half of those runs' steps land within ±30 %.",
     ]

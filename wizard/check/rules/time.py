@@ -8,8 +8,8 @@ from typing import Any, Optional
 
 from wizard.check.rules.context import A, R, Ctx, Facts
 
-# a log-prob micro-batch below this share of the large-batch rate, that memory allows to grow by at least this
-# factor, is flagged (VI896)
+# log-prob micro-batches whose fixed costs take at least this share of the pass, that memory allows to grow by at
+# least this factor, are flagged (VI896)
 SLOW_SHARE = 0.5
 GROW = 4
 # a smaller rollout TP must save at least this share of the rollout to be worth a finding (VI897)
@@ -59,17 +59,18 @@ def _logprob_micro(c: Ctx, f: Facts, shape: Any, w: Any, pred: Any, layout: Any)
 
     if w.dynamic_bsz or layout is None or "old log-prob" not in pred.phases:
         return
-    tok = pred.assumptions["logprob_micro_batch_tokens_per_gpu"]
-    if st.micro_efficiency(tok) >= SLOW_SHARE:
+    share = st.micro_share(pred, "old log-prob")
+    if share < SLOW_SHARE:
         return
     bigger = estimate(shape, replace(layout, logprob_tokens=layout.logprob_tokens * GROW))
     if bigger.plan_verdict != "fits":
         return
     key = f"{R}.log_prob_micro_batch_size_per_gpu"
     faster = st.predict(replace(w, logprob_micro=w.logprob_micro * GROW))
+    tok = pred.assumptions["logprob_micro_batch_tokens"]
     c.add("VI896", "warning", (key, f"{R}.log_prob_use_dynamic_bsz"),
-          f"{key}={w.logprob_micro}: about {tok} tokens per log-prob micro-batch per GPU runs the forward pass at "
-          f"{st.micro_efficiency(tok):.0%} of its large-batch rate; memory allows {GROW}× more (log-prob peak "
+          f"{key}={w.logprob_micro}: log-prob micro-batches of about {tok} tokens spend {share:.0%} of each log-prob "
+          f"pass on per-micro-batch costs, not on the model; memory allows {GROW}× more (log-prob peak "
           f"{bigger.phase_gib('log-prob'):.1f} GiB of {bigger.capacity_gib:.1f}): log-prob passes "
           f"{pred.phases['old log-prob']:.0f} s → {faster.phases['old log-prob']:.0f} s each",
           f"set {key}={w.logprob_micro * GROW}, or {R}.log_prob_use_dynamic_bsz=true with "
