@@ -18,6 +18,7 @@ from wizard.planner import agent, dataprep, genrm, sandbox
 from wizard._version import VERL_TARGET, __version__
 from wizard.intent.answers import BUILTIN_DATASETS, DATA_SUFFIXES, Answers
 from wizard.intent.errors import Findings, Problem
+from wizard.planner.layouts import logprob_micro as rank_logprob_micro
 from wizard.planner.memory import (Decision, Layout, choose, estimate, megatron_lora_params, reward_layout,
                                    rollout_weight_bytes)
 from wizard.planner.shapes import ModelShape, resolve_shape
@@ -687,6 +688,11 @@ def _micro_batches(b: _Build) -> None:
             b.micro = largest_divisor_at_most(b.per_rank, cap)
         step = rc.step_batch(b.prompts, b.n, b.dp, b.mini, b.mini if b.algo.critic else None)
         b.logprob_micro = largest_divisor_at_most(step.per_rank, max(b.micro, fit_lp_tokens // seq))
+        if decision is not None and b.shape is not None and not f.errors:  # the fastest that fits (planner.layouts)
+            ranked = rank_logprob_micro(b.shape, replace(decision.layout, train_tokens=b.micro * seq), step.per_rank,
+                                        b.logprob_micro, seq, 2 if decision.layout.use_ref else 1)
+            b.logprob_micro = ranked.chosen
+            b.facts["logprob_micro_ranking"] = ranked
     if decision is not None and not f.errors:
         assert b.shape is not None
         final = replace(decision.layout,
@@ -1271,8 +1277,10 @@ def _rollout_keys(b: _Build) -> None:
               "2 × the training budget: forward-only passes keep no activations")
     else:
         per_rank_step = rc.step_batch(b.prompts, b.n, b.dp, b.mini).per_rank if b.dp else 0
+        ranked = b.facts.get("logprob_micro_ranking")
         s.set(f"{PRE}.rollout.log_prob_micro_batch_size_per_gpu", b.logprob_micro,
-              f"divides the {per_rank_step} samples per GPU per step; forward-only, so up to 2× the training micro-batch")
+              f"divides the {per_rank_step} samples per GPU per step; " + (ranked.why if ranked else
+                                                                           "forward-only, so up to 2× the training micro-batch"))
 
 
 def _ref_keys(b: _Build) -> None:

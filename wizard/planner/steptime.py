@@ -400,6 +400,10 @@ def lines(doc: dict) -> list[str]:
         f"rollout replica (KV cache {a['kv_cache_tokens_per_replica']} tokens); {a['train_micro_batches_per_rank']} "
         f"training micro-batches of {a['train_micro_batch_tokens']} tokens per data-parallel rank, "
         f"{a['logprob_micro_batches_per_rank']} log-prob micro-batches of {a['logprob_micro_batch_tokens']}.",
+        *([f"Fastest layout that fits: log_prob_micro_batch_size_per_gpu={doc['layout_choice']['log_prob_micro_batch_size_per_gpu']} "
+           f"({doc['layout_choice']['why']}); runner-up {doc['layout_choice']['runner_up']}, about "
+           f"{doc['layout_choice']['runner_up_slower_s']:g} s slower per step (more micro-batches, each with its fixed cost)."]
+          if doc.get("layout_choice") and doc["layout_choice"]["runner_up"] else []),
         "Efficiencies calibrated on 17 real verl runs (benchmarks/step_times.md): a prediction, not a measurement; "
         "about half of those runs' steps land within ±30 %.",
     ]
@@ -437,4 +441,9 @@ def of_plan(plan) -> Optional[dict]:
     w = workload_from_config(get, shape, n_gpus=plan.n_gpus, gpu_type=a.gpu_type, gpu_memory_gb=a.gpu_memory_gb,
                              response_mean=getattr(a, "response_length_mean", None), kv_tokens=kv)
     steps, basis = run_steps(get, a.dataset)
-    return as_json(predict(w), steps, plan.n_gpus, basis)
+    doc = as_json(predict(w), steps, plan.n_gpus, basis)
+    ranked = plan.facts.get("logprob_micro_ranking")  # wizard.planner.layouts: the choice time decided
+    if ranked is not None:
+        doc["layout_choice"] = {"log_prob_micro_batch_size_per_gpu": ranked.chosen, "runner_up": ranked.runner_up,
+                                "runner_up_slower_s": round(ranked.seconds_lost, 1), "why": ranked.why}
+    return doc

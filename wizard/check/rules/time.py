@@ -68,7 +68,9 @@ def _logprob_micro(c: Ctx, f: Facts, shape: Any, w: Any, pred: Any, layout: Any)
     key = f"{R}.log_prob_micro_batch_size_per_gpu"
     faster = st.predict(replace(w, logprob_micro=w.logprob_micro * GROW))
     tok = pred.assumptions["logprob_micro_batch_tokens"]
-    c.add("VI896", "warning", (key, f"{R}.log_prob_use_dynamic_bsz"),
+    if pred.phases["old log-prob"] - faster.phases["old log-prob"] < max(1.0, 0.05 * pred.step_s):
+        return
+    c.add("VI896", "info", (key, f"{R}.log_prob_use_dynamic_bsz"),
           f"{key}={w.logprob_micro}: log-prob micro-batches of about {tok} tokens spend {share:.0%} of each log-prob "
           f"pass on per-micro-batch costs, not on the model; memory allows {GROW}× more (log-prob peak "
           f"{bigger.phase_gib('log-prob'):.1f} GiB of {bigger.capacity_gib:.1f}): log-prob passes "
@@ -107,7 +109,7 @@ def _idle(c: Ctx, f: Facts, shape: Any, w: Any, pred: Any, est: Any) -> None:
     other = st.predict(replace(w, rollout_tp=half, kv_bytes_per_token=shape.kv_bytes_per_token(half),
                                kv_tokens=kv_tokens))
     if other.phases["rollout"] < pred.phases["rollout"] * (1 - TP_GAIN):
-        c.add("VI897", "warning", (key, f"{R}.gpu_memory_utilization"),
+        c.add("VI897", "info", (key, f"{R}.gpu_memory_utilization"),
               f"rollout TP {w.rollout_tp} is more than {shape.name} needs: at TP {half} the engine still holds its "
               f"weights and {kv_tokens / f.seq:.0f} full sequences, and twice the replicas decode at once "
               f"(rollout {pred.phases['rollout']:.0f} s → {other.phases['rollout']:.0f} s predicted)",
