@@ -160,7 +160,7 @@ def test_planner_picks_the_largest_logprob_micro_batch_that_fits():
     assert ranked.runner_up is not None and ranked.runner_up < ranked.chosen and ranked.seconds_lost > 0
     assert plan.memory.plan_verdict == "fits"
     doc = st.of_plan(plan)
-    assert doc["layout_choice"]["runner_up"] == ranked.runner_up
+    assert doc["layout_choice"]["runner_up"] == ranked.runner_up and doc["layout_choice"]["chosen"] == ranked.chosen
 
 
 def test_ranking_stops_where_memory_stops():

@@ -19,6 +19,8 @@ from wizard._version import VERL_TARGET, __version__
 from wizard.intent.answers import BUILTIN_DATASETS, DATA_SUFFIXES, Answers
 from wizard.intent.errors import Findings, Problem
 from wizard.planner.layouts import logprob_micro as rank_logprob_micro
+from wizard.planner.layouts import token_budget as rank_token_budget
+from wizard.planner.steptime import mean_sequence
 from wizard.planner.memory import (Decision, Layout, choose, estimate, megatron_lora_params, reward_layout,
                                    rollout_weight_bytes)
 from wizard.planner.shapes import ModelShape, resolve_shape
@@ -665,6 +667,12 @@ def _micro_batches(b: _Build) -> None:
                     f"max_tokens_per_gpu={tokens} cannot hold one sequence of max_prompt_length + max_response_length = "
                     f"{seq} tokens" + (f" split over {'megatron_cp' if b.megatron else 'sequence_parallel'}={sp}" if sp > 1 else "")
                     + " (verl asserts it at the first step: seqlen_balancing.py:384)", tokens_hint)
+        if a.max_tokens_per_gpu is None and decision is not None and b.shape is not None and not f.errors:
+            ranked = rank_token_budget(b.shape, decision.layout, tokens, sp, (fit_lp_tokens // 1024) * 1024,
+                                       b.prompts * b.n * mean_sequence(a.max_prompt_length, a.max_response_length)
+                                       / max(b.dp, 1))
+            tokens = ranked.chosen
+            b.facts["token_budget_ranking"] = ranked
         b.tokens = tokens
         b.logprob_tokens = max(tokens, (fit_lp_tokens // 1024) * 1024)
         b.critic_tokens = tokens
@@ -1112,7 +1120,8 @@ def _actor_keys(b: _Build) -> None:
         s.set(f"{PRE}.actor.use_dynamic_bsz", True,
               _given("dynamic_batch", given, "micro-batches packed by token budget (fsdp default)"), _src("dynamic_batch", given))
         s.set(f"{PRE}.actor.ppo_max_token_len_per_gpu", b.tokens,
-              _given("max_tokens_per_gpu", given, f"3 × (prompt + response) = 3 × {seq}, rounded to 1024"),
+              _given("max_tokens_per_gpu", given, b.facts["token_budget_ranking"].why if "token_budget_ranking" in b.facts
+                     else f"3 × (prompt + response) = 3 × {seq}, rounded to 1024"),
               _src("max_tokens_per_gpu", given))
     else:
         s.set(f"{PRE}.actor.use_dynamic_bsz", False,

@@ -164,6 +164,11 @@ def _lengths(w: Workload) -> tuple[float, float, str, str]:
     return resp, prompt, why_r, why_p
 
 
+def mean_sequence(max_prompt: int, max_response: int) -> float:
+    """The default mean prompt + response (DEFAULT_PROMPT_SHARE, RESPONSE_SQRT) when nobody says."""
+    return DEFAULT_PROMPT_SHARE * max_prompt + min(RESPONSE_SQRT * math.sqrt(max_response), max_response / 2)
+
+
 def micro_share(st: "StepTime", phase: str) -> float:
     """Share of a pass's time spent on fixed per-micro-batch costs (FORWARD_MICRO_S / TRAIN_MICRO_S)."""
     total = st.phases.get(phase, 0.0)
@@ -400,7 +405,7 @@ def lines(doc: dict) -> list[str]:
         f"rollout replica (KV cache {a['kv_cache_tokens_per_replica']} tokens); {a['train_micro_batches_per_rank']} "
         f"training micro-batches of {a['train_micro_batch_tokens']} tokens per data-parallel rank, "
         f"{a['logprob_micro_batches_per_rank']} log-prob micro-batches of {a['logprob_micro_batch_tokens']}.",
-        *([f"Fastest layout that fits: log_prob_micro_batch_size_per_gpu={doc['layout_choice']['log_prob_micro_batch_size_per_gpu']} "
+        *([f"Fastest layout that fits: {doc['layout_choice']['key']}={doc['layout_choice']['chosen']} "
            f"({doc['layout_choice']['why']}); runner-up {doc['layout_choice']['runner_up']}, about "
            f"{doc['layout_choice']['runner_up_slower_s']:g} s slower per step (more micro-batches, each with its fixed cost)."]
           if doc.get("layout_choice") and doc["layout_choice"]["runner_up"] else []),
@@ -442,8 +447,10 @@ def of_plan(plan) -> Optional[dict]:
                              response_mean=getattr(a, "response_length_mean", None), kv_tokens=kv)
     steps, basis = run_steps(get, a.dataset)
     doc = as_json(predict(w), steps, plan.n_gpus, basis)
-    ranked = plan.facts.get("logprob_micro_ranking")  # wizard.planner.layouts: the choice time decided
-    if ranked is not None:
-        doc["layout_choice"] = {"log_prob_micro_batch_size_per_gpu": ranked.chosen, "runner_up": ranked.runner_up,
-                                "runner_up_slower_s": round(ranked.seconds_lost, 1), "why": ranked.why}
+    for fact, key in (("logprob_micro_ranking", "log_prob_micro_batch_size_per_gpu"),
+                      ("token_budget_ranking", "ppo_max_token_len_per_gpu")):
+        ranked = plan.facts.get(fact)  # wizard.planner.layouts: the choice time decided
+        if ranked is not None:
+            doc["layout_choice"] = {"key": key, "chosen": ranked.chosen, "runner_up": ranked.runner_up,
+                                    "runner_up_slower_s": round(ranked.seconds_lost, 1), "why": ranked.why}
     return doc
