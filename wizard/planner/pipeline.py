@@ -1283,7 +1283,7 @@ def _rollout_keys(b: _Build) -> None:
               "LoRA: the engine loads real base weights, adapters synced")
     if b.dynamic:
         s.set(f"{PRE}.rollout.log_prob_max_token_len_per_gpu", b.logprob_tokens,
-              "2 × the training budget: forward-only passes keep no activations")
+              "the memory fit's budget for forward-only passes (they keep no activations), at least the training budget")
     else:
         per_rank_step = rc.step_batch(b.prompts, b.n, b.dp, b.mini).per_rank if b.dp else 0
         ranked = b.facts.get("logprob_micro_ranking")
