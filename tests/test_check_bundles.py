@@ -40,12 +40,21 @@ def test_bundle_is_clean_snapshot(bundles, profile, entry):
     _clean(report)
     assert report.hardware.source == "bundle"
     # the only findings are the data files that data/prepare_data.py has not written yet
+    # and the predicted step time (VI895, info: the same seconds as PLAN.md's "Time and cost")
     # (on Ascend the memory fit is not checked: VI861, the memory model is calibrated on NVIDIA runs;
     # a MoE model's memory is estimated like a dense one's, its experts sharded over the Megatron EP and the
     # rollout's TP × DP, and must equal the planner's)
     npu = plan.answers.accelerator == "ascend"
-    assert {f.problem.rule for f in report.findings} <= {"VI870"} | ({"VI861"} if npu else set()), \
+    assert {f.problem.rule for f in report.findings} <= {"VI870", "VI895"} | ({"VI861"} if npu else set()), \
         [f.problem.line() for f in report.findings]
+    from wizard.planner.steptime import of_plan
+
+    planned = of_plan(plan)
+    if planned is not None and plan.answers.model_params_b is None and not npu:
+        # check reads the same seconds per phase from the bundle as PLAN.md shows (told the plan's GPU type)
+        typed = check(str(bundle / entry), defaults="snapshot", gpu_type=plan.answers.gpu_type)
+        assert typed.time is not None
+        assert typed.time["phases_detail"] == pytest.approx(planned["phases_detail"], rel=1e-3, abs=0.11)
     if plan.facts.get("moe_experts"):
         assert report.memory is not None and plan.memory is not None
     if plan.memory is not None and plan.answers.model_params_b is None and not npu:

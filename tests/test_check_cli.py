@@ -48,11 +48,13 @@ def _ids(report, severity="error"):
     return report.ids(severity)
 
 
-def test_json_has_exactly_findings_config_and_memory(bundle, cli_env):
+def test_json_has_exactly_findings_config_memory_and_time(bundle, cli_env):
     r = run_cli(["check", str(bundle), "--json", "--defaults", "snapshot"], env=cli_env)
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert set(doc) == {"findings", "config", "memory"}  # the bundle says its GPU memory: the estimate is there
+    # the bundle says its GPU memory: the estimate is there; its model can be sized: the step time too (issue 28)
+    assert set(doc) == {"findings", "config", "memory", "time"}
+    assert {"step_s", "phases", "run_gpu_hours", "assumptions"} <= set(doc["time"])
     for f in doc["findings"]:
         assert set(f) == {"id", "severity", "keys", "message", "hint"}
         assert f["severity"] in ("error", "warning", "info") and isinstance(f["keys"], list)
@@ -206,7 +208,7 @@ def test_verl_verdict_beside_ours(bundle, tmp_path):
     assert not broken.verl.ok
     assert any("engine_workers.py:264" in c.name for c in broken.verl.failures)
     doc = broken.as_dict()
-    assert set(doc) == {"findings", "config", "memory", "verl"} and doc["verl"]["accepted"] is False
+    assert set(doc) == {"findings", "config", "memory", "time", "verl"} and doc["verl"]["accepted"] is False
 
 
 # --- speed and imports ----------------------------------------------------------------------------

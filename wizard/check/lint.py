@@ -43,6 +43,7 @@ from wizard.check.rules.layout import (rule_device, rule_hardware, rule_layout, 
                                       rule_sequence_parallel)
 from wizard.check.rules.lora import rule_lora
 from wizard.check.rules.memory import rule_memory
+from wizard.check.rules.time import rule_time
 from wizard.check.rules.reward_model import rule_reward_model
 from wizard.check.rules.roles import rule_roles
 from wizard.check.rules.tokens import rule_context, rule_tokens, rule_vision
@@ -55,7 +56,8 @@ from wizard.verlspec.keys import load_snapshot
 def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: int | None = None,
           gpus_per_node: int | None = None, gpu_memory_gb: float | None = None, gpu_type: str | None = None,
           defaults: str = "auto", env: Mapping[str, str] | None = None, workdir: str | None = None,
-          run_verl: bool = False, model_dir: str | None = None, config_name: str | None = None) -> Report:
+          run_verl: bool = False, model_dir: str | None = None, config_name: str | None = None,
+          response_length_mean: float | None = None) -> Report:
     """Lint a verl YAML / launch script / bundle folder and/or overrides; see the module docstring."""
     env = dict(env if env is not None else {k: v for k, v in os.environ.items() if k == "HOME"})
     src = load_source(target, overrides, env=env, workdir=workdir, config_name=config_name)
@@ -80,12 +82,13 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
     rule_context(c, f, shape)
     rule_vision(c, f, shape)
     rule_memory(c, f, shape, why)
+    rule_time(c, f, shape, response_length_mean)
     order = {"error": 0, "warning": 1, "info": 2}
     findings.sort(key=lambda x: (order[x.problem.severity], x.problem.rule))
     used = {k: c.used[k] for k in sorted(c.used)}
     label = f"verl {_verl_version()} Hydra tree" if res.mode == "verl" else \
         f"snapshot of verl {load_snapshot().get('verl_version', '?')} defaults"
-    report = Report(src, dedupe(findings), used, label, hw, memory=c.memory)
+    report = Report(src, dedupe(findings), used, label, hw, memory=c.memory, time=getattr(c, "time", None))
     if run_verl:
         report.verl = run_verl_checks(src, model_dir=model_dir)
     return report
@@ -139,6 +142,9 @@ def cli(argv: Iterable[str]) -> int:
     p.add_argument("--gpus-per-node", type=int, help="GPUs per node you have (default: trainer.n_gpus_per_node)")
     p.add_argument("--gpu-memory-gb", type=float, help="memory of one GPU in GB (enables the memory-fit check)")
     p.add_argument("--gpu-type", help="GPU model, e.g. H100 (gives the memory when --gpu-memory-gb is not set)")
+    p.add_argument("--response-length-mean", type=float, metavar="TOKENS",
+                   help="mean tokens the run generates per response, for the predicted step time (default: "
+                        "15 × √max_response_length, at most half of it; the finding VI895 names what it assumed)")
     p.add_argument("--defaults", choices=("auto", "verl", "snapshot"), default="auto",
                    help="resolve with verl's own Hydra tree (verl), the shipped snapshot (snapshot), or verl when installed (auto)")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
@@ -147,7 +153,8 @@ def cli(argv: Iterable[str]) -> int:
                    "config's folder, or the script's `cd`")
     p.add_argument("--config-name", help="verl's config the overrides apply to: ppo_trainer (default) or "
                    "ppo_megatron_trainer, as main_ppo's --config-name")
-    p.add_argument("--json", action="store_true", help='print {"findings": [...], "config": {...}, "memory": {...} when the GPU memory is known}')
+    p.add_argument("--json", action="store_true", help='print {"findings": [...], "config": {...}, "memory": {...} when the GPU memory is known, "time": {...} '
+                        'when the model can be sized}')
     p.add_argument("--verl", action="store_true", help="also run verl's own validation in-process and report its verdict")
     p.add_argument("--model-dir", help="with --verl: local model folder standing in for hub models verl must load")
     p.add_argument("--fix", nargs="?", const="-", metavar="PATH",
@@ -156,6 +163,8 @@ def cli(argv: Iterable[str]) -> int:
     p.add_argument("--force", action="store_true", help="let --fix PATH replace an existing file")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     ns = p.parse_args(args)
+    if ns.response_length_mean is not None and not ns.response_length_mean > 0:
+        p.error(f"--response-length-mean {ns.response_length_mean:g}: give the mean tokens per response, a positive number")
     if ns.target is None and not extra:
         p.error("give a verl YAML, a bundle folder, a launch script, or overrides after --")
     if ns.fix not in (None, "-") and os.path.exists(ns.fix):
@@ -171,7 +180,7 @@ def cli(argv: Iterable[str]) -> int:
         env[name] = value
     report = check(ns.target, extra, nnodes=ns.nnodes, gpus_per_node=ns.gpus_per_node, gpu_memory_gb=ns.gpu_memory_gb,
                    gpu_type=ns.gpu_type, defaults=ns.defaults, env=env, workdir=ns.workdir, run_verl=ns.verl,
-                   model_dir=ns.model_dir, config_name=ns.config_name)
+                   model_dir=ns.model_dir, config_name=ns.config_name, response_length_mean=ns.response_length_mean)
     if ns.fix is not None:
         lines, changes = fixed_overrides(report)
         text = "\n".join(lines) + ("\n" if lines else "")

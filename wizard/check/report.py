@@ -47,6 +47,7 @@ class Report:
     hardware: Hardware
     verl: Any | None = None  # wizard.verify.harness.VerifyReport with --verl
     memory: Any | None = None  # wizard.planner.memory.Estimate when the memory fit was checked
+    time: dict[str, Any] | None = None  # wizard.planner.steptime.as_json when the step time was predicted
 
     @property
     def errors(self) -> list[Finding]:
@@ -67,6 +68,8 @@ class Report:
         doc: dict[str, object] = {"findings": [f.as_dict() for f in self.findings], "config": self.config}
         if self.memory is not None:  # the GPU memory is known and the model could be sized
             doc["memory"] = self.memory.as_dict()
+        if self.time is not None:  # the model could be sized: seconds per phase, step, run and GPU-hours
+            doc["time"] = self.time
         if self.verl is not None:
             doc["verl"] = self.verl.as_dict()
         return doc

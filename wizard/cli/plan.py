@@ -45,6 +45,9 @@ def _print_json(the_plan: Plan, choices: dict[str, dict[str, Any]]) -> None:
 
     mem = the_plan.memory
     doc = dict(mem.as_dict()) if mem else {"fits": None}
+    from wizard.planner.steptime import of_plan
+
+    doc["time"] = of_plan(the_plan)
     doc["choices"] = choices
     doc["findings"] = [f.as_dict() for f in the_plan.findings]
     print(json.dumps(doc, indent=2, default=str))
@@ -61,6 +64,13 @@ def _print_text(the_plan: Plan, choices: dict[str, dict[str, Any]]) -> None:
                 print(f"    {k:<52} {v:7.1f}")
             print(f"    {'total (band ' + f'{low:.1f} – {high:.1f})':<52} {mem.phase_gib(phase):7.1f}")
         print(f"  {mem.verdict_line()}; KV cache holds {mem.kv_seqs:.0f} full sequences per rollout GPU")
+    from wizard.planner.steptime import lines, of_plan
+
+    time = of_plan(the_plan)
+    if time:
+        print("  time and cost:")
+        for line in lines(time):
+            print(f"    {line}")
     print("  choices:")
     for k, c in choices.items():
         print(f"    {k} = {c['value']}  ({c['reason']})")

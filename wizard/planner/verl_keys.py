@@ -89,7 +89,8 @@ def actor_keys(b: Build) -> None:
         s.set(f"{PRE}.actor.use_dynamic_bsz", True,
               given_reason("dynamic_batch", given, "micro-batches packed by token budget (fsdp default)"), source_of("dynamic_batch", given))
         s.set(f"{PRE}.actor.ppo_max_token_len_per_gpu", b.tokens,
-              given_reason("max_tokens_per_gpu", given, f"3 × (prompt + response) = 3 × {seq}, rounded to 1024"),
+              given_reason("max_tokens_per_gpu", given, b.facts["token_budget_ranking"].why if "token_budget_ranking" in b.facts
+                           else f"3 × (prompt + response) = 3 × {seq}, rounded to 1024"),
               source_of("max_tokens_per_gpu", given))
     else:
         s.set(f"{PRE}.actor.use_dynamic_bsz", False,
@@ -253,11 +254,13 @@ def rollout_keys(b: Build) -> None:
               "LoRA: the engine loads real base weights, adapters synced")
     if b.dynamic:
         s.set(f"{PRE}.rollout.log_prob_max_token_len_per_gpu", b.logprob_tokens,
-              "2 × the training budget: forward-only passes keep no activations")
+              "the memory fit's budget for forward-only passes (they keep no activations), at least the training budget")
     else:
         per_rank_step = rc.step_batch(b.prompts, b.n, b.dp, b.mini).per_rank if b.dp else 0
+        ranked = b.facts.get("logprob_micro_ranking")
         s.set(f"{PRE}.rollout.log_prob_micro_batch_size_per_gpu", b.logprob_micro,
-              f"divides the {per_rank_step} samples per GPU per step; forward-only, so up to 2× the training micro-batch")
+              f"divides the {per_rank_step} samples per GPU per step; " + (ranked.why if ranked else
+                                                                           "forward-only, so up to 2× the training micro-batch"))
 
 
 def ref_keys(b: Build) -> None:

@@ -394,6 +394,7 @@ def context(plan: Plan) -> dict[str, Any]:
         "rows": rows,
         "findings": [p.line() for p in plan.findings],
         "memory": _memory_rows(plan),
+        "time_lines": _time_lines(plan),
         "checkpoint_lines": checkpoint_lines(plan),
         "agent_lines": agent_lines(plan),
         "sandbox_lines": sandbox_lines(plan),
@@ -606,3 +607,11 @@ def _rollout_line(fx: dict, engine: str, gpus_per_node: int) -> str:
     return (f"Rollout: {fx['rollout_replicas']} {engine} replica(s) of TP={fx['rollout_tp']} × DP={rdp} = {world} GPUs "
             f"({max(1, world // gpus_per_node)} node(s) each): {rdp} data-parallel engines per replica, each TP group "
             "inside one node, the experts spread over all the replica's GPUs.")
+
+
+def _time_lines(plan: Any) -> list[str]:
+    """PLAN.md's "Time and cost" lines (wizard.planner.steptime); none when the model cannot be sized."""
+    from wizard.planner.steptime import lines, of_plan
+
+    doc = of_plan(plan)
+    return lines(doc) if doc else []

@@ -120,3 +120,55 @@ def accelerator_of_gpu_type(gpu_type: str) -> str | None:
     if key is None:
         return None
     return next(acc.name for acc in ACCELERATORS.values() if key in acc.gpu_types)
+
+
+@dataclass(frozen=True)
+class Peak:
+    """One GPU's vendor-spec peaks: dense bf16 tensor FLOP/s (no sparsity) and HBM bandwidth."""
+
+    bf16_tflops: float
+    hbm_tb_s: float
+    source: str
+
+
+# Dense (not 2:4-sparse) bf16 tensor-core peaks and HBM bandwidth from each vendor's datasheet; the step-time model
+# (wizard.planner.steptime) divides FLOPs by the first and bytes read by the second. The SXM/OAM parts: a PCIe or
+# NVL card of the same name has lower clocks (H100 PCIe 756 TFLOPS, 2.0 TB/s): pass --gpu-type "H100 PCIe".
+GPU_PEAK: dict[str, Peak] = {
+    "H100": Peak(989, 3.35, "NVIDIA H100 datasheet (SXM5: 1979 TFLOPS bf16 with sparsity, 3.35 TB/s HBM3)"),
+    "H100 PCIe": Peak(756, 2.0, "NVIDIA H100 datasheet (PCIe: 1513 TFLOPS bf16 with sparsity, 2.0 TB/s)"),
+    "H800": Peak(989, 3.35, "NVIDIA H800 SXM5 (H100 compute, NVLink cut to 400 GB/s)"),
+    "H200": Peak(989, 4.8, "NVIDIA H200 datasheet (SXM: 1979 TFLOPS bf16 with sparsity, 4.8 TB/s HBM3e)"),
+    "H20": Peak(148, 4.0, "NVIDIA H20 product brief (148 TFLOPS dense bf16, 4.0 TB/s HBM3)"),
+    "B200": Peak(2250, 8.0, "NVIDIA DGX B200 / HGX B200 datasheet (4.5 PFLOPS bf16 with sparsity per GPU, 8 TB/s)"),
+    "A100": Peak(312, 2.0, "NVIDIA A100 datasheet (SXM 80GB: 312 TFLOPS bf16 dense, 2.039 TB/s HBM2e)"),
+    "A800": Peak(312, 2.0, "NVIDIA A800 SXM (A100 compute and memory, NVLink cut to 400 GB/s)"),
+    "L40S": Peak(362, 0.864, "NVIDIA L40S datasheet (733 TFLOPS bf16 with sparsity, 864 GB/s GDDR6)"),
+    "L40": Peak(181, 0.864, "NVIDIA L40 datasheet (362 TFLOPS bf16 with sparsity, 864 GB/s)"),
+    "A10": Peak(125, 0.6, "NVIDIA A10 datasheet (250 TFLOPS bf16 with sparsity, 600 GB/s)"),
+    "A10G": Peak(70, 0.6, "AWS G5 A10G (about 70 TFLOPS dense bf16, 600 GB/s)"),
+    "L4": Peak(121, 0.3, "NVIDIA L4 datasheet (242 TFLOPS bf16 with sparsity, 300 GB/s)"),
+    "RTX 4090": Peak(165, 1.008, "NVIDIA Ada whitepaper (RTX 4090: 165 TFLOPS bf16 dense with fp32 accumulate 82.6; 1008 GB/s)"),
+    "RTX 3090": Peak(71, 0.936, "NVIDIA Ampere GA102 whitepaper (RTX 3090: 71 TFLOPS bf16 dense, 936 GB/s)"),
+    "A6000": Peak(155, 0.768, "NVIDIA RTX A6000 datasheet (309.7 TFLOPS bf16 with sparsity, 768 GB/s)"),
+    "MI300X": Peak(1307, 5.3, "AMD Instinct MI300X datasheet (1307.4 TFLOPS dense bf16, 5.3 TB/s)"),
+    "MI325X": Peak(1307, 6.0, "AMD Instinct MI325X datasheet (1307.4 TFLOPS dense bf16, 6 TB/s)"),
+    "MI250X": Peak(191, 1.6, "AMD Instinct MI250X datasheet (383 TFLOPS bf16 per module of two GCDs, 3.2 TB/s)"),
+    "MI210": Peak(181, 1.6, "AMD Instinct MI210 datasheet (181 TFLOPS bf16, 1.6 TB/s)"),
+    "Ascend910B": Peak(313, 1.6, "Huawei Ascend 910B (about 313 TFLOPS fp16, 1.6 TB/s HBM2e; public spec sheets)"),
+    "GH200": Peak(989, 4.0, "NVIDIA GH200 datasheet (H100 compute, 4 TB/s HBM3 on the 96 GB part)"),
+}
+DEFAULT_PEAK_GPU = "H100"  # the step time's assumption when the GPU type is not known (it is named where used)
+
+
+def peak_of_gpu_type(gpu_type: str | None) -> tuple[str, Peak] | None:
+    """(name, peaks) of the longest GPU_PEAK name in `gpu_type` as a whole word, case-insensitively; None when unknown."""
+    if not gpu_type:
+        return None
+    low = gpu_type.lower()
+    for k in sorted(GPU_PEAK, key=len, reverse=True):
+        alias = {"Ascend910B": r"ascend ?910b|910b", "RTX 4090": r"(rtx )?4090", "A6000": r"(rtx )?a6000"}.get(k)
+        pat = alias or re.escape(k.lower())
+        if re.search(rf"(?<![a-z0-9])(?:{pat})(?![a-z0-9])", low):
+            return k, GPU_PEAK[k]
+    return None

@@ -142,6 +142,7 @@ def rule_memory(c: Ctx, f: Facts, shape: Any, why: str) -> None:
                     update_entropy=bool(c.v(f"{A}.calculate_entropy")) or (c.num(f"{A}.entropy_coeff") or 0.0) != 0.0,
                     free_cache_engine=c.v(f"{R}.free_cache_engine") is not False, gpu_type=hw.gpu_type)
     est = estimate(shape, layout)
+    c.memory_layout = layout  # type: ignore[attr-defined]  # the step-time rules (rules/time.py) re-estimate variants
     approx = shape.source not in ("catalogue", "local")
     sev = "warning" if approx else "error"
     where = f"{shape.name} ({shape.params_b:.1f}B{', shape estimated from its name' if approx else ''})"

@@ -7,7 +7,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Callable, Sequence
 
+from wizard.planner.layouts import logprob_micro as rank_logprob_micro
+from wizard.planner.layouts import token_budget as rank_token_budget
 from wizard.planner.memory import Decision, estimate
+from wizard.planner.steptime import mean_sequence
 from wizard.planner.state import Build, Confirm, confirmed, either, refuse, round_up
 from wizard.verlspec import arithmetic as rc
 from wizard.verlspec.arithmetic import divisors, largest_divisor_at_most
@@ -118,6 +121,12 @@ def micro_batches(b: Build) -> None:
                    f"max_tokens_per_gpu={tokens} cannot hold one sequence of max_prompt_length + max_response_length = "
                    f"{seq} tokens" + (f" split over {'megatron_cp' if b.megatron else 'sequence_parallel'}={sp}" if sp > 1 else "")
                    + " (verl asserts it at the first step: seqlen_balancing.py:384)", tokens_hint)
+        if a.max_tokens_per_gpu is None and decision is not None and b.shape is not None and not f.errors:
+            ranked = rank_token_budget(b.shape, decision.layout, tokens, sp, (fit_lp_tokens // 1024) * 1024,
+                                       b.prompts * b.n * mean_sequence(a.max_prompt_length, a.max_response_length)
+                                       / max(b.dp, 1))
+            tokens = ranked.chosen
+            b.facts["token_budget_ranking"] = ranked
         b.tokens = tokens
         b.logprob_tokens = max(tokens, (fit_lp_tokens // 1024) * 1024)
         b.critic_tokens = tokens
@@ -141,6 +150,11 @@ def micro_batches(b: Build) -> None:
             b.micro = largest_divisor_at_most(b.per_rank, cap)
         step = rc.step_batch(b.prompts, b.n, b.dp, b.mini, b.mini if b.algo.critic else None)
         b.logprob_micro = largest_divisor_at_most(step.per_rank, max(b.micro, fit_lp_tokens // seq))
+        if decision is not None and b.shape is not None and not f.errors:  # the fastest that fits (planner.layouts)
+            ranked = rank_logprob_micro(b.shape, replace(decision.layout, train_tokens=b.micro * seq), step.per_rank,
+                                        b.logprob_micro, seq, 2 if decision.layout.use_ref else 1)
+            b.logprob_micro = ranked.chosen
+            b.facts["logprob_micro_ranking"] = ranked
     if decision is not None and not f.errors:
         assert b.shape is not None
         final = replace(decision.layout,

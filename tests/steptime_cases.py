@@ -1,0 +1,114 @@
+"""The step-time reports of tests/data/reference/step-times.json as wizard.planner.steptime Workloads, and the
+comparison of each prediction with what the report measured (tests/test_steptime_calibration.py,
+benchmarks/step_times.py).
+
+The inputs come from each report only: its hardware, configuration and, for the mean response length, the first
+of: the measured `response_length/mean`; the mean sequence implied by its measured throughput or MFU (less the
+default prompt share); the same recipe's sibling report in the same source table; else the model's default (a
+share of max_response_length, what `check` assumes when not told). Nothing is fitted per report.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Optional
+
+from wizard.planner.shapes import resolve_shape
+from wizard.planner import steptime as st
+
+DATA = Path(__file__).resolve().parent / "data" / "reference" / "step-times.json"
+TOLERANCE = 0.30
+
+# measured verl metric → predicted phase
+PHASE_METRIC = {"rollout": "timing_s/gen", "weight sync": "timing_s/update_weights",
+                "old log-prob": "timing_s/old_log_prob", "ref log-prob": "timing_s/ref", "values": "timing_s/values",
+                "update actor": "timing_s/update_actor", "update critic": "timing_s/update_critic"}
+
+
+def cases() -> list[dict[str, Any]]:
+    return json.loads(DATA.read_text(encoding="utf-8"))["cases"]
+
+
+def _seq_from_report(c: dict[str, Any]) -> Optional[float]:
+    d = c.get("derived") or {}
+    return d.get("mean_tokens_per_sequence") or d.get("est_mean_seq_len_from_mfu")
+
+
+def response_mean(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> tuple[Optional[float], str]:
+    m = c["measured"]
+    if m.get("response_length/mean"):
+        return float(m["response_length/mean"]), "measured response_length/mean"
+    prompt = st.DEFAULT_PROMPT_SHARE * c["config"]["max_prompt_length"]  # the same default predict() assumes
+    seq = _seq_from_report(c)
+    if seq:
+        return max(seq - prompt, 1.0), "mean sequence from the report's throughput/MFU, less the default prompt share"
+    for o in all_cases:  # the same recipe in the same source table
+        if o is not c and o["source_group"] == c["source_group"] and _seq_from_report(o) \
+                and o["config"]["max_response_length"] == c["config"]["max_response_length"] \
+                and o.get("task") == c.get("task"):
+            return max(_seq_from_report(o) - prompt, 1.0), f"sibling report {o['id']} (same recipe and table)"
+    return None, "default (not reported)"
+
+
+def workload(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> st.Workload:
+    cfg, hw = c["config"], c["hardware"]
+    shape = resolve_shape(c["model"].split(" ")[0], c.get("model_params_b"))
+    assert shape is not None, c["id"]
+    megatron = c["backend"] == "megatron"
+    tp = c.get("rollout_tp") or 1
+    resp, _ = response_mean(c, all_cases)
+    if megatron:
+        mp = (cfg.get("megatron_tp") or 1) * (cfg.get("megatron_cp") or 1)
+        rec = cfg.get("recompute")
+        # Megatron recomputes only with override_transformer_config.recompute_* (its gradient_checkpointing flag is
+        # FSDP's enable_gradient_checkpointing, which the Megatron engine does not read)
+        recompute = rec is not None and rec != "none"
+    else:
+        mp = cfg.get("ulysses_sp") or 1
+        recompute = cfg.get("gradient_checkpointing") is not False
+    dyn = bool(cfg.get("use_dynamic_bsz"))
+    tbs = cfg["train_batch_size"]
+    return st.Workload(
+        params=shape.params, active_params=shape.active_params, layers=shape.layers, hidden=shape.hidden,
+        kv_bytes_per_token=shape.kv_bytes_per_token(tp), n_gpus=hw["n_gpus_total"],
+        prompts=cfg.get("gen_batch_size") or tbs, n=cfg["rollout_n"], max_prompt=cfg["max_prompt_length"],
+        max_response=cfg["max_response_length"], response_mean=resp, prompt_mean=None,
+        gpu_type=hw["gpu"], gpu_memory_gb=hw.get("gpu_memory_gb"), rollout_tp=tp,
+        gmu=cfg.get("gpu_memory_utilization") or 0.5, backend="megatron" if megatron else "fsdp",
+        moe=c.get("model_kind") == "moe", dynamic_bsz=dyn,
+        train_tokens=(cfg.get("ppo_max_token_len_per_gpu") or 16384) if dyn else 0,
+        logprob_tokens=(cfg.get("log_prob_max_token_len_per_gpu") or cfg.get("ppo_max_token_len_per_gpu") or 16384)
+        if dyn else 0,
+        train_micro=cfg.get("ppo_micro_batch_size_per_gpu") or 4,
+        logprob_micro=cfg.get("log_prob_micro_batch_size_per_gpu") or cfg.get("ppo_micro_batch_size_per_gpu") or 4,
+        mini_batches=max(1, tbs // (cfg.get("ppo_mini_batch_size") or tbs)), recompute=recompute,
+        model_parallel=mp, pipeline=cfg.get("megatron_pp") or 1,
+        offload_params=bool(cfg.get("param_offload")), offload_optimizer=bool(cfg.get("optimizer_offload")),
+        has_ref=bool(cfg.get("has_ref")), has_critic=bool(cfg.get("has_critic")),
+        multi_turn=bool(cfg.get("multi_turn")), remove_padding=cfg.get("use_remove_padding") is not False)
+
+
+def compare(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
+    """{"step" / phase: (predicted, measured)} for what the report measured."""
+    pred = st.predict(workload(c, all_cases))
+    m = c["measured"]
+    out: dict[str, tuple[float, float]] = {}
+    if m.get("timing_s/step"):
+        out["step"] = (pred.step_s, float(m["timing_s/step"]))
+    for phase, metric in PHASE_METRIC.items():
+        if m.get(metric) and phase in pred.phases:
+            out[phase] = (pred.phases[phase], float(m[metric]))
+    return out
+
+
+def log_error(pairs: dict[str, tuple[float, float]]) -> float:
+    """A robust loss: about (log error / 0.3)² near zero, growing only logarithmically for far-off reports, so that
+    one unusual run (a missing kernel, a tool-latency-bound rollout) does not pull every efficiency its way; the
+    step counts three times as much as a phase."""
+    return sum((3 if k == "step" else 1) * math.log1p((math.log(p / m) / 0.3) ** 2) for k, (p, m) in pairs.items())
+
+
+def within(p: float, m: float, tol: float = TOLERANCE) -> bool:
+    return abs(p / m - 1) <= tol

@@ -1,0 +1,183 @@
+"""The step-time model (wizard.planner.steptime), its `time` object in plan/check --json, PLAN.md's "Time and
+cost" section, the imbalance rules VI895-VI897 and the planner's time-ranked log-prob micro-batch."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+from conftest import run_cli
+
+import wizard
+from wizard.check.lint import check
+from wizard.intent.profiles import profile_names
+from wizard.planner import steptime as st
+from wizard.planner.shapes import resolve_shape
+from wizard.verlspec.hardware import GPU_PEAK, peak_of_gpu_type
+
+BASE = ("data.train_files=/tmp/x.parquet data.val_files=/tmp/x.parquet "
+        "actor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B-Instruct algorithm.adv_estimator=grpo data.train_batch_size=256 "
+        "actor_rollout_ref.rollout.n=8 data.max_response_length=1024 actor_rollout_ref.actor.ppo_mini_batch_size=64 "
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8 data.max_prompt_length=512 trainer.n_gpus_per_node=8 "
+        "actor_rollout_ref.rollout.gpu_memory_utilization=0.5").split()
+
+
+def _work(**kw) -> st.Workload:
+    s = resolve_shape("Qwen/Qwen2.5-7B-Instruct")
+    base = dict(params=s.params, active_params=s.active_params, layers=s.layers, hidden=s.hidden,
+                kv_bytes_per_token=s.kv_bytes_per_token(1), n_gpus=8, prompts=256, n=8, max_prompt=512,
+                max_response=4096, response_mean=1000, gpu_type="H100", gpu_memory_gb=80, train_tokens=16384,
+                logprob_tokens=32768)
+    base.update(kw)
+    return st.Workload(**base)
+
+
+# -- hardware table -----------------------------------------------------------------------------------------------
+def test_gpu_peaks_have_sources_and_names_resolve():
+    assert all(p.source and p.bf16_tflops > 0 and p.hbm_tb_s > 0 for p in GPU_PEAK.values())
+    assert peak_of_gpu_type("NVIDIA H100 80GB HBM3")[0] == "H100"
+    assert peak_of_gpu_type("NVIDIA H100 PCIe")[0] == "H100 PCIe"
+    assert peak_of_gpu_type("NVIDIA H200")[0] == "H200"
+    assert peak_of_gpu_type("some-accelerator") is None
+
+
+def test_unknown_gpu_is_named_as_assumed():
+    pred = st.predict(_work(gpu_type="mystery"))
+    assert "assumed" in pred.assumptions["gpu"] and pred.assumptions["gpu"].startswith(st.DEFAULT_PEAK_GPU)
+    assert "assumed" not in st.predict(_work()).assumptions["gpu"]
+
+
+# -- first principles ---------------------------------------------------------------------------------------------
+def test_longer_responses_take_longer_in_every_phase_that_reads_them():
+    short, long_ = st.predict(_work(response_mean=500)), st.predict(_work(response_mean=2000))
+    for phase in ("rollout", "old log-prob", "update actor"):
+        assert long_.phases[phase] > short.phases[phase], phase
+
+
+def test_more_gpus_shorten_the_step_but_the_tail_stays():
+    small, big = st.predict(_work(n_gpus=8)), st.predict(_work(n_gpus=64))
+    assert big.step_s < small.step_s
+    assert big.detail["decode tail"] == pytest.approx(small.detail["decode tail"])  # the longest response's floor
+
+
+def test_h20_is_slower_than_h100_but_far_less_than_its_flops_say():
+    h100, h20 = st.predict(_work()), st.predict(_work(gpu_type="H20", gpu_memory_gb=96))
+    ratio = h20.step_s / h100.step_s
+    assert 1.0 < ratio < GPU_PEAK["H100"].bf16_tflops / GPU_PEAK["H20"].bf16_tflops
+
+
+def test_small_fixed_micro_batches_are_slower_than_token_budgets():
+    # the planted fault: 1 sequence per micro-batch instead of a 16K-token budget
+    packed = st.predict(_work())
+    tiny = st.predict(_work(dynamic_bsz=False, train_micro=1, logprob_micro=1))
+    assert tiny.phases["update actor"] > 1.3 * packed.phases["update actor"]
+    assert tiny.phases["old log-prob"] > 1.5 * packed.phases["old log-prob"]
+
+
+def test_reference_and_critic_add_their_passes():
+    plain = st.predict(_work())
+    both = st.predict(_work(has_ref=True, has_critic=True))
+    assert {"ref log-prob", "values", "update critic"} <= set(both.phases) and both.step_s > plain.step_s
+    assert "ref log-prob" not in plain.phases
+
+
+def test_default_response_length_is_named_and_a_given_one_used():
+    default = st.predict(_work(response_mean=None))
+    assert "not given" in default.assumptions["response_length_mean_basis"]
+    assert default.assumptions["response_length_mean"] == round(min(st.RESPONSE_SQRT * 4096 ** 0.5, 2048))
+    assert st.predict(_work(response_mean=777)).assumptions["response_length_mean"] == 777
+
+
+def test_run_gpu_hours_are_steps_times_step_times_gpus():
+    pred = st.predict(_work())
+    doc = st.as_json(pred, 100, 8, "test")
+    assert doc["run_gpu_hours"] == pytest.approx(pred.step_s * 100 * 8 / 3600, abs=0.1)
+    assert set(doc["phases"]) == {"rollout", "weight sync", "log-prob", "update"}
+    assert doc["step_s"] == pytest.approx(sum(doc["phases"].values()), abs=0.5)
+
+
+# -- check ----------------------------------------------------------------------------------------------------------
+def test_check_json_has_the_time_contract_and_takes_the_response_length():
+    r = run_cli(["check", "--json", "--gpu-type", "H100", "--", *BASE])
+    doc = json.loads(r.stdout)
+    t = doc["time"]
+    assert isinstance(t["step_s"], float) and isinstance(t["run_gpu_hours"], float)
+    assert set(t["phases"]) >= {"rollout", "weight sync", "log-prob", "update"}
+    assert "not given" in t["assumptions"]["response_length_mean_basis"]
+    vi895 = [f for f in doc["findings"] if f["id"] == "VI895"]
+    assert vi895 and "--response-length-mean" in vi895[0]["hint"]
+    given = json.loads(run_cli(["check", "--json", "--gpu-type", "H100", "--response-length-mean", "900", "--",
+                                *BASE]).stdout)["time"]
+    assert given["assumptions"]["response_length_mean"] == 900 and given["step_s"] > t["step_s"]
+
+
+def test_check_refuses_a_bad_response_length_in_one_line():
+    r = run_cli(["check", "--response-length-mean", "-5", "--", *BASE])
+    assert r.returncode != 0 and "--response-length-mean" in r.stderr and "positive" in r.stderr
+
+
+def _ids(extra, **kw):
+    r = check(None, BASE + extra, gpu_type="H100", **kw)
+    return {f.problem.rule: f.problem for f in r.findings}
+
+
+def test_vi896_small_logprob_micro_batch_that_memory_could_grow():
+    found = _ids(["actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1"])
+    assert "VI896" in found and "log_prob_micro_batch_size_per_gpu=4" in found["VI896"].hint
+    assert "VI896" not in _ids(["actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=32"])
+
+
+def test_vi897_replicas_without_sequences_and_a_tp_larger_than_needed():
+    idle = _ids(["data.train_batch_size=8", "actor_rollout_ref.rollout.n=1", "actor_rollout_ref.actor.ppo_mini_batch_size=8",
+                 "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1", "trainer.nnodes=4",
+                 "actor_rollout_ref.rollout.tensor_model_parallel_size=2"])
+    assert idle["VI897"].severity == "warning" and "generate nothing" in idle["VI897"].message
+    wide = _ids(["actor_rollout_ref.rollout.tensor_model_parallel_size=4"])
+    assert "VI897" in wide and "tensor_model_parallel_size=2" in wide["VI897"].hint
+    assert "VI897" not in _ids(["actor_rollout_ref.rollout.tensor_model_parallel_size=1"])
+
+
+# -- plan, PLAN.md and the ranked layout ---------------------------------------------------------------------------
+@pytest.mark.parametrize("profile", [p for p in profile_names() if p != "cpu-smoke"])
+def test_every_gpu_profile_has_time_in_plan_md(profile, tmp_path):
+    text = wizard.render(wizard.plan(wizard.load_profile(profile), base_dir=str(tmp_path)))["PLAN.md"]
+    section = text.split("## Time and cost", 1)[1].split("\n## ", 1)[0]
+    assert "Predicted step" in section and "GPU-hours" in section and "rollout" in section and "update actor" in section
+
+
+def test_plan_json_has_the_time_contract():
+    r = run_cli(["plan", "--profile", "single-node-8gpu", "--json"])
+    t = json.loads(r.stdout)["time"]
+    assert set(t["phases"]) == {"rollout", "weight sync", "log-prob", "update"}
+    assert t["run_gpu_hours"] > 0 and t["assumptions"]["gpu"].startswith("H100")
+
+
+def test_planner_picks_the_largest_logprob_micro_batch_that_fits():
+    plan = wizard.plan(wizard.load_profile("megatron-64gpu"))
+    ranked = plan.facts["logprob_micro_ranking"]
+    assert plan.value("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu") == ranked.chosen
+    assert ranked.runner_up is not None and ranked.runner_up < ranked.chosen and ranked.seconds_lost > 0
+    assert plan.memory.plan_verdict == "fits"
+    doc = st.of_plan(plan)
+    assert doc["layout_choice"]["runner_up"] == ranked.runner_up and doc["layout_choice"]["chosen"] == ranked.chosen
+
+
+def test_ranking_stops_where_memory_stops():
+    """The planted fault: a card where no larger log-prob micro-batch fits keeps the planner's default."""
+    from wizard.planner.layouts import logprob_micro
+    from wizard.planner.memory import Layout, estimate
+
+    shape = resolve_shape("Qwen/Qwen2.5-72B-Instruct")
+    seq = 4096
+    roomy = Layout(gpu_gb=141.0, n_gpus=64, gpus_per_node=8, seq_len=seq, rollout_tp=8, gmu=0.5, dp=8, megatron=True,
+                   megatron_tp=8, train_tokens=2 * seq, logprob_tokens=4 * seq, static_micro=True, use_ref=True,
+                   offload_params=True, offload_optimizer=True, gpu_type="H200")
+    ranked = logprob_micro(shape, roomy, 1024, 4, seq, 2)
+    assert ranked.chosen > 4
+    assert estimate(shape, replace(roomy, logprob_tokens=ranked.chosen * seq)).plan_verdict == "fits"
+    bigger = [d for d in range(ranked.chosen + 1, 1025) if 1024 % d == 0]
+    assert all(estimate(shape, replace(roomy, logprob_tokens=d * seq)).plan_verdict != "fits" for d in bigger[:2])
+    tight = replace(roomy, gmu=0.9)  # the engine's reservation leaves the log-prob pass no room to grow
+    if estimate(shape, replace(tight, logprob_tokens=8 * seq)).plan_verdict != "fits":
+        assert logprob_micro(shape, tight, 1024, 4, seq, 2).chosen == 4

@@ -1,0 +1,119 @@
+"""Time rules: the predicted step time per phase (wizard.planner.steptime) and the imbalances it can prove
+(VI895-VI897)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Optional
+
+from wizard.check.rules.context import A, R, Ctx, Facts
+
+# log-prob micro-batches whose fixed costs take at least this share of the pass, that memory allows to grow by at
+# least this factor, are flagged (VI896)
+SLOW_SHARE = 0.5
+GROW = 4
+# a smaller rollout TP must save at least this share of the rollout to be worth a finding (VI897)
+TP_GAIN = 0.2
+
+
+def rule_time(c: Ctx, f: Facts, shape: Any, response_mean: Optional[float] = None) -> None:
+    from wizard.planner import steptime as st
+
+    if shape is None or f.n_gpus is None or f.seq is None or c.res.engine not in ("dp", "megatron"):
+        return
+    hw = c.hw
+    est, layout = c.memory, getattr(c, "memory_layout", None)
+    kv = est.kv_seqs * f.seq if est is not None else None
+
+    def get(key: str) -> Any:
+        return c.res.flat.get(key)
+
+    def work(**changes: Any) -> Any:
+        base = st.workload_from_config(get, shape, n_gpus=f.n_gpus, gpu_type=hw.gpu_type,
+                                       gpu_memory_gb=hw.gpu_memory_gb, response_mean=response_mean, kv_tokens=kv)
+        return replace(base, **changes) if changes else base
+
+    w = work()
+    pred = st.predict(w)
+    steps, basis = st.run_steps(get)
+    c.time = st.as_json(pred, steps, f.n_gpus, basis)
+    a = pred.assumptions
+    said = []
+    if response_mean is None:
+        said.append(f"mean response {a['response_length_mean']} tokens ({a['response_length_mean_basis']})")
+    if st.peak_of_gpu_type(hw.gpu_type) is None:
+        said.append(f"GPU {a['gpu']}")
+    c.add("VI895", "info", ("data.max_response_length", f"{R}.n", "data.train_batch_size"),
+          f"predicted step {pred.step_s:.0f} s (" + ", ".join(f"{k} {v:.0f} s" for k, v in pred.grouped().items())
+          + f"); {steps} steps ≈ {c.time['run_gpu_hours']:.0f} GPU-hours"
+          + (f"; assumed {'; '.join(said)}" if said else ""),
+          "pass --response-length-mean TOKENS and --gpu-type NAME for your run" if said else "")
+    _logprob_micro(c, f, shape, w, pred, layout)
+    _idle(c, f, shape, w, pred, est)
+
+
+def _logprob_micro(c: Ctx, f: Facts, shape: Any, w: Any, pred: Any, layout: Any) -> None:
+    """VI896: a fixed log-prob micro-batch far below what the memory estimate allows."""
+    from wizard.planner import steptime as st
+    from wizard.planner.memory import estimate
+
+    if w.dynamic_bsz or layout is None or "old log-prob" not in pred.phases:
+        return
+    share = st.micro_share(pred, "old log-prob")
+    if share < SLOW_SHARE:
+        return
+    bigger = estimate(shape, replace(layout, logprob_tokens=layout.logprob_tokens * GROW))
+    if bigger.plan_verdict != "fits":
+        return
+    key = f"{R}.log_prob_micro_batch_size_per_gpu"
+    faster = st.predict(replace(w, logprob_micro=w.logprob_micro * GROW))
+    tok = pred.assumptions["logprob_micro_batch_tokens"]
+    if pred.phases["old log-prob"] - faster.phases["old log-prob"] < max(1.0, 0.05 * pred.step_s):
+        return
+    c.add("VI896", "info", (key, f"{R}.log_prob_use_dynamic_bsz"),
+          f"{key}={w.logprob_micro}: log-prob micro-batches of about {tok} tokens spend {share:.0%} of each log-prob "
+          f"pass on per-micro-batch costs, not on the model; memory allows {GROW}× more (log-prob peak "
+          f"{bigger.phase_gib('log-prob'):.1f} GiB of {bigger.capacity_gib:.1f}): log-prob passes "
+          f"{pred.phases['old log-prob']:.0f} s → {faster.phases['old log-prob']:.0f} s each",
+          f"set {key}={w.logprob_micro * GROW}, or {R}.log_prob_use_dynamic_bsz=true with "
+          f"{R}.log_prob_max_token_len_per_gpu")
+
+
+def _idle(c: Ctx, f: Facts, shape: Any, w: Any, pred: Any, est: Any) -> None:
+    """VI897: rollout replicas with nothing to generate, or a rollout TP larger than the model needs."""
+    from wizard.planner import steptime as st
+
+    key = f"{R}.tensor_model_parallel_size"
+    replicas = max(w.n_gpus // max(w.rollout_tp, 1), 1)
+    seqs = w.prompts * w.n
+    if seqs < replicas:
+        c.add("VI897", "warning", (key, "data.train_batch_size", f"{R}.n"),
+              f"{replicas} rollout replicas (TP {w.rollout_tp} on {w.n_gpus} GPUs) share {seqs} sequences per step: "
+              f"{replicas - seqs} replicas ({(replicas - seqs) * w.rollout_tp} GPUs) generate nothing",
+              "raise data.train_batch_size or rollout.n, or the rollout TP")
+        return
+    layout = getattr(c, "memory_layout", None)
+    if w.rollout_tp < 2 or w.moe or est is None or layout is None:
+        return
+    from wizard.planner.memory import estimate
+
+    half = w.rollout_tp // 2
+    if estimate(shape, replace(layout, rollout_tp=half)).plan_verdict != "fits":  # the whole rollout phase fits
+        return
+    # the model at half the TP: its weights and at least one full sequence's KV cache in the engine's reservation
+    weights = 2 * w.params / half
+    room = w.gmu * est.capacity_gib * st.GIB - weights - st.ENGINE_OVERHEAD_GIB * st.GIB
+    kv_tokens = room / shape.kv_bytes_per_token(half)
+    if kv_tokens < f.seq * 8:  # the planner's floor: a KV cache for at least 8 full sequences (memory.MIN_KV_SEQS)
+        return
+    other = st.predict(replace(w, rollout_tp=half, kv_bytes_per_token=shape.kv_bytes_per_token(half),
+                               kv_tokens=kv_tokens))
+    if other.phases["rollout"] < pred.phases["rollout"] * (1 - TP_GAIN):
+        c.add("VI897", "info", (key, f"{R}.gpu_memory_utilization"),
+              f"rollout TP {w.rollout_tp} is more than {shape.name} needs: at TP {half} the engine still holds its "
+              f"weights and {kv_tokens / f.seq:.0f} full sequences, and twice the replicas decode at once "
+              f"(rollout {pred.phases['rollout']:.0f} s → {other.phases['rollout']:.0f} s predicted)",
+              f"set {key}={half}")
+
+
+__all__ = ["rule_time", "A"]

@@ -1,0 +1,456 @@
+"""Time per training step, per phase, and for the whole run (GPU-hours), for verl's colocated hybrid engine.
+
+verl runs the phases of one step one after the other on every GPU (trainer/ppo/ray_trainer.py fit():
+`timing_s/gen`, `old_log_prob`, `ref`, `values`, `update_critic`, `update_actor`; the weight sync to the rollout
+engine before each generation). Each phase is modelled from first principles and a few efficiencies that were
+calibrated once on the real runs of tests/data/reference/step-times.json (benchmarks/step_times.py fits them;
+tests/test_steptime_calibration.py states the error per report, also on a held-out half):
+
+- rollout: decode is bound by memory bandwidth. Every decode iteration of a replica (rollout TP GPUs) reads its
+  share of the bf16 weights and the KV cache of the sequences it runs, and spends 2 × active params FLOPs per
+  token; the concurrency is limited by the KV cache the engine holds (gpu_memory_utilization × card − weights), by
+  max_num_seqs and by the sequences the replica has. The bulk takes samples × mean response / concurrency
+  iterations; the longest responses set a floor (max_response_length iterations at low concurrency, a calibrated
+  share of it: the tail). Prefill is FLOP-bound (2 × active params × prompt tokens).
+- weight sync: the bf16 weights gathered from the training shards and loaded into the engine, at a calibrated
+  rate per backend.
+- log-prob passes (actor old log-probs, reference, critic values): 2 × active params × tokens FLOPs; updates:
+  6 × active params × tokens × (4/3 with activation recompute) FLOPs. Time = FLOPs × (1 / (peak × η) + 1 / (HBM
+  bandwidth × intensity)): a roofline sum whose two calibrated numbers are shared by every GPU (the H20's 148
+  TFLOPS with 4 TB/s and the H100's 989 with 3.35 both fit), plus a fixed cost per micro-batch (a micro-batch
+  far below what memory allows makes many of them: the GPU idles between them), the pipeline bubble of Megatron
+  PP, and the offload traffic over PCIe.
+
+Only the standard library is imported.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Optional
+
+from wizard.verlspec.hardware import DEFAULT_PEAK_GPU, GPU_PEAK, Peak, capacity_gib, peak_of_gpu_type
+
+GIB = float(1 << 30)
+
+# -- calibrated efficiencies (benchmarks/step_times.py fits them on tests/data/reference/step-times.json; one per
+#    phase kind or backend, never per report) -------------------------------------------------------------------
+# FLOP efficiency (share of the dense bf16 peak) and arithmetic intensity (FLOPs per byte of HBM traffic) of the
+# training engines' forward and forward+backward passes, the roofline sum above
+TRAIN_ETA = 1.0
+TRAIN_INTENSITY = 162.0
+FORWARD_ETA = 1.0
+FORWARD_INTENSITY = 168.0
+# fixed cost of one micro-batch on top of its FLOPs (kernel launches, the engines' Python, TP/SP collectives'
+# latency, logits and loss): many small micro-batches make a pass slow (static micro-batches of 2 sequences:
+# update_actor 300 s instead of 102 s with token budgets in the same benchmark table)
+TRAIN_MICRO_S = 0.099
+FORWARD_MICRO_S = 0.057
+# Megatron's MoE passes (grouped expert GEMMs, token dispatch over EP): the extra factor on their time
+MOE_TRAIN_FACTOR = 5.1
+# decode: share of the HBM bandwidth an engine reaches reading weights and KV cache; a fixed cost per decode
+# iteration (scheduling, sampling, kernel launches); the share of max_response_length the longest responses add
+DECODE_BW_ETA = 0.8
+DECODE_STEP_S = 0.0069
+DECODE_SEQ_S = 1e-4  # per running sequence per iteration (scheduler, sampler, detokenizer)
+DECODE_TP_LAYER_S = 15e-6  # per layer per iteration with TP > 1 (two all-reduces per layer)
+TAIL_SHARE = 0.66
+PREFILL_ETA = 0.5
+# trainer-side rollout overhead over the engine's generation (verl's timing_s/gen − generate_sequences: chat
+# templates, reward scoring, data transfer between the workers and the driver), as a share of generation
+ROLLOUT_OVERHEAD = 0.164
+# weight sync: bf16 bytes of the whole model moved per second (gather from the shards + load into the engine)
+SYNC_GB_S = {"fsdp": 27.3, "megatron": 7.5}
+SYNC_FIXED_S = 0.5
+# host↔GPU copies of offloaded parameters and optimizer states (PCIe Gen4/5 x16 as the engines reach it)
+PCIE_GB_S = 20.0
+
+# -- assumptions (not calibrated; named in every result) ----------------------------------------------------------
+# vLLM's engine keeps at most this many sequences running (verl 0.9.1 rollout.max_num_seqs: 1024,
+# trainer/config/rollout/rollout.yaml)
+MAX_NUM_SEQS = 1024
+# the mean response when nobody says: RESPONSE_SQRT × √max_response_length, at most half the cap (the reports that
+# measured it: 1350 tokens of an 8K cap, 1354 and 3131 of 20K, 135 of 512; a longer cap lets a few responses run
+# long, most stay near what the task needs; --response-length-mean or the response_length_mean answer replaces it)
+RESPONSE_SQRT = 15.0
+# the mean prompt when nobody says: this share of max_prompt_length
+DEFAULT_PROMPT_SHARE = 0.25
+ENGINE_OVERHEAD_GIB = 1.5  # as wizard.planner.memory: the engine's own activations beside weights and KV cache
+
+PHASE_ORDER = ("rollout", "weight sync", "old log-prob", "ref log-prob", "values", "update critic", "update actor")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What one verl step does, from the plan or a checked config."""
+
+    params: float  # all parameters of the policy
+    active_params: float  # per token (MoE: the routed experts a token uses)
+    layers: int
+    hidden: int
+    kv_bytes_per_token: float  # bf16 K and V per token on one GPU of a rollout TP group
+    n_gpus: int
+    prompts: int  # prompts generated per step (data.train_batch_size, or gen_batch_size for DAPO)
+    n: int  # responses per prompt
+    max_prompt: int
+    max_response: int
+    response_mean: Optional[float] = None  # None: RESPONSE_SQRT × √max_response (at most half of it)
+    prompt_mean: Optional[float] = None  # None: DEFAULT_PROMPT_SHARE × max_prompt
+    gpu_type: Optional[str] = None
+    gpu_memory_gb: Optional[float] = None
+    rollout_tp: int = 1
+    rollout_dp: int = 1
+    gmu: float = 0.5
+    kv_tokens: Optional[float] = None  # KV-cache tokens per replica (the memory plan's); None: from gmu
+    backend: str = "fsdp"  # fsdp | megatron
+    moe: bool = False
+    dynamic_bsz: bool = True
+    train_tokens: int = 0  # tokens per training micro-batch per GPU (a budget), 0: from micro × mean length
+    logprob_tokens: int = 0
+    train_micro: int = 0  # static micro-batch (sequences per GPU) when not dynamic
+    logprob_micro: int = 0
+    mini_batches: int = 1  # optimizer steps per step (train_batch_size / ppo_mini_batch_size)
+    ppo_epochs: int = 1
+    recompute: bool = True  # activation recompute (FSDP gradient checkpointing, Megatron full recompute)
+    model_parallel: int = 1  # GPUs that share one sequence in training (Ulysses SP, Megatron TP × CP)
+    pipeline: int = 1  # Megatron PP
+    offload_params: bool = False
+    offload_optimizer: bool = False
+    has_ref: bool = False
+    has_critic: bool = False
+    critic_params: Optional[float] = None  # None: as the policy
+    multi_turn: bool = False
+    prefix_caching: bool = True  # rollout.enable_prefix_caching
+    remove_padding: bool = True  # use_remove_padding: packed sequences (False: every micro-batch padded to its longest)
+
+
+@dataclass
+class StepTime:
+    phases: dict[str, float]
+    assumptions: dict[str, object]
+    detail: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def step_s(self) -> float:
+        return sum(self.phases.values())
+
+    def grouped(self) -> dict[str, float]:
+        """The contract's four phase kinds (plus the critic's, when there is one)."""
+        p = self.phases
+        out = {"rollout": p.get("rollout", 0.0), "weight sync": p.get("weight sync", 0.0),
+               "log-prob": p.get("old log-prob", 0.0) + p.get("ref log-prob", 0.0) + p.get("values", 0.0),
+               "update": p.get("update actor", 0.0) + p.get("update critic", 0.0)}
+        return {k: round(v, 1) for k, v in out.items()}
+
+    def bottleneck(self) -> str:
+        return max(self.phases, key=lambda k: self.phases[k])
+
+
+def peak(gpu_type: Optional[str]) -> tuple[str, Peak, bool]:
+    """(name, peaks, assumed): the GPU's peaks, or the default GPU's when the type is not known."""
+    found = peak_of_gpu_type(gpu_type)
+    if found is None:
+        return DEFAULT_PEAK_GPU, GPU_PEAK[DEFAULT_PEAK_GPU], True
+    return found[0], found[1], False
+
+
+def _lengths(w: Workload) -> tuple[float, float, str, str]:
+    resp = w.response_mean if w.response_mean else min(RESPONSE_SQRT * math.sqrt(w.max_response), w.max_response / 2)
+    resp = min(resp, w.max_response)
+    prompt = w.prompt_mean if w.prompt_mean else DEFAULT_PROMPT_SHARE * w.max_prompt
+    why_r = "given" if w.response_mean else f"{RESPONSE_SQRT:g} × √max_response_length, at most half of it (not given)"
+    why_p = "given" if w.prompt_mean else f"{DEFAULT_PROMPT_SHARE:g} × max_prompt_length (not given)"
+    return resp, prompt, why_r, why_p
+
+
+def mean_sequence(max_prompt: int, max_response: int) -> float:
+    """The default mean prompt + response (DEFAULT_PROMPT_SHARE, RESPONSE_SQRT) when nobody says."""
+    return DEFAULT_PROMPT_SHARE * max_prompt + min(RESPONSE_SQRT * math.sqrt(max_response), max_response / 2)
+
+
+def micro_share(st: "StepTime", phase: str) -> float:
+    """Share of a pass's time spent on fixed per-micro-batch costs (FORWARD_MICRO_S / TRAIN_MICRO_S)."""
+    total = st.phases.get(phase, 0.0)
+    return st.detail.get(f"{phase} micro-batches s", 0.0) / total if total else 0.0
+
+
+def _pass_seconds(flops_per_gpu: float, pk: Peak, eta: float, intensity: float) -> float:
+    return flops_per_gpu / (pk.bf16_tflops * 1e12 * eta) + flops_per_gpu / (pk.hbm_tb_s * 1e12 * intensity)
+
+
+def _kv_tokens(w: Workload, pk_name: str) -> float:
+    if w.kv_tokens is not None:
+        return max(w.kv_tokens, 1.0)
+    gb = w.gpu_memory_gb or {"H20": 96, "H200": 141, "B200": 180, "MI300X": 192}.get(pk_name, 80)
+    cap = capacity_gib(gb, w.gpu_type) * GIB
+    weights = 2 * w.params / (w.rollout_tp * (w.rollout_dp if w.moe else 1))
+    room = w.gmu * cap - weights - ENGINE_OVERHEAD_GIB * GIB
+    return max(room / w.kv_bytes_per_token, 1.0)
+
+
+def rollout_seconds(w: Workload, pk: Peak, kv_tokens: float, resp: float, prompt: float) -> dict[str, float]:
+    """Decode + prefill of one replica's share of the step's sequences (every replica runs in parallel)."""
+    tp = max(w.rollout_tp, 1)
+    replicas = max(w.n_gpus // tp, 1)
+    seqs = w.prompts * w.n / replicas
+    ctx = prompt + resp / 2  # tokens a running sequence holds in the KV cache on average
+    conc = max(1.0, min(seqs, MAX_NUM_SEQS, kv_tokens / (prompt + resp)))
+    bw = pk.hbm_tb_s * 1e12 * DECODE_BW_ETA
+    flops = pk.bf16_tflops * 1e12
+
+    def iteration(c: float) -> float:
+        weight_bytes = 2 * w.params / (tp * (w.rollout_dp if w.moe else 1))
+        if w.moe:  # a small batch reads only the experts its tokens route to
+            weight_bytes = 2 * (w.active_params + (w.params - w.active_params) * min(1.0, c * w.active_params / w.params)) / tp
+        read = weight_bytes + c * ctx * w.kv_bytes_per_token
+        tp_comm = DECODE_TP_LAYER_S * w.layers if tp > 1 else 0.0
+        return max(read / bw, 2 * w.active_params * c / tp / (flops * PREFILL_ETA)) + DECODE_STEP_S \
+            + DECODE_SEQ_S * c + tp_comm
+
+    bulk = seqs * resp / conc * iteration(conc)
+    tail = TAIL_SHARE * w.max_response * iteration(1.0)
+    # vLLM's prefix cache (verl's default: rollout.enable_prefix_caching true) computes a prompt's n samples once
+    prefill = 2 * w.active_params * seqs / max(w.n if w.prefix_caching else 1, 1) * prompt / tp / (flops * PREFILL_ETA)
+    gen = bulk + tail + prefill
+    return {"decode bulk": bulk, "decode tail": tail, "prefill": prefill, "concurrency": conc,
+            "rollout": gen * (1 + ROLLOUT_OVERHEAD)}
+
+
+def _attn_flops_per_token(w: Workload, ctx: float) -> float:
+    return 4 * w.layers * w.hidden * ctx  # QK^T and AV: 2 × 2 × layers × hidden × context
+
+
+def predict(w: Workload) -> StepTime:
+    name, pk, assumed = peak(w.gpu_type)
+    resp, prompt, why_r, why_p = _lengths(w)
+    seq = prompt + resp
+    seqs = w.prompts * w.n
+    # without remove-padding the training passes run every sequence at the longest one's length
+    tokens = seqs * (seq if w.remove_padding else w.max_prompt + w.max_response)
+    kv = _kv_tokens(w, name)
+    ro = rollout_seconds(w, pk, kv, resp, prompt)
+    phases: dict[str, float] = {"rollout": ro["rollout"]}
+    gb = 2 * w.params / 1e9
+    phases["weight sync"] = SYNC_FIXED_S + gb / SYNC_GB_S.get(w.backend, SYNC_GB_S["fsdp"]) \
+        + (4 * w.params / w.n_gpus / 1e9 / PCIE_GB_S if w.offload_params else 0.0)
+    per_gpu_tokens = tokens / w.n_gpus
+    attn = _attn_flops_per_token(w, seq / 2)
+    moe = MOE_TRAIN_FACTOR if w.moe else 1.0
+
+    dp = max(w.n_gpus // max(w.model_parallel * w.pipeline, 1), 1)
+    rank_tokens = tokens / dp  # what one data-parallel rank (a model-parallel group) processes
+
+    def micro_tokens(budget: int, micro: int) -> float:
+        """Tokens of one micro-batch of a model-parallel group: the budget per GPU × the GPUs that share a sequence
+        (verl scales the budget by the SP size), capped by what the rank has; or micro-batch × mean length."""
+        if w.dynamic_bsz and budget:
+            return min(budget * w.model_parallel, max(rank_tokens, 1.0))
+        return min((micro or 1) * seq, max(rank_tokens, 1.0))
+
+    def bubble(micros: float, batches: int) -> float:
+        if w.pipeline <= 1:
+            return 1.0
+        m = max(micros / max(batches, 1), 1.0)
+        return (m + w.pipeline - 1) / m
+
+    lp_tok = micro_tokens(w.logprob_tokens or w.train_tokens, w.logprob_micro or w.train_micro)
+    lp_micros = rank_tokens / lp_tok
+    fwd_flops = per_gpu_tokens * (2 * w.active_params + attn)
+    fwd_compute = _pass_seconds(fwd_flops, pk, FORWARD_ETA, FORWARD_INTENSITY) * moe * bubble(lp_micros, 1)
+    fwd_micro = lp_micros * FORWARD_MICRO_S
+    fwd = fwd_compute + fwd_micro
+    load = 4 * w.params / w.n_gpus / 1e9 / PCIE_GB_S if w.offload_params else 0.0
+    phases["old log-prob"] = fwd + load
+    if w.has_ref:
+        phases["ref log-prob"] = fwd + load
+    tr_tok = micro_tokens(w.train_tokens, w.train_micro)
+    tr_micros = rank_tokens / tr_tok * w.ppo_epochs
+    recompute = 4 / 3 if w.recompute else 1.0
+    train_flops = per_gpu_tokens * (6 * w.active_params + 3 * attn) * recompute * w.ppo_epochs
+    optim = 12 * w.params / w.n_gpus / 1e9 / PCIE_GB_S * 2 if w.offload_optimizer else 0.0
+    upd = _pass_seconds(train_flops, pk, TRAIN_ETA, TRAIN_INTENSITY) * moe * bubble(tr_micros, w.mini_batches) \
+        + tr_micros * TRAIN_MICRO_S
+    phases["update actor"] = upd + load + optim
+    if w.has_critic:
+        ratio = (w.critic_params or w.params) / w.params
+        phases["values"] = fwd * ratio + load * ratio
+        phases["update critic"] = (upd + load + optim) * ratio
+    assumptions: dict[str, object] = {
+        "gpu": name + (f" (assumed: GPU type {w.gpu_type!r} unknown)" if assumed and w.gpu_type
+                       else " (assumed: no GPU type given)" if assumed else ""),
+        "bf16_tflops": pk.bf16_tflops, "hbm_tb_s": pk.hbm_tb_s, "gpu_source": pk.source,
+        "response_length_mean": round(resp), "response_length_mean_basis": why_r,
+        "prompt_length_mean": round(prompt), "prompt_length_mean_basis": why_p,
+        "rollout_concurrency_per_replica": round(ro["concurrency"]),
+        "kv_cache_tokens_per_replica": round(kv),
+        "train_flop_efficiency": TRAIN_ETA, "train_intensity_flop_per_byte": TRAIN_INTENSITY,
+        "micro_batch_overhead_s": {"update": TRAIN_MICRO_S, "log-prob": FORWARD_MICRO_S},
+        "train_micro_batch_tokens": round(tr_tok), "logprob_micro_batch_tokens": round(lp_tok),
+        "train_micro_batches_per_rank": round(tr_micros), "logprob_micro_batches_per_rank": round(lp_micros),
+        "decode_bandwidth_efficiency": DECODE_BW_ETA, "decode_iteration_overhead_s": DECODE_STEP_S,
+        "tail_share_of_max_response": TAIL_SHARE,
+        "weight_sync_gb_s": SYNC_GB_S.get(w.backend, SYNC_GB_S["fsdp"]),
+        "calibration": "tests/data/reference/step-times.json (benchmarks/step_times.md)",
+    }
+    detail = {k: v for k, v in ro.items() if k != "rollout"}
+    detail["old log-prob micro-batches s"] = fwd_micro
+    detail["update actor micro-batches s"] = tr_micros * TRAIN_MICRO_S
+    return StepTime({k: phases[k] for k in PHASE_ORDER if k in phases}, assumptions, detail)
+
+
+def run_hours(st: StepTime, steps: int, n_gpus: int) -> tuple[float, float]:
+    """(wall-clock hours, GPU-hours) of `steps` steps."""
+    hours = st.step_s * steps / 3600
+    return hours, hours * n_gpus
+
+
+def as_json(st: StepTime, steps: int, n_gpus: int, steps_basis: str) -> dict[str, object]:
+    """The `time` object of plan --json and check --json."""
+    hours, gpu_hours = run_hours(st, steps, n_gpus)
+    return {"step_s": round(st.step_s, 1), "phases": st.grouped(),
+            "phases_detail": {k: round(v, 1) for k, v in st.phases.items()},
+            "run_steps": steps, "run_hours": round(hours, 2), "run_gpu_hours": round(gpu_hours, 1),
+            "assumptions": {**st.assumptions, "run_steps_basis": steps_basis}}
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b) if b else a
+
+
+__all__ = ["Workload", "StepTime", "predict", "run_hours", "as_json", "micro_share", "peak"]
+
+
+# -- from a verl config (a plan's settings or a checked config) --------------------------------------------------
+A, R, REF, M = "actor_rollout_ref.actor", "actor_rollout_ref.rollout", "actor_rollout_ref.ref", "actor_rollout_ref.model"
+
+
+def _int(v: object, default: int) -> int:
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else default
+
+
+def workload_from_config(get, shape, *, n_gpus: int, gpu_type: Optional[str], gpu_memory_gb: Optional[float],
+                         response_mean: Optional[float] = None, prompt_mean: Optional[float] = None,
+                         kv_tokens: Optional[float] = None) -> Workload:
+    """A Workload from verl's dotted keys: `get(key)` returns the resolved value (None when unset)."""
+    megatron = get(f"{A}.strategy") == "megatron" or get("model_engine") == "megatron"
+    tp = _int(get(f"{R}.tensor_model_parallel_size"), 1)
+    tbs = _int(get("data.train_batch_size"), 1)
+    dyn = bool(get(f"{A}.use_dynamic_bsz"))
+    lp_dyn = bool(get(f"{R}.log_prob_use_dynamic_bsz")) if get(f"{R}.log_prob_use_dynamic_bsz") is not None else dyn
+    if megatron:
+        mp = _int(get(f"{A}.megatron.tensor_model_parallel_size"), 1) * _int(get(f"{A}.megatron.context_parallel_size"), 1)
+        pp = _int(get(f"{A}.megatron.pipeline_model_parallel_size"), 1)
+        recompute = get(f"{A}.megatron.override_transformer_config.recompute_granularity") == "full"
+        off_p, off_o = bool(get(f"{A}.megatron.param_offload")), bool(get(f"{A}.megatron.optimizer_offload"))
+    else:
+        mp, pp = _int(get(f"{A}.ulysses_sequence_parallel_size"), 1), 1
+        recompute = get(f"{M}.enable_gradient_checkpointing") is not False
+        off_p, off_o = bool(get(f"{A}.fsdp_config.param_offload")), bool(get(f"{A}.fsdp_config.optimizer_offload"))
+    adv = str(get("algorithm.adv_estimator") or "")
+    has_critic = adv == "gae" or bool(get("critic.enable"))
+    has_ref = bool(get(f"{A}.use_kl_loss")) or bool(get("algorithm.use_kl_in_reward"))
+    gmu = get(f"{R}.gpu_memory_utilization")
+    return Workload(
+        params=shape.params, active_params=shape.active_params, layers=shape.layers, hidden=shape.hidden,
+        kv_bytes_per_token=shape.kv_bytes_per_token(tp), n_gpus=max(n_gpus, 1),
+        prompts=_int(get("data.gen_batch_size"), tbs), n=_int(get(f"{R}.n"), 1),
+        max_prompt=_int(get("data.max_prompt_length"), 512), max_response=_int(get("data.max_response_length"), 512),
+        response_mean=response_mean, prompt_mean=prompt_mean, gpu_type=gpu_type, gpu_memory_gb=gpu_memory_gb,
+        rollout_tp=tp, rollout_dp=_int(get(f"{R}.data_parallel_size"), 1),
+        gmu=float(gmu) if isinstance(gmu, (int, float)) and 0 < gmu <= 1 else 0.5, kv_tokens=kv_tokens,
+        backend="megatron" if megatron else "fsdp", moe=bool(getattr(shape, "experts", 0)), dynamic_bsz=dyn and lp_dyn,
+        train_tokens=_int(get(f"{A}.ppo_max_token_len_per_gpu"), 16384) if dyn else 0,
+        logprob_tokens=_int(get(f"{R}.log_prob_max_token_len_per_gpu"), 16384) if lp_dyn else 0,
+        train_micro=_int(get(f"{A}.ppo_micro_batch_size_per_gpu"), 1),
+        logprob_micro=_int(get(f"{R}.log_prob_micro_batch_size_per_gpu"), 1),
+        mini_batches=max(1, tbs // _int(get(f"{A}.ppo_mini_batch_size"), tbs)),
+        ppo_epochs=_int(get(f"{A}.ppo_epochs"), 1), recompute=recompute, model_parallel=mp, pipeline=pp,
+        offload_params=off_p, offload_optimizer=off_o, has_ref=has_ref, has_critic=has_critic,
+        multi_turn=bool(get(f"{R}.multi_turn.enable")), prefix_caching=get(f"{R}.enable_prefix_caching") is not False,
+        remove_padding=get(f"{M}.use_remove_padding") is not False)
+
+
+# train split rows of the datasets verl-init prepares itself (their hub cards): the run's steps per epoch
+KNOWN_TRAIN_ROWS = {"gsm8k": 7473, "math": 7500}
+DEFAULT_RUN_STEPS = 100
+
+
+def run_steps(get, dataset: Optional[str] = None, rows: Optional[int] = None) -> tuple[int, str]:
+    """(steps, how they were found): trainer.total_training_steps, else epochs × ⌈rows / train_batch_size⌉ when the
+    training rows are known, else DEFAULT_RUN_STEPS (named)."""
+    total = get("trainer.total_training_steps")
+    if isinstance(total, int) and not isinstance(total, bool) and total > 0:
+        return total, "trainer.total_training_steps"
+    epochs = _int(get("trainer.total_epochs"), 1)
+    tbs = _int(get("data.train_batch_size"), 1)
+    rows = rows or KNOWN_TRAIN_ROWS.get(str(dataset or "").lower())
+    if rows:
+        return epochs * max(rows // tbs, 1), f"{epochs} epochs × {rows} training rows // train_batch_size {tbs}"
+    return DEFAULT_RUN_STEPS, (f"{DEFAULT_RUN_STEPS} steps assumed (training rows unknown; set "
+                               "trainer.total_training_steps for the whole run)")
+
+
+def lines(doc: dict) -> list[str]:
+    """PLAN.md's and `plan`'s lines for a `time` object (as_json)."""
+    a = doc["assumptions"]
+    phases = ", ".join(f"{k} {v:.0f} s" for k, v in doc["phases_detail"].items())
+    return [
+        f"Predicted step: {doc['step_s']:.0f} s ({phases}).",
+        f"Whole run: {doc['run_steps']} steps ({a['run_steps_basis']}) ≈ {doc['run_hours']:.1f} h, "
+        f"{doc['run_gpu_hours']:.0f} GPU-hours.",
+        f"Assumed: GPU {a['gpu']} ({a['bf16_tflops']:g} dense bf16 TFLOPS, {a['hbm_tb_s']:g} TB/s); mean response "
+        f"{a['response_length_mean']} tokens ({a['response_length_mean_basis']}); mean prompt {a['prompt_length_mean']} "
+        f"tokens ({a['prompt_length_mean_basis']}); {a['rollout_concurrency_per_replica']} sequences decoding at once per "
+        f"rollout replica (KV cache {a['kv_cache_tokens_per_replica']} tokens); {a['train_micro_batches_per_rank']} "
+        f"training micro-batches of {a['train_micro_batch_tokens']} tokens per data-parallel rank, "
+        f"{a['logprob_micro_batches_per_rank']} log-prob micro-batches of {a['logprob_micro_batch_tokens']}.",
+        *([f"Fastest layout that fits: {doc['layout_choice']['key']}={doc['layout_choice']['chosen']} "
+           f"({doc['layout_choice']['why']}); runner-up {doc['layout_choice']['runner_up']}, about "
+           f"{doc['layout_choice']['runner_up_slower_s']:g} s slower per step (more micro-batches, each with its fixed cost)."]
+          if doc.get("layout_choice") and doc["layout_choice"]["runner_up"] else []),
+        "Efficiencies calibrated on 17 real verl runs (benchmarks/step_times.md): a prediction, not a measurement; "
+        "about half of those runs' steps land within ±30 %.",
+    ]
+
+
+def _flat(tree: dict, prefix: str = "") -> dict:
+    out: dict = {}
+    for k, v in tree.items():
+        key = f"{prefix}.{k}" if prefix else str(k)
+        if isinstance(v, dict):
+            out.update(_flat(v, key))
+        else:
+            out[key] = v
+    return out
+
+
+def of_plan(plan) -> Optional[dict]:
+    """The `time` object (as_json) of a resolved plan: its settings over verl's defaults, the memory plan's KV
+    cache, the answers' GPU type and response_length_mean; None when the model cannot be sized."""
+    from wizard.planner.shapes import resolve_shape
+    from wizard.verlspec.keys import load_snapshot
+
+    a = plan.answers
+    shape = resolve_shape(a.model, plan.facts.get("model_params_b"))
+    if shape is None or a.gpu_type == "cpu":
+        return None
+    engine = "megatron" if plan.base_config == "megatron" else "dp"
+    defaults = _flat(load_snapshot()["engines"][engine])
+
+    def get(key: str):
+        return plan.settings[key].value if key in plan.settings else defaults.get(key)
+
+    seq = _int(get("data.max_prompt_length"), 512) + _int(get("data.max_response_length"), 512)
+    kv = plan.memory.kv_seqs * seq if plan.memory is not None and plan.memory.kv_seqs else None
+    w = workload_from_config(get, shape, n_gpus=plan.n_gpus, gpu_type=a.gpu_type, gpu_memory_gb=a.gpu_memory_gb,
+                             response_mean=getattr(a, "response_length_mean", None), kv_tokens=kv)
+    steps, basis = run_steps(get, a.dataset)
+    doc = as_json(predict(w), steps, plan.n_gpus, basis)
+    for fact, key in (("logprob_micro_ranking", "log_prob_micro_batch_size_per_gpu"),
+                      ("token_budget_ranking", "ppo_max_token_len_per_gpu")):
+        ranked = plan.facts.get(fact)  # wizard.planner.layouts: the choice time decided
+        if ranked is not None:
+            doc["layout_choice"] = {"key": key, "chosen": ranked.chosen, "runner_up": ranked.runner_up,
+                                    "runner_up_slower_s": round(ranked.seconds_lost, 1), "why": ranked.why}
+    return doc
