@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from wizard.check import sandbox_run
+from wizard import _sandbox as sandbox_run
 
 TIMEOUT_S = 5.0  # verl's own scripts take ~30 ms
 MEMORY_BYTES = 1 << 30

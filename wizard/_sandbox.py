@@ -1,4 +1,5 @@
-"""The one sandbox verl-init runs untrusted code in: `run(argv, ...)` with bubblewrap (`bwrap`).
+"""The one sandbox verl-init runs untrusted code in: `run(argv, ...)` with bubblewrap (`bwrap`). Ground floor of the
+import layers (the planner, check and verify all use it).
 
 Used by the bash expansion of launch scripts (wizard.check.bashtrace), by `check --deep` (wizard.check.deep) and by
 the planner's tool check (wizard.planner.agent.import_problem). Nothing else in verl-init imports or executes what a
@@ -35,6 +36,9 @@ from dataclasses import dataclass, field
 BIN = "/dev/vi-bin"  # the caller's read-only files (never under /tmp: a --workdir /tmp cannot hide them)
 SCRATCH = "/dev/vi-out"  # writable, size-capped
 PATH = f"{BIN}:/usr/local/bin:/usr/bin:/bin"
+# Python inside: one thread per library pool (threads count against the process limit)
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
+              "RAY_DISABLE_IMPORT_WARNING": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap) and "
                 "allow unprivileged user namespaces")
 
