@@ -82,7 +82,8 @@ def _hostile(canary: Path, port: int, marker: str, tail: str = "") -> str:
             pass
 
         class Manager:
-            pass
+            def __init__(self, *args, **kwargs):
+                raise RuntimeError("hostile module ran; it read: " + leak.replace(chr(0), " "))
 
         class DS:
             pass
@@ -124,7 +125,7 @@ def _plant(tmp_path: Path, port: int) -> tuple[Path, Path, str]:
         """))
     (work / "cfg.yaml").write_text(textwrap.dedent("""\
         hydra:
-          searchpath: [pkg://evilpkg.conf]
+          searchpath: [pkg://evilpkg.conf, pkg://verl.trainer.config]
         defaults:
           - ppo_trainer
           - _self_
@@ -201,12 +202,12 @@ def test_cli_check_modes_and_render_run_nothing(tmp_path, listener, cli_env):
     (work / "answers.yaml").write_text("agent: tool\ntool: evilpkg.tools.Tool\ncluster: ray\n")
     runs = [run_cli(["check", "cfg.yaml"], cwd=work, env=env),
             run_cli(["check", "--mode", "cluster", str(work)], cwd=work, env=env),
-            run_cli(["render", "--answers", "answers.yaml", "--dry-run"], cwd=work, env=env),
-            run_cli(["render", "--answers", "answers.yaml", "--out", str(tmp_path / "b")], cwd=work, env=env)]
+            run_cli(["--answers", "answers.yaml", "--dry-run"], cwd=work, env=env),
+            run_cli(["--answers", "answers.yaml", "--out", str(tmp_path / "b")], cwd=work, env=env)]
     for r in runs:
         assert "Traceback" not in r.stderr, r.stderr[-2000:]
     _nothing_escaped(canary, hits, marker, *(r.stdout + r.stderr for r in runs))
-    refused = run_cli(["render", "--answers", "answers.yaml", "--dry-run", "--import-tool"], cwd=work, env=env)
+    refused = run_cli(["--answers", "answers.yaml", "--dry-run", "--import-tool"], cwd=work, env=env)
     assert refused.returncode == 2 and "dry run imports nothing" in refused.stderr
 
 
@@ -220,7 +221,7 @@ def test_render_import_tool_imports_in_the_sandbox(tmp_path, listener, cli_env):
     (work / "evilpkg" / "tools.py").write_text(_hostile(canary, port, marker, "raise ImportError('planted')"))
     env = {**cli_env, "VI_PLANTED_SECRET": SECRET}
     (work / "answers.yaml").write_text("agent: tool\ntool: evilpkg.tools.Tool\ncluster: ray\n")
-    r = run_cli(["render", "--answers", "answers.yaml", "--out", str(tmp_path / "b"), "--import-tool"], cwd=work, env=env)
+    r = run_cli(["--answers", "answers.yaml", "--out", str(tmp_path / "b"), "--import-tool"], cwd=work, env=env)
     assert "ImportError: planted" in r.stdout + r.stderr  # it ran, inside
     _nothing_escaped(canary, hits, marker, r.stdout + r.stderr)
 
@@ -236,8 +237,8 @@ def test_deep_runs_hostile_modules_only_inside(tmp_path, listener, cli_env, tiny
     took = time.monotonic() - start
     assert "Traceback" not in r.stderr, r.stderr[-2000:]
     doc = json.loads(r.stdout)
-    ran = [f for f in doc["findings"] if f["rule"] == "VI875"]
-    assert ran and "hostile module ran" in ran[0]["message"], doc["findings"]  # proof it was imported and called
+    ran = [f for f in doc["findings"] if f["id"] in ("VI874", "VI875", "VI876") and "hostile module ran" in f["message"]]
+    assert ran, doc["findings"]  # proof that it was imported and called, inside
     _nothing_escaped(canary, hits, marker, r.stdout, r.stderr)
     assert took < 300
 

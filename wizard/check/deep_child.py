@@ -207,25 +207,32 @@ def main(argv: list[str]) -> int:
     os.dup2(null, 2)
     result: dict[str, Any] = {"verl": None, "findings": [], "notes": []}
     p = Phases()
-    try:
-        from wizard.verify.harness import compose_bundle, verify_with_verl
+    tok: Any = None
+    from wizard.verify.harness import compose_bundle, verify_with_verl
 
-        if "config" in phases:
+    if "config" in phases:
+        try:
             rep = verify_with_verl(bundle, model_dir=model_dir)
             result["verl"] = {"bundle": rep.bundle, "verl_version": rep.verl_version, "blocked": rep.blocked,
                               "substitutions": rep.substitutions, "checks": [c.__dict__ for c in rep.checks]}
-        if phases & {"reward", "data"}:
+        except BaseException as exc:  # noqa: BLE001 - whatever verl raises is the answer
+            p.fail("VI874", "config", [], f"verl's config code stopped: {_msg(exc)}", "fix the key verl's message names")
+    for phase in ("reward", "data"):
+        if phase not in phases:
+            continue
+        try:
             with warnings.catch_warnings(), contextlib.redirect_stdout(sys.stderr):
                 warnings.simplefilter("ignore")
                 cfg = compose_bundle(bundle)
                 files = _files(cfg)
-                tok = _tokenizer(cfg, model_dir, p)
-                if "reward" in phases:
+                tok = _tokenizer(cfg, model_dir, p) if phase == "reward" or "reward" not in phases else tok
+                if phase == "reward":
                     reward_phase(cfg, tok, _first_row(files), p)
-                if "data" in phases:
+                else:
                     data_phase(cfg, tok, files, p, os.environ.get("TMPDIR", "/tmp"))
-    except BaseException as exc:  # noqa: BLE001 - whatever verl or the user's code raises is the answer
-        p.fail("VI874", "config", [], f"verl's code stopped: {_msg(exc)}", "see the message; fix the key it names")
+        except BaseException as exc:  # noqa: BLE001 - whatever verl or the user's code raises is the answer
+            p.fail("VI875" if phase == "reward" else "VI876", phase, [], f"verl's {phase} code stopped: {_msg(exc)}",
+                   "fix the key verl's message names")
     result["findings"], result["notes"] = p.findings, p.notes
     os.write(out, (MARK + json.dumps(result, default=str) + "\n").encode())
     os._exit(0)
