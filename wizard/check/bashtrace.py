@@ -1,7 +1,7 @@
 """Read a launch script as bash really expands it: bash runs the script inside a sandbox and recording
 stubs catch the `main_ppo` command line.
 
-The sandbox is wizard.check.sandbox_run (bubblewrap): a read-only view of the whole filesystem, size-capped
+The sandbox is wizard._sandbox (bubblewrap): a read-only view of the whole filesystem, size-capped
 tmpfs for /tmp and the trace folder, no network, its own process, IPC and user namespaces, an environment of the
 allow-list and the variables given (nothing of verl-init's own), and it ends with the caller. `python`, `python3`,
 `uv`, `ray`, `torchrun`, `hf`, `huggingface-cli`, `pip`, `nvidia-smi`, `curl`, `wget` and `git` are stubs that run
@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from wizard import _sandbox as sandbox_run
+from wizard import _sandbox as sandbox_run  # the one runner (bash, --deep, the tool import)
 
 TIMEOUT_S = 5.0  # verl's own scripts take ~30 ms
 MEMORY_BYTES = 1 << 30
