@@ -75,7 +75,7 @@ def _binds(src: Source, doc: Any, model_dir: str | None) -> list[tuple[str, str]
 
     walk(doc)
     out: list[str] = []
-    for path in sorted(set(p for p in wanted if _under_tmp(p)), key=len):
+    for path in sorted(set(p for p in wanted if _under_tmp(p) and p != "/tmp"), key=len):  # never /tmp itself
         if not any(path == o or path.startswith(o + "/") for o in out):
             out.append(path)
     return [(p, p) for p in out]
