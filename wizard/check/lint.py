@@ -17,7 +17,9 @@
    the arithmetic lives in wizard.verlspec.arithmetic, verl's vocabulary in wizard.verlspec.keys, the
    memory estimate in wizard.planner.memory, model shapes in wizard.planner.shapes;
 5. the report (wizard.check.report: text, JSON, `--fix`). `--verl` also runs verl's own checks
-   (wizard.verify.harness.verify_with_verl) on a temporary bundle holding the same config.
+   (wizard.verify.harness.verify_with_verl) on a temporary bundle holding the same config, and `--deep` the reward
+   and dataset code the config names too: both only in the sandbox (wizard.check.deep, wizard._sandbox). Without
+   them nothing the checked files name is imported or run (docs/security.md).
 """
 
 from __future__ import annotations
