@@ -1,14 +1,15 @@
 """Read a launch script as bash really expands it: bash runs the script inside a sandbox and recording
 stubs catch the `main_ppo` command line.
 
-The sandbox (bubblewrap, `bwrap`) gives bash a read-only view of the whole filesystem, a fresh empty /tmp,
-no network, its own process and IPC namespaces (nothing outside can be signalled), no environment but the
-one given, and ends with the caller. `python`, `python3`, `uv`, `ray`, `torchrun`, `hf`, `huggingface-cli`,
-`pip`, `nvidia-smi`, `curl`, `wget` and `git` are stubs that run nothing: the stub of the launcher writes
-its argument vector to the one writable folder and exits 0; `python -c ...` exits 1 (as if the module
-were missing, the default GPU path of verl's scripts). So no command of the user's script changes anything
-outside the sandbox's /tmp, which is thrown away. Time (5 s wall, 5 s CPU), memory (1 GiB address
-space), the recorded argument vector (1 MiB) and bash's output (discarded) are bounded.
+The sandbox is wizard._sandbox (bubblewrap): a read-only view of the whole filesystem, size-capped
+tmpfs for /tmp and the trace folder, no network, its own process, IPC and user namespaces, an environment of the
+allow-list and the variables given (nothing of verl-init's own), and it ends with the caller. `python`, `python3`,
+`uv`, `ray`, `torchrun`, `hf`, `huggingface-cli`, `pip`, `nvidia-smi`, `curl`, `wget` and `git` are stubs that run
+nothing: the stub of the launcher writes its argument vector to the trace folder and exits 0; `python -c ...` exits 1
+(as if the module were missing, the default GPU path of verl's scripts). A wrapper prints the first launch back
+through a pipe (the host opens no file the script wrote). So no command of the user's script changes anything outside
+the sandbox. Time (5 s wall and CPU), memory (1 GiB a process, 1 GiB all together), processes (64), disk (64 MiB a
+tmpfs), the recorded argument vector (1 MiB) and what comes back are bounded.
 
 Where bubblewrap is missing or not allowed (no user namespaces), `available()` says so and `check`
 reads the script with the static reader (wizard.check.shellargs) alone.
@@ -16,15 +17,17 @@ reads the script with the static reader (wizard.check.shellargs) alone.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import functools
 import os
 import re
-import shutil
-import subprocess
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from wizard import _sandbox as sandbox_run  # the one runner (bash, --deep, the tool import)
 
 TIMEOUT_S = 5.0  # verl's own scripts take ~30 ms
 MEMORY_BYTES = 1 << 30
@@ -33,8 +36,11 @@ ARGV_BYTES = 1 << 20
 RETRIES = 16  # variables the script needs from its environment, added one at a time
 STUBS = ("python", "python3", "uv", "ray", "torchrun", "hf", "huggingface-cli", "pip", "pip3", "nvidia-smi",
          "npu-smi", "curl", "wget", "git")
-OUT = "/tmp/vi-trace-out"
-BIN = "/tmp/vi-trace-bin"
+OUT = sandbox_run.SCRATCH  # the stubs write the launch here (a size-capped tmpfs inside the sandbox)
+BIN = sandbox_run.BIN  # the stubs, read-only, outside /tmp: a --workdir /tmp cannot hide them
+TREE_MEMORY_BYTES = 1 << 30  # all of the script's processes together
+PROCESSES = 64
+DISK_BYTES = 64 << 20  # each writable tmpfs inside (/tmp, /dev/shm, the trace folder)
 PRELUDE = BIN + "/prelude.sh"
 PLACEHOLDER = "UNSET_"  # wizard.check.shellargs.PLACEHOLDER: a value the script takes from its environment
 
@@ -45,6 +51,25 @@ for _vi_cmd in mkdir touch rm rmdir cp mv ln chmod chown install sleep ulimit; d
   eval "$_vi_cmd() { return 0; }"
 done
 unset _vi_cmd
+"""
+
+# The sandbox's command: runs the script with no way back but this folder, then prints what the stub recorded:
+# the first launch (a regular file only, not a link, FIFO or device; at most VI_ARGV_BYTES + 1 bytes) and the tail of
+# bash's stderr, base64 on one line each. The host reads it from a pipe with a cap: it opens nothing the script wrote.
+_WRAP = r"""exec 3>&1 >/dev/null
+/bin/bash --noprofile --norc "$1" 3>&- </dev/null >/dev/null 2>"$VI_TRACE_OUT/.stderr"
+s=$?
+n=0
+for f in "$VI_TRACE_OUT"/launch-*; do [ -e "$f" ] || [ -L "$f" ] && n=$((n + 1)); done
+printf 'status %d\nlaunches %d\n' "$s" "$n" >&3
+f="$VI_TRACE_OUT/launch-0"
+if [ -f "$f" ] && [ ! -L "$f" ]; then
+  printf 'launch ' >&3; head -c "$((VI_ARGV_BYTES + 1))" -- "$f" | base64 -w0 >&3; printf '\n' >&3
+fi
+f="$VI_TRACE_OUT/.stderr"
+if [ -f "$f" ] && [ ! -L "$f" ]; then
+  printf 'stderr ' >&3; tail -c 4096 -- "$f" | base64 -w0 >&3; printf '\n' >&3
+fi
 """
 
 # The stub: find `-m verl.trainer.main_ppo*` (or a main_ppo*.py path) in its arguments and record what follows.
@@ -103,33 +128,10 @@ class Traced:
         return self.module is not None
 
 
-def _bwrap_argv(script: Path, workdir: str, out: str, stubs: str, env: Mapping[str, str]) -> list[str]:
-    argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-            "--bind", out, OUT, "--ro-bind", stubs, BIN]
-    for shown in dict.fromkeys((str(script.parent), workdir)):  # still visible when under the fresh /tmp
-        if shown == "/tmp" or shown.startswith("/tmp/"):
-            argv += ["--ro-bind", shown, shown]
-    argv += ["--unshare-all", "--die-with-parent", "--new-session", "--clearenv", "--chdir", workdir]
-    full = {"PATH": f"{BIN}:/usr/local/bin:/usr/bin:/bin", **{k: v for k, v in env.items() if k != "PATH"},
-            "VI_TRACE_OUT": OUT, "BASH_ENV": PRELUDE}
-    for k, v in full.items():
-        if k and "=" not in k and "\0" not in k + v:
-            argv += ["--setenv", k, v]
-    return argv + ["/bin/bash", "--noprofile", "--norc", str(script)]
-
-
-def _limits() -> None:  # in the child, before bwrap starts
-    import resource
-
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BYTES, MEMORY_BYTES))
-    resource.setrlimit(resource.RLIMIT_CPU, (int(TIMEOUT_S), int(TIMEOUT_S) + 1))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_BYTES, FILE_BYTES))
-
-
 @functools.lru_cache(maxsize=1)
 def available() -> bool:
     """bwrap and bash exist and a sandbox can be made here (user namespaces allowed)."""
-    if not (shutil.which("bwrap") and os.path.exists("/bin/bash")):
+    if not (sandbox_run.available() and os.path.exists("/bin/bash")):
         return False
     try:
         with tempfile.TemporaryDirectory(prefix="vi-trace-") as tmp:
@@ -166,35 +168,52 @@ def trace(script: str | os.PathLike[str], env: Mapping[str, str], *, workdir: st
 def _trace_once(script: str | os.PathLike[str], env: Mapping[str, str], workdir: str | None,
                 timeout: float = TIMEOUT_S) -> Traced:
     path = Path(script).resolve()
+    workdir = workdir or str(path.parent)
     with tempfile.TemporaryDirectory(prefix="vi-trace-") as tmp:
-        out, stubs = Path(tmp) / "out", Path(tmp) / "bin"
-        out.mkdir()
+        stubs = Path(tmp) / "bin"
         stubs.mkdir()
         for name in STUBS:
             stub = stubs / name
             stub.write_text(_STUB, encoding="utf-8")
             stub.chmod(0o755)
         (stubs / "prelude.sh").write_text(_PRELUDE, encoding="utf-8")
-        argv = _bwrap_argv(path, workdir or str(path.parent), str(out), str(stubs), env)
-        try:
-            with open(Path(tmp) / "stderr", "w+b") as err:
-                proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-                                      timeout=timeout, preexec_fn=_limits, check=False)
-                err.seek(max(0, err.seek(0, os.SEEK_END) - 4096))
-                tail = err.read().decode("utf-8", errors="replace").strip().splitlines()
-            status: int | None = proc.returncode
-        except subprocess.TimeoutExpired:
-            return Traced(reason=f"bash did not finish within {timeout:g} s")
-        launches = sorted(out.iterdir(), key=lambda p: int(p.name.rsplit("-", 1)[-1]))
-        if not launches:
-            last = next((line for line in reversed(tail) if not line.startswith("+")), "")
-            return Traced(status=status, reason=f"bash reached no main_ppo launch (exit status {status})",
-                          error=last[:300])
-        first = launches[0]
-        if first.stat().st_size > ARGV_BYTES:
-            return Traced(status=status, reason=f"the launch's arguments exceed {ARGV_BYTES >> 20} MiB")
-        words = first.read_bytes().decode("utf-8", errors="replace").split("\0")[:-1]
-        if not words:
-            return Traced(status=status, reason="empty launch")
-        module = words[0]
-        return Traced(module=module, args=words[1:], launches=len(launches), status=status)
+        (stubs / "wrap.sh").write_text(_WRAP, encoding="utf-8")
+        binds = [(shown, shown) for shown in dict.fromkeys((str(path.parent), workdir))  # under the fresh /tmp
+                 if shown == "/tmp" or shown.startswith("/tmp/")]
+        full = {**{k: v for k, v in env.items() if k not in ("PATH", "HOME")}, "HOME": env.get("HOME", "/tmp"),
+                "VI_TRACE_OUT": OUT, "BASH_ENV": PRELUDE, "VI_ARGV_BYTES": str(ARGV_BYTES)}
+        limits = sandbox_run.Limits(wall_s=timeout, cpu_s=max(1, int(timeout)), proc_memory=MEMORY_BYTES,
+                                    tree_memory=TREE_MEMORY_BYTES, nproc=PROCESSES, tmp_bytes=DISK_BYTES,
+                                    file_bytes=FILE_BYTES, output_bytes=4 * ARGV_BYTES)
+        result = sandbox_run.run(["/bin/bash", "--noprofile", "--norc", f"{BIN}/wrap.sh", str(path)], env=full,
+                                 binds=[(str(stubs), BIN), *binds], chdir=workdir, limits=limits)
+    return _parse(result)
+
+
+def _parse(result: sandbox_run.Result) -> Traced:
+    """What wrap.sh printed: `status N`, `launches N`, then base64 lines of the first launch and of bash's stderr
+    tail. Anything else (a script may write there too) is ignored; nothing here is trusted beyond its size."""
+    if result.reason:
+        return Traced(reason=f"bash {result.reason}")
+    fields: dict[str, str] = {}
+    for line in result.stdout.decode("ascii", errors="replace").splitlines():
+        key, _, value = line.partition(" ")
+        if key in ("status", "launches", "launch", "stderr") and key not in fields:
+            fields[key] = value.strip()
+    try:
+        status = int(fields.get("status", ""))
+        count = int(fields.get("launches", "0"))
+        raw = base64.b64decode(fields.get("launch", ""), validate=False)
+        err = base64.b64decode(fields.get("stderr", ""), validate=False)
+    except (ValueError, binascii.Error):
+        return Traced(status=result.status, reason="bash's trace could not be read")
+    tail = err.decode("utf-8", errors="replace").strip().splitlines()
+    if not count or not raw:
+        last = next((line for line in reversed(tail) if not line.startswith("+")), "")
+        return Traced(status=status, reason=f"bash reached no main_ppo launch (exit status {status})", error=last[:300])
+    if len(raw) > ARGV_BYTES:
+        return Traced(status=status, reason=f"the launch's arguments exceed {ARGV_BYTES >> 20} MiB")
+    words = raw.decode("utf-8", errors="replace").split("\0")[:-1]
+    if not words:
+        return Traced(status=status, reason="empty launch")
+    return Traced(module=words[0], args=words[1:], launches=count, status=status)

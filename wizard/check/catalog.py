@@ -82,4 +82,9 @@ RULES: dict[str, tuple[str, str]] = {
     "VI885": ("sandbox never called", "reward.sandbox_fusion.url set but the training rows' data_source is not one verl routes to its code scorer"),
     "VI870": ("file not found", "data files, model folders, reward function, custom classes and configs that do not exist here"),
     "VI871": ("reward function not in its file", "reward.custom_reward_function.name is not defined in the file (verl fails when the reward loop starts)"),
+    "VI873": ("named class not in its file", "data.custom_cls.name or reward.reward_manager.name (source=importlib) is not defined at the top of the module file: read, not imported (verl fails when it loads it)"),
+    "VI874": ("--deep: verl's config code raised", "verl's composition, validate_config or a config dataclass raised on this config, run in the sandbox (the check's name and verl's message)"),
+    "VI875": ("--deep: the reward raised", "verl's reward loading, the reward manager or the score function raised on a synthetic sample from the first training row, run in the sandbox"),
+    "VI876": ("--deep: the dataset raised", "verl's dataset class (RLHFDataset or data.custom_cls) raised on the first rows of a data file, run in the sandbox"),
+    "VI877": ("--deep could not run", "no bubblewrap sandbox here (--deep and --verl refuse), or verl's code on the config stopped at a sandbox bound (time, memory, processes, output)"),
 }

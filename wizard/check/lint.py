@@ -17,7 +17,9 @@
    the arithmetic lives in wizard.verlspec.arithmetic, verl's vocabulary in wizard.verlspec.keys, the
    memory estimate in wizard.planner.memory, model shapes in wizard.planner.shapes;
 5. the report (wizard.check.report: text, JSON, `--fix`). `--verl` also runs verl's own checks
-   (wizard.verify.harness.verify_with_verl) on a temporary bundle holding the same config.
+   (wizard.verify.harness.verify_with_verl) on a temporary bundle holding the same config, and `--deep` the reward
+   and dataset code the config names too: both only in the sandbox (wizard.check.deep, wizard._sandbox). Without
+   them nothing the checked files name is imported or run (docs/security.md).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from wizard.check.rules.tokens import rule_context, rule_tokens, rule_vision
 from wizard.check.rules.values import rule_choices, rule_required, rule_unresolved, rule_values
 from wizard.check.source import Source, load_source, write_yaml
 from wizard.intent.errors import Problem
+from wizard.planner.agent import tool_imports
 from wizard.verlspec.keys import load_snapshot
 
 
@@ -57,8 +60,13 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
           gpus_per_node: int | None = None, gpu_memory_gb: float | None = None, gpu_type: str | None = None,
           defaults: str = "auto", env: Mapping[str, str] | None = None, workdir: str | None = None,
           run_verl: bool = False, model_dir: str | None = None, config_name: str | None = None,
-          response_length_mean: float | None = None) -> Report:
-    """Lint a verl YAML / launch script / bundle folder and/or overrides; see the module docstring."""
+          response_length_mean: float | None = None, deep: bool = False) -> Report:
+    """Lint a verl YAML / launch script / bundle folder and/or overrides; see the module docstring. Nothing the
+    checked files name is imported or run unless `deep` (or `run_verl`): then only in the sandbox (wizard.check.deep)."""
+    if deep or run_verl:
+        from wizard.check.deep import refuse_without_sandbox
+
+        refuse_without_sandbox("--deep" if deep else "--verl")
     env = dict(env if env is not None else {k: v for k, v in os.environ.items() if k == "HOME"})
     src = load_source(target, overrides, env=env, workdir=workdir, config_name=config_name)
     findings: list[Finding] = []
@@ -73,16 +81,27 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
     c.typed = {k for fd in findings if fd.problem.rule == "VI808" for k in fd.problem.keys}
     f = facts(c)
     shape, why = model_shape(c, f"{M}.path")
-    for rule in (rule_unresolved, rule_required, rule_deprecated_micro, rule_choices, rule_layout, rule_hardware,
-                 rule_rollout_parallel, rule_device, rule_batches, rule_dynamic_flags, rule_tokens, rule_roles,
-                 rule_values, rule_files, rule_agent, rule_lora, rule_sandbox, rule_reward_model):
-        rule(c, f)
+    with tool_imports(deep):  # check's agent rules import a tool module only with --deep, in the sandbox
+        for rule in (rule_unresolved, rule_required, rule_deprecated_micro, rule_choices, rule_layout, rule_hardware,
+                     rule_rollout_parallel, rule_device, rule_batches, rule_dynamic_flags, rule_tokens, rule_roles,
+                     rule_values, rule_files, rule_agent, rule_lora, rule_sandbox, rule_reward_model):
+            rule(c, f)
     rule_megatron(c, f, shape)
     rule_sequence_parallel(c, f, shape)
     rule_context(c, f, shape)
     rule_vision(c, f, shape)
     rule_memory(c, f, shape, why)
     rule_time(c, f, shape, response_length_mean)
+    deep_notes: list[str] = []
+    if deep or run_verl:
+        from wizard.check.deep import PHASES, run_deep, verify_report
+
+        ran = run_deep(src, model_dir=model_dir, phases=PHASES if deep else ("config",))
+        if deep:
+            findings += [Finding(p) for p in ran.problems]
+            deep_notes = ran.notes
+        elif any(p.rule == "VI877" for p in ran.problems):
+            findings += [Finding(p) for p in ran.problems if p.rule == "VI877"]
     order = {"error": 0, "warning": 1, "info": 2}
     findings.sort(key=lambda x: (order[x.problem.severity], x.problem.rule))
     used = {k: c.used[k] for k in sorted(c.used)}
@@ -90,7 +109,8 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         f"snapshot of verl {load_snapshot().get('verl_version', '?')} defaults"
     report = Report(src, dedupe(findings), used, label, hw, memory=c.memory, time=getattr(c, "time", None))
     if run_verl:
-        report.verl = run_verl_checks(src, model_dir=model_dir)
+        report.verl = verify_report(ran.verl, src.label)
+    report.deep_notes = deep_notes
     return report
 
 
@@ -104,7 +124,9 @@ def _verl_version() -> str:
 
 
 def run_verl_checks(src: Source, *, model_dir: str | None = None) -> Any:
-    """verl's own validation (wizard.verify.harness.verify_with_verl) on a temporary bundle with the same settings."""
+    """verl's own validation (wizard.verify.harness.verify_with_verl) on a temporary bundle with the same settings,
+    in this process: for verl-init's own configs (tests, rendered bundles). `check --verl`/`--deep` run it in the
+    sandbox instead (wizard.check.deep), as they do for a user's files."""
     from wizard.verify.harness import verify_with_verl
 
     items, engine, _ = user_items(src)
@@ -155,7 +177,12 @@ def cli(argv: Iterable[str]) -> int:
                    "ppo_megatron_trainer, as main_ppo's --config-name")
     p.add_argument("--json", action="store_true", help='print {"findings": [...], "config": {...}, "memory": {...} when the GPU memory is known, "time": {...} '
                         'when the model can be sized}')
-    p.add_argument("--verl", action="store_true", help="also run verl's own validation in-process and report its verdict")
+    p.add_argument("--verl", action="store_true", help="also run verl's own validation (in the sandbox) and report its "
+                   "verdict")
+    p.add_argument("--deep", action="store_true",
+                   help="the one flag that crosses check's boundary: import and run the code your config names (reward "
+                        "function and manager, dataset class, tool classes) and verl's own code on it, inside the "
+                        "bubblewrap sandbox (no network, read-only, bounded); without it check reads, never runs")
     p.add_argument("--model-dir", help="with --verl: local model folder standing in for hub models verl must load")
     p.add_argument("--fix", nargs="?", const="-", metavar="PATH",
                    help="write the corrected override list (findings with a single safe fix) to PATH, or stdout: for a "
@@ -180,7 +207,8 @@ def cli(argv: Iterable[str]) -> int:
         env[name] = value
     report = check(ns.target, extra, nnodes=ns.nnodes, gpus_per_node=ns.gpus_per_node, gpu_memory_gb=ns.gpu_memory_gb,
                    gpu_type=ns.gpu_type, defaults=ns.defaults, env=env, workdir=ns.workdir, run_verl=ns.verl,
-                   model_dir=ns.model_dir, config_name=ns.config_name, response_length_mean=ns.response_length_mean)
+                   model_dir=ns.model_dir, config_name=ns.config_name, response_length_mean=ns.response_length_mean,
+                   deep=ns.deep)
     if ns.fix is not None:
         lines, changes = fixed_overrides(report)
         text = "\n".join(lines) + ("\n" if lines else "")

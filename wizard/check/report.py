@@ -48,6 +48,7 @@ class Report:
     verl: Any | None = None  # wizard.verify.harness.VerifyReport with --verl
     memory: Any | None = None  # wizard.planner.memory.Estimate when the memory fit was checked
     time: dict[str, Any] | None = None  # wizard.planner.steptime.as_json when the step time was predicted
+    deep_notes: list[str] = field(default_factory=list)  # what `--deep` could not try (no tokenizer, no data here)
 
     @property
     def errors(self) -> list[Finding]:
@@ -72,6 +73,8 @@ class Report:
             doc["time"] = self.time
         if self.verl is not None:
             doc["verl"] = self.verl.as_dict()
+        if self.deep_notes:
+            doc["deep_notes"] = list(self.deep_notes)
         return doc
 
 
@@ -166,6 +169,7 @@ def format_report(report: Report) -> str:
             if not chk.ok and not chk.skipped:
                 kind = "" if getattr(chk, "source", "verl") == "verl" else " (verl-init's replica of a worker-time assert)"
                 lines.append(f"    FAIL {chk.name}{kind}: {chk.detail}")
+    lines += [f"  --deep: {note}" for note in report.deep_notes]
     counts = {s: sum(1 for f in report.findings if f.problem.severity == s) for s in ("error", "warning", "info")}
     verdict = "errors found" if report.errors else "no errors"
     lines.append(f"{verdict}: {counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} info")

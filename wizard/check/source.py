@@ -162,6 +162,9 @@ def load_source(target: str | None, extra: Sequence[str] = (), *, env: Mapping[s
         if p.suffix in (".sh", ".bash") or (p.suffix not in (".yaml", ".yml") and looks_like_script(text)):
             src = Source("script", str(p))
             limit: ShellLimitError | None = None
+            # bash in the sandbox first; the static reader then only adds line numbers and `cd` (its limits do not
+            # matter when bash answered), and reads alone where no sandbox can run
+            traced = _traced(p, env, workdir)
             try:
                 ex = extract_file(p, env=env)
             except ShellSyntaxError as exc:
@@ -169,10 +172,9 @@ def load_source(target: str | None, extra: Sequence[str] = (), *, env: Mapping[s
                 syntax = exc
             except ShellLimitError as exc:
                 ex, limit = None, exc
-            if limit is not None:  # not a launch script anyone writes: stop here, and do not hand it to bash
+            if limit is not None and traced is None:  # not a launch script anyone writes: stop here
                 raise _limit(f"{limit}: past the bounds of the script reader", p,
                              "check the script; a launch script needs nothing near these sizes") from None
-            traced = _traced(p, env, workdir)
             if ex is None and traced is None:
                 raise UserError(f"cannot read {p} as a shell script: {syntax}", "check the quoting", rule="VI800",
                                 keys=("target",)) from None

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +14,35 @@ from wizard.check.source import Source, write_yaml
 
 
 def compose_verl(src: Source, items: list[Item], engine: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Hydra composition with verl's own tree: (resolved config, base tree for key checks)."""
+    """Hydra composition with verl's own tree: (resolved config, base tree for key checks). `${oc.env:X}` reads
+    nothing of verl-init's environment: it resolves to the placeholder UNSET_X (a value the run's environment gives)."""
+    with _no_host_env():
+        return _compose_verl(src, items, engine)
+
+
+@contextlib.contextmanager
+def _no_host_env() -> Iterator[None]:
+    from omegaconf import OmegaConf
+    from omegaconf.basecontainer import BaseContainer
+
+    from wizard.check.shellargs import PLACEHOLDER
+
+    old = BaseContainer._resolvers.get("oc.env")
+
+    def env(key: str, default: Any = None) -> str:
+        return f"{PLACEHOLDER}{key}"
+
+    OmegaConf.register_new_resolver("oc.env", env, replace=True)
+    try:
+        yield
+    finally:
+        if old is not None:
+            BaseContainer._resolvers["oc.env"] = old
+        else:
+            OmegaConf.clear_resolver("oc.env")
+
+
+def _compose_verl(src: Source, items: list[Item], engine: str) -> tuple[dict[str, Any], dict[str, Any]]:
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from omegaconf import OmegaConf
@@ -62,10 +92,25 @@ def _file_searchpath(path: Path) -> dict[str, Any]:
     hydra = dict(doc.get("hydra") or {})
     entries = [str(e) for e in (hydra.get("searchpath") or [])]
     verl_dir = f"file://{verl_config_dir()}"
-    entries = [verl_dir if e.rstrip("/") in _VERL_PKG else e for e in entries]
+    entries = [verl_dir if e.rstrip("/") in _VERL_PKG else _no_import(e, path.parent) for e in entries]
+    entries = [e for e in entries if e]
     hydra["searchpath"] = [f"file://{path.parent.resolve()}", *entries]
     doc["hydra"] = hydra
     return doc
+
+
+def _no_import(entry: str, here: Path) -> str:
+    """A search path entry Hydra reads without importing anything: `pkg://a.b` (Hydra would import package `a`, run
+    its __init__.py, to find the folder) becomes the file:// folder found by reading the file tree (wizard.planner.
+    agent.module_file); an entry that is neither, or a package not found so, is dropped."""
+    if entry.startswith("file://"):
+        return entry
+    if not entry.startswith("pkg://"):
+        return ""
+    from wizard.planner.agent import installed_folders, module_file
+
+    init = module_file(entry[len("pkg://"):].strip("/").replace("/", "."), [str(here), *installed_folders()])
+    return f"file://{init.parent}" if init is not None and init.name == "__init__.py" else ""
 
 
 def verl_config_dir() -> Path:

@@ -57,6 +57,9 @@ def parser() -> argparse.ArgumentParser:
                    "every other file there (data, checkpoints, logs) is kept")
     p.add_argument("--dry-run", action="store_true", help="print what would be written; write nothing")
     p.add_argument("--verify", action="store_true", help="after writing, run verl's own checks (needs verl)")
+    p.add_argument("--import-tool", action="store_true",
+                   help="crosses verl-init's boundary: import your `tool` answer's module to check it, inside the "
+                        "bubblewrap sandbox only (without it the module file is read, never run; not with --dry-run)")
     p.add_argument("--smoke", action="store_true",
                    help="after writing, run one rollout/update cycle (verl-init smoke; needs verl)")
     p.add_argument("--json", action="store_true",
@@ -93,9 +96,15 @@ def main(args: list[str]) -> int:
 
     if ns.out is not None:
         check_out(ns.out)  # before planning: a newline in --out is a typo, not a folder name
+    if ns.import_tool and ns.dry_run:
+        err("--import-tool with --dry-run: a dry run imports nothing; drop one of them")
+        return 2
     answers = merge_answers(ns.profile, ns.answers, ns.sets, ns.overrides)
     out = ns.out or os.path.join("runs", experiment_name(answers))
-    the_plan = plan(answers, bundle_dir=out)  # data paths are stored relative to the bundle
+    from wizard.planner.agent import tool_imports
+
+    with tool_imports(ns.import_tool):  # the user's tool module: read, or with --import-tool imported in the sandbox
+        the_plan = plan(answers, bundle_dir=out)  # data paths are stored relative to the bundle
     lint = lint_overrides(the_plan)  # before anything is written: a bad override refuses the whole bundle
     if lint.errors:
         raise WizardError(lint.errors)

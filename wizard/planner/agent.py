@@ -32,10 +32,13 @@ verl 0.9.1 facts, each with its source (paths under the installed `verl/`):
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
-import subprocess
 import sys
+from collections.abc import Iterator, Sequence
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from wizard.planner.dataprep import GSM8K_TOOL_NAME
@@ -59,32 +62,132 @@ def tool_class(tool: str) -> str:
     return GSM8K_CLASS if tool == "gsm8k" else tool
 
 
+_IMPORTS: contextvars.ContextVar[bool] = contextvars.ContextVar("verl_init_tool_imports", default=False)
+MODULE_BYTES = 1 << 20  # a module file larger than this is not parsed
+NOT_TRIED = "read, not imported: its import was not tried (pass --import-tool to render, --deep to check)"
+
+
+@contextlib.contextmanager
+def tool_imports(allowed: bool = True) -> Iterator[None]:
+    """Within this block the planner (and check's agent rules) may import the user's tool module to check it, and
+    then only in the sandbox (wizard._sandbox). Outside it, a tool class is checked by reading its file."""
+    token = _IMPORTS.set(allowed)
+    try:
+        yield
+    finally:
+        _IMPORTS.reset(token)
+
+
+def imports_allowed() -> bool:
+    return _IMPORTS.get()
+
+
+def module_file(module: str, folders: Sequence[str]) -> Path | None:
+    """The file Python would load for `module` from the first of `folders` that has it (a `.py` or a package's
+    `__init__.py`; each package level must exist), found without importing anything."""
+    parts = module.split(".")
+    if not all(p.isidentifier() for p in parts):
+        return None
+    for folder in folders:
+        base = Path(folder).joinpath(*parts)
+        for path in (base.with_suffix(".py"), base / "__init__.py"):
+            try:
+                if path.is_file() and all((Path(folder).joinpath(*parts[:i]) / "__init__.py").is_file()
+                                          or Path(folder).joinpath(*parts[:i]).is_dir() for i in range(1, len(parts))):
+                    return path
+            except OSError:
+                continue
+    return None
+
+
+def installed_folders() -> list[str]:
+    """sys.path without the current folder: where an installed package lives (read, never imported)."""
+    return [p for p in sys.path if p and os.path.isdir(p) and os.path.abspath(p) != os.getcwd()]
+
+
+def read_class(path: Path, name: str) -> str | None:
+    """None when the module file defines (or imports) `name` at its top level, else why not: a bounded static read
+    (at most MODULE_BYTES, parsed with ast, never run)."""
+    import ast
+
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MODULE_BYTES + 1)
+    except OSError as exc:
+        return f"{path.name} cannot be read ({exc.strerror})"
+    if len(data) > MODULE_BYTES:
+        return f"{path.name} is larger than {MODULE_BYTES >> 20} MiB: not read"
+    try:
+        tree = ast.parse(data.decode("utf-8", errors="replace"))
+    except SyntaxError as exc:
+        return f"{path.name} has a syntax error (line {exc.lineno})"
+    except (RecursionError, MemoryError, ValueError):
+        return f"{path.name} cannot be parsed (nested too deep)"
+    defined: set[str] = set()
+    for n in tree.body:
+        if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            defined.add(n.name)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            defined |= {a.asname or a.name.split(".")[0] for a in n.names}
+        elif isinstance(n, ast.Assign):
+            defined |= {t.id for t in n.targets if isinstance(t, ast.Name)}
+        elif isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name):
+            defined.add(n.target.id)
+    return None if name in defined else f"{path.name} defines no {name}"
+
+
+def static_problem(class_path: str, folders: Sequence[str]) -> str | None | bool:
+    """`module.Class` read from `folders`: None when a module file there defines the class, a problem when the file
+    does not, False when no folder holds the module."""
+    module, _, name = class_path.rpartition(".")
+    path = module_file(module, folders)
+    return False if path is None else read_class(path, name)
+
+
 @lru_cache(maxsize=64)  # the planner re-plans to confirm suggestions: one import per class and folder
 def import_problem(class_path: str, cwd: str, timeout: float = IMPORT_TIMEOUT_S) -> str | None:
-    """Why `module.Class` does not import here (as verl's get_tool_class does it), or None. Run in a subprocess with
-    a timeout, in `cwd` (on sys.path, as the bundle folder is for verl's workers): a user's module is never imported
-    into verl-init, and a module that hangs at import costs at most `timeout` seconds."""
-    module, _, name = class_path.rpartition(".")
-    code = ("import importlib, sys\n"
-            "sys.path.insert(0, '.')\n"
-            f"m = importlib.import_module({module!r})\n"
-            f"getattr(m, {name!r})\n")
-    import tempfile
+    """Why `module.Class` does not import (as verl's get_tool_class does it), or None: imported in the sandbox
+    (wizard._sandbox: read-only filesystem, no network, clean environment, own PID namespace, bounded time, memory
+    and output), with `cwd` on sys.path as the bundle folder is for verl's workers. Never in verl-init's process.
+    Raises UserError when no sandbox can run here."""
+    from wizard import _sandbox
+    from wizard.intent.errors import UserError
 
-    with tempfile.TemporaryFile() as err:  # the traceback's tail only: a module may print without bound
-        try:
-            r = subprocess.run([sys.executable, "-c", code], cwd=cwd, stdin=subprocess.DEVNULL,
-                               stdout=subprocess.DEVNULL, stderr=err, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return f"importing {module} took longer than {timeout:g} s"
-        except OSError as exc:
-            return f"could not start Python to import it: {exc}"
-        if r.returncode == 0:
-            return None
-        err.seek(max(0, err.seek(0, os.SEEK_END) - 4096))
-        tail = err.read(4096).decode("utf-8", errors="replace")
-    last = [line for line in tail.strip().splitlines() if line.strip()]
-    return (last[-1] if last else f"exit status {r.returncode}")[:300]
+    if not _sandbox.available():
+        raise UserError("importing your tool module needs the bubblewrap sandbox, which is not available here",
+                        _sandbox.INSTALL_HINT, rule="VI563", keys=("tool",))
+    module, _, name = class_path.rpartition(".")
+    code = ("import importlib, os, sys\n"
+            "sys.path.insert(0, '.')\n"
+            "out = os.dup(1)\n"
+            "null = os.open(os.devnull, os.O_WRONLY)\n"
+            "os.dup2(null, 1)\n"
+            "os.dup2(null, 2)\n"
+            "try:\n"
+            f"    getattr(importlib.import_module({module!r}), {name!r})\n"
+            "except BaseException as exc:\n"
+            "    msg = ' '.join(f'{type(exc).__name__}: {exc}'.split())[:300]\n"
+            "    os.write(out, ('FAIL ' + msg + '\\n').encode())\n"
+            "    os._exit(1)\n"
+            "os.write(out, b'OK\\n')\n"
+            "os._exit(0)\n")
+    folder = os.path.abspath(cwd) if cwd else "/tmp"  # "": the sandbox's own empty /tmp
+    binds = [(folder, folder)] if cwd and (folder == "/tmp" or folder.startswith("/tmp/")) else []
+    limits = _sandbox.Limits(wall_s=timeout, cpu_s=max(1, int(timeout)), proc_memory=16 << 30, tree_memory=4 << 30,
+                             nproc=256, output_bytes=64 << 10)
+    r = _sandbox.run([sys.executable, "-B", "-c", code], env={"PYTHONPATH": folder, **_sandbox.ONE_THREAD},
+                     binds=binds, chdir=folder, limits=limits)
+    if r.reason:
+        return (f"importing {module} took longer than {timeout:g} s" if "did not finish" in r.reason
+                else f"importing {module} stopped: it {r.reason}")
+    lines = [line for line in r.stdout.decode("utf-8", errors="replace").splitlines() if line.strip()]
+    if r.status == 0 and lines and lines[-1] == "OK":
+        return None
+    fails = [line[5:] for line in lines if line.startswith("FAIL ")]
+    if fails:
+        return fails[-1]
+    tail = [line for line in r.stderr.decode("utf-8", errors="replace").splitlines() if line.strip()]
+    return (tail[-1] if tail else f"exit status {r.status}")[:300]
 
 
 NO_VERL = "No module named 'verl'"  # verl-init without verl beside it cannot try a BaseTool subclass
@@ -138,28 +241,37 @@ def rules(b: Any) -> None:
 
 
 def _tool_imports(b: Any, tool: str) -> None:
-    """VI563: the user's class must import where verl runs, the bundle folder (on the workers' sys.path). Tried from
-    the bundle folder when known (else a folder holding nothing of the user's), then from the current folder: a module
-    that imports only from there is a file beside the answers that the bundle does not carry."""
-    import tempfile
-
+    """VI563: the user's class must import where verl runs, the bundle folder (on the workers' sys.path). Checked in
+    the bundle folder when known (else an empty folder) and the installed packages, then in the current folder: a
+    module found only there is a file beside the answers that the bundle does not carry. By default the module files
+    are read (never run); inside `tool_imports()` (render --import-tool) they are imported, in the sandbox only."""
     a, f = b.a, b.f
-    where = b.bundle if b.bundle and os.path.isdir(b.bundle) else tempfile.gettempdir()
-    if import_problem(tool, where) is None:
-        return
-    why = import_problem(tool, b.base)
+    bundle = b.bundle if b.bundle and os.path.isdir(b.bundle) else ""
+    tried = imports_allowed()
+    if tried:
+        if import_problem(tool, bundle) is None:
+            return
+        why = import_problem(tool, b.base)
+    else:
+        found = static_problem(tool, [*([bundle] if bundle else []), *installed_folders()])
+        if found is None:
+            return
+        here = static_problem(tool, [b.base])
+        why = (f"no module file for {tool.rpartition('.')[0]} in {b.base} or the installed packages"
+               if here is False and found is False else here if here is not False else found)
+    note = "" if tried else f" ({NOT_TRIED})"
     if why is not None and NO_VERL in why:
         f.warning("VI563", ("tool",), f"tool={tool} could not be tried here: verl is not installed beside verl-init "
                   f"({why})", "install verl here to have the class checked, or check it where verl runs")
         return
     if why is None:
         module = tool.rpartition(".")[0]
-        f.warning("VI563", ("tool",), f"tool={tool} imports here only from {b.base} (the folder verl-init runs in), "
-                  "not where verl runs: the bundle folder, which does not carry it",
+        f.warning("VI563", ("tool",), f"tool={tool} is found here only in {b.base} (the folder verl-init runs in), "
+                  f"not where verl runs: the bundle folder, which does not carry it{note}",
                   f"copy {module.replace('.', '/')}.py (or its package) into the bundle folder, or install it")
         return
     (f.error if a.cluster == "local" else f.warning)(
-        "VI563", ("tool",), f"tool={tool} does not import here ({why}): verl's tool registry imports it in "
+        "VI563", ("tool",), f"tool={tool} does not import here ({why}){note}: verl's tool registry imports it in "
         "every agent-loop worker", "install its package where verl runs, or put the module in the bundle "
         "folder (it is on the workers' sys.path)")
 

@@ -51,33 +51,10 @@ def _rows_pick_agent(c: Ctx) -> bool | None:
     return all(found) if found else None
 
 
-def _local_class(workdir: Path, class_path: str) -> str | None | bool:
-    """Static resolution of `module.Class` inside the folder verl runs in (the bundle's own tool modules): None when
-    the module file is there and defines the class, a problem when it does not, False when the module is not a file
-    there (then it is imported, bounded, by wizard.planner.agent.import_problem). Files over 1 MiB are not parsed."""
-    import ast
-
-    module, _, name = class_path.rpartition(".")
-    base = workdir.joinpath(*module.split("."))
-    path = base.with_suffix(".py") if base.with_suffix(".py").is_file() else base / "__init__.py"
-    if not path.is_file():
-        return False
-    if path.stat().st_size > _HEAD_BYTES:
-        return False
-    try:
-        tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
-    except SyntaxError as exc:
-        return f"{path.name} has a syntax error (line {exc.lineno})"
-    defined = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.Assign, ast.ImportFrom, ast.Import))
-               and hasattr(n, "name")}
-    defined |= {a.asname or a.name for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
-    defined |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
-    return None if name in defined else f"{path.name} defines no {name}"
-
-
 def _tool_config_problem(c: Ctx, path: str) -> tuple[str, str] | None:
-    """(message, hint) when the tool config cannot give verl its tools, or None. A class that does not import here
-    is reported too (in a subprocess with a timeout, from the folder verl runs in): it may exist only where verl runs."""
+    """(message, hint) when the tool config cannot give verl its tools, or None. A class that cannot be found is
+    reported too: by reading the module file in the folder verl runs in or the installed packages (never run), or,
+    with `check --deep`, by importing it in the sandbox (wizard._sandbox). It may exist only where verl runs."""
     from wizard.check.source import read_yaml
 
     local = local_path(c, path)
@@ -95,8 +72,9 @@ def _tool_config_problem(c: Ctx, path: str) -> tuple[str, str] | None:
     if not isinstance(tools, list) or not tools:
         return (f"tool_config_path {path} holds no `tools:` list: verl's tool registry reads tools_config.tools",
                 "write tools: [{class_name: module.Class, config: {type: native}, tool_schema: ...}]")
-    from wizard.planner.agent import import_problem
+    from wizard.planner.agent import NOT_TRIED, import_problem, imports_allowed, installed_folders, static_problem
 
+    deep = imports_allowed()
     for i, tool in enumerate(tools):
         name = tool.get("class_name") if isinstance(tool, dict) else None
         kind = (tool.get("config") or {}).get("type") if isinstance(tool, dict) and isinstance(tool.get("config"), dict) else None
@@ -105,9 +83,13 @@ def _tool_config_problem(c: Ctx, path: str) -> tuple[str, str] | None:
         if kind != "native":
             return (f"tool {i} ({name}) in {path} has config.type={kind!r}: verl 0.9.1 loads only native tools "
                     "(ToolType in tool_registry.py)", "set config: {type: native}")
-        why = _local_class(c.src.workdir, name)
-        if why is False:
+        if deep:
             why = import_problem(name, str(c.src.workdir))
+        else:
+            why = static_problem(name, [str(c.src.workdir), *installed_folders()])
+            if why is False:
+                why = f"no module file for {name.rpartition('.')[0]} in {c.src.workdir} or the installed packages"
+            why = None if why is None else f"{why}; {NOT_TRIED}"
         if why is not None:
             return (f"tool class {name} (in {path}) does not import here: {why}",
                     "install its package where verl runs, or put its module in the folder verl runs in (on the "

@@ -128,17 +128,51 @@ def rule_files(c: Ctx, f: Facts) -> None:
         if isinstance(value, str) and value and not c.unknown(key) and not (key.startswith("reward.reward_manager")
                                                                              and c.v("reward.reward_manager.source") != "importlib"):
             missing(key, value, what)
+    _check_classes(c)
+
+
+def _check_classes(c: Ctx) -> None:
+    """VI873: the class verl loads from a module path (data.custom_cls, an importlib reward manager) is defined in
+    that file, read statically (wizard.planner.agent.read_class); the import is not tried (`check --deep` does)."""
+    from wizard.planner.agent import NOT_TRIED, read_class
+
+    pairs = [("data.custom_cls.path", "data.custom_cls.name", "dataset class")]
+    if c.v("reward.reward_manager.source") == "importlib":
+        pairs.append(("reward.reward_manager.module.path", "reward.reward_manager.name", "reward manager"))
+    for path_key, name_key, what in pairs:
+        value, name = c.v(path_key), c.v(name_key)
+        if not (isinstance(value, str) and value and isinstance(name, str) and name) or c.unknown(path_key, name_key):
+            continue
+        if value.startswith("pkg://") or PLACEHOLDER in value:
+            continue
+        local = local_path(c, value)
+        if local is None or not local.is_file():
+            continue
+        why = read_class(local, name)
+        if why is not None:
+            c.add("VI873", "error", (path_key, name_key), f"{what} {name}: {why} ({NOT_TRIED.split(' (')[0]})",
+                  f"set {name_key} to the class defined in {local.name}, or fix {path_key}")
 
 
 def _check_function(c: Ctx, path: Path, name: str) -> None:
+    """The reward function file read (bounded, parsed with ast), never imported: `check --deep` imports it, in the
+    sandbox."""
     import ast
+
+    from wizard.planner.agent import MODULE_BYTES
 
     key = "reward.custom_reward_function.name"
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+        with open(path, "rb") as fh:
+            data = fh.read(MODULE_BYTES + 1)
+        if len(data) > MODULE_BYTES:
+            return
+        tree = ast.parse(data.decode("utf-8", errors="replace"))
     except SyntaxError as exc:
         c.add("VI871", "error", ("reward.custom_reward_function.path",), f"{path} is not valid Python (line {exc.lineno})",
               "fix the syntax error; verl imports the file when the reward loop starts")
+        return
+    except (OSError, RecursionError, MemoryError, ValueError):
         return
     names = set()
     functions = []

@@ -1,0 +1,242 @@
+"""The inside of `check --deep`: run verl's own code on a config, in the sandbox only (wizard.check.deep starts it
+there with `python -m wizard.check.deep_child`; nothing else imports this module).
+
+Three phases, in the order verl meets them:
+- config: wizard.verify.harness.verify_with_verl on the bundle folder the host wrote (Hydra composition,
+  validate_config, the config dataclasses, verl's registries, the tool classes);
+- reward: verl's reward loading (trainer/ppo/reward.py: get_custom_reward_fn, resolve_reward_manager_cls,
+  load_reward_manager with a tokenizer) and the score function called on a synthetic sample built from the first
+  training row (its data_source and ground truth), as the reward loop calls it;
+- data: verl's dataset class (utils/dataset/rl_dataset.py:get_dataset_class, a custom class included) built on the
+  first rows of each reachable data file, and its first items read, as the trainer's dataloader reads them.
+What raises is reported with the phase and verl's message; one JSON line goes back to the host on the original
+stdout (the module's own prints go to /dev/null).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import warnings
+from typing import Any
+
+ROWS = 4  # rows read from each data file
+MARK = "VI-DEEP "
+
+
+def _msg(exc: BaseException) -> str:
+    text = " ".join(f"{type(exc).__name__}: {exc}".split())
+    return text if len(text) <= 400 else text[:397] + "..."
+
+
+class Phases:
+    def __init__(self) -> None:
+        self.findings: list[dict[str, Any]] = []
+        self.notes: list[str] = []
+
+    def fail(self, rule: str, phase: str, keys: list[str], message: str, hint: str) -> None:
+        self.findings.append({"rule": rule, "phase": phase, "keys": keys, "message": message, "hint": hint})
+
+
+def _local(path: Any) -> str | None:
+    if not isinstance(path, str) or not path or "://" in path:
+        return None
+    path = os.path.expanduser(path)
+    return path if os.path.exists(path) else None
+
+
+def _files(cfg: Any) -> list[str]:
+    out = []
+    for key in ("train_files", "val_files"):
+        value = cfg.data.get(key)
+        values = [value] if isinstance(value, str) else list(value or [])
+        out += [p for p in (_local(v) for v in values) if p is not None and os.path.isfile(p)]
+    return list(dict.fromkeys(out))
+
+
+def _head(path: str, n: int, where: str) -> str:
+    """The first `n` rows of a data file, written to `where` (the sandbox's /tmp) in the same format."""
+    if path.endswith(".parquet"):
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        batch = next(pq.ParquetFile(path).iter_batches(batch_size=n), None)
+        table = pa.Table.from_batches([batch]) if batch is not None else pq.read_schema(path).empty_table()
+        out = os.path.join(where, "head.parquet")
+        pq.write_table(table, out)
+        return out
+    out = os.path.join(where, "head" + (".jsonl" if path.endswith(".jsonl") else ".json"))
+    with open(path, "rb") as src, open(out, "wb") as dst:
+        if path.endswith(".jsonl"):
+            for _ in range(n):
+                line = src.readline(1 << 20)
+                if not line:
+                    break
+                dst.write(line)
+        else:
+            dst.write(src.read(8 << 20))
+    return out
+
+
+def _first_row(files: list[str]) -> dict[str, Any]:
+    for path in files:
+        try:
+            if path.endswith(".parquet"):
+                import pyarrow.parquet as pq
+
+                batch = next(pq.ParquetFile(path).iter_batches(batch_size=1), None)
+                rows = batch.to_pylist() if batch is not None else []
+            elif path.endswith(".jsonl"):
+                with open(path, "rb") as fh:
+                    rows = [json.loads(fh.readline(1 << 20))]
+            else:
+                continue
+        except Exception:  # noqa: BLE001 - the data phase reports unreadable files
+            continue
+        if rows and isinstance(rows[0], dict):
+            return rows[0]
+    return {}
+
+
+def _tokenizer(cfg: Any, model_dir: str | None, p: Phases) -> Any:
+    path = _local(cfg.actor_rollout_ref.model.get("tokenizer_path")) or _local(cfg.actor_rollout_ref.model.path)
+    path = path or model_dir
+    if not path:
+        p.notes.append("the model is not a local folder and no --model-dir was given: the reward manager and the "
+                       "dataset, which need its tokenizer, were not built")
+        return None
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(path, trust_remote_code=bool(cfg.data.get("trust_remote_code", False)))
+    except Exception as exc:  # noqa: BLE001
+        p.notes.append(f"the tokenizer in {path} does not load ({_msg(exc)}): the reward manager and dataset were "
+                       "not built")
+        return None
+
+
+def reward_phase(cfg: Any, tok: Any, row: dict[str, Any], p: Phases) -> None:
+    from verl.trainer.ppo.reward import get_custom_reward_fn, resolve_reward_manager_cls
+    from verl.utils.reward_score import default_compute_score
+
+    fn_keys = ["reward.custom_reward_function.path", "reward.custom_reward_function.name"]
+    try:
+        fn = get_custom_reward_fn(cfg)
+    except Exception as exc:  # noqa: BLE001
+        p.fail("VI875", "reward", fn_keys, f"verl cannot load the reward function: {_msg(exc)}",
+               "fix the file or the function name (verl imports it when the reward loop starts)")
+        return
+    rm_keys = ["reward.reward_manager.name", "reward.reward_manager.source"]
+    try:
+        resolve_reward_manager_cls(cfg)
+    except Exception as exc:  # noqa: BLE001
+        p.fail("VI875", "reward", rm_keys, f"verl cannot find the reward manager: {_msg(exc)}",
+               "name a registered reward manager (naive, dapo, prime, ...) or fix reward_manager.module.path")
+        return
+    if tok is not None:
+        from verl.trainer.ppo.reward import load_reward_manager
+
+        try:
+            load_reward_manager(cfg, tok)
+        except Exception as exc:  # noqa: BLE001
+            p.fail("VI875", "reward", rm_keys, f"verl's reward manager does not build on this config: {_msg(exc)}",
+                   "fix the reward manager's settings (reward.reward_kwargs, reward.reward_manager.*)")
+            return
+    rm = row.get("reward_model") if isinstance(row.get("reward_model"), dict) else {}
+    truth = rm.get("ground_truth", "42")
+    source = row.get("data_source", "openai/gsm8k")
+    extra = row.get("extra_info") if isinstance(row.get("extra_info"), dict) else {}
+    answer = f"The answer is \\boxed{{{truth}}}.\n#### {truth}"
+    keys = fn_keys if fn is not None else ["data.train_files"]
+    try:
+        score = (fn or default_compute_score)(data_source=source, solution_str=answer, ground_truth=truth,
+                                              extra_info=extra)
+        if hasattr(score, "__await__"):
+            import asyncio
+
+            score = asyncio.run(score)
+    except Exception as exc:  # noqa: BLE001
+        what = "your reward function" if fn is not None else "verl's default_compute_score"
+        p.fail("VI875", "reward", keys, f"{what} raised on a sample (data_source={source!r}): {_msg(exc)}",
+               "set reward.custom_reward_function for this data_source, or fix the function" if fn is None
+               else "fix the function: verl calls fn(data_source, solution_str, ground_truth, extra_info)")
+        return
+    value = score.get("score") if isinstance(score, dict) else score
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        p.fail("VI875", "reward", keys, f"the score function returned {type(score).__name__} "
+               f"{str(score)[:80]!r}: verl's reward managers need a number or a dict with 'score'",
+               "return a float, or {'score': float, ...}")
+
+
+def data_phase(cfg: Any, tok: Any, files: list[str], p: Phases, where: str) -> None:
+    from verl.utils.dataset.rl_dataset import get_dataset_class
+
+    keys = ["data.custom_cls.path", "data.custom_cls.name"] if cfg.data.get("custom_cls", {}).get("path") else \
+        ["data.train_files"]
+    try:
+        cls = get_dataset_class(cfg.data)
+    except Exception as exc:  # noqa: BLE001
+        p.fail("VI876", "data", keys, f"verl cannot load the dataset class: {_msg(exc)}",
+               "fix data.custom_cls.path / name (a torch Dataset subclass)")
+        return
+    if tok is None or not files:
+        if not files:
+            p.notes.append("no data file is reachable here: the dataset was not built")
+        return
+    for path in files:
+        key = "data.train_files"
+        try:
+            head = _head(path, ROWS, where)
+            ds = cls(data_files=[head], tokenizer=tok, config=cfg.data, processor=None)
+            for i in range(min(len(ds), ROWS)):
+                ds[i]
+        except Exception as exc:  # noqa: BLE001
+            p.fail("VI876", "data", [key, *([k for k in keys if k != key])],
+                   f"verl's {getattr(cls, '__name__', 'dataset')} raised on the first rows of {path}: {_msg(exc)}",
+                   "fix the rows (data.prompt_key, the chat format) or the data.* keys; `verl-init validate-dataset "
+                   "FILE` names the row")
+
+
+def main(argv: list[str]) -> int:
+    bundle, model_dir, phases = argv[0], argv[1] or None, set(argv[2].split(","))
+    out = os.dup(1)
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    result: dict[str, Any] = {"verl": None, "findings": [], "notes": []}
+    p = Phases()
+    tok: Any = None
+    from wizard.verify.harness import compose_bundle, verify_with_verl
+
+    if "config" in phases:
+        try:
+            rep = verify_with_verl(bundle, model_dir=model_dir)
+            result["verl"] = {"bundle": rep.bundle, "verl_version": rep.verl_version, "blocked": rep.blocked,
+                              "substitutions": rep.substitutions, "checks": [c.__dict__ for c in rep.checks]}
+        except BaseException as exc:  # noqa: BLE001 - whatever verl raises is the answer
+            p.fail("VI874", "config", [], f"verl's config code stopped: {_msg(exc)}", "fix the key verl's message names")
+    for phase in ("reward", "data"):
+        if phase not in phases:
+            continue
+        try:
+            with warnings.catch_warnings(), contextlib.redirect_stdout(sys.stderr):
+                warnings.simplefilter("ignore")
+                cfg = compose_bundle(bundle)
+                files = _files(cfg)
+                tok = _tokenizer(cfg, model_dir, p) if phase == "reward" or "reward" not in phases else tok
+                if phase == "reward":
+                    reward_phase(cfg, tok, _first_row(files), p)
+                else:
+                    data_phase(cfg, tok, files, p, os.environ.get("TMPDIR", "/tmp"))
+        except BaseException as exc:  # noqa: BLE001 - whatever verl or the user's code raises is the answer
+            p.fail("VI875" if phase == "reward" else "VI876", phase, [], f"verl's {phase} code stopped: {_msg(exc)}",
+                   "fix the key verl's message names")
+    result["findings"], result["notes"] = p.findings, p.notes
+    os.write(out, (MARK + json.dumps(result, default=str) + "\n").encode())
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
