@@ -30,27 +30,36 @@ from pathlib import Path
 
 from wizard.check.shell.arith import _eval_int
 from wizard.check.shell.interp import _extract, _split_launch
-from wizard.check.shell.model import (MAX_ARRAY_ITEMS, MAX_EXPR_CHARS, MAX_SCRIPT_CHARS, MAX_VALUE_CHARS, MODULE,
-                                      PLACEHOLDER, Extraction, Launch, ShellLimitError, ShellSyntaxError, Unresolved)
+from wizard.check.shell.model import (MAX_ARRAY_ITEMS, MAX_EXPR_CHARS, MAX_SCRIPT_CHARS, MAX_VALUE_CHARS, MODULE, PLACEHOLDER,
+                                      Budget, Extraction, Launch, ShellLimitError, ShellSyntaxError, Unresolved)
 
-__all__ = ["MAX_ARRAY_ITEMS", "MAX_EXPR_CHARS", "MAX_SCRIPT_CHARS", "MAX_VALUE_CHARS", "MODULE", "PLACEHOLDER", "Extraction",
+__all__ = ["Budget", "MAX_ARRAY_ITEMS", "MAX_EXPR_CHARS", "MAX_SCRIPT_CHARS", "MAX_VALUE_CHARS", "MODULE", "PLACEHOLDER", "Extraction",
            "Launch", "ShellLimitError", "ShellSyntaxError", "Unresolved", "_eval_int", "adopt_traced", "extract",
            "extract_file", "looks_like_script"]
 
 
-def extract(text: str, *, script_path: str | None = None, env: Mapping[str, str] | None = None) -> Extraction:
+def extract(text: str, *, script_path: str | None = None, env: Mapping[str, str] | None = None,
+            budget: Budget | None = None) -> Extraction:
     """Read a launch script; return the main_ppo command's Hydra overrides and what stays unresolved.
 
     `script_path` resolves `$0`/`${BASH_SOURCE[0]}` and the folder idioms; `env` holds the environment
     variables to assume (nothing from the real environment is read unless it is passed here).
-    Raises ShellLimitError when the script would pass one of the reader's bounds.
+    Raises ShellLimitError when the script would pass one of the reader's bounds (counted while it reads:
+    wizard.check.shell.model.Budget) and ShellSyntaxError when it cannot be read as shell.
     """
     if len(text) > MAX_SCRIPT_CHARS:
         raise ShellLimitError(f"the script is longer than {MAX_SCRIPT_CHARS} characters", 1)
+    budget = budget if budget is not None else Budget()
     try:
-        return _extract(text, script_path, env)
-    except (RecursionError, MemoryError):
-        raise ShellLimitError("expansions nested too deeply", 0) from None
+        return _extract(text, script_path, env, budget)
+    except (ShellLimitError, ShellSyntaxError):
+        raise
+    except RecursionError:
+        raise ShellLimitError("expansions nested too deeply", budget.line) from None
+    except MemoryError:
+        raise ShellLimitError("reading the script needs more memory than there is", budget.line) from None
+    except (IndexError, KeyError, ValueError, TypeError) as exc:  # a construct this reader does not follow
+        raise ShellSyntaxError(f"line {budget.line}: cannot read this construct ({type(exc).__name__})") from None
 
 
 def extract_file(path: str | os.PathLike[str], *, env: Mapping[str, str] | None = None) -> Extraction:

@@ -9,26 +9,81 @@ import posixpath
 import re
 
 from wizard.check.shell.arith import _eval_int
-from wizard.check.shell.model import (MAX_VALUE_CHARS, PLACEHOLDER, ShellLimitError, ShellSyntaxError, Text, Unresolved,
-                                      _State, _Var)
+from wizard.check.shell.lex import LOOP_STEPS
+from wizard.check.shell.model import (MAX_COMMAND_CHARS, MAX_COMMAND_WORDS, MAX_VALUE_CHARS, PLACEHOLDER, ShellLimitError,
+                                      ShellSyntaxError, Text, Unresolved, _State, _Var)
+
+
+_DQ_PLAIN = re.compile(r'[^"\\$`]+')  # a run of characters that stand for themselves inside "..."
+_PLAIN = re.compile(r"[^'\"\\$`]+")  # ... and outside quotes (a word holds no blank)
+ARITH_STEPS = 256  # one variable's value evaluated inside $((...)) (a parse and an evaluation)
+_SCALAR = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9#?$!\-]")
+
+
+class _Fields:
+    """The fields one word expands to, the last one built from pieces (joined once: no quadratic copying),
+    counted against the command's bounds as they grow."""
+
+    def __init__(self, exp: _Expander) -> None:
+        self.exp = exp
+        self.done: list[str] = []
+        self.cur: list[str] = []
+        self.n = 0  # characters in the current field
+        exp.grow(1, 0)
+
+    def add(self, text: str) -> None:
+        self.cur.append(text)
+        self.n += len(text)
+        if self.n > MAX_VALUE_CHARS:
+            raise ShellLimitError(f"a word expands to more than {MAX_VALUE_CHARS} characters", self.exp.st.line)
+        self.exp.grow(0, len(text))
+
+    def new(self, first: list[str] = ()) -> None:  # type: ignore[assignment]
+        """End the current field; `first` are whole fields after it, the last of which goes on growing."""
+        self.done.append("".join(self.cur))
+        self.cur, self.n = [], 0
+        if first:
+            self.exp.grow(len(first), sum(map(len, first)))
+            self.done.extend(first[:-1])
+            self.cur, self.n = [first[-1]], len(first[-1])
+        else:
+            self.exp.grow(1, 0)
+
+    def result(self) -> list[str]:
+        return self.done + ["".join(self.cur)]
 
 
 class _Expander:
-    """Expands one word with the variables known at that point; collects what stays unresolved."""
+    """Expands one word with the variables known at that point; collects what stays unresolved. One expander
+    serves one command: the words and characters of all its fields are counted against the bounds."""
 
     def __init__(self, state: _State) -> None:
         self.st = state
         self.refs: list[Unresolved] = []
         self.passthrough = False
+        self.words = 0
+        self.chars = 0
+
+    def grow(self, words: int, chars: int) -> None:
+        """The command gains `words` fields and `chars` characters."""
+        self.words += words
+        self.chars += chars
+        self.st.copy(chars)
+        if self.words > MAX_COMMAND_WORDS:
+            raise ShellLimitError(f"a command expands to more than {MAX_COMMAND_WORDS} words", self.st.line)
+        if self.chars > MAX_COMMAND_CHARS:
+            raise ShellLimitError(f"a command expands to more than {MAX_COMMAND_CHARS >> 20} MiB", self.st.line)
 
     def fields(self, raw: str) -> list[str]:
         """A word as a command argument: 0..n fields (arrays, word splitting of unquoted expansions)."""
+        self.st.charge(1 + len(raw))
         if re.fullmatch(r'"\$(?:\{[@*]\}|[@*])"', raw):
             self.passthrough = True
             return []
         m = re.fullmatch(r'"\$\{([A-Za-z_][A-Za-z0-9_]*)\[@\]\}"', raw)
         if m:  # "${ARR[@]}" alone: one field per element, none for an empty array
             vals, _, _ = self._dollar(raw[1:-1], 0)
+            self.grow(len(vals), sum(map(len, vals)))
             return vals
         return self._expand(raw, split=True)
 
@@ -37,18 +92,17 @@ class _Expander:
         return " ".join(self._expand(raw, split=False))
 
     def _expand(self, raw: str, split: bool) -> list[str]:
-        fields = [""]
+        self.st.charge(1 + len(raw))
+        fields = _Fields(self)
         present = False
         brk = False  # an unquoted expansion ended in blanks: the next text starts a new field
 
         def lit(text: str) -> None:
             nonlocal present, brk
             if brk:
-                fields.append("")
+                fields.new()
                 brk = False
-            fields[-1] += text
-            if len(fields[-1]) > MAX_VALUE_CHARS:
-                raise ShellLimitError(f"a word expands to more than {MAX_VALUE_CHARS} characters", self.st.line)
+            fields.add(text)
             present = True
 
         def unquoted(vals: list[str]) -> None:
@@ -57,15 +111,20 @@ class _Expander:
             if not split:
                 lit(text)
                 return
-            parts = text.split()
+            room = MAX_COMMAND_WORDS - self.words
+            parts = text.split(None, room)
+            self.st.copy(len(text))
+            if len(parts) > room:
+                raise ShellLimitError(f"a command expands to more than {MAX_COMMAND_WORDS} words", self.st.line)
             if not parts:
-                if text and fields[-1]:
+                if text and fields.n:
                     brk = True
                 return
-            if text[:1].isspace() and (fields[-1] or brk):
+            if text[:1].isspace() and (fields.n or brk):
                 brk = True
             lit(parts[0])
-            fields.extend(parts[1:])
+            if len(parts) > 1:
+                fields.new(parts[1:])
             brk = text[-1:].isspace()
 
         i = 0
@@ -76,7 +135,9 @@ class _Expander:
         while i < len(raw):
             c = raw[i]
             if c == "'":
-                end = raw.index("'", i + 1)
+                end = raw.find("'", i + 1)
+                if end < 0:
+                    raise ShellSyntaxError(f"line {self.st.line}: unterminated single quote")
                 lit(raw[i + 1:end])
                 i = end + 1
             elif c == '"':
@@ -87,28 +148,35 @@ class _Expander:
                 i += 2
             elif raw.startswith("$'", i):
                 end = i + 2
-                while raw[end] != "'":
+                while end < len(raw) and raw[end] != "'":
                     end += 2 if raw[end] == "\\" else 1
-                lit(_ansi_c(raw[i + 2:end]))
+                if end >= len(raw):
+                    raise ShellSyntaxError(f"line {self.st.line}: unterminated $'...'")
+                lit(_ansi_c(raw[i + 2:end], self.st.line))
                 i = end + 1
             elif c in "$`":
-                if split and raw[i:] in ("$@", "$*", "${@}", "${*}") and not fields[-1] and not present:
+                if split and raw[i:] in ("$@", "$*", "${@}", "${*}") and not fields.n and not present:
                     self.passthrough = True
                     return []
                 vals, i, _ = self._dollar(raw, i)
                 unquoted(vals)
             else:
-                lit(c)
-                i += 1
+                m = _PLAIN.match(raw, i)
+                lit(m.group(0) if m else c)
+                i = m.end() if m else i + 1
         if not present:
             return []
-        return fields
+        return fields.result()
 
-    def _in_double(self, raw: str, i: int, fields: list[str]) -> int:
-        while raw[i] != '"':
+    def _in_double(self, raw: str, i: int, fields: _Fields) -> int:
+        while True:
+            if i >= len(raw):
+                raise ShellSyntaxError(f"line {self.st.line}: unterminated double quote")
             c = raw[i]
-            if c == "\\" and raw[i + 1] in '$`"\\':
-                fields[-1] += raw[i + 1]
+            if c == '"':
+                return i + 1
+            if c == "\\" and raw[i + 1:i + 2] in ('$', '`', '"', '\\'):
+                fields.add(raw[i + 1])
                 i += 2
             elif c in "$`":
                 for special in ("${@}", "$@", "${*}", "$*"):
@@ -120,31 +188,37 @@ class _Expander:
                     vals, i, is_list = self._dollar(raw, i)
                     if is_list:
                         if vals:
-                            fields[-1] += vals[0]
-                            fields.extend(vals[1:])
+                            fields.add(vals[0])
+                            if len(vals) > 1:
+                                fields.new(vals[1:])
                     else:
-                        fields[-1] += " ".join(vals)
-            else:
-                fields[-1] += c
+                        fields.add(" ".join(vals))
+            elif c == "\\":
+                fields.add(c)
                 i += 1
-        return i + 1
+            else:
+                m = _DQ_PLAIN.match(raw, i)
+                fields.add(m.group(0))
+                i = m.end()
 
     def _dollar(self, raw: str, i: int) -> tuple[list[str], int, bool]:
         """The `$...` or backquote at raw[i]: (values, next index, is a "${ARR[@]}" list)."""
         if raw[i] == "`":
-            end = raw.index("`", i + 1)
+            end = raw.find("`", i + 1)
+            if end < 0:
+                raise ShellSyntaxError(f"line {self.st.line}: unterminated backquote")
             return [self._cmd(raw[i + 1:end])], end + 1, False
         if raw.startswith("$((", i):
-            end = _match(raw, i + 1, "(", ")")
+            end = _match(raw, i + 1, "(", ")", self.st)
             return [self._arith(raw[i + 3:end - 1])], end + 1, False
         if raw.startswith("$(", i):
-            end = _match(raw, i + 1, "(", ")")
+            end = _match(raw, i + 1, "(", ")", self.st)
             return [self._cmd(raw[i + 2:end])], end + 1, False
         if raw.startswith("${", i):
-            end = _match(raw, i + 1, "{", "}")
+            end = _match(raw, i + 1, "{", "}", self.st)
             vals, is_list = self._param(raw[i + 2:end])
             return vals, end + 1, is_list
-        m = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9#?$!\-]").match(raw, i + 1)
+        m = _SCALAR.match(raw, i + 1)
         if not m:
             return ["$"], i + 1, False
         return [self._scalar(m.group(0))], m.end(), False
@@ -154,6 +228,7 @@ class _Expander:
         return PLACEHOLDER + name
 
     def _text(self, var: _Var) -> str:
+        self.st.charge(1 + len(var.refs))
         self.refs.extend(var.refs)
         if isinstance(var.value, list):
             return var.value[0] if var.value else ""
@@ -180,6 +255,7 @@ class _Expander:
             var = self.st.lookup(m.group(1))
             if var is None:
                 return [self._unset(m.group(1), "not set in the script: taken from the environment")], False
+            self.st.charge(1 + len(var.refs))
             self.refs.extend(var.refs)
             if m.group(2):
                 return [str(len(var.value) if isinstance(var.value, list) else 1)], False
@@ -199,13 +275,17 @@ class _Expander:
             var = self.st.lookup(name)
             value = None
             if var is not None:
+                self.st.charge(1 + len(var.refs))
                 self.refs.extend(var.refs)
                 value = var.value
         if index is not None and value is not None and name != "BASH_SOURCE":
             items = value if isinstance(value, list) else [value]
             if index in ("@", "*"):
                 if not rest:
+                    self.st.charge(1 + len(items))
+                    self.st.copy(0 if index == "@" else sum(map(len, items)))
                     return (list(items), True) if index == "@" else ([" ".join(items)], False)
+                self.st.copy(sum(map(len, items)))
                 value = " ".join(items)
             else:
                 k_text = self._arith(index)
@@ -231,7 +311,7 @@ class _Expander:
             before = len(self.refs)
             default = self.string(word)
             if kind.endswith("="):
-                self.st.vars[name] = _Var(default, tuple(self.refs[before:]))
+                self.st.set(name, _Var(default, tuple(dict.fromkeys(self.refs[before:]))))
             return [default], False
         if kind in (":+", "+"):
             present = value is not None and (kind == "+" or value != "")
@@ -239,24 +319,45 @@ class _Expander:
         if value is None:
             return [self._unset(name, "not set in the script: taken from the environment")], False
         value = str(value)
+        self.st.copy(len(value))
         if kind in (",,", ","):
             return [value.lower() if kind == ",," else value[:1].lower() + value[1:]], False
         if kind in ("^^", "^"):
             return [value.upper() if kind == "^^" else value[:1].upper() + value[1:]], False
         pattern = self.string(word)
-        if kind in ("#", "##"):
-            cuts = [k for k in range(len(value) + 1) if fnmatch.fnmatchcase(value[:k], pattern)]
-            return [value[(max(cuts) if kind == "##" else min(cuts)):] if cuts else value], False
-        if kind in ("%", "%%"):
-            cuts = [k for k in range(len(value) + 1) if fnmatch.fnmatchcase(value[k:], pattern)]
-            return [value[:(min(cuts) if kind == "%%" else max(cuts))] if cuts else value], False
+        if kind in ("#", "##", "%", "%%"):
+            return [self._trim(name, body, value, kind, pattern)], False
         pat, _, rep = pattern.partition("/")
         if any(ch in pat for ch in "*?["):
             return [self._unset(name, f"pattern substitution ${{{body}}} is not evaluated")], False
+        if not pat:  # bash leaves the value as it is
+            return [value], False
+        count = value.count(pat) if kind == "//" else min(1, value.count(pat))
+        if len(value) + count * (len(rep) - len(pat)) > MAX_VALUE_CHARS:
+            raise ShellLimitError(f"${{{body}}} expands to more than {MAX_VALUE_CHARS} characters", self.st.line)
+        self.st.copy(len(value) + count * len(rep))
         return [value.replace(pat, rep) if kind == "//" else value.replace(pat, rep, 1)], False
+
+    def _trim(self, name: str, body: str, value: str, kind: str, pattern: str) -> str:
+        """${V#pat} ${V##pat} ${V%pat} ${V%%pat}: the shortest/longest matching prefix/suffix removed. Each candidate
+        tried is charged its length; a trim too costly for the budget stops reading like any other bound."""
+        rx = re.compile(fnmatch.translate(pattern))
+        prefix = kind.startswith("#")
+        longest = len(kind) == 2
+        n = len(value)
+        cost = 1 + len(pattern) // 8
+        # the shortest prefix/suffix for # and %, the longest for ## and %%: tried from that end, the first match wins
+        order = range(n + 1) if prefix != longest else range(n, -1, -1)
+        for k in order:
+            size = k if prefix else n - k
+            self.st.copy(size * cost)
+            if rx.match(value, 0, k) if prefix else rx.match(value, k):
+                return value[k:] if prefix else value[:k]
+        return value
 
     def _cmd(self, body: str) -> str:
         """Command substitution: only the "folder of this script" idioms are evaluated, nothing is run."""
+        self.st.copy(4 * len(body))
         text = " ".join(body.replace("\\\n", " ").split())
         src = r'(?:"\$\{BASH_SOURCE\[0\]\}"|\$\{BASH_SOURCE\[0\]\}|"\$\{BASH_SOURCE\}"|"\$BASH_SOURCE"|\$BASH_SOURCE|"\$0"|\$0)'
         dirname = rf"dirname (?:-- )?{src}"
@@ -282,6 +383,7 @@ class _Expander:
             return PLACEHOLDER + self.refs[-1].name
 
         def value_of(m: re.Match[str]) -> str:
+            self.st.charge(ARITH_STEPS + len(m.group(0)))
             var = self.st.lookup(m.group(0))
             if var is None:
                 raise _Unknown(m.group(0))
@@ -296,6 +398,8 @@ class _Expander:
             return str(_eval_int(re.sub(r"[A-Za-z_][A-Za-z0-9_]*", value_of, text)))
         except _Unknown as exc:
             return self._unset(exc.name, f"used in $(({expr.strip()})) and not set in the script")
+        except ShellLimitError:
+            raise
         except (SyntaxError, ValueError, ZeroDivisionError, TypeError, RecursionError) as exc:
             return self._unset("ARITH", f"$(({expr.strip()})) cannot be evaluated ({type(exc).__name__})")
 
@@ -306,33 +410,57 @@ class _Unknown(Exception):
         self.name = name
 
 
-def _match(s: str, i: int, open_: str, close: str) -> int:
-    """Index of the bracket that closes the one at s[i] (quote-aware)."""
-    depth, j = 0, i
-    while j < len(s):
-        c = s[j]
-        if c == "\\":
-            j += 2
-            continue
-        if c == "'" and open_ == "(":
-            j = s.index("'", j + 1) + 1
-            continue
-        if c == '"':
-            k = j + 1
-            while s[k] != '"':
-                k += 2 if s[k] == "\\" else 1
-            j = k + 1
-            continue
-        if c == open_:
-            depth += 1
-        elif c == close:
-            depth -= 1
-            if depth == 0:
-                return j
-        j += 1
-    raise ShellSyntaxError(f"unbalanced {open_}{close} in {s!r}")
+_SPECIAL = re.compile(r"""[\\'"(){}]""")
+_IN_DQ = re.compile(r'[\\"]')
 
 
-def _ansi_c(body: str) -> str:
-    return body.encode("latin-1", "backslashreplace").decode("unicode_escape")
+def _match(s: str, i: int, open_: str, close: str, st: _State) -> int:
+    """Index of the bracket that closes the one at s[i] (quote-aware). The scan jumps from one special character
+    to the next; each is a step of the budget."""
+    depth, j, steps = 0, i, 0
+    try:
+        while True:
+            m = _SPECIAL.search(s, j)
+            steps += LOOP_STEPS
+            if m is None:
+                break
+            j = m.start()
+            c = s[j]
+            if c == "\\":
+                j += 2
+            elif c == "'" and open_ == "(":
+                end = s.find("'", j + 1)
+                if end < 0:
+                    break
+                j = end + 1
+            elif c == '"':
+                k = j + 1
+                while True:
+                    q = _IN_DQ.search(s, k)
+                    steps += LOOP_STEPS
+                    if q is None:
+                        k = len(s)
+                        break
+                    if s[q.start()] == '"':
+                        k = q.start()
+                        break
+                    k = q.start() + 2
+                j = k + 1
+            else:
+                if c == open_:
+                    depth += 1
+                elif c == close:
+                    depth -= 1
+                    if depth == 0:
+                        return j
+                j += 1
+    finally:
+        st.charge(steps + ((j - i) >> 6))
+    raise ShellSyntaxError(f"line {st.line}: unbalanced {open_}{close}")
 
+
+def _ansi_c(body: str, line: int) -> str:
+    try:
+        return body.encode("latin-1", "backslashreplace").decode("unicode_escape")
+    except UnicodeDecodeError as exc:
+        raise ShellSyntaxError(f"line {line}: bad escape in $'...' ({exc.reason})") from None

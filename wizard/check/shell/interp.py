@@ -10,7 +10,7 @@ from wizard.check.shell.arith import _eval_int
 from wizard.check.shell.expand import _Expander
 from wizard.check.shell.lex import (_ASSIGN, _CHAINS, _CLOSE, _DECLARE, _LEADING, _OPEN, _PIPES, _REDIRECTS, _SEPARATORS,
                                     _Lexer, _Tok)
-from wizard.check.shell.model import (_HYDRA_FLAGS, MAX_ARRAY_ITEMS, MAX_VALUE_CHARS, MODULE, PLACEHOLDER, Extraction,
+from wizard.check.shell.model import (_HYDRA_FLAGS, Budget, MAX_ARRAY_ITEMS, MAX_VALUE_CHARS, MODULE, PLACEHOLDER, Extraction,
                                       Launch, ShellLimitError, Unresolved, _State, _Var)
 
 
@@ -49,16 +49,17 @@ def _split_launch(launch: Launch) -> None:
         k += 1
 
 
-def _extract(text: str, script_path: str | None, env: Mapping[str, str] | None) -> Extraction:
-    return _Interpreter(script_path, env).run(_Lexer(text).tokens())
+def _extract(text: str, script_path: str | None, env: Mapping[str, str] | None, budget: Budget | None = None) -> Extraction:
+    budget = budget if budget is not None else Budget()
+    return _Interpreter(script_path, env, budget).run(_Lexer(text, budget).tokens())
 
 
 class _Interpreter:
     """Runs through the commands in order; top-level assignments update the variables, the first launch is kept."""
 
-    def __init__(self, script_path: str | None, env: Mapping[str, str] | None) -> None:
+    def __init__(self, script_path: str | None, env: Mapping[str, str] | None, budget: Budget) -> None:
         self.script = script_path
-        self.state = _State(vars={}, env=dict(env or {}), script=script_path)
+        self.state = _State(vars={}, env=dict(env or {}), script=script_path, budget=budget)
         self.result = Extraction(launch=None, script=script_path)
         self.blocks: list[str] = []  # open if/case/loop/{ }/subshell blocks
 
@@ -67,6 +68,8 @@ class _Interpreter:
         cmd: list[_Tok] = []
         chained = False
         for tok in tokens:
+            self.state.line = tok.line
+            self.state.charge(1)
             if tok.kind == "op" and tok.text in _CHAINS:
                 self.command(cmd, chained)
                 cmd, chained = [], True
@@ -155,7 +158,7 @@ class _Interpreter:
         if head == "unset":
             for t in rest[1:]:
                 if t.kind == "word" and not t.text.startswith("-"):
-                    state.vars.pop(t.text, None)
+                    state.unset(t.text)
             return
         if head in ("source", "."):
             self.result.notes.append(f"line {rest[0].line}: `{head} ...` is not followed; what it sets stays unresolved")
@@ -208,64 +211,80 @@ class _Interpreter:
                                 "give them after -- to check them too")
 
 
+def _refs(*groups: tuple[Unresolved, ...] | list[Unresolved]) -> tuple[Unresolved, ...]:
+    """The unresolved values behind a variable, each once (`X="$X$X"` must not double them)."""
+    return tuple(dict.fromkeys(r for g in groups for r in g))
+
+
 def _assign(state: _State, text: str, conditional: bool, line: int) -> None:
     m = _ASSIGN.match(text)
     if not m:
         return
     name, index, append = m.group(1), m.group(2), bool(m.group(3))
-    if conditional:
-        state.vars[name] = _Var(PLACEHOLDER + name,
-                                (Unresolved(name, f"assigned inside a conditional at line {line}", line),))
-        return
     state.line = line
+    if conditional:
+        state.set(name, _Var(PLACEHOLDER + name, (Unresolved(name, f"assigned inside a conditional at line {line}", line),)))
+        return
     exp = _Expander(state)
     value = exp.string(text[m.end():])
     refs = tuple(exp.refs)
-    old_len = len(state.vars[name].value) if name in state.vars and isinstance(state.vars[name].value, str) else 0
-    if len(value) + (old_len if append else 0) > MAX_VALUE_CHARS:
-        raise ShellLimitError(f"${name} would hold more than {MAX_VALUE_CHARS} characters", line)
     old = state.lookup(name)
     if index:
-        items: list[str] = list(old.value) if old and isinstance(old.value, list) else ([str(old.value)] if old else [])
-        k_text = exp.string(index[1:-1])
-        try:
-            k = _eval_int(k_text)
-        except (ValueError, SyntaxError):
-            state.vars[name] = _Var(PLACEHOLDER + name, (Unresolved(name, f"array index {index} at line {line}", line),))
-            return
-        items.extend([""] * (k + 1 - len(items)))
-        items[k] = value
-        state.vars[name] = _Var(items, (old.refs if old else ()) + refs)
+        _assign_item(state, name, index, value, refs, exp)
     elif append and old is not None:
+        if len(value) + len(old.value[0] if isinstance(old.value, list) and old.value else old.value) > MAX_VALUE_CHARS:
+            raise ShellLimitError(f"${name} would hold more than {MAX_VALUE_CHARS} characters", line)
         if isinstance(old.value, list):
             first = (old.value[0] if old.value else "") + value
-            state.vars[name] = _Var([first] + list(old.value[1:]), old.refs + refs)
+            state.set(name, _Var([first] + old.value[1:], _refs(old.refs, refs)))
         else:
-            state.vars[name] = _Var(old.value + value, old.refs + refs)
+            state.set(name, _Var(old.value + value, _refs(old.refs, refs)))
     else:
-        state.vars[name] = _Var(value, refs)
+        state.set(name, _Var(value, _refs(refs)))
+
+
+def _assign_item(state: _State, name: str, index: str, value: str, refs: tuple[Unresolved, ...], exp: _Expander) -> None:
+    """`NAME[K]=value`: K counts from the end when negative (bash refuses one before the first item)."""
+    line = state.line
+    old = state.lookup(name)
+    items: list[str] = list(old.value) if old and isinstance(old.value, list) else ([str(old.value)] if old else [])
+    k_text = exp.string(index[1:-1])
+    try:
+        k = _eval_int(k_text)
+    except (ValueError, SyntaxError, ZeroDivisionError, RecursionError):
+        k = None
+    if k is not None and k >= MAX_ARRAY_ITEMS:
+        raise ShellLimitError(f"array index {name}[{k}] is past the static reader's bound of {MAX_ARRAY_ITEMS} items",
+                              line)
+    if k is None or k < -len(items):
+        why = f"array index {index} at line {line}" + (" is before the first item (bash: bad array subscript)"
+                                                       if k is not None else "")
+        state.set(name, _Var(PLACEHOLDER + name, (Unresolved(name, why, line),)))
+        return
+    state.charge(1 + max(len(items), k + 1))  # the items copied
+    items.extend([""] * (k + 1 - len(items)))
+    items[k] = value
+    state.set(name, _Var(items, _refs(old.refs if old else (), refs)))
 
 
 def _assign_array(state: _State, tok: _Tok, conditional: bool) -> None:
     name = tok.text
-    if conditional:
-        state.vars[name] = _Var([PLACEHOLDER + name],
-                                (Unresolved(name, f"array assigned inside a conditional at line {tok.line}", tok.line),))
-        return
     state.line = tok.line
+    if conditional:
+        state.set(name, _Var([PLACEHOLDER + name],
+                             (Unresolved(name, f"array assigned inside a conditional at line {tok.line}", tok.line),)))
+        return
     exp = _Expander(state)
-    items: list[str] = []
+    old = state.vars.get(name)
+    items: list[str] = list(old.value if isinstance(old.value, list) else [old.value]) if tok.append and old else []
+    state.charge(1 + len(items))  # the items copied
+    count, chars = len(items), (old.chars if tok.append and old else 0)
     for raw in tok.items:
-        items.extend(exp.fields(raw))
-        if len(items) > MAX_ARRAY_ITEMS or sum(map(len, items)) > MAX_VALUE_CHARS:
+        new = exp.fields(raw)
+        count += len(new)
+        chars += sum(map(len, new))
+        if count > MAX_ARRAY_ITEMS or chars > MAX_VALUE_CHARS:
             raise ShellLimitError(f"array {name} would hold more than {MAX_ARRAY_ITEMS} items or "
                                   f"{MAX_VALUE_CHARS} characters", tok.line)
-    old = state.vars.get(name)
-    if tok.append and old is not None and isinstance(old.value, list) and len(old.value) + len(items) > MAX_ARRAY_ITEMS:
-        raise ShellLimitError(f"array {name} would hold more than {MAX_ARRAY_ITEMS} items", tok.line)
-    if tok.append and old is not None:
-        prev = old.value if isinstance(old.value, list) else [old.value]
-        state.vars[name] = _Var(list(prev) + items, old.refs + tuple(exp.refs))
-    else:
-        state.vars[name] = _Var(items, tuple(exp.refs))
-
+        items.extend(new)
+    state.set(name, _Var(items, _refs(old.refs if tok.append and old else (), exp.refs)))

@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from wizard.check.shell.model import ShellSyntaxError
+from wizard.check.shell.model import Budget, ShellSyntaxError
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\[[^\]]*\])?(\+?)=")
+_ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\[[^\]\s]*\])?(\+?)=")  # a subscript holds no blank
 _OPS = (";;&", ";;", ";&", "&&", "||", "|&", ">>", "<<<", "<<-", "<<", ">&", "&>>", "&>", "<&", "<>", ">|",
         ";", "&", "|", "(", ")", "<", ">")
 _REDIRECTS = {">>", "<<<", ">&", "&>>", "&>", "<&", "<>", ">|", "<", ">"}
@@ -19,6 +19,15 @@ _OPEN = {"if", "case", "for", "while", "until", "select", "{"}
 _CLOSE = {"fi", "esac", "done", "}"}
 _LEADING = {"then", "do", "else", "elif", "!"}
 _DECLARE = {"export", "declare", "typeset", "local", "readonly"}
+_BLANKS = re.compile(r"[ \t\r]+")
+_WORD_RUN = re.compile(r"[^ \t\r\n;&|()<>\\'\"`$]+")  # characters that stand for themselves in a word
+_DQ_RUN = re.compile(r'[^"\\$`]+')  # ... inside "..."
+_BALANCED_SPECIAL = re.compile(r"""[\\'"(){}]""")
+_DQ_END = re.compile(r'[\\"]')
+_BACKTICK_END = re.compile(r"[\\`]")
+# What the budget charges (wizard.check.shell.model.Budget: a step is about one simple Python operation)
+TOKEN_STEPS = 16  # a token: the loop that finds it, the _Tok made, the command loop that visits it
+LOOP_STEPS = 8  # one turn of a scanning loop (a regex search, a slice, a few comparisons)
 
 
 @dataclass(frozen=True)
@@ -31,33 +40,41 @@ class _Tok:
 
 
 class _Lexer:
-    def __init__(self, text: str) -> None:
+    """One pass over the script. Each token and each run of characters scanned is charged to the budget."""
+
+    def __init__(self, text: str, budget: Budget | None = None) -> None:
         self.s = text
         self.i = 0
         self.line = 1
         self.heredocs: list[tuple[str, bool]] = []
+        self.budget = budget if budget is not None else Budget()
 
     def error(self, what: str) -> ShellSyntaxError:
         return ShellSyntaxError(f"line {self.line}: {what}")
+
+    def _charge(self, steps: int) -> None:
+        self.budget.line = self.line
+        self.budget.charge(steps)
 
     def tokens(self) -> list[_Tok]:
         out: list[_Tok] = []
         s = self.s
         while self.i < len(s):
+            self._charge(TOKEN_STEPS)
             c = s[self.i]
             if c == "\\" and s.startswith("\\\n", self.i):
                 self.i += 2
                 self.line += 1
             elif c in " \t\r":
-                self.i += 1
+                self.i = _BLANKS.match(s, self.i).end()  # type: ignore[union-attr]
             elif c == "\n":
                 out.append(_Tok("nl", "\n", self.line))
                 self.i += 1
                 self.line += 1
                 self._skip_heredocs()
             elif c == "#":
-                while self.i < len(s) and s[self.i] != "\n":
-                    self.i += 1
+                end = s.find("\n", self.i)
+                self.i = len(s) if end < 0 else end
             elif c in ";&|()<>":
                 op = next(o for o in _OPS if s.startswith(o, self.i))
                 self.i += len(op)
@@ -81,18 +98,20 @@ class _Lexer:
 
     def _heredoc(self, strip_tabs: bool) -> None:
         s = self.s
-        while self.i < len(s) and s[self.i] in " \t":
-            self.i += 1
+        m = _BLANKS.match(s, self.i)
+        if m:
+            self.i = m.end()
         word = self._word()
         self.heredocs.append((word.replace("'", "").replace('"', "").replace("\\", ""), strip_tabs))
 
     def _skip_heredocs(self) -> None:
         s = self.s
-        while self.heredocs:
-            delim, strip_tabs = self.heredocs.pop(0)
+        pending, self.heredocs = self.heredocs, []
+        for delim, strip_tabs in pending:
             while self.i < len(s):
                 end = s.find("\n", self.i)
                 end = len(s) if end < 0 else end
+                self._charge(LOOP_STEPS + ((end - self.i) >> 6))
                 text = s[self.i:end]
                 self.i = min(len(s), end + 1)
                 self.line += 1
@@ -105,18 +124,19 @@ class _Lexer:
         while True:
             if self.i >= len(s):
                 raise self.error("unterminated array ( ... )")
+            self._charge(TOKEN_STEPS)
             c = s[self.i]
             if c == "\\" and s.startswith("\\\n", self.i):
                 self.i += 2
                 self.line += 1
             elif c in " \t\r":
-                self.i += 1
+                self.i = _BLANKS.match(s, self.i).end()  # type: ignore[union-attr]
             elif c == "\n":
                 self.i += 1
                 self.line += 1
             elif c == "#":
-                while self.i < len(s) and s[self.i] != "\n":
-                    self.i += 1
+                end = s.find("\n", self.i)
+                self.i = len(s) if end < 0 else end
             elif c == ")":
                 self.i += 1
                 return items
@@ -131,6 +151,7 @@ class _Lexer:
             c = s[self.i]
             if c in " \t\r\n;&|()<>":
                 break
+            self._charge(LOOP_STEPS)
             if c == "\\":
                 if s.startswith("\\\n", self.i):
                     self.i += 2
@@ -153,8 +174,11 @@ class _Lexer:
             elif c == "$":
                 buf.append(self._dollar())
             else:
-                buf.append(c)
-                self.i += 1
+                m = _WORD_RUN.match(s, self.i)
+                end = m.end() if m else self.i + 1
+                buf.append(s[self.i:end])
+                self.i = end
+        self.budget.copy(sum(map(len, buf)))
         return "".join(buf)
 
     def _double(self) -> str:
@@ -163,6 +187,7 @@ class _Lexer:
         self.i += 1
         parts = ['"']
         while self.i < len(s):
+            self._charge(LOOP_STEPS)
             c = s[self.i]
             if c == '"':
                 self.i += 1
@@ -180,20 +205,26 @@ class _Lexer:
             elif c == "`":
                 parts.append(self._backtick())
             else:
-                if c == "\n":
-                    self.line += 1
-                parts.append(c)
-                self.i += 1
+                m = _DQ_RUN.match(s, self.i)
+                end = m.end() if m else self.i + 1
+                self.line += s.count("\n", self.i, end)
+                parts.append(s[self.i:end])
+                self.i = end
         self.i = start
         raise self.error("unterminated double quote")
 
     def _backtick(self) -> str:
         s = self.s
         j = self.i + 1
-        while j < len(s) and s[j] != "`":
-            j += 2 if s[j] == "\\" else 1
-        if j >= len(s):
-            raise self.error("unterminated backquote")
+        while True:
+            m = _BACKTICK_END.search(s, j)
+            self._charge(LOOP_STEPS)
+            if m is None:
+                raise self.error("unterminated backquote")
+            if s[m.start()] == "`":
+                j = m.start()
+                break
+            j = m.start() + 2
         text = s[self.i:j + 1]
         self.line += text.count("\n")
         self.i = j + 1
@@ -210,6 +241,7 @@ class _Lexer:
         if s.startswith("$'", self.i):
             j = self.i + 2
             while j < len(s) and s[j] != "'":
+                self._charge(LOOP_STEPS)
                 j += 2 if s[j] == "\\" else 1
             if j >= len(s):
                 raise self.error("unterminated $'...'")
@@ -220,12 +252,18 @@ class _Lexer:
         return "$"
 
     def _balanced(self, skip: int, open_: str, close: str, closing: int = 1) -> str:
-        """From `$(`/`${`/`$((` to its match, quote-aware; returns the raw text."""
+        """From `$(`/`${`/`$((` to its match, quote-aware; returns the raw text. The scan jumps between the
+        characters that matter."""
         s = self.s
         start, depth, j = self.i, 1, self.i + skip
         if closing == 2:
             depth = 2
-        while j < len(s):
+        while True:
+            m = _BALANCED_SPECIAL.search(s, j)
+            self._charge(LOOP_STEPS)
+            if m is None:
+                break
+            j = m.start()
             c = s[j]
             if c == "\\":
                 j += 2
@@ -236,8 +274,13 @@ class _Lexer:
                 continue
             if c == '"':
                 k = j + 1
-                while k < len(s) and s[k] != '"':
-                    k += 2 if s[k] == "\\" else 1
+                while True:
+                    q = _DQ_END.search(s, k)
+                    self._charge(LOOP_STEPS)
+                    if q is None or s[q.start()] == '"':
+                        k = len(s) if q is None else q.start()
+                        break
+                    k = q.start() + 2
                 j = k + 1
                 continue
             if c == open_:
@@ -251,4 +294,3 @@ class _Lexer:
                     return text
             j += 1
         raise self.error(f"unterminated {s[start:start + skip]}")
-

@@ -4,6 +4,7 @@ bounds, and the variables known while reading (wizard.check.shellargs is the ent
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Union
@@ -88,11 +89,51 @@ class ShellLimitError(ValueError):
         self.line = line
 
 
-# Bounds of the static reader: no script verl users write comes near them.
-MAX_VALUE_CHARS = 1 << 20  # one variable's value or one expanded word
-MAX_ARRAY_ITEMS = 100_000
+# Bounds of the static reader: no script verl users write comes near them. They are counted while the reader
+# expands (never after), so a hostile script stops at the first one it passes, with a line naming it.
+MAX_VALUE_CHARS = 1 << 20  # one variable's value (an array: all its items) or one expanded word
+MAX_ARRAY_ITEMS = 100_000  # items of one array
+MAX_COMMAND_WORDS = 1 << 18  # words of one command, expanded (check takes at most 20,000 overrides after)
 MAX_EXPR_CHARS = 10_000  # one $(( )) expression
 MAX_SCRIPT_CHARS = 4 << 20
+MAX_COMMAND_CHARS = 16 << 20  # all the words of one command, expanded
+MAX_HELD_BYTES = 64 << 20  # every variable together (the reader's memory: each array item counts 64 bytes more)
+MAX_STEPS = 16_000_000  # the reader's work, in steps of about one simple Python operation (64 characters copied)
+TIME_S = 5.0  # as the sandboxed reader (wizard.check.bashtrace.TIMEOUT_S)
+ITEM_BYTES = 64
+
+
+class Budget:
+    """What reading one script may spend: steps and wall time, and the bytes its variables hold. Charged as the
+    reader goes; the first bound passed raises ShellLimitError naming it."""
+
+    def __init__(self, seconds: float = TIME_S, steps: int = MAX_STEPS) -> None:
+        self.deadline = time.monotonic() + seconds
+        self.seconds = seconds
+        self.max_steps = steps
+        self.steps = 0
+        self._clock_at = 1 << 16
+        self.held = 0
+        self.line = 0
+
+    def charge(self, steps: int) -> None:
+        self.steps += steps
+        if self.steps > self.max_steps:
+            raise ShellLimitError(f"reading the script takes more than {self.max_steps} steps (the static reader's "
+                                  "bound on work)", self.line)
+        if self.steps >= self._clock_at:
+            self._clock_at = self.steps + (1 << 16)
+            if time.monotonic() > self.deadline:
+                raise ShellLimitError(f"reading the script takes more than {self.seconds:g} s", self.line)
+
+    def copy(self, chars: int) -> None:
+        """`chars` characters copied (at C speed): one step per 64."""
+        self.charge(1 + (chars >> 6))
+
+    def hold(self, delta: int) -> None:
+        self.held += delta
+        if self.held > MAX_HELD_BYTES:
+            raise ShellLimitError(f"the script's variables would hold more than {MAX_HELD_BYTES >> 20} MiB", self.line)
 
 
 # --- values ----------------------------------------------------------------------------------------
@@ -104,6 +145,17 @@ Text = Union[str, list[str]]  # noqa: UP007 - a runtime alias (3.9-compatible sp
 class _Var:
     value: Text
     refs: tuple[Unresolved, ...] = ()
+    chars: int = field(default=-1, compare=False)  # characters of the value (all items of an array), computed once
+
+    def __post_init__(self) -> None:
+        if self.chars < 0:
+            object.__setattr__(self, "chars", sum(map(len, self.value)) if isinstance(self.value, list)
+                               else len(self.value))
+
+    @property
+    def size(self) -> int:
+        """Bytes it holds, as the budget counts them."""
+        return self.chars + ITEM_BYTES * (len(self.value) if isinstance(self.value, list) else 1)
 
 
 @dataclass
@@ -113,6 +165,35 @@ class _State:
     script: str | None
     line: int = 0
     cwd: str | None = None  # after a top-level `cd DIR`
+    budget: Budget = field(default_factory=Budget)
+
+    def set(self, name: str, var: _Var) -> None:
+        """Assign a script variable, counting what it holds against the budget."""
+        old = self.vars.get(name)
+        self.budget.line = self.line
+        if isinstance(var.value, list):
+            self.budget.charge(1 + len(var.value))  # the items were copied and measured
+            if len(var.value) > MAX_ARRAY_ITEMS:
+                raise ShellLimitError(f"array {name} would hold more than {MAX_ARRAY_ITEMS} items", self.line)
+            if var.chars > MAX_VALUE_CHARS:
+                raise ShellLimitError(f"array {name} would hold more than {MAX_VALUE_CHARS} characters", self.line)
+        elif len(var.value) > MAX_VALUE_CHARS:
+            raise ShellLimitError(f"${name} would hold more than {MAX_VALUE_CHARS} characters", self.line)
+        self.budget.hold(var.size - (old.size if old is not None else 0))
+        self.vars[name] = var
+
+    def unset(self, name: str) -> None:
+        old = self.vars.pop(name, None)
+        if old is not None:
+            self.budget.hold(-old.size)
+
+    def charge(self, steps: int) -> None:
+        self.budget.line = self.line
+        self.budget.charge(steps)
+
+    def copy(self, chars: int) -> None:
+        self.budget.line = self.line
+        self.budget.copy(chars)
 
     def pwd(self) -> str:
         """The folder the script runs in: after a `cd`, that folder; else the script's own folder (the usual
