@@ -63,9 +63,10 @@ def extract(text: str, *, script_path: str | None = None, env: Mapping[str, str]
 
 
 def extract_file(path: str | os.PathLike[str], *, env: Mapping[str, str] | None = None) -> Extraction:
+    from wizard._io import read_user_file
+
     p = Path(path)
-    with open(p, "rb") as fh:
-        data = fh.read(MAX_SCRIPT_CHARS + 1)
+    data = read_user_file(str(p), MAX_SCRIPT_CHARS << 2)[:MAX_SCRIPT_CHARS + 1]
     return extract(data.decode("utf-8", errors="replace"), script_path=str(p), env=env)
 
 

@@ -128,7 +128,7 @@ def load_expected(target: str | os.PathLike[str]) -> tuple[Expected, list[Proble
                                 "pass a bundle folder written by verl-init or a verl config YAML file"))
         return exp, problems
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        doc = _bounded_yaml(path)
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         problems.append(Problem("VI723", "error", ("target",), f"not valid YAML ({path}: {type(exc).__name__})",
                                 "fix the YAML syntax"))
@@ -146,7 +146,7 @@ def load_expected(target: str | os.PathLike[str]) -> tuple[Expected, list[Proble
         exp.reward_gpus_per_node = _count(doc, "reward.reward_model.n_gpus_per_node", 8, problems)
     if bundle is not None and (bundle / "verl-init.yaml").is_file():
         try:
-            answers = (yaml.safe_load((bundle / "verl-init.yaml").read_text(encoding="utf-8")) or {}).get("answers", {})
+            answers = (_bounded_yaml(bundle / "verl-init.yaml") or {}).get("answers", {})
             if isinstance(answers, dict):  # verl-init.yaml lists the answers given; the rest are defaults
                 from wizard.intent.answers import Answers
 
@@ -607,7 +607,7 @@ def bundle_problems(exp: Expected) -> list[Problem]:
     cm_text = _read_small(exp.bundle / "k8s/configmap.yaml")
     if cm_text is not None:
         try:
-            cm_doc = yaml.safe_load(cm_text)
+            cm_doc = _bounded_yaml(None, cm_text)
         except yaml.YAMLError:
             cm_doc = None
         configmap = cm_doc if isinstance(cm_doc, dict) and cm_doc.get("kind") == "ConfigMap" else None
@@ -615,7 +615,7 @@ def bundle_problems(exp: Expected) -> list[Problem]:
         path = exp.bundle / name
         if path.is_file():
             try:
-                docs = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d]
+                docs = [d for d in _bounded_yaml_all(path) if d]
             except yaml.YAMLError as exc:
                 out.append(Problem("VI724", "error", (name,), f"{name} is not valid YAML ({type(exc).__name__})",
                                    "re-render the bundle"))
@@ -627,7 +627,7 @@ def bundle_problems(exp: Expected) -> list[Problem]:
     rt = exp.bundle / "ray/runtime_env.yaml"
     if rt.is_file():
         try:
-            rt_doc = yaml.safe_load(rt.read_text(encoding="utf-8")) or {}
+            rt_doc = _bounded_yaml(rt) or {}
         except yaml.YAMLError:
             rt_doc = {}
         if isinstance(rt_doc, dict) and "CUDA_VISIBLE_DEVICES" in (rt_doc.get("env_vars") or {}):
@@ -844,6 +844,36 @@ TOOL_CONFIG_KEY = "actor_rollout_ref.rollout.multi_turn.tool_config_path"
 MAX_BUNDLE_FILE_BYTES = 1024 * 1024  # a tool config or module read from a bundle (a ConfigMap holds at most 1 MiB)
 
 
+def _bounded_yaml(path: Optional[Path], text: Optional[str] = None) -> Any:
+    """A bundle's YAML read with wizard._io's bounds (a regular file of at most 16 MiB, aliases expanding to at
+    most a million values, nesting); what passes a bound is a yaml.YAMLError here, as invalid YAML is."""
+    import yaml
+
+    from wizard._io import UnsafeInput, read_user_file, safe_yaml
+
+    try:
+        if text is None:
+            text = read_user_file(str(path)).decode("utf-8")
+        return safe_yaml(text, unique_keys=False)
+    except UnsafeInput as exc:
+        raise yaml.YAMLError(str(exc)) from None
+
+
+def _bounded_yaml_all(path: Path) -> list[Any]:
+    """Every document of a multi-document bundle YAML (a k8s manifest), each bounded as _bounded_yaml."""
+    import re
+
+    import yaml
+
+    from wizard._io import UnsafeInput, read_user_file
+
+    try:
+        text = read_user_file(str(path)).decode("utf-8")
+    except UnsafeInput as exc:
+        raise yaml.YAMLError(str(exc)) from None
+    return [_bounded_yaml(None, part) for part in re.split(r"(?m)^---[ \t]*$", text)]
+
+
 def _read_small(path: Path) -> Optional[str]:
     """A bundle file's text, or None when it is missing, not a regular file, over 1 MiB or not UTF-8."""
     try:
@@ -896,7 +926,7 @@ def _tool_paths(config: Mapping[str, Any], bundle: Optional[Path]) -> list[str]:
     out = [posixpath.normpath(tool_config)]
     text = _read_small(bundle / tool_config) if bundle is not None else None
     try:
-        tools = (yaml.safe_load(text) or {}).get("tools") if text else None
+        tools = (_bounded_yaml(None, text) or {}).get("tools") if text else None
     except (yaml.YAMLError, AttributeError):
         tools = None
     for tool in tools if isinstance(tools, list) else []:
