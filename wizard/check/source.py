@@ -137,7 +137,16 @@ def _traced(path: Path, env: Mapping[str, str], workdir: str | None) -> Any:
 
     if not bashtrace.available():
         return None
-    traced = bashtrace.trace(path, env, workdir=workdir)
+    try:
+        traced = bashtrace.trace(path, env, workdir=workdir)
+    except (ValueError, OSError, MemoryError, RecursionError, UnicodeError) as exc:
+        # what the script left in the sandbox's output is not what the stubs write (a file named `evil`, a link,
+        # a FIFO, gigabytes): refuse the script, in one line, rather than read on
+        from wizard.intent.text import one_line
+
+        raise _limit(f"the sandboxed run of the script left output check does not read ({type(exc).__name__}: "
+                     f"{one_line(str(exc))[:200]})", path, "check the script: it tampers with the sandbox's "
+                     "output folder") from None
     return traced if traced.ok else None
 
 
