@@ -80,8 +80,8 @@ def read_yaml(path: Path) -> Any:
     except UnsafeInput as exc:
         raise _limit(str(exc).replace(f"{path} ", "", 1), path) from None
     try:
-        # verl reads it with OmegaConf, which keeps the last of a key given twice: reported by the rules, not refused
-        doc = safe_yaml(data.decode("utf-8", errors="replace"), max_nodes=MAX_YAML_NODES, unique_keys=False)
+        # verl reads it with OmegaConf, which refuses a key given twice (omegaconf/_utils.py get_yaml_loader): so does check
+        doc = safe_yaml(data.decode("utf-8", errors="replace"), max_nodes=MAX_YAML_NODES)
     except UnsafeInput as exc:
         raise _limit(str(exc), path) from None
     except yaml.YAMLError as exc:
