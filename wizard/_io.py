@@ -136,7 +136,7 @@ def _check_depth(node: object, limit: int) -> None:
     while stack:
         cur, depth = stack.pop()
         if depth > limit:
-            raise UnsafeInput(f"nested deeper than {limit} levels: not a config")
+            raise UnsafeInput(f"nested too deeply (more than {limit} levels): not a config")
         value = getattr(cur, "value", None)
         if isinstance(value, list) and id(cur) not in seen:
             seen.add(id(cur))
@@ -204,7 +204,7 @@ def safe_yaml(text: str, *, max_nodes: int = MAX_YAML_NODES, max_depth: int = MA
         try:
             node = loader.get_single_node()
         except RecursionError:
-            raise UnsafeInput("nested deeper than Python can read: not a config") from None
+            raise UnsafeInput("nested too deeply (deeper than Python can read): not a config") from None
         if node is None:
             return None
         _check_depth(node, max_depth)
@@ -221,12 +221,12 @@ def safe_json(text: str | bytes, *, max_depth: int = MAX_NESTING) -> object:
     try:
         doc = json.loads(text)
     except RecursionError:
-        raise UnsafeInput("JSON nested deeper than Python can read: not a config") from None
+        raise UnsafeInput("JSON nested too deeply (deeper than Python can read)") from None
     stack = [(doc, 0)]
     while stack:
         cur, depth = stack.pop()
         if depth > max_depth:
-            raise UnsafeInput(f"JSON nested deeper than {max_depth} levels")
+            raise UnsafeInput(f"JSON nested too deeply (more than {max_depth} levels)")
         if isinstance(cur, dict):
             stack.extend((v, depth + 1) for v in cur.values())
         elif isinstance(cur, list):
