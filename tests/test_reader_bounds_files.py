@@ -156,3 +156,20 @@ def test_string_answers_stay_strings_for_omegaconf_and_hydra(value, tmp_path):
     assert answers.answers.experiment_name == value
     override = f"trainer.experiment_name={format_value(value)}"  # as the bundle's overrides and check --fix write it
     assert parse_value(override.partition("=")[2]) == value
+
+
+def test_cluster_mode_reads_bundle_yamls_bounded(tmp_path):
+    """`check --mode cluster` reads the bundle's verl_config.yaml, verl-init.yaml and k8s manifests with the same
+    bounds: an alias bomb or a FIFO is invalid YAML there (its own one-line finding), never a hang or gigabytes."""
+    import yaml
+
+    from wizard.env.cluster import _bounded_yaml, _bounded_yaml_all
+
+    (tmp_path / "bomb.yaml").write_text(_alias_bomb())
+    with pytest.raises(yaml.YAMLError, match="aliases expand"):
+        _bounded_yaml(tmp_path / "bomb.yaml")
+    os.mkfifo(tmp_path / "fifo.yaml")
+    with pytest.raises(yaml.YAMLError, match="not a regular file"):
+        _bounded_yaml_all(tmp_path / "fifo.yaml")
+    (tmp_path / "two.yaml").write_text("kind: A\n---\nkind: B\n")
+    assert _bounded_yaml_all(tmp_path / "two.yaml") == [{"kind": "A"}, {"kind": "B"}]
