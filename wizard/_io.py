@@ -87,3 +87,148 @@ def count_file_rows(path: str, enough: int) -> int | None:
     except Exception:  # noqa: BLE001 - unreadable files are validate-dataset's business
         return None
     return None
+
+
+# --- user files: bounded in bytes, read only when they are regular files ------------------------------------
+
+MAX_USER_FILE_BYTES = 16 << 20  # an answers file, a verl YAML, an --override file, a tool config
+MAX_YAML_NODES = 1_000_000  # values a YAML document holds once its aliases are expanded
+MAX_NESTING = 200  # YAML or JSON nested deeper than this is not a config
+
+
+class UnsafeInput(ValueError):
+    """A user file this reader refuses (a special file, too large, an alias bomb, a duplicate key, too deep):
+    the message says which and is one line."""
+
+
+def read_user_file(path: str, max_bytes: int = MAX_USER_FILE_BYTES) -> bytes:
+    """The bytes of a regular file, at most `max_bytes` (counted while reading, not taken from st_size).
+    A FIFO, a device (/dev/zero) or a socket is refused without blocking: opened non-blocking, then checked."""
+    import os
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(21, "Is a directory", path)
+        if not stat.S_ISREG(mode):
+            raise UnsafeInput(f"{path} is not a regular file (a FIFO, device or socket): give a file")
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            chunk = os.read(fd, min(CHUNK, max_bytes + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > max_bytes:
+                raise UnsafeInput(f"{path} is larger than {max_bytes >> 20} MiB: not a config file")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _check_depth(node: object, limit: int) -> None:
+    """YAML nodes nested at most `limit` deep (iterative: a deep document cannot overflow the stack here)."""
+    stack = [(node, 0)]
+    seen: set[int] = set()
+    while stack:
+        cur, depth = stack.pop()
+        if depth > limit:
+            raise UnsafeInput(f"nested too deeply (more than {limit} levels): not a config")
+        value = getattr(cur, "value", None)
+        if isinstance(value, list) and id(cur) not in seen:
+            seen.add(id(cur))
+            for item in value:
+                for child in (item if isinstance(item, tuple) else (item,)):
+                    stack.append((child, depth + 1))
+
+
+def _expanded_size(node: object, limit: int) -> int:
+    """How many values the node graph holds with every alias expanded (aliases share nodes: counted without
+    expanding, memoised per node)."""
+    sizes: dict[int, int] = {}
+    order: list[object] = []
+    stack = [node]
+    while stack:  # post-order without recursion
+        cur = stack.pop()
+        if id(cur) in sizes:
+            continue
+        sizes[id(cur)] = -1
+        order.append(cur)
+        value = getattr(cur, "value", None)
+        if isinstance(value, list):
+            for item in value:
+                stack.extend(item if isinstance(item, tuple) else (item,))
+    for cur in reversed(order):
+        value = getattr(cur, "value", None)
+        total = 1
+        if isinstance(value, list):
+            for item in value:
+                for child in (item if isinstance(item, tuple) else (item,)):
+                    total += max(sizes.get(id(child), 1), 1)
+                    if total > limit:
+                        raise UnsafeInput(f"its aliases expand to more than {limit} values (a YAML bomb, not a config)")
+        sizes[id(cur)] = total
+    return sizes[id(node)]
+
+
+def safe_yaml(text: str, *, max_nodes: int = MAX_YAML_NODES, max_depth: int = MAX_NESTING,
+              unique_keys: bool = True) -> object:
+    """YAML as yaml.safe_load reads it, bounded before anything is built: the document's nesting, the values its
+    aliases expand to, and (unique_keys) no key given twice in one mapping (YAML says keys are unique; PyYAML
+    would keep the last silently). Raises UnsafeInput (one line) or yaml.YAMLError."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):  # type: ignore[no-untyped-def]
+            if unique_keys and isinstance(node, yaml.MappingNode):
+                seen: dict[object, int] = {}
+                for key_node, _ in node.value:
+                    if key_node.tag == "tag:yaml.org,2002:merge":
+                        continue
+                    key = self.construct_object(key_node, deep=True)
+                    try:
+                        hash(key)
+                    except TypeError:
+                        continue
+                    if key in seen:
+                        raise UnsafeInput(f"key {key!r} is given twice (lines {seen[key] + 1} and "
+                                          f"{key_node.start_mark.line + 1}): keep one")
+                    seen[key] = key_node.start_mark.line
+            return super().construct_mapping(node, deep=deep)
+
+    loader = Loader(text)
+    try:
+        try:
+            node = loader.get_single_node()
+        except RecursionError:
+            raise UnsafeInput("nested too deeply (deeper than Python can read): not a config") from None
+        if node is None:
+            return None
+        _check_depth(node, max_depth)
+        _expanded_size(node, max_nodes)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def safe_json(text: str | bytes, *, max_depth: int = MAX_NESTING) -> object:
+    """json.loads, with a document nested deeper than `max_depth` (or than Python's stack) refused as UnsafeInput."""
+    import json
+
+    try:
+        doc = json.loads(text)
+    except RecursionError:
+        raise UnsafeInput("JSON nested too deeply (deeper than Python can read)") from None
+    stack = [(doc, 0)]
+    while stack:
+        cur, depth = stack.pop()
+        if depth > max_depth:
+            raise UnsafeInput(f"JSON nested too deeply (more than {max_depth} levels)")
+        if isinstance(cur, dict):
+            stack.extend((v, depth + 1) for v in cur.values())
+        elif isinstance(cur, list):
+            stack.extend((v, depth + 1) for v in cur)
+    return doc

@@ -232,8 +232,12 @@ def cli(argv: Iterable[str]) -> int:
             print(f"verl-init check --fix: {len(lines)} override(s) on stdout: {use}", file=sys.stderr)
         else:
             tmp = Path(ns.fix).with_name(f".{Path(ns.fix).name}.tmp-{os.getpid()}")
-            tmp.write_text(text, encoding="utf-8")
-            os.replace(tmp, ns.fix)  # whole or not at all
+            try:
+                tmp.write_text(text, encoding="utf-8")
+                os.replace(tmp, ns.fix)  # whole or not at all
+            except BaseException:
+                tmp.unlink(missing_ok=True)  # an immutable PATH, a full disk: no hidden copy left behind
+                raise
             print(f"verl-init check --fix: wrote {len(lines)} override(s) to {ns.fix}: {use}", file=sys.stderr)
         if ns.json:
             print(json.dumps(report.as_dict(), indent=2, default=str), file=sys.stderr)

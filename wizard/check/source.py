@@ -71,17 +71,19 @@ def _expanded_nodes(doc: Any) -> int:
 def read_yaml(path: Path) -> Any:
     import yaml
 
+    from wizard._io import UnsafeInput, read_user_file, safe_yaml
+
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_YAML_BYTES + 1)
+        data = read_user_file(str(path), MAX_YAML_BYTES)
     except FileNotFoundError:
         raise UserError(f"file not found ({path})", "check the path", rule="VI870", keys=("target",)) from None
-    if len(data) > MAX_YAML_BYTES:
-        raise _limit(f"larger than {MAX_YAML_BYTES >> 20} MiB: not a verl config", path)
+    except UnsafeInput as exc:
+        raise _limit(str(exc).replace(f"{path} ", "", 1), path) from None
     try:
-        doc = yaml.safe_load(data.decode("utf-8", errors="replace"))
-    except RecursionError:
-        raise _limit("nested too deeply to be a verl config", path) from None
+        # verl reads it with OmegaConf, which refuses a key given twice (omegaconf/_utils.py get_yaml_loader): so does check
+        doc = safe_yaml(data.decode("utf-8", errors="replace"), max_nodes=MAX_YAML_NODES)
+    except UnsafeInput as exc:
+        raise _limit(str(exc), path) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
@@ -135,7 +137,16 @@ def _traced(path: Path, env: Mapping[str, str], workdir: str | None) -> Any:
 
     if not bashtrace.available():
         return None
-    traced = bashtrace.trace(path, env, workdir=workdir)
+    try:
+        traced = bashtrace.trace(path, env, workdir=workdir)
+    except (ValueError, OSError, MemoryError, RecursionError, UnicodeError) as exc:
+        # what the script left in the sandbox's output is not what the stubs write (a file named `evil`, a link,
+        # a FIFO, gigabytes): refuse the script, in one line, rather than read on
+        from wizard.intent.text import one_line
+
+        raise _limit(f"the sandboxed run of the script left output check does not read ({type(exc).__name__}: "
+                     f"{one_line(str(exc))[:200]})", path, "check the script: it tampers with the sandbox's "
+                     "output folder") from None
     return traced if traced.ok else None
 
 
@@ -157,8 +168,12 @@ def load_source(target: str | None, extra: Sequence[str] = (), *, env: Mapping[s
                                 rule="VI870", keys=("target",))
         if not p.is_file():
             raise UserError(f"file not found ({target})", "check the path", rule="VI870", keys=("target",))
-        with open(p, "rb") as fh:
-            text = fh.read(MAX_SCRIPT_CHARS + 1).decode("utf-8", errors="replace")
+        from wizard._io import UnsafeInput, read_user_file
+
+        try:
+            text = read_user_file(str(p), MAX_SCRIPT_CHARS << 2)[:MAX_SCRIPT_CHARS + 1].decode("utf-8", errors="replace")
+        except UnsafeInput as exc:
+            raise _limit(str(exc), p) from None
         if p.suffix in (".sh", ".bash") or (p.suffix not in (".yaml", ".yml") and looks_like_script(text)):
             src = Source("script", str(p))
             limit: ShellLimitError | None = None

@@ -73,6 +73,15 @@ def _user_caused(exc: BaseException) -> Optional[str]:
         where = os.fsdecode(where) if isinstance(where, bytes) else str(where)
         return (f"{where}: {what} ({exc.strerror or exc}) — check the path and its permissions, free disk space, "
                 "or choose another path")
+    from wizard._io import UnsafeInput
+
+    if isinstance(exc, UnsafeInput):  # a user file refused by a bounded reader (wizard._io)
+        return f"{exc} — check the file"
+    if isinstance(exc, RecursionError):
+        return ("an input is nested too deeply to read (RecursionError) — check the files given: a config is never "
+                "nested that deep")
+    if isinstance(exc, MemoryError):
+        return "an input needs more memory than there is to read — check the files given: a config is never that large"
     if isinstance(exc, UnicodeDecodeError):
         return (f"a file is not UTF-8 text (byte {exc.object[exc.start:exc.start + 1]!r} at offset {exc.start}) "
                 "— save it as UTF-8")

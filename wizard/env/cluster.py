@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from wizard.env.cluster_files import (CPUS_PER_GPU_BUNDLE, _read_small, _select, manifest_problems, pod_storage_problems,
+from wizard.env.cluster_files import (CPUS_PER_GPU_BUNDLE, _bounded_yaml, _bounded_yaml_all, _read_small, _select,
+                                      manifest_problems, pod_storage_problems,
                                       pod_tool_problems)
 from wizard.intent.errors import Problem
 
@@ -117,7 +118,7 @@ def load_expected(target: str | os.PathLike[str]) -> tuple[Expected, list[Proble
                                 "pass a bundle folder written by verl-init or a verl config YAML file"))
         return exp, problems
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        doc = _bounded_yaml(path)
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         problems.append(Problem("VI723", "error", ("target",), f"not valid YAML ({path}: {type(exc).__name__})",
                                 "fix the YAML syntax"))
@@ -135,7 +136,7 @@ def load_expected(target: str | os.PathLike[str]) -> tuple[Expected, list[Proble
         exp.reward_gpus_per_node = _count(doc, "reward.reward_model.n_gpus_per_node", 8, problems)
     if bundle is not None and (bundle / "verl-init.yaml").is_file():
         try:
-            answers = (yaml.safe_load((bundle / "verl-init.yaml").read_text(encoding="utf-8")) or {}).get("answers", {})
+            answers = (_bounded_yaml(bundle / "verl-init.yaml") or {}).get("answers", {})
             if isinstance(answers, dict):  # verl-init.yaml lists the answers given; the rest are defaults
                 from wizard.intent.answers import Answers
 
@@ -596,7 +597,7 @@ def bundle_problems(exp: Expected) -> list[Problem]:
     cm_text = _read_small(exp.bundle / "k8s/configmap.yaml")
     if cm_text is not None:
         try:
-            cm_doc = yaml.safe_load(cm_text)
+            cm_doc = _bounded_yaml(None, cm_text)
         except yaml.YAMLError:
             cm_doc = None
         configmap = cm_doc if isinstance(cm_doc, dict) and cm_doc.get("kind") == "ConfigMap" else None
@@ -604,7 +605,7 @@ def bundle_problems(exp: Expected) -> list[Problem]:
         path = exp.bundle / name
         if path.is_file():
             try:
-                docs = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d]
+                docs = [d for d in _bounded_yaml_all(path) if d]
             except yaml.YAMLError as exc:
                 out.append(Problem("VI724", "error", (name,), f"{name} is not valid YAML ({type(exc).__name__})",
                                    "re-render the bundle"))
@@ -616,7 +617,7 @@ def bundle_problems(exp: Expected) -> list[Problem]:
     rt = exp.bundle / "ray/runtime_env.yaml"
     if rt.is_file():
         try:
-            rt_doc = yaml.safe_load(rt.read_text(encoding="utf-8")) or {}
+            rt_doc = _bounded_yaml(rt) or {}
         except yaml.YAMLError:
             rt_doc = {}
         if isinstance(rt_doc, dict) and "CUDA_VISIBLE_DEVICES" in (rt_doc.get("env_vars") or {}):

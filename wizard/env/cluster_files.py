@@ -224,6 +224,34 @@ TOOL_CONFIG_KEY = "actor_rollout_ref.rollout.multi_turn.tool_config_path"
 MAX_BUNDLE_FILE_BYTES = 1024 * 1024  # a tool config or module read from a bundle (a ConfigMap holds at most 1 MiB)
 
 
+def _bounded_yaml(path: Optional[Path], text: Optional[str] = None) -> Any:
+    """A bundle's YAML read with wizard._io's bounds (a regular file of at most 16 MiB, aliases expanding to at
+    most a million values, nesting); what passes a bound is a yaml.YAMLError here, as invalid YAML is."""
+    import yaml
+
+    from wizard._io import UnsafeInput, read_user_file, safe_yaml
+
+    try:
+        if text is None:
+            text = read_user_file(str(path)).decode("utf-8")
+        return safe_yaml(text, unique_keys=False)
+    except UnsafeInput as exc:
+        raise yaml.YAMLError(str(exc)) from None
+
+
+def _bounded_yaml_all(path: Path) -> list[Any]:
+    """Every document of a multi-document bundle YAML (a k8s manifest), each bounded as _bounded_yaml."""
+    import yaml
+
+    from wizard._io import UnsafeInput, read_user_file
+
+    try:
+        text = read_user_file(str(path)).decode("utf-8")
+    except UnsafeInput as exc:
+        raise yaml.YAMLError(str(exc)) from None
+    return [_bounded_yaml(None, part) for part in re.split(r"(?m)^---[ \t]*$", text)]
+
+
 def _read_small(path: Path) -> Optional[str]:
     """A bundle file's text, or None when it is missing, not a regular file, over 1 MiB or not UTF-8."""
     try:
@@ -276,7 +304,7 @@ def _tool_paths(config: Mapping[str, Any], bundle: Optional[Path]) -> list[str]:
     out = [posixpath.normpath(tool_config)]
     text = _read_small(bundle / tool_config) if bundle is not None else None
     try:
-        tools = (yaml.safe_load(text) or {}).get("tools") if text else None
+        tools = (_bounded_yaml(None, text) or {}).get("tools") if text else None
     except (yaml.YAMLError, AttributeError):
         tools = None
     for tool in tools if isinstance(tools, list) else []:

@@ -17,9 +17,15 @@ def _read_yaml(path: Path) -> Any:
 
     from wizard.intent.text import one_line
 
+    from wizard._io import UnsafeInput, read_user_file, safe_yaml
+
     where = one_line(str(path))
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        # bounded: a regular file of at most 16 MiB, aliases expanding to at most a million values, no key twice
+        return safe_yaml(read_user_file(str(path)).decode("utf-8"))
+    except UnsafeInput as exc:
+        raise UserError(f"{one_line(str(exc))} ({where})", "answers are flat key: value lines in a regular file",
+                        rule="VI105", keys=("answers",)) from None
     except FileNotFoundError:
         raise UserError(f"file not found ({where})", "check the path", rule="VI105", keys=("answers",)) from None
     except IsADirectoryError:

@@ -244,13 +244,12 @@ MAX_CONFIG_BYTES = 4 << 20
 def from_local(path: str) -> ModelShape:
     """config.json of a local model folder, read as JSON (no weights, no transformers); a multimodal config's
     `text_config` describes the language model. Raises ValueError when it is not a usable model config."""
-    import json
+    from wizard._io import read_user_file, safe_json
 
-    with open(os.path.join(path, "config.json"), "rb") as fh:
-        raw = fh.read(MAX_CONFIG_BYTES + 1)
-    if len(raw) > MAX_CONFIG_BYTES:
-        raise ValueError(f"{path}/config.json is larger than {MAX_CONFIG_BYTES >> 20} MiB")
-    top = json.loads(raw.decode("utf-8"))
+    # bounded: a regular file (never a FIFO or device), its bytes counted while reading, its nesting capped;
+    # what passes a bound is a ValueError (wizard._io.UnsafeInput), as any unusable config
+    where = os.path.join(path, "config.json")
+    top = safe_json(read_user_file(where, MAX_CONFIG_BYTES).decode("utf-8"))
     if not isinstance(top, dict):
         raise ValueError(f"{path}/config.json is not a JSON object")
     c = top.get("text_config") if isinstance(top.get("text_config"), dict) else top

@@ -42,6 +42,8 @@ class Artefact:
 def dump_yaml(data: Any) -> str:
     import yaml
 
+    from wizard.renderer.yamlout import omegaconf_resolvers
+
     class _Dumper(yaml.SafeDumper):
         pass
 
@@ -55,6 +57,7 @@ def dump_yaml(data: Any) -> str:
         return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
     _Dumper.add_representer(str, _str)
+    omegaconf_resolvers(_Dumper)  # a string OmegaConf would read as a number is quoted (1e3)
     return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=4096, default_flow_style=False)
 
 

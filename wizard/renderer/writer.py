@@ -224,6 +224,28 @@ def _target_of(out: str | os.PathLike[str]) -> Path:
     return target
 
 
+def _pinned(path: Path) -> bool:
+    """A regular file marked immutable or append-only (chattr +i / +a): it can be neither replaced nor removed,
+    so a re-render would leave the old bundle behind. Linux only (FS_IOC_GETFLAGS); False where unknown."""
+    if not sys.platform.startswith("linux") or path.is_symlink() or not path.is_file():
+        return False
+    import array
+    import fcntl
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        flags = array.array("i", [0])
+        fcntl.ioctl(fd, 0x80086601, flags, True)  # FS_IOC_GETFLAGS
+        return bool(flags[0] & 0x30)  # FS_IMMUTABLE_FL | FS_APPEND_FL
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
 def _make_parent(parent: Path) -> None:
     for p in [*reversed(parent.parents), parent]:
         if p.exists() and not p.is_dir():
@@ -271,6 +293,12 @@ def _write(files: Mapping[str, str], out: str | os.PathLike[str], force: bool) -
                         "run verl-init from outside it, or choose another --out", rule="VI903", keys=("--out",))
     parent = resolved.parent
     _make_parent(parent)
+    pinned = [name for name in files if existing and _pinned(resolved / name)]
+    if pinned:
+        raise UserError(f"--force cannot replace {', '.join(shown(n) for n in pinned[:8])} in {shown(str(target))}: "
+                        "immutable or append-only (chattr +i / +a)",
+                        "remove the attribute (chattr -i FILE, as root), or choose another --out", rule="VI903",
+                        keys=("--out",))
 
     with _held_signals() as pending:
         tmp = Path(tempfile.mkdtemp(prefix=_temp_prefix(target.name, "tmp"), dir=parent))

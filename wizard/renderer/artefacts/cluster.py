@@ -464,6 +464,8 @@ def to_yaml(doc: Any) -> str:
     breaks, like the embedded verl_config.yaml, is still a readable literal block (|+)."""
     import yaml
 
+    from wizard.renderer.yamlout import omegaconf_resolvers
+
     class _Dumper(yaml.SafeDumper):
         def ignore_aliases(self, data: Any) -> bool:  # shared sub-documents are written out, never as &anchors
             return True
@@ -478,6 +480,7 @@ def to_yaml(doc: Any) -> str:
         return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
     _Dumper.add_representer(str, _str)
+    omegaconf_resolvers(_Dumper)  # a string OmegaConf would read as a number is quoted (1e3)
     return yaml.dump(doc, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=4096, default_flow_style=False)
 
 
