@@ -147,6 +147,7 @@ def test_single_turn_kuberay_bundles_carry_no_tool_files():
     assert "verl-tools" not in files["k8s/rayjob.yaml"]
 
 
+@pytest.mark.slow
 def test_each_pod_loads_the_tools_through_verls_registry(tmp_path):
     """Every pod template of both manifests, materialised from the ConfigMap: verl's initialize_tools_from_config
     opens the config's relative tool_config_path in the working folder and imports the tool class from there."""
