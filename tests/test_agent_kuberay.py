@@ -29,6 +29,8 @@ from wizard.env.cluster import bundle_problems, load_expected, manifest_problems
     pod_tool_problems
 from wizard.intent.errors import WizardError
 
+pytestmark = pytest.mark.slow  # ~15 s a test on 2 busy cores (verl's registries, the pods' files): full suite only
+
 TOOLS = ("verl_init_tools/__init__.py", "verl_init_tools/tool_config.yaml", "verl_init_tools/gsm8k_tool.py")
 ON_KUBERAY = dict(cluster="kuberay", checkpoint_pvc="verl-checkpoints")
 PRE = "actor_rollout_ref.rollout"
