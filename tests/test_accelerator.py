@@ -39,6 +39,7 @@ def _refused(rule: str, **answers) -> str:
 # --- verl's own names --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_names_agree_with_verls_platforms():
     """Device and Ray resource names read from verl 0.9.1's platform classes, not restated."""
     from verl.plugin.platform.platform_cuda import PlatformCUDA
@@ -82,6 +83,7 @@ def test_profiles_set_verls_device_keys(profile, acc):
     assert "trainer.device" in text and ACCELERATORS[acc].label in text
 
 
+@pytest.mark.slow
 def test_amd_kuberay_manifests_name_amd_gpus_and_validate_against_the_crds():
     from wizard.env.cluster import manifest_problems
 
@@ -161,6 +163,7 @@ def test_unknown_accelerator_is_a_one_line_error():
 # --- accepted by verl, check-clean ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.verl
 @pytest.mark.parametrize("profile", sorted(PROFILES))
 def test_profiles_are_accepted_by_verl_on_cpu_and_check_clean(profile, tmp_path, tiny_model, monkeypatch):

@@ -29,6 +29,8 @@ from wizard.env.cluster import bundle_problems, load_expected, manifest_problems
     pod_tool_problems
 from wizard.intent.errors import WizardError
 
+pytestmark = pytest.mark.slow  # ~15 s a test on 2 busy cores (verl's registries, the pods' files): full suite only
+
 TOOLS = ("verl_init_tools/__init__.py", "verl_init_tools/tool_config.yaml", "verl_init_tools/gsm8k_tool.py")
 ON_KUBERAY = dict(cluster="kuberay", checkpoint_pvc="verl-checkpoints")
 PRE = "actor_rollout_ref.rollout"
@@ -147,6 +149,7 @@ def test_single_turn_kuberay_bundles_carry_no_tool_files():
     assert "verl-tools" not in files["k8s/rayjob.yaml"]
 
 
+@pytest.mark.slow
 def test_each_pod_loads_the_tools_through_verls_registry(tmp_path):
     """Every pod template of both manifests, materialised from the ConfigMap: verl's initialize_tools_from_config
     opens the config's relative tool_config_path in the working folder and imports the tool class from there."""

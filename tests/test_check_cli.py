@@ -198,6 +198,7 @@ def test_parse_value_follows_hydra():
 # --- --verl ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.verl
 def test_verl_verdict_beside_ours(bundle, tmp_path):
     report = check(str(bundle), defaults="verl", run_verl=True)

@@ -47,6 +47,7 @@ def test_resolver_matches_omegaconf():
     assert ours == OmegaConf.to_container(OmegaConf.create(tree), resolve=True)
 
 
+@pytest.mark.slow
 @pytest.mark.verl
 @pytest.mark.parametrize("engine", ["dp", "megatron", "veomni", "torchtitan"])
 def test_snapshot_equals_hydra_composition(engine):
@@ -69,6 +70,7 @@ def test_snapshot_equals_hydra_composition(engine):
     assert not failures
 
 
+@pytest.mark.slow
 @pytest.mark.verl
 def test_snapshot_script_reproduces_the_shipped_file():
     out = subprocess.run([sys.executable, "scripts/snapshot_verl_defaults.py", "--check"], cwd=ROOT, capture_output=True,

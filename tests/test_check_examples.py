@@ -63,6 +63,7 @@ def test_placeholder_model_paths_skip_memory_with_an_info():
     assert "VI861" in report.ids("info") and not report.errors
 
 
+@pytest.mark.slow
 @pytest.mark.verl
 @pytest.mark.parametrize("config", EXAMPLES, ids=IDS)
 def test_no_error_on_verls_examples_with_verls_hydra_tree(config):

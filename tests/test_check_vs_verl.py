@@ -12,7 +12,7 @@ import pytest
 from wizard.check.lint import check, run_verl_checks
 from wizard.check.source import load_source
 
-pytestmark = [pytest.mark.verl]
+pytestmark = [pytest.mark.verl, pytest.mark.slow]
 N = 40
 
 # Errors for configs verl's checks accept:
