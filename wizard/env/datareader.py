@@ -19,19 +19,11 @@ def _iter_batches(path: str, batch_rows: int) -> Iterator[tuple[list[Optional[di
     Parquet via pyarrow iter_batches, jsonl line by line."""
     lower = path.lower()
     if lower.endswith(".parquet"):
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+        from wizard._parquet import batches
 
-        # the system allocator (it gives freed batches back), no read-ahead, one thread: memory stays at a few
-        # batches whatever the file size
-        previous = pa.default_memory_pool()
-        pa.set_memory_pool(pa.system_memory_pool())
-        try:
-            pf = pq.ParquetFile(path, pre_buffer=False)
-            for batch in pf.iter_batches(batch_size=batch_rows, use_threads=False):
-                yield batch.to_pylist(), []
-        finally:
-            pa.set_memory_pool(previous)
+        # the decoded bytes are capped per batch and per value (a decompression bomb is one clean error)
+        for batch in batches(path, batch_rows):
+            yield batch.to_pylist(), []
     elif lower.endswith(".jsonl"):
         from wizard._io import LineTooLong, bounded_lines
 

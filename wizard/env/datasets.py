@@ -52,6 +52,8 @@ from wizard.env.datareader import (  # noqa: F401 - re-exported: tests and calle
     _type_name,
 )
 from wizard.env.datareport import format_report, load_tokenizer  # noqa: F401 - re-exported
+from wizard._parquet import DecodeCapExceeded
+from wizard.intent.errors import UserError
 from wizard.planner.dataprep import CODE_DATA_SOURCES, scorer_for, test_cases_problem
 
 ROLES = ("system", "user", "assistant", "tool")
@@ -427,6 +429,8 @@ class _FileCheck:
                 for row_no, why in unreadable:
                     self.finding("VI520", "row cannot be read", "fix the line").add(self.row0 + row_no, why)
                 self._batch(rows)
+        except DecodeCapExceeded as exc:  # past a cap: one line, exit 2 (nothing more is read)
+            raise UserError(str(exc), "split the values, or check where the file came from", rule="VI520") from None
         except (ValueError, OSError) as exc:
             self.finding("VI520", "file cannot be read", "check that it is the format its name says").add(
                 None, f"{type(exc).__name__}: {str(exc)[:200]}")
