@@ -23,6 +23,9 @@ With --agent tool (multi-turn tool calling, verl's tool agent loop):
   VI532 warning  extra_info.index is missing (verl uses index 0 for every row)
   VI533 warning  the prompt ends with an assistant message (the reference answer may be in the prompt)
   VI534 info     no tokenizer given: chat template and token lengths not checked
+  VI543 error    a message's content is itself a JSON chat (a chat column read as question text)
+  VI544 error    the prompt is empty or whitespace
+  VI545 error    a system message that is not the first message
 Preference files (`--type preference`, verl's RMDataset):
   VI535 error    chosen / rejected is missing or empty
   VI536 error    chosen and rejected are the same text
@@ -54,6 +57,7 @@ from wizard.env.datareader import (  # noqa: F401 - re-exported: tests and calle
 from wizard.env.datareport import format_report, load_tokenizer  # noqa: F401 - re-exported
 from wizard._parquet import DecodeCapExceeded
 from wizard.intent.errors import UserError
+from wizard.planner import datacontent
 from wizard.planner.dataprep import CODE_DATA_SOURCES, scorer_for, test_cases_problem
 
 ROLES = ("system", "user", "assistant", "tool")
@@ -90,6 +94,7 @@ RULES: dict[str, tuple[str, str]] = {
     "VI567": ("error", "tools_kwargs missing (multi-turn)"),
     "VI568": ("warning", "agent_name not a verl agent loop"),
     "VI586": ("error", "code row's test cases unreadable by verl's code scorer"),
+    **datacontent.RULES,
 }
 
 
@@ -236,6 +241,8 @@ class _FileCheck:
                              ).add(row_no, problem)
             else:
                 chat = prompt
+                for rule, detail in datacontent.chat_problems(prompt):  # what the prompt says (VI543-VI545)
+                    self.finding(rule, f"{key!r}: {datacontent.MESSAGES[rule]}", datacontent.HINTS[rule]).add(row_no, detail)
                 if prompt[-1].get("role") == "assistant":
                     self.finding("VI533", f"{key!r} ends with an assistant message",
                                  "the reply the policy should write may be in its prompt; end prompts with the user turn"
