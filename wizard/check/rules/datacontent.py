@@ -46,6 +46,8 @@ def _row_problem(row: dict[str, Any], prompt_key: str, custom_reward: bool) -> t
     from wizard.planner.dataprep import scorer_for
 
     prompt = row.get(prompt_key)
+    if prompt is None:
+        return None  # not verl's row format at all: the file's columns are other rules' business
     if isinstance(prompt, str):
         if datacontent.json_chat(prompt) is not None:
             return (f"{prompt_key!r} is the JSON text of a chat, not the chat itself",
@@ -58,7 +60,7 @@ def _row_problem(row: dict[str, Any], prompt_key: str, custom_reward: bool) -> t
         if problems:
             rule, detail = problems[0]
             return f"{datacontent.MESSAGES[rule]} ({detail})", f"{datacontent.HINTS[rule]} [{rule}]"
-    elif prompt is not None:
+    else:
         return f"{prompt_key!r} is not a non-empty list of chat messages", "write [{\"role\": \"user\", ...}] [VI522]"
     rm = row.get("reward_model")
     gt = rm.get("ground_truth") if isinstance(rm, dict) else None
