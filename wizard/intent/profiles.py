@@ -169,7 +169,10 @@ def merge_answers(
         except WizardError as exc:
             problems.extend(exc.problems)
             continue
-        merged[key] = value
+        if value is None:  # --set KEY= / KEY=null / --unset KEY: the answer is removed, its default applies
+            merged.pop(key, None)
+        else:
+            merged[key] = value
     if problems:
         raise WizardError(problems)
     if overrides:

@@ -1,0 +1,39 @@
+"""Issue 27 item 4: an answer can be removed from the command line (`--unset KEY`, or `--set KEY=`), so that a
+recorded question_field no longer blocks messages_field (VI515)."""
+
+from __future__ import annotations
+
+import pytest
+
+from wizard.intent.errors import WizardError
+from wizard.intent.profiles import merge_answers
+
+
+@pytest.fixture()
+def answers_file(tmp_path):
+    path = tmp_path / "answers.yaml"
+    path.write_text("answers:\n  model: Qwen/Qwen2.5-0.5B-Instruct\n  question_field: prompt\n  nnodes: 2\n")
+    return path
+
+
+@pytest.mark.parametrize("item", ["question_field=", "question_field=null"])
+def test_set_empty_or_null_removes_the_answer(answers_file, item):
+    a = merge_answers(None, answers_file, [item])
+    assert "question_field" not in a.model_fields_set and a.nnodes == 2
+
+
+def test_unset_flag_on_the_render_and_plan_commands(answers_file, tmp_path, capsys):
+    from wizard.cli.app import main
+
+    code = main(["--answers", str(answers_file), "--unset", "question_field", "--unset", "nnodes",
+                 "--set", "gpus_per_node=1", "--set", "gpu_memory_gb=80", "--out", str(tmp_path / "b"), "--dry-run"])
+    out = capsys.readouterr()
+    assert code == 0, out.err[-2000:]
+    text = (out.out + out.err)
+    assert "question_field: prompt" not in text
+
+
+def test_unknown_key_is_still_refused(answers_file):
+    with pytest.raises(WizardError) as exc:
+        merge_answers(None, answers_file, ["question_fild="])
+    assert exc.value.problems[0].rule == "VI101"
