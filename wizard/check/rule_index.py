@@ -131,6 +131,8 @@ RULES: dict[str, tuple[str, str]] = {
     "VI543": ("reward & data", "a message's content is itself a JSON chat (a chat column read as the question text)"),
     "VI544": ("reward & data", "a prompt is empty or whitespace"),
     "VI545": ("reward & data", "a system message that is not the first message of the prompt"),
+    "VI546": ("reward & data", "a named column (question_field, answer_field, messages_field, image_key) the local data file lacks"),
+    "VI547": ("reward & data", "no column mapping given and the local data file's schema is ambiguous (the candidates are named)"),
     "VI527": ("reward & data", "the tokenizer's chat template fails on a prompt"),
     "VI528": ("reward & data", "prompts longer than max_prompt_length tokens"),
     "VI529": ("reward & data", "duplicate prompts within a file"),

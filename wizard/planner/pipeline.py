@@ -741,8 +741,10 @@ def _lora(b: _Build) -> None:
 
 
 def _data(b: _Build) -> None:
+    from wizard.planner import datafacts, dataschema
+
+    dataschema.apply(b)  # first: the local file's columns decide the mapping (may update b.a)
     a, f, shape, seq = b.a, b.f, b.shape, b.seq
-    from wizard.planner import datafacts
 
     datafacts.paths(b)  # first: the data paths as the bundle names them (b.stored)
     b.train_files, b.val_files = _data_files(a, b.base, f, b.stored)

@@ -461,7 +461,7 @@ def context(plan: Plan) -> dict[str, Any]:
                          "`<image>` placeholder in its prompt, in order; check them with `verl-init validate-dataset "
                          f"{dataprep.PREPARED_TRAIN} --image-key {a.image_key}`."]
     return {
-        "data_where": where + ([overlong] if overlong else []),
+        "data_where": where + [x for x in (plan.facts.get("data_mapping"), plan.facts.get("data_preview"), overlong) if x],
         "version": plan.version,
         "verl_version": plan.verl_version,
         "title": f"{a.algorithm} on {plan.value('actor_rollout_ref.model.path')} ({a.nnodes}×{a.gpus_per_node} GPUs)",
