@@ -109,3 +109,18 @@ def test_check_accepts_any_data_source_with_a_custom_reward_function(tmp_path):
     train = _parquet(tmp_path / "train.parquet", rows)
     report = _check(train, train, f"reward.custom_reward_function.path={fn}")
     assert "VI876" not in {f.problem.rule for f in report.findings}
+
+
+def test_show_prints_the_templated_prompt_and_ground_truth(tmp_path, capsys, tiny_model):
+    from transformers import AutoTokenizer
+
+    from wizard.env.datasets import main
+
+    path = write(tmp_path / "ok.jsonl", [row(i, gt=str(10 + i)) for i in range(3)])
+    assert main([str(path), "--show", "2", "--tokenizer", str(tiny_model)]) == 0
+    out = capsys.readouterr().out
+    tok = AutoTokenizer.from_pretrained(str(tiny_model))
+    assert tok.apply_chat_template(CHAT, add_generation_prompt=True, tokenize=False).strip() in out
+    assert "ground truth the scorer gets: '10'" in out and "'11'" in out and "'12'" not in out
+    assert main([str(path), "--show", "1"]) == 0
+    assert "<system> You are terse." in capsys.readouterr().out

@@ -81,3 +81,43 @@ def format_report(report: Report) -> str:
     verdict = "OK" if report.ok else "FAILED"
     lines.append(f"validate-dataset: {verdict} — {errors} error(s), {warnings} warning(s) in {len(report.files)} file(s)")
     return "\n".join(lines)
+
+
+def show_rows(path: str, n: int, prompt_key: str, tokenizer: Any, tokenizer_name: Any) -> str:
+    """The first `n` rows of a file in verl's format as the model will see them: the prompt after the chat template
+    (the tokenizer's; else the messages as they are) and reward_model.ground_truth, the scorer's reference."""
+    import json
+
+    from wizard.env.datareader import _iter_batches
+
+    out: list[str] = []
+    shown = 0
+    for rows, _bad in _iter_batches(path, max(1, n)):
+        for i, row in enumerate(rows):
+            if shown >= n:
+                break
+            shown += 1
+            if row is None:
+                out.append(f"row {i}: unreadable")
+                continue
+            prompt = row.get(prompt_key)
+            how = "as stored"
+            if isinstance(prompt, list) and tokenizer is not None:
+                try:
+                    text = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
+                    how = f"after {tokenizer_name}'s chat template"
+                except Exception as exc:  # noqa: BLE001 - the template refuses it: VI527 says so too
+                    text, how = json.dumps(prompt, ensure_ascii=False), f"the chat template fails: {type(exc).__name__}"
+            elif isinstance(prompt, list):
+                text = "\n".join(f"<{m.get('role')}> {m.get('content')}" if isinstance(m, dict) else repr(m)
+                                  for m in prompt)
+                how = "messages as they are (pass --tokenizer for the chat template)"
+            else:
+                text = repr(prompt)
+            rm = row.get("reward_model")
+            gt = rm.get("ground_truth") if isinstance(rm, dict) else None
+            out.append(f"--- row {shown - 1}: prompt ({how}):\n{text}\n--- ground truth the scorer gets: {gt!r}"
+                       f" (data_source {row.get('data_source')!r})")
+        if shown >= n:
+            break
+    return "\n".join(out)

@@ -770,6 +770,9 @@ def main(args: list[str]) -> int:
     p.add_argument("--tool-name", metavar="NAME",
                    help="with --agent tool: every row's tools_kwargs must carry NAME's create_kwargs "
                         "(e.g. calc_gsm8k_reward)")
+    p.add_argument("--show", type=int, default=0, metavar="N",
+                   help="print the first N rows as the model will see them: the prompt after the chat template "
+                        "(--tokenizer's; else the messages as they are) and the ground truth the scorer gets")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
     ns = p.parse_args(args)
@@ -784,6 +787,10 @@ def main(args: list[str]) -> int:
     if ns.tool_name and ns.agent != "tool":
         p.error("--tool-name needs --agent tool")
     report = validate(ns.files, opts)
+    if ns.show > 0 and not ns.json:
+        from wizard.env.datareport import show_rows
+
+        print(show_rows(ns.files[0], ns.show, opts.prompt_key, tokenizer, ns.tokenizer))
     if ns.json:
         print(json.dumps(report.as_dict(), indent=2, default=str))
     else:
