@@ -132,6 +132,7 @@ RULES: dict[str, tuple[str, str]] = {
     "VI544": ("reward & data", "a prompt is empty or whitespace"),
     "VI545": ("reward & data", "a system message that is not the first message of the prompt"),
     "VI546": ("reward & data", "a named column (question_field, answer_field, messages_field, image_key) the local data file lacks"),
+    "VI548": ("reward & data", "a model id in neither the catalogue nor the local Hugging Face cache (did-you-mean for a near miss)"),
     "VI547": ("reward & data", "no column mapping given and the local data file's schema is ambiguous (the candidates are named)"),
     "VI527": ("reward & data", "the tokenizer's chat template fails on a prompt"),
     "VI528": ("reward & data", "prompts longer than max_prompt_length tokens"),

@@ -741,9 +741,10 @@ def _lora(b: _Build) -> None:
 
 
 def _data(b: _Build) -> None:
-    from wizard.planner import datafacts, dataschema
+    from wizard.planner import datafacts, dataschema, modelcheck
 
     dataschema.apply(b)  # first: the local file's columns decide the mapping (may update b.a)
+    modelcheck.check(b)  # model ids known in the catalogue or the local hub cache (offline)
     a, f, shape, seq = b.a, b.f, b.shape, b.seq
 
     datafacts.paths(b)  # first: the data paths as the bundle names them (b.stored)
