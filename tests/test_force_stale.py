@@ -40,3 +40,30 @@ def test_a_bundle_without_a_manifest_keeps_everything(tmp_path):
     (old / MANIFEST).unlink()
     new = render(tmp_path, force=True, cluster="ray")
     assert (new / "k8s" / "rayjob.yaml").is_file()
+
+
+def _vi877(bundle):
+    from wizard.check.lint import check
+
+    report = check(str(bundle), defaults="snapshot", env={"HOME": "/nonexistent-home"})
+    return [f.problem for f in report.findings if f.problem.rule == "VI877"]
+
+
+def test_check_bundle_flags_cluster_files_that_disagree_with_the_config(tmp_path):
+    import shutil
+
+    old = render(tmp_path, cluster="kuberay", k8s_secret="hf", shared_pvc="shared")
+    assert not _vi877(old)  # a fresh bundle agrees with itself
+    other = tmp_path / "other"
+    shutil.copytree(old, other)
+    # the same bundle re-rendered for 1 node and another model, its k8s/ files left from the 2-node render
+    plan = wizard.plan(make_answers({**BASE, "nnodes": 1, "model": "Qwen/Qwen2.5-3B-Instruct", "cluster": "kuberay",
+                                     "k8s_secret": "hf", "shared_pvc": "shared"}), base_dir=str(tmp_path))
+    files = wizard.render(plan)
+    (other / "verl_config.yaml").write_text(files["verl_config.yaml"])
+    hits = _vi877(other)
+    assert any("k8s/rayjob.yaml gives its GPU worker pods 16 GPU(s)" in p.message and "needs 8" in p.message
+               for p in hits), [p.message for p in hits]
+    assert any("k8s/configmap.yaml carries another verl_config.yaml" in p.message and "Qwen2.5-7B" in p.message
+               for p in hits), [p.message for p in hits]
+    assert all(p.severity == "error" for p in hits)
