@@ -26,6 +26,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, get_args
 
+from wizard.cli.interactive import dataq
 from wizard.cli.interactive.qcore import (  # noqa: F401 - re-exported: the walk and the tests import them from here
     DECISIONS, MEMORY_RULES, OTHER, THIS_MACHINE, Condition, Context, Default, Kind, Question, _plan_problems, always,
     never,
@@ -546,8 +547,13 @@ QUESTIONS: tuple[Question, ...] = (
              default=default_lora_rank, choices=lora_choices, note=lora_note),
     # data
     Question("dataset", "text", "data", check=check_dataset),
-    Question("question_field", "text", "data", when=_is_local_file),
-    Question("answer_field", "text", "data", when=_is_local_file),
+    # the file's schema decides: its chat column is offered, the other columns default to what the schema maps
+    Question("messages_field", "select", "data", when=dataq.has_chat, choices=dataq.chat_choices,
+             note=dataq.columns_note, check=dataq.check_column),
+    Question("question_field", "text", "data", when=dataq.asks_question, default=dataq.default_question,
+             note=dataq.columns_note, check=dataq.check_column),
+    Question("answer_field", "text", "data", when=_is_local_file, default=dataq.default_answer,
+             note=dataq.columns_note, check=dataq.check_column),
     Question("answer_format", "select", "data", when=_is_local_file,
              choices=lambda c: [("number", "a number (GSM8K-style)"), ("boxed", "\\boxed{...} (MATH-style)"),
                                 ("text", 'free text after "Answer:"'),
@@ -671,7 +677,6 @@ NOT_ASKED: dict[str, str] = {
     "head_memory_gb": "64 GB",
     "gpu_wait_timeout_s": "600 s",
     "k8s_ttl_seconds": "3600 s",
-    "messages_field": "question_field is asked; chats are for --set messages_field=...",
     "instruction": "asks for the answer_format the scorer reads",
     "system_prompt": "none",
     "data_source": "selects verl's scorer from the dataset and answer_format",
