@@ -124,3 +124,24 @@ def test_show_prints_the_templated_prompt_and_ground_truth(tmp_path, capsys, tin
     assert "ground truth the scorer gets: '10'" in out and "'11'" in out and "'12'" not in out
     assert main([str(path), "--show", "1"]) == 0
     assert "<system> You are terse." in capsys.readouterr().out
+
+
+@pytest.mark.verl
+@pytest.mark.slow
+def test_a_garbled_verl_format_file_fails_the_smoke_with_one_line(tmp_path):
+    """The issue's case: question_field=prompt on a chat column wrote the JSON of the whole chat into one user
+    message. The CPU smoke stops in its data phase naming VI543."""
+    import wizard
+    from wizard.intent.answers import make_answers
+    from wizard.smoketest.run import SmokeOptions
+
+    garbled = [row(i, prompt=[{"role": "user", "content": json.dumps(CHAT)}]) for i in range(16)]
+    train = _parquet(tmp_path / "train.parquet", garbled)
+    val = _parquet(tmp_path / "val.parquet", garbled[:4])
+    answers = make_answers(dict(nnodes=1, gpus_per_node=1, gpu_memory_gb=24, gpu_type="cpu",
+                                model="Qwen/Qwen2.5-0.5B-Instruct", prompts_per_step=2, samples_per_prompt=2,
+                                updates_per_step=1, train_files=str(train), val_files=str(val)))
+    bundle = wizard.write_bundle(wizard.render(wizard.plan(answers, base_dir=str(tmp_path))), tmp_path / "b")
+    report = wizard.smoke(bundle, options=SmokeOptions(engine="cpu"))
+    assert report.failure is not None and report.failure.phase == "data", report.failure
+    assert "[VI543]" in report.failure.message and "\n" not in report.failure.message
