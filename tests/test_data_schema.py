@@ -46,7 +46,7 @@ def test_chat_file_without_column_answers_maps_itself(tmp_path):
     chat_parquet(tmp_path / "chat.parquet")
     bundle = render(tmp_path, dataset="chat.parquet")
     plan_md = (bundle / "PLAN.md").read_text()
-    assert "mapped from its schema: messages_field=prompt, answer_field=answer" in plan_md
+    assert "Mapped from its schema: messages_field=prompt, answer_field=answer" in plan_md
     answers = (bundle / "verl-init.yaml").read_text()
     assert "messages_field: prompt" in answers and "question_field" not in answers
     # PLAN.md: the first prompt as the model sees it and the ground truth the scorer gets

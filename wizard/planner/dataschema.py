@@ -140,7 +140,7 @@ def infer(schema: Schema, given: set[str]) -> tuple[Optional[Mapping], list[tupl
     why: list[str] = []
     if not ({"question_field", "messages_field"} & given):
         chats = schema.of("chat")
-        texts = [c for c in schema.of("text") if c.lower() in QUESTION_NAMES]
+        texts = [c for c, k in schema.columns.items() if c.lower() in QUESTION_NAMES and k not in ("chat", "images")]
         if len(chats) == 1:
             fields["messages_field"] = chats[0]
             why.append(f"the prompt is the chat in {chats[0]!r} (its only chat column; every message and role kept)")
@@ -156,7 +156,7 @@ def infer(schema: Schema, given: set[str]) -> tuple[Optional[Mapping], list[tupl
                              f"no chat column and no question-like text column (columns: {schema.listing()})",
                              "set question_field=<the text column> or messages_field=<a chat column>"))
     if "answer_field" not in given:
-        answers = [c for c in schema.columns if c.lower() in ANSWER_NAMES and schema.columns[c] in ("text", "number")
+        answers = [c for c in schema.columns if c.lower() in ANSWER_NAMES and schema.columns[c] not in ("chat", "images")
                    and c not in fields.values()]
         ranked = _pick(answers, ANSWER_NAMES)
         exact = [c for c in ranked if c.lower() == ranked[0].lower()] if ranked else []
@@ -212,11 +212,16 @@ def apply(b: Any) -> None:
     if mapping.fields:
         b.a = a = a.model_copy(update=mapping.fields)
         b.stored.update(mapping.fields)
-        shown = ", ".join(f"{k}={v}" for k, v in mapping.fields.items())
-        b.facts["data_mapping"] = (f"Columns of {name} (read from the file: {schema.listing()}) mapped from its "
-                                   f"schema: {shown} — {mapping.why}.")
-    else:
-        b.facts["data_mapping"] = f"Columns of {name}: {schema.listing()}; your mapping is used."
+    # what PLAN.md says does not depend on whether the mapping was typed or derived (a replay of verl-init.yaml,
+    # which records it, writes the same PLAN.md): derived = what the schema maps with nothing given
+    own, _ = infer(schema, set())
+    used = {k: getattr(a, k) for k in ("messages_field", "question_field", "answer_field") if
+            k in a.model_fields_set or k in mapping.fields}
+    derived = own is not None and all(own.fields.get(k) == v for k, v in used.items()) and bool(used)
+    shown = ", ".join(f"{k}={v}" for k, v in used.items())
+    b.facts["data_mapping"] = (f"Columns of the data file (read from it): {schema.listing()}. " + (
+        f"Mapped from its schema: {shown} — {own.why}." if derived and own is not None else
+        f"Mapping: {shown} (your answers)." if shown else "Mapping: verl-init's defaults."))
     try:
         preview(b, schema)
     except Exception:  # noqa: BLE001 - a preview never stops the plan
