@@ -37,3 +37,26 @@ def test_unknown_key_is_still_refused(answers_file):
     with pytest.raises(WizardError) as exc:
         merge_answers(None, answers_file, ["question_fild="])
     assert exc.value.problems[0].rule == "VI101"
+
+
+def test_a_copied_answers_file_with_a_relative_dataset_is_refused_with_the_fix(tmp_path):
+    """Issue 27 item 4: a bundle's verl-init.yaml names its data relative to the bundle; copied elsewhere, that
+    path no longer resolves, and the replay says so at once with the fix (not a plan that fails later)."""
+    import shutil
+
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "qa.jsonl").write_text("".join(f'{{"question": "{i}+1?", "answer": "{i + 1}"}}\n'
+                                                       for i in range(50)))
+    answers = tmp_path / "bundle" / "verl-init.yaml"
+    answers.parent.mkdir()
+    answers.write_text("answers:\n  dataset: ../data/qa.jsonl\n")
+    assert merge_answers(None, answers).dataset.endswith("data/qa.jsonl")  # beside its data: fine
+    copied = tmp_path / "elsewhere" / "deeper" / "answers.yaml"
+    copied.parent.mkdir(parents=True)
+    shutil.copy(answers, copied)
+    with pytest.raises(WizardError) as exc:
+        merge_answers(None, copied)
+    (p,) = exc.value.problems
+    assert p.rule == "VI539" and "relative to that file's folder" in p.message and "--set dataset=" in p.hint
+    # the fix works: the path given on the command line wins
+    assert merge_answers(None, copied, [f"dataset={tmp_path / 'data' / 'qa.jsonl'}"]).dataset.endswith("qa.jsonl")
