@@ -291,6 +291,7 @@ def test_every_rule_has_a_test():
     # VI895-VI897 (step time, log-prob micro-batch, idle rollout GPUs): tests/test_steptime.py plants each fault
     tested = {c[0] for c in CASES} | {"VI871", "VI872", "VI885", "VI887", "VI888", "VI895", "VI896", "VI897"}
     tested |= {"VI873", "VI874", "VI875", "VI876", "VI877"}  # tests/test_sandbox_boundary.py (static read, --deep)
+    tested |= {"VI878", "VI879"}  # VI878: test_data_content.py, VI879: test_force_stale.py
     assert tested == set(RULES), sorted(set(RULES) ^ tested)
 
 

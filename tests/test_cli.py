@@ -132,7 +132,9 @@ def test_api_round_trip(tmp_path):
     files = wizard.render(p)
     assert files == wizard.render(p)  # pure
     out = wizard.write_bundle(files, tmp_path / "api")
-    assert sorted(x.name for x in out.iterdir() if x.is_file()) == sorted(n for n in files if "/" not in n)
+    from wizard.renderer.writer import MANIFEST  # the writer's record of the rendered files (for --force)
+
+    assert sorted(x.name for x in out.iterdir() if x.is_file()) == sorted([MANIFEST, *(n for n in files if "/" not in n)])
     try:
         wizard.plan(wizard.make_answers({"updates_per_step": 7}))
     except wizard.WizardError as exc:

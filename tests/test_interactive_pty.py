@@ -378,3 +378,41 @@ def test_ctrl_c_at_the_last_prompt_writes_nothing(here):
     tty.expect("interrupted; nothing was written")
     assert tty.finish() == 130
     assert list(here.iterdir()) == []
+
+
+def test_local_chat_parquet_walk(here, tiny_model):
+    """Issue 27: a local chat-format parquet (system + user messages, an answer column). The wizard offers its chat
+    column, the bundle's prepared rows carry the original messages (system role kept) in verl's RLHFDataset, and
+    PLAN.md shows the first prompt as the model will see it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    system = "You are a careful math tutor."
+    rows = [{"prompt": [{"role": "system", "content": system}, {"role": "user", "content": f"What is {i} + {i}?"}],
+             "answer": str(2 * i)} for i in range(200)]
+    pq.write_table(pa.Table.from_pylist(rows), here / "chat.parquet")
+    tty = Tty(here)
+    tty.run({"dataset": typed("chat.parquet"), "prompts_per_step": [("another" + ENTER, r"type the number",
+                                                                      typed("16")), ENTER]})
+    assert tty.write() == 0, tty.transcript()[-3000:]
+    assert "messages_field" in tty.asked and "question_field" not in tty.asked
+    a = tty.answers()
+    assert a["messages_field"] == "prompt" and a["answer_field"] == "answer"
+    plan_md = (tty.bundle() / "PLAN.md").read_text()
+    assert f"<system> {system}" in plan_md and "Ground truth the scorer gets: `0`" in plan_md
+    import subprocess
+
+    r = subprocess.run([sys.executable, str(tty.bundle() / "data" / "prepare_data.py")], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    if not HAS_VERL:
+        return
+    from omegaconf import OmegaConf
+    from transformers import AutoTokenizer
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    cfg = OmegaConf.create({"prompt_key": "prompt", "max_prompt_length": 512, "filter_overlong_prompts": True,
+                            "filter_overlong_prompts_workers": 1, "cache_dir": str(here / "cache")})
+    ds = RLHFDataset([str(tty.bundle() / "data" / "train.parquet")], AutoTokenizer.from_pretrained(str(tiny_model)), cfg)
+    assert ds[0]["raw_prompt"][0] == {"role": "system", "content": system}
+    assert ds[0]["raw_prompt"][1]["role"] == "user"

@@ -40,6 +40,8 @@ from wizard.check.rules.agent import rule_agent
 from wizard.check.rules.sandbox import rule_sandbox
 from wizard.check.rules.batches import rule_batches, rule_deprecated_micro, rule_dynamic_flags
 from wizard.check.rules.context import M, Ctx, facts, model_shape
+from wizard.check.rules.bundlefiles import rule_bundle_files
+from wizard.check.rules.datacontent import rule_data_content
 from wizard.check.rules.files import rule_files
 from wizard.check.rules.layout import (rule_device, rule_hardware, rule_layout, rule_megatron, rule_rollout_parallel,
                                       rule_sequence_parallel)
@@ -84,7 +86,8 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
     with tool_imports(deep):  # check's agent rules import a tool module only with --deep, in the sandbox
         for rule in (rule_unresolved, rule_required, rule_deprecated_micro, rule_choices, rule_layout, rule_hardware,
                      rule_rollout_parallel, rule_device, rule_batches, rule_dynamic_flags, rule_tokens, rule_roles,
-                     rule_values, rule_files, rule_agent, rule_lora, rule_sandbox, rule_reward_model):
+                     rule_values, rule_files, rule_data_content, rule_bundle_files,
+                     rule_agent, rule_lora, rule_sandbox, rule_reward_model):
             rule(c, f)
     rule_megatron(c, f, shape)
     rule_sequence_parallel(c, f, shape)

@@ -17,6 +17,9 @@ def main(args: list[str]) -> int:
     p.add_argument("--answers", metavar="FILE", help="answers YAML, e.g. a bundle's verl-init.yaml")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override one answer; repeatable; wins over --answers and --profile")
+    p.add_argument("--unset", dest="unsets", action="append", default=[], metavar="KEY",
+                   help="remove one answer (from --answers or --profile) so that its default applies; repeatable "
+                        "(--set KEY= does the same)")
     p.add_argument("--override", dest="overrides", action="append", default=[], metavar="VERL_KEY=VALUE",
                    help="a verl key the answers do not model (as verl-init's --override)")
     p.add_argument("--json", action="store_true", help="print the plan (memory, choices, findings) as JSON")
@@ -27,7 +30,7 @@ def main(args: list[str]) -> int:
     from wizard.intent.profiles import merge_answers
     from wizard.planner.pipeline import plan
 
-    the_plan = plan(merge_answers(ns.profile, ns.answers, ns.sets, ns.overrides))
+    the_plan = plan(merge_answers(ns.profile, ns.answers, ns.sets + [f"{k}=" for k in ns.unsets], ns.overrides))
     lint = lint_overrides(the_plan)
     if lint.errors:
         raise WizardError(lint.errors)

@@ -49,6 +49,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--answers", metavar="FILE", help="answers YAML, e.g. a bundle's verl-init.yaml")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override one answer; repeatable; wins over --answers and --profile")
+    p.add_argument("--unset", dest="unsets", action="append", default=[], metavar="KEY",
+                   help="remove one answer (from --answers or --profile) so that its default applies; repeatable "
+                        "(--set KEY= does the same)")
     p.add_argument("--override", dest="overrides", action="append", default=[], metavar="VERL_KEY=VALUE",
                    help="set a verl key the answers do not model (Hydra syntax: key=value, +key=value adds a key); "
                         "repeatable; checked with `verl-init check`'s rules, recorded in verl-init.yaml")
@@ -99,7 +102,7 @@ def main(args: list[str]) -> int:
     if ns.import_tool and ns.dry_run:
         err("--import-tool with --dry-run: a dry run imports nothing; drop one of them")
         return 2
-    answers = merge_answers(ns.profile, ns.answers, ns.sets, ns.overrides)
+    answers = merge_answers(ns.profile, ns.answers, ns.sets + [f"{k}=" for k in ns.unsets], ns.overrides)
     out = ns.out or os.path.join("runs", experiment_name(answers))
     from wizard.planner.agent import tool_imports
 

@@ -23,6 +23,9 @@ With --agent tool (multi-turn tool calling, verl's tool agent loop):
   VI532 warning  extra_info.index is missing (verl uses index 0 for every row)
   VI533 warning  the prompt ends with an assistant message (the reference answer may be in the prompt)
   VI534 info     no tokenizer given: chat template and token lengths not checked
+  VI543 error    a message's content is itself a JSON chat (a chat column read as question text)
+  VI544 error    the prompt is empty or whitespace
+  VI545 error    a system message that is not the first message
 Preference files (`--type preference`, verl's RMDataset):
   VI535 error    chosen / rejected is missing or empty
   VI536 error    chosen and rejected are the same text
@@ -41,16 +44,21 @@ array has to be loaded whole. Rows are numbered from 0, as `datasets` and pandas
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from wizard.planner.dataprep import CODE_DATA_SOURCES, scorer_for, test_cases_problem
+from wizard.env.datareader import (  # noqa: F401 - re-exported: tests and callers import them from here
+    BUCKET_BITS, HIST_CAP, MAX_JSON_BYTES, _hash, _HashStore, _image_problem, _is_chat, _iter_batches, _schema, _short,
+    _type_name,
+)
+from wizard.env.datareport import format_report, load_tokenizer  # noqa: F401 - re-exported
+from wizard._parquet import DecodeCapExceeded
 from wizard.intent.errors import UserError
+from wizard.planner import datacontent
+from wizard.planner.dataprep import CODE_DATA_SOURCES, scorer_for, test_cases_problem
 
 ROLES = ("system", "user", "assistant", "tool")
 AGENT_LOOPS = ("single_turn_agent", "tool_agent")  # verl 0.9.1's registered agent loops (agent_loop.py:470)
@@ -86,6 +94,7 @@ RULES: dict[str, tuple[str, str]] = {
     "VI567": ("error", "tools_kwargs missing (multi-turn)"),
     "VI568": ("warning", "agent_name not a verl agent loop"),
     "VI586": ("error", "code row's test cases unreadable by verl's code scorer"),
+    **datacontent.RULES,
 }
 
 
@@ -168,185 +177,7 @@ class Options:
 
 
 # ---------------------------------------------------------------------------------------------
-# reading, in batches
-
-
-MAX_JSON_BYTES = 64 << 20
-HIST_CAP = 1 << 20  # prompt lengths counted exactly up to here (a histogram of at most 8 MiB)
-BUCKET_BITS = 6  # duplicate detection works on 1/64 of the hash values at a time
-
-
-def _iter_batches(path: str, batch_rows: int) -> Iterator[tuple[list[Optional[dict[str, Any]]], list[tuple[int, str]]]]:
-    """(rows, unreadable (index in batch, why)) batches; an unreadable row is None in rows.
-    Parquet via pyarrow iter_batches, jsonl line by line."""
-    lower = path.lower()
-    if lower.endswith(".parquet"):
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        # the system allocator (it gives freed batches back), no read-ahead, one thread: memory stays at a few
-        # batches whatever the file size
-        previous = pa.default_memory_pool()
-        pa.set_memory_pool(pa.system_memory_pool())
-        try:
-            pf = pq.ParquetFile(path, pre_buffer=False)
-            for batch in pf.iter_batches(batch_size=batch_rows, use_threads=False):
-                yield batch.to_pylist(), []
-        finally:
-            pa.set_memory_pool(previous)
-    elif lower.endswith(".jsonl"):
-        from wizard._io import LineTooLong, bounded_lines
-
-        rows: list[Optional[dict[str, Any]]] = []
-        bad: list[tuple[int, str]] = []
-        with open(path, "rb") as fh:  # line by line, each line capped: a file without newlines is never held
-            for line in bounded_lines(fh):
-                if isinstance(line, LineTooLong):
-                    bad.append((len(rows), str(line)))
-                    rows.append(None)
-                    continue
-                if not line.strip():
-                    continue
-                try:
-                    value = json.loads(line.decode("utf-8"))
-                except ValueError as exc:
-                    bad.append((len(rows), f"not valid JSON ({str(exc)[:200]})"))
-                    value = None
-                else:
-                    if not isinstance(value, dict):
-                        bad.append((len(rows), f"a JSON {type(value).__name__}, not an object"))
-                        value = None
-                rows.append(value)
-                if len(rows) >= batch_rows:
-                    yield rows, bad
-                    rows, bad = [], []
-        if rows or bad:
-            yield rows, bad
-    else:  # .json: one array (datasets' json loader also takes {"data": [...]}-style objects)
-        size = os.path.getsize(path)
-        if size > MAX_JSON_BYTES:
-            raise ValueError(f"a .json file of {size >> 20} MiB is parsed whole; above {MAX_JSON_BYTES >> 20} MiB "
-                             "write it as .jsonl or .parquet, which are read row by row")
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
-        if isinstance(doc, dict):
-            lists = [v for v in doc.values() if isinstance(v, list)]
-            doc = lists[0] if len(lists) == 1 else [doc]
-        for start in range(0, len(doc), batch_rows):
-            chunk = doc[start:start + batch_rows]
-            yield ([r if isinstance(r, dict) else None for r in chunk],
-                   [(i, f"a JSON {type(r).__name__}, not an object") for i, r in enumerate(chunk)
-                    if not isinstance(r, dict)])
-
-
-def _schema(path: str) -> Optional[dict[str, str]]:
-    """Column -> type for parquet (from the footer, no data read); None for JSON (learned per row)."""
-    if path.lower().endswith(".parquet"):
-        import pyarrow.parquet as pq
-
-        schema = pq.ParquetFile(path).schema_arrow
-        return {name: str(schema.field(name).type) for name in schema.names}
-    return None
-
-
-def _type_name(value: Any) -> str:
-    if isinstance(value, list):
-        inner = {_type_name(v) for v in value[:3]}
-        return f"list[{'|'.join(sorted(inner))}]" if inner else "list"
-    if isinstance(value, dict):
-        return "struct"
-    return {str: "string", int: "int", float: "float", bool: "bool", type(None): "null"}.get(type(value), type(value).__name__)
-
-
-def _short(value: Any, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a", b"BM", b"II*\x00", b"MM\x00*")
-
-
-def _image_problem(image: Any) -> Optional[str]:
-    """Why one image entry is unusable by verl (None: usable): {"bytes": ...} that decodes (PIL, when installed;
-    else a known image signature), or a non-empty path ({"path": ...} or a string)."""
-    if isinstance(image, dict):
-        data, path = image.get("bytes"), image.get("path")
-    else:
-        data, path = None, image
-    if isinstance(data, (bytes, bytearray)) and data:
-        try:
-            from PIL import Image
-        except ImportError:
-            ok = bytes(data[:12]).startswith(IMAGE_MAGIC) or (data[:4] == b"RIFF" and data[8:12] == b"WEBP")
-            return None if ok else "has bytes with no known image signature"
-        import io
-
-        try:
-            with Image.open(io.BytesIO(bytes(data))) as im:
-                im.verify()
-        except Exception as exc:  # noqa: BLE001 - PIL raises many kinds for bad data
-            return f"does not decode ({type(exc).__name__})"
-        return None
-    if isinstance(path, str) and path.strip():
-        return None
-    return "is neither {bytes} nor a path"
-
-
-def _is_chat(value: Any) -> bool:
-    return isinstance(value, list) and bool(value) and all(isinstance(m, dict) and "role" in m and "content" in m for m in value)
-
-
-def _hash(value: Any) -> int:
-    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
-    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little")
-
-
-# ---------------------------------------------------------------------------------------------
-# one file
-
-
-class _HashStore:
-    """One uint64 per row in fixed blocks (each a separate allocation the OS gets back when freed): 8 bytes a
-    row while reading, with no copy of the whole column ever made."""
-
-    BLOCK = 1 << 20
-
-    def __init__(self) -> None:
-        self._blocks: list[Any] = []
-        self._n = 0
-
-    def __len__(self) -> int:
-        return self._n
-
-    def extend(self, values: Any) -> None:
-        import numpy as np
-
-        i = 0
-        while i < len(values):
-            at = self._n % self.BLOCK
-            if at == 0:
-                self._blocks.append(np.empty(self.BLOCK, dtype=np.uint64))
-            take = min(self.BLOCK - at, len(values) - i)
-            self._blocks[-1][at:at + take] = values[i:i + take]
-            self._n += take
-            i += take
-
-    def blocks(self) -> Iterator[tuple[int, Any]]:
-        """(first row, that block's filled part)."""
-        for k, block in enumerate(self._blocks):
-            start = k * self.BLOCK
-            yield start, block[:max(0, min(self.BLOCK, self._n - start))]
-
-    def take(self, rows: Any) -> Any:
-        import numpy as np
-
-        rows = np.asarray(rows, dtype=np.int64)
-        out = np.empty(len(rows), dtype=np.uint64)
-        which = rows // self.BLOCK
-        for k in np.unique(which).tolist():
-            sel = which == k
-            out[sel] = self._blocks[k][rows[sel] % self.BLOCK]
-        return out
+# one file (reading: wizard.env.datareader; the human report and the tokenizer: wizard.env.datareport)
 
 
 class _FileCheck:
@@ -410,6 +241,8 @@ class _FileCheck:
                              ).add(row_no, problem)
             else:
                 chat = prompt
+                for rule, detail in datacontent.chat_problems(prompt):  # what the prompt says (VI543-VI545)
+                    self.finding(rule, f"{key!r}: {datacontent.MESSAGES[rule]}", datacontent.HINTS[rule]).add(row_no, detail)
                 if prompt[-1].get("role") == "assistant":
                     self.finding("VI533", f"{key!r} ends with an assistant message",
                                  "the reply the policy should write may be in its prompt; end prompts with the user turn"
@@ -603,6 +436,8 @@ class _FileCheck:
                 for row_no, why in unreadable:
                     self.finding("VI520", "row cannot be read", "fix the line").add(self.row0 + row_no, why)
                 self._batch(rows)
+        except DecodeCapExceeded as exc:  # past a cap: one line, exit 2 (nothing more is read)
+            raise UserError(str(exc), "split the values, or check where the file came from", rule="VI520") from None
         except (ValueError, OSError) as exc:
             self.finding("VI520", "file cannot be read", "check that it is the format its name says").add(
                 None, f"{type(exc).__name__}: {str(exc)[:200]}")
@@ -880,38 +715,6 @@ def _overlap(a: _FileCheck, b: _FileCheck) -> Optional[Finding]:
 # ---------------------------------------------------------------------------------------------
 
 
-def load_tokenizer(name: str) -> Any:
-    import importlib.util
-    import os
-
-    if importlib.util.find_spec("transformers") is None:
-        raise UserError("--tokenizer needs the transformers library, which is not installed",
-                        "pip install 'verl-init[tokenizer]' (or drop --tokenizer to check without token counts)",
-                        rule="VI538", keys=("--tokenizer",))
-
-    if not os.path.isdir(os.path.expanduser(name)):
-        from wizard.verify.harness import hub_reachable
-
-        if not hub_reachable():
-            try:  # a copy in the local hub cache still loads offline
-                from transformers import AutoTokenizer
-
-                return AutoTokenizer.from_pretrained(name, local_files_only=True)
-            except Exception:  # noqa: BLE001
-                raise UserError(f"cannot load tokenizer {name!r}: not a local folder, not in the hub cache, and the "
-                                "Hugging Face hub cannot be reached from here",
-                                "pass a local model folder with tokenizer files", rule="VI538",
-                                keys=("--tokenizer",)) from None
-    try:
-        from transformers import AutoTokenizer
-
-        return AutoTokenizer.from_pretrained(name)
-    except Exception as exc:  # noqa: BLE001 - OSError, ValueError, hub errors ...
-        raise UserError(f"cannot load tokenizer {name!r}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}",
-                        "pass a local model folder with tokenizer files (or a hub id reachable from here)",
-                        rule="VI538", keys=("--tokenizer",)) from None
-
-
 def validate(paths: list[str], opts: Options) -> Report:
     """Check every file; findings carry rule IDs, severities, row numbers and the exact problem."""
     report = Report(opts.kind, {
@@ -941,50 +744,6 @@ def validate(paths: list[str], opts: Options) -> Report:
     return report
 
 
-def format_report(report: Report) -> str:
-    """The human summary: one table of files, per-data_source counts, then findings with rows."""
-    lines = []
-    unit = report.files[0].length_unit if report.files else "chars"
-    head = ["file", "rows", "columns", f"prompt {unit} p50/p90/p99/max", "overlong"]
-    table = []
-    for s in report.files:
-        lens = "/".join(str(s.lengths.get(k, "-")) for k in ("p50", "p90", "p99", "max")) if s.lengths else "-"
-        overlong = str(s.overlong) if report.options.get("tokenizer") else "-"
-        table.append([s.path, str(s.rows), str(len(s.columns)), lens, overlong])
-    widths = [max(len(h), *(len(r[i]) for r in table)) if table else len(h) for i, h in enumerate(head)]
-    lines.append("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)))
-    for r in table:
-        lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)))
-    for s in report.files:
-        if s.columns:
-            lines.append(f"{s.path}: columns " + ", ".join(f"{k} ({v})" for k, v in s.columns.items()))
-        if s.data_sources:
-            parts = []
-            for ds, n in s.data_sources.most_common():
-                scorer = scorer_for(ds)
-                how = f"verl {scorer}" if scorer else ("your reward function" if report.options.get("reward_function")
-                                                        else "NO SCORER")
-                parts.append(f"{ds} {n} ({how})")
-            lines.append(f"{s.path}: data_source " + ", ".join(parts))
-        if s.kept_by_verl is not None:
-            lines.append(f"{s.path}: {s.kept_by_verl} of {s.rows} rows kept by verl's overlong filter")
-    lines.append("")
-    for f in report.findings:
-        where = f" {f.file}" if f.file else ""
-        per_row = bool(f.examples) and f.examples[0][0] is not None
-        count = f" ({f.count} row{'s' if f.count != 1 else ''})" if per_row else ""
-        lines.append(f"{f.severity} {f.rule}{where}: {f.message}{count}" + (f" — {f.hint}" if f.hint else ""))
-        for row, detail in f.examples:
-            lines.append(f"    row {row}: {detail}" if row is not None else f"    {detail}")
-        if per_row and f.count > len(f.examples):
-            lines.append(f"    ... {f.count - len(f.examples)} more")
-    errors = sum(1 for f in report.findings if f.severity == "error")
-    warnings = sum(1 for f in report.findings if f.severity == "warning")
-    verdict = "OK" if report.ok else "FAILED"
-    lines.append(f"validate-dataset: {verdict} — {errors} error(s), {warnings} warning(s) in {len(report.files)} file(s)")
-    return "\n".join(lines)
-
-
 def main(args: list[str]) -> int:
     """`verl-init validate-dataset` (called by wizard.cli.app)."""
     import argparse
@@ -1011,6 +770,9 @@ def main(args: list[str]) -> int:
     p.add_argument("--tool-name", metavar="NAME",
                    help="with --agent tool: every row's tools_kwargs must carry NAME's create_kwargs "
                         "(e.g. calc_gsm8k_reward)")
+    p.add_argument("--show", type=int, default=0, metavar="N",
+                   help="print the first N rows as the model will see them: the prompt after the chat template "
+                        "(--tokenizer's; else the messages as they are) and the ground truth the scorer gets")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
     ns = p.parse_args(args)
@@ -1025,6 +787,10 @@ def main(args: list[str]) -> int:
     if ns.tool_name and ns.agent != "tool":
         p.error("--tool-name needs --agent tool")
     report = validate(ns.files, opts)
+    if ns.show > 0 and not ns.json:
+        from wizard.env.datareport import show_rows
+
+        print(show_rows(ns.files[0], ns.show, opts.prompt_key, tokenizer, ns.tokenizer))
     if ns.json:
         print(json.dumps(report.as_dict(), indent=2, default=str))
     else:

@@ -421,7 +421,8 @@ def make_answers(data: dict[str, Any]) -> Answers:
 
 
 def parse_set(item: str) -> tuple[str, Any]:
-    """`key=value` from the command line. Lists take YAML flow syntax or commas; `null` clears."""
+    """`key=value` from the command line. Lists take YAML flow syntax or commas; `null` or nothing (`key=`)
+    clears the answer (None: merge_answers drops it, so the default applies, as with --unset KEY)."""
     key, sep, raw = item.partition("=")
     key = key.strip()
     if not sep or not key:
@@ -434,7 +435,7 @@ def parse_set(item: str) -> tuple[str, Any]:
     if key == "overrides":  # a list of key=value items has no unambiguous one-word form
         raise WizardError([Problem("VI104", "error", (key,), f"--set cannot hold verl overrides ({shown(item)})",
                                    "pass each one as --override KEY=VALUE (repeatable)")])
-    if raw.strip().lower() in ("null", "none", "~"):
+    if raw.strip().lower() in ("null", "none", "~", ""):
         return key, None
     if key in LIST_FIELDS:
         import yaml

@@ -110,6 +110,27 @@ def _rebased(answers: dict[str, Any], folder: Path) -> dict[str, Any]:
     return out
 
 
+def _travelled(answers_path: Any, from_file: dict[str, Any], merged: dict[str, Any]) -> None:
+    """A relative dataset path from an answers file that no longer resolves (the file was copied away from its
+    data): refused at once with the fix, unless --set gave another dataset."""
+    import os
+
+    value = from_file.get("dataset")
+    if not answers_path or not isinstance(value, str) or merged.get("dataset") != value or os.path.isabs(value) \
+            or value.startswith(("~", "$")) or "://" in value or os.path.exists(value):
+        return
+    from wizard.intent.answers import BUILTIN_DATASETS, DATA_SUFFIXES
+    from wizard.intent.errors import UserError
+
+    if value in BUILTIN_DATASETS or not value.lower().endswith(DATA_SUFFIXES):
+        return
+    folder = os.path.dirname(os.path.abspath(str(answers_path)))
+    raise UserError(f"dataset in {answers_path} is relative to that file's folder ({folder}), and "
+                    f"{os.path.abspath(value)} does not exist (an answers file copied away from its data?)",
+                    "keep the answers file beside its bundle, or pass --set dataset=<the file's path> "
+                    "(an absolute path travels anywhere)", rule="VI539", keys=("dataset",))
+
+
 def answers_file(path: str | Path) -> dict[str, Any]:
     p = Path(path)
     return _rebased(answers_mapping(_read_yaml(p), str(p)), p.parent)
@@ -166,8 +187,10 @@ def merge_answers(
     merged: dict[str, Any] = {}
     if profile:
         merged.update(profile_answers(profile))
+    from_file: dict[str, Any] = {}
     if answers_path:
-        merged.update(answers_file(answers_path))
+        from_file = answers_file(answers_path)
+        merged.update(from_file)
     problems = []
     for item in sets or []:  # every bad --set is reported at once, not one per run
         try:
@@ -175,9 +198,13 @@ def merge_answers(
         except WizardError as exc:
             problems.extend(exc.problems)
             continue
-        merged[key] = value
+        if value is None:  # --set KEY= / KEY=null / --unset KEY: the answer is removed, its default applies
+            merged.pop(key, None)
+        else:
+            merged[key] = value
     if problems:
         raise WizardError(problems)
+    _travelled(answers_path, from_file, merged)
     if overrides:
         merged["overrides"] = merge_overrides(merged.get("overrides"), list(overrides))
     return make_answers(merged)

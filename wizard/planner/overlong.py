@@ -119,10 +119,9 @@ def _rows(path: str) -> Iterator[dict]:
         with open(path, encoding="utf-8", newline="") as fh:
             yield from csv.DictReader(fh)
     elif lower.endswith(".parquet"):
-        import pyarrow.parquet as pq
+        from wizard._parquet import rows
 
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH):
-            yield from batch.to_pylist()
+        yield from rows(path, BATCH)  # decoded bytes capped per batch and per value
 
 
 def _lengths(tok: Any, chats: list[Any]) -> list[int]:

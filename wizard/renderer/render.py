@@ -523,7 +523,7 @@ def _data_where(plan: Plan, local_files: list[str]) -> list[str]:
                          "`<image>` placeholder in its prompt, in order; check them with `verl-init validate-dataset "
                          f"{dataprep.PREPARED_TRAIN} --image-key {a.image_key}`."]
     overlong = plan.facts.get("overlong")
-    return where + ([overlong] if overlong else [])
+    return where + [x for x in (plan.facts.get("data_mapping"), plan.facts.get("data_preview"), overlong) if x]
 
 
 def _memory_rows(plan: Plan) -> dict[str, Any]:

@@ -12,6 +12,11 @@ How a bundle is written, and what is on disk at every instant:
    first renamed to a backup folder whose path is printed, and renamed back on any failure.
 4. The old bundle (now only links to files the new one also holds) is removed.
 
+Every bundle records the files it rendered, with their SHA-256, in `.verl-init-files.json` (MANIFEST). With
+`--force`, a file the old bundle rendered (in its manifest, unchanged since) that the new render does not produce
+(e.g. k8s/rayjob.yaml after cluster=kuberay became cluster=ray) is not carried: it would describe another run.
+A rendered file you edited since, and every file you added, is carried as before.
+
 Ctrl-C and SIGTERM are held during the write (handlers are installed around it and the previous ones
 restored): the temporary folder is removed and the message says what is on disk (`Interrupted`). An
 OSError (permission denied, disk full, name too long, a file where a folder should be ...) becomes one
@@ -157,12 +162,51 @@ def _exchange(a: Path, b: Path) -> bool:
 # carrying the old bundle's own files over
 
 
+MANIFEST = ".verl-init-files.json"  # {"files": {relative path: sha256 of the rendered text}}
+
+
+def manifest_text(files: Mapping[str, str]) -> str:
+    import hashlib
+    import json
+
+    digests = {name: hashlib.sha256(text.encode("utf-8")).hexdigest() for name, text in sorted(files.items())}
+    return json.dumps({"files": digests}, indent=1) + "\n"
+
+
+def _stale(old: Path, rendered: set[str]) -> set[str]:
+    """Files the old bundle rendered (its manifest), unchanged since, that the new render does not produce."""
+    import hashlib
+    import json
+
+    try:
+        with open(old / MANIFEST, "rb") as fh:
+            recorded = json.loads(fh.read(4 << 20)).get("files", {})
+    except (OSError, ValueError, AttributeError):
+        return set()
+    out = set()
+    for name, digest in recorded.items() if isinstance(recorded, dict) else ():
+        if not isinstance(name, str) or name in rendered or name == MANIFEST or os.path.isabs(name) \
+                or ".." in PurePosixPath(name).parts:
+            continue
+        path = old / name
+        try:
+            if path.is_symlink() or not path.is_file() or path.stat().st_size > 64 << 20:
+                continue
+            if hashlib.sha256(path.read_bytes()).hexdigest() == digest:
+                out.add(os.path.normpath(name))
+        except OSError:
+            continue
+    return out
+
+
 def _carry_over(old: Path, new: Path, rendered: set[str]) -> list[str]:
-    """Hard-link every file of `old` that the render does not produce into `new` (same relative path).
+    """Hard-link every file of `old` that the render does not produce into `new` (same relative path), except the
+    old bundle's own rendered files the new one no longer renders (_stale).
 
     Returns the relative paths carried. Raises UserError (nothing moved yet) for a file in the way of a
     rendered one or a file that cannot be linked."""
     rendered_dirs = {str(p) for name in rendered for p in PurePosixPath(name).parents if str(p) != "."}
+    stale = _stale(old, rendered)
     carried: list[str] = []
     blocked: list[str] = []
     for root, dirs, names in os.walk(old):
@@ -184,8 +228,8 @@ def _carry_over(old: Path, new: Path, rendered: set[str]) -> list[str]:
             os.chmod(dest, stat.S_IMODE(os.lstat(src).st_mode))
         for n in names:
             rel = os.path.normpath(os.path.join(rel_root, n))
-            if rel in rendered:
-                continue  # replaced by the new render
+            if rel in rendered or rel in stale:
+                continue  # replaced by the new render, or a file of the old render the new one does not make
             if rel in rendered_dirs:
                 blocked.append(rel)
                 continue
@@ -201,6 +245,10 @@ def _carry_over(old: Path, new: Path, rendered: set[str]) -> list[str]:
                     continue
                 raise
             carried.append(rel)
+    stale_dirs = {str(p) for name in stale for p in PurePosixPath(name).parents if str(p) != "."}
+    for d in sorted(stale_dirs, key=lambda x: -x.count("/")):  # folders only stale files filled (e.g. k8s/)
+        if d not in rendered_dirs and (new / d).is_dir() and not any((new / d).iterdir()):
+            (new / d).rmdir()
     if blocked:
         listed = ", ".join(shown(b) for b in blocked[:8]) + (f" and {len(blocked) - 8} more" if len(blocked) > 8 else "")
         raise UserError(f"--force cannot carry these files of the old bundle into the new one: {listed}",
@@ -267,6 +315,7 @@ def write_bundle(files: Mapping[str, str], out: str | os.PathLike[str], *, force
     and every other file of the old bundle (data, checkpoints, outputs, logs) is kept."""
     _check_names(files)
     check_out(out)
+    files = {**files, MANIFEST: manifest_text(files)}
     try:
         return _write(files, out, force)
     except OSError as exc:

@@ -22,8 +22,11 @@ DATASET_DEFAULTS = {
 
 
 def data(b: Build) -> None:
+    from wizard.planner import datafacts, dataschema, modelcheck
+
+    dataschema.apply(b)  # first: the local file's columns decide the mapping (may update b.a)
+    modelcheck.check(b)  # model ids known in the catalogue or the local hub cache (offline)
     a, f, shape, seq = b.a, b.f, b.shape, b.seq
-    from wizard.planner import datafacts
 
     datafacts.paths(b)  # first: the data paths as the bundle names them (b.stored)
     b.train_files, b.val_files = _data_files(a, b.base, f, b.stored)

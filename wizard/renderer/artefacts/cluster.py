@@ -205,7 +205,11 @@ def layout(plan: Plan) -> Layout:
         image, image_reason = a.image, "image (your answer)"
     else:
         image = DEFAULT_IMAGES[a.rollout_engine]
-        image_reason = f"a verl release image with {a.rollout_engine}; it must hold verl {plan.verl_version}, else set image"
+        image_reason = (f"verl's own {a.rollout_engine} image; no tag of it can be confirmed to hold verl "
+                        f"{plan.verl_version}: verl's docker/Dockerfile.stable.vllm installs verl and uninstalls it "
+                        "again (the image carries verl's dependencies only) and tags float (.latest). Set "
+                        f"image=<your image with verl=={plan.verl_version} installed>, pinned by tag or "
+                        "@sha256 digest")
 
     needs_wandb = any(lg in ("wandb", "vemlp_wandb") for lg in a.logger)
     secret_env: list[tuple[str, bool]] = [(WANDB_KEY, False)] if needs_wandb else []

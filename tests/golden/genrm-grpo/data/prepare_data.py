@@ -95,8 +95,60 @@ def read_rows(path):
         with open(path, encoding="utf-8", newline="") as fh:
             return list(csv.DictReader(fh))
     if lower.endswith(".parquet"):
-        return _pyarrow().parquet.read_table(path).to_pylist()
+        return read_parquet(path)
     sys.exit(f"prepare_data: cannot read {path}: use a {', '.join(SUFFIXES)} file")
+
+
+BATCH_BYTES = 256 << 20  # decoded bytes of one parquet batch (verl-init's cap: a decompression bomb stops here)
+VALUE_BYTES = 32 << 20  # decoded bytes of one value
+
+
+def _longest(column):
+    pa = _pyarrow()
+    import pyarrow.compute as pc
+
+    t = column.type
+    if pa.types.is_dictionary(t):
+        return _longest(column.dictionary)
+    if pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t) or pa.types.is_large_binary(t):
+        return int(pc.max(pc.binary_length(column)).as_py() or 0) if len(column) else 0
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _longest(column.flatten())
+    if pa.types.is_struct(t):
+        return max((_longest(column.field(i)) for i in range(t.num_fields)), default=0)
+    return 0
+
+
+def read_parquet(path):
+    """A parquet file's rows, batch by batch, with the decoded bytes capped per batch and per value (sizes from
+    the footer first, then each decoded batch before any Python object is made of it)."""
+    pa = _pyarrow()
+    pa.set_memory_pool(pa.system_memory_pool())
+    pf = pa.parquet.ParquetFile(path, pre_buffer=False)
+    rows = []
+    for rg in range(pf.metadata.num_row_groups):
+        group = pf.metadata.row_group(rg)
+        n = max(1, group.num_rows)
+        per_row = 0.0
+        for c in range(group.num_columns):
+            chunk = group.column(c)
+            size = max(0, chunk.total_uncompressed_size)
+            if size / n > VALUE_BYTES:
+                sys.exit(f"prepare_data: {path}: column {chunk.path_in_schema.split('.')[0]!r} decodes to "
+                         f"{size >> 20} MiB in {n} row(s), over the {VALUE_BYTES >> 20} MiB cap per value "
+                         "(a decompression bomb?)")
+            per_row += size if chunk.has_dictionary_page and size >= VALUE_BYTES else size / n
+        batch_rows = int(max(1, min(4096, BATCH_BYTES // per_row))) if per_row else 4096
+        for batch in pf.iter_batches(batch_size=batch_rows, row_groups=[rg], use_threads=False):
+            if batch.get_total_buffer_size() > BATCH_BYTES:
+                sys.exit(f"prepare_data: {path}: a batch decodes past the {BATCH_BYTES >> 20} MiB cap "
+                         "(a decompression bomb?)")
+            for name, column in zip(batch.schema.names, batch.columns):
+                if _longest(column) > VALUE_BYTES:
+                    sys.exit(f"prepare_data: {path}: column {name!r} holds a value over the {VALUE_BYTES >> 20} MiB "
+                             "cap per value (a decompression bomb?)")
+            rows.extend(batch.to_pylist())
+    return rows
 
 
 def hub_split(split):
@@ -133,6 +185,17 @@ def hub_unreachable(timeout=3.0):
     worker.start()
     worker.join(timeout)
     return result[0] if result else f"{url}: no answer in {timeout:g} s"
+
+
+def _one_line(fetch):
+    """`fetch` with any download failure as one line naming --local-dir (no traceback)."""
+    def wrapped(split):
+        try:
+            return fetch(split)
+        except Exception as exc:  # noqa: BLE001 - datasets' connection and hub errors
+            sys.exit(f"prepare_data: downloading {HUB_ID} failed: {type(exc).__name__}: "
+                     f"{' '.join(str(exc).split())[:200]}; pass --local-dir DIR with a local copy instead")
+    return wrapped
 
 
 def local_split(local_dir, split):
@@ -465,6 +528,14 @@ def main(argv=None):
         train, val = split_file(convert(read_rows(path), "train", skipped, os.path.dirname(path)))
     else:
         load = (lambda split: local_split(args.local_dir, split)) if args.local_dir else hub_split
+        if not args.local_dir and not args.offline_dir:  # offline: one line naming --local-dir, not 27 s of retries
+            why = hub_unreachable()
+            if why:
+                sys.exit(f"prepare_data: the Hugging Face hub cannot serve {HUB_ID} ({why}); download it where the hub "
+                         f"is reachable and pass --local-dir DIR (a copy holding {HUB_SPLITS['train']}*.parquet and "
+                         f"{HUB_SPLITS['val']}*.parquet, e.g. `huggingface-cli download {HUB_ID} --repo-type dataset "
+                         "--local-dir DIR`)")
+            load = _one_line(hub_split)
         if args.offline_dir and not args.local_dir:
             if SOURCE != "gsm8k":
                 parser.error("--offline-dir holds GSM8K-style rows: it is for SOURCE gsm8k only")

@@ -1,0 +1,110 @@
+"""Bounded decoding of parquet files: every row/column reader (validate-dataset, the planner's prompt counter)
+reads parquet through `batches()`, which caps the decoded bytes per batch and per value, so a decompression bomb
+(a small file of highly compressible strings) is one clean error instead of gigabytes of memory.
+
+How the caps hold while reading, not after:
+- before any data page is decoded, the footer's uncompressed sizes are read: a column chunk whose average value
+  is over VALUE_BYTES is refused (at least one value of it is), and the batch size of each row group is chosen
+  so that its decoded batch stays under BATCH_BYTES (a dictionary-encoded chunk is counted at its whole size per
+  row, since one dictionary entry may repeat in every row);
+- after each batch is decoded (still in Arrow buffers, before any Python object is made) its buffer size and its
+  longest value are checked against the same caps.
+pyarrow is imported inside the functions (a heavy import).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Optional
+
+BATCH_BYTES = 256 << 20  # decoded bytes of one batch
+VALUE_BYTES = 32 << 20  # decoded bytes of one value (a prompt, an answer, an image)
+
+
+class DecodeCapExceeded(ValueError):
+    """A parquet file decodes past a cap; the message names the file, the column and the cap."""
+
+
+def _mib(n: float) -> str:
+    return f"{n / (1 << 20):.0f} MiB"
+
+
+def _row_group_batch_rows(path: str, md: Any, rg: int, batch_rows: int, columns: Optional[set[str]]) -> int:
+    group = md.row_group(rg)
+    rows = max(1, group.num_rows)
+    per_row = 0.0
+    for c in range(group.num_columns):
+        chunk = group.column(c)
+        name = chunk.path_in_schema.split(".")[0]
+        if columns is not None and name not in columns:
+            continue
+        size = max(0, chunk.total_uncompressed_size)
+        if size / rows > VALUE_BYTES:
+            raise DecodeCapExceeded(
+                f"{path}: column {name!r} decodes to {_mib(size)} in {rows} row(s) of row group {rg}, over the "
+                f"{_mib(VALUE_BYTES)} cap per value (a decompression bomb, or values no prompt or answer needs)")
+        dictionary = chunk.has_dictionary_page and size >= VALUE_BYTES
+        per_row += size if dictionary else size / rows
+    if per_row <= 0:
+        return batch_rows
+    return int(max(1, min(batch_rows, BATCH_BYTES // per_row)))
+
+
+def _longest_value(column: Any) -> int:
+    """The longest string/binary value anywhere in an Arrow array (nested lists and structs included)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    t = column.type
+    if pa.types.is_dictionary(t):
+        return _longest_value(column.dictionary)
+    if pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t) or pa.types.is_large_binary(t):
+        if len(column) == 0:
+            return 0
+        longest = pc.max(pc.binary_length(column)).as_py()
+        return int(longest or 0)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _longest_value(column.flatten())
+    if pa.types.is_struct(t):
+        return max((_longest_value(column.field(i)) for i in range(t.num_fields)), default=0)
+    return 0
+
+
+def check_batch(path: str, batch: Any) -> None:
+    """Refuse a decoded batch over the caps before any Python object is made of it."""
+    size = batch.get_total_buffer_size() if hasattr(batch, "get_total_buffer_size") else batch.nbytes
+    if size > BATCH_BYTES:
+        raise DecodeCapExceeded(f"{path}: a batch of {batch.num_rows} row(s) decodes to {_mib(size)}, over the "
+                                f"{_mib(BATCH_BYTES)} cap per batch (a decompression bomb?)")
+    for name, column in zip(batch.schema.names, batch.columns, strict=True):
+        longest = _longest_value(column)
+        if longest > VALUE_BYTES:
+            raise DecodeCapExceeded(f"{path}: column {name!r} holds a value of {_mib(longest)}, over the "
+                                    f"{_mib(VALUE_BYTES)} cap per value (a decompression bomb?)")
+
+
+def batches(path: str, batch_rows: int, columns: Optional[list[str]] = None) -> Iterator[Any]:
+    """The file's Arrow record batches, each within BATCH_BYTES and every value within VALUE_BYTES; raises
+    DecodeCapExceeded (a ValueError) at the first cap, before decoding past it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    previous = pa.default_memory_pool()
+    pa.set_memory_pool(pa.system_memory_pool())  # gives freed batches back to the OS
+    try:
+        pf = pq.ParquetFile(path, pre_buffer=False)
+        md = pf.metadata
+        wanted = set(columns) if columns is not None else None
+        plans = [_row_group_batch_rows(path, md, rg, batch_rows, wanted) for rg in range(md.num_row_groups)]
+        for rg, rows in enumerate(plans):
+            for batch in pf.iter_batches(batch_size=rows, row_groups=[rg], columns=columns, use_threads=False):
+                check_batch(path, batch)
+                yield batch
+    finally:
+        pa.set_memory_pool(previous)
+
+
+def rows(path: str, batch_rows: int = 1024, columns: Optional[list[str]] = None) -> Iterator[dict[str, Any]]:
+    """The file's rows as dicts, batch by batch within the caps."""
+    for batch in batches(path, batch_rows, columns):
+        yield from batch.to_pylist()

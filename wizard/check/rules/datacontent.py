@@ -1,0 +1,106 @@
+"""Data content rule (VI878): the first rows of every training/validation file `check` can reach here, read as
+verl reads them (data.prompt_key), with validate-dataset's content checks (wizard.planner.datacontent: a message
+holding a JSON chat, an empty prompt, a system message not first) and the scorer's needs (a ground truth for the
+scorer, a data_source verl's default scoring knows unless a custom reward function is set). One finding per file,
+naming the first problem and its row; `verl-init validate-dataset FILE` lists them all.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from wizard._parquet import DecodeCapExceeded
+from wizard.check.rules.context import Ctx, Facts, local_path
+from wizard.check.shellargs import PLACEHOLDER
+
+SAMPLE_ROWS = 1000  # rows read per file (bounded: parquet decoding is capped, JSONL lines are capped)
+
+
+def _rows(path: Path) -> Iterator[dict[str, Any]]:
+    if path.suffix == ".parquet":
+        from wizard._parquet import batches
+
+        for batch in batches(str(path), 256):
+            yield from batch.to_pylist()
+    elif path.suffix == ".jsonl":
+        from wizard._io import LineTooLong, bounded_lines
+
+        with open(path, "rb") as fh:
+            for line in bounded_lines(fh):
+                if isinstance(line, LineTooLong) or not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(row, dict):
+                    yield row
+
+
+def _row_problem(row: dict[str, Any], prompt_key: str, custom_reward: bool) -> tuple[str, str] | None:
+    """(what is wrong, why it matters) for one row, or None."""
+    from wizard.planner import datacontent
+    from wizard.planner.dataprep import scorer_for
+
+    prompt = row.get(prompt_key)
+    if prompt is None:
+        return None  # not verl's row format at all: the file's columns are other rules' business
+    if isinstance(prompt, str):
+        if datacontent.json_chat(prompt) is not None:
+            return (f"{prompt_key!r} is the JSON text of a chat, not the chat itself",
+                    "write it as a list of {role, content} messages (verl-init's data/prepare_data.py with "
+                    "messages_field=<column> does) [VI543]")
+        return (f"{prompt_key!r} is text, not a list of chat messages",
+                "verl applies the chat template to a list of {role, content} messages [VI522]")
+    if isinstance(prompt, list) and prompt and all(isinstance(m, dict) for m in prompt):
+        problems = datacontent.chat_problems(prompt)
+        if problems:
+            rule, detail = problems[0]
+            return f"{datacontent.MESSAGES[rule]} ({detail})", f"{datacontent.HINTS[rule]} [{rule}]"
+    else:
+        return f"{prompt_key!r} is not a non-empty list of chat messages", "write [{\"role\": \"user\", ...}] [VI522]"
+    rm = row.get("reward_model")
+    gt = rm.get("ground_truth") if isinstance(rm, dict) else None
+    if gt is None or (isinstance(gt, str) and not gt.strip()):
+        return ("reward_model.ground_truth is missing or empty",
+                "verl's scorers compare the response with it: every reward would be 0 [VI523]")
+    ds = row.get("data_source")
+    if not custom_reward and isinstance(ds, str) and scorer_for(ds) is None:
+        return (f"data_source {ds!r} has no scorer in verl's default scoring",
+                "rewards fail with NotImplementedError at the first step: use a data_source verl knows or set "
+                "reward.custom_reward_function [VI526]")
+    return None
+
+
+def rule_data_content(c: Ctx, f: Facts) -> None:
+    prompt_key = c.v("data.prompt_key")
+    prompt_key = prompt_key if isinstance(prompt_key, str) else "prompt"
+    custom = bool(c.v("reward.custom_reward_function.path"))
+    for key in ("data.train_files", "data.val_files"):
+        value = c.v(key)
+        if c.unknown(key) or value is None:
+            continue
+        for path in ([value] if isinstance(value, str) else value if isinstance(value, list) else []):
+            if not isinstance(path, str) or PLACEHOLDER in path:
+                continue
+            local = local_path(c, path)
+            if local is None or not local.is_file() or local.suffix not in (".parquet", ".jsonl"):
+                continue
+            try:
+                for n, row in enumerate(_rows(local)):
+                    if n >= SAMPLE_ROWS:
+                        break
+                    problem = _row_problem(row, prompt_key, custom)
+                    if problem is not None:
+                        message, hint = problem
+                        c.add("VI878", "error", (key, "data.prompt_key"), f"{path} row {n}: {message}",
+                              f"{hint}; list every such row with `verl-init validate-dataset {path}`")
+                        break
+            except DecodeCapExceeded as exc:  # a decompression bomb: one line
+                c.add("VI878", "error", (key,), f"{path} cannot be read within verl-init's bounds: {exc}",
+                      f"check the file with `verl-init validate-dataset {path}`")
+            except Exception:  # noqa: BLE001 - a file pyarrow cannot read: not this rule's business (verl's loader)
+                continue
