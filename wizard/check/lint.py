@@ -42,6 +42,7 @@ from wizard.check.rules.files import rule_files
 from wizard.check.rules.layout import (rule_device, rule_hardware, rule_layout, rule_megatron, rule_rollout_parallel,
                                       rule_sequence_parallel)
 from wizard.check.rules.lora import rule_lora
+from wizard.check.rules.readers import rule_unread
 from wizard.check.rules.memory import rule_memory
 from wizard.check.rules.reward_model import rule_reward_model
 from wizard.check.rules.roles import rule_roles
@@ -71,15 +72,18 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
     c.typed = {k for fd in findings if fd.problem.rule == "VI808" for k in fd.problem.keys}
     f = facts(c)
     shape, why = model_shape(c, f"{M}.path")
-    for rule in (rule_unresolved, rule_required, rule_deprecated_micro, rule_choices, rule_layout, rule_hardware,
+    # the PPO rules read main_ppo's tree; an SFT config has none of it (its keys were checked while resolving)
+    ppo_rules = () if src.entry == "sft" else (rule_unresolved, rule_required, rule_deprecated_micro, rule_choices, rule_layout, rule_hardware,
                  rule_rollout_parallel, rule_device, rule_batches, rule_dynamic_flags, rule_tokens, rule_roles,
-                 rule_values, rule_files, rule_agent, rule_lora, rule_sandbox, rule_reward_model):
+                 rule_values, rule_files, rule_agent, rule_lora, rule_sandbox, rule_reward_model)
+    for rule in (*ppo_rules, rule_unread):
         rule(c, f)
-    rule_megatron(c, f, shape)
-    rule_sequence_parallel(c, f, shape)
-    rule_context(c, f, shape)
-    rule_vision(c, f, shape)
-    rule_memory(c, f, shape, why)
+    if ppo_rules:
+        rule_megatron(c, f, shape)
+        rule_sequence_parallel(c, f, shape)
+        rule_context(c, f, shape)
+        rule_vision(c, f, shape)
+        rule_memory(c, f, shape, why)
     order = {"error": 0, "warning": 1, "info": 2}
     findings.sort(key=lambda x: (order[x.problem.severity], x.problem.rule))
     used = {k: c.used[k] for k in sorted(c.used)}
