@@ -1083,7 +1083,8 @@ def _model_keys(b: _Build) -> None:
         s.set(f"{PRE}.model.lora_alpha", b.lora_alpha, _given("lora_alpha", given, "twice the rank"), _src("lora_alpha", given))
         s.set(f"{PRE}.model.target_modules", FSDP_TARGET_MODULES, "adapters on every linear layer")
     s.set(f"{PRE}.model.use_remove_padding", True, "sequence packing: no compute spent on padding")
-    s.set(f"{PRE}.model.enable_gradient_checkpointing", True, "recompute activations in backward to save memory")
+    if not b.megatron:  # only the FSDP/VeOMni engines read it (wizard/check/data/verl_readers.json, check VI890)
+        s.set(f"{PRE}.model.enable_gradient_checkpointing", True, "recompute activations in backward to save memory")
 
 
 def _offload_reason(b: _Build) -> str:
