@@ -24,6 +24,7 @@ import argparse
 import ast
 import importlib.util
 import json
+import re
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -104,7 +105,15 @@ def verl_root() -> Path:
     return Path(spec.origin).parent
 
 
-def scope_of(rel: str) -> str:
+REWARD_MANAGERS = "experimental/reward_loop/reward_manager/"
+_REGISTER = re.compile(r"""^@register\(["']([\w.-]+)["']\)""", re.M)
+
+
+def scope_of(rel: str, text: str = "") -> str:
+    """The scope of a module: one of SCOPES, a reward manager by the name it registers under (verl builds
+    the one named by reward.reward_manager.name, experimental/reward_loop/reward_manager/registry.py), or always."""
+    if rel.startswith(REWARD_MANAGERS) and _REGISTER.search(text):
+        return f"reward_manager:{_REGISTER.search(text).group(1)}"
     for name, s in SCOPES.items():
         if any(rel == p or (p.endswith("/") and rel.startswith(p)) for p in s["paths"]):
             return name
@@ -186,6 +195,7 @@ def build() -> dict[str, Any]:
         for i in range(1, len(parts)):
             parents.add((parts[i - 1], parts[i]))
     found: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    managers: dict[str, dict[str, Any]] = {}
     for path in sorted(root.rglob("*.py")):
         rel = path.relative_to(root).as_posix()
         if rel.startswith(SKIP):
@@ -194,11 +204,15 @@ def build() -> dict[str, Any]:
             tree = ast.parse(path.read_text(encoding="utf-8"))
         except (SyntaxError, UnicodeDecodeError):
             continue
-        scope = scope_of(rel)
-        lines = path.read_text(encoding="utf-8").splitlines()
+        source = path.read_text(encoding="utf-8")
+        lines = source.splitlines()
+        own = scope_of(rel, source)
+        if own.startswith("reward_manager:"):
+            managers[own] = {"any": [{"key": "reward.reward_manager.name", "in": [own.split(":", 1)[1]]}],
+                             "cite": f"verl/{rel} (@register) via reward.reward_manager.name", "paths": [rel]}
         for ch, line in reads_of(tree):
             text = lines[line - 1].strip()
-            scope = next((g for (f, start), g in GUARDED.items() if f == rel and text.startswith(start)), scope_of(rel))
+            scope = next((g for (f, start), g in GUARDED.items() if f == rel and text.startswith(start)), own)
             for i in range(1, len(ch)):
                 leaf, before = ch[i], _norm(ch[i - 1])
                 if leaf not in leaves:
@@ -216,7 +230,7 @@ def build() -> dict[str, Any]:
         "verl_version": version("verl"),
         "generated_by": "scripts/verl_readers.py",
         "scopes": {n: {"any": [{"key": s["key"], "in": s["in"]}, *s.get("or", [])], "cite": s["cite"], "paths": s["paths"]}
-                   for n, s in SCOPES.items()},
+                   for n, s in SCOPES.items()} | managers,
         "keys": {k: {s: v for s, v in sorted(found[k].items())} for k in keys if k in found},
         "unread": [k for k in keys if k not in found],
     }

@@ -83,6 +83,11 @@ RULES: dict[str, tuple[str, str]] = {
     "VI891": ("config not found: checked against a guessed tree", "a --config-path/--config-name that is not here (a "
               "recipe's config): one finding naming it and the verl tree the rest was checked against (*megatron* → "
               "ppo_megatron_trainer), the keys it would add left unchecked instead of one unknown-key error each"),
+    "VI892": ("a value verl's code rejects or divides by", "an assert, a raise or a division in verl (wizard/check/data/"
+              "verl_requirements.json, from scripts/verl_requirements.py, cited file:line) that the value fails, in a "
+              "module this configuration runs"),
+    "VI893": ("keys verl needs together", "verl passes a key on under a condition on its sibling (if use_dist_checkpointing: "
+              "load(dist_checkpointing_path)) while it is still null"),
     "VI870": ("file not found", "data files, model folders, reward function, custom classes and configs that do not exist here"),
     "VI871": ("reward function not in its file", "reward.custom_reward_function.name is not defined in the file (verl fails when the reward loop starts)"),
 }
