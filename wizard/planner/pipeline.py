@@ -1259,8 +1259,9 @@ def _rollout_keys(b: _Build) -> None:
                  f"({mem.gb('rollout', 'actor', 'resident (not offloaded)'):.1f} GB actor) and a {int(mem.margin * 100)}% margin fit beside it"
                  if mem else f"{gmu:g}"),
           _src("gpu_memory_utilization", given))
-    s.set(f"{PRE}.rollout.max_num_batched_tokens", max(8192, seq),
-          f"max(8192, prompt + response = {seq}): one full sequence fits a prefill batch")
+    if a.rollout_engine != "sglang":  # SGLang never reads it (wizard/check/data/verl_readers.json, check VI890)
+        s.set(f"{PRE}.rollout.max_num_batched_tokens", max(8192, seq),
+              f"max(8192, prompt + response = {seq}): one full sequence fits a prefill batch")
     s.set(f"{PRE}.rollout.temperature", a.temperature, "temperature", _src("temperature", given))
     if a.lora_rank:
         s.set(f"{PRE}.rollout.load_format", "safetensors",
