@@ -38,18 +38,6 @@ OUT = ROOT / "wizard" / "check" / "data" / "verl_readers.json"
 # {"key": dotted key | "@strategy" (the role's strategy: actor_rollout_ref.actor.strategy / critic.strategy) |
 #  "@entry" (the entry point), "in": [values]}.
 SCOPES: dict[str, dict[str, Any]] = {
-    "engine:fsdp": {"paths": ["workers/engine/fsdp/"], "key": "@strategy", "in": ["fsdp", "fsdp2"],
-                    "cite": "verl/workers/engine/fsdp/transformer_impl.py:1 (EngineRegistry.register(... device/strategy))"},
-    "engine:megatron": {"paths": ["workers/engine/megatron/"], "key": "@strategy", "in": ["megatron"],
-                        "cite": "verl/workers/engine/megatron/transformer_impl.py (EngineRegistry.register strategy megatron)"},
-    "engine:veomni": {"paths": ["workers/engine/veomni/"], "key": "@strategy", "in": ["veomni"],
-                      "cite": "verl/workers/engine/veomni/transformer_impl.py (EngineRegistry strategy veomni)"},
-    "engine:torchtitan": {"paths": ["workers/engine/torchtitan/"], "key": "@strategy", "in": ["torchtitan"],
-                          "cite": "verl/workers/engine/torchtitan/ (EngineRegistry strategy torchtitan)"},
-    "engine:automodel": {"paths": ["workers/engine/automodel/"], "key": "@strategy", "in": ["automodel"],
-                         "cite": "verl/workers/engine/automodel/ (EngineRegistry strategy automodel)"},
-    "engine:mindspeed": {"paths": ["workers/engine/mindspeed/"], "key": "@strategy", "in": ["mindspeed"],
-                         "cite": "verl/workers/engine/mindspeed/ (EngineRegistry strategy mindspeed)"},
     "rollout:vllm": {"paths": ["workers/rollout/vllm_rollout/"], "key": "actor_rollout_ref.rollout.name",
                      "in": ["vllm"], "cite": "verl/workers/rollout/replica.py (RolloutReplicaRegistry by rollout.name)"},
     "rollout:sglang": {"paths": ["workers/rollout/sglang_rollout/"], "key": "actor_rollout_ref.rollout.name",
@@ -105,6 +93,48 @@ def verl_root() -> Path:
     return Path(spec.origin).parent
 
 
+ENGINES = "workers/engine/"
+
+
+def engine_scopes(root: Path) -> dict[str, dict[str, Any]]:
+    """One scope per engine module: the strategies (actor/critic `strategy`, i.e. EngineRegistry backends) whose
+    registered engine class is, or inherits from, a class the module defines (`@EngineRegistry.register(...,
+    backend=[...])` in verl/workers/engine/*/; VeOmni's engines subclass the FSDP ones, Mindspeed's the Megatron
+    ones). A module no registered engine inherits from is left to run always."""
+    classes: dict[str, tuple[str, list[str], list[str]]] = {}  # class → (module, base names, backends)
+    for path in sorted((root / ENGINES).rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if not isinstance(node, ast.ClassDef):
+                continue
+            backends: list[str] = []
+            for dec in node.decorator_list:
+                if isinstance(dec, ast.Call) and ast.unparse(dec.func).endswith("EngineRegistry.register"):
+                    for kw in dec.keywords:
+                        if kw.arg == "backend":
+                            v = ast.literal_eval(kw.value)
+                            backends += [v] if isinstance(v, str) else list(v)
+            bases = [b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute) else "" for b in node.bases]
+            classes[node.name] = (rel, bases, backends)
+
+    def lineage(name: str, seen: set[str]) -> set[str]:
+        if name not in classes or name in seen:
+            return set()
+        seen.add(name)
+        mod, bases, _ = classes[name]
+        return {mod}.union(*(lineage(b, seen) for b in bases))
+
+    per_module: dict[str, set[str]] = defaultdict(set)
+    for name, (_, _, backends) in classes.items():
+        if backends:
+            for mod in lineage(name, set()):
+                per_module[mod].update(backends)
+    return {f"engine:{mod[len(ENGINES):-3]}": {"paths": [mod], "key": "@strategy", "in": sorted(b),
+                                                "cite": f"verl/{mod}: EngineRegistry.register backends of the engines "
+                                                        "defined or inheriting here"}
+            for mod, b in sorted(per_module.items())}
+
+
 REWARD_MANAGERS = "experimental/reward_loop/reward_manager/"
 _REGISTER = re.compile(r"""^@register\(["']([\w.-]+)["']\)""", re.M)
 
@@ -114,10 +144,13 @@ def scope_of(rel: str, text: str = "") -> str:
     the one named by reward.reward_manager.name, experimental/reward_loop/reward_manager/registry.py), or always."""
     if rel.startswith(REWARD_MANAGERS) and _REGISTER.search(text):
         return f"reward_manager:{_REGISTER.search(text).group(1)}"
-    for name, s in SCOPES.items():
+    for name, s in {**SCOPES, **_ENGINE_SCOPES}.items():
         if any(rel == p or (p.endswith("/") and rel.startswith(p)) for p in s["paths"]):
             return name
     return "always"
+
+
+_ENGINE_SCOPES: dict[str, dict[str, Any]] = {}
 
 
 def _norm(name: str) -> str:
@@ -184,6 +217,8 @@ def build() -> dict[str, Any]:
     from importlib.metadata import version
 
     root = verl_root()
+    _ENGINE_SCOPES.clear()
+    _ENGINE_SCOPES.update(engine_scopes(root))
     keys = key_paths()
     leaves: dict[str, list[str]] = defaultdict(list)
     parents: set[tuple[str, str]] = set()
@@ -230,7 +265,7 @@ def build() -> dict[str, Any]:
         "verl_version": version("verl"),
         "generated_by": "scripts/verl_readers.py",
         "scopes": {n: {"any": [{"key": s["key"], "in": s["in"]}, *s.get("or", [])], "cite": s["cite"], "paths": s["paths"]}
-                   for n, s in SCOPES.items()} | managers,
+                   for n, s in {**SCOPES, **_ENGINE_SCOPES}.items()} | managers,
         "keys": {k: {s: v for s, v in sorted(found[k].items())} for k in keys if k in found},
         "unread": [k for k in keys if k not in found],
     }

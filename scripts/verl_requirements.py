@@ -221,6 +221,8 @@ def build() -> dict[str, Any]:
     from importlib.metadata import version
 
     root = vr.verl_root()
+    vr._ENGINE_SCOPES.clear()
+    vr._ENGINE_SCOPES.update(vr.engine_scopes(root))
     keys = vr.key_paths()
     TOP.update(k.split(".")[0] for k in keys)
     defaults_null = _null_defaults()

@@ -40,7 +40,11 @@ def test_regenerating_gives_the_committed_table():
 def test_the_table_holds_verls_own_reads():
     keys = readers.readers_table()["keys"]
     # only the FSDP and VeOMni engines read gradient checkpointing (verl/workers/engine/fsdp/transformer_impl.py:335)
-    assert set(keys["actor_rollout_ref.model.enable_gradient_checkpointing"]) == {"engine:fsdp", "engine:veomni"}
+    assert set(keys["actor_rollout_ref.model.enable_gradient_checkpointing"]) == {
+        "engine:fsdp/transformer_impl", "engine:veomni/transformer_impl"}
+    # engine scopes come from EngineRegistry.register and inheritance: VeOmni's engines subclass the FSDP ones
+    scopes = readers.readers_table()["scopes"]
+    assert scopes["engine:fsdp/transformer_impl"]["any"][0]["in"] == ["fsdp", "fsdp2", "fsdp_turbo", "veomni"]
     assert "verl/trainer/ppo/ray_trainer.py:333" in keys["actor_rollout_ref.hybrid_engine"]["trainer:legacy"]
     assert "always" in keys["data.train_batch_size"]
 
@@ -62,7 +66,7 @@ def test_a_key_the_trainer_mode_decides():
 def test_planted_fault_in_the_table_is_seen(monkeypatch):
     """The rule follows the table: a key whose only reader is moved to an inactive scope gets a finding."""
     table = json.loads(json.dumps(readers.readers_table()))
-    table["keys"]["actor_rollout_ref.rollout.temperature"] = {"engine:megatron": ["verl/x.py:1"]}
+    table["keys"]["actor_rollout_ref.rollout.temperature"] = {"engine:megatron/transformer_impl": ["verl/x.py:1"]}
     monkeypatch.setattr(readers, "readers_table", lambda: table)
     assert "actor_rollout_ref.rollout.temperature" in _vi890(check(None, BASE + ["actor_rollout_ref.rollout.temperature=0.7"]))
 

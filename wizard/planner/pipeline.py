@@ -1307,7 +1307,8 @@ def _critic_keys(b: _Build) -> None:
     s.set("critic.optim.lr", a.critic_learning_rate or 1e-5,
           _given("critic_learning_rate", given, "critics learn faster than the policy"), _src("critic_learning_rate", given))
     if b.dynamic:
-        s.set("critic.ppo_max_token_len_per_gpu", b.critic_tokens,
+        # the V1 trainer sizes the critic's engine from ppo_infer_max_token_len_per_gpu only (trainer_base.py:267-268)
+        s.set("critic.ppo_infer_max_token_len_per_gpu", b.critic_tokens,
               "the actor's token budget: the memory estimate's critic update")
     else:
         s.set("critic.ppo_micro_batch_size_per_gpu", b.micro, "same split as the actor")

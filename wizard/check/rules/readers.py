@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from importlib import resources
 from typing import Any
 
 from wizard.check.rules.context import Ctx, Facts
+from wizard.check.shellargs import PLACEHOLDER
 
 # What to set instead, where verl has an equivalent for the inactive scope (each read in verl's code):
 # Megatron recomputes activations through TransformerConfig's recompute_* fields, which verl passes from
@@ -59,11 +61,14 @@ def scope_active(c: Ctx, scope: str, key: str) -> tuple[bool, list[str]]:
         elif k == "@entry":
             value = getattr(c.src, "entry", "ppo")
             deciding.append("entry point")
+        elif k.startswith("@"):  # "@never": verl reads it only to say it is ignored
+            continue
         else:
+            if k not in c.res.flat:
+                return True, deciding  # not in this tree: nothing says the scope is off
             value = c.v(k)
-            if not k.startswith("@"):
-                deciding.append(k)
-        if value in cond["in"] or (isinstance(value, str) and "${" in value):
+            deciding.append(k)
+        if value in cond["in"] or (isinstance(value, str) and ("${" in value or PLACEHOLDER in value)):
             return True, deciding
     return False, deciding
 
@@ -90,15 +95,52 @@ def _condition_text(scope: str) -> str:
     return " or ".join(parts)
 
 
+_REF = re.compile(r"\$\{(?:oc\.select:)?\s*(\.*)([\w.]+)")
+
+
+@functools.lru_cache(maxsize=4)
+def interpolated_into(engine: str) -> dict[str, set[str]]:
+    """key → the keys of verl's tree whose default interpolates it (`forward_max_token_len_per_gpu:
+    ${.ppo_max_token_len_per_gpu}`): a key is read wherever a key that copies it is read."""
+    from wizard.check.tree import flatten
+    from wizard.verlspec.keys import load_snapshot
+
+    engines = load_snapshot()["engines"]
+    out: dict[str, set[str]] = {}
+    for key, raw in flatten(engines.get(engine) or engines["dp"]).items():
+        if not isinstance(raw, str) or "${" not in raw:
+            continue
+        parent = key.rsplit(".", 1)[0].split(".") if "." in key else []
+        for dots, ref in _REF.findall(raw):
+            if dots:
+                base = parent[:len(parent) - (len(dots) - 1)] if len(dots) > 1 else parent
+                ref = ".".join(base + [ref])
+            out.setdefault(ref, set()).add(key)
+    return out
+
+
+def _read_here(c: Ctx, key: str, table: dict[str, Any], unread: set[str], depth: int = 0) -> bool:
+    """Whether something this configuration runs reads `key`, directly or through a key interpolating it; a key
+    the table has no reader for at all counts as read (the walk cannot see every way verl consumes a value)."""
+    scopes = table.get(key)
+    if scopes is None:
+        return key not in unread or depth == 0
+    if any(scope_active(c, s, key)[0] for s in scopes):
+        return True
+    return depth < 3 and any(_read_here(c, src, table, unread, depth + 1)
+                             for src in interpolated_into(c.res.engine).get(key, ()))
+
+
 def rule_unread(c: Ctx, f: Facts) -> None:
     """VI890: every reader of a user-set key is in a scope this configuration does not run."""
     table = readers_table()["keys"]
+    unread = set(readers_table()["unread"])
     for key in sorted(c.res.user):
         scopes = table.get(key)
         if not scopes or _free_form(c, key):
             continue
         deciding: list[str] = []
-        if any(scope_active(c, s, key)[0] for s in scopes):
+        if _read_here(c, key, table, unread):
             continue
         for s in scopes:
             deciding += [d for d in scope_active(c, s, key)[1] if d not in deciding]
