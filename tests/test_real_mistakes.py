@@ -29,6 +29,7 @@ NAMED_BY = {
     "C36": "VI804",  # +key a dataclass rejects (FSDPActorConfig has no field 'model')
     "C38": "VI890",  # hybrid_engine: read only by trainers this configuration does not run
     "C39": "VI890",  # rollout.nnodes: read only in standalone (separate) rollout
+    "C37": "VI894",  # a VLM critic: no token-classification class in transformers (utils/model.py:641-680)
     "C40": "VI842",
     "C44": "VI853",
     # cases only partly detectable from the config, named by the same mechanisms
@@ -70,7 +71,7 @@ def test_share_of_statically_detectable_mistakes_named(reports):
     assert share >= MIN_SHARE, sorted(set(c["id"] for c in yes) - set(named))
 
 
-MIN_SHARE = 0.8  # today's floor (16 of 20); the goal is 0.9
+MIN_SHARE = 0.85  # today's floor (17 of 20); the goal is 0.9
 
 
 def test_negative_controls_get_no_error(reports):

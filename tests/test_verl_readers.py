@@ -105,3 +105,12 @@ def test_ulysses_across_nodes_is_a_warning_not_an_error():
                                  "actor_rollout_ref.actor.ulysses_sequence_parallel_size=40",
                                  "actor_rollout_ref.model.use_remove_padding=true"])
     assert [f.problem.severity for f in r.findings if f.problem.rule == "VI812"] == ["warning"]
+
+
+def test_a_critic_without_a_token_classification_class():
+    """VI894: the installed transformers' auto mapping decides (real-mistakes C37: a Qwen2.5-VL critic)."""
+    ppo = [o for o in BASE if "adv_estimator" not in o] + ["algorithm.adv_estimator=gae"]
+    vl = check(None, ppo + ["critic.model.path=Qwen/Qwen2.5-VL-7B-Instruct", "critic.ppo_micro_batch_size_per_gpu=4"])
+    assert [f.problem.keys[0] for f in vl.findings if f.problem.rule == "VI894"] == ["critic.model.path"]
+    text = check(None, ppo + ["critic.model.path=Qwen/Qwen2.5-7B-Instruct", "critic.ppo_micro_batch_size_per_gpu=4"])
+    assert not [f for f in text.findings if f.problem.rule == "VI894"]

@@ -88,6 +88,9 @@ RULES: dict[str, tuple[str, str]] = {
               "module this configuration runs"),
     "VI893": ("keys verl needs together", "verl passes a key on under a condition on its sibling (if use_dist_checkpointing: "
               "load(dist_checkpointing_path)) while it is still null"),
+    "VI894": ("critic without a token-classification class", "verl's FSDP engine loads a value model with "
+              "AutoModelForTokenClassification and falls back to trl's value head (utils/model.py:641-680); the installed "
+              "transformers has no such class for the critic's model type"),
     "VI870": ("file not found", "data files, model folders, reward function, custom classes and configs that do not exist here"),
     "VI871": ("reward function not in its file", "reward.custom_reward_function.name is not defined in the file (verl fails when the reward loop starts)"),
 }

@@ -44,6 +44,7 @@ from wizard.check.rules.layout import (rule_device, rule_hardware, rule_layout, 
 from wizard.check.rules.lora import rule_lora
 from wizard.check.rules.readers import rule_unread
 from wizard.check.rules.requirements import rule_requirements
+from wizard.check.rules.valuehead import rule_value_model
 from wizard.check.rules.memory import rule_memory
 from wizard.check.rules.reward_model import rule_reward_model
 from wizard.check.rules.roles import rule_roles
@@ -76,7 +77,7 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
     # the PPO rules read main_ppo's tree; an SFT config has none of it (its keys were checked while resolving)
     ppo_rules = () if src.entry == "sft" else (rule_unresolved, rule_required, rule_deprecated_micro, rule_choices, rule_layout, rule_hardware,
                  rule_rollout_parallel, rule_device, rule_batches, rule_dynamic_flags, rule_tokens, rule_roles,
-                 rule_values, rule_files, rule_agent, rule_lora, rule_sandbox, rule_reward_model)
+                 rule_values, rule_files, rule_agent, rule_lora, rule_sandbox, rule_reward_model, rule_value_model)
     for rule in (*ppo_rules, rule_unread, rule_requirements):
         rule(c, f)
     if ppo_rules:
