@@ -1382,7 +1382,8 @@ def _trainer_keys(b: _Build) -> None:
               "accelerator=amd: ROCm PyTorch names its devices cuda (verl plugin/platform/platform_rocm.py:25)"
               if a.accelerator == "amd" else
               "accelerator=ascend: verl's NPU platform device (plugin/platform/platform_npu.py:47)", "answer")
-        if a.accelerator == "ascend":  # as verl's Ascend CI runs (tests/special_npu/nightly_ci_ascend/*_npu.sh)
+        # as verl's Ascend CI runs (tests/special_npu/nightly_ci_ascend/*_npu.sh); the Megatron engine never reads it
+        if a.accelerator == "ascend" and not b.megatron:
             for role in ("actor", "ref"):
                 s.set(f"actor_rollout_ref.{role}.use_torch_compile", False,
                       "accelerator=ascend: torch.compile off, as verl's own Ascend runs set it")
