@@ -7,16 +7,35 @@ Which model types have that class is read from the installed transformers (its a
 
 from __future__ import annotations
 
+import ast
+import functools
+import importlib.util
+from pathlib import Path
+
 from wizard.check.rules.context import Ctx, Facts, model_shape
 from wizard.check.rules.readers import readers_table
 
 
-def _token_classification_types() -> set[str] | None:
-    try:
-        from transformers.models.auto.modeling_auto import MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES
-    except Exception:  # noqa: BLE001 - transformers missing or changed: nothing to judge by
+@functools.lru_cache(maxsize=1)
+def _token_classification_types() -> frozenset[str] | None:
+    """The model types of transformers' MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES, read from its source file
+    (importing transformers would import torch); None without transformers or when the table is not found."""
+    spec = importlib.util.find_spec("transformers")
+    if spec is None or spec.origin is None:
         return None
-    return set(MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES)
+    path = Path(spec.origin).parent / "models" / "auto" / "modeling_auto.py"
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError):
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id ==
+                                                "MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES" for t in node.targets):
+            pairs = node.value.args[0] if isinstance(node.value, ast.Call) and node.value.args else None
+            if isinstance(pairs, (ast.List, ast.Tuple)):
+                return frozenset(e.elts[0].value for e in pairs.elts if isinstance(e, ast.Tuple) and e.elts
+                                 and isinstance(e.elts[0], ast.Constant))
+    return None
 
 
 def rule_value_model(c: Ctx, f: Facts) -> None:
