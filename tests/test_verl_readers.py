@@ -66,9 +66,9 @@ def test_a_key_the_trainer_mode_decides():
 def test_planted_fault_in_the_table_is_seen(monkeypatch):
     """The rule follows the table: a key whose only reader is moved to an inactive scope gets a finding."""
     table = json.loads(json.dumps(readers.readers_table()))
-    table["keys"]["actor_rollout_ref.rollout.temperature"] = {"engine:megatron/transformer_impl": ["verl/x.py:1"]}
+    table["keys"]["actor_rollout_ref.rollout.top_k"] = {"engine:megatron/transformer_impl": ["verl/x.py:1"]}
     monkeypatch.setattr(readers, "readers_table", lambda: table)
-    assert "actor_rollout_ref.rollout.temperature" in _vi890(check(None, BASE + ["actor_rollout_ref.rollout.temperature=0.7"]))
+    assert "actor_rollout_ref.rollout.top_k" in _vi890(check(None, BASE + ["actor_rollout_ref.rollout.top_k=20"]))
 
 
 def test_a_missing_recipe_config_is_one_finding(tmp_path):
