@@ -218,6 +218,14 @@ CASES: list[tuple[str, str, list[str], tuple[str, ...], str, dict[str, Any]]] = 
      "reward.reward_model.rollout.tensor_model_parallel_size", {}),
     ("VI889", "error", RM_ON + ["reward.reward_model.enable_resource_pool=True", "reward.reward_model.nnodes=0"], (),
      "reward.reward_model.nnodes", {}),
+    # rules derived from verl's source (tests/test_verl_readers.py, tests/test_verl_requirements.py test them further)
+    ("VI890", "warning", ["actor_rollout_ref.hybrid_engine=False"], (), "actor_rollout_ref.hybrid_engine", {}),
+    ("VI892", "error", ["reward.reward_manager.name=dapo", "+reward.reward_kwargs.overlong_buffer_cfg.enable=true",
+                        "+reward.reward_kwargs.overlong_buffer_cfg.len=0", "+reward.reward_kwargs.max_resp_len=512"], (),
+     "reward.reward_kwargs.overlong_buffer_cfg.len", {}),
+    ("VI893", "error", ["reward.reward_model.enable=True"], (), "reward.reward_model.model_path", {}),
+    ("VI894", "warning", ["algorithm.adv_estimator=gae", "critic.model.path=Qwen/Qwen2.5-VL-7B-Instruct"], (),
+     "critic.model.path", {}),
 ]
 
 
@@ -292,6 +300,7 @@ def test_every_rule_has_a_test():
     tested = {c[0] for c in CASES} | {"VI871", "VI872", "VI885", "VI887", "VI888", "VI895", "VI896", "VI897"}
     tested |= {"VI873", "VI874", "VI875", "VI876", "VI877"}  # tests/test_sandbox_boundary.py (static read, --deep)
     tested |= {"VI878", "VI879"}  # VI878: test_data_content.py, VI879: test_force_stale.py
+    tested |= {"VI891"}  # a missing --config-path config needs a launch script: tests/test_verl_readers.py
     assert tested == set(RULES), sorted(set(RULES) ^ tested)
 
 

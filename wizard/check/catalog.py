@@ -82,6 +82,20 @@ RULES: dict[str, tuple[str, str]] = {
     "VI883": ("sandbox bypassed by a custom reward function", "reward.sandbox_fusion.url with reward.custom_reward_function.path: verl binds the sandbox into its default scorer only (ppo/reward.py:134)"),
     "VI884": ("sandbox URL verl cannot or should not use", "reward.sandbox_fusion.url not http(s) (every call fails, rewards 0) or with credentials in it (shown redacted)"),
     "VI885": ("sandbox never called", "reward.sandbox_fusion.url set but the training rows' data_source is not one verl routes to its code scorer"),
+    "VI890": ("key read by nothing this configuration runs", "every module of verl that reads the key (wizard/check/data/"
+              "verl_readers.json, from scripts/verl_readers.py) belongs to another strategy, engine, trainer mode or "
+              "entry point: the setting is silently ignored"),
+    "VI891": ("config not found: checked against a guessed tree", "a --config-path/--config-name that is not here (a "
+              "recipe's config): one finding naming it and the verl tree the rest was checked against (*megatron* → "
+              "ppo_megatron_trainer), the keys it would add left unchecked instead of one unknown-key error each"),
+    "VI892": ("a value verl's code rejects or divides by", "an assert, a raise or a division in verl (wizard/check/data/"
+              "verl_requirements.json, from scripts/verl_requirements.py, cited file:line) that the value fails, in a "
+              "module this configuration runs"),
+    "VI893": ("keys verl needs together", "verl passes a key on under a condition on its sibling (if use_dist_checkpointing: "
+              "load(dist_checkpointing_path)) while it is still null"),
+    "VI894": ("critic without a token-classification class", "verl's FSDP engine loads a value model with "
+              "AutoModelForTokenClassification and falls back to trl's value head (utils/model.py:641-680); the installed "
+              "transformers has no such class for the critic's model type"),
     "VI870": ("file not found", "data files, model folders, reward function, custom classes and configs that do not exist here"),
     "VI871": ("reward function not in its file", "reward.custom_reward_function.name is not defined in the file (verl fails when the reward loop starts)"),
     "VI873": ("named class not in its file", "data.custom_cls.name or reward.reward_manager.name (source=importlib) is not defined at the top of the module file: read, not imported (verl fails when it loads it)"),

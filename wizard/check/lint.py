@@ -46,6 +46,9 @@ from wizard.check.rules.files import rule_files
 from wizard.check.rules.layout import (rule_device, rule_hardware, rule_layout, rule_megatron, rule_rollout_parallel,
                                       rule_sequence_parallel)
 from wizard.check.rules.lora import rule_lora
+from wizard.check.rules.readers import rule_unread
+from wizard.check.rules.requirements import rule_requirements
+from wizard.check.rules.valuehead import rule_value_model
 from wizard.check.rules.memory import rule_memory
 from wizard.check.rules.time import rule_time
 from wizard.check.rules.reward_model import rule_reward_model
@@ -83,18 +86,22 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
     c.typed = {k for fd in findings if fd.problem.rule == "VI808" for k in fd.problem.keys}
     f = facts(c)
     shape, why = model_shape(c, f"{M}.path")
+    # the PPO rules read main_ppo's tree; an SFT config has none of it (its keys were checked while resolving)
+    ppo_rules = () if src.entry == "sft" else (
+        rule_unresolved, rule_required, rule_deprecated_micro, rule_choices, rule_layout, rule_hardware,
+        rule_rollout_parallel, rule_device, rule_batches, rule_dynamic_flags, rule_tokens, rule_roles,
+        rule_values, rule_files, rule_data_content, rule_bundle_files, rule_agent, rule_lora, rule_sandbox,
+        rule_reward_model, rule_value_model)
     with tool_imports(deep):  # check's agent rules import a tool module only with --deep, in the sandbox
-        for rule in (rule_unresolved, rule_required, rule_deprecated_micro, rule_choices, rule_layout, rule_hardware,
-                     rule_rollout_parallel, rule_device, rule_batches, rule_dynamic_flags, rule_tokens, rule_roles,
-                     rule_values, rule_files, rule_data_content, rule_bundle_files,
-                     rule_agent, rule_lora, rule_sandbox, rule_reward_model):
+        for rule in (*ppo_rules, rule_unread, rule_requirements):
             rule(c, f)
-    rule_megatron(c, f, shape)
-    rule_sequence_parallel(c, f, shape)
-    rule_context(c, f, shape)
-    rule_vision(c, f, shape)
-    rule_memory(c, f, shape, why)
-    rule_time(c, f, shape, response_length_mean)
+    if ppo_rules:
+        rule_megatron(c, f, shape)
+        rule_sequence_parallel(c, f, shape)
+        rule_context(c, f, shape)
+        rule_vision(c, f, shape)
+        rule_memory(c, f, shape, why)
+        rule_time(c, f, shape, response_length_mean)
     deep_notes: list[str] = []
     if deep or run_verl:
         from wizard.check.deep import PHASES, run_deep, verify_report

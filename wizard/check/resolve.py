@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from wizard.check.entrypoints import PPO_TREES
 from wizard.check.items import Item, user_items
 from wizard.check.rules.keys import type_problems, validate_keys
 from wizard.check.shellargs import PLACEHOLDER
@@ -45,6 +46,21 @@ def _snapshot_matches_installed(engine: str) -> bool:
     return snap.get("verl_version") == installed and engine in snap.get("engines", {})
 
 
+def _lenient(add: Callable[..., None], src: Source) -> Callable[..., None]:
+    """`add` that keeps key-unknown findings (VI801/VI802/VI804) back, counted: with the config missing, the keys
+    it defines are unknown for want of it, not by mistake (issue 26 item 4: one finding, never a cascade)."""
+    skipped: list[str] = []
+
+    def wrapped(rule: str, severity: str, keys: Any, message: str, hint: str = "", fix: Any = None) -> None:
+        if rule in ("VI801", "VI802", "VI804") and keys:
+            skipped.extend(keys)
+            return
+        add(rule, severity, keys, message, hint, fix=fix)
+
+    wrapped.skipped = skipped  # type: ignore[attr-defined]
+    return wrapped
+
+
 def resolve(src: Source, mode: str, add: Callable[..., None], env: Mapping[str, str]) -> Resolved:
     """Resolve with `mode` auto | verl | snapshot; `add(rule, severity, keys, message, hint, fix=None)` takes the
     problems found on the way (input, keys, types, Hydra's own errors)."""
@@ -61,7 +77,17 @@ def resolve(src: Source, mode: str, add: Callable[..., None], env: Mapping[str, 
         engine = "dp"
     # verl's default tree: the shipped snapshot when it was taken from the very verl installed (it matches key for
     # key, tests/test_check_defaults.py), which spares a second Hydra composition; else Hydra composes it
-    base = verl_base(engine) if use_verl and not _snapshot_matches_installed(engine) else snapshot_tree(engine)
+    if src.config_name.endswith("megatron_trainer") and engine == "dp":
+        engine = "megatron"
+    own_tree = src.yaml_path is None and src.config_name not in PPO_TREES  # another entry point's config
+    if own_tree and not use_verl:
+        raise UserError(f"--config-name={src.config_name}: verl-init's snapshot holds only main_ppo's trees",
+                        "install verl (0.9.1) so check composes that config with Hydra", rule="VI800",
+                        keys=("--config-name",))
+    if own_tree:
+        base = verl_base(engine, src.config_name)
+    else:
+        base = verl_base(engine) if use_verl and not _snapshot_matches_installed(engine) else snapshot_tree(engine)
     if use_verl:
         base = dict(base)
     base_flat = flatten(base)
@@ -71,7 +97,18 @@ def resolve(src: Source, mode: str, add: Callable[..., None], env: Mapping[str, 
             critic_hint = bool(it.value)
         if it.key == "algorithm.adv_estimator" and critic_hint is None:
             critic_hint = it.value == "gae"
+    if src.config_missing is not None:
+        add = _lenient(add, src)
     validate_keys(items, base, add, critic_hint)
+    if src.config_missing is not None:
+        skipped = getattr(add, "skipped", [])
+        add("VI891", "warning", ("--config-path", "--config-name"),
+            f"config {src.config_missing} is not here, so the keys it adds are unknown: checked against verl's "
+            f"{src.config_name} (guessed from its name)"
+            + (f"; {len(skipped)} key(s) not in that tree left unchecked ({', '.join(skipped[:5])}"
+               f"{', ...' if len(skipped) > 5 else ''})" if skipped else ""),
+            "check on the machine that holds the recipe's config, or pass --workdir to the folder --config-path is "
+            "relative to")
     type_problems(items, base_flat, add, base)
     defaults_resolved, _ = resolve_snapshot(base, env)
     tree: dict[str, Any] | None = None

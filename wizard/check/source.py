@@ -14,6 +14,7 @@ from typing import Any
 
 from wizard.check.shellargs import (MAX_SCRIPT_CHARS, PLACEHOLDER, Extraction, ShellLimitError, ShellSyntaxError,
                                     adopt_traced, extract_file, looks_like_script)
+from wizard.check.entrypoints import CONFIGS, guess_tree
 from wizard.intent.errors import Problem, UserError
 
 
@@ -27,6 +28,8 @@ class Source:
     yaml_body: dict[str, Any] = field(default_factory=dict)
     yaml_defaults: list[Any] = field(default_factory=list)
     config_name: str = "ppo_trainer"  # verl's own config when there is no yaml_path
+    entry: str = "ppo"  # the entry point (wizard.check.entrypoints): ppo, sft, fully_async, one_step_off, generation
+    config_missing: str | None = None  # a --config-name that cannot be found here (checked against config_name)
     workdir: Path = field(default_factory=Path.cwd)
     extraction: Extraction | None = None
     bundle_dir: Path | None = None
@@ -228,9 +231,8 @@ def load_source(target: str | None, extra: Sequence[str] = (), *, env: Mapping[s
                         [base / folder / f"{name}.yaml", Path.cwd() / folder / f"{name}.yaml"]
                     found = next((c for c in candidates if c.is_file()), None)
                     if found is None:
-                        src.problems.append(Problem("VI870", "error", ("--config-path", "--config-name"),
-                                                    f"config file {candidates[0]} not found",
-                                                    "checked against verl's ppo_trainer defaults instead"))
+                        src.config_name = guess_tree(name)
+                        src.config_missing = str(candidates[0])
                     else:
                         _use_yaml(src, found)
             elif name:
@@ -252,12 +254,13 @@ def load_source(target: str | None, extra: Sequence[str] = (), *, env: Mapping[s
         opt, _, value = flag.partition("=")
         if opt in ("--config-name", "-cn"):
             stem = _config_stem(value)
-            if stem not in ("ppo_trainer", "ppo_megatron_trainer"):
+            if stem not in CONFIGS:
                 raise UserError(f"--config-name={value!r} is not one of verl's own configs",
-                                "use ppo_trainer or ppo_megatron_trainer, or give your YAML file as the target",
+                                f"use one of {', '.join(CONFIGS)}, or give your YAML file as the target",
                                 rule="VI800", keys=("--config-name",))
             if src.yaml_path is None:
                 src.config_name = stem
+                src.entry = CONFIGS[stem][0]
         elif value.rstrip("/") not in ("config", "./config", *(_VERL_PKG_PATHS)):
             raise UserError(f"{opt}={value!r}: with overrides alone only verl's own config folder can be named",
                             "give your YAML file as the target instead", rule="VI800", keys=(opt,))

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from wizard.check.entrypoints import CONFIGS, PPO_TREES
 from wizard.check.items import Item, bundle_doc
 from wizard.check.source import Source, write_yaml
 
@@ -55,7 +56,8 @@ def _compose_verl(src: Source, items: list[Item], engine: str) -> tuple[dict[str
         text = src.overrides[it.override]
         body = text[len(it.op):] if it.op and text.startswith(it.op) else text
         overrides.append(op + body)
-    if engine != "dp" and src.yaml_path is None:
+    name = src.config_name if src.config_name in CONFIGS else "ppo_trainer"
+    if engine != "dp" and src.yaml_path is None and name in PPO_TREES:
         overrides.insert(0, f"model_engine={engine}")
     GlobalHydra.instance().clear()
     try:
@@ -74,8 +76,8 @@ def _compose_verl(src: Source, items: list[Item], engine: str) -> tuple[dict[str
                 with initialize_config_dir(config_dir=tmp, version_base=None):
                     cfg = compose(config_name="cfg", overrides=overrides)
         else:
-            with initialize_config_dir(config_dir=str(verl_config_dir()), version_base=None):
-                cfg = compose(config_name="ppo_trainer", overrides=overrides)
+            with initialize_config_dir(config_dir=str(config_dir_of(name)), version_base=None):
+                cfg = compose(config_name=name, overrides=overrides)
         return OmegaConf.to_container(cfg, resolve=True), {}  # type: ignore[return-value]
     finally:
         GlobalHydra.instance().clear()
@@ -122,16 +124,22 @@ def verl_config_dir() -> Path:
     return Path(spec.origin).parent / "trainer" / "config"
 
 
+def config_dir_of(name: str) -> Path:
+    """The folder of one of verl's own configs (wizard.check.entrypoints.CONFIGS)."""
+    return verl_config_dir().parent.parent / CONFIGS[name][1]
+
+
 @functools.lru_cache(maxsize=8)
-def verl_base(engine: str) -> dict[str, Any]:
+def verl_base(engine: str, name: str = "ppo_trainer") -> dict[str, Any]:
+    """verl's default tree for `name` (one of its own configs) and model_engine, unresolved."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from omegaconf import OmegaConf
 
     GlobalHydra.instance().clear()
     try:
-        with initialize_config_dir(config_dir=str(verl_config_dir()), version_base=None):
-            cfg = compose(config_name="ppo_trainer", overrides=[f"model_engine={engine}"])
+        with initialize_config_dir(config_dir=str(config_dir_of(name)), version_base=None):
+            cfg = compose(config_name=name, overrides=[f"model_engine={engine}"] if name in PPO_TREES else [])
         return OmegaConf.to_container(cfg, resolve=False)  # type: ignore[return-value]
     finally:
         GlobalHydra.instance().clear()

@@ -66,7 +66,8 @@ def model_keys(b: Build) -> None:
         s.set(f"{PRE}.model.lora_alpha", b.lora_alpha, given_reason("lora_alpha", given, "twice the rank"), source_of("lora_alpha", given))
         s.set(f"{PRE}.model.target_modules", FSDP_TARGET_MODULES, "adapters on every linear layer")
     s.set(f"{PRE}.model.use_remove_padding", True, "sequence packing: no compute spent on padding")
-    s.set(f"{PRE}.model.enable_gradient_checkpointing", True, "recompute activations in backward to save memory")
+    if not b.megatron:  # only the FSDP/VeOMni engines read it (wizard/check/data/verl_readers.json, check VI890)
+        s.set(f"{PRE}.model.enable_gradient_checkpointing", True, "recompute activations in backward to save memory")
 
 
 def _offload_reason(b: Build) -> str:
@@ -244,8 +245,9 @@ def rollout_keys(b: Build) -> None:
                        f"({mem.gib('rollout', 'actor', 'resident (not offloaded)'):.1f} GiB actor) and a {int(mem.margin * 100)}% margin fit beside it"
                        if mem else f"{gmu:g}"),
           source_of("gpu_memory_utilization", given))
-    s.set(f"{PRE}.rollout.max_num_batched_tokens", max(8192, seq),
-          f"max(8192, prompt + response = {seq}): one full sequence fits a prefill batch")
+    if a.rollout_engine != "sglang":  # SGLang never reads it (wizard/check/data/verl_readers.json, check VI890)
+        s.set(f"{PRE}.rollout.max_num_batched_tokens", max(8192, seq),
+              f"max(8192, prompt + response = {seq}): one full sequence fits a prefill batch")
     s.set(f"{PRE}.rollout.temperature", a.temperature, "temperature", source_of("temperature", given))
     if a.lora_rank:
         s.set(f"{PRE}.rollout.load_format", "safetensors",
@@ -293,7 +295,8 @@ def critic_keys(b: Build) -> None:
     s.set("critic.optim.lr", a.critic_learning_rate or 1e-5,
           given_reason("critic_learning_rate", given, "critics learn faster than the policy"), source_of("critic_learning_rate", given))
     if b.dynamic:
-        s.set("critic.ppo_max_token_len_per_gpu", b.critic_tokens,
+        # the V1 trainer sizes the critic's engine from ppo_infer_max_token_len_per_gpu only (trainer_base.py:267-268)
+        s.set("critic.ppo_infer_max_token_len_per_gpu", b.critic_tokens,
               "the actor's token budget: the memory estimate's critic update")
     else:
         s.set("critic.ppo_micro_batch_size_per_gpu", b.micro, "same split as the actor")
@@ -361,7 +364,8 @@ def trainer_keys(b: Build) -> None:
               "accelerator=amd: ROCm PyTorch names its devices cuda (verl plugin/platform/platform_rocm.py:25)"
               if a.accelerator == "amd" else
               "accelerator=ascend: verl's NPU platform device (plugin/platform/platform_npu.py:47)", "answer")
-        if a.accelerator == "ascend":  # as verl's Ascend CI runs (tests/special_npu/nightly_ci_ascend/*_npu.sh)
+        # as verl's Ascend CI runs (tests/special_npu/nightly_ci_ascend/*_npu.sh); the Megatron engine never reads it
+        if a.accelerator == "ascend" and not b.megatron:
             for role in ("actor", "ref"):
                 s.set(f"actor_rollout_ref.{role}.use_torch_compile", False,
                       "accelerator=ascend: torch.compile off, as verl's own Ascend runs set it")

@@ -1,5 +1,12 @@
 """Key rules, applied while the tree is resolved: unknown keys (VI801), `+` on keys verl ignores, already
 has or a dataclass rejects (VI802-VI804), legacy reward keys (VI805), and value types (VI808).
+
+Which `+key` is an error and which a warning follows verl's conversion of config nodes: a node with a `_target_`
+that verl converts (DATACLASS_ROOTS) goes through omega_conf_to_dataclass — `hydra.utils.instantiate`
+(verl/utils/config.py:48-50: the dataclass's __init__ raises TypeError on an unexpected keyword) or
+`OmegaConf.structured(cls)` merged with the node (config.py:60-64: a key the dataclass lacks is refused) — so an
+unknown key there fails at start (VI804, error); a key under a plain mapping is carried along and never read (VI802,
+warning with a did-you-mean from difflib).
 """
 
 from __future__ import annotations

@@ -103,9 +103,12 @@ def rule_sequence_parallel(c: Ctx, f: Facts, shape: Any) -> None:
                   f"{role} Ulysses sequence parallel size {sp} does not divide the {f.n_gpus} GPUs",
                   f"nearest valid: {join_or(nearest(divisors(f.n_gpus), sp))}")
         elif f.gpn is not None and f.gpn % sp:
-            c.add("VI812", "error", keys[:1] + ("trainer.n_gpus_per_node",),
-                  f"{role} Ulysses sequence parallel size {sp} does not divide the {f.gpn} GPUs of a node: groups straddle nodes",
-                  f"nearest valid: {join_or(nearest(divisors(f.gpn), sp))}")
+            # verl builds the (dp, sp) device mesh over the whole world (torch's init_device_mesh needs only
+            # world % sp); a group across nodes runs, its all-to-all crosses the network
+            c.add("VI812", "warning", keys[:1] + ("trainer.n_gpus_per_node",),
+                  f"{role} Ulysses sequence parallel size {sp} does not divide the {f.gpn} GPUs of a node: groups "
+                  "span or straddle nodes, so their all-to-all crosses the network",
+                  f"nearest within a node: {join_or(nearest(divisors(f.gpn), sp))}")
         if shape is not None and role == "actor" and (shape.heads % sp or (shape.kv_heads % sp and sp % shape.kv_heads)):
             ok = [d for d in divisors(shape.heads) if shape.kv_heads % d == 0 or d % shape.kv_heads == 0]
             c.add("VI812", "error", keys[:1], f"Ulysses splits attention heads: {shape.name} has {shape.heads} heads "

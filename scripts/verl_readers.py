@@ -1,0 +1,290 @@
+#!/usr/bin/env python3
+"""Regenerate wizard/check/data/verl_readers.json: which of verl's modules read each config key ("who reads what").
+
+    python scripts/verl_readers.py            # from the installed verl's source
+    python scripts/verl_readers.py --check    # exit 1 if the shipped table is stale
+
+Walks every module of the installed verl with `ast` (nothing is imported) and records each place a config key
+is read: an attribute chain (`config.actor_rollout_ref.hybrid_engine`), `.get("key")`, `["key"]`,
+`getattr(x, "key")` and `OmegaConf.select(cfg, "a.b")`. A read is attributed to a key of verl's tree by its last
+name and the name before it (`rollout_cfg.nnodes` is a read of `...rollout.nnodes`; a name that is not a config
+node, such as `self.config.nnodes`, matches every key with that leaf, so a key is never thought unread when it
+might be read). Reads inside verl's config dataclasses (verl/workers/config, verl/trainer/config) are left out:
+they validate a value, they do not act on it.
+
+Each file lies in a *scope*: the configuration under which verl runs it (an engine for one strategy, a rollout
+server, a trainer mode, an entry point other than main_ppo), from verl's dispatch code cited in SCOPES below;
+files outside every scope run for every configuration of main_ppo. wizard.check.rules.readers warns on a key the
+user sets that only modules of inactive scopes read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib.util
+import json
+import re
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+OUT = ROOT / "wizard" / "check" / "data" / "verl_readers.json"
+
+# scope: (path prefixes under verl/, condition, where verl dispatches on it). A condition is
+# {"key": dotted key | "@strategy" (the role's strategy: actor_rollout_ref.actor.strategy / critic.strategy) |
+#  "@entry" (the entry point), "in": [values]}.
+SCOPES: dict[str, dict[str, Any]] = {
+    "rollout:vllm": {"paths": ["workers/rollout/vllm_rollout/"], "key": "actor_rollout_ref.rollout.name",
+                     "in": ["vllm"], "cite": "verl/workers/rollout/replica.py (RolloutReplicaRegistry by rollout.name)"},
+    "rollout:sglang": {"paths": ["workers/rollout/sglang_rollout/"], "key": "actor_rollout_ref.rollout.name",
+                       "in": ["sglang"], "cite": "verl/workers/rollout/replica.py (RolloutReplicaRegistry by rollout.name)"},
+    "rollout:trtllm": {"paths": ["workers/rollout/trtllm_rollout/"], "key": "actor_rollout_ref.rollout.name",
+                       "in": ["trtllm"], "cite": "verl/workers/rollout/replica.py (RolloutReplicaRegistry by rollout.name)"},
+    "trainer:legacy": {"paths": ["trainer/main_ppo_v0.py", "trainer/ppo/ray_trainer.py"], "key": "trainer.use_v1",
+                       "in": [False], "cite": "verl/trainer/main_ppo.py:183 (if config.trainer.use_v1 ... else main_ppo_v0)"},
+    "trainer:separate_async": {"paths": ["trainer/ppo/v1/trainer_separate_async.py"], "key": "trainer.v1.trainer_mode",
+                               "in": ["separate_async"], "cite": "verl/trainer/main_ppo.py:141 (get_trainer_cls(trainer_mode))"},
+    "trainer:colocate_async": {"paths": ["trainer/ppo/v1/trainer_colocate_async.py"], "key": "trainer.v1.trainer_mode",
+                               "in": ["colocate_async"], "cite": "verl/trainer/main_ppo.py:141 (get_trainer_cls(trainer_mode))"},
+    "mode:separation": {"paths": ["experimental/separation/"], "key": "trainer.v1.trainer_mode", "in": ["separate_async"],
+                        "or": [{"key": "@entry", "in": ["fully_async", "one_step_off"]}],
+                        "cite": "verl/trainer/ppo/v1/trainer_separate_async.py:26, "
+                                "verl/experimental/fully_async_policy/fully_async_main.py:29 (its only importers)"},
+    "reward:model": {"paths": ["experimental/reward_loop/reward_model.py"], "key": "reward.reward_model.enable",
+                     "in": [True], "cite": "verl/experimental/reward_loop/reward_loop.py:281-302 "
+                                           "(RewardModelManager only when reward.reward_model.enable)"},
+    "ignored": {"paths": [], "key": "@never", "in": [],
+                "cite": "a read that only warns the key is ignored (GUARDED below)"},
+    "entry:fully_async": {"paths": ["experimental/fully_async_policy/"], "key": "@entry", "in": ["fully_async"],
+                          "cite": "verl/experimental/fully_async_policy/fully_async_main.py:222"},
+    "entry:one_step_off": {"paths": ["experimental/one_step_off_policy/"], "key": "@entry", "in": ["one_step_off"],
+                           "cite": "verl/experimental/one_step_off_policy/main_ppo.py:109"},
+    "entry:sft": {"paths": ["trainer/sft_trainer.py", "trainer/sft_trainer_ray.py"], "key": "@entry", "in": ["sft"],
+                  "cite": "verl/trainer/sft_trainer.py:461"},
+    "entry:generation": {"paths": ["trainer/main_generation_server.py"], "key": "@entry", "in": ["generation"],
+                         "cite": "verl/trainer/main_generation_server.py:122"},
+    "entry:eval": {"paths": ["trainer/main_eval.py"], "key": "@entry", "in": ["eval"],
+                   "cite": "verl/trainer/main_eval.py:41"},
+}
+# Reads verl makes only on one branch, checked by hand (file, how the line starts) → the scope of that
+# branch: LLMServerManager reads the rollout pool's size only without a worker group, i.e. standalone rollout
+# (llm_server.py:389 `assert worker_group is not None or ...nnodes > 0`, :455-458 `world_size = worker_group.world_size
+# if self.worker_group else n_gpus_per_node * nnodes`); a worker group is what colocated (hybrid) modes pass.
+GUARDED: dict[tuple[str, str], str] = {
+    ("workers/rollout/llm_server.py", "assert worker_group is not None or self.rollout_config.nnodes > 0"):
+        "mode:separation",
+    ("workers/rollout/llm_server.py", "else self.rollout_config.n_gpus_per_node * self.rollout_config.nnodes"):
+        "mode:separation",
+    # the V1 trainer reads max_num_gen_batches only to warn that it is ignored (trainer_base.py:205-211)
+    ("trainer/ppo/v1/trainer_base.py", 'max_num_gen_batches = filter_groups.get("max_num_gen_batches", 0)'): "ignored",
+}
+SKIP = ("tests/", "workers/config/", "trainer/config/", "version/")
+PER_SCOPE = 3  # file:line examples kept per scope and key
+
+
+def verl_root() -> Path:
+    spec = importlib.util.find_spec("verl")
+    if spec is None or spec.origin is None:
+        raise SystemExit("verl is not installed")
+    return Path(spec.origin).parent
+
+
+ENGINES = "workers/engine/"
+
+
+def engine_scopes(root: Path) -> dict[str, dict[str, Any]]:
+    """One scope per engine module: the strategies (actor/critic `strategy`, i.e. EngineRegistry backends) whose
+    registered engine class is, or inherits from, a class the module defines (`@EngineRegistry.register(...,
+    backend=[...])` in verl/workers/engine/*/; VeOmni's engines subclass the FSDP ones, Mindspeed's the Megatron
+    ones). A module no registered engine inherits from is left to run always."""
+    classes: dict[str, tuple[str, list[str], list[str]]] = {}  # class → (module, base names, backends)
+    for path in sorted((root / ENGINES).rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if not isinstance(node, ast.ClassDef):
+                continue
+            backends: list[str] = []
+            for dec in node.decorator_list:
+                if isinstance(dec, ast.Call) and ast.unparse(dec.func).endswith("EngineRegistry.register"):
+                    for kw in dec.keywords:
+                        if kw.arg == "backend":
+                            v = ast.literal_eval(kw.value)
+                            backends += [v] if isinstance(v, str) else list(v)
+            bases = [b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute) else "" for b in node.bases]
+            classes[node.name] = (rel, bases, backends)
+
+    def lineage(name: str, seen: set[str]) -> set[str]:
+        if name not in classes or name in seen:
+            return set()
+        seen.add(name)
+        mod, bases, _ = classes[name]
+        return {mod}.union(*(lineage(b, seen) for b in bases))
+
+    per_module: dict[str, set[str]] = defaultdict(set)
+    for name, (_, _, backends) in classes.items():
+        if backends:
+            for mod in lineage(name, set()):
+                per_module[mod].update(backends)
+    return {f"engine:{mod[len(ENGINES):-3]}": {"paths": [mod], "key": "@strategy", "in": sorted(b),
+                                                "cite": f"verl/{mod}: EngineRegistry.register backends of the engines "
+                                                        "defined or inheriting here"}
+            for mod, b in sorted(per_module.items())}
+
+
+REWARD_MANAGERS = "experimental/reward_loop/reward_manager/"
+_REGISTER = re.compile(r"""^@register\(["']([\w.-]+)["']\)""", re.M)
+
+
+def scope_of(rel: str, text: str = "") -> str:
+    """The scope of a module: one of SCOPES, a reward manager by the name it registers under (verl builds
+    the one named by reward.reward_manager.name, experimental/reward_loop/reward_manager/registry.py), or always."""
+    if rel.startswith(REWARD_MANAGERS) and _REGISTER.search(text):
+        return f"reward_manager:{_REGISTER.search(text).group(1)}"
+    for name, s in {**SCOPES, **_ENGINE_SCOPES}.items():
+        if any(rel == p or (p.endswith("/") and rel.startswith(p)) for p in s["paths"]):
+            return name
+    return "always"
+
+
+_ENGINE_SCOPES: dict[str, dict[str, Any]] = {}
+
+
+def _norm(name: str) -> str:
+    for suffix in ("_config", "_cfg", "_conf"):
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def _chain(node: ast.AST) -> list[str] | None:
+    """Names of an access chain, outermost last: `a.b.get("c")["d"]` → [a, b, c, d]; None when not a chain."""
+    if isinstance(node, ast.Name):
+        return [node.id]
+    if isinstance(node, ast.Attribute):
+        inner = _chain(node.value)
+        return None if inner is None else inner + [node.attr]
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+        inner = _chain(node.value)
+        return None if inner is None else inner + node.slice.value.split(".")
+    if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
+            and isinstance(node.args[0].value, str):
+        f = node.func
+        if isinstance(f, ast.Attribute) and f.attr in ("get", "pop", "setdefault"):
+            inner = _chain(f.value)
+            return None if inner is None else inner + [node.args[0].value]
+    if isinstance(node, ast.Call) and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) \
+            and isinstance(node.args[1].value, str):
+        f = node.func
+        name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+        if name in ("getattr", "hasattr", "select"):
+            inner = _chain(node.args[0])
+            return None if inner is None else inner + node.args[1].value.split(".")
+    return None
+
+
+def reads_of(tree: ast.AST) -> list[tuple[list[str], int]]:
+    """Every access chain with its line (assignments and an object's own attributes left out)."""
+    out: list[tuple[list[str], int]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Attribute, ast.Subscript)) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            continue  # an assignment, not a read
+        if isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+            ch = _chain(node)
+            if ch and len(ch) == 2 and ch[0] in ("self", "cls"):
+                continue  # an object's own attribute (self.nnodes), not a config read (self.config.nnodes is)
+            if ch and len(ch) >= 2:
+                out.append((ch, node.lineno))
+    return out
+
+
+def key_paths() -> list[str]:
+    from wizard.check.tree import flatten
+    from wizard.verlspec.keys import load_snapshot
+
+    keys: set[str] = set()
+    for tree in load_snapshot()["engines"].values():
+        for k in flatten(tree):
+            if "._target_" not in k and not k.endswith("_target_"):
+                keys.add(k)
+    return sorted(keys)
+
+
+def build() -> dict[str, Any]:
+    from importlib.metadata import version
+
+    root = verl_root()
+    _ENGINE_SCOPES.clear()
+    _ENGINE_SCOPES.update(engine_scopes(root))
+    keys = key_paths()
+    leaves: dict[str, list[str]] = defaultdict(list)
+    parents: set[tuple[str, str]] = set()
+    segments: set[str] = set()
+    for k in keys:
+        parts = k.split(".")
+        leaves[parts[-1]].append(k)
+        segments.update(parts)
+        for i in range(1, len(parts)):
+            parents.add((parts[i - 1], parts[i]))
+    found: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    managers: dict[str, dict[str, Any]] = {}
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith(SKIP):
+            continue
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except (SyntaxError, UnicodeDecodeError):
+            continue
+        source = path.read_text(encoding="utf-8")
+        lines = source.splitlines()
+        own = scope_of(rel, source)
+        if own.startswith("reward_manager:"):
+            managers[own] = {"any": [{"key": "reward.reward_manager.name", "in": [own.split(":", 1)[1]]}],
+                             "cite": f"verl/{rel} (@register) via reward.reward_manager.name", "paths": [rel]}
+        for ch, line in reads_of(tree):
+            text = lines[line - 1].strip()
+            scope = next((g for (f, start), g in GUARDED.items() if f == rel and text.startswith(start)), own)
+            for i in range(1, len(ch)):
+                leaf, before = ch[i], _norm(ch[i - 1])
+                if leaf not in leaves:
+                    continue
+                for k in leaves[leaf]:
+                    parts = k.split(".")
+                    up = parts[-2] if len(parts) > 1 else ""
+                    if before != up and ((before, leaf) in parents or before in segments):
+                        continue  # the name before says it is another key's read
+                    where = f"verl/{rel}:{line}"
+                    lst = found[k][scope]
+                    if where not in lst and len(lst) < PER_SCOPE:
+                        lst.append(where)
+    return {
+        "verl_version": version("verl"),
+        "generated_by": "scripts/verl_readers.py",
+        "scopes": {n: {"any": [{"key": s["key"], "in": s["in"]}, *s.get("or", [])], "cite": s["cite"], "paths": s["paths"]}
+                   for n, s in {**SCOPES, **_ENGINE_SCOPES}.items()} | managers,
+        "keys": {k: {s: v for s, v in sorted(found[k].items())} for k in keys if k in found},
+        "unread": [k for k in keys if k not in found],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--check", action="store_true", help="exit 1 if the shipped table differs from a fresh one")
+    ns = p.parse_args(argv)
+    text = json.dumps(build(), indent=1, sort_keys=True) + "\n"
+    if ns.check:
+        same = OUT.is_file() and OUT.read_text(encoding="utf-8") == text
+        print("verl_readers.json is up to date" if same else "verl_readers.json is stale: run scripts/verl_readers.py")
+        return 0 if same else 1
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(text, encoding="utf-8")
+    print(f"wrote {OUT}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,71 @@
+"""Requirements read from verl's code (scripts/verl_requirements.py → wizard/check/data/verl_requirements.json):
+VI892 (a value an assert / raise rejects or verl divides by) and VI893 (keys verl needs together)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+from wizard.check.lint import check
+from wizard.check.rules import requirements
+
+ROOT = Path(__file__).resolve().parent.parent
+BASE = ["actor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B-Instruct", "actor_rollout_ref.rollout.name=vllm",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4", "actor_rollout_ref.rollout.n=4",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8", "algorithm.adv_estimator=grpo",
+        "trainer.nnodes=1", "trainer.n_gpus_per_node=8"]
+DAPO = ["reward.reward_manager.name=dapo", "+reward.reward_kwargs.overlong_buffer_cfg.enable=true",
+        "+reward.reward_kwargs.max_resp_len=512"]
+
+
+def _found(report, rule: str) -> list[tuple[str, ...]]:
+    return [f.problem.keys for f in report.findings if f.problem.rule == rule]
+
+
+def test_regenerating_gives_the_committed_table():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    spec = importlib.util.spec_from_file_location("verl_requirements", ROOT / "scripts" / "verl_requirements.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    fresh = json.dumps(mod.build(), indent=1, sort_keys=True) + "\n"
+    assert fresh == (ROOT / "wizard" / "check" / "data" / "verl_requirements.json").read_text(encoding="utf-8")
+
+
+def test_the_table_was_read_from_verl():
+    where = {r["where"]: r for r in requirements.requirements_table()}
+    dapo = where["verl/experimental/reward_loop/reward_manager/dapo.py:46"]
+    assert dapo["node"] == "reward.reward_kwargs.overlong_buffer_cfg" and dapo["test"] == ["len", ">", 0]
+    assert dapo["guard"] == [["enable", "truthy", None]] and dapo["scope"] == "reward_manager:dapo"
+    dist = where["verl/workers/engine/megatron/transformer_impl.py:500"]
+    assert dist["kind"] == "required" and dist["test"][0] == "dist_checkpointing_path"
+
+
+def test_a_value_verl_divides_by_or_asserts_on():
+    bad = check(None, BASE + DAPO + ["+reward.reward_kwargs.overlong_buffer_cfg.len=0"])
+    assert _found(bad, "VI892")[0][0] == "reward.reward_kwargs.overlong_buffer_cfg.len"
+    assert not _found(check(None, BASE + DAPO + ["+reward.reward_kwargs.overlong_buffer_cfg.len=64"]), "VI892")
+    # the guard: the penalty off, len is never used
+    off = [o.replace("enable=true", "enable=false") for o in DAPO]
+    assert not _found(check(None, BASE + off + ["+reward.reward_kwargs.overlong_buffer_cfg.len=0"]), "VI892")
+    # the scope: another reward manager never builds the DAPO one
+    naive = [o for o in DAPO if "reward_manager" not in o]
+    assert not _found(check(None, BASE + naive + ["+reward.reward_kwargs.overlong_buffer_cfg.len=0"]), "VI892")
+
+
+def test_keys_needed_together():
+    meg = BASE + ["model_engine=megatron", "actor_rollout_ref.ref.megatron.use_dist_checkpointing=true"]
+    keys = _found(check(None, meg), "VI893")
+    assert keys and keys[0][0] == "actor_rollout_ref.ref.megatron.dist_checkpointing_path", keys
+    assert not _found(check(None, meg + ["actor_rollout_ref.ref.megatron.dist_checkpointing_path=/ckpt/dist"]), "VI893")
+
+
+def test_planted_requirement_is_evaluated(monkeypatch):
+    """The rule evaluates what the table says: a planted assert on rollout.temperature is reported."""
+    table = list(requirements.requirements_table()) + [
+        {"where": "verl/x.py:1", "scope": "always", "kind": "assert", "node": "actor_rollout_ref.rollout",
+         "anchor": None, "guard": [], "test": ["temperature", "<=", 1.0], "message": "planted"}]
+    monkeypatch.setattr(requirements, "requirements_table", lambda: table)
+    assert _found(check(None, BASE + ["actor_rollout_ref.rollout.temperature=1.5"]), "VI892")
+    assert not _found(check(None, BASE + ["actor_rollout_ref.rollout.temperature=0.7"]), "VI892")
