@@ -105,8 +105,11 @@ def test_a_trace_file_named_evil_is_one_line(tmp_path):
     if not bashtrace.available():
         pytest.fail("bubblewrap is installed but cannot make a sandbox here")
     r = run_measured(["check", "evil.sh", "--defaults", "snapshot"], tmp_path)
-    line = assert_one_line_exit_2(r)
-    assert "evil" in line or "sandbox" in line, line
+    # the sandbox hands the launch back through a pipe (wizard._sandbox): a file planted in the trace folder is
+    # never opened, so check reads the launch as usual instead of crashing or refusing
+    assert r["rc"] in (0, 1), r
+    assert "Traceback" not in r["stderr"] and "bug in verl-init" not in r["stderr"] + r["stdout"], r
+    assert "trainer.nnodes" in r["stdout"] or "errors found" in r["stdout"] or "no error" in r["stdout"], r
 
 
 def _chattr(path: Path, flag: str) -> bool:
