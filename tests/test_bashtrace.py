@@ -216,3 +216,28 @@ def test_scripts_verl_rejects_are_flagged_for_the_same_key(entry):
 
 def test_the_split_is_meaningful():
     assert len(ACCEPTED) >= 40 and len(REJECTED) >= 20
+
+
+def test_retries_share_one_deadline(monkeypatch, tmp_path):
+    """A script that needs a new variable on every try (bash's `line N: VAR: unbound variable`) cannot amplify the
+    per-try timeout: all tries together stop at bashtrace.TOTAL_S (scaled with the caller's timeout)."""
+    import itertools
+    import time
+
+    from wizard.check import bashtrace
+
+    counter = itertools.count()
+    tries: list[float] = []
+
+    def slow_try(script, env, workdir, timeout):
+        tries.append(timeout)
+        time.sleep(min(timeout, 0.25))
+        return bashtrace.Traced(reason="stopped", error=f"x.sh: line 1: V{next(counter)}: unbound variable")
+
+    monkeypatch.setattr(bashtrace, "_trace_once", slow_try)
+    monkeypatch.setattr(bashtrace, "available", lambda: True)
+    start = time.monotonic()
+    result = bashtrace.trace(tmp_path / "x.sh", {}, timeout=0.5)  # deadline: TOTAL_S × 0.5 / TIMEOUT_S = 1 s
+    assert time.monotonic() - start < 1.0 + 0.5
+    assert len(tries) < bashtrace.RETRIES + 1  # stopped before every retry was spent
+    assert "in all" in result.reason and result.needed

@@ -23,6 +23,7 @@ import functools
 import os
 import re
 import tempfile
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +35,7 @@ MEMORY_BYTES = 1 << 30
 FILE_BYTES = 64 << 20  # any file the run writes (its stderr, the recorded launch)
 ARGV_BYTES = 1 << 20
 RETRIES = 16  # variables the script needs from its environment, added one at a time
+TOTAL_S = 10.0  # every try together (with the default per-try TIMEOUT_S; scaled with a caller's timeout)
 STUBS = ("python", "python3", "uv", "ray", "torchrun", "hf", "huggingface-cli", "pip", "pip3", "nvidia-smi",
          "npu-smi", "curl", "wget", "git")
 OUT = sandbox_run.SCRATCH  # the stubs write the launch here (a size-capped tmpfs inside the sandbox)
@@ -154,8 +156,13 @@ def trace(script: str | os.PathLike[str], env: Mapping[str, str], *, workdir: st
         return Traced(reason="no sandbox here (bubblewrap missing or not allowed)")
     env = dict(env)
     needed: list[str] = []
+    deadline = time.monotonic() + TOTAL_S * timeout / TIMEOUT_S  # all tries together: a script cannot amplify retries
     for _ in range(RETRIES + 1):
-        result = _trace_once(script, env, workdir, timeout)
+        left = deadline - time.monotonic()
+        if left <= 0.05:
+            return Traced(reason=f"the script's tries took over {TOTAL_S * timeout / TIMEOUT_S:g} s in all "
+                                 "(check's bound on reading a launch script)", needed=needed)
+        result = _trace_once(script, env, workdir, min(timeout, left))
         m = _NEEDED.search(result.error)
         if result.ok or not m or m.group(1) in env:
             break
