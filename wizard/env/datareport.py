@@ -12,9 +12,9 @@ def load_tokenizer(name: str) -> Any:
     import os
 
     if importlib.util.find_spec("transformers") is None:
-        raise UserError("--tokenizer needs the transformers library, which is not installed",
-                        "pip install 'verl-init[tokenizer]' (or drop --tokenizer to check without token counts)",
-                        rule="VI538", keys=("--tokenizer",))
+        raise UserError("--model-dir needs the transformers library, which is not installed",
+                        "pip install 'verl-init[tokenizer]' (or drop --model-dir to check without token counts)",
+                        rule="VI538", keys=("--model-dir",))
 
     if not os.path.isdir(os.path.expanduser(name)):
         from wizard.verify.harness import hub_reachable
@@ -28,7 +28,7 @@ def load_tokenizer(name: str) -> Any:
                 raise UserError(f"cannot load tokenizer {name!r}: not a local folder, not in the hub cache, and the "
                                 "Hugging Face hub cannot be reached from here",
                                 "pass a local model folder with tokenizer files", rule="VI538",
-                                keys=("--tokenizer",)) from None
+                                keys=("--model-dir",)) from None
     try:
         from transformers import AutoTokenizer
 
@@ -36,7 +36,7 @@ def load_tokenizer(name: str) -> Any:
     except Exception as exc:  # noqa: BLE001 - OSError, ValueError, hub errors ...
         raise UserError(f"cannot load tokenizer {name!r}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}",
                         "pass a local model folder with tokenizer files (or a hub id reachable from here)",
-                        rule="VI538", keys=("--tokenizer",)) from None
+                        rule="VI538", keys=("--model-dir",)) from None
 
 
 def format_report(report: Report) -> str:

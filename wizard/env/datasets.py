@@ -31,7 +31,7 @@ Preference files (`--type preference`, verl's RMDataset):
   VI536 error    chosen and rejected are the same text
   VI537 error    prompt / chosen / rejected is not text (RMDataset tokenizes them as plain text)
 Usage:
-  VI538 error    the --tokenizer cannot be loaded (exit 2, one line)
+  VI538 error    the --model-dir tokenizer cannot be loaded (exit 2, one line)
 With --image-key (a vision-language model's data.image_key):
   VI574 error    the image column is missing, or a row's value is not a list of images
   VI575 error    an image is neither {"bytes": ...} nor a path, or its bytes do not decode as an image
@@ -736,7 +736,7 @@ def validate(paths: list[str], opts: Options) -> Report:
             if f is not None:
                 report.findings.append(f)
     if opts.tokenizer is None and opts.kind == "rl":
-        report.findings.append(Finding("VI534", "info", "", "no --tokenizer: chat template and token lengths not "
+        report.findings.append(Finding("VI534", "info", "", "no --model-dir: chat template and token lengths not "
                                        "checked (lengths below are characters)",
                                        "pass --tokenizer <model folder or hub id> to count tokens as verl does"))
     order = {"error": 0, "warning": 1, "info": 2}
@@ -753,7 +753,9 @@ def main(args: list[str]) -> int:
         description="Check data files against what verl 0.9.1 reads: schema, ground truth, scorers, chat template, "
                     "token lengths, duplicates and train/validation overlap. Exit 1 on errors.")
     p.add_argument("files", nargs="+", metavar="FILE", help=".parquet, .jsonl or .json files (e.g. train then val)")
-    p.add_argument("--tokenizer", metavar="PATH", help="model folder or hub id whose tokenizer and chat template to use")
+    p.add_argument("--model-dir", dest="tokenizer", metavar="DIR",
+                   help="model folder (or hub id) whose tokenizer and chat template to use, as in verify and smoke")
+    p.add_argument("--tokenizer", dest="tokenizer", help=argparse.SUPPRESS)  # its first name, still accepted
     p.add_argument("--max-prompt-length", type=int, default=512, metavar="N",
                    help="data.max_prompt_length in tokens (default 512, as verl and verl-init)")
     p.add_argument("--prompt-key", default="prompt", metavar="KEY", help="data.prompt_key (default prompt)")
@@ -772,7 +774,7 @@ def main(args: list[str]) -> int:
                         "(e.g. calc_gsm8k_reward)")
     p.add_argument("--show", type=int, default=0, metavar="N",
                    help="print the first N rows as the model will see them: the prompt after the chat template "
-                        "(--tokenizer's; else the messages as they are) and the ground truth the scorer gets")
+                        "(--model-dir's; else the messages as they are) and the ground truth the scorer gets")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
     ns = p.parse_args(args)
