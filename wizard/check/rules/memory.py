@@ -94,7 +94,9 @@ def rule_memory(c: Ctx, f: Facts, shape: Any, why: str) -> None:
         grad_bytes, optim_bytes, cpu_fraction = _megatron_optimizer_bytes(c)
     else:
         off_p, off_o = bool(c.v(f"{A}.fsdp_config.param_offload")), bool(c.v(f"{A}.fsdp_config.optimizer_offload"))
-        ref_resident = not bool(c.v(f"{REF}.fsdp_config.param_offload"))
+        # verl forces CPU offload on the FSDP reference whatever its param_offload says (forward-only engine:
+        # workers/engine/fsdp/transformer_impl.py:422-463)
+        ref_resident = False
         mtp = mpp = 1
         critic_off = c.v("critic.fsdp.param_offload")
     critic = None

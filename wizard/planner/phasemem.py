@@ -1,0 +1,211 @@
+"""The training passes' memory on one GPU for verl 0.9.1's FSDP engine (workers/engine/fsdp/transformer_impl.py,
+workers/engine_workers.py): what verl itself logs per pass as perf/max_memory_allocated_gb and
+perf/max_memory_reserved_gb (torch.cuda.max_memory_allocated / max_memory_reserved, GiB).
+
+Passes of one step, in the trainer's order (trainer/ppo/ray_trainer.py): old_log_prob (the actor's forward),
+ref_log_prob (the reference's forward), values (the critic's forward), update_critic, update_actor.
+
+Per parameter (verl's dtypes; FSDP shards them over every GPU, fsdp_size -1):
+- the actor and the critic keep fp32 weights (engine model_dtype fp32 for training, transformer_impl.py:262) and
+  AdamW's fp32 m and v (8 B) between passes unless offloaded; the update adds fp32 gradients (FSDP's reduce dtype,
+  transformer_impl.py:396), and AdamW(foreach)'s step a temporary per parameter (traced: memtrace);
+- the reference is always CPU-offloaded: verl forces CPUOffload(offload_params=True) (FSDP) or CPUOffloadPolicy
+  (FSDP2) for a forward-only engine whatever param_offload says (transformer_impl.py:422-463): only the FSDP unit
+  being computed is on the GPU, its fp32 copy and its bf16 cast;
+- offloaded actor / critic state is loaded back for its own passes (engine_workers.py; workers/engine/base.py).
+Per token of a micro-batch: the traced activations + logits (memtrace) or, without coefficients, the analytic
+per-token bytes the caller passes.
+
+Reserved: the caching allocator keeps the blocks a pass freed; a pass allocating other sizes cannot reuse them.
+Measured (tests/data/reference/gpu-memory: verl's own workers on an H200), each pass's reserved peak is its
+allocated peak plus the largest working set (peak above the resident state) of the step's other passes; without a
+rollout between steps (nothing empties the cache) the log-prob passes also keep the update's reservation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+GIB = float(1 << 30)
+FP32, ADAM, GRAD = 4, 8, 4
+BF16 = 2
+
+
+@dataclass(frozen=True)
+class PerToken:
+    """Bytes of one pass's working set: constant + tokens × (rest + layers × per_layer)."""
+
+    per_layer: float
+    rest: float
+    constant: float = 0.0
+    embedding_backward: float = 0.0  # the peak at the input embedding's backward (parameter-sized temporaries)
+
+    def bytes(self, tokens: float, layers: int) -> float:
+        if tokens <= 0:
+            return 0.0
+        return max(self.constant + tokens * (self.rest + layers * self.per_layer), self.embedding_backward)
+
+
+@dataclass(frozen=True)
+class Coeffs:
+    forward: PerToken
+    train: PerToken
+    value_forward: PerToken
+    value_train: PerToken
+    opt_temp_per_param: float
+    entropy_per_token: float  # the update's entropy (entropy_coeff != 0), analytic: not traced
+    source: str
+
+
+def from_traced(data: dict[str, Any], *, checkpointing: bool, entropy_bytes_per_vocab: float, vocab: int,
+                source: str) -> Coeffs:
+    def pt(key: str) -> PerToken:
+        d = data[key]
+        return PerToken(d["per_layer_per_token"], d["rest_per_token"], d.get("constant", 0),
+                        d.get("embedding_backward", 0))
+
+    gc = "gc" if checkpointing else "nogc"
+    return Coeffs(pt("forward"), pt(f"train_{gc}"), pt("value_forward"), pt(f"value_train_{gc}"),
+                  data["optimizer_step_temp_bytes_per_param"], entropy_bytes_per_vocab * vocab, source)
+
+
+@dataclass
+class Pass:
+    name: str
+    allocated: float  # bytes
+    working: float  # bytes above the resident state
+    terms: list[tuple[str, str, float]] = field(default_factory=list)
+    reserved: float = 0.0
+
+    def metrics(self) -> dict[str, float]:
+        return {"max_memory_allocated_gb": round(self.allocated / GIB, 2),
+                "max_memory_reserved_gb": round(self.reserved / GIB, 2)}
+
+
+@dataclass(frozen=True)
+class Role:
+    """One trained model on one GPU: parameters (all, trained), layers, shards, offload, its unit sizes."""
+
+    params: float
+    trained: float
+    layers: int
+    shards: int
+    offload_params: bool
+    offload_optimizer: bool
+    largest_unit: float  # parameters of the largest FSDP unit (a decoder layer or the embedding/LM head)
+
+    @property
+    def weights(self) -> float:
+        return FP32 * self.params / self.shards
+
+    @property
+    def adam(self) -> float:
+        return ADAM * self.trained / self.shards
+
+    @property
+    def grads(self) -> float:
+        return GRAD * self.trained / self.shards
+
+    @property
+    def resident(self) -> float:
+        return (0.0 if self.offload_params else self.weights) + (0.0 if self.offload_optimizer else self.adam)
+
+    @property
+    def loaded(self) -> float:
+        """What verl loads back for the role's own passes."""
+        return self.weights + self.adam - self.resident
+
+    @property
+    def gathered(self) -> float:
+        """The unit being computed and the prefetched one, gathered in bf16 (FSDP mixed precision)."""
+        return 2 * BF16 * self.largest_unit if self.shards > 1 else BF16 * self.largest_unit
+
+
+def passes(actor: Role, c: Coeffs, *, train_tokens: float, logprob_tokens: float, critic: Optional[Role] = None,
+           critic_c: Optional[Coeffs] = None, ref: Optional[Role] = None, entropy: bool = False,
+           rollout_between_steps: bool = True) -> dict[str, Pass]:
+    """Every pass of one step with its allocated and reserved peak (bytes)."""
+    resident = actor.resident + (critic.resident if critic else 0.0)
+    out: dict[str, Pass] = {}
+
+    def add(name: str, terms: list[tuple[str, str, float]]) -> None:
+        terms = [t for t in terms if t[2] > 0]
+        working = sum(b for _, _, b in terms)
+        out[name] = Pass(name, resident + working, working, terms)
+
+    fwd = c.forward.bytes(logprob_tokens, actor.layers)
+    add("old_log_prob", [("actor", "weights + Adam loaded for its pass (offloaded)", actor.loaded if actor.offload_params else 0.0),
+                         ("actor", "gathered layers (bf16)", actor.gathered),
+                         ("actor", "activations + logits (forward, traced)" if "analytic" not in c.source
+                          else "activations + logits (forward)", fwd)])
+    if ref is not None:
+        add("ref_log_prob", [("reference", "one FSDP unit on the GPU (CPU-offloaded, as verl forces)",
+                              (FP32 + BF16) * ref.largest_unit),
+                             ("reference", "activations + logits (forward)", fwd)])
+    train_acts = c.train.bytes(train_tokens, actor.layers) + (c.entropy_per_token * train_tokens if entropy else 0.0)
+    if critic is not None and critic_c is not None:
+        add("values", [("critic", "weights + Adam loaded for its pass (offloaded)", critic.loaded),
+                       ("critic", "gathered layers (bf16)", critic.gathered),
+                       ("critic", "activations (forward, value head)", critic_c.value_forward.bytes(logprob_tokens, critic.layers))])
+        c_acts = critic_c.value_train.bytes(train_tokens, critic.layers)
+        c_opt = critic_c.opt_temp_per_param * critic.trained / critic.shards
+        c_step = c_opt > c_acts + critic.gathered
+        add("update_critic", [("critic", "weights + Adam loaded for its update (offloaded)", critic.loaded),
+                              ("critic", "gradients (fp32)", critic.grads),
+                              *([("critic", "AdamW step temporaries (traced)", c_opt)] if c_step else
+                                [("critic", "gathered layers (bf16)", critic.gathered),
+                                 ("critic", "activations (training micro-batch)", c_acts)])])
+    a_opt = c.opt_temp_per_param * actor.trained / actor.shards
+    step_is_peak = a_opt > train_acts + actor.gathered
+    add("update_actor", [("actor", "weights + Adam loaded for its update (offloaded)", actor.loaded),
+                         ("actor", "gradients (fp32)", actor.grads),
+                         *([("actor", "AdamW step temporaries (traced)", a_opt)] if step_is_peak else
+                           [("actor", "gathered layers (bf16)", actor.gathered),
+                            ("actor", "activations + logits (training micro-batch)", train_acts)])])
+    # reserved: own peak + the largest working set of the step's other passes (the allocator's cached blocks)
+    for p in out.values():
+        others = [q.working for q in out.values() if q is not p]
+        p.reserved = p.allocated + max(others, default=0.0)
+    if not rollout_between_steps:  # nothing empties the cache: the log-prob passes keep the updates' reservation
+        kept = max(p.reserved for k, p in out.items() if k.startswith("update"))
+        for k, p in out.items():
+            if not k.startswith("update"):
+                p.reserved = max(p.reserved, kept)
+    return out
+
+
+def phase_of(name: str) -> str:
+    return "update" if name.startswith("update") else "log-prob"
+
+
+def verl_metrics(ps: dict[str, Pass]) -> dict[str, dict[str, Any]]:
+    """Per estimate phase ("log-prob", "update"): the largest pass's metrics, and every pass's."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, p in ps.items():
+        ph = out.setdefault(phase_of(name), {"max_memory_allocated_gb": 0.0, "max_memory_reserved_gb": 0.0,
+                                             "passes": {}})
+        m = p.metrics()
+        ph["passes"][name] = m
+        ph["max_memory_allocated_gb"] = max(ph["max_memory_allocated_gb"], m["max_memory_allocated_gb"])
+        ph["max_memory_reserved_gb"] = max(ph["max_memory_reserved_gb"], m["max_memory_reserved_gb"])
+    return out
+
+
+def explain(est: Any) -> list[str]:
+    """PLAN.md's lines under the memory table: where the training terms came from and what each one is (per GPU,
+    from which pass)."""
+    ps = getattr(est, "passes", None) or {}
+    if not ps:
+        return []
+    src = getattr(est, "coefficients", "")
+    lines = [f"Training passes (log-prob, update) from the model's own architecture: coefficients {src}; verl's "
+             "perf/max_memory_allocated_gb and perf/max_memory_reserved_gb are what verl logs for the same pass, "
+             "with full-length sequences. Per GPU, per pass:"]
+    for name, p in ps.items():
+        parts = "; ".join(f"{role} {what} {b / GIB:.1f} GiB" for role, what, b in p.terms)
+        lines.append(f"`{name}`: resident state plus {parts or 'nothing'} → allocated "
+                     f"{p.allocated / GIB:.1f} GiB, reserved {p.reserved / GIB:.1f} GiB (the allocator keeps the "
+                     "blocks of the step's largest other pass)")
+    lines.append("Not traced, analytic and named in the table: the rollout engine's reservation and KV cache, the "
+                 "CUDA context and NCCL buffers, the sleeping engine, sharding over the data-parallel group.")
+    return lines
