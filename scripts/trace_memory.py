@@ -5,8 +5,7 @@ config under torch's FakeTensorMode (wizard.planner.memtrace). Needs torch, tran
     python scripts/trace_memory.py --local /path/to/model           # a local model folder's config.json
     python scripts/trace_memory.py --out FILE ...                   # write elsewhere (the test's regeneration)
 
-Tracing one architecture takes minutes on a CPU (the log-probs are traced row by row at 2048 tokens, as verl's
-logprobs_from_logits_v2 computes them); models whose architecture another entry already covers are skipped."""
+Tracing one architecture takes minutes on a CPU (verl's logprobs_from_logits_v2 is traced row by row); models whose architecture another entry already covers are skipped."""
 
 from __future__ import annotations
 
@@ -27,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("models", nargs="*", help="catalogue model ids")
     ap.add_argument("--local", action="append", default=[], help="a local model folder (its config.json)")
     ap.add_argument("--out", default=str(memtrace.DATA))
-    ap.add_argument("--tokens", type=int, default=memtrace.TRACE_TOKENS)
+    ap.add_argument("--tokens", type=int, default=memtrace.TRACE_TOKENS, help="the larger token count traced")
     ns = ap.parse_args(argv)
     shapes = []
     for m in ns.models:

@@ -838,13 +838,19 @@ def _fsdp_training_phases(e: Estimate, s: ModelShape, L: Layout, st: _State, ter
         critic = _role(L.critic, replace(L, lora_rank=0), offload_params=st.critic_off, offload_optimizer=st.critic_off)
     ps = phasemem.passes(actor, c, train_tokens=t_train, logprob_tokens=t_fwd, critic=critic, critic_c=critic_c,
                          ref=ref, entropy=L.update_entropy, rollout_between_steps=L.rollout_between_steps)
-    resident = [("actor", "resident: fp32 weights + Adam (not offloaded)", actor.resident)]
-    if critic is not None:
-        resident.append(("critic", "resident: fp32 weights + Adam (not offloaded)", critic.resident))
     for phase in ("log-prob", "update"):
         mine = [p for k, p in ps.items() if phasemem.phase_of(k) == phase]
         top = max(mine, key=lambda p: p.reserved)
-        e.phases[phase] = terms(*resident, *top.terms,
+        resident, own = [], list(top.terms)
+        for name, role in (("actor", actor), ("critic", critic)):
+            if role is None:
+                continue
+            if top.name == f"update_{name}":  # its whole training state, loaded back when offloaded
+                resident += [(name, "weights", role.weights), (name, "optimizer states", role.adam)]
+                own = [t for t in own if "loaded" not in t[1]]
+            else:
+                resident.append((name, "resident (not offloaded)", role.resident))
+        e.phases[phase] = terms(*resident, *own,
                                 ("runtime", f"allocator cache kept from the step's other passes ({top.name})",
                                  top.reserved - top.allocated), asleep_term)
     e.passes = ps

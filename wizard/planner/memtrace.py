@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 DATA = Path(__file__).parent / "data" / "memory_coeffs.json"
-TRACE_TOKENS = 512
+TRACE_TOKENS = 256
 SCHEMA = 1
 # tracing a local config.json on demand takes minutes on a CPU: opt in with this variable (the result is cached)
 TRACE_ENV = "VERL_INIT_TRACE_MEMORY"
@@ -92,6 +92,9 @@ def _trace_pass(shape: Any, layers: int, tokens: int, *, train: bool, ckpt: bool
             torch.set_default_dtype(torch.bfloat16)
             model = (AutoModel if value else AutoModelForCausalLM).from_config(cfg, dtype=torch.bfloat16)
             head = torch.nn.Linear(shape.hidden, 1, dtype=torch.bfloat16) if value else None
+            head_w = getattr(getattr(model, "lm_head", None), "weight", None)
+            if not embed_grad and head_w is not None:  # no weight gradient through the LM head's vocabulary table
+                model.lm_head.forward = lambda x: torch.nn.functional.linear(x, head_w.detach())
             if ckpt:
                 model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
             model.train(train)
@@ -146,39 +149,33 @@ def _trace_optimizer(shape: Any) -> float:
     return total / sum(sizes)
 
 
-# The critic's passes (no logits) are traced at two token counts and two layer counts with the input embedding's
-# backward left out: bytes per token per decoder layer, per token outside the layers, and a constant. The
-# embedding's backward (a dense vocabulary × hidden gradient, parameter-sized) is traced on its own at a few tokens:
-# it is a pass's peak only when the micro-batch is small.
-# The policy's passes add the logits: their peak moves into the logits' backward once a micro-batch holds more than
-# about a thousand tokens (below that the LM head's weight-gradient temporaries are), and verl's row-wise
-# log-softmax costs a few ms per token under the tracker, so they are traced once at POLICY_TOKENS with one layer,
-# the decoder layer's own bytes per token taken from the critic's trace of the same layers (measured linear: 2048
-# and 4096 tokens give the same bytes per token).
-VALUE_VARIANTS = {
+# Every pass is traced at two token counts and two layer counts with the vocabulary tables' weight gradients left
+# out (the input embedding's output and the LM head's weight detached): bytes per token per decoder layer, per token
+# outside the layers (the logits and verl's log-softmax dominate the policy's), and a constant. The weight
+# gradients' own temporaries (a dense vocabulary × hidden gradient of the embedding, parameter-sized) are traced on
+# their own at a few tokens with every gradient on: they are a pass's peak only when the micro-batch is small
+# (measured: with them, 2048 and 4096 tokens of Qwen2.5-0.5B give the per-token bytes of the detached trace at 128
+# and 256 tokens within 1 %).
+VARIANTS = {
+    "forward": dict(train=False, ckpt=False, value=False, entropy=False),
+    "train_gc": dict(train=True, ckpt=True, value=False, entropy=False),
+    "train_nogc": dict(train=True, ckpt=False, value=False, entropy=False),
     "value_forward": dict(train=False, ckpt=False, value=True, entropy=False),
     "value_train_gc": dict(train=True, ckpt=True, value=True, entropy=False),
     "value_train_nogc": dict(train=True, ckpt=False, value=True, entropy=False),
 }
-POLICY_VARIANTS = {
-    "forward": ("value_forward", dict(train=False, ckpt=False, value=False, entropy=False)),
-    "train_gc": ("value_train_gc", dict(train=True, ckpt=True, value=False, entropy=False)),
-    "train_nogc": ("value_train_nogc", dict(train=True, ckpt=False, value=False, entropy=False)),
-}
 EMBED_TOKENS = 16
-POLICY_TOKENS = 2048
 
 
-def trace(shape: Any, tokens: int = TRACE_TOKENS, policy_tokens: int = POLICY_TOKENS) -> dict[str, Any]:
+def trace(shape: Any, tokens: int = TRACE_TOKENS) -> dict[str, Any]:
     """The coefficients of one architecture (see the module doc); raises on an architecture transformers cannot
     build or fake tensors cannot run."""
     import torch
     import transformers
 
     t1, t2 = tokens // 2, tokens
-    out: dict[str, Any] = {"signature": signature(shape), "tokens_traced": [t1, t2], "layers_traced": [1, 2],
-                           "policy_tokens_traced": policy_tokens}
-    for name, kw in VALUE_VARIANTS.items():
+    out: dict[str, Any] = {"signature": signature(shape), "tokens_traced": [t1, t2], "layers_traced": [1, 2]}
+    for name, kw in VARIANTS.items():
         w11 = _trace_pass(shape, 1, t1, embed_grad=False, **kw)
         w12 = _trace_pass(shape, 1, t2, embed_grad=False, **kw)
         w21 = _trace_pass(shape, 2, t1, embed_grad=False, **kw)
@@ -189,12 +186,6 @@ def trace(shape: Any, tokens: int = TRACE_TOKENS, policy_tokens: int = POLICY_TO
         if kw["train"]:
             entry["embedding_backward"] = round(_trace_pass(shape, 1, EMBED_TOKENS, **kw))
         out[name] = entry
-    for name, (value_name, kw) in POLICY_VARIANTS.items():
-        layer = out[value_name]["per_layer_per_token"]
-        w = _trace_pass(shape, 1, policy_tokens, **kw)
-        out[name] = {"per_layer_per_token": layer, "rest_per_token": round(max(0.0, w / policy_tokens - layer), 2),
-                     "constant": 0, **({"embedding_backward": out[value_name]["embedding_backward"]}
-                                       if kw["train"] else {})}
     out["optimizer_step_temp_bytes_per_param"] = round(_trace_optimizer(shape), 3)
     out["torch"], out["transformers"] = torch.__version__, transformers.__version__
     return out

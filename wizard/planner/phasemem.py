@@ -134,8 +134,8 @@ def passes(actor: Role, c: Coeffs, *, train_tokens: float, logprob_tokens: float
         out[name] = Pass(name, resident + working, working, terms)
 
     fwd = c.forward.bytes(logprob_tokens, actor.layers)
-    add("old_log_prob", [("actor", "weights + Adam loaded for its pass (offloaded)", actor.loaded if actor.offload_params else 0.0),
-                         ("actor", "gathered layers (bf16)", actor.gathered),
+    add("old_log_prob", [("actor", "weights loaded for its pass (offloaded)", actor.weights if actor.offload_params else 0.0),
+                         ("actor", "gathered layers", actor.gathered),
                          ("actor", "activations + logits (forward, traced)" if "analytic" not in c.source
                           else "activations + logits (forward)", fwd)])
     if ref is not None:
@@ -144,24 +144,24 @@ def passes(actor: Role, c: Coeffs, *, train_tokens: float, logprob_tokens: float
                              ("reference", "activations + logits (forward)", fwd)])
     train_acts = c.train.bytes(train_tokens, actor.layers) + (c.entropy_per_token * train_tokens if entropy else 0.0)
     if critic is not None and critic_c is not None:
-        add("values", [("critic", "weights + Adam loaded for its pass (offloaded)", critic.loaded),
-                       ("critic", "gathered layers (bf16)", critic.gathered),
+        add("values", [("critic", "weights loaded for its pass (offloaded)", critic.weights if critic.offload_params else 0.0),
+                       ("critic", "gathered layers", critic.gathered),
                        ("critic", "activations (forward, value head)", critic_c.value_forward.bytes(logprob_tokens, critic.layers))])
         c_acts = critic_c.value_train.bytes(train_tokens, critic.layers)
         c_opt = critic_c.opt_temp_per_param * critic.trained / critic.shards
         c_step = c_opt > c_acts + critic.gathered
         add("update_critic", [("critic", "weights + Adam loaded for its update (offloaded)", critic.loaded),
-                              ("critic", "gradients (fp32)", critic.grads),
+                              ("critic", "gradients", critic.grads),
                               *([("critic", "AdamW step temporaries (traced)", c_opt)] if c_step else
-                                [("critic", "gathered layers (bf16)", critic.gathered),
+                                [("critic", "gathered layers", critic.gathered),
                                  ("critic", "activations (training micro-batch)", c_acts)])])
     a_opt = c.opt_temp_per_param * actor.trained / actor.shards
     step_is_peak = a_opt > train_acts + actor.gathered
     add("update_actor", [("actor", "weights + Adam loaded for its update (offloaded)", actor.loaded),
-                         ("actor", "gradients (fp32)", actor.grads),
+                         ("actor", "gradients", actor.grads),
                          *([("actor", "AdamW step temporaries (traced)", a_opt)] if step_is_peak else
-                           [("actor", "gathered layers (bf16)", actor.gathered),
-                            ("actor", "activations + logits (training micro-batch)", train_acts)])])
+                           [("actor", "gathered layers", actor.gathered),
+                            ("actor", "activations + logits", train_acts)])])
     # reserved: own peak + the largest working set of the step's other passes (the allocator's cached blocks)
     for p in out.values():
         others = [q.working for q in out.values() if q is not p]
