@@ -851,8 +851,8 @@ def _fsdp_training_phases(e: Estimate, s: ModelShape, L: Layout, st: _State, ter
             else:
                 resident.append((name, "resident (not offloaded)", role.resident))
         e.phases[phase] = terms(*resident, *own,
-                                ("runtime", f"allocator cache kept from the step's other passes ({top.name})",
-                                 top.reserved - top.allocated), asleep_term)
+                                # the allocator's cache: blocks of the step's other passes it keeps (measured)
+                                ("runtime", "allocator reserve", top.reserved - top.allocated), asleep_term)
     e.passes = ps
     e.verl_metrics = phasemem.verl_metrics(ps)
     e.coefficients = c.source

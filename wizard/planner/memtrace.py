@@ -155,7 +155,7 @@ def _trace_optimizer(shape: Any) -> float:
 # gradients' own temporaries (a dense vocabulary × hidden gradient of the embedding, parameter-sized) are traced on
 # their own at a few tokens with every gradient on: they are a pass's peak only when the micro-batch is small
 # (measured: with them, 2048 and 4096 tokens of Qwen2.5-0.5B give the per-token bytes of the detached trace at 128
-# and 256 tokens within 1 %).
+# and 256 tokens within 1 %; below about 100 tokens the peak sits elsewhere, so the token counts are not smaller).
 VARIANTS = {
     "forward": dict(train=False, ckpt=False, value=False, entropy=False),
     "train_gc": dict(train=True, ckpt=True, value=False, entropy=False),
@@ -164,7 +164,7 @@ VARIANTS = {
     "value_train_gc": dict(train=True, ckpt=True, value=True, entropy=False),
     "value_train_nogc": dict(train=True, ckpt=False, value=True, entropy=False),
 }
-EMBED_TOKENS = 16
+EMBED_TOKENS = 8
 
 
 def trace(shape: Any, tokens: int = TRACE_TOKENS) -> dict[str, Any]:
@@ -173,9 +173,12 @@ def trace(shape: Any, tokens: int = TRACE_TOKENS) -> dict[str, Any]:
     import torch
     import transformers
 
-    t1, t2 = tokens // 2, tokens
-    out: dict[str, Any] = {"signature": signature(shape), "tokens_traced": [t1, t2], "layers_traced": [1, 2]}
+    out: dict[str, Any] = {"signature": signature(shape), "tokens_traced": [tokens // 2, tokens],
+                           "value_tokens_traced": [tokens, 2 * tokens], "layers_traced": [1, 2]}
     for name, kw in VARIANTS.items():
+        # the critic's passes have no logits: their constant is relatively larger, so they are traced at twice
+        # the tokens (cheap: no row-wise log-softmax)
+        t1, t2 = (tokens, 2 * tokens) if kw["value"] else (tokens // 2, tokens)
         w11 = _trace_pass(shape, 1, t1, embed_grad=False, **kw)
         w12 = _trace_pass(shape, 1, t2, embed_grad=False, **kw)
         w21 = _trace_pass(shape, 2, t1, embed_grad=False, **kw)

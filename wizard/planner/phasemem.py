@@ -115,10 +115,14 @@ class Role:
         """What verl loads back for the role's own passes."""
         return self.weights + self.adam - self.resident
 
-    @property
-    def gathered(self) -> float:
-        """The unit being computed and the prefetched one, gathered in bf16 (FSDP mixed precision)."""
-        return 2 * BF16 * self.largest_unit if self.shards > 1 else BF16 * self.largest_unit
+    def gathered(self, train: bool) -> float:
+        """bf16 parameters FSDP's mixed precision holds: sharded, the unit being computed and the prefetched one
+        (each unit is resharded after its forward and backward); unsharded (one GPU, NO_SHARD), every unit's bf16
+        copy is kept from its forward to its backward, so a training pass holds the whole model in bf16 (a
+        forward-only pass frees each unit after it)."""
+        if self.shards > 1:
+            return 2 * BF16 * self.largest_unit
+        return BF16 * self.params if train else BF16 * self.largest_unit
 
 
 def passes(actor: Role, c: Coeffs, *, train_tokens: float, logprob_tokens: float, critic: Optional[Role] = None,
@@ -135,7 +139,7 @@ def passes(actor: Role, c: Coeffs, *, train_tokens: float, logprob_tokens: float
 
     fwd = c.forward.bytes(logprob_tokens, actor.layers)
     add("old_log_prob", [("actor", "weights loaded for its pass (offloaded)", actor.weights if actor.offload_params else 0.0),
-                         ("actor", "gathered layers", actor.gathered),
+                         ("actor", "gathered layers", actor.gathered(False)),
                          ("actor", "activations + logits (forward, traced)" if "analytic" not in c.source
                           else "activations + logits (forward)", fwd)])
     if ref is not None:
@@ -145,22 +149,22 @@ def passes(actor: Role, c: Coeffs, *, train_tokens: float, logprob_tokens: float
     train_acts = c.train.bytes(train_tokens, actor.layers) + (c.entropy_per_token * train_tokens if entropy else 0.0)
     if critic is not None and critic_c is not None:
         add("values", [("critic", "weights loaded for its pass (offloaded)", critic.weights if critic.offload_params else 0.0),
-                       ("critic", "gathered layers", critic.gathered),
+                       ("critic", "gathered layers", critic.gathered(False)),
                        ("critic", "activations (forward, value head)", critic_c.value_forward.bytes(logprob_tokens, critic.layers))])
         c_acts = critic_c.value_train.bytes(train_tokens, critic.layers)
         c_opt = critic_c.opt_temp_per_param * critic.trained / critic.shards
-        c_step = c_opt > c_acts + critic.gathered
+        c_step = c_opt > c_acts + critic.gathered(True)
         add("update_critic", [("critic", "weights + Adam loaded for its update (offloaded)", critic.loaded),
                               ("critic", "gradients", critic.grads),
                               *([("critic", "AdamW step temporaries (traced)", c_opt)] if c_step else
-                                [("critic", "gathered layers", critic.gathered),
+                                [("critic", "gathered layers", critic.gathered(True)),
                                  ("critic", "activations (training micro-batch)", c_acts)])])
     a_opt = c.opt_temp_per_param * actor.trained / actor.shards
-    step_is_peak = a_opt > train_acts + actor.gathered
+    step_is_peak = a_opt > train_acts + actor.gathered(True)
     add("update_actor", [("actor", "weights + Adam loaded for its update (offloaded)", actor.loaded),
                          ("actor", "gradients", actor.grads),
                          *([("actor", "AdamW step temporaries (traced)", a_opt)] if step_is_peak else
-                           [("actor", "gathered layers", actor.gathered),
+                           [("actor", "gathered layers", actor.gathered(True)),
                             ("actor", "activations + logits", train_acts)])])
     # reserved: own peak + the largest working set of the step's other passes (the allocator's cached blocks)
     for p in out.values():

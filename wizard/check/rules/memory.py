@@ -70,7 +70,7 @@ def rule_memory(c: Ctx, f: Facts, shape: Any, why: str) -> None:
 
 
 def _layout(c: Ctx, f: Facts, shape: Any, hw: Any, tp: int, gmu: float) -> tuple[Any, bool]:
-    """The memory Layout verl would run with these keys (None when the critic's shape is needed and unknown)."""
+    """The memory Layout verl would run with these keys, and whether the actor's parameters are offloaded."""
     from wizard.planner import memory
     from wizard.planner.memory import MEAN_FILL, Layout
 
