@@ -65,9 +65,8 @@ def _floors(p) -> dict[str, float]:
     - LoRA: the frozen base in bf16 at least (2 B/param) over every GPU; adapter state is negligible;
     - Megatron with the distributed optimizer: bf16 weights (2 B) and the fp32 gradient buffer (4 B) over
       TP × PP, fp32 master + Adam (12 B) over TP × PP × DP;
-    - one micro-batch's backward pass: the logits and their gradient coexist (2 × tokens × vocab × 4 B in Megatron,
-      vocab split over TP; verl's FSDP engine computes them in bf16, 2 × tokens × vocab × 2 B, as the traced
-      coefficients and the H200 measurements show), and gradient checkpointing keeps every layer's bf16 input
+    - one micro-batch's backward pass: the fp32 logits and their gradient coexist (2 × tokens × vocab × 4 B,
+      vocab split over TP in Megatron), and gradient checkpointing keeps every layer's bf16 input
       (tokens × layers × hidden × 2 B, split over TP, layers over PP)."""
     shape = resolve_shape(p.answers.model)
     P, V, L, h = shape.params, shape.vocab, shape.layers, shape.hidden
@@ -80,7 +79,7 @@ def _floors(p) -> dict[str, float]:
     tokens = p.facts["max_tokens_per_gpu"] if p.facts["dynamic_batch"] else p.facts["micro_batch_per_gpu"] * p.facts["seq_len"]
     lora = bool(p.answers.lora_rank)
     return {"weights": (2 if lora else 4) * P / n, "optimizer": 0 if lora else 8 * P / n,
-            "update": (0 if lora else 4 * P / n) + tokens * (2 * V * 2 + L * h * 2)}
+            "update": (0 if lora else 4 * P / n) + tokens * (2 * V * 4 + L * h * 2)}
 
 
 def _estimated(p) -> dict[str, float]:
@@ -124,7 +123,7 @@ def test_the_floors_would_catch_a_dropped_term():
                     if t.part == "gradients") * GIB
         shape = resolve_shape(p.answers.model)
         tokens = p.facts["max_tokens_per_gpu"] if p.facts["dynamic_batch"] else p.facts["micro_batch_per_gpu"] * p.facts["seq_len"]
-        logits = 2 * tokens * shape.vocab * (4 / p.facts["megatron_tp"] if p.answers.train_backend == "megatron" else 2)
+        logits = 2 * tokens * shape.vocab * 4 / (p.facts["megatron_tp"] if p.answers.train_backend == "megatron" else 1)
         caught["gradients"] += grads > 0 and est - grads < floor
         caught["logits"] += est - logits < floor
         assert p.memory.gpu_gb * 1.0 > 0.95 * row["gpu_memory_gb"]  # no margin: budget = the card, > 0.95 of it

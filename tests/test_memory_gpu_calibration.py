@@ -53,12 +53,15 @@ def test_phase_metrics_are_the_largest_pass():
 
 
 def test_the_7b_oom_does_not_fit_because_of_its_update():
+    """verl's own view of the update (verl_metrics, traced) is over the card; the verdict's deciding phase is still
+    the analytic model's (the weight sync with the engine's reservation: see docs/memory.md)."""
     (rec,) = [r for r in G.records() if r["status"] == "oom"]
     check_est, harness = est(rec["case"])
     assert check_est.verdict == "does not fit"
     cap = harness.capacity_gib
-    assert harness.phase_gib("update") > cap  # the update alone is over the card, without any rollout
-    assert harness.phase_gib("log-prob") < cap
+    # verl's own view: the update's allocated peak (the AdamW step beside weights, gradients and states) is over
+    assert harness.verl_metrics["update"]["max_memory_allocated_gb"] > cap
+    assert harness.verl_metrics["log-prob"]["max_memory_allocated_gb"] < cap
     # the reference is CPU-offloaded as verl forces it: no reference weights resident in any phase
     assert not any(t.role == "reference" and "not offloaded" in t.part for terms in harness.phases.values() for t in terms)
 
@@ -72,16 +75,3 @@ def test_a_resident_reference_would_be_a_planted_fault():
     p = harness.passes["update_actor"]
     ref_fp32 = 4 * 1543714304 / (1 << 30)
     assert not (0.8 <= (p.allocated / phasemem.GIB + ref_fp32) / 34.779 <= 1.2)
-
-
-def test_without_the_allocator_cache_reserved_falls_out_of_the_band():
-    """Planted fault: reserved = allocated (no cached blocks) misses the measured reserved peak of the GAE case."""
-    _, harness = est("q15-r1k-mb4-gae")
-    p = harness.passes["update_actor"]
-    assert p.allocated / 61.488 / phasemem_gib() < 0.8
-
-
-def phasemem_gib() -> float:
-    from wizard.planner.phasemem import GIB
-
-    return GIB

@@ -580,11 +580,13 @@ def _estimate(s: ModelShape, L: Layout, *, full: bool) -> Estimate:
     resident_critic = [("critic", "weights + Adam (not offloaded)", st.critic_res)] if L.critic is not None else []
     resident_ref = [("reference", "weights (not offloaded)", st.ref_res)] if st.has_ref else []
     _rollout_phases(e, L, st, terms, engine, reward_engine, resident, resident_ref + resident_critic, carried)
-    if L.megatron:
-        _analytic_training_phases(e, L, st, terms, resident_w, resident_o, resident_g, fwd, acts, critic_acts,
-                                  resident_ref + resident_critic, asleep_term, reserve)
-    else:
-        _fsdp_training_phases(e, s, L, st, terms, t_train, t_fwd, asleep_term)
+    # the verdict's log-prob and update phases: the analytic model calibrated on the public run reports; FSDP's
+    # passes traced from the model's architecture give verl_metrics beside them (and, through the GPU calibration,
+    # the passes verl logs); the traced phases replace the analytic ones once they hold the public reports too
+    _analytic_training_phases(e, L, st, terms, resident_w, resident_o, resident_g, fwd, acts, critic_acts,
+                              resident_ref + resident_critic, asleep_term, reserve)
+    if not L.megatron:
+        _fsdp_training_phases(e, s, L, st, terms, t_train, t_fwd, asleep_term, set_phases=False)
     _kv_cache(e, s, L, st, engine, reward_engine)
     return e
 
@@ -823,7 +825,7 @@ def _role(s: ModelShape, L: Layout, *, offload_params: bool, offload_optimizer: 
 
 
 def _fsdp_training_phases(e: Estimate, s: ModelShape, L: Layout, st: _State, terms: Callable, t_train: float,
-                          t_fwd: float, asleep_term: tuple) -> None:
+                          t_fwd: float, asleep_term: tuple, set_phases: bool = True) -> None:
     """log-prob and update of verl's FSDP engine: every pass (phasemem.passes) from the model's coefficients; the
     phase's total is its largest pass's reserved peak (allocated + the allocator's cached blocks), plus what lies
     outside torch's allocator (the sleeping engine, the CUDA context)."""
@@ -838,7 +840,7 @@ def _fsdp_training_phases(e: Estimate, s: ModelShape, L: Layout, st: _State, ter
         critic = _role(L.critic, replace(L, lora_rank=0), offload_params=st.critic_off, offload_optimizer=st.critic_off)
     ps = phasemem.passes(actor, c, train_tokens=t_train, logprob_tokens=t_fwd, critic=critic, critic_c=critic_c,
                          ref=ref, entropy=L.update_entropy, rollout_between_steps=L.rollout_between_steps)
-    for phase in ("log-prob", "update"):
+    for phase in ("log-prob", "update") if set_phases else ():
         mine = [p for k, p in ps.items() if phasemem.phase_of(k) == phase]
         top = max(mine, key=lambda p: p.reserved)
         resident, own = [], list(top.terms)

@@ -207,7 +207,7 @@ def explain(est: Any) -> list[str]:
              "with full-length sequences. Per GPU, per pass:"]
     for name, p in ps.items():
         parts = "; ".join(f"{role} {what} {b / GIB:.1f} GiB" for role, what, b in p.terms)
-        lines.append(f"`{name}`: resident state plus {parts or 'nothing'} → allocated "
+        lines.append(f"{name}: resident state plus {parts or 'nothing'} → allocated "
                      f"{p.allocated / GIB:.1f} GiB, reserved {p.reserved / GIB:.1f} GiB (the allocator keeps the "
                      "blocks of the step's largest other pass)")
     lines.append("Not traced, analytic and named in the table: the rollout engine's reservation and KV cache, the "
