@@ -586,9 +586,11 @@ def _estimate(s: ModelShape, L: Layout, *, full: bool) -> Estimate:
     _analytic_training_phases(e, L, st, terms, resident_w, resident_o, resident_g, fwd, acts, critic_acts,
                               resident_ref + resident_critic, asleep_term, reserve)
     if not L.megatron:
-        from wizard.planner.fsdpphases import fsdp_training_phases
+        import sys
 
-        fsdp_training_phases(e, s, L, st, terms, t_train, t_fwd, asleep_term, set_phases=False)
+        from wizard.planner.phasemem import fsdp_training_phases
+
+        fsdp_training_phases(e, s, L, st, terms, t_train, t_fwd, asleep_term, sys.modules[__name__], set_phases=False)
     _kv_cache(e, s, L, st, engine, reward_engine)
     return e
 
