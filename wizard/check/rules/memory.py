@@ -162,6 +162,7 @@ def _report(c: Ctx, est: Any, shape: Any, hw: Any, keys: tuple, tp: int, gmu: fl
 
     seq = est.layout.seq_len if est.layout else 0
     reward_gmu = est.layout.reward_gmu if est.layout else 0.0
+    reward_tp = est.layout.reward_tp if est.layout else 1
     approx = shape.source not in ("catalogue", "local")
     sev = "warning" if approx else "error"
     where = f"{shape.name} ({shape.params_b:.1f}B{', shape estimated from its name' if approx else ''})"
