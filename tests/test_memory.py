@@ -183,8 +183,11 @@ def test_long_sequences_choose_sequence_parallel():
     assert tokens * sp >= 2048 + 30000  # one full sequence per micro-batch
     # the plan writes entropy_coeff=0: its update computes no entropy (memory.ENTROPY_SOFTMAX_BYTES less per token)
     fsdp = Layout(gpu_gb=80, n_gpus=8, gpus_per_node=8, seq_len=32048, rollout_tp=1, gmu=0.0, dp=8, update_entropy=False)
-    per_token = memory.train_bytes_per_token(from_catalogue("Qwen/Qwen2.5-7B-Instruct"), fsdp)
-    assert p.memory.gib("update", "actor", "activations + logits") * memory.GIB >= 0.999 * tokens * per_token
+    shape = from_catalogue("Qwen/Qwen2.5-7B-Instruct")
+    from wizard.planner.phasemem import training_coeffs
+
+    acts = training_coeffs(shape, fsdp, memory).train.bytes(tokens, shape.layers)  # the traced coefficients
+    assert p.memory.gib("update", "actor", "activations + logits") * memory.GIB >= 0.999 * acts
     assert p.memory.fits
 
 

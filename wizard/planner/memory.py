@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from wizard.planner.shapes import ModelShape
 from wizard.verlspec import arithmetic as rc
@@ -168,6 +168,9 @@ class Layout:
     grad_bytes: int = MEGATRON_GRAD_BYTES  # Megatron's gradient buffer per parameter (2 with a bf16 main_grads_dtype)
     optim_bytes: int = MEGATRON_OPTIM_BYTES  # Megatron's fp32 master + Adam m + v per parameter (precision-aware dtypes)
     update_entropy: bool = True  # the update computes the entropy (entropy_coeff != 0 or actor.calculate_entropy)
+    # a rollout runs between training steps (verl empties the allocator's cache around it, engine_workers.py
+    # update_weights); False: training passes only (verl's workers driven without a rollout, as the GPU measurement)
+    rollout_between_steps: bool = True
 
 
 @dataclass(frozen=True)
@@ -199,6 +202,12 @@ class Estimate:
     host_memory_gb: Optional[float] = None
     reward_kv_seqs: Optional[float] = None
     sync_kv_gib: float = 0.0  # the engine's KV share counted in the weight sync (verl 0.9.1 resumes it after)
+    # per phase: what verl logs as perf/max_memory_allocated_gb and perf/max_memory_reserved_gb (GiB, full-length
+    # sequences), its passes' own; where the training passes' coefficients came from
+    verl_metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
+    passes: dict[str, Any] = field(default_factory=dict)
+    coefficients: str = ""
+    layout: Optional[Layout] = None
 
     # -- per phase ----------------------------------------------------------------------------------------------
     def phase_gib(self, phase: str) -> float:
@@ -336,10 +345,14 @@ class Estimate:
             "band": BAND,
             "tight": self.tight_phases,
             "phases": {p: {"total_gib": round(self.phase_gib(p), 2), "band_gib": [round(x, 2) for x in self.band(p)],
-                           "terms": {k: round(v, 2) for k, v in self.table(p).items()}} for p in self.phases},
+                           "terms": {k: round(v, 2) for k, v in self.table(p).items()},
+                           **({"verl_metrics": self.verl_metrics[p]} if p in self.verl_metrics else {})}
+                       for p in self.phases},
             "roles": self.roles(),
             "kv_cache_sequences": round(self.kv_seqs, 1),
             "host_gb_per_node": round(self.host_gb_per_node, 1),
+            "verl_metrics": self.verl_metrics,
+            "coefficients": self.coefficients,
         }
 
 
@@ -442,85 +455,114 @@ def rollout_weight_bytes(s: ModelShape, L: Layout) -> float:
 
 def estimate(s: ModelShape, L: Layout) -> Estimate:
     full = _estimate(s, L, full=False)
+    long = _estimate(s, L, full=True) if L.static_micro else full
     if L.static_micro:
-        long = _estimate(s, L, full=True)
         full.full_length = dict(long.phases)
+    # verl's own per-pass peaks, with full-length sequences (a static micro-batch of max-length sequences)
+    full.verl_metrics, full.passes = long.verl_metrics, long.passes
     return full
 
 
-def _estimate(s: ModelShape, L: Layout, *, full: bool) -> Estimate:
-    P = s.params
-    e = Estimate(gpu_gb=L.gpu_gb, capacity_gib=capacity_gib(L.gpu_gb, L.gpu_type), host_memory_gb=L.host_memory_gb)
-    gpn, n = L.gpus_per_node, L.n_gpus
-    host = 0.0
+@dataclass
+class _State:
+    """One GPU's training state (bytes) that every phase of the estimate draws on."""
 
-    # -- the actor's state per GPU ------------------------------------------------------------------------------
-    # FSDP shards over every GPU (fsdp_size=-1; Ulysses SP only splits the data: workers/engine/fsdp/
-    # transformer_impl.py builds the mesh over the whole world). Megatron over TP × PP, Adam over all GPUs.
+    weights: float = 0.0
+    grads: float = 0.0
+    optim: float = 0.0
+    gather: float = 0.0
+    biggest: float = 0.0
+    ref_weights: float = 0.0
+    sync_weights: float = 0.0
+    host: float = 0.0
+    has_ref: bool = False
+    ref_res: float = 0.0
+    critic_w: float = 0.0
+    critic_g: float = 0.0
+    critic_o: float = 0.0
+    critic_tok: float = 0.0
+    critic_off: bool = False
+
+    @property
+    def critic_res(self) -> float:
+        return 0.0 if self.critic_off else self.critic_w + self.critic_o
+
+
+def _actor_state(s: ModelShape, L: Layout) -> _State:
+    """The actor's weights, gradients, Adam states per GPU. FSDP shards over every GPU (fsdp_size=-1; Ulysses SP
+    only splits the data: workers/engine/fsdp/transformer_impl.py builds the mesh over the whole world). Megatron
+    over TP × PP, Adam over all GPUs."""
+    P, n, gpn = s.params, L.n_gpus, L.gpus_per_node
+    st = _State()
     if L.megatron:
         per_gpu, optim_params = megatron_params_per_gpu(s, L)
-        weights = MEGATRON_WEIGHT_BYTES * per_gpu
-        grads = L.grad_bytes * per_gpu
+        st.weights = MEGATRON_WEIGHT_BYTES * per_gpu
+        st.grads = L.grad_bytes * per_gpu
         optim_all = L.optim_bytes * optim_params
-        optim = optim_all * (1 - L.optimizer_cpu_fraction)  # Megatron's CPU optimizer keeps its share on the host
-        host += (optim_all - optim) * gpn
-        gather = biggest = 0.0
-        ref_weights = MEGATRON_WEIGHT_BYTES * per_gpu
+        st.optim = optim_all * (1 - L.optimizer_cpu_fraction)  # Megatron's CPU optimizer keeps its share on the host
+        st.host += (optim_all - st.optim) * gpn
+        st.ref_weights = MEGATRON_WEIGHT_BYTES * per_gpu
     else:
-        weights = FSDP_WEIGHT_BYTES * P / n
+        st.weights = FSDP_WEIGHT_BYTES * P / n
         trained = s.lora_params(L.lora_rank) if L.lora_rank else P
-        grads = 4 * trained / n
-        optim = ADAM_BYTES * trained / n
+        st.grads = 4 * trained / n
+        st.optim = ADAM_BYTES * trained / n
         # the unit being computed and the prefetched one (FSDP's default backward prefetch), gathered in bf16 (mixed
         # precision param_dtype); the embedding / LM head is the largest unit
-        gather = 2 * 2 * max(s.layer_params(), s.vocab * s.hidden)
+        st.gather = 2 * 2 * max(s.layer_params(), s.vocab * s.hidden)
         # the largest tensor the weight sync gathers whole, in fp32 (engine's get_per_tensor_param .full_tensor())
-        biggest = FSDP_WEIGHT_BYTES * s.vocab * s.hidden
-        ref_weights = FSDP_WEIGHT_BYTES * P / n
-    sync_weights = weights  # what the weight sync loads onto the GPU (all weights, unless LoRA syncs adapters only)
+        st.biggest = FSDP_WEIGHT_BYTES * s.vocab * s.hidden
+        st.ref_weights = FSDP_WEIGHT_BYTES * P / n
+    st.sync_weights = st.weights  # what the weight sync loads onto the GPU (all weights, unless LoRA syncs adapters)
     if L.megatron and L.lora_rank:
         # LoRA through Megatron-Bridge's PEFT (workers/config/megatron_peft.py): the frozen base stays bf16, sharded as
         # above; the adapters (lora.dtype null: the model's bf16) are the only parameters that require gradients, so
         # Megatron's DDP gives only them an fp32 gradient buffer and the distributed optimizer only their fp32 master
         # copy and Adam m, v (PEFT freezes the base before the DDP wrap: utils/megatron_utils.py:389-403).
         adapters = megatron_lora_per_gpu(s, L)
-        weights += MEGATRON_WEIGHT_BYTES * adapters
-        grads = MEGATRON_GRAD_BYTES * adapters
-        optim = MEGATRON_OPTIM_BYTES * megatron_lora_params(s, L.lora_rank) / n
-        sync_weights = MEGATRON_WEIGHT_BYTES * adapters if (L.lora_adapter_sync and L.offload_params) else weights
-    host += ((weights if L.offload_params else 0) + (optim if L.offload_optimizer else 0)) * gpn
-    resident_w = 0.0 if L.offload_params else weights
-    resident_o = 0.0 if L.offload_optimizer else optim
-    # gradients are freed after each update (EngineTrainModeCtx zero_grad_on_exit=True, workers/engine/base.py:312)
-    # in FSDP; Megatron's gradient buffer is allocated for the model's life unless the parameters are offloaded.
-    resident_g = grads if (L.megatron and not L.offload_params) else 0.0
-
-    # the reference: with LoRA verl computes it with the actor's adapters off (ray_trainer.py:360 ref_in_actor)
-    has_ref = L.use_ref and not L.lora_rank
-    ref_res = ref_weights if (has_ref and L.ref_resident) else 0.0
-    if has_ref and not L.ref_resident:
-        host += ref_weights * gpn
-
+        st.weights += MEGATRON_WEIGHT_BYTES * adapters
+        st.grads = MEGATRON_GRAD_BYTES * adapters
+        st.optim = MEGATRON_OPTIM_BYTES * megatron_lora_params(s, L.lora_rank) / n
+        st.sync_weights = MEGATRON_WEIGHT_BYTES * adapters if (L.lora_adapter_sync and L.offload_params) else st.weights
+    st.host += ((st.weights if L.offload_params else 0) + (st.optim if L.offload_optimizer else 0)) * gpn
+    # the reference: with LoRA verl computes it with the actor's adapters off (ray_trainer.py:360 ref_in_actor).
+    # verl's FSDP reference is always CPU-offloaded (transformer_impl.py:422-463): never resident
+    st.has_ref = L.use_ref and not L.lora_rank
+    resident = L.ref_resident and L.megatron
+    st.ref_res = st.ref_weights if (st.has_ref and resident) else 0.0
+    if st.has_ref and not resident:
+        st.host += st.ref_weights * gpn
     # the critic: fp32 weights + Adam between its updates (12 B/param), + fp32 gradients during them (16 B)
-    critic_w = critic_o = critic_g = critic_tok = 0.0
-    c_off = L.offload_params if L.critic_offload is None else L.critic_offload
+    st.critic_off = L.offload_params if L.critic_offload is None else L.critic_offload
     if L.critic is not None:
         C = L.critic.params
         shard = (L.megatron_tp * L.megatron_pp) if L.megatron else n
-        critic_w = (MEGATRON_WEIGHT_BYTES if L.megatron else FSDP_WEIGHT_BYTES) * C / shard
-        critic_g = 4 * C / shard
-        critic_o = (MEGATRON_OPTIM_BYTES if L.megatron else ADAM_BYTES) * C / (n if L.megatron else shard)
-        critic_tok = _critic_bytes_per_token(L.critic, L)
-        if c_off:
-            host += (critic_w + critic_o) * gpn
-    critic_res = 0.0 if c_off else critic_w + critic_o
+        st.critic_w = (MEGATRON_WEIGHT_BYTES if L.megatron else FSDP_WEIGHT_BYTES) * C / shard
+        st.critic_g = 4 * C / shard
+        st.critic_o = (MEGATRON_OPTIM_BYTES if L.megatron else ADAM_BYTES) * C / (n if L.megatron else shard)
+        st.critic_tok = _critic_bytes_per_token(L.critic, L)
+        if st.critic_off:
+            st.host += (st.critic_w + st.critic_o) * gpn
+    return st
+
+
+def _estimate(s: ModelShape, L: Layout, *, full: bool) -> Estimate:
+    e = Estimate(gpu_gb=L.gpu_gb, capacity_gib=capacity_gib(L.gpu_gb, L.gpu_type), host_memory_gb=L.host_memory_gb,
+                 layout=L)
+    st = _actor_state(s, L)
+    resident_w = 0.0 if L.offload_params else st.weights
+    resident_o = 0.0 if L.offload_optimizer else st.optim
+    # gradients are freed after each update (EngineTrainModeCtx zero_grad_on_exit=True, workers/engine/base.py:312)
+    # in FSDP; Megatron's gradient buffer is allocated for the model's life unless the parameters are offloaded.
+    resident_g = st.grads if (L.megatron and not L.offload_params) else 0.0
+    resident = resident_w + resident_o + resident_g
 
     # -- working sets -----------------------------------------------------------------------------------------
     t_train = _tokens(L, L.train_tokens, full=full)
     t_fwd = _tokens(L, L.logprob_tokens, full=full)
     acts = t_train * train_bytes_per_token(s, L)
     fwd = t_fwd * forward_bytes_per_token(s, L)
-    critic_acts = t_train * critic_tok
+    critic_acts = t_train * st.critic_tok
     reserve = ALLOCATOR_RESERVE * max(acts, fwd, critic_acts)
     carried = ALLOCATOR_RESERVE * max(acts, critic_acts)  # what the last update leaves cached into the next sync
 
@@ -529,78 +571,93 @@ def _estimate(s: ModelShape, L: Layout, *, full: bool) -> Estimate:
     # the engines during training: asleep (rollout.free_cache_engine, verl's default, frees weights and KV cache),
     # else awake with their whole reservation
     asleep = ENGINE_ASLEEP_GIB * GIB * (2 if L.reward_gmu else 1) if L.free_cache_engine else engine + reward_engine
-
-    context = CUDA_CONTEXT_GIB if n > 1 else SINGLE_GPU_CONTEXT_GIB
+    asleep_term = ("rollout", "asleep" if L.free_cache_engine else "engine awake (free_cache_engine=false)", asleep)
+    context = CUDA_CONTEXT_GIB if L.n_gpus > 1 else SINGLE_GPU_CONTEXT_GIB
 
     def terms(*items: tuple[str, str, float]) -> tuple[Term, ...]:
         return tuple(Term(r, p, b / GIB) for r, p, b in items if b > 0) + (Term("runtime", "CUDA context + NCCL", context),)
 
-    resident_critic = [("critic", "weights + Adam (not offloaded)", critic_res)] if L.critic is not None else []
-    resident_ref = [("reference", "weights (not offloaded)", ref_res)] if has_ref else []
+    resident_critic = [("critic", "weights + Adam (not offloaded)", st.critic_res)] if L.critic is not None else []
+    resident_ref = [("reference", "weights (not offloaded)", st.ref_res)] if st.has_ref else []
+    _rollout_phases(e, L, st, terms, engine, reward_engine, resident, resident_ref + resident_critic, carried)
+    # the verdict's log-prob and update phases: the analytic model calibrated on the public run reports; FSDP's
+    # passes traced from the model's architecture give verl_metrics beside them (and, through the GPU calibration,
+    # the passes verl logs); the traced phases replace the analytic ones once they hold the public reports too
+    _analytic_training_phases(e, L, st, terms, resident_w, resident_o, resident_g, fwd, acts, critic_acts,
+                              resident_ref + resident_critic, asleep_term, reserve)
+    if not L.megatron:
+        import sys
 
+        from wizard.planner.phasemem import fsdp_training_phases
+
+        fsdp_training_phases(e, s, L, st, terms, t_train, t_fwd, asleep_term, sys.modules[__name__], set_phases=False)
+    _kv_cache(e, s, L, st, engine, reward_engine)
+    return e
+
+
+def _rollout_phases(e: Estimate, L: Layout, st: _State, terms: Callable, engine: float, reward_engine: float,
+                    resident: float, others: list, carried: float) -> None:
+    """The phases with the rollout engine awake: rollout and the weight sync before it."""
     # a reward model's engine that sleeps outside its turn: asleep beside the policy's engine; its own turn (the
     # policy's engine asleep) counts where it reserves more than the policy's
-    reward_turns = bool(L.reward_gmu) and L.reward_free_cache
-    if reward_turns:
+    if bool(L.reward_gmu) and L.reward_free_cache:
         reward_beside = ("reward model", "asleep (its engine wakes for its own turn)", ENGINE_ASLEEP_GIB * GIB)
         reward_turn = [("reward model", "its own turn (above the policy's engine)", reward_engine - engine)]
     else:
         reward_beside, reward_turn = ("reward model", "engine reservation", reward_engine), []
+    reservation = ("rollout", "engine reservation (gpu_memory_utilization × card)", engine)
     # rollout: the engines awake, the training state that is not offloaded beside them
-    e.phases["rollout"] = terms(
-        ("rollout", "engine reservation (gpu_memory_utilization × card)", engine),
-        reward_beside, *reward_turn,
-        ("actor", "resident (not offloaded)", resident_w + resident_o + resident_g),
-        *resident_ref, *resident_critic,
-        ("runtime", "allocator reserve", carried),
-    )
+    e.phases["rollout"] = terms(reservation, reward_beside, *reward_turn,
+                                ("actor", "resident (not offloaded)", resident), *others,
+                                ("runtime", "allocator reserve", carried))
     # weight sync (engine_workers.py:update_weights): the actor's weights on the GPU (loaded when offloaded) and
     # the largest gathered tensor, beside the engine. verl 0.9.1 resumes the engine's weights first and its KV
     # cache after the offload; the measured runs D04–D10 (7B–72B, peak in this phase) fit the whole reservation
     # held (estimates −16 … +16 % of the measured peaks), so the whole reservation is counted.
-    e.phases["weight sync"] = terms(
-        ("rollout", "engine reservation (gpu_memory_utilization × card)", engine),
-        reward_beside,
-        ("actor", "weights loaded for the sync", sync_weights + resident_o + resident_g),
-        ("actor", "largest tensor gathered for the sync", biggest),
-        *resident_ref, *resident_critic,
-        ("runtime", "allocator reserve", carried),
-    )
+    resident_w = 0.0 if L.offload_params else st.weights
+    e.phases["weight sync"] = terms(reservation, reward_beside,
+                                    ("actor", "weights loaded for the sync", st.sync_weights + resident - resident_w),
+                                    ("actor", "largest tensor gathered for the sync", st.biggest), *others,
+                                    ("runtime", "allocator reserve", carried))
+
+
+def _analytic_training_phases(e: Estimate, L: Layout, st: _State, terms: Callable, resident_w: float,
+                              resident_o: float, resident_g: float, fwd: float, acts: float, critic_acts: float,
+                              others: list, asleep_term: tuple, reserve: float) -> None:
+    """log-prob and update from the analytic per-token bytes (Megatron: its engine is not traced)."""
+    resident = resident_w + resident_o + resident_g
     # log-prob: the actor's pass and the reference's pass; offloaded roles take turns, each with its weights loaded
-    actor_own = weights if L.offload_params else 0.0
-    ref_own = ref_weights if (has_ref and not L.ref_resident) else 0.0
+    actor_own = st.weights if L.offload_params else 0.0
+    ref_own = st.ref_weights if (st.has_ref and not st.ref_res) else 0.0
     own_role = "reference" if ref_own > actor_own else "actor"
-    e.phases["log-prob"] = terms(
-        ("actor", "resident (not offloaded)", resident_w + resident_o + resident_g),
-        *resident_ref,
-        (own_role, "weights loaded for its own pass", max(actor_own, ref_own)),
-        ("actor", "gathered layers", gather),
-        ("actor", "activations + logits (forward)", fwd),
-        *resident_critic,
-        ("rollout", "asleep" if L.free_cache_engine else "engine awake (free_cache_engine=false)", asleep),
-        ("runtime", "allocator reserve", reserve),
-    )
+    e.phases["log-prob"] = terms(("actor", "resident (not offloaded)", resident), *others,
+                                 (own_role, "weights loaded for its own pass", max(actor_own, ref_own)),
+                                 ("actor", "gathered layers", st.gather),
+                                 ("actor", "activations + logits (forward)", fwd), asleep_term,
+                                 ("runtime", "allocator reserve", reserve))
     # update: the actor's full training state, one micro-batch's activations and logits
-    update = [
-        ("actor", "weights", weights),
-        ("actor", "gradients", grads),
-        ("actor", "optimizer states", optim),
-        ("actor", "gathered layers", gather),
-        ("actor", "activations + logits", acts),
-        *resident_ref, *resident_critic,
-        ("rollout", "asleep" if L.free_cache_engine else "engine awake (free_cache_engine=false)", asleep),
-        ("runtime", "allocator reserve", reserve),
-    ]
+    update = [("actor", "weights", st.weights), ("actor", "gradients", st.grads), ("actor", "optimizer states", st.optim),
+              ("actor", "gathered layers", st.gather), ("actor", "activations + logits", acts), *others, asleep_term,
+              ("runtime", "allocator reserve", reserve)]
     e.phases["update"] = terms(*update)
     if L.critic is not None:
         # the critic's own update: with offload, the actor is swapped out while it runs
-        actor_kept = (resident_w + resident_o + resident_g) if c_off else weights + optim + resident_g
-        critic_turn = critic_w + critic_g + critic_o + critic_acts + actor_kept + ref_res + gather + asleep + reserve
-        above = critic_turn - (sum(b for _, _, b in update))
+        actor_kept = resident if st.critic_off else st.weights + st.optim + resident_g
+        critic_turn = (st.critic_w + st.critic_g + st.critic_o + critic_acts + actor_kept + st.ref_res + st.gather
+                       + asleep_term[2] + reserve)
+        above = critic_turn - sum(b for _, _, b in update)
         if above > 0:
             e.phases["update"] = terms(*update, ("critic", "its update (above the actor's)", above))
+    e.verl_metrics = {p: {"max_memory_allocated_gb": round(sum(t.gib for t in e.phases[p] if t.role not in
+                                                               ("runtime", "rollout")), 2),
+                          "max_memory_reserved_gb": round(sum(t.gib for t in e.phases[p] if t.role != "rollout"
+                                                              and t.part != "CUDA context + NCCL"), 2)}
+                      for p in ("log-prob", "update")}
+    e.coefficients = "analytic (Megatron engine: not traced)"
 
-    # the KV cache: what the reservation holds beyond the bf16 weights
+
+def _kv_cache(e: Estimate, s: ModelShape, L: Layout, st: _State, engine: float, reward_engine: float) -> None:
+    """The KV cache the reservation holds beyond the bf16 weights, and the host memory per node."""
     engine_weights = rollout_weight_bytes(s, L)
     kv_room = engine - engine_weights - ENGINE_OVERHEAD_GIB * GIB
     e.kv_seqs = max(0.0, kv_room / (s.kv_bytes_per_token(L.rollout_tp) * L.seq_len))
@@ -612,9 +669,8 @@ def _estimate(s: ModelShape, L: Layout, *, full: bool) -> Estimate:
         r_seq = L.reward_seq_len or L.seq_len
         e.reward_kv_seqs = max(0.0, r_room / (L.reward.kv_bytes_per_token(L.reward_tp) * r_seq))
         e.kv_seqs = min(e.kv_seqs, e.reward_kv_seqs)
-    host += engine_weights * gpn  # a sleeping engine keeps its weights in host memory
+    host = st.host + engine_weights * L.gpus_per_node  # a sleeping engine keeps its weights in host memory
     e.host_gb_per_node = host / GB
-    return e
 
 
 def megatron_lora_params(s: ModelShape, rank: int) -> int:
@@ -741,3 +797,4 @@ def choose(s: ModelShape, base: Layout, *, tp_options: list[int], offload_option
                     if est.plan_verdict in accept:
                         return Decision(final, est, {})
     return None
+

@@ -538,6 +538,11 @@ def _memory_rows(plan: Plan) -> dict[str, Any]:
     rows = [{"part": k, "cells": [f"{tables[p][k]:.1f}" if k in tables[p] else "" for p in phases]} for k in keys]
     rows.append({"part": "**total**", "cells": [f"{m.phase_gib(p):.1f}" for p in phases]})
     rows.append({"part": "band (low – high)", "cells": ["{:.1f} – {:.1f}".format(*m.band(p)) for p in phases]})
+    vm = getattr(m, "verl_metrics", {}) or {}
+    for key in ("max_memory_allocated_gb", "max_memory_reserved_gb"):
+        if vm:
+            rows.append({"part": f"verl's perf/{key} (full-length)",
+                         "cells": [f"{vm[p][key]:.1f}" if p in vm else "" for p in phases]})
     summary = (
         f"{m.verdict_line()[0].upper()}{m.verdict_line()[1:]}. "
         f"GiB = 2^30 bytes; the card's {m.gpu_gb:g} GB is {m.capacity_gib:.1f} GiB as it reports itself. The band is "
@@ -545,7 +550,9 @@ def _memory_rows(plan: Plan) -> dict[str, Any]:
         f"end also covers micro-batches of full-length sequences. The rollout KV cache holds {m.kv_seqs:.0f} full "
         f"sequences per GPU. Host memory per node for offloaded state and the sleeping engine: ~{m.host_gb_per_node:.0f} GB."
     )
-    return {"known": True, "rows": rows, "phases": phases, "summary": summary}
+    from wizard.planner.phasemem import explain
+
+    return {"known": True, "rows": rows, "phases": phases, "summary": summary, "notes": explain(m)}
 
 
 def render(plan: Plan) -> dict[str, str]:

@@ -21,8 +21,7 @@ def _moe(c: Ctx, shape: Any) -> bool:
 
 
 def rule_memory(c: Ctx, f: Facts, shape: Any, why: str) -> None:
-    from wizard.planner import memory
-    from wizard.planner.memory import GIB, MEAN_FILL, Layout, estimate
+    from wizard.planner.memory import estimate
 
     # a MoE is estimated with its experts sharded over EP × ETP (wizard.planner.memory) when its exact shape is known
     # (a catalogue MoE or a local config.json); a dense shape scaled from a MoE's name ("30B-A3B") is far off
@@ -64,6 +63,18 @@ def rule_memory(c: Ctx, f: Facts, shape: Any, why: str) -> None:
     gmu = c.num(keys[1]) or 0.0
     if not 0 < gmu <= 1:
         return
+    layout, off_p = _layout(c, f, shape, hw, tp, gmu)
+    if layout is None:
+        return
+    c.memory_layout = layout  # type: ignore[attr-defined]  # the step-time rules (rules/time.py) re-estimate variants
+    _report(c, estimate(shape, layout), shape, hw, keys, tp, gmu, off_p, layout.reward)
+
+
+def _layout(c: Ctx, f: Facts, shape: Any, hw: Any, tp: int, gmu: float) -> tuple[Any, bool]:
+    """The memory Layout verl would run with these keys, and whether the actor's parameters are offloaded."""
+    from wizard.planner import memory
+    from wizard.planner.memory import MEAN_FILL, Layout
+
     seq = f.seq
     # token counts per micro-batch: the budget under dynamic batching (verl packs up to it; × SP, split back over
     # the SP group by the estimate), else micro-batch × max length (the estimate applies its mean fill)
@@ -94,7 +105,9 @@ def rule_memory(c: Ctx, f: Facts, shape: Any, why: str) -> None:
         grad_bytes, optim_bytes, cpu_fraction = _megatron_optimizer_bytes(c)
     else:
         off_p, off_o = bool(c.v(f"{A}.fsdp_config.param_offload")), bool(c.v(f"{A}.fsdp_config.optimizer_offload"))
-        ref_resident = not bool(c.v(f"{REF}.fsdp_config.param_offload"))
+        # verl forces CPU offload on the FSDP reference whatever its param_offload says (forward-only engine:
+        # workers/engine/fsdp/transformer_impl.py:422-463)
+        ref_resident = False
         mtp = mpp = 1
         critic_off = c.v("critic.fsdp.param_offload")
     critic = None
@@ -141,8 +154,16 @@ def rule_memory(c: Ctx, f: Facts, shape: Any, why: str) -> None:
                     optimizer_cpu_fraction=cpu_fraction, grad_bytes=grad_bytes, optim_bytes=optim_bytes,
                     update_entropy=bool(c.v(f"{A}.calculate_entropy")) or (c.num(f"{A}.entropy_coeff") or 0.0) != 0.0,
                     free_cache_engine=c.v(f"{R}.free_cache_engine") is not False, gpu_type=hw.gpu_type)
-    est = estimate(shape, layout)
-    c.memory_layout = layout  # type: ignore[attr-defined]  # the step-time rules (rules/time.py) re-estimate variants
+    return layout, off_p
+
+
+def _report(c: Ctx, est: Any, shape: Any, hw: Any, keys: tuple, tp: int, gmu: float, off_p: bool, reward: Any) -> None:
+    """VI860 (a phase over the card, or tight) and VI862 (the KV cache) from the estimate; c.memory = est."""
+    from wizard.planner.memory import GIB
+
+    seq = est.layout.seq_len if est.layout else 0
+    reward_gmu = est.layout.reward_gmu if est.layout else 0.0
+    reward_tp = est.layout.reward_tp if est.layout else 1
     approx = shape.source not in ("catalogue", "local")
     sev = "warning" if approx else "error"
     where = f"{shape.name} ({shape.params_b:.1f}B{', shape estimated from its name' if approx else ''})"

@@ -1,0 +1,60 @@
+"""Regenerate wizard/planner/data/memory_coeffs.json: per-architecture memory coefficients traced from each model's
+config under torch's FakeTensorMode (wizard.planner.memtrace). Needs torch, transformers and verl installed.
+
+    python scripts/trace_memory.py Qwen/Qwen2.5-0.5B-Instruct ...   # these catalogue models (merged into the file)
+    python scripts/trace_memory.py --local /path/to/model           # a local model folder's config.json
+    python scripts/trace_memory.py --out FILE ...                   # write elsewhere (the test's regeneration)
+
+Tracing one architecture takes minutes on a CPU (verl's logprobs_from_logits_v2 is traced row by row); models whose architecture another entry already covers are skipped."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from wizard.planner import memtrace  # noqa: E402
+from wizard.planner.shapes import from_catalogue, from_local  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("models", nargs="*", help="catalogue model ids")
+    ap.add_argument("--local", action="append", default=[], help="a local model folder (its config.json)")
+    ap.add_argument("--out", default=str(memtrace.DATA))
+    ap.add_argument("--tokens", type=int, default=memtrace.TRACE_TOKENS, help="the larger token count traced")
+    ns = ap.parse_args(argv)
+    shapes = []
+    for m in ns.models:
+        s = from_catalogue(m)
+        if s is None:
+            print(f"model={m}: not in verl-init's catalogue; pass --local with its folder", file=sys.stderr)
+            return 2
+        shapes.append(s)
+    shapes += [from_local(p) for p in ns.local]
+    out = Path(ns.out)
+    doc = json.loads(out.read_text(encoding="utf-8")) if out.exists() else {}
+    doc.setdefault("schema", memtrace.SCHEMA)
+    doc["generated_by"] = "scripts/trace_memory.py (wizard.planner.memtrace.trace)"
+    archs = doc.setdefault("architectures", {})
+    for s in shapes:
+        sig = memtrace.signature(s)
+        if not memtrace.traceable(s):
+            print(f"{s.name}: not traceable (MoE, vision or latent attention); stays analytic")
+            continue
+        t0 = time.time()
+        entry = memtrace.trace(s, tokens=ns.tokens)
+        entry["traced_from"] = s.name
+        archs[sig] = entry
+        print(f"{s.name}: traced in {time.time() - t0:.0f}s")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,73 @@
+"""Per-architecture memory coefficients traced under FakeTensorMode (wizard.planner.memtrace): the stored data is what
+the script regenerates, the estimate says where its coefficients came from, and the JSON carries verl_metrics."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import ROOT
+from wizard.planner import memtrace
+from wizard.planner.shapes import from_catalogue, from_local
+
+TINY = ROOT / "tests" / "data" / "tiny-qwen2-trace"
+
+
+def test_regenerating_a_small_architecture_matches_the_stored_data():
+    """The stored entry is what the script's trace gives now; a coefficient changed in it (the planted fault) would
+    not match."""
+    shape = from_local(str(TINY))
+    stored = memtrace.catalogue_data()[memtrace.signature(shape)]
+    fresh = memtrace.trace(shape, tokens=stored["tokens_traced"][1])
+    keys = ("forward", "train_gc", "train_nogc", "value_forward", "value_train_gc", "value_train_nogc",
+            "optimizer_step_temp_bytes_per_param")
+    for key in keys:
+        assert fresh[key] == stored[key], key
+    planted = json.loads(json.dumps(stored))
+    planted["train_gc"]["rest_per_token"] += 1
+    assert any(fresh[k] != planted[k] for k in keys)
+
+
+def test_the_traced_terms_follow_the_architecture():
+    data = memtrace.catalogue_data()
+    for name in ("Qwen/Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-7B-Instruct"):
+        d = data[memtrace.signature(from_catalogue(name))]
+        # the forward's per-token bytes hold at least the bf16 logits (2 B per vocabulary entry)
+        assert d["forward"]["rest_per_token"] >= 2 * from_catalogue(name).vocab
+        # AdamW(foreach) keeps one fp32 temporary per parameter in its step
+        assert d["optimizer_step_temp_bytes_per_param"] == pytest.approx(4.0)
+    small = data[memtrace.signature(from_catalogue("Qwen/Qwen2.5-0.5B-Instruct"))]
+    # gradient checkpointing keeps each layer's bf16 input (2 B × hidden per token); without it a layer keeps more
+    assert small["train_gc"]["per_layer_per_token"] == 2 * 896
+    assert small["train_nogc"]["per_layer_per_token"] > small["train_gc"]["per_layer_per_token"]
+
+
+def test_the_source_of_the_coefficients_is_named(monkeypatch):
+    data, src = memtrace.coefficients(from_catalogue("Qwen/Qwen2.5-1.5B-Instruct"))
+    assert data is not None and src == "catalogue data"
+    data, src = memtrace.coefficients(from_catalogue("Qwen/Qwen3-30B-A3B"))
+    assert data is None and src.startswith("analytic (MoE")
+    monkeypatch.delenv(memtrace.TRACE_ENV, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(ROOT / "tests" / "data" / "no-such-cache"))
+    odd = from_catalogue("Qwen/Qwen2.5-0.5B-Instruct").__class__(name="odd", arch="qwen2", layers=2, hidden=96, heads=4,
+                                                                kv_heads=2, head_dim=24, intermediate=192, vocab=2048)
+    data, src = memtrace.coefficients(odd)
+    assert data is None and memtrace.TRACE_ENV in src
+
+
+def test_check_json_has_verl_metrics_per_phase():
+    from wizard.check.lint import check
+
+    ov = ["actor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B-Instruct", "data.train_batch_size=8",
+          "actor_rollout_ref.actor.ppo_mini_batch_size=8", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
+          "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4", "actor_rollout_ref.rollout.n=2",
+          "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4", "actor_rollout_ref.actor.use_kl_loss=True",
+          "algorithm.adv_estimator=grpo", "actor_rollout_ref.rollout.tensor_model_parallel_size=1"]
+    report = check(None, ov, nnodes=1, gpus_per_node=1, gpu_type="H200", gpu_memory_gb=141)
+    doc = report.as_dict()["memory"]
+    assert doc["coefficients"] == "catalogue data"
+    for phase in ("log-prob", "update"):
+        vm = doc["phases"][phase]["verl_metrics"]
+        assert 0 < vm["max_memory_allocated_gb"] <= vm["max_memory_reserved_gb"] < doc["phases"][phase]["total_gib"]
+    assert set(doc["phases"]["log-prob"]["verl_metrics"]["passes"]) == {"old_log_prob", "ref_log_prob"}

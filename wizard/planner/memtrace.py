@@ -1,0 +1,253 @@
+"""Per-architecture memory coefficients traced from the model itself: the HF model built from its config.json under
+torch's FakeTensorMode (no weights, no GPU), one forward (+ backward) pass of a few hundred tokens and one AdamW step
+run under torch.distributed._tools.mem_tracker.MemTracker, the way torchtitan estimates memory without a GPU.
+
+What verl 0.9.1 runs, and therefore what is traced (site-packages/verl):
+- the forward/backward computes in bf16: FSDP's MixedPrecision(param_dtype=bf16) gathers every unit in bf16
+  (workers/engine/fsdp/transformer_impl.py:396-401), so the fake model is built in bf16; the fp32 master weights,
+  fp32 gradients and Adam states are counted per parameter by the estimate (phasemem.py), not traced here;
+- gradient checkpointing is transformers' (model.gradient_checkpointing_enable, non-reentrant), verl's default
+  (model.enable_gradient_checkpointing: true);
+- remove-padding packs the micro-batch's real tokens into one row (input_ids (1, T)), as use_remove_padding does;
+- the log-probs come from verl's own logprobs_from_logits (utils/torch_functional.py:73) on the (T, vocab) logits
+  (transformer_impl.py:1382-1432): without flash-attn its row-wise logprobs_from_logits_v2 (the GPU measurements
+  ran without flash-attn); the entropy of the update (entropy_coeff != 0) through verl's entropy_from_logits;
+  the old log-probs' entropy goes through torch.compile (engine use_torch_compile, transformer_impl.py:183), a
+  fused reduction that materializes no (T, vocab) tensor, so the forward-only passes trace no entropy;
+- the critic is the base model with a one-output head (verl/utils/model.py load_valuehead_model): no logits;
+- the optimizer is torch.optim.AdamW with foreach (the default on CUDA): its step's temporaries are traced on fp32
+  parameters and gradients.
+
+Coefficients (bytes; per token per layer, per token outside the layers, per parameter) scale to the real token
+counts and layer count; traced at two layer counts so the per-layer slope and the rest separate.
+Heavy imports (torch, transformers, verl) stay inside the functions."""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Optional
+
+DATA = Path(__file__).parent / "data" / "memory_coeffs.json"
+TRACE_TOKENS = 256
+SCHEMA = 1
+# tracing a local config.json on demand takes minutes on a CPU: opt in with this variable (the result is cached)
+TRACE_ENV = "VERL_INIT_TRACE_MEMORY"
+# the shape fields the coefficients depend on (the layer count is scaled, not traced)
+SIGNATURE_FIELDS = ("arch", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab", "tied", "qkv_bias")
+
+
+def signature(shape: Any) -> str:
+    return "|".join(f"{k}={getattr(shape, k)}" for k in SIGNATURE_FIELDS)
+
+
+def traceable(shape: Any) -> bool:
+    """Dense text models only: a MoE's routing is data-dependent (not traceable with fake tensors), a vision tower
+    needs images; those stay analytic (wizard.planner.memory)."""
+    return not getattr(shape, "experts", 0) and not getattr(shape, "vision", "") and not getattr(shape, "kv_lora_rank", 0)
+
+
+def _config(shape: Any, layers: int) -> Any:
+    from transformers import AutoConfig
+
+    kw = dict(shape.hf_config_kwargs())
+    kw["num_hidden_layers"] = layers
+    kw.pop("max_window_layers", None)
+    cfg = AutoConfig.for_model(shape.arch, **kw)
+    cfg._attn_implementation = "sdpa"
+    if hasattr(cfg, "layer_types") and isinstance(getattr(cfg, "layer_types"), list):
+        cfg.layer_types = list(cfg.layer_types)[:layers]
+    cfg.use_cache = False
+    return cfg
+
+
+def _peak_working(mt: Any) -> float:
+    """Peak bytes of activations and temporaries at the tracker's peak (parameters, buffers, gradients excluded:
+    the estimate counts those per parameter in verl's dtypes)."""
+    snap = mt.get_tracker_snapshot("peak")
+    total = 0.0
+    for dev in snap.values():
+        for k, v in dev.items():
+            name = getattr(k, "value", k)
+            if name in ("Activation", "Temp", "Other"):
+                total += v
+    return total
+
+
+def _trace_pass(shape: Any, layers: int, tokens: int, *, train: bool, ckpt: bool, value: bool, entropy: bool,
+                embed_grad: bool = True) -> float:
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.distributed._tools.mem_tracker import MemTracker
+    from transformers import AutoModel, AutoModelForCausalLM
+
+    from verl.utils.torch_functional import entropy_from_logits, logprobs_from_logits_v2
+
+    cfg = _config(shape, layers)
+    old = torch.get_default_dtype()
+    try:
+        with FakeTensorMode(allow_non_fake_inputs=True):
+            torch.set_default_dtype(torch.bfloat16)
+            model = (AutoModel if value else AutoModelForCausalLM).from_config(cfg, dtype=torch.bfloat16)
+            head = torch.nn.Linear(shape.hidden, 1, dtype=torch.bfloat16) if value else None
+            head_w = getattr(getattr(model, "lm_head", None), "weight", None)
+            if not embed_grad and head_w is not None:  # no weight gradient through the LM head's vocabulary table
+                model.lm_head.forward = lambda x: torch.nn.functional.linear(x, head_w.detach())
+            if ckpt:
+                model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            model.train(train)
+            ids = torch.randint(0, shape.vocab, (1, tokens))
+            pos = torch.arange(tokens).unsqueeze(0)
+            mt = MemTracker()
+            mt.track_external(model, *([head] if head is not None else []))
+            ctx = torch.enable_grad() if train else torch.no_grad()
+            with mt, ctx:
+                if embed_grad:
+                    out = model(input_ids=ids, position_ids=pos, use_cache=False)
+                else:  # no embedding backward: its parameter-sized temporaries are traced apart (embedding_backward)
+                    embeds = model.get_input_embeddings()(ids).detach()
+                    out = model(inputs_embeds=embeds, position_ids=pos, use_cache=False)
+                    del embeds
+                if value:
+                    loss = head(out.last_hidden_state).squeeze(-1).float().sum()
+                else:
+                    logits = out.logits.squeeze(0)
+                    loss = logprobs_from_logits_v2(logits, ids.squeeze(0)).sum()
+                    if entropy:
+                        loss = loss + entropy_from_logits(logits).sum()
+                    del logits
+                del out
+                if train:
+                    loss.backward()
+            return _peak_working(mt)
+    finally:
+        torch.set_default_dtype(old)
+
+
+def _trace_optimizer(shape: Any) -> float:
+    """Temporary bytes per parameter of one AdamW(foreach) step on fp32 parameters and gradients, steady state
+    (states exist): the step's peak minus parameters, gradients and the two states."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.distributed._tools.mem_tracker import MemTracker
+
+    sizes = [shape.hidden * shape.intermediate] * 3 + [shape.hidden * shape.hidden, shape.hidden]
+    with FakeTensorMode():
+        params = [torch.nn.Parameter(torch.empty(n, dtype=torch.float32)) for n in sizes]
+        for p in params:
+            p.grad = torch.empty_like(p)
+        opt = torch.optim.AdamW(params, lr=1e-6, foreach=True)
+        opt.step()  # creates the states
+        mt = MemTracker()
+        mt.track_external(*params)
+        with mt:
+            opt.step()
+        snap = mt.get_tracker_snapshot("peak")
+    total = sum(v for dev in snap.values() for k, v in dev.items() if getattr(k, "value", k) in ("Temp", "Other"))
+    return total / sum(sizes)
+
+
+# Every pass is traced at two token counts and two layer counts with the vocabulary tables' weight gradients left
+# out (the input embedding's output and the LM head's weight detached): bytes per token per decoder layer, per token
+# outside the layers (the logits and verl's log-softmax dominate the policy's), and a constant. The weight
+# gradients' own temporaries (a dense vocabulary × hidden gradient of the embedding, parameter-sized) are traced on
+# their own at a few tokens with every gradient on: they are a pass's peak only when the micro-batch is small
+# (measured: with them, 2048 and 4096 tokens of Qwen2.5-0.5B give the per-token bytes of the detached trace at 128
+# and 256 tokens within 1 %; below about 100 tokens the peak sits elsewhere, so the token counts are not smaller).
+VARIANTS = {
+    "forward": dict(train=False, ckpt=False, value=False, entropy=False),
+    "train_gc": dict(train=True, ckpt=True, value=False, entropy=False),
+    "train_nogc": dict(train=True, ckpt=False, value=False, entropy=False),
+    "value_forward": dict(train=False, ckpt=False, value=True, entropy=False),
+    "value_train_gc": dict(train=True, ckpt=True, value=True, entropy=False),
+    "value_train_nogc": dict(train=True, ckpt=False, value=True, entropy=False),
+}
+EMBED_TOKENS = 8
+
+
+def trace(shape: Any, tokens: int = TRACE_TOKENS) -> dict[str, Any]:
+    """The coefficients of one architecture (see the module doc); raises on an architecture transformers cannot
+    build or fake tensors cannot run."""
+    import torch
+    import transformers
+
+    out: dict[str, Any] = {"signature": signature(shape), "tokens_traced": [tokens // 2, tokens],
+                           "value_tokens_traced": [tokens, 2 * tokens], "layers_traced": [1, 2]}
+    for name, kw in VARIANTS.items():
+        # the critic's passes have no logits: their constant is relatively larger, so they are traced at twice
+        # the tokens (cheap: no row-wise log-softmax)
+        t1, t2 = (tokens, 2 * tokens) if kw["value"] else (tokens // 2, tokens)
+        w11 = _trace_pass(shape, 1, t1, embed_grad=False, **kw)
+        w12 = _trace_pass(shape, 1, t2, embed_grad=False, **kw)
+        w21 = _trace_pass(shape, 2, t1, embed_grad=False, **kw)
+        layer = max(0.0, (w21 - w11) / t1)
+        rest = max(0.0, (w12 - w11) / (t2 - t1) - layer)
+        entry = {"per_layer_per_token": round(layer, 2), "rest_per_token": round(rest, 2),
+                 "constant": round(max(0.0, w11 - t1 * (rest + layer)))}
+        if kw["train"]:
+            entry["embedding_backward"] = round(_trace_pass(shape, 1, EMBED_TOKENS, **kw))
+        out[name] = entry
+    out["optimizer_step_temp_bytes_per_param"] = round(_trace_optimizer(shape), 3)
+    out["torch"], out["transformers"] = torch.__version__, transformers.__version__
+    return out
+
+
+@lru_cache(maxsize=1)
+def catalogue_data() -> dict[str, Any]:
+    if not DATA.exists():
+        return {}
+    return json.loads(DATA.read_text(encoding="utf-8")).get("architectures", {})
+
+
+_TRACED: dict[str, dict[str, Any]] = {}
+
+
+def coefficients(shape: Any) -> tuple[Optional[dict[str, Any]], str]:
+    """(coefficients, where they came from): "catalogue data" (wizard/planner/data/memory_coeffs.json, traced by
+    scripts/trace_memory.py), "traced" (a local config.json traced now, torch installed), or (None, "analytic")
+    with the reason."""
+    sig = signature(shape)
+    data = catalogue_data().get(sig)
+    if data is not None:
+        return data, "catalogue data"
+    if not traceable(shape):
+        return None, "analytic (MoE, vision or latent attention: not traced)"
+    if sig in _TRACED:
+        return _TRACED[sig], "traced"
+    cached = _cache_file(sig)
+    if cached is not None and cached.exists():
+        try:
+            _TRACED[sig] = json.loads(cached.read_text(encoding="utf-8"))
+            return _TRACED[sig], "traced"
+        except (OSError, ValueError):
+            pass
+    if os.environ.get(TRACE_ENV) != "1":
+        return None, f"analytic (architecture not in the catalogue data; {TRACE_ENV}=1 traces it, once, cached)"
+    try:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError:
+        return None, "analytic (torch/transformers not installed: no trace of this architecture)"
+    try:
+        _TRACED[sig] = trace(shape)
+    except Exception as exc:  # noqa: BLE001 - an architecture transformers cannot build stays analytic, named
+        return None, f"analytic (trace failed: {type(exc).__name__}: {str(exc)[:120]})"
+    if cached is not None:
+        try:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            cached.write_text(json.dumps(_TRACED[sig], indent=1), encoding="utf-8")
+        except OSError:
+            pass
+    return _TRACED[sig], "traced"
+
+
+def _cache_file(sig: str) -> Optional[Path]:
+    import hashlib
+
+    base = os.environ.get("XDG_CACHE_HOME") or (os.path.join(os.path.expanduser("~"), ".cache")
+                                                  if os.path.expanduser("~") != "~" else "")
+    if not base:
+        return None
+    return Path(base) / "verl-init" / "memory-coeffs" / (hashlib.sha256(sig.encode()).hexdigest()[:16] + ".json")
