@@ -181,8 +181,7 @@ MAX_MODULE_LINES = 800
 MAX_FUNCTION_LINES = 120  # def line to the end of the body (ast end_lineno), decorators excluded
 # Being split right now by other helpers of issue 24 (step 1); the integrator empties this list when their work merges.
 # Every entry must still be over its limit (test_the_size_allowlist_is_not_stale), so a finished split is noticed.
-ALLOWLIST = {
-}
+ALLOWLIST: set[str] = set()  # modules/functions allowed over the limits while a split is under way: none
 
 
 def _sizes() -> dict[str, int]:
