@@ -272,12 +272,14 @@ def test_nvswitch_topology_changes_nothing():
 
 def test_the_critic_gets_the_layout_the_estimate_assumed():
     """verl 0.9 builds the critic's engine from critic.fsdp: its SP and offload must be set there (the deprecated
-    critic.ulysses_sequence_parallel_size alone is ignored), and its token budget is the actor's."""
+    critic.ulysses_sequence_parallel_size alone is ignored), and its token budget is the actor's, in
+    critic.ppo_infer_max_token_len_per_gpu (the one budget verl's V1 trainer gives the critic engine:
+    trainer/ppo/v1/trainer_base.py:267-268)."""
     long = plan(answers(model="Qwen/Qwen2.5-7B-Instruct", algorithm="ppo", samples_per_prompt=1, max_prompt_length=2048,
                         max_response_length=30000, gpu_memory_gb=80, prompts_per_step=64), base_dir="/r")
     sp = long.facts["sequence_parallel"]
     assert sp > 1 and long.value("critic.fsdp.ulysses_sequence_parallel_size") == sp
-    assert long.value("critic.ppo_max_token_len_per_gpu") == long.value("actor_rollout_ref.actor.ppo_max_token_len_per_gpu")
+    assert long.value("critic.ppo_infer_max_token_len_per_gpu") == long.value("actor_rollout_ref.actor.ppo_max_token_len_per_gpu")
     big = plan(answers(model="Qwen/Qwen2.5-7B-Instruct", algorithm="ppo", samples_per_prompt=1, gpu_memory_gb=40),
                base_dir="/r")
     assert big.facts["offload"] is True

@@ -750,8 +750,7 @@ def main(args: list[str]) -> int:
 
     p = argparse.ArgumentParser(
         prog="verl-init validate-dataset",
-        description="Check data files against what verl 0.9.1 reads: schema, ground truth, scorers, chat template, "
-                    "token lengths, duplicates and train/validation overlap. Exit 1 on errors.")
+        description="Check data files against what verl 0.9.1 reads: schema, ground truth, scorers, chat template, token lengths, duplicates and train/validation overlap. Exit 1 on errors.")
     p.add_argument("files", nargs="+", metavar="FILE", help=".parquet, .jsonl or .json files (e.g. train then val)")
     p.add_argument("--model-dir", dest="tokenizer", metavar="DIR",
                    help="model folder (or hub id) whose tokenizer and chat template to use, as in verify and smoke")
