@@ -83,6 +83,10 @@ BROKEN = {
     # a typo inside the YAML (not a command-line override) passes Hydra; verl's dataclass rejects it
     "typo key": ({}, lambda d: d["actor_rollout_ref"]["actor"].update(ppo_mini_batchsize=8), "validate_config"),
     "typo section": ({}, lambda d: d["trainer"].update(n_gpus=8), "every key exists"),
+    # a dataclass field the YAML omits is accepted (critic.ppo_infer_max_token_len_per_gpu); a near miss of it is not
+    "typo of a dataclass-only field": (dict(algorithm="ppo", samples_per_prompt=1),
+                                       lambda d: d["critic"].update(ppo_infer_max_token_len_per_gpux=8192),
+                                       "every key exists"),
     "bad loss aggregation": ({}, lambda d: d["actor_rollout_ref"]["actor"].update(loss_agg_mode="mean"),
                              "validate_config"),
     "token budget below one sequence": ({}, lambda d: d["actor_rollout_ref"]["actor"].update(ppo_max_token_len_per_gpu=100),

@@ -311,6 +311,8 @@ def _unknown_keys(bundle: str | os.PathLike[str], config_name: str) -> None:
             continue
         node: Any = tree
         for i, part in enumerate(parts):
+            if i == len(parts) - 1 and isinstance(node, dict) and part in _dataclass_fields(node.get("_target_")):
+                break  # a field of the dataclass verl builds from this node (omega_conf_to_dataclass) the YAML omits
             if not isinstance(node, dict) or part not in node:
                 siblings = [str(s) for s in node] if isinstance(node, dict) else []
                 close = difflib.get_close_matches(part, siblings, n=1)
@@ -320,6 +322,22 @@ def _unknown_keys(bundle: str | os.PathLike[str], config_name: str) -> None:
             node = node[part]
     if unknown:
         raise KeyError("not in verl's config tree: " + ", ".join(unknown))
+
+
+def _dataclass_fields(target: Any) -> set[str]:
+    """The fields of the dataclass a verl config node names in `_target_` (e.g. critic.ppo_infer_max_token_len_per_gpu
+    is a field of FSDPCriticConfig that critic.yaml does not list: verl/workers/config/critic.py:89), else none."""
+    import dataclasses
+    import importlib
+
+    if not isinstance(target, str) or "." not in target:
+        return set()
+    module, _, name = target.rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        return set()
+    return {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
 
 
 def registered_names(module_dir: str, decorator: str) -> set[str]:
