@@ -51,9 +51,6 @@ def sample(seed: int) -> list[str]:
     return out
 
 
-_SEEN = {"both_ok": 0, "both_reject": 0}
-
-
 @pytest.mark.parametrize("seed", range(N))
 def test_lint_errors_whenever_verl_rejects(seed):
     overrides = sample(seed)
@@ -61,16 +58,16 @@ def test_lint_errors_whenever_verl_rejects(seed):
     theirs = run_verl_checks(load_source(None, overrides))
     if not theirs.ok:
         assert ours.errors, f"verl rejects ({theirs.summary()}) but check finds no error in {overrides}"
-        _SEEN["both_reject"] += 1
     else:
         extra = ours.ids("error") - BEYOND_VERL
         assert not extra, (f"check reports {sorted(extra)} but verl accepts {overrides}",
                            [f.problem.line() for f in ours.errors])
-        if not ours.errors:
-            _SEEN["both_ok"] += 1
 
 
 def test_sample_covers_both_outcomes():
-    if sum(_SEEN.values()) < N // 2:
-        pytest.skip("run together with the sampled tests")
-    assert _SEEN["both_ok"] >= 5 and _SEEN["both_reject"] >= 5, _SEEN
+    """The sample is not one-sided. Counted with `check` alone (the test above holds it to verl's verdict on every
+    seed), in this test, so the count holds whichever pytest-xdist worker ran the sampled tests."""
+    seen = {"ok": 0, "reject": 0}
+    for seed in range(N):
+        seen["reject" if check(None, sample(seed), defaults="verl").errors else "ok"] += 1
+    assert seen["ok"] >= 5 and seen["reject"] >= 5, seen
