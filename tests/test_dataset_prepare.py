@@ -165,10 +165,14 @@ def test_instruction_can_be_empty(tmp_path):
 
 
 def test_missing_column_is_reported_not_a_traceback(tmp_path):
-    bundle = make_bundle(tmp_path, dataset=str(DATA / "qa/plain.jsonl"), question_field="prompt")
-    r = run_prepare(bundle)
+    """The planner refuses a column the file lacks (VI546, tests/test_data_schema.py); a file swapped in after the
+    render (`--input`) that lacks the mapped column is still one line per skipped row, no traceback."""
+    bundle = make_bundle(tmp_path, dataset=str(DATA / "qa/plain.jsonl"))
+    swapped = tmp_path / "swapped.jsonl"
+    swapped.write_text(json.dumps({"id": 1, "prompt": "1+1?", "answer": "2"}) + "\n")
+    r = run_prepare(bundle, "--input", str(swapped))
     assert r.returncode == 1 and "Traceback" not in r.stderr
-    assert "skipped train row 0: no 'prompt' value" in r.stderr and "no usable training rows" in r.stderr
+    assert "skipped train row 0: no 'question' value" in r.stderr and "no usable training rows" in r.stderr
 
 
 def test_out_and_input_options(tmp_path):
@@ -201,15 +205,36 @@ FAKE_DATASETS = textwrap.dedent('''
     ("math", [["DigitalLearningGmbH/MATH-lighteval"], "train", ["DigitalLearningGmbH/MATH-lighteval"], "test"]),
 ])
 def test_hub_download_by_name(dataset, expected, tmp_path):
-    """Without --local-dir the script asks the datasets library for the hub dataset by name (faked here)."""
+    """Without --local-dir the script asks the hub whether it can serve the dataset (one HEAD request, answered here
+    by a server on 127.0.0.1 named by HF_ENDPOINT) and then the datasets library for it by name (faked here)."""
+    import http.server
+    import threading
+
+    heads: list[str] = []
+
+    class Hub(http.server.BaseHTTPRequestHandler):
+        def do_HEAD(self):  # noqa: N802 - http.server's name
+            heads.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Hub)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
     fake = tmp_path / "fake"
     fake.mkdir()
     (fake / "datasets.py").write_text(FAKE_DATASETS)
     log = tmp_path / "calls.jsonl"
     env = {"PYTHONPATH": str(fake), "FAKE_DATASETS_LOG": str(log), "FAKE_DATASETS_ROOT": str(DATA),
-           "PATH": "/usr/bin:/bin"}
+           "PATH": "/usr/bin:/bin", "HF_ENDPOINT": f"http://127.0.0.1:{server.server_port}", "NO_PROXY": "127.0.0.1"}
     bundle = make_bundle(tmp_path, dataset=dataset)
-    r = run_prepare(bundle, env=env)
+    try:
+        r = run_prepare(bundle, env=env)
+    finally:
+        server.shutdown()
+    assert heads and heads[0].startswith("/api/datasets/"), heads
     assert r.returncode == 0, r.stderr
     calls = [json.loads(line) for line in log.read_text().splitlines()]
     assert [calls[0]["args"], calls[0]["split"], calls[1]["args"], calls[1]["split"]] == expected
