@@ -286,7 +286,8 @@ DATA_VARIANTS = [
     dict(dataset=str(DATA / "qa/plain.csv"), prompts_per_step=8, updates_per_step=1),
     dict(dataset=str(DATA / "chat/chat.jsonl"), messages_field="messages", system_prompt="Be exact.",
          prompts_per_step=4, updates_per_step=1),
-    dict(dataset=str(DATA / "qa/text.jsonl"), answer_format="text", reward="function", val_fraction=0,
+    dict(dataset=str(DATA / "qa/text.jsonl"), question_field="prompt_text", answer_field="reference",
+         answer_format="text", reward="function", val_fraction=0,
          prompts_per_step=4, updates_per_step=1),
 ]
 

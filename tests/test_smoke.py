@@ -96,7 +96,10 @@ def test_scaled_geometry_of_a_large_bundle(tmp_path):
     """dp 16 (2 nodes × 8): the smoke emulates 8 ranks; log-prob passes keep the bundle's log-prob micro size."""
     b = bundle_of(tmp_path, nnodes=2, gpus_per_node=8, cluster="ray", dynamic_batch=False, micro_batch_per_gpu=2,
                   prompts_per_step=64, samples_per_prompt=4, updates_per_step=2)
-    g = geometry_from_config(compose(b))
+    # the planner ranks log-prob micro-batches by step time (wizard.planner.layouts); pin 4 to test the scaling
+    pin = ["actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4",
+           "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4"]
+    g = geometry_from_config(compose(b, pin))
     assert g.dp == 16 and g.logprob_micro and g.lora_rank == 0
     sg = scale_geometry(g)
     assert (sg.dp, sg.bundle_dp) == (8, 16) and sg.micro_batches == g.micro_batches and sg.updates == g.updates
