@@ -1,4 +1,4 @@
-"""What several `verl-init` commands print the same way: the one-line error, the bundle summary.
+"""What several `verl-init` commands share: the answer options, the one-line error, the bundle summary.
 
 Stays light: nothing here imports more than the standard library until it runs.
 """
@@ -11,6 +11,18 @@ from typing import TYPE_CHECKING, Any, Sequence
 if TYPE_CHECKING:
     from wizard.intent.errors import Problem
     from wizard.planner.state import Plan
+
+
+def add_answer_options(p: Any) -> None:
+    """Where the answers come from, as the render and `plan` both take them: a profile, an answers file, and
+    single answers set or unset on top."""
+    p.add_argument("--profile", help="shipped profile to start from (see `verl-init profiles`)")
+    p.add_argument("--answers", metavar="FILE", help="answers YAML, e.g. a bundle's verl-init.yaml")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="override one answer; repeatable; wins over --answers and --profile")
+    p.add_argument("--unset", dest="unsets", action="append", default=[], metavar="KEY",
+                   help="remove one answer (from --answers or --profile) so that its default applies; repeatable "
+                        "(--set KEY= does the same)")
 
 
 def err(line: str) -> None:

@@ -11,15 +11,11 @@ if TYPE_CHECKING:
 
 
 def main(args: list[str]) -> int:
+    from wizard.cli.common import add_answer_options
+
     p = argparse.ArgumentParser(prog="verl-init plan",
                                 description="Memory per GPU for each role and phase, every choice with its reason.")
-    p.add_argument("--profile", help="shipped profile to start from (see `verl-init profiles`)")
-    p.add_argument("--answers", metavar="FILE", help="answers YAML, e.g. a bundle's verl-init.yaml")
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                   help="override one answer; repeatable; wins over --answers and --profile")
-    p.add_argument("--unset", dest="unsets", action="append", default=[], metavar="KEY",
-                   help="remove one answer (from --answers or --profile) so that its default applies; repeatable "
-                        "(--set KEY= does the same)")
+    add_answer_options(p)
     p.add_argument("--override", dest="overrides", action="append", default=[], metavar="VERL_KEY=VALUE",
                    help="a verl key the answers do not model (as verl-init's --override)")
     p.add_argument("--json", action="store_true", help="print the plan (memory, choices, findings) as JSON")

@@ -41,17 +41,13 @@ commands:
 
 
 def parser() -> argparse.ArgumentParser:
+    from wizard.cli.common import add_answer_options
+
     p = argparse.ArgumentParser(
         prog="verl-init", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--version", action="version", version=f"verl-init {__version__} (verl {VERL_TARGET})")
-    p.add_argument("--profile", help="shipped profile to start from (see `verl-init profiles`)")
-    p.add_argument("--answers", metavar="FILE", help="answers YAML, e.g. a bundle's verl-init.yaml")
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                   help="override one answer; repeatable; wins over --answers and --profile")
-    p.add_argument("--unset", dest="unsets", action="append", default=[], metavar="KEY",
-                   help="remove one answer (from --answers or --profile) so that its default applies; repeatable "
-                        "(--set KEY= does the same)")
+    add_answer_options(p)
     p.add_argument("--override", dest="overrides", action="append", default=[], metavar="VERL_KEY=VALUE",
                    help="set a verl key the answers do not model (Hydra syntax: key=value, +key=value adds a key); "
                         "repeatable; checked with `verl-init check`'s rules, recorded in verl-init.yaml")
