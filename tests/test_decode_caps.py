@@ -61,10 +61,25 @@ def bomb(tmp_path_factory) -> Path:
     return path
 
 
+# Linux keeps a process's peak RSS across fork and exec: a reader started straight from a pytest-xdist worker that
+# has imported verl and torch would report the worker's peak. A small wrapper starts the reader and reports the
+# reader's own peak (RUSAGE_CHILDREN of the wrapper).
+SPAWN = """
+import json, resource, subprocess, sys
+r = subprocess.run([sys.executable, "-c", *sys.argv[1:]], capture_output=True, text=True, timeout=120)
+sys.stderr.write(r.stderr)
+if r.returncode == 0:
+    result = json.loads(r.stdout.strip().splitlines()[-1])
+    result["rss"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    print(json.dumps(result))
+sys.exit(r.returncode)
+"""
+
+
 def _run(*args: str) -> tuple[dict, float]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     start = time.monotonic()
-    r = subprocess.run([sys.executable, "-c", RUN, *args], capture_output=True, text=True, timeout=120, env=env)
+    r = subprocess.run([sys.executable, "-c", SPAWN, RUN, *args], capture_output=True, text=True, timeout=150, env=env)
     took = time.monotonic() - start
     assert r.returncode == 0, r.stderr[-2000:]
     return json.loads(r.stdout.strip().splitlines()[-1]), took

@@ -5,8 +5,8 @@ reads parquet through `batches()`, which caps the decoded bytes per batch and pe
 How the caps hold while reading, not after:
 - before any data page is decoded, the footer's uncompressed sizes are read: a column chunk whose average value
   is over VALUE_BYTES is refused (at least one value of it is), and the batch size of each row group is chosen
-  so that its decoded batch stays under BATCH_BYTES (a dictionary-encoded chunk is counted at its whole size per
-  row, since one dictionary entry may repeat in every row);
+  so that its decoded batch stays under BATCH_BYTES (a dictionary-encoded chunk of VALUE_BYTES or more is read a
+  row at a time, since one dictionary entry may be the whole chunk and repeat in every row);
 - after each batch is decoded (still in Arrow buffers, before any Python object is made) its buffer size and its
   longest value are checked against the same caps.
 pyarrow is imported inside the functions (a heavy import).
@@ -43,8 +43,9 @@ def _row_group_batch_rows(path: str, md: Any, rg: int, batch_rows: int, columns:
             raise DecodeCapExceeded(
                 f"{path}: column {name!r} decodes to {_mib(size)} in {rows} row(s) of row group {rg}, over the "
                 f"{_mib(VALUE_BYTES)} cap per value (a decompression bomb, or values no prompt or answer needs)")
-        dictionary = chunk.has_dictionary_page and size >= VALUE_BYTES
-        per_row += size if dictionary else size / rows
+        if chunk.has_dictionary_page and size >= VALUE_BYTES:
+            return 1  # one dictionary entry may be the whole chunk, repeated in every row: decode a row at a time
+        per_row += size / rows
     if per_row <= 0:
         return batch_rows
     return int(max(1, min(batch_rows, BATCH_BYTES // per_row)))
