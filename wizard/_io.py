@@ -72,10 +72,15 @@ def count_rows(fh: BinaryIO, enough: int, max_bytes: int = 256 << 20) -> int | N
 
 
 def count_file_rows(path: str, enough: int) -> int | None:
-    """Rows of a local data file without reading it whole: parquet from its footer, JSONL (and CSV, less its
+    """Rows of a local data file without reading it whole: parquet from its footer, a saved `datasets` folder from
+    its record batches' lengths, JSONL (and CSV, less its
     header) by streamed lines up to `enough`; None for other formats or an unreadable file."""
     lower = str(path).lower()
     try:
+        from wizard._parquet import saved_dataset, saved_num_rows
+
+        if saved_dataset(str(path)):  # a `datasets` folder saved with save_to_disk: its training split
+            return saved_num_rows(str(path))
         if lower.endswith(".parquet"):
             import pyarrow.parquet as pq
 

@@ -71,9 +71,10 @@ def _longest_value(column: Any) -> int:
     return 0
 
 
-def check_batch(path: str, batch: Any) -> None:
-    """Refuse a decoded batch over the caps before any Python object is made of it."""
-    size = batch.get_total_buffer_size() if hasattr(batch, "get_total_buffer_size") else batch.nbytes
+def check_batch(path: str, batch: Any, sliced: bool = False) -> None:
+    """Refuse a decoded batch over the caps before any Python object is made of it (`sliced`: a zero-copy slice of
+    a larger batch, measured by the bytes its rows span rather than the whole buffers it shares)."""
+    size = batch.nbytes if sliced or not hasattr(batch, "get_total_buffer_size") else batch.get_total_buffer_size()
     if size > BATCH_BYTES:
         raise DecodeCapExceeded(f"{path}: a batch of {batch.num_rows} row(s) decodes to {_mib(size)}, over the "
                                 f"{_mib(BATCH_BYTES)} cap per batch (a decompression bomb?)")
@@ -109,3 +110,114 @@ def rows(path: str, batch_rows: int = 1024, columns: Optional[list[str]] = None)
     """The file's rows as dicts, batch by batch within the caps."""
     for batch in batches(path, batch_rows, columns):
         yield from batch.to_pylist()
+
+
+# --- a `datasets` folder saved with Dataset.save_to_disk / DatasetDict.save_to_disk -----------------------------
+# Layout (datasets' arrow_dataset.py save_to_disk): a Dataset folder holds state.json ("_data_files": the arrow
+# files, in order), dataset_info.json and data-0000N-of-0000M.arrow files in Arrow's IPC *stream* format; a
+# DatasetDict folder holds dataset_dict.json ({"splits": [...]}) and one such folder per split. Read here with
+# pyarrow alone (the `datasets` library need not be installed), memory-mapped, one record batch at a time, each
+# batch checked against the caps above before any Python object is made of it.
+
+SAVED_MARKERS = ("state.json", "dataset_info.json")
+MAX_META_BYTES = 1 << 20  # state.json / dataset_dict.json are a few hundred bytes
+
+
+def saved_dataset(path: str) -> bool:
+    """A folder written by `Dataset.save_to_disk` or `DatasetDict.save_to_disk`."""
+    import os
+
+    return os.path.isdir(path) and (all(os.path.isfile(os.path.join(path, m)) for m in SAVED_MARKERS)
+                                    or os.path.isfile(os.path.join(path, "dataset_dict.json")))
+
+
+def _meta(path: str) -> Any:
+    import json
+    import os
+
+    if os.path.getsize(path) > MAX_META_BYTES:
+        raise ValueError(f"{path} is larger than {MAX_META_BYTES >> 20} MiB: not a datasets metadata file")
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def saved_splits(path: str) -> list[str]:
+    """The splits of a DatasetDict folder, in its dataset_dict.json's order ([] for a Dataset folder)."""
+    import os
+
+    marker = os.path.join(path, "dataset_dict.json")
+    if not os.path.isfile(marker):
+        return []
+    splits = _meta(marker).get("splits")
+    if not isinstance(splits, list) or not all(isinstance(s, str) and s and "/" not in s and ".." not in s
+                                               for s in splits):
+        raise ValueError(f"{marker}: 'splits' is not a list of split names")
+    return splits
+
+
+def training_split(path: str) -> tuple[str, str]:
+    """(the folder of the rows a run trains on, its split name): a Dataset folder itself (split ""), or a
+    DatasetDict's "train" split (else its only split; several splits and no "train" is refused, naming them)."""
+    import os
+
+    splits = saved_splits(path)
+    if not splits:
+        return path, ""
+    split = "train" if "train" in splits else splits[0] if len(splits) == 1 else None
+    if split is None:
+        raise ValueError(f"{path} is a DatasetDict with splits {', '.join(splits)} and no 'train': save the "
+                         "training split on its own (dataset_dict['<split>'].save_to_disk(...))")
+    return os.path.join(path, split), split
+
+
+def arrow_files(folder: str) -> list[str]:
+    """The arrow files of a Dataset folder, as its state.json lists them."""
+    import os
+
+    files = _meta(os.path.join(folder, "state.json")).get("_data_files")
+    names = [f.get("filename") for f in files] if isinstance(files, list) and all(isinstance(f, dict) for f in files) else None
+    if not names or not all(isinstance(n, str) and n and os.path.basename(n) == n for n in names):
+        raise ValueError(f"{os.path.join(folder, 'state.json')}: '_data_files' does not name the arrow files")
+    return [os.path.join(folder, n) for n in names]
+
+
+def saved_schema_names(path: str) -> list[str]:
+    """The columns of a saved folder's training split (from its first arrow file's schema; no rows read)."""
+    import pyarrow as pa
+
+    files = arrow_files(training_split(path)[0])
+    with pa.memory_map(files[0]) as source:
+        return list(pa.ipc.open_stream(source).schema.names)
+
+
+def saved_num_rows(path: str) -> int:
+    """Rows of a saved folder's training split (the record batches' lengths; memory-mapped, no value decoded)."""
+    import pyarrow as pa
+
+    total = 0
+    for name in arrow_files(training_split(path)[0]):
+        with pa.memory_map(name) as source:
+            total += sum(batch.num_rows for batch in pa.ipc.open_stream(source))
+    return total
+
+
+def saved_batches(path: str, batch_rows: int) -> Iterator[Any]:
+    """A saved folder's training split as record batches of at most `batch_rows` rows, each within the caps."""
+    import pyarrow as pa
+
+    for name in arrow_files(training_split(path)[0]):
+        with pa.memory_map(name) as source:
+            for stored in pa.ipc.open_stream(source):  # zero-copy: the batch's buffers are the mapped file
+                for start in range(0, stored.num_rows, max(1, batch_rows)):
+                    batch = stored.slice(start, batch_rows)
+                    check_batch(name, batch, sliced=True)
+                    yield batch
+
+
+def any_batches(path: str, batch_rows: int, columns: Optional[list[str]] = None) -> Iterator[Any]:
+    """`batches` of a parquet file, or `saved_batches` of a saved `datasets` folder (its columns all read)."""
+    if saved_dataset(path):
+        for batch in saved_batches(path, batch_rows):
+            yield batch if columns is None else batch.select([c for c in columns if c in batch.schema.names])
+    else:
+        yield from batches(path, batch_rows, columns)

@@ -96,6 +96,8 @@ RULES: dict[str, tuple[str, str]] = {
     "VI894": ("critic without a token-classification class", "verl's FSDP engine loads a value model with "
               "AutoModelForTokenClassification and falls back to trl's value head (utils/model.py:641-680); the installed "
               "transformers has no such class for the critic's model type"),
+    "VI972": ("data file is a `datasets` folder", "data.train_files/val_files names a folder written by save_to_disk: "
+              "verl's RLHFDataset reads .parquet/.json/.jsonl files only (rl_dataset.py:173-178 raises ValueError)"),
     "VI870": ("file not found", "data files, model folders, reward function, custom classes and configs that do not exist here"),
     "VI871": ("reward function not in its file", "reward.custom_reward_function.name is not defined in the file (verl fails when the reward loop starts)"),
     "VI873": ("named class not in its file", "data.custom_cls.name or reward.reward_manager.name (source=importlib) is not defined at the top of the module file: read, not imported (verl fails when it loads it)"),

@@ -18,11 +18,11 @@ def _iter_batches(path: str, batch_rows: int) -> Iterator[tuple[list[Optional[di
     """(rows, unreadable (index in batch, why)) batches; an unreadable row is None in rows.
     Parquet via pyarrow iter_batches, jsonl line by line."""
     lower = path.lower()
-    if lower.endswith(".parquet"):
-        from wizard._parquet import batches
+    if lower.endswith(".parquet") or os.path.isdir(path):  # a parquet file, or a save_to_disk folder's arrow files
+        from wizard._parquet import any_batches
 
         # the decoded bytes are capped per batch and per value (a decompression bomb is one clean error)
-        for batch in batches(path, batch_rows):
+        for batch in any_batches(path, batch_rows):
             yield batch.to_pylist(), []
     elif lower.endswith(".jsonl"):
         from wizard._io import LineTooLong, bounded_lines
@@ -70,7 +70,16 @@ def _iter_batches(path: str, batch_rows: int) -> Iterator[tuple[list[Optional[di
 
 
 def _schema(path: str) -> Optional[dict[str, str]]:
-    """Column -> type for parquet (from the footer, no data read); None for JSON (learned per row)."""
+    """Column -> type for parquet (from the footer, no data read) and a save_to_disk folder (its arrow schema);
+    None for JSON (learned per row)."""
+    if os.path.isdir(path):
+        import pyarrow as pa
+
+        from wizard._parquet import arrow_files, training_split
+
+        with pa.memory_map(arrow_files(training_split(path)[0])[0]) as source:
+            schema = pa.ipc.open_stream(source).schema
+        return {name: str(schema.field(name).type) for name in schema.names}
     if path.lower().endswith(".parquet"):
         import pyarrow.parquet as pq
 

@@ -55,7 +55,7 @@ from wizard.env.datareader import (  # noqa: F401 - re-exported: tests and calle
     _type_name,
 )
 from wizard.env.datareport import format_report, load_tokenizer  # noqa: F401 - re-exported
-from wizard._parquet import DecodeCapExceeded
+from wizard._parquet import DecodeCapExceeded, saved_dataset
 from wizard.intent.errors import UserError
 from wizard.planner import datacontent
 from wizard.planner.dataprep import CODE_DATA_SOURCES, scorer_for, test_cases_problem
@@ -406,11 +406,11 @@ class _FileCheck:
     def run(self) -> None:
         import numpy as np
 
-        o = self.opts
-        if not os.path.isfile(self.path):
+        o, saved = self.opts, saved_dataset(self.path)  # a save_to_disk folder: typed arrow columns, as parquet's
+        if not os.path.isfile(self.path) and not saved:
             self.finding("VI520", "file not found", "check the path")
             return
-        lower = self.path.lower()
+        lower = ".parquet" if saved else self.path.lower()
         if o.kind == "preference" and not lower.endswith(".parquet"):
             self.finding("VI520", "verl's RMDataset reads parquet only",
                          "write the pairs to a .parquet file")
@@ -751,7 +751,8 @@ def main(args: list[str]) -> int:
     p = argparse.ArgumentParser(
         prog="verl-init validate-dataset",
         description="Check data files against what verl 0.9.1 reads: schema, ground truth, scorers, chat template, token lengths, duplicates and train/validation overlap. Exit 1 on errors.")
-    p.add_argument("files", nargs="+", metavar="FILE", help=".parquet, .jsonl or .json files (e.g. train then val)")
+    p.add_argument("files", nargs="+", metavar="FILE", help=".parquet, .jsonl or .json files (e.g. train then val), "
+                   "or `datasets` save_to_disk folders")
     p.add_argument("--model-dir", dest="tokenizer", metavar="DIR",
                    help="model folder (or hub id) whose tokenizer and chat template to use, as in verify and smoke")
     p.add_argument("--tokenizer", dest="tokenizer", help=argparse.SUPPRESS)  # its first name, still accepted
@@ -790,7 +791,6 @@ def main(args: list[str]) -> int:
     report = validate(ns.files, opts)
     if ns.show > 0 and not ns.json:
         from wizard.env.datareport import show_rows
-
         print(show_rows(ns.files[0], ns.show, opts.prompt_key, tokenizer, ns.tokenizer))
     if ns.json:
         print(json.dumps(report.as_dict(), indent=2, default=str))

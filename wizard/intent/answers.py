@@ -30,6 +30,21 @@ Logger = Literal[
 
 DATA_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
 BUILTIN_DATASETS = ("gsm8k", "math", "geo3k", "codecontests")
+SAVED_DATASET = "a `datasets` folder saved with save_to_disk"
+
+
+def local_dataset(value: str, base: str = "") -> bool:
+    """`value` names the user's own data: a file by its suffix, or a `datasets` folder saved with
+    Dataset.save_to_disk / DatasetDict.save_to_disk found at `base`/`value` (wizard._parquet reads both)."""
+    import os
+
+    if value in BUILTIN_DATASETS:
+        return False
+    if value.lower().endswith(DATA_SUFFIXES):
+        return True
+    from wizard._parquet import saved_dataset
+
+    return saved_dataset(os.path.join(base, os.path.expanduser(value.replace("${oc.env:HOME}", "~", 1))))
 
 
 class Answers(BaseModel):
@@ -96,7 +111,8 @@ class Answers(BaseModel):
     # --- data ----------------------------------------------------------------------------------
     dataset: str = Field("gsm8k", min_length=1,
                          description="gsm8k, math, geo3k (images; for a vision-language model), codecontests (programs with "
-                                     "test cases; reward=sandbox), or a local .jsonl/.json/.csv/.parquet file.")
+                                     "test cases; reward=sandbox), a local .jsonl/.json/.csv/.parquet file, or a `datasets` "
+                                     "folder saved with save_to_disk.")
     train_files: Optional[str] = Field(None, min_length=1, description="Training parquet/json(l) in verl's schema.")
     val_files: Optional[str] = Field(None, min_length=1, description="Validation parquet/json(l) in verl's schema.")
     max_prompt_length: int = Field(512, ge=16, le=262144, description="Longest prompt in tokens.")
@@ -263,6 +279,14 @@ class Answers(BaseModel):
     system_prompt: Optional[str] = Field(None, min_length=1, description="System message put before every prompt.")
     data_source: Optional[str] = Field(
         None, min_length=1, description="data_source written in every row; selects verl's scorer (default by dataset)."
+    )
+    data_source_field: Optional[str] = Field(
+        None, min_length=1, description="Column of a local data file holding each row's data_source (selects verl's "
+                                        "scorer row by row); unset: data_source for every row."
+    )
+    agent_name_field: Optional[str] = Field(
+        None, min_length=1, description="Column of a local data file holding each row's agent_name (the verl agent "
+                                        "loop that runs it: single_turn_agent, tool_agent); unset: agent's loop."
     )
     val_fraction: float = Field(0.05, ge=0, lt=1, description="Share of a local file held out for validation (0: none).")
     split_seed: int = Field(42, ge=0, description="Seed of the train/validation split of a local file.")

@@ -15,7 +15,8 @@ import os
 import posixpath
 from typing import Any, Callable, Optional
 
-from wizard.intent.answers import BUILTIN_DATASETS, DATA_SUFFIXES
+from wizard._parquet import saved_dataset
+from wizard.intent.answers import BUILTIN_DATASETS, local_dataset
 from wizard.planner import dataprep
 
 DATA_KEYS = ("dataset", "train_files", "val_files")
@@ -40,7 +41,7 @@ def _is_local(key: str, value: Optional[str]) -> bool:
     if not value:
         return False
     if key == "dataset":
-        return value not in BUILTIN_DATASETS and value.lower().endswith(DATA_SUFFIXES)
+        return local_dataset(value)
     return "://" not in value and ("${" not in value or value.startswith("${oc.env:HOME}/"))
 
 
@@ -64,7 +65,7 @@ def paths(b: Any) -> None:
         relative = written_relative(as_written)
         here = _here(value)
         # (a dataset file nothing reads, as train_files and val_files are yours, need not exist)
-        if not os.path.isfile(here) and not (key == "dataset" and own_both):
+        if not os.path.isfile(here) and not (key == "dataset" and (own_both or saved_dataset(here))):
             what = "is a folder, not a data file" if os.path.isdir(here) else "does not exist"
             shown = f"{as_written} ({here})" if as_written != here else here
             if key == "dataset" or relative or a.cluster == "local":
@@ -158,7 +159,7 @@ def overlong_prompts(b: Any, batch_ok: Callable[[int], bool]) -> None:
         b.facts["overlong"] = (f"Prompts longer than {M} tokens: not counted ({a.dataset} is downloaded when "
                                f"data/prepare_data.py runs); after it ran, count them with {check}.")
         return
-    if not os.path.isfile(path):
+    if not os.path.isfile(path) and not saved_dataset(path):
         return
     folder = overlong.local_tokenizer(a.model)
     tok, why = (None, f"the model {a.model} is not a local folder with a tokenizer") if folder is None \

@@ -126,7 +126,8 @@ HUB: dict[str, Hub] = {
 }
 HUB_FORMAT: dict[str, AnswerFormat] = {"gsm8k": "number", "math": "boxed", "geo3k": "boxed", "codecontests": "code"}
 HUB_IMAGE_KEY = "images"  # the hub datasets' image column (geometry3k's)
-LOCAL_ONLY_KEYS = ("question_field", "answer_field", "messages_field", "val_fraction", "split_seed")
+LOCAL_ONLY_KEYS = ("question_field", "answer_field", "messages_field", "data_source_field", "agent_name_field",
+                   "val_fraction", "split_seed")
 
 
 def scorer_for(data_source: str) -> Optional[str]:
@@ -166,6 +167,8 @@ class DataPrep:
     image_max_pixels: int = 0  # images larger than this are shrunk (Qwen-VL's rounding to image_factor included)
     image_factor: int = 0  # pixels per image-token side: patch_size × spatial_merge_size
     agent_name: Optional[str] = None  # agent=tool: every row's agent_name (verl's tool agent loop)
+    data_source_field: Optional[str] = None  # the column each row's data_source comes from (else data_source)
+    agent_name_field: Optional[str] = None  # the column each row's agent_name comes from (else agent_name)
     tool_name: Optional[str] = None  # the tool whose create_kwargs carry the ground truth (extra_info.tools_kwargs)
 
     @property
@@ -251,6 +254,8 @@ def resolve(a: "Answers", base_dir: str) -> DataPrep:
         split_seed=a.split_seed,
         reward_fn=a.reward == "function" and not a.reward_function,
         offline_dir=OFFLINE_DIR if offline_fallback(a) else None,
+        data_source_field=None if builtin else a.data_source_field,
+        agent_name_field=None if builtin else a.agent_name_field,
         **_images(a, hub),
         **agent_fields(a),
     )

@@ -1,6 +1,6 @@
 """The local data file's schema decides the column mapping (issue 27 item 1).
 
-`read_schema(path)` reads a .parquet / .jsonl / .json / .csv file's columns, what each holds (a chat: a list of
+`read_schema(path)` reads a .parquet / .jsonl / .json / .csv file's (or a save_to_disk folder's) columns, what each holds (a chat: a list of
 {role, content}; text; a number; images; other) and its first rows, bounded (parquet decoding capped by
 wizard._parquet, JSONL lines by wizard._io, at most SAMPLE rows). `apply(b)` (the planner's `_data` stage calls it
 first) then:
@@ -26,6 +26,7 @@ QUESTION_NAMES = ("question", "problem", "prompt", "query", "instruction", "inpu
 ANSWER_NAMES = ("answer", "solution", "ground_truth", "reference", "target", "output", "label", "final_answer",
                 "response")
 ROLES = ("system", "user", "assistant", "tool")
+ROW_FIELDS = ("data_source_field", "agent_name_field")  # per-row columns verl reads (wizard.planner.rowfields)
 
 
 @dataclass
@@ -70,12 +71,13 @@ def _kind(values: list[Any]) -> str:
 def _first_rows(path: str) -> list[dict[str, Any]]:
     lower = path.lower()
     rows: list[dict[str, Any]] = []
-    if lower.endswith(".parquet"):
-        from wizard._parquet import batches
+    if lower.endswith(".parquet") or os.path.isdir(path):  # a parquet file, or a save_to_disk folder
+        from wizard._parquet import any_batches
 
-        for batch in batches(path, SAMPLE):
-            rows.extend(batch.to_pylist())
-            break
+        for batch in any_batches(path, SAMPLE):
+            rows.extend(batch.to_pylist()[:SAMPLE - len(rows)])
+            if len(rows) >= SAMPLE:
+                break
     elif lower.endswith(".jsonl"):
         from wizard._io import LineTooLong, bounded_lines
 
@@ -112,7 +114,11 @@ def read_schema(path: str) -> Schema:
     """The file's columns, what each holds, and its first rows (raises OSError / ValueError when unreadable)."""
     rows = _first_rows(path)
     names: list[str] = []
-    if path.lower().endswith(".parquet"):
+    if os.path.isdir(path):
+        from wizard._parquet import saved_schema_names
+
+        names = saved_schema_names(path)
+    elif path.lower().endswith(".parquet"):
         import pyarrow.parquet as pq
 
         names = list(pq.ParquetFile(path).schema_arrow.names)
@@ -174,6 +180,7 @@ def infer(schema: Schema, given: set[str]) -> tuple[Optional[Mapping], list[tupl
 
 def apply(b: Any) -> None:
     """The planner's hook: check the named columns against the local file, map the rest from its schema."""
+    from wizard._parquet import saved_dataset
     from wizard.intent.answers import BUILTIN_DATASETS
 
     a = b.a
@@ -181,7 +188,7 @@ def apply(b: Any) -> None:
         return
     path = os.path.expanduser(a.dataset.replace("${oc.env:HOME}", "~", 1))
     name = getattr(b.written, "dataset", None) or a.dataset  # as the user wrote it
-    if not os.path.isfile(path):
+    if not os.path.isfile(path) and not saved_dataset(path):
         return  # VI539 says so
     try:
         schema = read_schema(path)
@@ -190,7 +197,8 @@ def apply(b: Any) -> None:
         return
     if not schema.columns:
         return
-    given = set(a.model_fields_set) & {"question_field", "answer_field", "messages_field", "image_key"}
+    given = set(a.model_fields_set) & {"question_field", "answer_field", "messages_field", "image_key",
+                                       *ROW_FIELDS}
     for key in sorted(given):
         column = getattr(a, key)
         if column and column not in schema.columns:
@@ -198,6 +206,9 @@ def apply(b: Any) -> None:
                       f"(its columns: {schema.listing()})", _suggest(key, schema))
     if any(p.rule == "VI546" for p in b.f.items if p.severity == "error"):
         return
+    from wizard.planner import rowfields
+
+    rowfields.check(b, schema, name, given)
     if "messages_field" not in given and "question_field" in given and schema.columns.get(a.question_field) == "chat":
         b.f.error("VI543", ("question_field", "messages_field"),
                   f"question_field={a.question_field!r} holds a chat (a list of {{role, content}}): read as question "
@@ -221,7 +232,8 @@ def apply(b: Any) -> None:
     shown = ", ".join(f"{k}={v}" for k, v in used.items())
     b.facts["data_mapping"] = (f"Columns of the data file (read from it): {schema.listing()}. " + (
         f"Mapped from its schema: {shown} — {own.why}." if derived and own is not None else
-        f"Mapping: {shown} (your answers)." if shown else "Mapping: verl-init's defaults."))
+        f"Mapping: {shown} (your answers)." if shown else "Mapping: verl-init's defaults.")
+        + rowfields.plan_note(b, schema))
     try:
         preview(b, schema)
     except Exception:  # noqa: BLE001 - a preview never stops the plan
@@ -238,6 +250,12 @@ def _suggest(key: str, schema: Schema) -> str:
         if chats:
             return f"its prompt is the chat in {chats[0]!r}: set messages_field={chats[0]} (and --unset question_field)"
         return f"use one of its text columns: {', '.join(texts)}" if texts else "check the file"
+    if key in ("image_key", *ROW_FIELDS):
+        from wizard.planner.rowfields import KIND, offered
+
+        fits = offered(schema, key)
+        return (f"use one of its {KIND[key]} columns: {', '.join(fits)}" if fits else
+                f"the file has no {KIND[key]} column for it: leave {key} unset")
     return f"use one of: {', '.join(schema.columns)}"
 
 
@@ -277,8 +295,10 @@ def preview(b: Any, schema: Schema) -> None:
                                            isinstance(answer, (list, dict)) else str(answer), prep.extract)
         except dataprep.Skip:
             continue
+        own = row.get(prep.data_source_field) if prep.data_source_field else None
+        source = own.strip() if isinstance(own, str) and own.strip() else prep.data_source
         text, how = templated(chat, b.a.model)
         shown = text if len(text) <= 1500 else text[:1500] + " …"
         b.facts["data_preview"] = (f"Row {i} as the model will see it ({how}):\n\n```text\n{shown}\n```\n\n"
-                                   f"Ground truth the scorer gets: `{truth}` (data_source `{prep.data_source}`).")
+                                   f"Ground truth the scorer gets: `{truth}` (data_source `{source}`).")
         return

@@ -89,7 +89,7 @@ def _load_tokenizer(folder: str) -> tuple[Any, str]:
 
 
 def _rows(path: str) -> Iterator[dict]:
-    """The rows of a .jsonl / .json / .csv / .parquet file, streamed (a .json array is read whole, bounded)."""
+    """The rows of a .jsonl / .json / .csv / .parquet file or a saved `datasets` folder, streamed (a .json array is read whole, bounded)."""
     lower = path.lower()
     if lower.endswith(".jsonl"):
         import json
@@ -118,10 +118,11 @@ def _rows(path: str) -> Iterator[dict]:
 
         with open(path, encoding="utf-8", newline="") as fh:
             yield from csv.DictReader(fh)
-    elif lower.endswith(".parquet"):
-        from wizard._parquet import rows
+    elif lower.endswith(".parquet") or os.path.isdir(path):  # a parquet file, or a save_to_disk folder
+        from wizard._parquet import any_batches
 
-        yield from rows(path, BATCH)  # decoded bytes capped per batch and per value
+        for batch in any_batches(path, BATCH):  # decoded bytes capped per batch and per value
+            yield from batch.to_pylist()
 
 
 def _lengths(tok: Any, chats: list[Any]) -> list[int]:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from wizard._parquet import DecodeCapExceeded
+from wizard._parquet import DecodeCapExceeded, saved_dataset
 from wizard.check.rules.context import Ctx, Facts, local_path
 from wizard.check.shellargs import PLACEHOLDER
 
@@ -20,10 +20,10 @@ SAMPLE_ROWS = 1000  # rows read per file (bounded: parquet decoding is capped, J
 
 
 def _rows(path: Path) -> Iterator[dict[str, Any]]:
-    if path.suffix == ".parquet":
-        from wizard._parquet import batches
+    if path.suffix == ".parquet" or path.is_dir():  # a parquet file, or a save_to_disk folder (VI972 says more)
+        from wizard._parquet import any_batches
 
-        for batch in batches(str(path), 256):
+        for batch in any_batches(str(path), 256):
             yield from batch.to_pylist()
     elif path.suffix == ".jsonl":
         from wizard._io import LineTooLong, bounded_lines
@@ -87,7 +87,8 @@ def rule_data_content(c: Ctx, f: Facts) -> None:
             if not isinstance(path, str) or PLACEHOLDER in path:
                 continue
             local = local_path(c, path)
-            if local is None or not local.is_file() or local.suffix not in (".parquet", ".jsonl"):
+            if local is None or not (local.is_file() and local.suffix in (".parquet", ".jsonl")
+                                     or saved_dataset(str(local))):
                 continue
             try:
                 for n, row in enumerate(_rows(local)):

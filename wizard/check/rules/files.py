@@ -70,6 +70,20 @@ def _rule_enough_rows(c: Ctx) -> None:
               "batch and trains 0 steps", f"use more data, or data.train_batch_size ≤ {max(total, 1)}")
 
 
+def _saved_folder(c: Ctx, key: str, path: str) -> None:
+    """VI972: verl's RLHFDataset reads a .parquet file with load_dataset("parquet"), a .json/.jsonl one with
+    load_dataset("json"), and raises ValueError("Unsupported file format") for anything else
+    (verl/utils/dataset/rl_dataset.py:173-178): a `datasets` save_to_disk folder is not read."""
+    from wizard._parquet import saved_dataset
+
+    local = local_path(c, path)
+    if local is not None and saved_dataset(str(local)):
+        c.add("VI972", "error", (key,), f"{key} names {path}, a `datasets` folder saved with save_to_disk: verl's "
+              "RLHFDataset reads .parquet/.json/.jsonl files only and stops with 'Unsupported file format'",
+              f"render the bundle with dataset={path} (its data/prepare_data.py reads the folder and writes parquet), "
+              f"or write it out once: datasets.load_from_disk({path!r}).to_parquet('train.parquet')")
+
+
 def rule_files(c: Ctx, f: Facts) -> None:
     def missing(key: str, path: str, what: str, *, data: bool = False) -> None:
         local = local_path(c, path)
@@ -103,6 +117,7 @@ def rule_files(c: Ctx, f: Facts) -> None:
         for path in ([value] if isinstance(value, str) else value):
             if isinstance(path, str) and PLACEHOLDER not in path:
                 missing(key, path, "data file", data=True)
+                _saved_folder(c, key, path)
     _rule_enough_rows(c)
     models = [(f"{M}.path", True), ("critic.model.path", f.use_critic),
               ("reward.reward_model.model_path", bool(c.v("reward.reward_model.enable"))),

@@ -22,7 +22,6 @@ file); a test keeps QUESTIONS ∪ NOT_ASKED ∪ DECISIONS equal to the fields of
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, get_args
 
@@ -31,7 +30,7 @@ from wizard.cli.interactive.qcore import (  # noqa: F401 - re-exported: the walk
     DECISIONS, MEMORY_RULES, OTHER, THIS_MACHINE, Condition, Context, Default, Kind, Question, _plan_problems, always,
     never,
 )
-from wizard.intent.answers import BUILTIN_DATASETS, DATA_SUFFIXES, Answers, answer_problems
+from wizard.intent.answers import BUILTIN_DATASETS, Answers, answer_problems, local_dataset
 from wizard.intent.errors import Problem
 
 
@@ -84,8 +83,7 @@ def _algo(ctx: Context) -> Any:
 
 
 def _is_local_file(ctx: Context) -> bool:
-    ds = str(ctx.get("dataset"))
-    return ds not in BUILTIN_DATASETS and ds.lower().endswith(DATA_SUFFIXES)
+    return local_dataset(str(ctx.get("dataset")), ctx.base_dir)
 
 
 def _ray_gpu_nodes(ctx: Context) -> list[Any]:
@@ -424,17 +422,7 @@ def logger_choices(ctx: Context) -> list[tuple[Any, str]]:
 # --- immediate checks beyond the field's own type -------------------------------------------------------
 
 
-def check_dataset(value: Any, ctx: Context) -> str | None:
-    text = str(value)
-    if text in BUILTIN_DATASETS:
-        return None
-    if not text.lower().endswith(DATA_SUFFIXES):
-        return f"gsm8k, math, geo3k, codecontests or a local {'/'.join(DATA_SUFFIXES)} file (got {text!r}) [VI510]"
-    path = os.path.join(ctx.base_dir, os.path.expanduser(text))
-    if not os.path.isfile(path):
-        return (f"no file {text!r} here ({os.path.normpath(os.path.abspath(path))}) — give the path of an existing "
-                f"{'/'.join(DATA_SUFFIXES)} file (relative to {ctx.base_dir}), or gsm8k / math [VI539]")
-    return None
+check_dataset = dataq.check_dataset
 
 
 def needs_size(ctx: Context) -> bool:
@@ -559,7 +547,13 @@ QUESTIONS: tuple[Question, ...] = (
                                 ("text", 'free text after "Answer:"'),
                                 ("code", "a program, run against the test cases the answer column holds")]),
     # a vision-language model's images (only when the model has a vision tower and the data may carry images)
-    Question("image_key", "text", "data", when=lambda c: _vision(c) and _is_local_file(c)),
+    Question("image_key", "text", "data", when=lambda c: _vision(c) and _is_local_file(c),
+             default=dataq.offered_column("image_key"), note=dataq.offered_note("image_key"),
+             check=dataq.check_image_column),
+    # per-row columns verl reads: asked when the file has one named as verl's preprocessing names it (offered)
+    *(Question(k, "text", "data", when=dataq.offers(k), default=dataq.offered_column(k), optional=True,
+               note=dataq.offered_note(k), check=dataq.check_column, auto=lambda c: "none: one value for every row")
+      for k in ("data_source_field", "agent_name_field")),
     Question("images_per_prompt", "int", "data", when=_vision_data),
     Question("image_max_pixels", "int", "data", when=_vision_data, choices=pixel_choices, typed=True,
              note=image_note),

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from typing import Optional
 
-from wizard.intent.answers import BUILTIN_DATASETS, DATA_SUFFIXES, Answers
+from wizard.intent.answers import BUILTIN_DATASETS, DATA_SUFFIXES, SAVED_DATASET, Answers, local_dataset
 from wizard.intent.errors import Findings
 from wizard.planner import dataprep
 from wizard.planner.stages.batches import batch_ok
@@ -57,9 +57,11 @@ def _enough_rows(b: Build) -> bool:
         path, held_out = resolve_path(a.dataset, b.base), a.val_fraction
     else:
         return False
-    if not os.path.isfile(path):
-        return False
     from wizard._io import count_file_rows
+    from wizard._parquet import saved_dataset
+
+    if not os.path.isfile(path) and not saved_dataset(path):
+        return False
 
     rows = count_file_rows(path, P + max(1, round(P * held_out)) + 1)
     if rows is None:
@@ -88,9 +90,11 @@ def _data_files(a: Answers, base: str, f: Findings, stored: Optional[dict[str, s
     stored = stored or {}
     ds = a.dataset
     builtin = ds in BUILTIN_DATASETS
-    if not builtin and not ds.lower().endswith(DATA_SUFFIXES):
-        f.error("VI510", ("dataset",), f"dataset must be gsm8k, math, geo3k, codecontests or a local data file (got {ds!r})",
-                "use gsm8k, math, geo3k, codecontests, or a .jsonl/.json/.csv/.parquet path")
+    if not builtin and not local_dataset(ds, base):
+        f.error("VI510", ("dataset",), f"dataset must be gsm8k, math, geo3k, codecontests, a local data file or "
+                f"{SAVED_DATASET} (got {ds!r})",
+                f"use gsm8k, math, geo3k, codecontests, a {'/'.join(DATA_SUFFIXES)} path, or the folder "
+                "Dataset.save_to_disk wrote (it holds state.json, or dataset_dict.json)")
         return ("", "", "answer"), ("", "", "answer")
     for key in ("train_files", "val_files"):
         value = getattr(a, key)
@@ -111,7 +115,7 @@ def _data_files(a: Answers, base: str, f: Findings, stored: Optional[dict[str, s
     prep = dataprep.resolve(a, base)
     scorer = prep.scorer
     prepared_used = not (a.train_files and a.val_files)
-    if a.reward == "rule" and prepared_used:
+    if a.reward == "rule" and prepared_used and not a.data_source_field:  # per row: wizard.planner.rowfields
         if scorer is None:
             rule_ds = dataprep.RULE_DATA_SOURCE.get(prep.answer_format)
             hint = "use reward=function (the bundle gets reward/reward_fn.py for your answer_format)"

@@ -55,6 +55,8 @@ def prepare_context(prep: dataprep.DataPrep) -> dict[str, Any]:
         "IMAGE_FACTOR": prep.image_factor,
         "AGENT_NAME": prep.agent_name,
         "TOOL_NAME": prep.tool_name,
+        "DATA_SOURCE_FIELD": prep.data_source_field,
+        "AGENT_NAME_FIELD": prep.agent_name_field,
     }
     label = f"the hub dataset {hub.name}" if hub else "a local data file (INPUT_FILE below)"
     return {"py": {k: py_literal(v) for k, v in values.items()}, "source_label": label}
