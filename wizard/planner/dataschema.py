@@ -209,6 +209,7 @@ def apply(b: Any) -> None:
     from wizard.planner import rowfields
 
     rowfields.check(b, schema, name, given)
+    a = b.a  # an image column may have been mapped
     if "messages_field" not in given and "question_field" in given and schema.columns.get(a.question_field) == "chat":
         b.f.error("VI543", ("question_field", "messages_field"),
                   f"question_field={a.question_field!r} holds a chat (a list of {{role, content}}): read as question "
