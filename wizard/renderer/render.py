@@ -503,6 +503,11 @@ def _layout_lines(plan: Plan) -> list[str]:
                 f"{vision['act_mb_per_image_token']:g} MB of vision-tower activations (in 'activations + logits'). "
                 "verl reads the images with qwen_vl_utils (and scores geo3k with mathruler): both come with verl's "
                 "verl-core extra.")
+    if a.cluster == "kuberay":  # which image the pods run, and how sure that is (issue 27 item 8)
+        from wizard.renderer.artefacts.cluster import layout
+
+        lay = layout(plan)
+        layout_lines.append(f"Image of every pod: {lay.image} ({lay.image_reason}).")
     return layout_lines
 
 
