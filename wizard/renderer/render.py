@@ -504,10 +504,9 @@ def _layout_lines(plan: Plan) -> list[str]:
                 "verl reads the images with qwen_vl_utils (and scores geo3k with mathruler): both come with verl's "
                 "verl-core extra.")
     if a.cluster == "kuberay":  # which image the pods run, and how sure that is (issue 27 item 8)
-        from wizard.renderer.artefacts.cluster import layout
+        from wizard.renderer.images import image_choice
 
-        lay = layout(plan)
-        layout_lines.append(f"Image of every pod: {lay.image} ({lay.image_reason}).")
+        layout_lines.append("Image of every pod: {} ({}).".format(*image_choice(a, plan.verl_version)))
     return layout_lines
 
 

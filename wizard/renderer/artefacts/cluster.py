@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from wizard.intent.errors import Problem, WizardError
 from wizard.verlspec.hardware import ACCELERATORS
+from wizard.renderer.images import DEFAULT_IMAGES, image_choice  # noqa: F401 - DEFAULT_IMAGES re-exported
 
 if TYPE_CHECKING:
     from wizard.planner.state import Plan
@@ -42,15 +43,6 @@ DEFAULT_MEMORY_GB_PER_GPU = 32
 HOST_MEMORY_SHARE = 0.9  # of host_memory_gb for the job; the rest stays with the system (kubelet, slurmd)
 DEFAULT_HEAD_CPUS = TRANSFER_QUEUE_CPUS + TASK_RUNNER_CPUS
 DEFAULT_HEAD_MEMORY_GB = 64
-# verl's own images for the verl 0.9 line, by an exact (non-floating) tag: the build targets named on line 2 of
-# https://github.com/verl-project/verl/blob/v0.9.0/docker/Dockerfile.stable.vllm ("# Target: verlai/verl:vllm024.dev2")
-# and .../v0.9.0/docker/Dockerfile.stable.sglang ("# Target: verlai/verl:sgl0512.dev4"), the images verl v0.9.0's CI
-# runs (.github/workflows/vllm.yml:78, sgl.yml:77). Their stacks match verl 0.9.1's own pins (its METADATA: extra vllm
-# -> vllm==0.24.0, torch==2.11.0; extra sglang -> sglang==0.5.12). No tag is published for 0.9.1 (the repository has
-# no v0.9.1 tag) and these images hold verl's dependencies but not verl: Dockerfile.stable.vllm:178 runs
-# `pip install git+...verl.git@${VERL_VERSION} && pip uninstall -y verl`. PLAN.md says so and how to pin (IMAGE_PIN).
-DEFAULT_IMAGES = {"vllm": "verlai/verl:vllm024.dev2", "sglang": "verlai/verl:sgl0512.dev4"}
-IMAGE_SOURCE = "https://github.com/verl-project/verl/blob/v0.9.0/docker/Dockerfile.stable.{engine}"
 
 RAYJOB_NAME_MAX = 47  # KubeRay appends suffixes to the RayJob name for the cluster, pods and services
 CONFIG_MOUNT = "/verl-init/config"  # the bundle's verl_config.yaml, from the ConfigMap, in the head pod
@@ -209,17 +201,7 @@ def layout(plan: Plan) -> Layout:
     else:
         name = dns1035(str(plan.value("trainer.experiment_name")))
         name_reason = "from trainer.experiment_name as a DNS-1035 name of at most 47 characters"
-    if a.image:
-        image, image_reason = a.image, "image (your answer)"
-    else:
-        image = DEFAULT_IMAGES[a.rollout_engine]
-        engine = "vllm" if a.rollout_engine == "vllm" else "sglang"
-        image_reason = (f"verl's own {a.rollout_engine} image for the verl 0.9 line, by the exact tag its "
-                        f"{IMAGE_SOURCE.format(engine=engine)} builds; UNCONFIRMED for verl {plan.verl_version}: no "
-                        f"tag holding verl {plan.verl_version} is published, and this image holds verl's dependencies "
-                        "(the versions verl 0.9.1 pins) but not verl itself (its Dockerfile uninstalls verl). Pin "
-                        f"your own: build an image FROM {image} that runs pip install --no-deps "
-                        f"verl=={plan.verl_version}, push it, then re-render with image=REGISTRY/NAME@sha256:DIGEST")
+    image, image_reason = image_choice(a, plan.verl_version)
 
     needs_wandb = any(lg in ("wandb", "vemlp_wandb") for lg in a.logger)
     secret_env: list[tuple[str, bool]] = [(WANDB_KEY, False)] if needs_wandb else []
