@@ -164,6 +164,7 @@ def test_the_wizard_accepts_a_saved_folder_and_offers_its_chat_column(tmp_path):
     ctx = Context({"dataset": "saved"}, base_dir=str(tmp_path))
     assert dataq.check_dataset("saved", ctx) is None
     assert "[VI510]" in dataq.check_dataset("plain", ctx) and "state.json" in dataq.check_dataset("plain", ctx)
+    assert "[VI539]" in dataq.check_dataset("missing.jsonl", ctx)  # a file is still looked for
     assert dataq.has_chat(ctx) and [c for c, _ in dataq.chat_choices(ctx)] == ["prompt"]
     assert "its columns: prompt (chat), answer (text)" in dataq.check_column("foo", ctx)
 

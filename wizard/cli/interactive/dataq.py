@@ -95,7 +95,9 @@ def check_dataset(value: Any, ctx: Context) -> Optional[str]:
         return (f"gsm8k, math, geo3k, codecontests, a local {'/'.join(DATA_SUFFIXES)} file or {SAVED_DATASET} (got "
                 f"{text!r}" + (": a folder without state.json or dataset_dict.json" if os.path.isdir(path) else "")
                 + ") [VI510]")
-    if not os.path.isfile(path) and not local_dataset(text, ctx.base_dir):
+    from wizard._parquet import saved_dataset
+
+    if not os.path.isfile(path) and not saved_dataset(path):
         return (f"no file {text!r} here ({os.path.normpath(os.path.abspath(path))}) — give the path of an existing "
                 f"{'/'.join(DATA_SUFFIXES)} file (relative to {ctx.base_dir}), or gsm8k / math [VI539]")
     return None
