@@ -216,3 +216,12 @@ def test_check_refuses_a_saved_folder_as_train_files_and_reads_its_rows(tmp_path
     assert "to_parquet" in findings["VI972"].hint
     assert "row 1" in findings["VI878"].message  # the garbled row, read from the folder
     assert "VI972" not in {f.problem.rule for f in _check(val, val).findings}
+
+
+def test_a_folder_with_fewer_rows_than_one_batch_is_refused(tmp_path):
+    """The row count reaches the folder (wizard._io.count_file_rows): verl would train 0 steps (VI519)."""
+    save(chat_rows(4), tmp_path / "small", "pyarrow")
+    with pytest.raises(WizardError) as exc:
+        render(tmp_path, dataset="small")
+    (p,) = [p for p in exc.value.problems if p.rule == "VI519"]
+    assert "3 training row(s) (4 rows, 1 held out for validation)" in p.message
