@@ -93,7 +93,12 @@ def test_measured_batch_keeps_the_bundles_micro_batches(tmp_path):
     assert micro["update_actor"] == 4 == cfg.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu
     k = b["sequences_per_rank"]
     assert k % 4 == 0 and k >= 2 * 4 and k >= micro["old_log_prob"] and (k * 2) % 3 == 0  # n = 3
-    assert b["prompts"] * b["n"] == k * 2
+    assert b["prompts"] * b["n"] == k * 2 and k % micro["old_log_prob"] == 0 and k % micro["ref_log_prob"] == 0
+    from wizard.verlspec.arithmetic import workers_smoke_sequences
+
+    # whole micro-batches of every fixed size (verl's engine/utils.py:123), two update micro-batches, whole groups of n
+    assert workers_smoke_sequences([4], [10], 1, 1, whole=[4, 10]) == 20
+    assert workers_smoke_sequences([5], [10], 1, 4) == 12 and workers_smoke_sequences([2], [1], 3, 4, whole=[2]) == 4
     cfg = compose_bundle(bundle(tmp_path, "dyn"))  # token budgets: ⌊budget / full-length sequence⌋ sequences
     b = engine_workers.measured_batch(cfg, world=1, critic=False)
     assert b["micro_batch_sequences"]["update_actor"] == cfg.actor_rollout_ref.actor.ppo_max_token_len_per_gpu // (128 + 64)

@@ -237,8 +237,7 @@ RULES: dict[str, tuple[str, str]] = {
     # -- smoke --engine verl-workers (wizard.smoketest.engine_workers) ----------------------------------------
     "VI966": ("smoke", "smoke --engine verl-workers found no GPU and --device cpu was not given"),
     "VI967": ("smoke", "smoke --engine verl-workers: the bundle's actor or critic strategy is not FSDP (Megatron not yet)"),
-    "VI968": ("smoke", "smoke --engine verl-workers: an option that does not apply, or a bad --device, --timeout, "
-                       "--steps or --model-dir"),
+    "VI968": ("smoke", "smoke --engine verl-workers: an option that does not apply, or a bad option value"),
     "VI969": ("smoke", "smoke --engine verl-workers: a phase failed in verl's engine workers (verl's message) or timed out"),
 }
 

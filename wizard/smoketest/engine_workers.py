@@ -21,7 +21,6 @@ Adam's states in its update, the second is the steady state the plan predicts.
 from __future__ import annotations
 
 import json
-import math
 import os
 import shutil
 import signal
@@ -129,33 +128,36 @@ def choose_device(device: str) -> tuple[str, list[str]]:
     return "cuda", gpus
 
 
-def _micro(cfg_dyn: Any, budget: Any, micro: Any, length: int) -> int:
-    """Sequences in one micro-batch: the fixed size, or how many full-length sequences the token budget holds."""
+def _micro(cfg_dyn: Any, budget: Any, micro: Any, length: int, whole: list[int]) -> int:
+    """Sequences in one micro-batch: the fixed size (noted in `whole`), or how many full-length sequences the token
+    budget holds."""
     if bool(cfg_dyn):
         return max(1, int(budget or 0) // length)
-    return max(1, int(micro or 1))
+    whole.append(max(1, int(micro or 1)))
+    return whole[-1]
 
 
 def measured_batch(cfg: Any, world: int, critic: bool) -> dict[str, Any]:
     """The batch each rank gets: the bundle's micro-batches kept, two update micro-batches per rank (so gradients
     accumulate as in the run), at least one whole log-prob micro-batch, and sequences × ranks divisible by n."""
+    from wizard.verlspec.arithmetic import workers_smoke_sequences
+
     a, r, ref, c = cfg.actor_rollout_ref.actor, cfg.actor_rollout_ref.rollout, cfg.actor_rollout_ref.ref, cfg.critic
     P, R = int(cfg.data.max_prompt_length), int(cfg.data.max_response_length)
-    L = P + R
-    updates = {"update_actor": _micro(a.use_dynamic_bsz, a.ppo_max_token_len_per_gpu, a.ppo_micro_batch_size_per_gpu, L)}
+    L, whole = P + R, []
+    updates = {"update_actor": _micro(a.use_dynamic_bsz, a.ppo_max_token_len_per_gpu, a.ppo_micro_batch_size_per_gpu,
+                                      L, whole)}
     infers = {"old_log_prob": _micro(r.log_prob_use_dynamic_bsz, r.log_prob_max_token_len_per_gpu,
-                                     r.log_prob_micro_batch_size_per_gpu, L),
+                                     r.log_prob_micro_batch_size_per_gpu, L, whole),
               "ref_log_prob": _micro(ref.log_prob_use_dynamic_bsz, ref.log_prob_max_token_len_per_gpu,
-                                     ref.log_prob_micro_batch_size_per_gpu, L)}
+                                     ref.log_prob_micro_batch_size_per_gpu, L, whole)}
     if critic:
-        updates["update_critic"] = _micro(c.use_dynamic_bsz, c.ppo_max_token_len_per_gpu, c.ppo_micro_batch_size_per_gpu, L)
+        updates["update_critic"] = _micro(c.use_dynamic_bsz, c.ppo_max_token_len_per_gpu,
+                                          c.ppo_micro_batch_size_per_gpu, L, whole)
         infers["values"] = _micro(c.use_dynamic_bsz, c.forward_max_token_len_per_gpu,
-                                  c.forward_micro_batch_size_per_gpu, L)
+                                  c.forward_micro_batch_size_per_gpu, L, whole)
     n = max(1, int(r.n))
-    unit = math.lcm(*updates.values())
-    k = unit * -(-max(2 * max(updates.values()), max(infers.values())) // unit)
-    while (k * world) % n:
-        k += unit
+    k = workers_smoke_sequences(updates.values(), infers.values(), world, n, whole)
     return {"sequences_per_rank": k, "prompt_length": P, "response_length": R, "n": n, "ranks": world,
             "prompts": k * world // n, "micro_batch_sequences": {**infers, **updates},
             "token_budgets": bool(a.use_dynamic_bsz or r.log_prob_use_dynamic_bsz)}
@@ -184,9 +186,9 @@ def overrides_for(cfg: Any, batch: dict[str, Any], device: str, world: int, mode
 
 def _plan_metrics(bundle: str) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
     """Per pass, the plan's verl_metrics (plan --json's memory.verl_metrics[phase].passes), and what the plan is."""
-    from wizard.smoketest.run import _read_answers
+    from wizard.smoketest.context import read_answers
 
-    answers, plan, note = _read_answers(bundle)
+    answers, plan, note = read_answers(bundle)
     if plan is None or getattr(plan, "memory", None) is None:
         return {}, {"note": note or "no memory estimate in the plan"}
     mem = plan.memory

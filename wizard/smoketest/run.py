@@ -34,6 +34,7 @@ from typing import Any, Iterator, Optional
 
 from wizard.intent.errors import UserError
 from wizard.smoketest.context import SmokeContext, SmokeOptions, StopRun, make_display
+from wizard.smoketest.context import read_answers as _read_answers
 from wizard.smoketest.geometry import DEFAULT_PROMPTS, geometry_from_config, scale_geometry
 from wizard.smoketest.report import Failure, PhaseResult, SmokeReport, format_report, print_rich
 
@@ -43,24 +44,6 @@ def _compose(bundle: str) -> Any:
     from wizard.verify.harness import compose_bundle
 
     return compose_bundle(bundle)
-
-
-def _read_answers(bundle: str) -> tuple[Any, Any, str]:
-    """(answers, plan, note): the bundle's verl-init.yaml replanned, for the model and memory facts."""
-    path = os.path.join(bundle, "verl-init.yaml")
-    if not os.path.isfile(path):
-        return None, None, "no verl-init.yaml: the config alone describes the run"
-    try:
-        from wizard.planner.pipeline import plan
-        from wizard.intent.profiles import load_answers
-
-        answers = load_answers(path)
-    except Exception as exc:  # noqa: BLE001
-        return None, None, f"verl-init.yaml not readable by this version ({type(exc).__name__})"
-    try:
-        return answers, plan(answers, bundle_dir=bundle), ""
-    except Exception as exc:  # noqa: BLE001
-        return answers, None, f"the answers no longer plan ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})"
 
 
 def choose_engine(engine: str, cfg: Any = None) -> tuple[str, str]:
