@@ -134,12 +134,13 @@ def test_merge_takes_the_largest_rank_and_divides_by_the_plan(tmp_path):
 
 def test_merge_reports_the_failing_rank_phase_and_verl_line(tmp_path):
     rank_file(tmp_path, 0, {"old_log_prob": (7.0, 14.0)}, status="oom", error="OutOfMemoryError: CUDA out of memory",
-              traceback='File "/x/site-packages/verl/workers/engine/fsdp/transformer_impl.py", line 700, in f\n')
+              traceback='File "/x/site-packages/verl/workers/engine/fsdp/transformer_impl.py", line 700, in f\n',
+              at_error={"max_memory_allocated_gb": 136.7, "max_memory_reserved_gb": 138.0})
     rep = engine_workers.WorkersReport(bundle="b", device="cuda", world_size=1, bundle_gpus=1)
     merge(rep, tmp_path, [1], False, {}, SimpleNamespace(steps=2, timeout=9.0, model_dir=None))
     assert not rep.ok and rep.failure["phase"] == "update_actor" and rep.failure["rule"] == "VI969"
     assert "verl/workers/engine/fsdp/transformer_impl.py:700" in rep.failure["message"]
-    assert "out of memory" in rep.failure["hint"]
+    assert "out of memory" in rep.failure["hint"] and "136.70 / 138.00" in rep.failure["message"]
     empty = tmp_path / "empty"
     empty.mkdir()
     rep = engine_workers.WorkersReport(bundle="b", device="cuda", world_size=2, bundle_gpus=2)

@@ -256,6 +256,19 @@ def run(spec: dict[str, Any], result: dict[str, Any], save: Callable) -> None:
     result["phase"] = "done"
 
 
+def _peaks_at_error(spec: dict[str, Any]) -> dict[str, float]:
+    """The device's peaks when a phase failed (an out-of-memory error: how far it got)."""
+    if spec.get("device") != "cuda":
+        return {}
+    try:
+        import torch
+
+        return {"max_memory_allocated_gb": round(torch.cuda.max_memory_allocated() / GIB, 3),
+                "max_memory_reserved_gb": round(torch.cuda.max_memory_reserved() / GIB, 3)}
+    except Exception:  # noqa: BLE001 - a broken CUDA context: nothing to add
+        return {}
+
+
 def main(argv: list[str]) -> int:
     spec = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
     rank = int(os.environ.get("RANK", "0"))
@@ -276,6 +289,7 @@ def main(argv: list[str]) -> int:
         oom = "OutOfMemory" in type(exc).__name__ or "out of memory" in str(exc).lower()
         result["status"] = "oom" if oom else "error"
         traceback.print_exc()
+        result["at_error"] = _peaks_at_error(spec)
     save()
     return 0 if result["status"] == "ok" else 1
 

@@ -81,8 +81,12 @@ def _failure(ranks: list[dict[str, Any]], codes: list[int], timed_out: bool, tim
         r = bad[0]
         hint = ("the card ran out of memory in this phase: lower the micro-batch size or token budget, or offload"
                 if r.get("status") == "oom" else "fix the bundle key verl names (verl-init check BUNDLE may say which)")
-        return {"phase": r.get("phase", "start"), "rank": r.get("rank"), "rule": "VI969", "message": verl_message(r),
-                "hint": hint}
+        out = {"phase": r.get("phase", "start"), "rank": r.get("rank"), "rule": "VI969", "message": verl_message(r),
+               "hint": hint}
+        if r.get("at_error"):
+            out["at_error"] = r["at_error"]
+            out["message"] += f" (peaks when it failed: {_pair(r['at_error'])} GiB allocated / reserved)"
+        return out
     missing = [i for i, c in enumerate(codes) if c != 0] or ([] if len(ranks) == len(codes) else [len(ranks)])
     if missing:
         i = missing[0]
