@@ -79,6 +79,9 @@ def test_options_that_do_not_apply_are_one_line(tmp_path, capsys, monkeypatch):
     assert "--device" in one_line_error(capsys, ["smoke", str(b), "--engine", "verl-workers", "--device", "tpu"], "VI968")
     assert "config.json" in one_line_error(capsys, base + ["--model-dir", str(tmp_path)], "VI968")
     one_line_error(capsys, base + ["--steps", "0"], "VI968")
+    one_line_error(capsys, base + ["--nproc", "0"], "VI968")
+    monkeypatch.setattr(engine_workers, "_gpus", lambda: ["0", "1"])
+    assert "2 GPU(s)" in one_line_error(capsys, ["smoke", str(b), "--engine", "verl-workers", "--nproc", "3"], "VI968")
     one_line_error(capsys, ["smoke", str(tmp_path), "--engine", "verl-workers", "--device", "cpu"], "VI960")
 
 
@@ -173,12 +176,14 @@ def test_grpo_bundle_runs_verls_workers_end_to_end(tmp_path, model_dir, capsys):
 
 @pytest.mark.verl
 @pytest.mark.slow
-def test_gae_bundle_runs_the_critics_phases(tmp_path, model_dir, capsys):
-    b = bundle(tmp_path, algorithm="ppo", dynamic_batch=False, micro_batch_per_gpu=2)
+def test_gae_bundle_runs_the_critics_phases_on_two_ranks(tmp_path, model_dir, capsys):
+    """Two processes (gloo): verl's FSDP shards over them, each rank takes its share of the batch."""
+    b = bundle(tmp_path, algorithm="ppo", dynamic_batch=False, micro_batch_per_gpu=2, gpus_per_node=2)
     rc = main(["smoke", str(b), "--engine", "verl-workers", "--device", "cpu", "--model-dir", str(model_dir),
-               "--steps", "1"])
+               "--steps", "1", "--nproc", "2"])
     text = capsys.readouterr().out
     assert rc == 0, text
+    assert "on 2 × cpu" in text
     rows = {line.split()[0]: line for line in text.splitlines() if line.split()[:1]}
     for phase in ("old_log_prob", "values", "update_critic", "update_actor"):
         assert CPU_NOTE in rows[phase], text

@@ -45,6 +45,7 @@ class WorkersOptions:
     model_dir: Optional[str] = None
     timeout: float = 900.0
     steps: int = 2
+    nproc: Optional[int] = None  # processes: default every visible GPU up to the bundle's count; 1 on the CPU
 
 
 @dataclass
@@ -114,18 +115,24 @@ def _uses_critic(cfg: Any) -> bool:
     return bool(enable) if enable is not None else str(cfg.algorithm.adv_estimator) == "gae"
 
 
-def choose_device(device: str) -> tuple[str, list[str]]:
+def choose_device(device: str, nproc: Optional[int] = None) -> tuple[str, list[str]]:
+    """(cuda | cpu, one entry per process: the GPU it sees, or "cpu")."""
     if device not in DEVICES:
         raise UserError(f"--device {device!r} is not one of {', '.join(DEVICES)}", "use --device auto, cuda or cpu",
                         rule="VI968", keys=("--device",))
+    if nproc is not None and nproc < 1:
+        raise UserError(f"--nproc {nproc} is below 1", "e.g. --nproc 1", rule="VI968", keys=("--nproc",))
     if device == "cpu":
-        return "cpu", ["cpu"]
+        return "cpu", ["cpu"] * (nproc or 1)
     gpus = _gpus()
     if not gpus:
         raise UserError("smoke --engine verl-workers found no GPU on this machine (torch.cuda.device_count() is 0)",
                         "run it on a GPU machine, or pass --device cpu to run the same phases on the CPU (no memory "
                         "measured)", rule="VI966", keys=("--device",))
-    return "cuda", gpus
+    if nproc is not None and nproc > len(gpus):
+        raise UserError(f"--nproc {nproc} but this machine shows {len(gpus)} GPU(s)", f"use --nproc {len(gpus)} or "
+                        "fewer", rule="VI968", keys=("--nproc",))
+    return "cuda", gpus[:nproc] if nproc else gpus
 
 
 def _micro(cfg_dyn: Any, budget: Any, micro: Any, length: int, whole: list[int]) -> int:
@@ -266,14 +273,14 @@ def run_workers(bundle: str | os.PathLike[str], options: Optional[WorkersOptions
     if opts.model_dir is not None and not (Path(opts.model_dir) / "config.json").is_file():
         raise UserError(f"--model-dir {opts.model_dir} has no config.json", "pass a local model folder (config.json, "
                         "weights, tokenizer)", rule="VI968", keys=("--model-dir",))
-    device, devices = choose_device(opts.device)
+    device, devices = choose_device(opts.device, opts.nproc)
     cfg = _compose(str(folder.resolve()))
     check_strategy(cfg)
     from wizard.smoketest.workers_cpu import flash_attn_installed
 
     critic = _uses_critic(cfg)
     bundle_gpus = int(cfg.trainer.n_gpus_per_node) * int(cfg.trainer.nnodes)
-    devices = devices[:max(1, bundle_gpus)] if device == "cuda" else devices
+    devices = devices[:max(1, bundle_gpus)] if device == "cuda" and not opts.nproc else devices
     report = WorkersReport(bundle=str(bundle), device=device, world_size=len(devices), bundle_gpus=bundle_gpus,
                            model=opts.model_dir or str(cfg.actor_rollout_ref.model.path))
     report.batch = measured_batch(cfg, len(devices), critic)
@@ -307,7 +314,7 @@ def cli(ns: Any) -> int:
             raise UserError(f"not used by --engine verl-workers (it measures one mini-batch of "
                             "full-length synthetic sequences, no dataset)", f"drop {flag}", rule="VI968", keys=(flag,))
     report = run_workers(ns.bundle, WorkersOptions(device=ns.device, model_dir=ns.model_dir, timeout=ns.timeout,
-                                                   steps=ns.steps))
+                                                   steps=ns.steps, nproc=ns.nproc))
     print(json.dumps(report.as_dict(), indent=2) if ns.json else format_text(report))
     if ns.debug and not report.ok and report.log_tail:
         print(report.log_tail, file=sys.stderr)

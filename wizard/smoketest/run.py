@@ -249,6 +249,8 @@ def cli(args: list[str]) -> int:
                    help="verl and verl-workers engines: seconds before verl is stopped")
     p.add_argument("--device", default="auto", help="verl-workers: auto (the GPUs, else an error), cuda, or cpu (the "
                    "same phases on the CPU, memory not measured)")
+    p.add_argument("--nproc", type=int, help="verl-workers: processes, one per GPU (default: every GPU of this "
+                   "machine up to the bundle's count; 1 with --device cpu)")
     p.add_argument("--steps", type=int, default=2, help="verl-workers: training steps (default 2: the second is the "
                    "steady state, with Adam's states)")
     p.add_argument("--seed", type=int, default=0, help="random seed of the tiny model and its sampling (default 0)")
