@@ -86,10 +86,37 @@ def main() -> int:
         "",
     ]
     gpu_lines, gpu_ok = gpu_section()
-    lines += gpu_lines
+    lines += gpu_lines + SMOKE_WORKERS
     OUT.write_text("\n".join(lines), encoding="utf-8")
     print("\n".join(lines[4:9]))
     return 0 if ok and gpu_ok else 1
+
+
+# measured by the product itself on a GPU machine (verl-init smoke --engine verl-workers); no run recorded yet
+SMOKE_WORKERS = [
+    "",
+    "## smoke --engine verl-workers",
+    "",
+    "`verl-init smoke BUNDLE --engine verl-workers` measures the same passes through the product, on the user's own "
+    "GPUs: verl 0.9.1's engine workers for the bundle's actor, reference and critic (one process per GPU of one "
+    "node, as verl's Ray workers; no rollout engine, so vLLM/SGLang are not needed), two steps on full-length "
+    "synthetic batches at the bundle's micro-batch sizes and token budgets, torch's max_memory_allocated / "
+    "max_memory_reserved per pass (reset between passes) beside `plan --json`'s `verl_metrics` and the ratio "
+    "measured ÷ plan. To run it on a GPU machine with verl 0.9.1 installed:",
+    "",
+    "```",
+    "verl-init --profile single-gpu --set lora_rank=0 --set gpu_memory_gb=141 --set gpu_type=H200 --out runs/q05",
+    "verl-init smoke runs/q05 --engine verl-workers --model-dir LOCAL_QWEN2.5-0.5B --json > smoke-workers.json",
+    "```",
+    "",
+    "(`--model-dir` is needed only where the bundle's model cannot be loaded from the hub or its cache.) Record the "
+    "report's table here with the card, torch and verl versions.",
+    "",
+    "No GPU run of it is recorded yet: the session that built it was lent no GPU. It was run on the CPU only "
+    "(`--device cpu`: verl's engine workers ran every pass end to end on a tiny Qwen2 through the same child "
+    "process, tests/test_smoke_workers.py), where GPU memory is not measured.",
+    "",
+]
 
 
 def gpu_section() -> tuple[list[str], bool]:

@@ -236,6 +236,11 @@ RULES: dict[str, tuple[str, str]] = {
     "VI963": ("smoke", "the bundle's batch geometry is not valid for verl, or no smaller batch keeps it"),
     "VI964": ("smoke", "--data-dir is not a folder"),
     "VI965": ("smoke", "the prepared GPU smoke's --out folder already holds a tiny model"),
+    # -- smoke --engine verl-workers (wizard.smoketest.engine_workers) ----------------------------------------
+    "VI966": ("smoke", "smoke --engine verl-workers found no GPU and --device cpu was not given"),
+    "VI967": ("smoke", "smoke --engine verl-workers: the bundle's actor or critic strategy is not FSDP (Megatron not yet)"),
+    "VI968": ("smoke", "smoke --engine verl-workers: an option that does not apply, or a bad option value"),
+    "VI969": ("smoke", "smoke --engine verl-workers: a phase failed in verl's engine workers (verl's message) or timed out"),
 }
 
 

@@ -35,7 +35,7 @@ commands:
   verl-init check CONFIG|SCRIPT|BUNDLE [-- OVERRIDES] [--json]  lint a verl config or launch script (--fix, --verl)
   verl-init check --mode cluster BUNDLE [--address URL]         compare a bundle with a live Ray cluster
   verl-init doctor [--json]                                     versions, GPUs + topology, Ray, env pitfalls
-  verl-init smoke BUNDLE [--engine auto|verl|cpu] [--prompts N] [--json]
+  verl-init smoke BUNDLE [--engine auto|verl|cpu|verl-workers] [--prompts N] [--json]
                                                                 one real rollout/update cycle; proves the pitfalls absent
 """
 

@@ -1,4 +1,4 @@
-"""`verl-init smoke BUNDLE [--engine auto|verl|cpu] [--prompts N] [--json]`: one real rollout/update cycle
+"""`verl-init smoke BUNDLE [--engine auto|verl|cpu|verl-workers] [--prompts N] [--json]`: one real rollout/update cycle
 (wizard.smoketest.run)."""
 
 from __future__ import annotations

@@ -462,3 +462,20 @@ def make_display(progress: Any) -> Display:
         return PlainDisplay(stream) if progress is True else Display()
     return PlainDisplay(stream)
 
+
+def read_answers(bundle: str) -> tuple[Any, Any, str]:
+    """(answers, plan, note): the bundle's verl-init.yaml replanned, for the model and memory facts."""
+    path = os.path.join(bundle, "verl-init.yaml")
+    if not os.path.isfile(path):
+        return None, None, "no verl-init.yaml: the config alone describes the run"
+    try:
+        from wizard.planner.pipeline import plan
+        from wizard.intent.profiles import load_answers
+
+        answers = load_answers(path)
+    except Exception as exc:  # noqa: BLE001
+        return None, None, f"verl-init.yaml not readable by this version ({type(exc).__name__})"
+    try:
+        return answers, plan(answers, bundle_dir=bundle), ""
+    except Exception as exc:  # noqa: BLE001
+        return answers, None, f"the answers no longer plan ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})"

@@ -34,6 +34,7 @@ from typing import Any, Iterator, Optional
 
 from wizard.intent.errors import UserError
 from wizard.smoketest.context import SmokeContext, SmokeOptions, StopRun, make_display
+from wizard.smoketest.context import read_answers as _read_answers
 from wizard.smoketest.geometry import DEFAULT_PROMPTS, geometry_from_config, scale_geometry
 from wizard.smoketest.report import Failure, PhaseResult, SmokeReport, format_report, print_rich
 
@@ -43,24 +44,6 @@ def _compose(bundle: str) -> Any:
     from wizard.verify.harness import compose_bundle
 
     return compose_bundle(bundle)
-
-
-def _read_answers(bundle: str) -> tuple[Any, Any, str]:
-    """(answers, plan, note): the bundle's verl-init.yaml replanned, for the model and memory facts."""
-    path = os.path.join(bundle, "verl-init.yaml")
-    if not os.path.isfile(path):
-        return None, None, "no verl-init.yaml: the config alone describes the run"
-    try:
-        from wizard.planner.pipeline import plan
-        from wizard.intent.profiles import load_answers
-
-        answers = load_answers(path)
-    except Exception as exc:  # noqa: BLE001
-        return None, None, f"verl-init.yaml not readable by this version ({type(exc).__name__})"
-    try:
-        return answers, plan(answers, bundle_dir=bundle), ""
-    except Exception as exc:  # noqa: BLE001
-        return answers, None, f"the answers no longer plan ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})"
 
 
 def choose_engine(engine: str, cfg: Any = None) -> tuple[str, str]:
@@ -255,19 +238,31 @@ def cli(args: list[str]) -> int:
         prog="verl-init smoke",
         description="One real rollout → reward → advantage → update cycle of a bundle, proving the five pitfalls absent.")
     p.add_argument("bundle", help="a folder written by verl-init")
-    p.add_argument("--engine", choices=ENGINES, default="auto",
+    p.add_argument("--engine", choices=(*ENGINES, "verl-workers"), default="auto",
                    help="verl: python3 -m verl.trainer.main_ppo for one step (GPU machine); cpu: the Ray miniature; "
-                        "auto: verl where it can run, else cpu")
+                        "auto: verl where it can run, else cpu; verl-workers: verl's own engine workers (actor, "
+                        "reference, critic; no rollout) on this node's GPUs, peak memory per phase beside the plan's")
     p.add_argument("--prompts", type=int, help=f"prompts in the step (default: {DEFAULT_PROMPTS}, rounded to keep the geometry)")
     p.add_argument("--data-dir", help="a local copy of the hub dataset for data/prepare_data.py --local-dir")
-    p.add_argument("--model-dir", help="verl engine: a local model folder standing in for the bundle's model")
-    p.add_argument("--timeout", type=float, default=900.0, help="verl engine: seconds before main_ppo is stopped")
+    p.add_argument("--model-dir", help="verl and verl-workers engines: a local model folder standing in for the bundle's model")
+    p.add_argument("--timeout", type=float, default=900.0,
+                   help="verl and verl-workers engines: seconds before verl is stopped")
+    p.add_argument("--device", default="auto", help="verl-workers: auto (the GPUs, else an error), cuda, or cpu (the "
+                   "same phases on the CPU, memory not measured)")
+    p.add_argument("--nproc", type=int, help="verl-workers: processes, one per GPU (default: every GPU of this "
+                   "machine up to the bundle's count; 1 with --device cpu)")
+    p.add_argument("--steps", type=int, default=2, help="verl-workers: training steps (default 2: the second is the "
+                   "steady state, with Adam's states)")
     p.add_argument("--seed", type=int, default=0, help="random seed of the tiny model and its sampling (default 0)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--debug", action="store_true", help="show tracebacks; keep the temporary folder")
     ns = p.parse_args(args)
     if ns.debug:
         os.environ["VERL_INIT_SMOKE_KEEP"] = "1"
+    if ns.engine == "verl-workers":
+        from wizard.smoketest.engine_workers import cli as workers_cli
+
+        return workers_cli(ns)
     return run_and_print(ns.bundle, SmokeOptions(engine=ns.engine, prompts=ns.prompts, data_dir=ns.data_dir,
                                                  model_dir=ns.model_dir, timeout=ns.timeout, seed=ns.seed),
                          as_json=ns.json, debug=ns.debug)

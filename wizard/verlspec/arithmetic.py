@@ -66,6 +66,20 @@ def lcm(values: Iterable[int]) -> int:
     return out
 
 
+def workers_smoke_sequences(update_micros: Iterable[int], infer_micros: Iterable[int], ranks: int, n: int,
+                            whole: Iterable[int] = ()) -> int:
+    """Sequences per rank for `smoke --engine verl-workers`: at least two of the largest update micro-batch (so
+    gradients accumulate) and one whole log-prob micro-batch; a multiple of every fixed micro-batch size in `whole`
+    (verl splits a rank's batch into whole micro-batches: workers/engine/utils.py:123; token budgets need not
+    divide), with sequences × ranks a multiple of n (whole prompt groups, as data.train_batch_size × rollout.n)."""
+    ups, infs = list(update_micros), list(infer_micros)
+    unit = lcm(whole)
+    k = unit * -(-max(2 * max(ups), max(infs, default=1)) // unit)
+    while (k * ranks) % max(1, n):
+        k += unit
+    return k
+
+
 def batch_multiple(dp: int, actor_mini_samples: int, critic_mini_samples: int | None = None) -> int:
     """verl pads every step's batch to a multiple of lcm(dp, mini·n[, critic mini·n]) (trainer_base.py:1589)."""
     terms = [dp, actor_mini_samples] + ([critic_mini_samples] if critic_mini_samples else [])
