@@ -43,8 +43,8 @@ from wizard.check.rules.context import M, Ctx, facts, model_shape
 from wizard.check.rules.bundlefiles import rule_bundle_files
 from wizard.check.rules.datacontent import rule_data_content
 from wizard.check.rules.files import rule_files
-from wizard.check.rules.layout import (rule_device, rule_hardware, rule_layout, rule_megatron, rule_rollout_parallel,
-                                      rule_sequence_parallel)
+from wizard.check.rules.layout import (rule_device, rule_hardware, rule_layout, rule_megatron, rule_rollout_dp_nodes,
+                                      rule_rollout_parallel, rule_sequence_parallel)
 from wizard.check.rules.lora import rule_lora
 from wizard.check.rules.readers import rule_unread
 from wizard.check.rules.requirements import rule_requirements
@@ -53,7 +53,7 @@ from wizard.check.rules.memory import rule_memory
 from wizard.check.rules.time import rule_time
 from wizard.check.rules.reward_model import rule_reward_model
 from wizard.check.rules.roles import rule_roles
-from wizard.check.rules.tokens import rule_context, rule_tokens, rule_vision
+from wizard.check.rules.tokens import rule_context, rule_context_parallel_budget, rule_tokens, rule_vision
 from wizard.check.rules.values import rule_choices, rule_required, rule_unresolved, rule_values
 from wizard.check.source import Source, load_source, write_yaml
 from wizard.intent.errors import Problem
@@ -89,7 +89,7 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
     # the PPO rules read main_ppo's tree; an SFT config has none of it (its keys were checked while resolving)
     ppo_rules = () if src.entry == "sft" else (
         rule_unresolved, rule_required, rule_deprecated_micro, rule_choices, rule_layout, rule_hardware,
-        rule_rollout_parallel, rule_device, rule_batches, rule_dynamic_flags, rule_tokens, rule_roles,
+        rule_rollout_parallel, rule_device, rule_batches, rule_dynamic_flags, rule_tokens, rule_context_parallel_budget, rule_roles,
         rule_values, rule_files, rule_data_content, rule_bundle_files, rule_agent, rule_lora, rule_sandbox,
         rule_reward_model, rule_value_model)
     with tool_imports(deep):  # check's agent rules import a tool module only with --deep, in the sandbox
@@ -98,6 +98,7 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
     if ppo_rules:
         rule_megatron(c, f, shape)
         rule_sequence_parallel(c, f, shape)
+        rule_rollout_dp_nodes(c, f, shape)
         rule_context(c, f, shape)
         rule_vision(c, f, shape)
         rule_memory(c, f, shape, why)
