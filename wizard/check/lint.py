@@ -86,8 +86,11 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
     c.typed = {k for fd in findings if fd.problem.rule == "VI808" for k in fd.problem.keys}
     f = facts(c)
     shape, why = model_shape(c, f"{M}.path")
-    # the PPO rules read main_ppo's tree; an SFT config has none of it (its keys were checked while resolving)
-    ppo_rules = () if src.entry == "sft" else (
+    # the PPO rules read main_ppo's tree; an SFT config has none of it (its keys were checked while resolving);
+    # main_generation_server reads only the rollout, model, data files and hardware of it (trainer/main_generation_server.py)
+    generation = (rule_unresolved, rule_choices, rule_layout, rule_hardware, rule_rollout_parallel, rule_device,
+                  rule_values)
+    ppo_rules = () if src.entry == "sft" else generation if src.entry == "generation" else (
         rule_unresolved, rule_required, rule_deprecated_micro, rule_choices, rule_layout, rule_hardware,
         rule_rollout_parallel, rule_device, rule_batches, rule_dynamic_flags, rule_tokens, rule_context_parallel_budget, rule_roles,
         rule_values, rule_files, rule_data_content, rule_bundle_files, rule_agent, rule_lora, rule_sandbox,
@@ -95,7 +98,9 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
     with tool_imports(deep):  # check's agent rules import a tool module only with --deep, in the sandbox
         for rule in (*ppo_rules, rule_unread, rule_requirements):
             rule(c, f)
-    if ppo_rules:
+    if ppo_rules and src.entry == "generation":
+        rule_context(c, f, shape)
+    elif ppo_rules:
         rule_megatron(c, f, shape)
         rule_sequence_parallel(c, f, shape)
         rule_rollout_dp_nodes(c, f, shape)

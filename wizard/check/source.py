@@ -14,7 +14,7 @@ from typing import Any
 
 from wizard.check.shellargs import (MAX_SCRIPT_CHARS, PLACEHOLDER, Extraction, ShellLimitError, ShellSyntaxError,
                                     adopt_traced, extract_file, looks_like_script)
-from wizard.check.entrypoints import CONFIGS, guess_tree
+from wizard.check.entrypoints import CONFIGS, ENTRIES, Entry, entry_of_module, guess_tree, own_configs
 from wizard.intent.errors import Problem, UserError
 
 
@@ -116,16 +116,18 @@ def _config_stem(name: str) -> str:
     return name[:-5] if name.endswith(".yaml") else name[:-4] if name.endswith(".yml") else name
 
 
-def _is_verls_own(config_path: str | None, config_dir: str | None, name: str) -> bool:
+def _is_verls_own(config_path: str | None, config_dir: str | None, name: str, entry: Entry = ENTRIES[0]) -> bool:
     """`-m verl.trainer.main_ppo --config-path=config`: Hydra resolves a relative --config-path against the
     launched module's folder (verl/trainer/), so `config` is verl's own tree, where ppo_trainer and
-    ppo_megatron_trainer live; `pkg://verl.trainer.config` names it too."""
-    if config_dir or name not in ("ppo_trainer", "ppo_megatron_trainer"):
+    ppo_megatron_trainer live; `pkg://verl.trainer.config` names it too. The same for the other entry points, each
+    with its own folder (verl/experimental/fully_async_policy/config, ...)."""
+    if config_dir or name not in own_configs(entry):
         return False
     if config_path is None:
         return True
     path = config_path.rstrip("/")
-    return path in ("config", "./config", *_VERL_PKG_PATHS)
+    dotted = "verl." + entry.config_dir.replace("/", ".")
+    return path in ("config", "./config", f"pkg://{dotted}", f"pkg://verl/{entry.config_dir}")
 
 
 _VERL_PKG_PATHS = ("pkg://verl.trainer.config", "pkg://verl/trainer/config")
@@ -201,7 +203,9 @@ def load_source(target: str | None, extra: Sequence[str] = (), *, env: Mapping[s
             if traced is not None:
                 adopt_traced(ex, traced.module or "", traced.args, traced.needed)
             if ex.launch is None:
-                raise UserError(f"{p} does not launch `python -m verl.trainer.main_ppo`",
+                raise UserError(f"{p} does not launch `python -m verl.trainer.main_ppo` (nor another of verl's entry "
+                                "points: sft_trainer, fully_async_main, one_step_off_policy.main_ppo, "
+                                "main_generation_server)",
                                 "give the script that starts training, a verl YAML, or overrides after --", rule="VI800",
                                 keys=("target",))
             src.extraction = ex
@@ -214,24 +218,26 @@ def load_source(target: str | None, extra: Sequence[str] = (), *, env: Mapping[s
             for u in ex.unresolved:
                 src.placeholders.setdefault(u.placeholder, u.reason)
             la = ex.launch
+            entry = entry_of_module(la.module) or ENTRIES[0]  # the launched entry point reads its own tree
+            src.entry, src.config_name = entry.name, entry.config_name
             name = _config_stem(la.config_name) if la.config_name else None
             folder = la.config_path or la.config_dir or ""
-            if name and _is_verls_own(la.config_path, la.config_dir, name):
+            if name and _is_verls_own(la.config_path, la.config_dir, name, entry):
                 la.config_path = la.config_dir = None  # Hydra resolves it to verl's own tree
                 folder = ""
-            if folder or (name and name not in ("ppo_trainer", "ppo_megatron_trainer")):
-                name = name or "ppo_trainer"
+            if folder or (name and name not in own_configs(entry)):
+                name = name or entry.config_name
                 if PLACEHOLDER in folder or PLACEHOLDER in name:
                     src.problems.append(Problem("VI800", "info", ("--config-path", "--config-name"),
                                                 f"the config file {folder}/{name}.yaml depends on unresolved values",
-                                                "checked against verl's ppo_trainer defaults instead"))
+                                                f"checked against verl's {entry.config_name} defaults instead"))
                 else:
                     base = Path(ex.workdir) if ex.workdir else p.parent
                     candidates = [Path(folder) / f"{name}.yaml"] if os.path.isabs(folder) else \
                         [base / folder / f"{name}.yaml", Path.cwd() / folder / f"{name}.yaml"]
                     found = next((c for c in candidates if c.is_file()), None)
                     if found is None:
-                        src.config_name = guess_tree(name)
+                        src.config_name = guess_tree(name, entry)
                         src.config_missing = str(candidates[0])
                     else:
                         _use_yaml(src, found)
