@@ -155,6 +155,38 @@ def _traced(path: Path, env: Mapping[str, str], workdir: str | None) -> Any:
     return traced if traced.ok else None
 
 
+def _script_config(src: Source, ex: Extraction, p: Path) -> None:
+    """The config tree a launch script's entry point composes: its own default (the launched module's @hydra.main),
+    one of verl's own configs it names, the user's YAML at --config-path, or, when that is not here, the tree guessed
+    from its name (src.config_missing)."""
+    la = ex.launch
+    entry = entry_of_module(la.module) or ENTRIES[0]  # the launched entry point reads its own tree
+    src.entry, src.config_name = entry.name, entry.config_name
+    name = _config_stem(la.config_name) if la.config_name else None
+    folder = la.config_path or la.config_dir or ""
+    if name and _is_verls_own(la.config_path, la.config_dir, name, entry):
+        la.config_path = la.config_dir = None  # Hydra resolves it to verl's own tree
+        folder = ""
+    if folder or (name and name not in own_configs(entry)):
+        name = name or entry.config_name
+        if PLACEHOLDER in folder or PLACEHOLDER in name:
+            src.problems.append(Problem("VI800", "info", ("--config-path", "--config-name"),
+                                        f"the config file {folder}/{name}.yaml depends on unresolved values",
+                                        f"checked against verl's {entry.config_name} defaults instead"))
+        else:
+            base = Path(ex.workdir) if ex.workdir else p.parent
+            candidates = [Path(folder) / f"{name}.yaml"] if os.path.isabs(folder) else \
+                [base / folder / f"{name}.yaml", Path.cwd() / folder / f"{name}.yaml"]
+            found = next((c for c in candidates if c.is_file()), None)
+            if found is None:
+                src.config_name = guess_tree(name, entry)
+                src.config_missing = str(candidates[0])
+            else:
+                _use_yaml(src, found)
+    elif name:
+        src.config_name = name
+
+
 def load_source(target: str | None, extra: Sequence[str] = (), *, env: Mapping[str, str] | None = None,
                 workdir: str | None = None, config_name: str | None = None) -> Source:
     """What to check: a YAML, a bundle folder, a launch script and/or overrides (after `--`)."""
@@ -217,32 +249,7 @@ def load_source(target: str | None, extra: Sequence[str] = (), *, env: Mapping[s
             src.workdir = Path(ex.workdir) if ex.workdir else Path.cwd()
             for u in ex.unresolved:
                 src.placeholders.setdefault(u.placeholder, u.reason)
-            la = ex.launch
-            entry = entry_of_module(la.module) or ENTRIES[0]  # the launched entry point reads its own tree
-            src.entry, src.config_name = entry.name, entry.config_name
-            name = _config_stem(la.config_name) if la.config_name else None
-            folder = la.config_path or la.config_dir or ""
-            if name and _is_verls_own(la.config_path, la.config_dir, name, entry):
-                la.config_path = la.config_dir = None  # Hydra resolves it to verl's own tree
-                folder = ""
-            if folder or (name and name not in own_configs(entry)):
-                name = name or entry.config_name
-                if PLACEHOLDER in folder or PLACEHOLDER in name:
-                    src.problems.append(Problem("VI800", "info", ("--config-path", "--config-name"),
-                                                f"the config file {folder}/{name}.yaml depends on unresolved values",
-                                                f"checked against verl's {entry.config_name} defaults instead"))
-                else:
-                    base = Path(ex.workdir) if ex.workdir else p.parent
-                    candidates = [Path(folder) / f"{name}.yaml"] if os.path.isabs(folder) else \
-                        [base / folder / f"{name}.yaml", Path.cwd() / folder / f"{name}.yaml"]
-                    found = next((c for c in candidates if c.is_file()), None)
-                    if found is None:
-                        src.config_name = guess_tree(name, entry)
-                        src.config_missing = str(candidates[0])
-                    else:
-                        _use_yaml(src, found)
-            elif name:
-                src.config_name = name
+            _script_config(src, ex, p)
             if src.bundle_dir is None and (p.parent / "verl-init.yaml").is_file():
                 src.bundle_dir = p.parent
         else:
