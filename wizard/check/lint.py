@@ -3,7 +3,8 @@
 `check()` runs the pipeline, one module per step:
 
 1. read what to check (wizard.check.source: a verl YAML, also one with `defaults:` over verl's tree,
-   e.g. a bundle's verl_config.yaml; a shell script that launches `verl.trainer.main_ppo`, expanded by bash
+   e.g. a bundle's verl_config.yaml; a shell script that launches `verl.trainer.main_ppo` or another of verl's
+   entry points (wizard.check.entrypoints: read with that entry point's own tree), expanded by bash
    in a sandbox with the launchers stubbed (wizard.check.bashtrace) or, without one, read by
    wizard.check.shellargs; a bundle folder; raw overrides after `--`, parsed by wizard.check.overrides);
 2. resolve the full config verl would build (wizard.check.resolve): with verl installed (and
@@ -171,7 +172,8 @@ def cli(argv: Iterable[str]) -> int:
     p = argparse.ArgumentParser(
         prog="verl-init check",
         description="Lint a verl config before it runs: a verl YAML (or bundle folder), a launch script that starts "
-                    "verl.trainer.main_ppo (expanded by bash in a bubblewrap sandbox where the launchers are stubs and "
+                    "verl.trainer.main_ppo or another verl entry point (sft_trainer, fully_async_main, the one-step-off "
+                    "main_ppo, main_generation_server; each read with its own config tree) (expanded by bash in a bubblewrap sandbox where the launchers are stubs and "
                     "nothing can change outside; read statically where bubblewrap is missing) and/or Hydra overrides "
                     "after --. Exit 1 when any error.")
     p.add_argument("target", nargs="?", help="verl YAML, bundle folder or launch script (omit to check only overrides)")
