@@ -66,7 +66,7 @@ def _compose_verl(src: Source, items: list[Item], engine: str) -> tuple[dict[str
             # `pkg://verl.trainer.config` search path is read as the files it names (Hydra would import verl,
             # torch with it, only to find that folder)
             with tempfile.TemporaryDirectory() as tmp:
-                write_yaml(Path(tmp) / "cfg.yaml", _file_searchpath(src.yaml_path))
+                write_yaml(Path(tmp) / "cfg.yaml", _file_searchpath(src.yaml_path, src))
                 with initialize_config_dir(config_dir=tmp, version_base=None):
                     cfg = compose(config_name="cfg", overrides=overrides)
         elif src.yaml_path is not None:
@@ -86,8 +86,9 @@ def _compose_verl(src: Source, items: list[Item], engine: str) -> tuple[dict[str
 _VERL_PKG = ("pkg://verl.trainer.config", "pkg://verl/trainer/config")
 
 
-def _file_searchpath(path: Path) -> dict[str, Any]:
-    """The YAML at `path` with its folder and verl's config folder as file:// search paths."""
+def _file_searchpath(path: Path, src: Source | None = None) -> dict[str, Any]:
+    """The YAML at `path` with its folder and verl's config folder as file:// search paths; with `src`, its
+    `defaults:` as the source holds them (a missing recipe config replaced by the tree guessed for it)."""
     from wizard.check.source import read_yaml
 
     doc = dict(read_yaml(path) or {})
@@ -96,6 +97,9 @@ def _file_searchpath(path: Path) -> dict[str, Any]:
     verl_dir = f"file://{verl_config_dir()}"
     entries = [verl_dir if e.rstrip("/") in _VERL_PKG else _no_import(e, path.parent) for e in entries]
     entries = [e for e in entries if e]
+    if src is not None and src.config_missing is not None:
+        doc["defaults"] = list(src.yaml_defaults)
+        entries = [e for e in entries if e != verl_dir] + [verl_dir]
     hydra["searchpath"] = [f"file://{path.parent.resolve()}", *entries]
     doc["hydra"] = hydra
     return doc
