@@ -84,6 +84,29 @@ def test_a_missing_recipe_config_is_one_finding(tmp_path):
     assert report.source.config_name == "ppo_megatron_trainer"
 
 
+def test_a_yaml_whose_defaults_name_a_missing_recipe_config_is_one_finding(tmp_path):
+    """A user YAML composing a recipe config (`defaults: [dapo_megatron_trainer]`) from a search path that is not here:
+    one VI891 and the tree guessed from the entry's name, not one unknown-key error per recipe key nor Hydra's
+    MissingConfigException; the control: the same YAML with the recipe config present gets no VI891."""
+    body = ("hydra:\n  searchpath:\n    - file://recipe/config\ndefaults:\n  - dapo_megatron_trainer\n  - _self_\n"
+            "actor_rollout_ref:\n  actor:\n    megatron:\n      tensor_model_parallel_size: 2\nmy_recipe:\n  knob: 3\n")
+    (tmp_path / "mine.yaml").write_text(body, encoding="utf-8")
+    report = check(str(tmp_path / "mine.yaml"), BASE)
+    rules = [f.problem.rule for f in report.findings]
+    assert rules.count("VI891") == 1 and not {"VI801", "VI802", "VI804"} & set(rules), rules
+    one = next(f.problem for f in report.findings if f.problem.rule == "VI891")
+    assert "dapo_megatron_trainer.yaml" in one.message and "ppo_megatron_trainer" in one.message, one.line()
+    assert report.source.config_name == "ppo_megatron_trainer"
+    assert report.config.get("actor_rollout_ref.actor.strategy") == "megatron"
+    # the recipe config is there: Hydra composes it, nothing is missing
+    (tmp_path / "recipe" / "config").mkdir(parents=True)
+    (tmp_path / "recipe" / "config" / "dapo_megatron_trainer.yaml").write_text(
+        "hydra:\n  searchpath:\n    - pkg://verl.trainer.config\ndefaults:\n  - ppo_megatron_trainer\n  - _self_\n"
+        "my_recipe:\n  knob: 1\n", encoding="utf-8")
+    found = check(str(tmp_path / "mine.yaml"), BASE, workdir=str(tmp_path))
+    assert "VI891" not in found.ids() and found.source.config_missing is None, [f.problem.line() for f in found.findings]
+
+
 def test_other_entry_points_use_their_own_trees():
     sft = check(None, ["--config-name=sft_trainer_engine", "model.path=Qwen/Qwen2.5-0.5B-Instruct",
                        "trainer.n_gpus_per_node=1", "+data.prompt_key=question"])

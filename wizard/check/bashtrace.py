@@ -74,7 +74,8 @@ if [ -f "$f" ] && [ ! -L "$f" ]; then
 fi
 """
 
-# The stub: find `-m verl.trainer.main_ppo*` (or a main_ppo*.py path) in its arguments and record what follows.
+# The stub: find `-m verl.trainer.main_ppo*` (or a main_ppo*.py path, or another of verl's entry points:
+# wizard.check.entrypoints) in its arguments and record it with what follows.
 _STUB = r"""#!/bin/bash
 name=${0##*/}
 i=0
@@ -83,7 +84,7 @@ for a in "$@"; do
   i=$((i + 1))
   if [ -n "$found" ]; then break; fi
   case "$a" in
-    verl.trainer.main_ppo*|*/main_ppo*.py|main_ppo*.py) found=$i ;;
+    verl.trainer.main_ppo*|*/main_ppo*.py|main_ppo*.py@ENTRIES@) found=$i ;;
   esac
 done
 if [ -n "$found" ]; then
@@ -111,6 +112,22 @@ case "$name" in
 esac
 exit 0
 """
+
+
+def _entry_patterns() -> str:
+    """bash `case` patterns for the other entry points: the module, and the file with or without its folder."""
+    from wizard.check.entrypoints import ENTRIES
+
+    pats: list[str] = []
+    for e in ENTRIES:
+        if e.module == "verl.trainer.main_ppo":
+            continue
+        path = e.module.replace(".", "/") + ".py"
+        pats += [e.module, "*/" + "/".join(path.split("/")[-2:]), path.rsplit("/", 1)[-1]]
+    return "".join("|" + p for p in dict.fromkeys(pats))
+
+
+_STUB = _STUB.replace("@ENTRIES@", _entry_patterns())
 
 
 @dataclass
@@ -217,7 +234,7 @@ def _parse(result: sandbox_run.Result) -> Traced:
     tail = err.decode("utf-8", errors="replace").strip().splitlines()
     if not count or not raw:
         last = next((line for line in reversed(tail) if not line.startswith("+")), "")
-        return Traced(status=status, reason=f"bash reached no main_ppo launch (exit status {status})", error=last[:300])
+        return Traced(status=status, reason=f"bash reached no verl launch (exit status {status})", error=last[:300])
     if len(raw) > ARGV_BYTES:
         return Traced(status=status, reason=f"the launch's arguments exceed {ARGV_BYTES >> 20} MiB")
     words = raw.decode("utf-8", errors="replace").split("\0")[:-1]

@@ -98,6 +98,15 @@ RULES: dict[str, tuple[str, str]] = {
               "transformers has no such class for the critic's model type"),
     "VI972": ("data file is a `datasets` folder", "data.train_files/val_files names a folder written by save_to_disk: "
               "verl's RLHFDataset reads .parquet/.json/.jsonl files only (rl_dataset.py:173-178 raises ValueError)"),
+    "VI904": ("context parallel that does not lower the tokens per GPU", "Megatron CP with dynamic batching packs "
+              "ppo_max_token_len_per_gpu × CP tokens before the CP split (engine/utils.py:111, megatron/transformer_impl.py:836): "
+              "when the budget already holds prompt + response, each GPU holds as many tokens as without CP"),
+    "VI905": ("rollout data parallel across nodes for a dense model", "a vLLM replica of TP×DP GPUs larger than a node "
+              "becomes one multi-node server (replica.py:113-118, vllm_async_server.py:384-414) although a model without "
+              "experts gains nothing over separate TP replicas (DP in a replica serves EP = TP×DP)"),
+    "VI906": ("rollout max_model_len above max_num_batched_tokens", "vLLM admits it only through chunked prefill; verl's "
+              "rollout config asks to raise max_num_batched_tokens or lower max_model_len (rollout.yaml:86, "
+              "vllm_async_server.py:1113)"),
     "VI870": ("file not found", "data files, model folders, reward function, custom classes and configs that do not exist here"),
     "VI871": ("reward function not in its file", "reward.custom_reward_function.name is not defined in the file (verl fails when the reward loop starts)"),
     "VI873": ("named class not in its file", "data.custom_cls.name or reward.reward_manager.name (source=importlib) is not defined at the top of the module file: read, not imported (verl fails when it loads it)"),

@@ -14,12 +14,15 @@ class Entry:
     config_dir: str  # relative to the verl package
     config_name: str
     cite: str
+    # keys the entry point's own code reads that its config tree does not hold (given with `+key=`), with the line
+    reads_outside: tuple[tuple[str, str], ...] = ()
 
 
 ENTRIES = (
     Entry("ppo", "verl.trainer.main_ppo", "trainer/config", "ppo_trainer", "verl/trainer/main_ppo.py:166"),
     Entry("generation", "verl.trainer.main_generation_server", "trainer/config", "ppo_trainer",
-          "verl/trainer/main_generation_server.py:122"),
+          "verl/trainer/main_generation_server.py:122",
+          reads_outside=(("data.output_path", "verl/trainer/main_generation_server.py:186"),)),
     Entry("sft", "verl.trainer.sft_trainer", "trainer/config", "sft_trainer_engine", "verl/trainer/sft_trainer.py:461"),
     Entry("sft", "verl.trainer.sft_trainer_ray", "trainer/config", "sft_trainer_engine",
           "verl/trainer/sft_trainer_ray.py:388"),
@@ -46,7 +49,59 @@ def entry_of_module(module: str) -> Entry | None:
     return next((e for e in ENTRIES if e.module == module), None)
 
 
-def guess_tree(name: str) -> str:
-    """The verl tree a config that cannot be found most likely extends, from its name: a recipe's
-    `*megatron*` config composes ppo_megatron_trainer, any other ppo_trainer."""
-    return "ppo_megatron_trainer" if "megatron" in name.lower() else "ppo_trainer"
+def _file_of(entry: Entry) -> str:
+    return entry.module.replace(".", "/") + ".py"
+
+
+def entry_of_word(word: str) -> Entry | None:
+    """The entry point a launch word names: its module (`verl.trainer.sft_trainer`, as after `-m`), a path to its
+    file (`.../verl/trainer/sft_trainer.py`), or a bare file name that only one entry point has (`main_ppo.py` is
+    main_ppo's: the one-step-off file of that name is named by its folder)."""
+    if word.startswith("-m") and len(word) > 2:
+        word = word[2:]
+    found = entry_of_module(word)
+    if found is not None:
+        return found
+    if not word.endswith(".py"):
+        return None
+    for entry in ENTRIES:  # the file with its folder: .../one_step_off_policy/main_ppo.py is not main_ppo's
+        last2 = "/".join(_file_of(entry).split("/")[-2:])
+        if word == last2 or word.endswith("/" + last2):
+            return entry
+    named = [e for e in ENTRIES if _file_of(e).rsplit("/", 1)[-1] == word]  # a bare file name, run from its folder
+    return named[0] if named else None
+
+
+def launch_index(words: list[str]) -> tuple[int, Entry] | None:
+    """(index of the first argument after the entry point's module or file, the entry) for a command's words."""
+    for k, w in enumerate(words):
+        if k > 0 and words[k - 1] == "-m":
+            entry = entry_of_module(w)
+        elif w.startswith("-m") or w.endswith(".py"):
+            entry = entry_of_word(w)
+        else:
+            entry = None
+        if entry is not None:
+            return k + 1, entry
+    return None
+
+
+def entry_words() -> tuple[str, ...]:
+    """The last name of every entry point's module: a command without one of them launches none."""
+    return tuple(dict.fromkeys(e.module.rsplit(".", 1)[-1] for e in ENTRIES))
+
+
+def own_configs(entry: Entry) -> tuple[str, ...]:
+    """The configs a `--config-name` may name from the entry point's own config folder."""
+    return tuple(name for name, (_, folder) in CONFIGS.items() if folder == entry.config_dir)
+
+
+def guess_tree(name: str, entry: Entry | None = None) -> str:
+    """The verl tree a config that cannot be found most likely extends, from its name and the entry point: a
+    recipe's `*megatron*` config composes the entry point's megatron tree (ppo_megatron_trainer for main_ppo), any
+    other its default tree."""
+    entry = entry or ENTRIES[0]
+    megatron = entry.config_name.replace("_trainer", "_megatron_trainer")
+    if "megatron" in name.lower() and megatron in CONFIGS:
+        return megatron
+    return entry.config_name

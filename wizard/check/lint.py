@@ -3,7 +3,8 @@
 `check()` runs the pipeline, one module per step:
 
 1. read what to check (wizard.check.source: a verl YAML, also one with `defaults:` over verl's tree,
-   e.g. a bundle's verl_config.yaml; a shell script that launches `verl.trainer.main_ppo`, expanded by bash
+   e.g. a bundle's verl_config.yaml; a shell script that launches `verl.trainer.main_ppo` or another of verl's
+   entry points (wizard.check.entrypoints: read with that entry point's own tree), expanded by bash
    in a sandbox with the launchers stubbed (wizard.check.bashtrace) or, without one, read by
    wizard.check.shellargs; a bundle folder; raw overrides after `--`, parsed by wizard.check.overrides);
 2. resolve the full config verl would build (wizard.check.resolve): with verl installed (and
@@ -43,8 +44,8 @@ from wizard.check.rules.context import M, Ctx, facts, model_shape
 from wizard.check.rules.bundlefiles import rule_bundle_files
 from wizard.check.rules.datacontent import rule_data_content
 from wizard.check.rules.files import rule_files
-from wizard.check.rules.layout import (rule_device, rule_hardware, rule_layout, rule_megatron, rule_rollout_parallel,
-                                      rule_sequence_parallel)
+from wizard.check.rules.layout import (rule_device, rule_hardware, rule_layout, rule_megatron, rule_rollout_dp_nodes,
+                                      rule_rollout_parallel, rule_sequence_parallel)
 from wizard.check.rules.lora import rule_lora
 from wizard.check.rules.readers import rule_unread
 from wizard.check.rules.requirements import rule_requirements
@@ -53,7 +54,7 @@ from wizard.check.rules.memory import rule_memory
 from wizard.check.rules.time import rule_time
 from wizard.check.rules.reward_model import rule_reward_model
 from wizard.check.rules.roles import rule_roles
-from wizard.check.rules.tokens import rule_context, rule_tokens, rule_vision
+from wizard.check.rules.tokens import rule_context, rule_context_parallel_budget, rule_tokens, rule_vision
 from wizard.check.rules.values import rule_choices, rule_required, rule_unresolved, rule_values
 from wizard.check.source import Source, load_source, write_yaml
 from wizard.intent.errors import Problem
@@ -86,18 +87,24 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
     c.typed = {k for fd in findings if fd.problem.rule == "VI808" for k in fd.problem.keys}
     f = facts(c)
     shape, why = model_shape(c, f"{M}.path")
-    # the PPO rules read main_ppo's tree; an SFT config has none of it (its keys were checked while resolving)
-    ppo_rules = () if src.entry == "sft" else (
+    # the PPO rules read main_ppo's tree; an SFT config has none of it (its keys were checked while resolving);
+    # main_generation_server reads only the rollout, model, data files and hardware of it (trainer/main_generation_server.py)
+    generation = (rule_unresolved, rule_choices, rule_layout, rule_hardware, rule_rollout_parallel, rule_device,
+                  rule_values)
+    ppo_rules = () if src.entry == "sft" else generation if src.entry == "generation" else (
         rule_unresolved, rule_required, rule_deprecated_micro, rule_choices, rule_layout, rule_hardware,
-        rule_rollout_parallel, rule_device, rule_batches, rule_dynamic_flags, rule_tokens, rule_roles,
+        rule_rollout_parallel, rule_device, rule_batches, rule_dynamic_flags, rule_tokens, rule_context_parallel_budget, rule_roles,
         rule_values, rule_files, rule_data_content, rule_bundle_files, rule_agent, rule_lora, rule_sandbox,
         rule_reward_model, rule_value_model)
     with tool_imports(deep):  # check's agent rules import a tool module only with --deep, in the sandbox
         for rule in (*ppo_rules, rule_unread, rule_requirements):
             rule(c, f)
-    if ppo_rules:
+    if ppo_rules and src.entry == "generation":
+        rule_context(c, f, shape)
+    elif ppo_rules:
         rule_megatron(c, f, shape)
         rule_sequence_parallel(c, f, shape)
+        rule_rollout_dp_nodes(c, f, shape)
         rule_context(c, f, shape)
         rule_vision(c, f, shape)
         rule_memory(c, f, shape, why)
@@ -165,7 +172,8 @@ def cli(argv: Iterable[str]) -> int:
     p = argparse.ArgumentParser(
         prog="verl-init check",
         description="Lint a verl config before it runs: a verl YAML (or bundle folder), a launch script that starts "
-                    "verl.trainer.main_ppo (expanded by bash in a bubblewrap sandbox where the launchers are stubs and "
+                    "verl.trainer.main_ppo or another verl entry point (sft_trainer, fully_async_main, the one-step-off "
+                    "main_ppo, main_generation_server; each read with its own config tree) (expanded by bash in a bubblewrap sandbox where the launchers are stubs and "
                     "nothing can change outside; read statically where bubblewrap is missing) and/or Hydra overrides "
                     "after --. Exit 1 when any error.")
     p.add_argument("target", nargs="?", help="verl YAML, bundle folder or launch script (omit to check only overrides)")

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from wizard.check.entrypoints import PPO_TREES
+from wizard.check.entrypoints import ENTRIES, PPO_TREES
 from wizard.check.items import Item, user_items
 from wizard.check.rules.keys import type_problems, validate_keys
 from wizard.check.shellargs import PLACEHOLDER
@@ -99,7 +99,9 @@ def resolve(src: Source, mode: str, add: Callable[..., None], env: Mapping[str, 
             critic_hint = it.value == "gae"
     if src.config_missing is not None:
         add = _lenient(add, src)
-    validate_keys(items, base, add, critic_hint)
+    # keys the entry point's own code reads outside its tree (main_generation_server's +data.output_path)
+    outside = {k for e in ENTRIES if e.name == src.entry for k, _ in e.reads_outside}
+    validate_keys([it for it in items if it.key not in outside], base, add, critic_hint)
     if src.config_missing is not None:
         skipped = getattr(add, "skipped", [])
         add("VI891", "warning", ("--config-path", "--config-name"),

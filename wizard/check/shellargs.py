@@ -1,4 +1,5 @@
-"""Hydra overrides of a shell script that launches `verl.trainer.main_ppo`, read without running it.
+"""Hydra overrides of a shell script that launches `verl.trainer.main_ppo` (or another of verl's entry points,
+wizard.check.entrypoints: sft_trainer, fully_async_main, ...), read without running it.
 
 What is understood (the patterns verl's own example scripts use):
 
@@ -28,6 +29,7 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from wizard.check.entrypoints import entry_of_word, entry_words
 from wizard.check.shell.arith import _eval_int
 from wizard.check.shell.interp import _extract, _split_launch
 from wizard.check.shell.model import (MAX_ARRAY_ITEMS, MAX_EXPR_CHARS, MAX_SCRIPT_CHARS, MAX_VALUE_CHARS, MODULE, PLACEHOLDER,
@@ -71,9 +73,13 @@ def extract_file(path: str | os.PathLike[str], *, env: Mapping[str, str] | None 
 
 
 def looks_like_script(text: str) -> bool:
-    """A shell script rather than YAML: a shebang, or a main_ppo launch line."""
+    """A shell script rather than YAML: a shebang, or a line launching one of verl's entry points."""
     head = text.lstrip()[:200]
-    return head.startswith("#!") or bool(re.search(r"(?m)^[^#\n]*(-m\s+verl\.trainer\.main_ppo|main_ppo\.py)", text))
+    return head.startswith("#!") or bool(_LAUNCH_LINE.search(text))
+
+
+_LAUNCH_LINE = re.compile(r"(?m)^[^#\n]*(-m\s*verl\.(?:trainer|experimental)\.[\w.]+|(?:"
+                          + "|".join(re.escape(w) for w in entry_words()) + r")\.py)")
 
 
 def adopt_traced(ex: Extraction, module: str, args: list[str], needed: Sequence[str] = ()) -> None:
@@ -92,7 +98,9 @@ def adopt_traced(ex: Extraction, module: str, args: list[str], needed: Sequence[
         else:
             merged.append(arg)
     line = ex.launch.line if ex.launch else 0
-    launch = Launch(line=line, args=merged, passthrough=bool(ex.launch and ex.launch.passthrough),
+    entry = entry_of_word(module)
+    launch = Launch(line=line, args=merged, module=entry.module if entry is not None else MODULE,
+                    passthrough=bool(ex.launch and ex.launch.passthrough),
                     conditional=bool(ex.launch and ex.launch.conditional))
     _split_launch(launch)
     text = " ".join(merged)

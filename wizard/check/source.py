@@ -14,7 +14,7 @@ from typing import Any
 
 from wizard.check.shellargs import (MAX_SCRIPT_CHARS, PLACEHOLDER, Extraction, ShellLimitError, ShellSyntaxError,
                                     adopt_traced, extract_file, looks_like_script)
-from wizard.check.entrypoints import CONFIGS, guess_tree
+from wizard.check.entrypoints import CONFIGS, ENTRIES, Entry, entry_of_module, guess_tree, own_configs
 from wizard.intent.errors import Problem, UserError
 
 
@@ -105,10 +105,36 @@ def _use_yaml(src: Source, path: Path) -> None:
                         keys=("target",))
     src.yaml_path = path
     src.yaml_defaults = list(doc.pop("defaults", None) or [])
-    doc.pop("hydra", None)
+    hydra = doc.pop("hydra", None)
     src.yaml_body = doc
+    _missing_defaults(src, path, (hydra or {}).get("searchpath") if isinstance(hydra, dict) else None)
     if (path.parent / "verl-init.yaml").is_file():
         src.bundle_dir = path.parent
+
+
+def _missing_defaults(src: Source, path: Path, searchpath: Any) -> None:
+    """A `defaults:` entry of the user's YAML (a recipe's dapo_trainer) that is in none of the folders Hydra would
+    search (the YAML's own, its `file://` search paths; verl's own configs count as found, and so does any other
+    `pkg://` path, which only an import could settle) is missing: checked against the tree guessed from its name, one
+    VI891 finding, the keys it would add left unchecked (issue 26 item 4). Only the first missing entry is named."""
+    entries = [str(e) for e in searchpath] if isinstance(searchpath, list) else []
+    if any(e.startswith("pkg://") and e.rstrip("/") not in _VERL_PKG_PATHS for e in entries):
+        return
+    folders = [path.parent]
+    for e in entries:
+        if e.startswith("file://"):
+            d = Path(e[len("file://"):])
+            folders += [d] if d.is_absolute() else [Path.cwd() / d, path.parent / d]
+    for k, d in enumerate(src.yaml_defaults):
+        if not isinstance(d, str) or d == "_self_" or d in CONFIGS or " " in d:
+            continue
+        if any((f / f"{d}.yaml").is_file() for f in folders):
+            continue
+        guessed = guess_tree(d if "megatron" in d.lower() else path.stem)
+        src.config_missing = str((folders[-1] if len(folders) > 1 else folders[0]) / f"{d}.yaml")
+        src.config_name = guessed
+        src.yaml_defaults[k] = guessed  # composed against the guessed tree (verl's folder joins the search path)
+        return
 
 
 def _config_stem(name: str) -> str:
@@ -116,16 +142,18 @@ def _config_stem(name: str) -> str:
     return name[:-5] if name.endswith(".yaml") else name[:-4] if name.endswith(".yml") else name
 
 
-def _is_verls_own(config_path: str | None, config_dir: str | None, name: str) -> bool:
+def _is_verls_own(config_path: str | None, config_dir: str | None, name: str, entry: Entry = ENTRIES[0]) -> bool:
     """`-m verl.trainer.main_ppo --config-path=config`: Hydra resolves a relative --config-path against the
     launched module's folder (verl/trainer/), so `config` is verl's own tree, where ppo_trainer and
-    ppo_megatron_trainer live; `pkg://verl.trainer.config` names it too."""
-    if config_dir or name not in ("ppo_trainer", "ppo_megatron_trainer"):
+    ppo_megatron_trainer live; `pkg://verl.trainer.config` names it too. The same for the other entry points, each
+    with its own folder (verl/experimental/fully_async_policy/config, ...)."""
+    if config_dir or name not in own_configs(entry):
         return False
     if config_path is None:
         return True
     path = config_path.rstrip("/")
-    return path in ("config", "./config", *_VERL_PKG_PATHS)
+    dotted = "verl." + entry.config_dir.replace("/", ".")
+    return path in ("config", "./config", f"pkg://{dotted}", f"pkg://verl/{entry.config_dir}")
 
 
 _VERL_PKG_PATHS = ("pkg://verl.trainer.config", "pkg://verl/trainer/config")
@@ -151,6 +179,38 @@ def _traced(path: Path, env: Mapping[str, str], workdir: str | None) -> Any:
                      f"{one_line(str(exc))[:200]})", path, "check the script: it tampers with the sandbox's "
                      "output folder") from None
     return traced if traced.ok else None
+
+
+def _script_config(src: Source, ex: Extraction, p: Path) -> None:
+    """The config tree a launch script's entry point composes: its own default (the launched module's @hydra.main),
+    one of verl's own configs it names, the user's YAML at --config-path, or, when that is not here, the tree guessed
+    from its name (src.config_missing)."""
+    la = ex.launch
+    entry = entry_of_module(la.module) or ENTRIES[0]  # the launched entry point reads its own tree
+    src.entry, src.config_name = entry.name, entry.config_name
+    name = _config_stem(la.config_name) if la.config_name else None
+    folder = la.config_path or la.config_dir or ""
+    if name and _is_verls_own(la.config_path, la.config_dir, name, entry):
+        la.config_path = la.config_dir = None  # Hydra resolves it to verl's own tree
+        folder = ""
+    if folder or (name and name not in own_configs(entry)):
+        name = name or entry.config_name
+        if PLACEHOLDER in folder or PLACEHOLDER in name:
+            src.problems.append(Problem("VI800", "info", ("--config-path", "--config-name"),
+                                        f"the config file {folder}/{name}.yaml depends on unresolved values",
+                                        f"checked against verl's {entry.config_name} defaults instead"))
+        else:
+            base = Path(ex.workdir) if ex.workdir else p.parent
+            candidates = [Path(folder) / f"{name}.yaml"] if os.path.isabs(folder) else \
+                [base / folder / f"{name}.yaml", Path.cwd() / folder / f"{name}.yaml"]
+            found = next((c for c in candidates if c.is_file()), None)
+            if found is None:
+                src.config_name = guess_tree(name, entry)
+                src.config_missing = str(candidates[0])
+            else:
+                _use_yaml(src, found)
+    elif name:
+        src.config_name = name
 
 
 def load_source(target: str | None, extra: Sequence[str] = (), *, env: Mapping[str, str] | None = None,
@@ -201,7 +261,9 @@ def load_source(target: str | None, extra: Sequence[str] = (), *, env: Mapping[s
             if traced is not None:
                 adopt_traced(ex, traced.module or "", traced.args, traced.needed)
             if ex.launch is None:
-                raise UserError(f"{p} does not launch `python -m verl.trainer.main_ppo`",
+                raise UserError(f"{p} does not launch `python -m verl.trainer.main_ppo` (nor another of verl's entry "
+                                "points: sft_trainer, fully_async_main, one_step_off_policy.main_ppo, "
+                                "main_generation_server)",
                                 "give the script that starts training, a verl YAML, or overrides after --", rule="VI800",
                                 keys=("target",))
             src.extraction = ex
@@ -213,30 +275,7 @@ def load_source(target: str | None, extra: Sequence[str] = (), *, env: Mapping[s
             src.workdir = Path(ex.workdir) if ex.workdir else Path.cwd()
             for u in ex.unresolved:
                 src.placeholders.setdefault(u.placeholder, u.reason)
-            la = ex.launch
-            name = _config_stem(la.config_name) if la.config_name else None
-            folder = la.config_path or la.config_dir or ""
-            if name and _is_verls_own(la.config_path, la.config_dir, name):
-                la.config_path = la.config_dir = None  # Hydra resolves it to verl's own tree
-                folder = ""
-            if folder or (name and name not in ("ppo_trainer", "ppo_megatron_trainer")):
-                name = name or "ppo_trainer"
-                if PLACEHOLDER in folder or PLACEHOLDER in name:
-                    src.problems.append(Problem("VI800", "info", ("--config-path", "--config-name"),
-                                                f"the config file {folder}/{name}.yaml depends on unresolved values",
-                                                "checked against verl's ppo_trainer defaults instead"))
-                else:
-                    base = Path(ex.workdir) if ex.workdir else p.parent
-                    candidates = [Path(folder) / f"{name}.yaml"] if os.path.isabs(folder) else \
-                        [base / folder / f"{name}.yaml", Path.cwd() / folder / f"{name}.yaml"]
-                    found = next((c for c in candidates if c.is_file()), None)
-                    if found is None:
-                        src.config_name = guess_tree(name)
-                        src.config_missing = str(candidates[0])
-                    else:
-                        _use_yaml(src, found)
-            elif name:
-                src.config_name = name
+            _script_config(src, ex, p)
             if src.bundle_dir is None and (p.parent / "verl-init.yaml").is_file():
                 src.bundle_dir = p.parent
         else:

@@ -66,7 +66,7 @@ def _compose_verl(src: Source, items: list[Item], engine: str) -> tuple[dict[str
             # `pkg://verl.trainer.config` search path is read as the files it names (Hydra would import verl,
             # torch with it, only to find that folder)
             with tempfile.TemporaryDirectory() as tmp:
-                write_yaml(Path(tmp) / "cfg.yaml", _file_searchpath(src.yaml_path))
+                write_yaml(Path(tmp) / "cfg.yaml", _file_searchpath(src.yaml_path, src))
                 with initialize_config_dir(config_dir=tmp, version_base=None):
                     cfg = compose(config_name="cfg", overrides=overrides)
         elif src.yaml_path is not None:
@@ -77,7 +77,7 @@ def _compose_verl(src: Source, items: list[Item], engine: str) -> tuple[dict[str
                     cfg = compose(config_name="cfg", overrides=overrides)
         else:
             with initialize_config_dir(config_dir=str(config_dir_of(name)), version_base=None):
-                cfg = compose(config_name=name, overrides=overrides)
+                cfg = compose(config_name=name, overrides=[*_searchpath(name), *overrides])
         return OmegaConf.to_container(cfg, resolve=True), {}  # type: ignore[return-value]
     finally:
         GlobalHydra.instance().clear()
@@ -86,8 +86,9 @@ def _compose_verl(src: Source, items: list[Item], engine: str) -> tuple[dict[str
 _VERL_PKG = ("pkg://verl.trainer.config", "pkg://verl/trainer/config")
 
 
-def _file_searchpath(path: Path) -> dict[str, Any]:
-    """The YAML at `path` with its folder and verl's config folder as file:// search paths."""
+def _file_searchpath(path: Path, src: Source | None = None) -> dict[str, Any]:
+    """The YAML at `path` with its folder and verl's config folder as file:// search paths; with `src`, its
+    `defaults:` as the source holds them (a missing recipe config replaced by the tree guessed for it)."""
     from wizard.check.source import read_yaml
 
     doc = dict(read_yaml(path) or {})
@@ -96,6 +97,9 @@ def _file_searchpath(path: Path) -> dict[str, Any]:
     verl_dir = f"file://{verl_config_dir()}"
     entries = [verl_dir if e.rstrip("/") in _VERL_PKG else _no_import(e, path.parent) for e in entries]
     entries = [e for e in entries if e]
+    if src is not None and src.config_missing is not None:
+        doc["defaults"] = list(src.yaml_defaults)
+        entries = [e for e in entries if e != verl_dir] + [verl_dir]
     hydra["searchpath"] = [f"file://{path.parent.resolve()}", *entries]
     doc["hydra"] = hydra
     return doc
@@ -124,6 +128,17 @@ def verl_config_dir() -> Path:
     return Path(spec.origin).parent / "trainer" / "config"
 
 
+def _searchpath(name: str) -> list[str]:
+    """For a config outside verl/trainer/config that composes ppo_trainer (fully_async, one_step_off): verl's trainer
+    folder as the one search path, read as files. Their own YAMLs name it as `pkg://verl.trainer.config` (Hydra
+    would import verl, torch with it) or `file://verl/trainer/config`, which Hydra reads relative to the working
+    folder (verl/experimental/one_step_off_policy/config/one_step_off_ppo_trainer.yaml:3): found only when verl runs
+    from a source checkout's root."""
+    if CONFIGS.get(name, ("", "trainer/config"))[1] == "trainer/config":
+        return []
+    return [f"hydra.searchpath=[file://{verl_config_dir()}]"]
+
+
 def config_dir_of(name: str) -> Path:
     """The folder of one of verl's own configs (wizard.check.entrypoints.CONFIGS)."""
     return verl_config_dir().parent.parent / CONFIGS[name][1]
@@ -139,7 +154,7 @@ def verl_base(engine: str, name: str = "ppo_trainer") -> dict[str, Any]:
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(config_dir_of(name)), version_base=None):
-            cfg = compose(config_name=name, overrides=[f"model_engine={engine}"] if name in PPO_TREES else [])
+            cfg = compose(config_name=name, overrides=[f"model_engine={engine}"] if name in PPO_TREES else _searchpath(name))
         return OmegaConf.to_container(cfg, resolve=False)  # type: ignore[return-value]
     finally:
         GlobalHydra.instance().clear()

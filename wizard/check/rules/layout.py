@@ -1,4 +1,4 @@
-"""GPU layout rules: rollout tiling (VI810-VI811), Ulysses SP (VI812, VI816), Megatron (VI813, VI818, VI819), the
+"""GPU layout rules: rollout tiling (VI810-VI811), rollout data parallel across nodes for a dense model (VI905), Ulysses SP (VI812, VI816), Megatron (VI813, VI818, VI819), the
 config against the given hardware (VI814), rollout parallelism verl cannot run (VI815) and a rollout engine
 without a build for the device (VI817).
 """
@@ -41,6 +41,33 @@ def rule_layout(c: Ctx, f: Facts) -> None:
         c.add("VI811", "warning", (keys[0], "trainer.n_gpus_per_node"),
               f"rollout replicas of {w} GPUs do not divide the {gpn} GPUs of a node: some replicas straddle two nodes",
               f"nearest valid: {join_or(nearest(divisors(gpn), w))}")
+
+
+def rule_rollout_dp_nodes(c: Ctx, f: Facts, shape: Any) -> None:
+    """Rollout data parallel that makes one replica span nodes, for a model without experts. verl sizes a replica as
+    TP×DP×PP GPUs and builds world // that many of them (rollout/llm_server.py:434-460); a replica larger than a node
+    becomes one vLLM server over nnodes = world_size // gpus_per_node nodes (rollout/replica.py:108-118) whose DP engines
+    are started as data_parallel_size with gpus_per_node // TP of them local, plus nnodes/node_rank/master_addr for one
+    multi-node engine (vllm_rollout/vllm_async_server.py:384-414). Each DP engine holds a whole TP copy of the weights,
+    as a separate replica does; DP inside a replica serves MoE expert parallel (EP = TP×DP, RolloutConfig,
+    workers/config/rollout.py:295; rollout.yaml's comment on expert_parallel_size). For a dense model it only binds
+    independent engines into one server across the network."""
+    if f.gpn is None or shape is None or shape.source not in ("catalogue", "local") or shape.experts:
+        return
+    keys = (f"{R}.data_parallel_size", f"{R}.tensor_model_parallel_size", f"{R}.pipeline_model_parallel_size")
+    if c.unknown(*keys) or c.v(f"{R}.name") != "vllm":
+        return
+    rdp, tp, pp = (c.int(k) or 1 for k in keys)
+    gpn = c.int(f"{R}.n_gpus_per_node") or f.gpn
+    w = tp * rdp * pp
+    if rdp <= 1 or w <= gpn or tp * pp > gpn or w % gpn:
+        return  # in a node; TP crossing nodes is VI811; a replica that does not tile is VI810
+    c.add("VI905", "warning", (keys[0], keys[1], "trainer.n_gpus_per_node"),
+          f"rollout data_parallel_size={rdp} × tensor_model_parallel_size={tp} = {w} GPUs per replica spans {w // gpn} "
+          f"nodes of {gpn}: verl starts it as one vLLM server over {w // gpn} nodes (replica.py:113-118, "
+          f"vllm_async_server.py:384-414), although {shape.name} has no experts and each of its {rdp} DP engines holds "
+          "a whole TP copy of the weights, as a separate replica would",
+          f"set {keys[0]}=1: verl then builds one replica per {tp * pp} GPUs (llm_server.py:460), each inside a node")
 
 
 def rule_hardware(c: Ctx, f: Facts) -> None:

@@ -1,5 +1,5 @@
-"""Sequence-length rules: dynamic token budgets (VI830, VI834), the rollout engine's limits (VI831, VI833)
-and the model's context (VI833); vision-language settings (VI836).
+"""Sequence-length rules: dynamic token budgets (VI830, VI834), context parallel under a token budget (VI904), the
+rollout engine's limits (VI831, VI833, VI906) and the model's context (VI833); vision-language settings (VI836).
 """
 
 from __future__ import annotations
@@ -45,10 +45,44 @@ def rule_tokens(c: Ctx, f: Facts) -> None:
               f"max_num_batched_tokens={mnbt} is below prompt + response = {seq} with chunked prefill off: verl raises it "
               "to max_model_len with a warning, so this value has no effect", f"set it ≥ {max(8192, seq)}, or enable chunked prefill")
     mml = c.int(f"{R}.max_model_len")
+    if name == "vllm" and mnbt and mml and c.v(f"{R}.enable_chunked_prefill") is True and mnbt < mml:
+        # verl passes the three to vLLM as they are (vllm_async_server.py:332-335); its own rollout config asks
+        # "When activated, Please increase max_num_batched_tokens or decrease max_model_len" (rollout.yaml:86), and
+        # with chunked prefill off it raises max_num_batched_tokens to max_model_len itself (vllm_async_server.py:1113-1119)
+        c.add("VI906", "warning", (f"{R}.max_num_batched_tokens", f"{R}.max_model_len", f"{R}.enable_chunked_prefill"),
+              f"rollout.max_model_len={mml} is above max_num_batched_tokens={mnbt}: vLLM admits a sequence longer than one "
+              f"scheduler step only through chunked prefill (a prompt over {mnbt} tokens is prefilled over several steps); "
+              "verl's rollout config asks to raise max_num_batched_tokens or lower max_model_len when chunked prefill is "
+              "on (trainer/config/rollout/rollout.yaml:86), and turning it off makes verl raise max_num_batched_tokens to "
+              f"{mml} (vllm_async_server.py:1113)", f"set {R}.max_num_batched_tokens ≥ {mml}, or max_model_len ≤ {mnbt}")
     if mml and mml < seq:
         c.add("VI833", "warning", (f"{R}.max_model_len", "data.max_prompt_length", "data.max_response_length"),
               f"rollout.max_model_len={mml} is below prompt + response = {seq}: long responses are cut short",
               f"set it ≥ {seq}, or null to use the model's context")
+
+
+def rule_context_parallel_budget(c: Ctx, f: Facts) -> None:
+    """Megatron context parallel under dynamic batching. verl packs `*_max_token_len_per_gpu × sp_size` tokens into a
+    micro-batch (workers/engine/utils.py:104-111) with sp_size = context_parallel_size (megatron/transformer_impl.py:836)
+    and Megatron then gives each CP rank 1/CP of them (models/mcore/util.py:107): a GPU holds the budget's tokens with or
+    without CP. When that budget already holds a whole sequence, CP splits nothing that needed splitting: it does not
+    lower the tokens (the activation memory) per GPU, it only multiplies the micro-batch by CP and adds the CP traffic."""
+    if not f.megatron or not f.dynamic or f.seq is None or bool(c.v(f"{A}.megatron.dynamic_context_parallel")):
+        return
+    cp_key, key = f"{A}.megatron.context_parallel_size", f"{A}.ppo_max_token_len_per_gpu"
+    if c.unknown(cp_key, key, "data.max_prompt_length", "data.max_response_length"):
+        return
+    cp, budget = c.int(cp_key) or 1, c.int(key)
+    if cp <= 1 or budget is None or budget < f.seq:
+        return
+    c.add("VI904", "warning", (key, cp_key),
+          f"actor Megatron context_parallel_size={cp} with dynamic batching: verl packs {key.rsplit('.', 1)[-1]} × CP = "
+          f"{budget * cp} tokens into each micro-batch before splitting them over the {cp} CP ranks "
+          "(workers/engine/utils.py:111, sp_size = context_parallel_size at megatron/transformer_impl.py:836), so each "
+          f"GPU still holds {budget} tokens, as without CP; and {budget} already holds a whole sequence of prompt + "
+          f"response = {f.seq} tokens, so CP does not lower the memory per GPU",
+          f"to lower memory per GPU lower {key} (≥ {rc.min_token_budget(f.seq, cp)} holds one sequence with CP {cp}); "
+          f"or set {cp_key}=1 and let the GPUs do data parallel")
 
 
 def rule_context(c: Ctx, f: Facts, shape: Any) -> None:

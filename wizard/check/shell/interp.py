@@ -6,26 +6,23 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from wizard.check.entrypoints import entry_words, launch_index
 from wizard.check.shell.arith import _eval_int
 from wizard.check.shell.expand import _Expander
 from wizard.check.shell.lex import (_ASSIGN, _CHAINS, _CLOSE, _DECLARE, _LEADING, _OPEN, _PIPES, _REDIRECTS, _SEPARATORS,
                                     _Lexer, _Tok)
-from wizard.check.shell.model import (_HYDRA_FLAGS, Budget, MAX_ARRAY_ITEMS, MAX_VALUE_CHARS, MODULE, PLACEHOLDER, Extraction,
+from wizard.check.shell.model import (_HYDRA_FLAGS, Budget, MAX_ARRAY_ITEMS, MAX_VALUE_CHARS, PLACEHOLDER, Extraction,
                                       Launch, ShellLimitError, Unresolved, _State, _Var)
 
 
-def _launch_index(words: list[str]) -> int | None:
-    """Index of the first argument after the main_ppo module or script, or None."""
-    for k, w in enumerate(words):
-        if w == MODULE and k > 0 and words[k - 1] == "-m":
-            return k + 1
-        if w == "-m" + MODULE:
-            return k + 1
-        if w.endswith("verl/trainer/main_ppo.py") or w == "main_ppo.py":
-            return k + 1
-    return None
+def _launch_index(words: list[str]) -> tuple[int, str] | None:
+    """(index of the first argument after a verl entry point's module or file, that module), or None
+    (wizard.check.entrypoints: main_ppo, sft_trainer, fully_async_main, the one-step-off main_ppo, ...)."""
+    found = launch_index(words)
+    return (found[0], found[1].module) if found is not None else None
 
 
+_ENTRY_WORDS = entry_words()
 _VALUE_FLAGS = {"--cfg", "-c", "--package", "-p", "--experimental-rerun"}
 
 
@@ -164,7 +161,7 @@ class _Interpreter:
             self.result.notes.append(f"line {rest[0].line}: `{head} ...` is not followed; what it sets stays unresolved")
             return
         raw = [t.text for t in rest if t.kind == "word"]
-        if head != "cd" and not any("main_ppo" in w or "$" in w for w in raw):
+        if head != "cd" and not any("$" in w or any(e in w for e in _ENTRY_WORDS) for w in raw):
             return
         exp = _Expander(state)
         words: list[str] = []
@@ -189,14 +186,16 @@ class _Interpreter:
 
     def _launch(self, words: list[str], exp: _Expander, line: int, conditional: bool) -> None:
         result = self.result
-        start = _launch_index(words)
-        if start is None:
+        found = _launch_index(words)
+        if found is None:
             return
+        start, module = found
         if result.launch is not None:
             result.notes.append(f"line {line}: another main_ppo launch; only the first (line "
                                 f"{result.launch.line}) is read")
             return
-        launch = Launch(line=line, args=words[start:], passthrough=exp.passthrough, conditional=conditional)
+        launch = Launch(line=line, args=words[start:], module=module, passthrough=exp.passthrough,
+                        conditional=conditional)
         _split_launch(launch)
         result.launch = launch
         seen: set[tuple[str, str]] = set()

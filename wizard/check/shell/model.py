@@ -33,10 +33,12 @@ class Unresolved:
 
 @dataclass
 class Launch:
-    """The `main_ppo` command: its line and its arguments after the module, expanded."""
+    """The launch command (main_ppo or another verl entry point, wizard.check.entrypoints): its line and its
+    arguments after the module, expanded."""
 
     line: int
     args: list[str]
+    module: str = MODULE  # the entry point's module
     overrides: list[str] = field(default_factory=list)
     config_path: str | None = None
     config_name: str | None = None

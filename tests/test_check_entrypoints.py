@@ -1,0 +1,153 @@
+"""Launch scripts of verl 0.9.1's other entry points (wizard.check.entrypoints) are read with that entry point's own
+config tree, the one its `@hydra.main` declares: sft_trainer (sft_trainer_engine, verl/trainer/sft_trainer.py:461),
+fully_async_main (fully_async_ppo_trainer, fully_async_main.py:222), the one-step-off main_ppo
+(one_step_off_ppo_trainer, one_step_off_policy/main_ppo.py:109) and main_generation_server (ppo_trainer,
+main_generation_server.py:122).
+
+For each: a script with a key only that tree holds is clean (the same key under main_ppo is unknown), and a
+misspelt key is named. Both readers are covered: bash in the sandbox, and the static reader where no sandbox runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from wizard.check.entrypoints import ENTRIES, entry_of_word, launch_index
+from wizard.check.lint import check
+
+pytestmark = pytest.mark.verl  # the other entry points' trees are composed by Hydra from the installed verl
+
+PPO = ["actor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B-Instruct", "actor_rollout_ref.rollout.name=vllm",
+       "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
+       "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8", "algorithm.adv_estimator=grpo",
+       "actor_rollout_ref.rollout.n=4", "trainer.nnodes=1", "trainer.n_gpus_per_node=4"]
+
+# entry point → (launch words, the scope name, its tree, overrides with a key only its tree holds, that key,
+#                the same kind of key misspelt)
+CASES = {
+    "sft_trainer": (
+        "torchrun --nnodes=1 --nproc_per_node=8 -m verl.trainer.sft_trainer", "sft", "sft_trainer_engine",
+        ["model.path=Qwen/Qwen2.5-0.5B-Instruct", "trainer.n_gpus_per_node=8", "data.micro_batch_size_per_gpu=2",
+         "data.max_length=2048"], "data.micro_batch_size_per_gpu", "data.micro_batch_size_per_gpus=2"),
+    "fully_async": (
+        "python3 -m verl.experimental.fully_async_policy.fully_async_main", "fully_async", "fully_async_ppo_trainer",
+        [*PPO, "rollout.nnodes=1", "rollout.n_gpus_per_node=4", "async_training.staleness_threshold=0.5"],
+        "async_training.staleness_threshold", "async_training.stalenes_threshold=0.5"),
+    "one_step_off": (
+        "python3 -m verl.experimental.one_step_off_policy.main_ppo", "one_step_off", "one_step_off_ppo_trainer",
+        [*PPO, "rollout.nnodes=1", "rollout.n_gpus_per_node=4"], "rollout.n_gpus_per_node",
+        "rollout.n_gpu_per_node=4"),
+    "generation": (
+        "python3 -m verl.trainer.main_generation_server", "generation", "ppo_trainer",
+        ["actor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B-Instruct", "actor_rollout_ref.rollout.name=vllm",
+         "actor_rollout_ref.rollout.n=4", "actor_rollout_ref.rollout.tensor_model_parallel_size=2",
+         "trainer.nnodes=1", "trainer.n_gpus_per_node=8", "data.prompt_key=prompt",
+         "+data.output_path=/tmp/out/gen.parquet"], "data.output_path", "actor_rollout_ref.rollout.temprature=0.7"),
+}
+
+
+def _script(tmp_path: Path, launch: str, overrides: list[str], name: str = "run.sh") -> Path:
+    path = tmp_path / name
+    path.write_text("#!/bin/bash\nset -x\n" + launch + " \\\n" + " \\\n".join(f"    {o}" for o in overrides) + "\n",
+                    encoding="utf-8")
+    return path
+
+
+def entry_module(launch: str) -> str:
+    return next(w for w in launch.split() if w.startswith("verl."))
+
+
+def _lines(report) -> list[str]:
+    return [f.problem.line() for f in report.findings]
+
+
+@pytest.fixture(params=["bash", "static"])
+def reader(request, monkeypatch):
+    if request.param == "static":
+        monkeypatch.setenv("VERL_INIT_NO_SANDBOX", "1")
+    return request.param
+
+
+@pytest.mark.parametrize("which", sorted(CASES))
+def test_a_valid_script_of_each_entry_point_is_read_with_its_own_tree(which, tmp_path, reader):
+    launch, scope, tree, overrides, own_key, _ = CASES[which]
+    report = check(str(_script(tmp_path, launch, overrides)), env={"HOME": str(tmp_path)})
+    assert report.source.extraction.launch.module == entry_module(launch)
+    assert (report.source.entry, report.source.config_name) == (scope, tree)
+    assert report.source.config_missing is None
+    assert not report.errors, _lines(report)
+    assert not {"VI801", "VI802", "VI804", "VI891"} & set(report.ids()), _lines(report)
+    assert not [f for f in report.findings if own_key in f.problem.keys and f.problem.severity != "info"], \
+        _lines(report)
+
+
+@pytest.mark.parametrize("which", sorted(CASES))
+def test_a_misspelt_key_is_named_under_each_entry_point(which, tmp_path, reader):
+    launch, scope, _, overrides, _, wrong = CASES[which]
+    key = wrong.split("=", 1)[0]
+    report = check(str(_script(tmp_path, launch, [*overrides, wrong])), env={"HOME": str(tmp_path)})
+    assert report.source.entry == scope
+    hits = [f.problem for f in report.findings if key in f.problem.keys and f.problem.rule == "VI801"]
+    assert hits and hits[0].severity == "error", _lines(report)
+
+
+@pytest.mark.parametrize("which", ["fully_async", "one_step_off", "sft_trainer"])
+def test_the_entry_points_own_keys_are_unknown_to_main_ppo(which, tmp_path):
+    """The control: the same overrides launched by main_ppo name the entry point's own key as unknown, so the
+    clean result above comes from reading the entry point's tree."""
+    _, _, _, overrides, own_key, _ = CASES[which]
+    report = check(str(_script(tmp_path, "python3 -m verl.trainer.main_ppo", overrides)), env={"HOME": str(tmp_path)})
+    assert report.source.entry == "ppo"
+    assert any(own_key in f.problem.keys for f in report.findings if f.problem.rule in ("VI801", "VI802")), \
+        _lines(report)
+
+
+def test_generations_output_path_is_read_by_its_main_only(tmp_path):
+    """+data.output_path: main_generation_server reads it (main_generation_server.py:186); main_ppo never does."""
+    gen = CASES["generation"][3]
+    ppo = check(str(_script(tmp_path, "python3 -m verl.trainer.main_ppo", [*PPO, "+data.output_path=/tmp/o.parquet"])),
+                env={"HOME": str(tmp_path)})
+    assert [f.problem.rule for f in ppo.findings if "data.output_path" in f.problem.keys] == ["VI802"], _lines(ppo)
+    report = check(str(_script(tmp_path, "python3 -m verl.trainer.main_generation_server", gen)),
+                   env={"HOME": str(tmp_path)})
+    assert not [f for f in report.findings if "data.output_path" in f.problem.keys], _lines(report)
+    # the PPO training rules do not apply: no critic, batch or memory findings for a generation run
+    assert not {"VI846", "VI821", "VI807", "VI860"} & set(report.ids()), _lines(report)
+
+
+def test_the_file_form_and_the_megatron_tree_of_an_entry_point(tmp_path):
+    path = _script(tmp_path, "python3 verl/experimental/fully_async_policy/fully_async_main.py --config-path=config "
+                   "--config-name=fully_async_ppo_megatron_trainer", [*PPO, "async_training.require_batches=2"])
+    report = check(str(path), env={"HOME": str(tmp_path)})
+    assert (report.source.entry, report.source.config_name) == ("fully_async", "fully_async_ppo_megatron_trainer")
+    assert report.config.get("actor_rollout_ref.actor.strategy") == "megatron"
+    assert not {"VI801", "VI891"} & set(report.ids()), _lines(report)
+
+
+def test_a_missing_recipe_config_under_another_entry_point_is_one_finding(tmp_path):
+    path = _script(tmp_path, "python3 -m verl.experimental.fully_async_policy.fully_async_main "
+                   "--config-path=recipe/config --config-name=my_async_megatron", [*PPO, "my_recipe.knob=1"])
+    report = check(str(path), env={"HOME": str(tmp_path)}, workdir=str(tmp_path))
+    assert [f.problem.rule for f in report.findings].count("VI891") == 1, _lines(report)
+    assert report.source.config_name == "fully_async_ppo_megatron_trainer"
+    assert not [f for f in report.findings if f.problem.rule == "VI801"], _lines(report)
+
+
+def test_launch_words_name_the_entry_point():
+    assert launch_index(["torchrun", "-m", "verl.trainer.sft_trainer", "a=1"])[1].name == "sft"
+    assert entry_of_word("verl/experimental/one_step_off_policy/main_ppo.py").name == "one_step_off"
+    assert entry_of_word("main_ppo.py").name == "ppo" and entry_of_word("/x/verl/trainer/main_ppo.py").name == "ppo"
+    assert entry_of_word("prepare_data.py") is None and launch_index(["python3", "train.py"]) is None
+    # every entry point's module is a file of the installed verl, with the @hydra.main its row cites
+    import importlib.util
+
+    root = Path(importlib.util.find_spec("verl").origin).parent
+    for e in ENTRIES:
+        file, line = e.cite.split(":")
+        text = (root.parent / file).read_text(encoding="utf-8").splitlines()
+        assert f'config_name="{e.config_name}"' in text[int(line) - 1], e
+        for key, where in e.reads_outside:
+            f, n = where.split(":")
+            assert key.split(".", 1)[1] in (root.parent / f).read_text(encoding="utf-8").splitlines()[int(n) - 1]
