@@ -302,6 +302,7 @@ def test_every_rule_has_a_test():
     tested |= {"VI878", "VI879"}  # VI878: test_data_content.py, VI879: test_force_stale.py
     tested |= {"VI891"}  # a missing --config-path config needs a launch script: tests/test_verl_readers.py
     tested |= {"VI904", "VI905", "VI906"}  # tests/test_check_mechanisms.py (each class twice, with a valid control)
+    tested |= {"VI972"}  # a save_to_disk folder as train_files: tests/test_data_saved.py
     assert tested == set(RULES), sorted(set(RULES) ^ tested)
 
 
