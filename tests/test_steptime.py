@@ -58,7 +58,10 @@ def test_longer_responses_take_longer_in_every_phase_that_reads_them():
 def test_more_gpus_shorten_the_step_but_the_tail_stays():
     small, big = st.predict(_work(n_gpus=8)), st.predict(_work(n_gpus=64))
     assert big.step_s < small.step_s
-    assert big.detail["decode tail"] == pytest.approx(small.detail["decode tail"])  # the longest response's floor
+    # the drain ends with the step's longest response whatever the GPU count: a floor that more replicas do not
+    # divide (8 × the replicas, the drain shrinks far less than 8 ×)
+    assert big.detail["longest response"] == small.detail["longest response"]
+    assert big.detail["decode tail"] > small.detail["decode tail"] / 3
 
 
 def test_h20_is_slower_than_h100_but_far_less_than_its_flops_say():
