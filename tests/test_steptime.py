@@ -184,3 +184,25 @@ def test_ranking_stops_where_memory_stops():
     tight = replace(roomy, gmu=0.9)  # the engine's reservation leaves the log-prob pass no room to grow
     if estimate(shape, replace(tight, logprob_tokens=8 * seq)).plan_verdict != "fits":
         assert logprob_micro(shape, tight, 1024, 4, seq, 2).chosen == 4
+
+
+# -- the response_length_mean answer ---------------------------------------------------------------------------------
+def test_plan_uses_the_response_length_mean_answer_and_names_its_basis(tmp_path):
+    a = wizard.load_profile("single-node-8gpu")
+    default = st.of_plan(wizard.plan(a, base_dir=str(tmp_path)))
+    assert "default" in default["assumptions"]["response_length_mean_basis"]
+    given = st.of_plan(wizard.plan(a.model_copy(update={"response_length_mean": 900.0}), base_dir=str(tmp_path)))
+    assert given["assumptions"]["response_length_mean"] == 900
+    assert "response_length_mean answer" in given["assumptions"]["response_length_mean_basis"]
+    assert given["step_s"] > default["step_s"]  # 900 tokens > the default's 339 for max_response_length 1024
+    md = wizard.render(wizard.plan(a.model_copy(update={"response_length_mean": 900.0}), base_dir=str(tmp_path)))
+    assert "mean response 900 tokens (given: the response_length_mean answer)" in md["PLAN.md"]
+
+
+def test_a_response_length_mean_over_the_cap_is_refused_naming_both_keys():
+    from wizard.intent.answers import answer_problems
+
+    problems = answer_problems({"max_response_length": 1024, "response_length_mean": 2000})
+    assert problems and set(problems[0].keys) >= {"response_length_mean", "max_response_length"}
+    assert not answer_problems({"max_response_length": 1024, "response_length_mean": 700})
+    assert answer_problems({"response_length_mean": -3})

@@ -114,6 +114,7 @@ class Workload:
     max_prompt: int
     max_response: int
     response_mean: Optional[float] = None  # None: RESPONSE_SQRT × √max_response (at most half of it)
+    response_mean_basis: str = "given"  # where response_mean came from (the answer, --response-length-mean)
     prompt_mean: Optional[float] = None  # None: DEFAULT_PROMPT_SHARE × max_prompt
     train_prompts: Optional[int] = None  # prompts trained per step (data.train_batch_size); None: as prompts
     filter_groups: bool = False  # DAPO dynamic sampling: generation rounds until train_prompts groups are kept
@@ -182,15 +183,17 @@ def _lengths(w: Workload) -> tuple[float, float, str, str]:
     resp = w.response_mean if w.response_mean else min(RESPONSE_SQRT * math.sqrt(w.max_response), w.max_response / 2)
     resp = min(resp, w.max_response)
     prompt = w.prompt_mean if w.prompt_mean else DEFAULT_PROMPT_SHARE * w.max_prompt
-    why_r = "given" if w.response_mean else (f"default: {RESPONSE_SQRT:g} × √max_response_length, at most half of it, "
+    why_r = w.response_mean_basis if w.response_mean else (f"default: {RESPONSE_SQRT:g} × √max_response_length, at most half of it, "
                                              "the median of the calibration reports that measured it (not given)")
     why_p = "given" if w.prompt_mean else f"{DEFAULT_PROMPT_SHARE:g} × max_prompt_length (not given)"
     return resp, prompt, why_r, why_p
 
 
-def mean_sequence(max_prompt: int, max_response: int) -> float:
-    """The default mean prompt + response (DEFAULT_PROMPT_SHARE, RESPONSE_SQRT) when nobody says."""
-    return DEFAULT_PROMPT_SHARE * max_prompt + min(RESPONSE_SQRT * math.sqrt(max_response), max_response / 2)
+def mean_sequence(max_prompt: int, max_response: int, response_mean: Optional[float] = None) -> float:
+    """The mean prompt + response: the given mean response, else the default (RESPONSE_SQRT); the prompt's
+    default share (DEFAULT_PROMPT_SHARE)."""
+    resp = response_mean or min(RESPONSE_SQRT * math.sqrt(max_response), max_response / 2)
+    return DEFAULT_PROMPT_SHARE * max_prompt + min(resp, max_response)
 
 
 def micro_share(st: "StepTime", phase: str) -> float:
@@ -410,7 +413,7 @@ def _int(v: object, default: int) -> int:
 
 def workload_from_config(get, shape, *, n_gpus: int, gpu_type: Optional[str], gpu_memory_gb: Optional[float],
                          response_mean: Optional[float] = None, prompt_mean: Optional[float] = None,
-                         kv_tokens: Optional[float] = None) -> Workload:
+                         kv_tokens: Optional[float] = None, response_mean_basis: str = "given") -> Workload:
     """A Workload from verl's dotted keys: `get(key)` returns the resolved value (None when unset)."""
     megatron = get(f"{A}.strategy") == "megatron" or get("model_engine") == "megatron"
     tp = _int(get(f"{R}.tensor_model_parallel_size"), 1)
@@ -436,7 +439,7 @@ def workload_from_config(get, shape, *, n_gpus: int, gpu_type: Optional[str], gp
         prompts=_int(get("data.gen_batch_size"), tbs), train_prompts=tbs,
         filter_groups=bool(get("algorithm.filter_groups.enable")), n=_int(get(f"{R}.n"), 1),
         max_prompt=_int(get("data.max_prompt_length"), 512), max_response=_int(get("data.max_response_length"), 512),
-        response_mean=response_mean, prompt_mean=prompt_mean, gpu_type=gpu_type, gpu_memory_gb=gpu_memory_gb,
+        response_mean=response_mean, response_mean_basis=response_mean_basis, prompt_mean=prompt_mean, gpu_type=gpu_type, gpu_memory_gb=gpu_memory_gb,
         rollout_tp=tp, rollout_dp=_int(get(f"{R}.data_parallel_size"), 1),
         gmu=float(gmu) if isinstance(gmu, (int, float)) and 0 < gmu <= 1 else 0.5, kv_tokens=kv_tokens,
         backend="megatron" if megatron else "fsdp", moe=bool(getattr(shape, "experts", 0)), dynamic_bsz=dyn and lp_dyn,
@@ -524,7 +527,8 @@ def of_plan(plan) -> Optional[dict]:
     seq = _int(get("data.max_prompt_length"), 512) + _int(get("data.max_response_length"), 512)
     kv = plan.memory.kv_seqs * seq if plan.memory is not None and plan.memory.kv_seqs else None
     w = workload_from_config(get, shape, n_gpus=plan.n_gpus, gpu_type=a.gpu_type, gpu_memory_gb=a.gpu_memory_gb,
-                             response_mean=getattr(a, "response_length_mean", None), kv_tokens=kv)
+                             response_mean=a.response_length_mean, kv_tokens=kv,
+                             response_mean_basis="given: the response_length_mean answer")
     steps, basis = run_steps(get, a.dataset)
     doc = as_json(predict(w), steps, plan.n_gpus, basis)
     for fact, key in (("logprob_micro_ranking", "log_prob_micro_batch_size_per_gpu"),
