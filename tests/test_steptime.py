@@ -206,3 +206,39 @@ def test_a_response_length_mean_over_the_cap_is_refused_naming_both_keys():
     assert problems and set(problems[0].keys) >= {"response_length_mean", "max_response_length"}
     assert not answer_problems({"max_response_length": 1024, "response_length_mean": 700})
     assert answer_problems({"response_length_mean": -3})
+
+
+# -- ranking the layouts that fit by predicted step time -------------------------------------------------------------
+def test_rank_layouts_takes_the_fastest_unless_within_the_noise():
+    from types import SimpleNamespace
+
+    from wizard.planner.layouts import SWITCH_SHARE, rank_layouts
+
+    def dec(tp, off=False):
+        return SimpleNamespace(layout=SimpleNamespace(rollout_tp=tp, rollout_dp=1, megatron=False, offload_params=off))
+
+    def step(seconds):
+        return lambda d, dyn: st.StepTime({"rollout": seconds[(d.layout.rollout_tp, dyn)]}, {})
+
+    times = {(2, True): 100.0, (1, True): 60.0, (4, True): 130.0}
+    chosen, dyn, r = rank_layouts(dec(2), True, [(dec(1), True), (dec(4), True)], step(times))
+    assert chosen.layout.rollout_tp == 1 and dyn and r.runner_up.startswith("rollout TP 2") and r.seconds_lost == 40
+    assert [k for k, _ in r.table] == sorted((k for k, _ in r.table), key=lambda k: dict(r.table)[k])
+    # the planted fault: an alternative only a hair faster than the memory planner's choice does not replace it
+    close = {(2, True): 100.0, (1, True): 100.0 * (1 - SWITCH_SHARE / 2)}
+    chosen, _, r = rank_layouts(dec(2), True, [(dec(1), True)], step(close))
+    assert chosen.layout.rollout_tp == 2 and r.runner_up.startswith("rollout TP 1")
+
+
+def test_plan_names_the_fastest_layout_and_its_runner_up(tmp_path):
+    plan = wizard.plan(wizard.load_profile("single-node-8gpu"), base_dir=str(tmp_path))
+    r = plan.facts["layout_ranking"]
+    assert r.runner_up and r.seconds_lost > 0 and len(r.table) >= 3  # other TPs, offload on, fixed micro-batches
+    assert r.chosen == r.table[0][0]
+    assert plan.value("actor_rollout_ref.rollout.tensor_model_parallel_size") == int(r.chosen.split()[2].rstrip(","))
+    md = wizard.render(plan)["PLAN.md"]
+    assert f"runner-up {r.runner_up}, about {round(r.seconds_lost, 1):g} s slower per step" in md
+    # a rollout TP the user set is kept: the ranking only orders what the answers leave open
+    given = wizard.plan(wizard.load_profile("single-node-8gpu").model_copy(update={"rollout_tp": 4}), base_dir=str(tmp_path))
+    assert given.value("actor_rollout_ref.rollout.tensor_model_parallel_size") == 4
+    assert all(k.startswith("rollout TP 4") for k, _ in given.facts["layout_ranking"].table)

@@ -492,6 +492,10 @@ def lines(doc: dict) -> list[str]:
            f"({doc['layout_choice']['why']}); runner-up {doc['layout_choice']['runner_up']}, about "
            f"{doc['layout_choice']['runner_up_slower_s']:g} s slower per step (more micro-batches, each with its fixed cost)."]
           if doc.get("layout_choice") and doc["layout_choice"]["runner_up"] else []),
+        *([f"Fastest layout that fits, by predicted step: {doc['layout_ranking']['chosen']}; runner-up "
+           f"{doc['layout_ranking']['runner_up']}, about {doc['layout_ranking']['runner_up_slower_s']:g} s slower per "
+           f"step ({doc['layout_ranking']['runner_up_slower_in']})."]
+          if doc.get("layout_ranking") and doc["layout_ranking"]["runner_up"] else []),
         "Efficiencies calibrated on 17 real verl runs (benchmarks/step_times.md): a prediction, not a measurement; "
         "14 of those 17 steps land within ±30 % (11 of 17 when each half is predicted from the other half's fit).",
     ]
@@ -537,4 +541,9 @@ def of_plan(plan) -> Optional[dict]:
         if ranked is not None:
             doc["layout_choice"] = {"key": key, "chosen": ranked.chosen, "runner_up": ranked.runner_up,
                                     "runner_up_slower_s": round(ranked.seconds_lost, 1), "why": ranked.why}
+    lr = plan.facts.get("layout_ranking")  # wizard.planner.layouts.rank_layouts
+    if lr is not None:
+        doc["layout_ranking"] = {"chosen": lr.chosen, "runner_up": lr.runner_up,
+                                 "runner_up_slower_s": round(lr.seconds_lost, 1), "runner_up_slower_in": lr.why,
+                                 "candidates": [{"layout": k, "step_s": v} for k, v in lr.table]}
     return doc
