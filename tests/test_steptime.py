@@ -242,3 +242,14 @@ def test_plan_names_the_fastest_layout_and_its_runner_up(tmp_path):
     given = wizard.plan(wizard.load_profile("single-node-8gpu").model_copy(update={"rollout_tp": 4}), base_dir=str(tmp_path))
     assert given.value("actor_rollout_ref.rollout.tensor_model_parallel_size") == 4
     assert all(k.startswith("rollout TP 4") for k, _ in given.facts["layout_ranking"].table)
+
+
+def test_check_reads_the_engine_knobs_that_set_decode_time():
+    """enforce_eager (no CUDA graphs: kernels launched from Python every layer) and a small max_num_seqs (fewer
+    sequences decoding at once) make the same run's rollout slower; check reads both from the config."""
+    def rollout(extra):
+        return check(None, BASE + extra, gpu_type="H100").time["phases"]["rollout"]
+
+    base = rollout([])
+    assert rollout(["actor_rollout_ref.rollout.enforce_eager=True"]) > 1.2 * base
+    assert rollout(["actor_rollout_ref.rollout.max_num_seqs=16"]) > 1.2 * base

@@ -5,6 +5,11 @@ memory allows several values and time decides.
   whose log-prob phase fits the memory estimate is a candidate; the step time falls with the number of
   micro-batches (steptime.FORWARD_MICRO_S each, for the actor's and the reference's pass), so the largest that
   fits is the fastest and the next smaller one the runner-up.
+- token budget (use_dynamic_bsz): the largest of a few multiples of the default whose update fits.
+- the layout itself (rank_layouts, from planner/stages/fit.py): the memory planner's decision against the
+  least-offload layout that fits at every other rollout TP, offload forced on, and dynamic batching flipped; each
+  is timed with layout_step (its own KV cache, budgets and offload) and the fastest wins when it is SWITCH_SHARE
+  faster than the memory planner's.
 """
 
 from __future__ import annotations

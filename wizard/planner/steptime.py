@@ -6,20 +6,21 @@ engine before each generation). Each phase is modelled from first principles and
 calibrated once on the real runs of tests/data/reference/step-times.json (benchmarks/step_times.py fits them;
 tests/test_steptime_calibration.py states the error per report, also on a held-out half):
 
-- rollout: decode is bound by memory bandwidth. Every decode iteration of a replica (rollout TP GPUs) reads its
-  share of the bf16 weights and the KV cache of the sequences it runs, and spends 2 × active params FLOPs per
-  token; the concurrency is limited by the KV cache the engine holds (gpu_memory_utilization × card − weights), by
-  max_num_seqs and by the sequences the replica has. The bulk takes samples × mean response / concurrency
-  iterations; the longest responses set a floor (max_response_length iterations at low concurrency, a calibrated
-  share of it: the tail). Prefill is FLOP-bound (2 × active params × prompt tokens).
+- rollout: response lengths follow an exponential clipped at max_response_length (mean: the answer, or a default).
+  A replica (rollout TP GPUs) runs at most C sequences at once (its KV cache, max_num_seqs, the sequences it has):
+  while more are queued, C decode at a time; then the last C drain until the step's longest response ends (the
+  expected maximum over all samples, at most the cap) — the floor more GPUs do not shorten. One decode iteration
+  is the slower of the GPU's work (weights and KV cache read at a share of HBM bandwidth, or the FLOPs; per-layer
+  kernels; TP all-reduces, slower across nodes) and the engine's host work (per iteration, per running sequence,
+  per layer without CUDA graphs). Prefill is FLOP-bound; DAPO's dynamic sampling repeats the generation.
 - weight sync: the bf16 weights gathered from the training shards and loaded into the engine, at a calibrated
   rate per backend.
 - log-prob passes (actor old log-probs, reference, critic values): 2 × active params × tokens FLOPs; updates:
   6 × active params × tokens × (4/3 with activation recompute) FLOPs. Time = FLOPs × (1 / (peak × η) + 1 / (HBM
   bandwidth × intensity)): a roofline sum whose two calibrated numbers are shared by every GPU (the H20's 148
   TFLOPS with 4 TB/s and the H100's 989 with 3.35 both fit), plus a fixed cost per micro-batch (a micro-batch
-  far below what memory allows makes many of them: the GPU idles between them), the pipeline bubble of Megatron
-  PP, and the offload traffic over PCIe.
+  far below what memory allows makes many of them: the GPU idles between them), the driver's data path (the
+  padded batch shipped to the workers), the pipeline bubble of Megatron PP, and the offload traffic over PCIe.
 
 Only the standard library is imported.
 """
@@ -441,6 +442,8 @@ def workload_from_config(get, shape, *, n_gpus: int, gpu_type: Optional[str], gp
         max_prompt=_int(get("data.max_prompt_length"), 512), max_response=_int(get("data.max_response_length"), 512),
         response_mean=response_mean, response_mean_basis=response_mean_basis, prompt_mean=prompt_mean, gpu_type=gpu_type, gpu_memory_gb=gpu_memory_gb,
         rollout_tp=tp, rollout_dp=_int(get(f"{R}.data_parallel_size"), 1),
+        max_num_seqs=_int(get(f"{R}.max_num_seqs"), MAX_NUM_SEQS), enforce_eager=get(f"{R}.enforce_eager") is True,
+        gpus_per_node=_int(get("trainer.n_gpus_per_node"), 8),
         gmu=float(gmu) if isinstance(gmu, (int, float)) and 0 < gmu <= 1 else 0.5, kv_tokens=kv_tokens,
         backend="megatron" if megatron else "fsdp", moe=bool(getattr(shape, "experts", 0)), dynamic_bsz=dyn and lp_dyn,
         train_tokens=_int(get(f"{A}.ppo_max_token_len_per_gpu"), 16384) if dyn else 0,
