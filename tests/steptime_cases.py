@@ -11,6 +11,7 @@ share of max_response_length, what `check` assumes when not told). Nothing is fi
 from __future__ import annotations
 
 import json
+import re
 import math
 from pathlib import Path
 from typing import Any, Optional
@@ -52,6 +53,27 @@ def response_mean(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> tuple[O
     return None, "default (not reported)"
 
 
+def _override(c: dict[str, Any], key: str) -> Optional[str]:
+    for o in c.get("overrides") or []:
+        if o.split("=", 1)[0].lstrip("+") == key:
+            return o.split("=", 1)[1]
+    return None
+
+
+def rollout_engine(c: dict[str, Any]) -> dict[str, Any]:
+    """max_num_seqs and enforce_eager as the report's launch script set them, else its verl version's default:
+    max_num_seqs 1024 before verl 0.9 (ppo_trainer.yaml of verl 0.3, volcengine/verl@008db456; the docs' config.rst
+    listed 1024 until verl PR #7646, 2026-09), 256 in 0.9 (rollout.yaml:84); enforce_eager True up to verl 0.3 (the
+    same ppo_trainer.yaml), else False (rollout.yaml:52; T08 and T15 set True)."""
+    seqs = _override(c, "actor_rollout_ref.rollout.max_num_seqs")
+    eager = _override(c, "actor_rollout_ref.rollout.enforce_eager")
+    found = re.search(r"0\.(\d+)", str(c.get("verl_version", "")))
+    minor = int(found.group(1)) if found else 9
+    return {"max_num_seqs": int(seqs) if seqs else (1024 if minor < 9 else 256),
+            "enforce_eager": str(eager).lower() == "true" if eager else minor <= 3,
+            "gpus_per_node": c["hardware"].get("n_gpus_per_node") or 8}
+
+
 def workload(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> st.Workload:
     cfg, hw = c["config"], c["hardware"]
     shape = resolve_shape(c["model"].split(" ")[0], c.get("model_params_b"))
@@ -73,7 +95,8 @@ def workload(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> st.Workload:
     return st.Workload(
         params=shape.params, active_params=shape.active_params, layers=shape.layers, hidden=shape.hidden,
         kv_bytes_per_token=shape.kv_bytes_per_token(tp), n_gpus=hw["n_gpus_total"],
-        prompts=cfg.get("gen_batch_size") or tbs, n=cfg["rollout_n"], max_prompt=cfg["max_prompt_length"],
+        prompts=cfg.get("gen_batch_size") or tbs, train_prompts=tbs, n=cfg["rollout_n"],
+        filter_groups=bool(cfg.get("filter_groups_dynamic_sampling")), max_prompt=cfg["max_prompt_length"],
         max_response=cfg["max_response_length"], response_mean=resp, prompt_mean=None,
         gpu_type=hw["gpu"], gpu_memory_gb=hw.get("gpu_memory_gb"), rollout_tp=tp,
         gmu=cfg.get("gpu_memory_utilization") or 0.5, backend="megatron" if megatron else "fsdp",
@@ -87,7 +110,8 @@ def workload(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> st.Workload:
         model_parallel=mp, pipeline=cfg.get("megatron_pp") or 1,
         offload_params=bool(cfg.get("param_offload")), offload_optimizer=bool(cfg.get("optimizer_offload")),
         has_ref=bool(cfg.get("has_ref")), has_critic=bool(cfg.get("has_critic")),
-        multi_turn=bool(cfg.get("multi_turn")), remove_padding=cfg.get("use_remove_padding") is not False)
+        multi_turn=bool(cfg.get("multi_turn")), remove_padding=cfg.get("use_remove_padding") is not False,
+        **rollout_engine(c))
 
 
 def compare(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:

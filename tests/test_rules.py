@@ -171,7 +171,17 @@ def test_kl_zero_drops_the_reference():
 
 
 def test_rollout_tp_follows_model_size():
-    tp = lambda **kw: plan(answers(**kw), base_dir=RUNS).value("actor_rollout_ref.rollout.tensor_model_parallel_size")  # noqa: E731
+    """The smallest rollout TP that fits grows with the model; the plan takes the fastest TP that fits by predicted
+    step time (wizard.planner.layouts.rank_layouts), never one smaller than fits."""
+
+    def tp(**kw) -> int:
+        p = plan(answers(**kw), base_dir=RUNS)
+        chosen = p.value("actor_rollout_ref.rollout.tensor_model_parallel_size")
+        ranking = p.facts["layout_ranking"]
+        assert ranking.chosen.startswith(f"rollout TP {chosen},"), ranking
+        # the smallest TP that fits without offloading the training state (the memory planner's first choice)
+        return min(int(label.split()[2].rstrip(",")) for label, _ in ranking.table if "offload off" in label)
+
     assert tp(model="Qwen/Qwen2.5-0.5B-Instruct") == 1
     assert tp(model="Qwen/Qwen2.5-7B-Instruct") == 1
     # 32B: the training state kept beside the engine (49 GB per GPU) leaves room only for TP 8's weights

@@ -117,6 +117,12 @@ class Answers(BaseModel):
     val_files: Optional[str] = Field(None, min_length=1, description="Validation parquet/json(l) in verl's schema.")
     max_prompt_length: int = Field(512, ge=16, le=262144, description="Longest prompt in tokens.")
     max_response_length: int = Field(1024, ge=16, le=262144, description="Longest generated response in tokens.")
+    response_length_mean: Optional[float] = Field(
+        None, gt=0, le=262144,
+        description="Mean tokens per generated response, for the predicted step time and cost (PLAN.md's Time and "
+                    "cost) and the token-budget ranking; at most max_response_length. Unset: 10.6 × "
+                    "√max_response_length, at most half of it (the median of the step-time calibration reports).",
+    )
 
     # --- vision-language models (the model's config has a vision tower) ------------------------------
     image_key: str = Field(
@@ -372,6 +378,13 @@ class Answers(BaseModel):
     def _steps_or_epochs(self) -> "Answers":
         if self.total_steps is not None and self.epochs is not None:
             raise ValueError("set total_steps or epochs, not both")
+        return self
+
+    @model_validator(mode="after")
+    def _mean_within_cap(self) -> "Answers":
+        if self.response_length_mean is not None and self.response_length_mean > self.max_response_length:
+            raise ValueError(f"response_length_mean {self.response_length_mean:g} is longer than max_response_length "
+                             f"{self.max_response_length}: a mean response cannot exceed the cap")
         return self
 
 

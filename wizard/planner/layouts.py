@@ -5,6 +5,11 @@ memory allows several values and time decides.
   whose log-prob phase fits the memory estimate is a candidate; the step time falls with the number of
   micro-batches (steptime.FORWARD_MICRO_S each, for the actor's and the reference's pass), so the largest that
   fits is the fastest and the next smaller one the runner-up.
+- token budget (use_dynamic_bsz): the largest of a few multiples of the default whose update fits.
+- the layout itself (rank_layouts, from planner/stages/fit.py): the memory planner's decision against the
+  least-offload layout that fits at every other rollout TP, offload forced on, and dynamic batching flipped; each
+  is timed with layout_step (its own KV cache, budgets and offload) and the fastest wins when it is SWITCH_SHARE
+  faster than the memory planner's.
 """
 
 from __future__ import annotations
@@ -68,3 +73,77 @@ def token_budget(shape: Any, layout: Any, current: int, sp: int, logprob: int, r
     why = (f"the largest budget of {', '.join(str(t) for t in cands)} whose update fits the memory estimate "
            "(fewer micro-batches per update)")
     return Ranked(best, runner, max(lost, 0.0), why)
+
+
+def layout_step(shape: Any, decision: Any, *, prompts: int, n: int, max_prompt: int, max_response: int,
+                response_mean: Optional[float], gpu_type: Optional[str], mini_batches: int, has_critic: bool,
+                dynamic: bool, filter_groups: bool = False) -> "steptime.StepTime":
+    """The predicted step of a memory decision (its layout, KV cache and budgets) for the plan's workload."""
+    lay, est = decision.layout, decision.estimate
+    seq = lay.seq_len
+    mp = lay.megatron_tp * lay.megatron_cp if lay.megatron else lay.sp
+    w = steptime.Workload(
+        params=shape.params, active_params=shape.active_params, layers=shape.layers, hidden=shape.hidden,
+        kv_bytes_per_token=shape.kv_bytes_per_token(lay.rollout_tp), n_gpus=lay.n_gpus, prompts=prompts, n=n,
+        train_prompts=prompts, filter_groups=filter_groups, max_prompt=max_prompt, max_response=max_response,
+        response_mean=response_mean, gpu_type=gpu_type, gpu_memory_gb=lay.gpu_gb, rollout_tp=lay.rollout_tp,
+        rollout_dp=lay.rollout_dp, gmu=lay.gmu, kv_tokens=est.kv_seqs * seq if est.kv_seqs else None,
+        gpus_per_node=lay.gpus_per_node, backend="megatron" if lay.megatron else "fsdp", moe=bool(shape.experts),
+        dynamic_bsz=dynamic, train_tokens=lay.train_tokens if dynamic else 0,
+        logprob_tokens=lay.logprob_tokens if dynamic else 0,
+        train_micro=max(lay.train_tokens // seq, 1), logprob_micro=max(lay.logprob_tokens // seq, 1),
+        mini_batches=mini_batches, recompute=lay.recompute if lay.megatron else lay.checkpointing,
+        model_parallel=mp, pipeline=lay.megatron_pp if lay.megatron else 1,
+        offload_params=lay.offload_params, offload_optimizer=lay.offload_optimizer, has_ref=lay.use_ref,
+        has_critic=has_critic)
+    return steptime.predict(w)
+
+
+# a layout must be predicted this much faster than the memory planner's choice (least offload, least parallel)
+# to replace it: closer than that, the prediction's error decides, and the simpler layout stays
+SWITCH_SHARE = 0.03
+
+
+@dataclass(frozen=True)
+class LayoutRanking:
+    chosen: str
+    runner_up: Optional[str]
+    seconds_lost: float  # how much slower per step the runner-up is predicted to be
+    why: str  # why the runner-up lost: its phases that are slower
+    table: tuple[tuple[str, float], ...]  # every candidate that fits, fastest first: (label, predicted step s)
+
+
+def describe(decision: Any, dynamic: bool) -> str:
+    lay = decision.layout
+    return (f"rollout TP {lay.rollout_tp}" + (f" × DP {lay.rollout_dp}" if lay.rollout_dp > 1 else "")
+            + (f", Megatron TP {lay.megatron_tp} PP {lay.megatron_pp}" + (f" EP {lay.megatron_ep}" if lay.megatron_ep > 1 else "")
+               if lay.megatron else "")
+            + (", offload on" if lay.offload_params else ", offload off")
+            + (", token budgets" if dynamic else ", fixed micro-batches"))
+
+
+def _why(loser: "steptime.StepTime", winner: "steptime.StepTime") -> str:
+    diffs = sorted(((loser.phases.get(k, 0.0) - winner.phases.get(k, 0.0), k) for k in loser.phases), reverse=True)
+    slower = [f"{k} +{d:.0f} s" for d, k in diffs if d >= 0.5][:2]
+    return ", ".join(slower) if slower else "about the same in every phase"
+
+
+def rank_layouts(current: Any, dynamic: bool, alternatives: list[tuple[Any, bool]], step) -> tuple[Any, bool, LayoutRanking]:
+    """The fastest of the memory planner's decision and its alternatives that fit (other rollout TPs, offload
+    on/off, dynamic batching on/off), by `step(decision, dynamic)` (a StepTime); the planner's own decision stays
+    unless another is SWITCH_SHARE faster."""
+    seen: dict[str, tuple[Any, bool, Any]] = {describe(current, dynamic): (current, dynamic, step(current, dynamic))}
+    for d, dyn in alternatives:
+        label = describe(d, dyn)
+        if d is not None and label not in seen:
+            seen[label] = (d, dyn, step(d, dyn))
+    order = sorted(seen, key=lambda k: seen[k][2].step_s)
+    base = seen[describe(current, dynamic)][2].step_s
+    best = order[0] if seen[order[0]][2].step_s < (1 - SWITCH_SHARE) * base else describe(current, dynamic)
+    rest = [k for k in order if k != best]
+    runner = rest[0] if rest else None
+    win = seen[best][2]
+    lost = seen[runner][2].step_s - win.step_s if runner else 0.0
+    why = _why(seen[runner][2], win) if runner else ""
+    ranking = LayoutRanking(best, runner, lost, why, tuple((k, round(seen[k][2].step_s, 1)) for k in order))
+    return seen[best][0], seen[best][1], ranking

@@ -88,14 +88,16 @@ def actor_keys(b: Build) -> None:
           "each sample used once")
     if b.dynamic:
         s.set(f"{PRE}.actor.use_dynamic_bsz", True,
-              given_reason("dynamic_batch", given, "micro-batches packed by token budget (fsdp default)"), source_of("dynamic_batch", given))
+              given_reason("dynamic_batch", given, "micro-batches packed by token budget " + b.facts.get(
+                  "dynamic_by_time", "(fsdp default)")), source_of("dynamic_batch", given))
         s.set(f"{PRE}.actor.ppo_max_token_len_per_gpu", b.tokens,
               given_reason("max_tokens_per_gpu", given, b.facts["token_budget_ranking"].why if "token_budget_ranking" in b.facts
                            else f"3 × (prompt + response) = 3 × {seq}, rounded to 1024"),
               source_of("max_tokens_per_gpu", given))
     else:
         s.set(f"{PRE}.actor.use_dynamic_bsz", False,
-              given_reason("dynamic_batch", given, "megatron plans use fixed micro-batches"), source_of("dynamic_batch", given))
+              given_reason("dynamic_batch", given, "fixed micro-batches " + b.facts.get(
+                  "dynamic_by_time", "(megatron plans' default)")), source_of("dynamic_batch", given))
         s.set(f"{PRE}.actor.ppo_micro_batch_size_per_gpu", b.micro,
               given_reason("micro_batch_per_gpu", given,
                            f"largest divisor of the {b.per_rank} samples per GPU per update within ~{MICRO_TOKEN_BUDGET} tokens"),

@@ -30,7 +30,8 @@ def rule_time(c: Ctx, f: Facts, shape: Any, response_mean: Optional[float] = Non
 
     def work(**changes: Any) -> Any:
         base = st.workload_from_config(get, shape, n_gpus=f.n_gpus, gpu_type=hw.gpu_type,
-                                       gpu_memory_gb=hw.gpu_memory_gb, response_mean=response_mean, kv_tokens=kv)
+                                       gpu_memory_gb=hw.gpu_memory_gb, response_mean=response_mean, kv_tokens=kv,
+                                       response_mean_basis="given: --response-length-mean")
         return replace(base, **changes) if changes else base
 
     w = work()

@@ -123,7 +123,7 @@ def micro_batches(b: Build) -> None:
                    + " (verl asserts it at the first step: seqlen_balancing.py:384)", tokens_hint)
         if a.max_tokens_per_gpu is None and decision is not None and b.shape is not None and not f.errors:
             ranked = rank_token_budget(b.shape, decision.layout, tokens, sp, (fit_lp_tokens // 1024) * 1024,
-                                       b.prompts * b.n * mean_sequence(a.max_prompt_length, a.max_response_length)
+                                       b.prompts * b.n * mean_sequence(a.max_prompt_length, a.max_response_length, a.response_length_mean)
                                        / max(b.dp, 1))
             tokens = ranked.chosen
             b.facts["token_budget_ranking"] = ranked

@@ -80,6 +80,8 @@ def memory_fit(b: Build) -> None:
                     f"{shape.name} ({shape.params_b:.1f}B, {a.algorithm}{', LoRA' if a.lora_rank else ''}) does not fit "
                     f"{a.nnodes}×{a.gpus_per_node} × {a.gpu_memory_gb:g} GB GPUs with any layout or offload verl-init can choose",
                     _suggest(a, shape, *fit_args))
+    if decision is not None and not f.errors:
+        decision = _fastest(b, decision, tp_options, mp_options)
     b.decision = decision
     _, b.reward_tp, b.reward_gmu = reward_engine(a, seq, a.gpus_per_node)
     if decision is not None:
@@ -106,6 +108,47 @@ def memory_fit(b: Build) -> None:
                    rollout_tp=b.rtp, rollout_dp=b.rdp, rollout_ep=b.rep, moe_experts=shape.experts if shape else 0,
                    offload=b.offload,
                    rollout_replicas=n_gpus // (b.rtp * b.rdp) if b.rtp and n_gpus % (b.rtp * b.rdp) == 0 else 0)
+
+
+def _fastest(b: Build, decision: Decision, tp_options: list[int], mp_options: list[rc.MegatronGrid]) -> Decision:
+    """Among the layouts that fit, the fastest by predicted step time (wizard.planner.layouts.rank_layouts): every
+    other rollout TP (its least-offload layout), offload forced on, and dynamic batching flipped when the user
+    left those open; b.facts["layout_ranking"] names the runner-up (PLAN.md)."""
+    from wizard.planner.layouts import layout_step, rank_layouts
+
+    a, shape = b.a, b.shape
+    topology = b.topology
+    if a.gpu_type == "cpu":  # no step time to rank by (steptime.of_plan)
+        return decision
+
+    def refit(tps: list[int], dynamic: bool, offload: Optional[bool] = None) -> Optional[Decision]:
+        answers = a if offload is None else a.model_copy(update={"offload": offload})
+        args = (b.critic_shape, b.n_gpus, b.seq, dynamic, b.megatron, b.use_ref, b.n, b.given)
+        return fit(answers, shape, *args, tps, fast_mp)
+
+    # on a probed topology, as memory_fit: TP and expert groups on fast links where such layouts exist
+    fast = [t for t in tp_options if topology is None or group_level(topology, t) < 3] or tp_options
+    fast_mp = [g for g in mp_options if topology is None or (group_level(topology, g.tp) < 3 and group_level(
+        topology, g.expert_group) < 3)] or mp_options
+    alternatives: list[tuple[Optional[Decision], bool]] = [
+        (refit([t], b.dynamic), b.dynamic) for t in fast if t != decision.layout.rollout_tp]
+    if a.offload is None and not decision.layout.offload_params:
+        alternatives.append((refit([decision.layout.rollout_tp], b.dynamic, offload=True), b.dynamic))
+    if a.dynamic_batch is None and a.micro_batch_per_gpu is None and a.max_tokens_per_gpu is None:
+        alternatives.append((refit([decision.layout.rollout_tp], not b.dynamic), not b.dynamic))
+
+    def step(d: Decision, dynamic: bool):
+        return layout_step(shape, d, prompts=a.prompts_per_step, n=b.n, max_prompt=a.max_prompt_length,
+                           max_response=a.max_response_length, response_mean=a.response_length_mean,
+                           gpu_type=a.gpu_type, mini_batches=a.updates_per_step, has_critic=bool(b.algo.critic),
+                           dynamic=dynamic, filter_groups=bool(b.algo.filter_groups))
+
+    default = b.dynamic
+    chosen, b.dynamic, ranking = rank_layouts(decision, b.dynamic, [x for x in alternatives if x[0] is not None], step)
+    b.facts["layout_ranking"] = ranking
+    if b.dynamic != default:
+        b.facts["dynamic_by_time"] = "(the faster by predicted step time: PLAN.md's Time and cost)"
+    return chosen
 
 
 def memory_verdict(b: Build) -> None:
