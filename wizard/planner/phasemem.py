@@ -151,7 +151,7 @@ def passes(actor: Role, c: Coeffs, *, train_tokens: float, logprob_tokens: float
                   else "activations + logits (forward)", fwd)]
     add("old_log_prob", actor_fwd, {"actor": a_load})
     if ref_in_actor:
-        add("ref_log_prob", [("actor", f"{what} (LoRA adapters disabled: the reference)" if "activations" in what else what, b)
+        add("ref_log_prob", [("actor", what.replace("(forward", "(the reference: LoRA adapters disabled; forward"), b)
                              for _, what, b in actor_fwd], {"actor": a_load})
     elif ref is not None:
         add("ref_log_prob", [("reference", "one FSDP unit on the GPU (CPU-offloaded, as verl forces)",
@@ -238,7 +238,7 @@ def explain(est: Any) -> list[str]:
         parts = "; ".join(f"{role} {what} {b / GIB:.1f} GiB" for role, what, b in p.terms)
         lines.append(f"{name}: resident state plus {parts or 'nothing'} → allocated "
                      f"{p.allocated / GIB:.1f} GiB, reserved {p.reserved / GIB:.1f} GiB (the allocator keeps the "
-                     "blocks of the step's largest other pass)")
+                     "blocks of the largest pass before it in the step, less offloaded state loaded back into them)")
     lines.append("Not traced, analytic and named in the table: the rollout engine's reservation and KV cache, the "
                  "CUDA context and NCCL buffers, the sleeping engine, sharding over the data-parallel group.")
     return lines
