@@ -230,8 +230,7 @@ class Estimate:
 
     @property
     def peak_phase(self) -> str:
-        # a tie goes to the update: a log-prob phase that keeps the update's reservation (no rollout empties the
-        # cache) holds it because the update made it
+        # a tie goes to the update: a log-prob phase keeping the update's reservation holds it because the update made it
         return max(self.phases, key=lambda p: (round(self.phase_gib(p), 6), p == "update")) if self.phases else "rollout"
 
     @property
