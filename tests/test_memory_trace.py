@@ -4,6 +4,7 @@ the script regenerates, the estimate says where its coefficients came from, and 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -50,7 +51,12 @@ def test_the_source_of_the_coefficients_is_named(monkeypatch, tmp_path):
     assert data is None and src.startswith("analytic (MoE")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     odd = from_catalogue("Qwen/Qwen2.5-0.5B-Instruct").__class__(name="odd", arch="qwen2", layers=2, hidden=96, heads=4,
-                                                                kv_heads=2, head_dim=24, intermediate=192, vocab=2048)
+                                                                kv_heads=2, head_dim=24, intermediate=192, vocab=2048,
+                                                                source="local")
+    # only a local config.json is traced on demand: a shape guessed from a size (the planner's suggestions) is not
+    monkeypatch.setenv(memtrace.TRACE_ENV, "1")
+    data, src = memtrace.coefficients(replace(odd, source="answer"))
+    assert data is None and "local config.json" in src
     monkeypatch.setenv(memtrace.TRACE_ENV, "0")
     data, src = memtrace.coefficients(odd)
     assert data is None and memtrace.TRACE_ENV in src

@@ -278,6 +278,8 @@ def coefficients(shape: Any) -> tuple[Optional[dict[str, Any]], str]:
         return None, "analytic (MoE, vision or latent attention: not traced)"
     if os.environ.get(TRACE_ENV, "1") == "0":
         return None, f"analytic (architecture not in the catalogue data; {TRACE_ENV}=0 turns tracing it off)"
+    if getattr(shape, "source", "local") != "local":  # a catalogue entry, a size guessed from a name or an answer
+        return None, "analytic (architecture not in the catalogue data; a local config.json is traced on demand)"
     if sig in _TRACED:
         return _TRACED[sig]
     cached = _cache_file(sig)
