@@ -19,7 +19,7 @@ What verl 0.9.1 runs, and therefore what is traced (site-packages/verl):
   parameters and gradients.
 
 Coefficients (bytes; per token per layer, per token outside the layers, per parameter) scale to the real token
-counts and layer count; traced at two layer counts so the per-layer slope and the rest separate.
+counts and layer count; traced at two token counts and at one, two and three layers so the per-layer slope and the rest separate.
 Heavy imports (torch, transformers, verl) stay inside the functions."""
 
 from __future__ import annotations
@@ -196,7 +196,7 @@ def _trace_optimizer(shape: Any) -> float:
     return total / sum(sizes)
 
 
-# Every pass is traced at two token counts and two layer counts with the vocabulary tables' weight gradients left
+# Every pass is traced at two token counts and one to three layers with the vocabulary tables' weight gradients left
 # out (the input embedding's output and the LM head's weight detached): bytes per token per decoder layer, per token
 # outside the layers (the logits and verl's log-softmax dominate the policy's), and a constant. A pass's peak sits
 # where its per-token working set is largest once the micro-batch is large enough; at few tokens it sits at a
@@ -237,7 +237,7 @@ def trace(shape: Any, tokens: int = TRACE_TOKENS) -> dict[str, Any]:
 
     out: dict[str, Any] = {"signature": signature(shape), "tokens_traced": list(token_counts(shape, tokens)),
                            "value_tokens_traced": list(token_counts(shape, 2 * tokens, value=True)),
-                           "layers_traced": [1, 2]}
+                           "layers_traced": [1, 2, 3]}
     for name, kw in VARIANTS.items():
         t1, t2 = out["value_tokens_traced" if kw["value"] else "tokens_traced"]
         w11 = _trace_pass(shape, 1, t1, embed_grad=False, **kw)
@@ -245,8 +245,15 @@ def trace(shape: Any, tokens: int = TRACE_TOKENS) -> dict[str, Any]:
         w21 = _trace_pass(shape, 2, t1, embed_grad=False, **kw)
         layer = max(0.0, (w21 - w11) / t1)
         rest = max(0.0, (w12 - w11) / (t2 - t1) - layer)
-        entry = {"per_layer_per_token": round(layer, 2), "rest_per_token": round(rest, 2),
-                 "constant": round(max(0.0, w11 - t1 * (rest + layer)))}
+        constant = max(0.0, w11 - t1 * (rest + layer))
+        if not kw["train"]:  # without autograd nothing is kept per layer: what a second layer adds is the residual
+            rest, layer = rest + 2 * layer, 0.0  # stream's copies, per token, whatever the depth
+        else:  # the first layer added can move the peak (the logits' backward vs a layer's recompute): the slope per
+            # layer is the third layer's, the fit anchored at two layers (traced: Mistral-7B's first step is 6 B per
+            # hidden unit and token, every further one the 2 B of the checkpointed input)
+            steady = max(0.0, (_trace_pass(shape, 3, t1, embed_grad=False, **kw) - w21) / t1)
+            rest, layer = max(0.0, rest + 2 * (layer - steady)), steady
+        entry = {"per_layer_per_token": round(layer, 2), "rest_per_token": round(rest, 2), "constant": round(constant)}
         if kw["train"]:
             entry["embedding_backward"] = round(_trace_pass(shape, 1, EMBED_TOKENS, **kw))
         out[name] = entry
