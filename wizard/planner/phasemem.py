@@ -156,7 +156,8 @@ def passes(actor: Role, c: Coeffs, *, train_tokens: float, logprob_tokens: float
     elif ref is not None:
         add("ref_log_prob", [("reference", "one FSDP unit on the GPU (CPU-offloaded, as verl forces)",
                               (FP32 + BF16) * ref.largest_unit),
-                             ("reference", "activations + logits (forward)", fwd)])
+                             ("reference", "activations + logits (forward, traced)" if "analytic" not in c.source
+                              else "activations + logits (forward)", fwd)])
     train_acts = c.train.bytes(train_tokens, actor.layers) + (c.entropy_per_token * train_tokens if entropy else 0.0)
     if critic is not None and critic_c is not None:
         c_load = critic.weights if critic.offload_params else 0.0
