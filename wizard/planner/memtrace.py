@@ -32,7 +32,7 @@ from typing import Any, Optional
 
 DATA = Path(__file__).parent / "data" / "memory_coeffs.json"
 TRACE_TOKENS = 512
-SCHEMA = 1
+SCHEMA = 2  # 2: gradients dropped as accumulated, linear-memory attention, the per-layer slope from the third layer
 # an architecture not in the catalogue data (a local config.json) is traced on demand, in a child process bounded
 # by TIMEOUT_ENV seconds (a small model takes about a minute on a CPU; the result is cached); TRACE_ENV=0 turns it off
 TRACE_ENV = "VERL_INIT_TRACE_MEMORY"
@@ -235,7 +235,8 @@ def trace(shape: Any, tokens: int = TRACE_TOKENS) -> dict[str, Any]:
     import torch
     import transformers
 
-    out: dict[str, Any] = {"signature": signature(shape), "tokens_traced": list(token_counts(shape, tokens)),
+    out: dict[str, Any] = {"signature": signature(shape), "schema": SCHEMA,
+                           "tokens_traced": list(token_counts(shape, tokens)),
                            "value_tokens_traced": list(token_counts(shape, 2 * tokens, value=True)),
                            "layers_traced": [1, 2, 3]}
     for name, kw in VARIANTS.items():
@@ -292,8 +293,10 @@ def coefficients(shape: Any) -> tuple[Optional[dict[str, Any]], str]:
     cached = _cache_file(sig)
     if cached is not None and cached.exists():
         try:
-            _TRACED[sig] = (json.loads(cached.read_text(encoding="utf-8")), "traced (cached trace of this config)")
-            return _TRACED[sig]
+            data = json.loads(cached.read_text(encoding="utf-8"))
+            if data.get("schema") == SCHEMA:  # a trace by an older tracer is traced again
+                _TRACED[sig] = (data, "traced (cached trace of this config)")
+                return _TRACED[sig]
         except (OSError, ValueError):
             pass
     import importlib.util
