@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     shapes += [from_local(p) for p in ns.local]
     out = Path(ns.out)
     doc = json.loads(out.read_text(encoding="utf-8")) if out.exists() else {}
-    doc.setdefault("schema", memtrace.SCHEMA)
+    doc["schema"] = memtrace.SCHEMA
     doc["generated_by"] = "scripts/trace_memory.py (wizard.planner.memtrace.trace)"
     archs = doc.setdefault("architectures", {})
     for s in shapes:

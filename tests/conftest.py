@@ -13,6 +13,9 @@ HAS_VERL = importlib.util.find_spec("verl") is not None
 # Tests never reach a model hub.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# an architecture without catalogue coefficients is traced on demand (minutes): the suite runs on the catalogue data,
+# and tests/test_memory_trace.py turns tracing on where it tests it
+os.environ.setdefault("VERL_INIT_TRACE_MEMORY", "0")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

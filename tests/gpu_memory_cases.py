@@ -32,7 +32,8 @@ def measured(rec: dict) -> dict[str, tuple[float, float]]:
 
 def estimate(rec: dict):
     """The estimate of `verl-init check` for the case's overrides on one H200, re-estimated as the measurement ran:
-    the training passes only, no rollout between steps (nothing empties the allocator's cache)."""
+    the training passes only, no rollout engine started (gpu_memory_utilization 0), no rollout between steps
+    (nothing empties the allocator's cache)."""
     from wizard.check.lint import check
     from wizard.planner.memory import estimate as est_fn
     from wizard.planner.shapes import from_local
@@ -42,4 +43,4 @@ def estimate(rec: dict):
     report = check(None, overrides, nnodes=1, gpus_per_node=1, gpu_type="H200", gpu_memory_gb=141)
     assert report.memory is not None, [f.problem.message for f in report.findings]
     est = report.memory
-    return est, est_fn(from_local(str(model)), replace(est.layout, rollout_between_steps=False))
+    return est, est_fn(from_local(str(model)), replace(est.layout, rollout_between_steps=False, gmu=0.0))

@@ -55,7 +55,7 @@ REJECTED = [
     ("VI603", dict(max_tokens_per_gpu=400000)),
     ("VI606", dict(model="Qwen/Qwen2.5-7B-Instruct", gpu_memory_utilization=0.95)),
     ("VI606", dict(model="Qwen/Qwen2.5-7B-Instruct", algorithm="ppo", samples_per_prompt=1, gpus_per_node=4,
-                   gpu_memory_gb=40, offload=False)),
+                   gpu_memory_gb=64, offload=False)),
     ("VI206", dict(micro_batch_per_gpu=2)),
     ("VI207", dict(dynamic_batch=False, max_tokens_per_gpu=4096)),
     ("VI201", dict(prompts_per_step=64, updates_per_step=3)),
@@ -184,11 +184,13 @@ def test_rollout_tp_follows_model_size():
 
     assert tp(model="Qwen/Qwen2.5-0.5B-Instruct") == 1
     assert tp(model="Qwen/Qwen2.5-7B-Instruct") == 1
-    # 32B: the training state kept beside the engine (49 GB per GPU) leaves room only for TP 8's weights
-    assert tp(model="Qwen/Qwen2.5-32B-Instruct") == 8
+    # 32B on 96 GB cards: the training state kept beside the engine (49 GB per GPU) leaves room for TP 4's weights,
+    # on 141 GB for TP 2's (on 8 × 80 GB a full fine-tune's update does not fit: 20 B per parameter at the AdamW step)
+    assert tp(model="Qwen/Qwen2.5-32B-Instruct", gpu_memory_gb=96) == 4
+    assert tp(model="Qwen/Qwen2.5-32B-Instruct", gpu_memory_gb=141) == 2
     assert tp(model="Qwen/Qwen2.5-32B-Instruct", lora_rank=32) == 4
     assert tp(model="Qwen/Qwen2.5-72B-Instruct", lora_rank=32) == 8
-    assert tp(model="Qwen/Qwen2.5-7B-Instruct", gpu_memory_gb=24, gpu_type="A10G") == 4  # 22.5 GiB
+    assert tp(model="Qwen/Qwen2.5-7B-Instruct", gpu_memory_gb=24, gpu_type="A10G", lora_rank=32) == 4  # 22.5 GiB
 
 
 def test_relative_paths_become_absolute_and_home_becomes_env(monkeypatch):

@@ -207,6 +207,7 @@ class Estimate:
     verl_metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
     passes: dict[str, Any] = field(default_factory=dict)
     coefficients: str = ""
+    basis: str = "analytic"  # what decides the log-prob and update totals: "traced" passes or the "analytic" model
     layout: Optional[Layout] = None
 
     # -- per phase ----------------------------------------------------------------------------------------------
@@ -229,7 +230,8 @@ class Estimate:
 
     @property
     def peak_phase(self) -> str:
-        return max(self.phases, key=self.phase_gib) if self.phases else "rollout"
+        # a tie goes to the update: a log-prob phase keeping the update's reservation holds it because the update made it
+        return max(self.phases, key=lambda p: (round(self.phase_gib(p), 6), p == "update")) if self.phases else "rollout"
 
     @property
     def peak_gib(self) -> float:
@@ -353,6 +355,7 @@ class Estimate:
             "host_gb_per_node": round(self.host_gb_per_node, 1),
             "verl_metrics": self.verl_metrics,
             "coefficients": self.coefficients,
+            "basis": self.basis,
         }
 
 
@@ -459,7 +462,7 @@ def estimate(s: ModelShape, L: Layout) -> Estimate:
     if L.static_micro:
         full.full_length = dict(long.phases)
     # verl's own per-pass peaks, with full-length sequences (a static micro-batch of max-length sequences)
-    full.verl_metrics, full.passes = long.verl_metrics, long.passes
+    full.verl_metrics, full.passes, full.basis = long.verl_metrics, long.passes, long.basis
     return full
 
 
@@ -580,9 +583,8 @@ def _estimate(s: ModelShape, L: Layout, *, full: bool) -> Estimate:
     resident_critic = [("critic", "weights + Adam (not offloaded)", st.critic_res)] if L.critic is not None else []
     resident_ref = [("reference", "weights (not offloaded)", st.ref_res)] if st.has_ref else []
     _rollout_phases(e, L, st, terms, engine, reward_engine, resident, resident_ref + resident_critic, carried)
-    # the verdict's log-prob and update phases: the analytic model calibrated on the public run reports; FSDP's
-    # passes traced from the model's architecture give verl_metrics beside them (and, through the GPU calibration,
-    # the passes verl logs); the traced phases replace the analytic ones once they hold the public reports too
+    # log-prob and update: the analytic model (Megatron, or FSDP without traced coefficients); FSDP's passes traced
+    # from the model's architecture replace them when every trained model has coefficients (e.basis "traced")
     _analytic_training_phases(e, L, st, terms, resident_w, resident_o, resident_g, fwd, acts, critic_acts,
                               resident_ref + resident_critic, asleep_term, reserve)
     if not L.megatron:
@@ -590,7 +592,7 @@ def _estimate(s: ModelShape, L: Layout, *, full: bool) -> Estimate:
 
         from wizard.planner.phasemem import fsdp_training_phases
 
-        fsdp_training_phases(e, s, L, st, terms, t_train, t_fwd, asleep_term, sys.modules[__name__], set_phases=False)
+        fsdp_training_phases(e, s, L, st, terms, t_train, t_fwd, asleep_term, sys.modules[__name__])
     _kv_cache(e, s, L, st, engine, reward_engine)
     return e
 
@@ -714,8 +716,6 @@ def reward_layout(reward: ModelShape, gpu_gb: float, seq_len: int, gpus_per_node
         tp *= 2
     return tp, reward_engine_share(reward, gpu_gb, seq_len, tp)
 
-
-# ---------------------------------------------------------------------------------------------
 
 
 @dataclass

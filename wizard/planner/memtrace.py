@@ -19,7 +19,7 @@ What verl 0.9.1 runs, and therefore what is traced (site-packages/verl):
   parameters and gradients.
 
 Coefficients (bytes; per token per layer, per token outside the layers, per parameter) scale to the real token
-counts and layer count; traced at two layer counts so the per-layer slope and the rest separate.
+counts and layer count; traced at two token counts and at one, two and three layers so the per-layer slope and the rest separate.
 Heavy imports (torch, transformers, verl) stay inside the functions."""
 
 from __future__ import annotations
@@ -31,10 +31,13 @@ from pathlib import Path
 from typing import Any, Optional
 
 DATA = Path(__file__).parent / "data" / "memory_coeffs.json"
-TRACE_TOKENS = 256
-SCHEMA = 1
-# tracing a local config.json on demand takes minutes on a CPU: opt in with this variable (the result is cached)
+TRACE_TOKENS = 512
+SCHEMA = 2  # 2: gradients dropped as accumulated, linear-memory attention, the per-layer slope from the third layer
+# an architecture not in the catalogue data (a local config.json) is traced on demand, in a child process bounded
+# by TIMEOUT_ENV seconds (a small model takes about a minute on a CPU; the result is cached); TRACE_ENV=0 turns it off
 TRACE_ENV = "VERL_INIT_TRACE_MEMORY"
+TIMEOUT_ENV = "VERL_INIT_TRACE_TIMEOUT"
+DEFAULT_TIMEOUT_S = 300
 # the shape fields the coefficients depend on (the layer count is scaled, not traced)
 SIGNATURE_FIELDS = ("arch", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab", "tied", "qkv_bias")
 
@@ -56,11 +59,45 @@ def _config(shape: Any, layers: int) -> Any:
     kw["num_hidden_layers"] = layers
     kw.pop("max_window_layers", None)
     cfg = AutoConfig.for_model(shape.arch, **kw)
-    cfg._attn_implementation = "sdpa"
+    cfg._attn_implementation = _flash_like_attention()
     if hasattr(cfg, "layer_types") and isinstance(getattr(cfg, "layer_types"), list):
         cfg.layer_types = list(cfg.layer_types)[:layers]
     cfg.use_cache = False
     return cfg
+
+
+ATTENTION = "verl_init_linear_memory"
+
+
+def _flash_like_attention() -> str:
+    """Register (once) an attention with flash-attention's memory: verl runs flash_attention_2 on the packed tokens
+    (model.attn_implementation's default, workers/config/model.py), and on a GPU torch's sdpa picks a flash or
+    memory-efficient kernel too; both keep O(tokens) memory: the output and the fp32 log-sum-exp per head and token,
+    saved with q, k, v for the backward. On fake CPU tensors sdpa would take its math path and materialize the
+    (heads, tokens, tokens) scores, an artefact that grows with the square of the tokens traced."""
+    import torch
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, flash_attention_mask
+
+    class _Flash(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, q: Any, k: Any, v: Any) -> Any:  # q (B, H, T, D), k/v (B, KV, T, D)
+            out = q.new_empty(q.shape[0], q.shape[2], q.shape[1], v.shape[-1])
+            lse = q.new_empty(q.shape[0], q.shape[1], q.shape[2], dtype=torch.float32)
+            ctx.save_for_backward(q, k, v, out, lse)
+            return out
+
+        @staticmethod
+        def backward(ctx: Any, grad: Any) -> Any:
+            q, k, v, _, _ = ctx.saved_tensors
+            return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+    def attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any, **kwargs: Any) -> Any:
+        return _Flash.apply(query, key, value), None
+
+    AttentionInterface.register(ATTENTION, attention)
+    AttentionMaskInterface.register(ATTENTION, flash_attention_mask)
+    return ATTENTION
 
 
 def _peak_working(mt: Any) -> float:
@@ -74,6 +111,10 @@ def _peak_working(mt: Any) -> float:
             if name in ("Activation", "Temp", "Other"):
                 total += v
     return total
+
+
+def _drop_grad(p: Any) -> None:
+    p.grad = None
 
 
 def _trace_pass(shape: Any, layers: int, tokens: int, *, train: bool, ckpt: bool, value: bool, entropy: bool,
@@ -97,6 +138,12 @@ def _trace_pass(shape: Any, layers: int, tokens: int, *, train: bool, ckpt: bool
                 model.lm_head.forward = lambda x: torch.nn.functional.linear(x, head_w.detach())
             if ckpt:
                 model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            # a parameter's gradient is dropped as soon as it is accumulated: the estimate counts verl's fp32
+            # (sharded) gradients per parameter, and a gradient kept here would move the tracker's peak to the end
+            # of the backward pass, where the working set is not at its largest (small token counts)
+            for p in [*model.parameters(), *(head.parameters() if head is not None else [])]:
+                if p.requires_grad:
+                    p.register_post_accumulate_grad_hook(_drop_grad)
             model.train(train)
             ids = torch.randint(0, shape.vocab, (1, tokens))
             pos = torch.arange(tokens).unsqueeze(0)
@@ -149,13 +196,16 @@ def _trace_optimizer(shape: Any) -> float:
     return total / sum(sizes)
 
 
-# Every pass is traced at two token counts and two layer counts with the vocabulary tables' weight gradients left
+# Every pass is traced at two token counts and one to three layers with the vocabulary tables' weight gradients left
 # out (the input embedding's output and the LM head's weight detached): bytes per token per decoder layer, per token
-# outside the layers (the logits and verl's log-softmax dominate the policy's), and a constant. The weight
-# gradients' own temporaries (a dense vocabulary × hidden gradient of the embedding, parameter-sized) are traced on
-# their own at a few tokens with every gradient on: they are a pass's peak only when the micro-batch is small
-# (measured: with them, 2048 and 4096 tokens of Qwen2.5-0.5B give the per-token bytes of the detached trace at 128
-# and 256 tokens within 1 %; below about 100 tokens the peak sits elsewhere, so the token counts are not smaller).
+# outside the layers (the logits and verl's log-softmax dominate the policy's), and a constant. A pass's peak sits
+# where its per-token working set is largest once the micro-batch is large enough; at few tokens it sits at a
+# weight-sized temporary (a layer's weight gradient in bf16), and a fit across the two would be wrong. So the token
+# counts are chosen per architecture: the smaller one holds more bytes per token × tokens than the largest weight
+# matrix's bf16 temporaries (traced: the peak moves between 256 and 512 tokens for Qwen2.5-7B). The weight
+# gradients' own temporaries of the vocabulary tables (a dense vocabulary × hidden gradient of the embedding,
+# parameter-sized) are traced on their own at a few tokens with every gradient on: they are a pass's peak only
+# when the micro-batch is small; a frozen embedding (LoRA) has none.
 VARIANTS = {
     "forward": dict(train=False, ckpt=False, value=False, entropy=False),
     "train_gc": dict(train=True, ckpt=True, value=False, entropy=False),
@@ -167,25 +217,44 @@ VARIANTS = {
 EMBED_TOKENS = 8
 
 
+def token_counts(shape: Any, tokens: int = TRACE_TOKENS, *, value: bool = False) -> tuple[int, int]:
+    """(smaller, larger) token counts traced: the smaller one's working set (≈ 4 B per vocabulary entry per token for
+    the policy, ≈ 24 B per hidden unit for the critic) at least twice the largest weight matrix's bf16 gradient,
+    at least `tokens` // 2 (powers of two)."""
+    weight = 2 * shape.hidden * max(shape.intermediate, shape.hidden)
+    per_token = (4 * shape.vocab) if not value else (24 * shape.hidden + 8 * shape.intermediate)
+    t1 = max(tokens // 2, 1)
+    while t1 * per_token < 2 * weight and t1 < 1 << 15:
+        t1 *= 2
+    return t1, 2 * t1
+
+
 def trace(shape: Any, tokens: int = TRACE_TOKENS) -> dict[str, Any]:
     """The coefficients of one architecture (see the module doc); raises on an architecture transformers cannot
     build or fake tensors cannot run."""
     import torch
     import transformers
 
-    out: dict[str, Any] = {"signature": signature(shape), "tokens_traced": [tokens // 2, tokens],
-                           "value_tokens_traced": [tokens, 2 * tokens], "layers_traced": [1, 2]}
+    out: dict[str, Any] = {"signature": signature(shape), "schema": SCHEMA,
+                           "tokens_traced": list(token_counts(shape, tokens)),
+                           "value_tokens_traced": list(token_counts(shape, 2 * tokens, value=True)),
+                           "layers_traced": [1, 2, 3]}
     for name, kw in VARIANTS.items():
-        # the critic's passes have no logits: their constant is relatively larger, so they are traced at twice
-        # the tokens (cheap: no row-wise log-softmax)
-        t1, t2 = (tokens, 2 * tokens) if kw["value"] else (tokens // 2, tokens)
+        t1, t2 = out["value_tokens_traced" if kw["value"] else "tokens_traced"]
         w11 = _trace_pass(shape, 1, t1, embed_grad=False, **kw)
         w12 = _trace_pass(shape, 1, t2, embed_grad=False, **kw)
         w21 = _trace_pass(shape, 2, t1, embed_grad=False, **kw)
         layer = max(0.0, (w21 - w11) / t1)
         rest = max(0.0, (w12 - w11) / (t2 - t1) - layer)
-        entry = {"per_layer_per_token": round(layer, 2), "rest_per_token": round(rest, 2),
-                 "constant": round(max(0.0, w11 - t1 * (rest + layer)))}
+        constant = max(0.0, w11 - t1 * (rest + layer))
+        if not kw["train"]:  # without autograd nothing is kept per layer: what a second layer adds is the residual
+            rest, layer = rest + 2 * layer, 0.0  # stream's copies, per token, whatever the depth
+        else:  # the first layer added can move the peak (the logits' backward vs a layer's recompute): the slope per
+            # layer is the third layer's, the fit anchored at two layers (traced: Mistral-7B's first step is 6 B per
+            # hidden unit and token, every further one the 2 B of the checkpointed input)
+            steady = max(0.0, (_trace_pass(shape, 3, t1, embed_grad=False, **kw) - w21) / t1)
+            rest, layer = max(0.0, rest + 2 * (layer - steady)), steady
+        entry = {"per_layer_per_token": round(layer, 2), "rest_per_token": round(rest, 2), "constant": round(constant)}
         if kw["train"]:
             entry["embedding_backward"] = round(_trace_pass(shape, 1, EMBED_TOKENS, **kw))
         out[name] = entry
@@ -201,46 +270,91 @@ def catalogue_data() -> dict[str, Any]:
     return json.loads(DATA.read_text(encoding="utf-8")).get("architectures", {})
 
 
-_TRACED: dict[str, dict[str, Any]] = {}
+_TRACED: dict[str, tuple[Optional[dict[str, Any]], str]] = {}
 
 
 def coefficients(shape: Any) -> tuple[Optional[dict[str, Any]], str]:
     """(coefficients, where they came from): "catalogue data" (wizard/planner/data/memory_coeffs.json, traced by
-    scripts/trace_memory.py), "traced" (a local config.json traced now, torch installed), or (None, "analytic")
-    with the reason."""
+    scripts/trace_memory.py), "traced ..." (an architecture not in the data, traced now from its config in a
+    subprocess bounded by TIMEOUT_ENV seconds, torch and transformers installed, and cached), or (None,
+    "analytic ...") with the reason."""
     sig = signature(shape)
     data = catalogue_data().get(sig)
     if data is not None:
         return data, "catalogue data"
     if not traceable(shape):
         return None, "analytic (MoE, vision or latent attention: not traced)"
+    if os.environ.get(TRACE_ENV, "1") == "0":
+        return None, f"analytic (architecture not in the catalogue data; {TRACE_ENV}=0 turns tracing it off)"
+    if getattr(shape, "source", "local") != "local":  # a catalogue entry, a size guessed from a name or an answer
+        return None, "analytic (architecture not in the catalogue data; a local config.json is traced on demand)"
     if sig in _TRACED:
-        return _TRACED[sig], "traced"
+        return _TRACED[sig]
     cached = _cache_file(sig)
     if cached is not None and cached.exists():
         try:
-            _TRACED[sig] = json.loads(cached.read_text(encoding="utf-8"))
-            return _TRACED[sig], "traced"
+            data = json.loads(cached.read_text(encoding="utf-8"))
+            if data.get("schema") == SCHEMA:  # a trace by an older tracer is traced again
+                _TRACED[sig] = (data, "traced (cached trace of this config)")
+                return _TRACED[sig]
         except (OSError, ValueError):
             pass
-    if os.environ.get(TRACE_ENV) != "1":
-        return None, f"analytic (architecture not in the catalogue data; {TRACE_ENV}=1 traces it, once, cached)"
-    try:
-        import torch  # noqa: F401
-        import transformers  # noqa: F401
-    except ImportError:
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None or importlib.util.find_spec("transformers") is None:
         return None, "analytic (torch/transformers not installed: no trace of this architecture)"
-    try:
-        _TRACED[sig] = trace(shape)
-    except Exception as exc:  # noqa: BLE001 - an architecture transformers cannot build stays analytic, named
-        return None, f"analytic (trace failed: {type(exc).__name__}: {str(exc)[:120]})"
+    timeout = trace_timeout()
+    data, why = trace_bounded(shape, timeout)
+    if data is None:
+        _TRACED[sig] = (None, f"analytic ({why})")
+        return _TRACED[sig]
+    _TRACED[sig] = (data, f"traced (this config, now, in {data.get('seconds', 0):.0f} s of at most {timeout:.0f} s)")
     if cached is not None:
         try:
             cached.parent.mkdir(parents=True, exist_ok=True)
-            cached.write_text(json.dumps(_TRACED[sig], indent=1), encoding="utf-8")
+            cached.write_text(json.dumps(data, indent=1), encoding="utf-8")
         except OSError:
             pass
-    return _TRACED[sig], "traced"
+    return _TRACED[sig]
+
+
+def trace_timeout() -> float:
+    try:
+        return max(1.0, float(os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT_S)))
+    except ValueError:
+        return float(DEFAULT_TIMEOUT_S)
+
+
+def trace_bounded(shape: Any, timeout: float) -> tuple[Optional[dict[str, Any]], str]:
+    """trace(shape) in a child Python process killed after `timeout` seconds: (coefficients, "") or (None, why)."""
+    import dataclasses
+    import subprocess
+    import sys
+    import time
+
+    root = str(Path(__file__).resolve().parents[2])
+    code = ("import json, sys; from wizard.planner import memtrace; from wizard.planner.shapes import ModelShape; "
+            "s = ModelShape(**json.loads(sys.stdin.read())); print(json.dumps(memtrace.trace(s)))")
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    print(f"verl-init: tracing the memory of {getattr(shape, 'arch', '?')} from its config under FakeTensorMode "
+          f"(at most {timeout:.0f} s; {TRACE_ENV}=0 skips it, {TIMEOUT_ENV} bounds it)", file=sys.stderr)
+    t0 = time.monotonic()
+    try:
+        out = subprocess.run([sys.executable, "-c", code], input=json.dumps(dataclasses.asdict(shape)), text=True,
+                             capture_output=True, timeout=timeout, env=env, check=False)
+    except subprocess.TimeoutExpired:
+        return None, f"the trace of this config ran past {timeout:.0f} s ({TIMEOUT_ENV} raises the bound)"
+    except OSError as exc:
+        return None, f"trace failed: {type(exc).__name__}: {exc}"
+    if out.returncode != 0:
+        last = (out.stderr.strip().splitlines() or ["no message"])[-1]
+        return None, f"trace failed: {last[:160]}"
+    try:
+        data = json.loads(out.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return None, "trace failed: no coefficients on its output"
+    data["seconds"] = round(time.monotonic() - t0, 1)
+    return data, ""
 
 
 def _cache_file(sig: str) -> Optional[Path]:

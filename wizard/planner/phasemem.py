@@ -58,11 +58,14 @@ class Coeffs:
 
 
 def from_traced(data: dict[str, Any], *, checkpointing: bool, entropy_bytes_per_vocab: float, vocab: int,
-                source: str) -> Coeffs:
+                source: str, frozen_embedding: bool = False) -> Coeffs:
+    """`frozen_embedding`: LoRA freezes the base weights (peft get_peft_model; verl builds the adapters in
+    workers/engine/fsdp/transformer_impl.py:339-383 and FSDP-wraps them apart, utils/fsdp_utils.py:115): no weight
+    gradient of the vocabulary tables, so no parameter-sized temporaries of their backward."""
     def pt(key: str) -> PerToken:
         d = data[key]
         return PerToken(d["per_layer_per_token"], d["rest_per_token"], d.get("constant", 0),
-                        d.get("embedding_backward", 0))
+                        0 if frozen_embedding else d.get("embedding_backward", 0))
 
     gc = "gc" if checkpointing else "nogc"
     return Coeffs(pt("forward"), pt(f"train_{gc}"), pt("value_forward"), pt(f"value_train_{gc}"),
@@ -76,6 +79,7 @@ class Pass:
     working: float  # bytes above the resident state
     terms: list[tuple[str, str, float]] = field(default_factory=list)
     reserved: float = 0.0
+    loads: dict[str, float] = field(default_factory=dict)  # offloaded state loaded back for the pass, per role
 
     def metrics(self) -> dict[str, float]:
         return {"max_memory_allocated_gb": round(self.allocated / GIB, 2),
@@ -127,30 +131,40 @@ class Role:
 
 def passes(actor: Role, c: Coeffs, *, train_tokens: float, logprob_tokens: float, critic: Optional[Role] = None,
            critic_c: Optional[Coeffs] = None, ref: Optional[Role] = None, entropy: bool = False,
-           rollout_between_steps: bool = True) -> dict[str, Pass]:
-    """Every pass of one step with its allocated and reserved peak (bytes)."""
+           rollout_between_steps: bool = True, ref_in_actor: bool = False) -> dict[str, Pass]:
+    """Every pass of one step with its allocated and reserved peak (bytes). `ref_in_actor`: LoRA's reference is
+    the actor with its adapters disabled (trainer/ppo/ray_trainer.py:360 ref_in_actor; the actor's engine runs it
+    under engine.disable_adapter(), workers/engine_workers.py:403-425): no weights of its own."""
     resident = actor.resident + (critic.resident if critic else 0.0)
     out: dict[str, Pass] = {}
 
-    def add(name: str, terms: list[tuple[str, str, float]]) -> None:
+    def add(name: str, terms: list[tuple[str, str, float]], loads: Optional[dict[str, float]] = None) -> None:
         terms = [t for t in terms if t[2] > 0]
         working = sum(b for _, _, b in terms)
-        out[name] = Pass(name, resident + working, working, terms)
+        out[name] = Pass(name, resident + working, working, terms, loads={k: v for k, v in (loads or {}).items() if v})
 
     fwd = c.forward.bytes(logprob_tokens, actor.layers)
-    add("old_log_prob", [("actor", "weights loaded for its pass (offloaded)", actor.weights if actor.offload_params else 0.0),
-                         ("actor", "gathered layers", actor.gathered(False)),
-                         ("actor", "activations + logits (forward, traced)" if "analytic" not in c.source
-                          else "activations + logits (forward)", fwd)])
-    if ref is not None:
+    a_load = actor.weights if actor.offload_params else 0.0
+    actor_fwd = [("actor", "weights loaded for its pass (offloaded)", a_load),
+                 ("actor", "gathered layers", actor.gathered(False)),
+                 ("actor", "activations + logits (forward, traced)" if "analytic" not in c.source
+                  else "activations + logits (forward)", fwd)]
+    add("old_log_prob", actor_fwd, {"actor": a_load})
+    if ref_in_actor:
+        add("ref_log_prob", [("actor", what.replace("(forward", "(the reference: LoRA adapters disabled; forward"), b)
+                             for _, what, b in actor_fwd], {"actor": a_load})
+    elif ref is not None:
         add("ref_log_prob", [("reference", "one FSDP unit on the GPU (CPU-offloaded, as verl forces)",
                               (FP32 + BF16) * ref.largest_unit),
-                             ("reference", "activations + logits (forward)", fwd)])
+                             ("reference", "activations + logits (forward, traced)" if "analytic" not in c.source
+                              else "activations + logits (forward)", fwd)])
     train_acts = c.train.bytes(train_tokens, actor.layers) + (c.entropy_per_token * train_tokens if entropy else 0.0)
     if critic is not None and critic_c is not None:
-        add("values", [("critic", "weights loaded for its pass (offloaded)", critic.weights if critic.offload_params else 0.0),
+        c_load = critic.weights if critic.offload_params else 0.0
+        add("values", [("critic", "weights loaded for its pass (offloaded)", c_load),
                        ("critic", "gathered layers", critic.gathered(False)),
-                       ("critic", "activations (forward, value head)", critic_c.value_forward.bytes(logprob_tokens, critic.layers))])
+                       ("critic", "activations (forward, value head)", critic_c.value_forward.bytes(logprob_tokens, critic.layers))],
+            {"critic": c_load})
         c_acts = critic_c.value_train.bytes(train_tokens, critic.layers)
         c_opt = critic_c.opt_temp_per_param * critic.trained / critic.shards
         c_step = c_opt > c_acts + critic.gathered(True)
@@ -158,17 +172,24 @@ def passes(actor: Role, c: Coeffs, *, train_tokens: float, logprob_tokens: float
                               ("critic", "gradients", critic.grads),
                               *([("critic", "AdamW step temporaries (traced)", c_opt)] if c_step else
                                 [("critic", "gathered layers", critic.gathered(True)),
-                                 ("critic", "activations (training micro-batch)", c_acts)])])
+                                 ("critic", "activations (training micro-batch)", c_acts)])], {"critic": critic.loaded})
     a_opt = c.opt_temp_per_param * actor.trained / actor.shards
     step_is_peak = a_opt > train_acts + actor.gathered(True)
     add("update_actor", [("actor", "weights + Adam loaded for its update (offloaded)", actor.loaded),
                          ("actor", "gradients", actor.grads),
                          *([("actor", "AdamW step temporaries (traced)", a_opt)] if step_is_peak else
                            [("actor", "gathered layers", actor.gathered(True)),
-                            ("actor", "activations + logits", train_acts)])])
-    # reserved: own peak + the largest working set of the step's other passes (the allocator's cached blocks)
-    for p in out.values():
-        others = [q.working for q in out.values() if q is not p]
+                            ("actor", "activations + logits", train_acts)])], {"actor": actor.loaded})
+    # reserved: own peak + the largest working set of the step's other passes (the allocator's cached blocks);
+    # offloaded state a pass loads back reuses the blocks another pass freed when it offloaded the same state
+    # (same tensors, same sizes), so that part of the other pass's working set is not kept twice
+    # (same tensors, same sizes), so that part of the other pass's working set is not kept twice. verl empties the
+    # cache around the rollout (workers/engine_workers.py:769, 814 update_weights): with a rollout between steps a
+    # pass keeps only the blocks of the passes before it in the step (the trainer's order, as `out` is built)
+    order = list(out.values())
+    for i, p in enumerate(order):
+        before = order[:i] if rollout_between_steps else [q for q in order if q is not p]
+        others = [q.working - min(sum(q.loads.values()), sum(p.loads.values())) for q in before]
         p.reserved = p.allocated + max(others, default=0.0)
     if not rollout_between_steps:  # nothing empties the cache: the log-prob passes keep the updates' reservation
         kept = max(p.reserved for k, p in out.items() if k.startswith("update"))
@@ -200,16 +221,25 @@ def explain(est: Any) -> list[str]:
     from which pass)."""
     ps = getattr(est, "passes", None) or {}
     if not ps:
-        return []
+        if not getattr(est, "phases", None):
+            return []
+        return [f"Training passes (log-prob, update): basis analytic, {getattr(est, 'coefficients', '') or 'not traced'}: "
+                "the per-token bytes of wizard/planner/memory.py, each constant with its source."]
     src = getattr(est, "coefficients", "")
-    lines = [f"Training passes (log-prob, update) from the model's own architecture: coefficients {src}; verl's "
-             "perf/max_memory_allocated_gb and perf/max_memory_reserved_gb are what verl logs for the same pass, "
-             "with full-length sequences. Per GPU, per pass:"]
+    if getattr(est, "basis", "") == "traced":
+        basis = ("basis traced: these passes decide the log-prob and update totals (each phase's largest pass's "
+                 "reserved peak, plus the runtime and the sleeping engine outside torch's allocator)")
+    else:
+        basis = ("basis analytic: the log-prob and update totals above come from the analytic per-token model "
+                 "(wizard/planner/memory.py); these passes give verl's metrics beside them")
+    lines = [f"Training passes (log-prob, update) from the model's own architecture: coefficients {src}; {basis}. "
+             "verl's perf/max_memory_allocated_gb and perf/max_memory_reserved_gb are what verl logs for the same "
+             "pass, with full-length sequences. Per GPU, per pass:"]
     for name, p in ps.items():
         parts = "; ".join(f"{role} {what} {b / GIB:.1f} GiB" for role, what, b in p.terms)
         lines.append(f"{name}: resident state plus {parts or 'nothing'} → allocated "
                      f"{p.allocated / GIB:.1f} GiB, reserved {p.reserved / GIB:.1f} GiB (the allocator keeps the "
-                     "blocks of the step's largest other pass)")
+                     "blocks of the largest pass before it in the step, less offloaded state loaded back into them)")
     lines.append("Not traced, analytic and named in the table: the rollout engine's reservation and KV cache, the "
                  "CUDA context and NCCL buffers, the sleeping engine, sharding over the data-parallel group.")
     return lines
@@ -227,7 +257,7 @@ def training_coeffs(s: Any, L: Any, analytic: Any) -> Coeffs:
     data, source = memtrace.coefficients(s)
     if data is not None:
         return from_traced(data, checkpointing=L.checkpointing, vocab=s.vocab, source=source,
-                                    entropy_bytes_per_vocab=a.ENTROPY_SOFTMAX_BYTES)
+                           entropy_bytes_per_vocab=a.ENTROPY_SOFTMAX_BYTES, frozen_embedding=bool(L.lora_rank))
     fwd = PerToken(0.0, a.forward_bytes_per_token(s, L))
     train = PerToken(0.0, a.train_bytes_per_token(s, replace(L, update_entropy=False)))
     value = PerToken(0.0, a._critic_bytes_per_token(s, L))
@@ -244,10 +274,12 @@ def _role(s: Any, L: Any, *, offload_params: bool, offload_optimizer: bool) -> A
 
 
 def fsdp_training_phases(e: Any, s: Any, L: Any, st: Any, terms: Callable, t_train: float,
-                         t_fwd: float, asleep_term: tuple, analytic: Any, set_phases: bool = True) -> None:
+                         t_fwd: float, asleep_term: tuple, analytic: Any) -> None:
     """log-prob and update of verl's FSDP engine: every pass (passes) from the model's coefficients; the
     phase's total is its largest pass's reserved peak (allocated + the allocator's cached blocks), plus what lies
-    outside torch's allocator (the sleeping engine, the CUDA context)."""
+    outside torch's allocator (the sleeping engine, the CUDA context). With traced coefficients for every trained
+    model these phases decide the verdict (basis "traced"); without, the analytic phases already in `e` stay
+    (basis "analytic") and the passes only give verl_metrics."""
     c = training_coeffs(s, L, analytic)
     actor = _role(s, L, offload_params=L.offload_params, offload_optimizer=L.offload_optimizer)
     ref = replace(actor, offload_params=True, offload_optimizer=True) if st.has_ref else None
@@ -256,8 +288,11 @@ def fsdp_training_phases(e: Any, s: Any, L: Any, st: Any, terms: Callable, t_tra
         critic_c = training_coeffs(L.critic, L, analytic)
         critic = _role(L.critic, replace(L, lora_rank=0), offload_params=st.critic_off, offload_optimizer=st.critic_off)
     ps = passes(actor, c, train_tokens=t_train, logprob_tokens=t_fwd, critic=critic, critic_c=critic_c,
-                         ref=ref, entropy=L.update_entropy, rollout_between_steps=L.rollout_between_steps)
-    for phase in ("log-prob", "update") if set_phases else ():
+                ref=ref, entropy=L.update_entropy, rollout_between_steps=L.rollout_between_steps,
+                ref_in_actor=bool(L.lora_rank and L.use_ref))
+    traced = all("analytic" not in x.source for x in (c, critic_c) if x is not None)
+    e.basis = "traced" if traced else "analytic"
+    for phase in ("log-prob", "update") if traced else ():
         mine = [p for k, p in ps.items() if phase_of(k) == phase]
         top = max(mine, key=lambda p: p.reserved)
         resident, own = [], list(top.terms)
