@@ -190,7 +190,9 @@ def test_rollout_tp_follows_model_size():
     assert tp(model="Qwen/Qwen2.5-32B-Instruct", gpu_memory_gb=141) == 2
     assert tp(model="Qwen/Qwen2.5-32B-Instruct", lora_rank=32) == 4
     assert tp(model="Qwen/Qwen2.5-72B-Instruct", lora_rank=32) == 8
-    assert tp(model="Qwen/Qwen2.5-7B-Instruct", gpu_memory_gb=24, gpu_type="A10G", lora_rank=32) == 4  # 22.5 GiB
+    # 22.5 GiB: rollout TP 2 is only "tight" there, and a faster predicted step never buys a worse verdict (TP 2 is
+    # not among the ranked layouts; with it, this returned 2)
+    assert tp(model="Qwen/Qwen2.5-7B-Instruct", gpu_memory_gb=24, gpu_type="A10G", lora_rank=32) == 4
 
 
 def test_relative_paths_become_absolute_and_home_becomes_env(monkeypatch):

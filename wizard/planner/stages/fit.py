@@ -110,6 +110,9 @@ def memory_fit(b: Build) -> None:
                    rollout_replicas=n_gpus // (b.rtp * b.rdp) if b.rtp and n_gpus % (b.rtp * b.rdp) == 0 else 0)
 
 
+_VERDICTS = ("fits", "tight", "does not fit")
+
+
 def _fastest(b: Build, decision: Decision, tp_options: list[int], mp_options: list[rc.MegatronGrid]) -> Decision:
     """Among the layouts that fit, the fastest by predicted step time (wizard.planner.layouts.rank_layouts): every
     other rollout TP (its least-offload layout), offload forced on, and dynamic batching flipped when the user
@@ -144,7 +147,10 @@ def _fastest(b: Build, decision: Decision, tp_options: list[int], mp_options: li
                            dynamic=dynamic, filter_groups=bool(b.algo.filter_groups))
 
     default = b.dynamic
-    chosen, b.dynamic, ranking = rank_layouts(decision, b.dynamic, [x for x in alternatives if x[0] is not None], step)
+    # speed never buys a worse verdict: a layout that is only "tight" does not compete with one that "fits"
+    worst = _VERDICTS.index(decision.estimate.verdict)
+    alternatives = [x for x in alternatives if x[0] is not None and _VERDICTS.index(x[0].estimate.verdict) <= worst]
+    chosen, b.dynamic, ranking = rank_layouts(decision, b.dynamic, alternatives, step)
     b.facts["layout_ranking"] = ranking
     if b.dynamic != default:
         b.facts["dynamic_by_time"] = "(the faster by predicted step time: PLAN.md's Time and cost)"
