@@ -52,3 +52,43 @@ def test_an_image_answer_by_digest_is_used_as_given(tmp_path):
     assert f"image: {digest}" in (bundle / "k8s" / "rayjob.yaml").read_text()
     plan_md = (bundle / "PLAN.md").read_text()
     assert f"Image of every pod: {digest} (image (your answer))" in plan_md and "UNCONFIRMED" not in plan_md
+
+
+def _submit_runtime_env(bundle) -> str:
+    line = next(x for x in (bundle / "k8s" / "submit.sh").read_text().splitlines() if x.startswith("RUNTIME_ENV_JSON="))
+    import shlex
+
+    return shlex.split(line.split("=", 1)[1], comments=True)[0] if "=''" not in line else ""
+
+
+def test_the_default_image_gets_verl_from_the_jobs_runtime_env(tmp_path):
+    """The default image holds verl's dependencies but not verl: without more, `python3 -m verl.trainer.main_ppo`
+    fails in every pod. The RayJob (runtimeEnvYAML) and k8s/submit.sh (--runtime-env-json) install the installed
+    verl's version with --no-deps; real Ray validates the runtime env, and Ray's pip runtime env inherits the
+    image's packages (--system-site-packages in the installed Ray), so --no-deps keeps the image's pinned stack."""
+    import inspect
+    import json
+
+    import yaml
+    from ray._private.runtime_env import virtualenv_utils
+    from ray.runtime_env import RuntimeEnv
+
+    assert "--system-site-packages" in inspect.getsource(virtualenv_utils)
+    plan = wizard.plan(make_answers(KUBERAY), base_dir=str(tmp_path))
+    bundle = wizard.write_bundle(wizard.render(plan), tmp_path / "b")
+    spec = yaml.safe_load((bundle / "k8s" / "rayjob.yaml").read_text())["spec"]
+    env = yaml.safe_load(spec["runtimeEnvYAML"])
+    RuntimeEnv(**env)  # raises on a runtime env Ray would refuse
+    assert env["pip"]["packages"] == [f"verl=={version('verl')}"] and "--no-deps" in env["pip"]["pip_install_options"]
+    assert json.loads(_submit_runtime_env(bundle)) == env
+    assert "--runtime-env-json" in (bundle / "k8s" / "submit.sh").read_text()
+    assert "installs verl==0.9.1 over it when the job starts" in " ".join((bundle / "PLAN.md").read_text().split())
+
+
+def test_an_image_of_your_own_gets_no_runtime_env(tmp_path):
+    plan = wizard.plan(make_answers({**KUBERAY, "image": "registry.example.com/verl:0.9.1"}), base_dir=str(tmp_path))
+    bundle = wizard.write_bundle(wizard.render(plan), tmp_path / "b")
+    import yaml
+
+    assert "runtimeEnvYAML" not in yaml.safe_load((bundle / "k8s" / "rayjob.yaml").read_text())["spec"]
+    assert _submit_runtime_env(bundle) == ""

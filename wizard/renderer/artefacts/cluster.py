@@ -15,6 +15,7 @@ templates only add comments around them. Shell templates receive values that go 
 
 from __future__ import annotations
 
+import json
 import posixpath
 import re
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from wizard.intent.errors import Problem, WizardError
 from wizard.verlspec.hardware import ACCELERATORS
-from wizard.renderer.images import DEFAULT_IMAGES, image_choice  # noqa: F401 - DEFAULT_IMAGES re-exported
+from wizard.renderer.images import DEFAULT_IMAGES, image_choice, verl_runtime_env  # noqa: F401 - DEFAULT_IMAGES re-exported
 
 if TYPE_CHECKING:
     from wizard.planner.state import Plan
@@ -95,6 +96,7 @@ class Layout:
     total_cpus: int
     image: str
     image_reason: str
+    runtime_env: Optional[dict[str, Any]]  # the job's Ray runtime env (verl installed into a default image)
     secret: str
     secret_env: tuple[tuple[str, bool], ...]  # (env/key name, optional)
     shm_size_gb: Optional[int]
@@ -229,7 +231,7 @@ def layout(plan: Plan) -> Layout:
         node_cpus=node_cpus, node_cpus_reason=cpus_reason, node_memory_gb=memory, node_memory_reason=memory_reason,
         min_node_cpus=min_node_cpus, head_cpus=head_cpus, head_memory_gb=head_memory,
         cpus_needed=cpus_needed, total_cpus=head_cpus + nnodes * node_cpus,
-        image=image, image_reason=image_reason, secret=a.k8s_secret, secret_env=tuple(secret_env),
+        image=image, image_reason=image_reason, runtime_env=verl_runtime_env(a, plan.verl_version), secret=a.k8s_secret, secret_env=tuple(secret_env),
         shm_size_gb=a.shm_size_gb, shared_pvc=a.shared_pvc,
         checkpoint_mount=ckpt if a.shared_pvc and not ckpt.startswith(WORKDIR + "/") and ckpt != WORKDIR else None,
         wait_timeout_s=a.gpu_wait_timeout_s, ttl_seconds=a.k8s_ttl_seconds, needs_wandb=needs_wandb,
@@ -431,6 +433,7 @@ def rayjob_doc(lay: Layout) -> dict[str, Any]:
         "metadata": _metadata(lay, lay.name),
         "spec": {
             "entrypoint": ENTRYPOINT,
+            **({"runtimeEnvYAML": to_yaml(lay.runtime_env)} if lay.runtime_env else {}),
             "shutdownAfterJobFinishes": True,
             "ttlSecondsAfterFinished": lay.ttl_seconds,
             "rayClusterSpec": raycluster_spec(lay),
@@ -636,6 +639,7 @@ def artefacts(plan: Plan) -> list[Artefact]:
             }),
             Artefact("k8s/submit.sh.j2", {
                 **common, "namespace": lay.namespace or "", "entrypoint_args": ENTRYPOINT.split(),
+                "runtime_env_json": json.dumps(lay.runtime_env, separators=(",", ":")) if lay.runtime_env else "",
                 "config_mount": CONFIG_MOUNT,
                 "dashboard_port": DASHBOARD_PORT,
                 "required_secrets": [k for k, opt in lay.secret_env if not opt],

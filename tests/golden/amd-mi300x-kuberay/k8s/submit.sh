@@ -18,6 +18,7 @@ WAIT_TIMEOUT=600
 CONFIG_MOUNT=/verl-init/config
 DASHBOARD_PORT=8265
 ENTRYPOINT=(python3 -m verl.trainer.main_ppo --config-path /verl-init/config --config-name verl_config)
+RUNTIME_ENV_JSON=''  # the job's Ray runtime env (empty: none; see PLAN.md's image line)
 # <<< values
 
 die() { echo "k8s/submit.sh: $*" >&2; exit 1; }
@@ -60,6 +61,8 @@ while :; do
 done
 
 ID="$NAME-$(date +%Y%m%d-%H%M%S)"
+RUNTIME_ENV=()
+if [ -n "$RUNTIME_ENV_JSON" ]; then RUNTIME_ENV=(--runtime-env-json "$RUNTIME_ENV_JSON"); fi
 kc exec "$HEAD" -- ray job submit --address "http://127.0.0.1:$DASHBOARD_PORT" --submission-id "$ID" --no-wait \
-  -- "${ENTRYPOINT[@]}"
+  ${RUNTIME_ENV[@]+"${RUNTIME_ENV[@]}"} -- "${ENTRYPOINT[@]}"
 echo "k8s/submit.sh: submitted $ID; follow it with: kubectl exec $HEAD -- ray job logs -f $ID"
