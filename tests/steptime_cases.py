@@ -110,7 +110,9 @@ def workload(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> st.Workload:
         model_parallel=mp, pipeline=cfg.get("megatron_pp") or 1,
         offload_params=bool(cfg.get("param_offload")), offload_optimizer=bool(cfg.get("optimizer_offload")),
         has_ref=bool(cfg.get("has_ref")), has_critic=bool(cfg.get("has_critic")),
-        multi_turn=bool(cfg.get("multi_turn")), remove_padding=cfg.get("use_remove_padding") is not False,
+        multi_turn=bool(cfg.get("multi_turn")), assistant_turns=cfg.get("multi_turn_max_assistant_turns") or 0,
+        tool_response_chars=cfg.get("multi_turn_max_tool_response_length") or st.TOOL_RESPONSE_CHARS,
+        remove_padding=cfg.get("use_remove_padding") is not False,
         **rollout_engine(c))
 
 

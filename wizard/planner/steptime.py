@@ -95,6 +95,11 @@ RESPONSE_SQRT = 10.6
 FILTER_GROUPS_KEEP = 0.5
 # the mean prompt when nobody says: this share of max_prompt_length
 DEFAULT_PROMPT_SHARE = 0.25
+# a multi-turn tool run's tool outputs are cut at rollout.multi_turn.max_tool_response_length characters (verl
+# 0.9.1 experimental/agent_loop/tool_agent_loop.py:499-505; default 256, trainer/config/rollout/rollout.yaml); a
+# tool output is assumed to fill it, at CHARS_PER_TOKEN characters per token (an assumption, not calibrated)
+TOOL_RESPONSE_CHARS = 256
+CHARS_PER_TOKEN = 4.0
 ENGINE_OVERHEAD_GIB = 1.5  # as wizard.planner.memory: the engine's own activations beside weights and KV cache
 
 PHASE_ORDER = ("rollout", "weight sync", "old log-prob", "ref log-prob", "values", "update critic", "update actor")
@@ -146,6 +151,9 @@ class Workload:
     has_critic: bool = False
     critic_params: Optional[float] = None  # None: as the policy
     multi_turn: bool = False
+    # multi-turn: rollout.multi_turn.max_assistant_turns (else max_user_turns), 0: not set (one turn assumed)
+    assistant_turns: int = 0
+    tool_response_chars: int = TOOL_RESPONSE_CHARS  # rollout.multi_turn.max_tool_response_length
     prefix_caching: bool = True  # rollout.enable_prefix_caching
     remove_padding: bool = True  # use_remove_padding: packed sequences (False: every micro-batch padded to its longest)
 
@@ -181,13 +189,28 @@ def peak(gpu_type: Optional[str]) -> tuple[str, Peak, bool]:
 
 
 def _lengths(w: Workload) -> tuple[float, float, str, str]:
-    resp = w.response_mean if w.response_mean else min(RESPONSE_SQRT * math.sqrt(w.max_response), w.max_response / 2)
+    turns = max(w.assistant_turns, 1) if w.multi_turn else 1
+    # a multi-turn response holds `turns` assistant turns: the single-turn default applied to each turn's share of
+    # the cap, RESPONSE_SQRT × √(max_response / turns) × turns, plus the tool outputs between them
+    default = RESPONSE_SQRT * math.sqrt(w.max_response * turns) + tool_tokens(w)
+    resp = w.response_mean if w.response_mean else min(default, w.max_response / 2)
     resp = min(resp, w.max_response)
     prompt = w.prompt_mean if w.prompt_mean else DEFAULT_PROMPT_SHARE * w.max_prompt
+    multi = (f" over {turns} assistant turns (multi_turn.max_assistant_turns) plus {tool_tokens(w):.0f} tokens of "
+             "tool output" if turns > 1 else "")
     why_r = w.response_mean_basis if w.response_mean else (f"default: {RESPONSE_SQRT:g} × √max_response_length, at most half of it, "
-                                             "the median of the calibration reports that measured it (not given)")
+                                             "the median of the calibration reports that measured it (not given)" + multi)
     why_p = "given" if w.prompt_mean else f"{DEFAULT_PROMPT_SHARE:g} × max_prompt_length (not given)"
     return resp, prompt, why_r, why_p
+
+
+def tool_tokens(w: Workload) -> float:
+    """Tokens of tool output inside a multi-turn response: one output after every assistant turn but the last, each
+    cut at max_tool_response_length characters (tool_agent_loop.py:499). They are in the response the training
+    passes compute over (masked from the loss only), but the engine prefills them rather than decoding them."""
+    if not w.multi_turn or w.assistant_turns <= 1:
+        return 0.0
+    return (w.assistant_turns - 1) * w.tool_response_chars / CHARS_PER_TOKEN
 
 
 def mean_sequence(max_prompt: int, max_response: int, response_mean: Optional[float] = None) -> float:
@@ -304,7 +327,9 @@ def predict(w: Workload) -> StepTime:
     # without remove-padding the training passes run every sequence at the longest one's length
     tokens = seqs * (seq if w.remove_padding else w.max_prompt + w.max_response)
     kv = _kv_tokens(w, name)
-    ro = rollout_seconds(w, pk, kv, resp, prompt)
+    # the engine decodes the assistant turns; the tool outputs between them join the context (prefilled)
+    tool = min(tool_tokens(w), resp / 2)
+    ro = rollout_seconds(w, pk, kv, resp - tool, prompt + tool)
     phases: dict[str, float] = {"rollout": ro["rollout"]}
     gb = 2 * w.params / 1e9
     phases["weight sync"] = SYNC_FIXED_S + gb / SYNC_GB_S.get(w.backend, SYNC_GB_S["fsdp"]) \
@@ -453,7 +478,10 @@ def workload_from_config(get, shape, *, n_gpus: int, gpu_type: Optional[str], gp
         mini_batches=max(1, tbs // _int(get(f"{A}.ppo_mini_batch_size"), tbs)),
         ppo_epochs=_int(get(f"{A}.ppo_epochs"), 1), recompute=recompute, model_parallel=mp, pipeline=pp,
         offload_params=off_p, offload_optimizer=off_o, has_ref=has_ref, has_critic=has_critic,
-        multi_turn=bool(get(f"{R}.multi_turn.enable")), prefix_caching=get(f"{R}.enable_prefix_caching") is not False,
+        multi_turn=bool(get(f"{R}.multi_turn.enable")),
+        assistant_turns=_int(get(f"{R}.multi_turn.max_assistant_turns") or get(f"{R}.multi_turn.max_user_turns"), 0),
+        tool_response_chars=_int(get(f"{R}.multi_turn.max_tool_response_length"), TOOL_RESPONSE_CHARS),
+        prefix_caching=get(f"{R}.enable_prefix_caching") is not False,
         remove_padding=get(f"{M}.use_remove_padding") is not False)
 
 
