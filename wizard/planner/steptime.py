@@ -196,10 +196,13 @@ def _lengths(w: Workload) -> tuple[float, float, str, str]:
     resp = w.response_mean if w.response_mean else min(default, w.max_response / 2)
     resp = min(resp, w.max_response)
     prompt = w.prompt_mean if w.prompt_mean else DEFAULT_PROMPT_SHARE * w.max_prompt
-    multi = (f" over {turns} assistant turns (multi_turn.max_assistant_turns) plus {tool_tokens(w):.0f} tokens of "
-             "tool output" if turns > 1 else "")
-    why_r = w.response_mean_basis if w.response_mean else (f"default: {RESPONSE_SQRT:g} × √max_response_length, at most half of it, "
-                                             "the median of the calibration reports that measured it (not given)" + multi)
+    multi = (f"multi-turn: {turns} assistant turns (multi_turn.max_assistant_turns) of {RESPONSE_SQRT:g} × "
+             f"√(max_response_length / {turns}) each plus {tool_tokens(w):.0f} tokens of tool output "
+             "(max_tool_response_length), at most half of max_response_length" if turns > 1 else "")
+    why_r = w.response_mean_basis if w.response_mean else (
+        f"default: {multi}; {RESPONSE_SQRT:g} is the median of the calibration reports that measured it (not given)"
+        if multi else f"default: {RESPONSE_SQRT:g} × √max_response_length, at most half of it, "
+        "the median of the calibration reports that measured it (not given)")
     why_p = "given" if w.prompt_mean else f"{DEFAULT_PROMPT_SHARE:g} × max_prompt_length (not given)"
     return resp, prompt, why_r, why_p
 
@@ -528,7 +531,7 @@ def lines(doc: dict) -> list[str]:
            f"step ({doc['layout_ranking']['runner_up_slower_in']})."]
           if doc.get("layout_ranking") and doc["layout_ranking"]["runner_up"] else []),
         "Efficiencies calibrated on 17 real verl runs (benchmarks/step_times.md): a prediction, not a measurement; "
-        "14 of those 17 steps land within ±30 % (11 of 17 when each half is predicted from the other half's fit).",
+        "15 of those 17 steps land within ±30 % (12 of 17 when each half is predicted from the other half's fit).",
     ]
 
 
