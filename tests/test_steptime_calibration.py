@@ -135,3 +135,19 @@ def test_a_multi_turn_response_holds_its_turns_and_tool_outputs():
     # decoding them would grow the decode with the response; as context they only lengthen the KV reads
     dec_p, dec_q = (x.detail["decode bulk"] + x.detail["decode tail"] for x in (p, q))
     assert dec_q / dec_p < 1 + 0.5 * grew / p.assumptions["response_length_mean"]
+
+
+def test_what_plan_md_says_of_the_calibration_is_what_it_measures():
+    """PLAN.md's calibration line (steptime.CALIBRATION): the in-sample count recomputed here, the hold-out count
+    read from the generated benchmarks/step_times.md (its two hold-out sections)."""
+    import re
+    from pathlib import Path
+
+    steps = [within(*compare(c, CASES)["step"], TOLERANCE) for c in CASES]
+    assert st.CALIBRATION["reports"] == len(CASES) and st.CALIBRATION["steps_within"] == sum(steps)
+    bench = (Path(__file__).resolve().parent.parent / "benchmarks" / "step_times.md").read_text(encoding="utf-8")
+    held = 0
+    for section in re.split(r"^## ", bench, flags=re.M):
+        if section.startswith("Hold-out"):
+            held += int(re.search(r"^- step: (\d+)/\d+ within", section, flags=re.M).group(1))
+    assert st.CALIBRATION["steps_within_held_out"] == held
