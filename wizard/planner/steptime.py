@@ -514,6 +514,7 @@ def run_steps(get, dataset: Optional[str] = None, rows: Optional[int] = None) ->
 # hold-out sections). tests/test_steptime_calibration.py recomputes the first and reads the second from the benchmark.
 CALIBRATION = {"reports": 17, "steps_within": 15, "steps_within_held_out": 12}
 
+
 def lines(doc: dict) -> list[str]:
     """PLAN.md's and `plan`'s lines for a `time` object (as_json)."""
     a = doc["assumptions"]
