@@ -10,7 +10,7 @@ from importlib.metadata import requires, version
 
 import wizard
 from wizard.intent.answers import make_answers
-from wizard.renderer.artefacts.cluster import DEFAULT_IMAGES
+from wizard.renderer.images import DEFAULT_IMAGES
 
 KUBERAY = dict(nnodes=2, gpus_per_node=4, gpu_memory_gb=80, gpu_type="A100", cluster="kuberay",
                model="Qwen/Qwen2.5-7B-Instruct", prompts_per_step=128, samples_per_prompt=8, checkpoint_pvc="ckpt")

@@ -135,7 +135,7 @@ def rank_layouts(current: Any, dynamic: bool, alternatives: list[tuple[Any, bool
     seen: dict[str, tuple[Any, bool, Any]] = {describe(current, dynamic): (current, dynamic, step(current, dynamic))}
     for d, dyn in alternatives:
         label = describe(d, dyn)
-        if d is not None and label not in seen:
+        if label not in seen:
             seen[label] = (d, dyn, step(d, dyn))
     order = sorted(seen, key=lambda k: seen[k][2].step_s)
     base = seen[describe(current, dynamic)][2].step_s

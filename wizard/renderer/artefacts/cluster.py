@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from wizard.intent.errors import Problem, WizardError
 from wizard.verlspec.hardware import ACCELERATORS
-from wizard.renderer.images import DEFAULT_IMAGES, image_choice, verl_runtime_env  # noqa: F401 - DEFAULT_IMAGES re-exported
+from wizard.renderer.images import image_choice, verl_runtime_env
 
 if TYPE_CHECKING:
     from wizard.planner.state import Plan
