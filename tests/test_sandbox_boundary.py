@@ -446,3 +446,33 @@ def test_the_sandbox_is_started_with_the_allow_list_only(monkeypatch):
     assert r.ok and SECRET not in r.stdout.decode("latin-1")
     names = {kv.split(b"=")[0] for kv in r.stdout.replace(b"\0", b"\n").splitlines() if b"=" in kv}
     assert names <= {b"PATH", b"HOME", b"LANG", b"PWD", b"SHLVL", b"_", b"OLDPWD"}, names
+
+
+_VENV_CHILD = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from wizard import _sandbox
+if sys.argv[2] == "planted":  # the fault: the interpreter's own folders are not bound
+    _sandbox.interpreter_binds = lambda: []
+r = _sandbox.run([sys.executable, "-c", "import sys; print(sys.prefix)"])
+print(r.status, r.stdout.decode().strip(), r.stderr.decode().strip()[:300], sep="|")
+"""
+
+
+@pytest.mark.parametrize("mode", ["bound", "planted"])
+def test_a_python_living_under_tmp_runs_in_the_sandbox(tmp_path, mode):
+    """A virtual environment under /tmp (a clone there, `python -m venv /tmp/...`) is hidden by the sandbox's fresh
+    /tmp unless its folders are bound back: with them, the sandbox runs that very interpreter; without (planted),
+    bubblewrap cannot even start it."""
+    venv = Path("/tmp") / f"vi-venv-{uuid.uuid4().hex[:8]}"
+    try:
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+        out = subprocess.run([str(venv / "bin" / "python"), "-c", _VENV_CHILD, str(ROOT), mode],
+                             capture_output=True, text=True, timeout=120)
+    finally:
+        subprocess.run(["rm", "-rf", str(venv)], check=False)
+    status, stdout, stderr = out.stdout.strip().split("|", 2)
+    if mode == "bound":
+        assert (status, stdout) == ("0", str(venv)), out.stdout + out.stderr
+    else:
+        assert status != "0" and "execvp" in stderr, out.stdout + out.stderr

@@ -8,6 +8,7 @@ checked file names.
 What holds inside:
 - the whole filesystem read-only; a fresh /tmp, /dev/shm and a scratch folder /dev/vi-out, each a size-capped tmpfs
   (disk); /dev itself read-only; the caller's own files (stubs, the config under test) bound read-only at /dev/vi-bin;
+  the running Python's installation bound read-only at its own path when it lies under /tmp (a venv there);
 - no network, its own PID, IPC, UTS and user namespaces (--unshare-all), a new session, and it dies with its parent;
 - an empty environment but for an allow-list (PATH, HOME=/tmp, LANG, and what the caller passes explicitly):
   bubblewrap itself is started with that environment, so not even /proc/1/environ holds a variable of the caller;
@@ -28,6 +29,7 @@ import shutil
 import signal
 import stat
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -89,13 +91,36 @@ def available() -> bool:
     return r.ok and r.status == 0 and r.stdout.strip() == b"ok"
 
 
+# the folders the sandbox mounts fresh (empty tmpfs): whatever the host keeps under them is hidden inside
+FRESH = ("/tmp", "/dev/shm")
+
+
+def _hidden(path: str) -> bool:
+    return any(path == top or path.startswith(top + "/") for top in FRESH)
+
+
+def interpreter_binds() -> list[tuple[str, str]]:
+    """The running Python's own installation (its prefixes and its executable's folder) where a fresh tmpfs would
+    hide it: a virtual environment under /tmp stays the interpreter the sandbox runs (`sys.executable`), read-only."""
+    found: list[str] = []
+    for p in (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix, os.path.dirname(sys.executable)):
+        for q in {os.path.abspath(p), os.path.realpath(p)} if p else ():
+            if _hidden(q) and q not in FRESH and os.path.isdir(q):
+                found.append(q)
+    out: list[str] = []
+    for q in sorted(set(found), key=len):  # a folder already bound covers what lies inside it
+        if not any(q.startswith(o + "/") for o in out):
+            out.append(q)
+    return [(q, q) for q in out]
+
+
 def bwrap_argv(argv: Sequence[str], *, env: Mapping[str, str], binds: Sequence[tuple[str, str]] = (),
                chdir: str = "/tmp", limits: Limits = Limits()) -> list[str]:
     size = str(limits.tmp_bytes)
     out = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
            "--size", size, "--tmpfs", "/tmp", "--size", size, "--tmpfs", "/dev/shm",
            "--size", size, "--tmpfs", SCRATCH]
-    for host, inside in binds:
+    for host, inside in [*interpreter_binds(), *binds]:
         out += ["--ro-bind", host, inside]
     out += ["--remount-ro", "/dev", "--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
             "--chdir", chdir]
