@@ -48,8 +48,19 @@ FORWARD_INTENSITY = 185.0
 # update_actor 300 s instead of 102 s with token budgets in the same benchmark table)
 TRAIN_MICRO_S = 0.099
 FORWARD_MICRO_S = 0.063
-# Megatron's MoE passes (grouped expert GEMMs, token dispatch over EP): the extra factor on their time
-MOE_TRAIN_FACTOR = 4.2
+# MoE token dispatch (Megatron: moe_token_dispatcher_type "alltoall", verl 0.9.1 models/mcore/config_converter.py:91
+# and workers/engine/megatron/transformer_impl.py:368): every MoE layer sends each token's bf16 hidden state to its
+# top-k experts' EP ranks and back (dispatch + combine), the backward as much again, a recomputed forward once more.
+# The share of it that leaves the GPU goes over NVLink while the EP group (EP × ETP consecutive ranks) fits in a
+# node, else mostly over the NICs; A2A_ETA is the share of the link's bandwidth an all-to-all of these messages
+# reaches (calibrated: one number for every pass and link, bounded to 0.02–1)
+A2A_ETA = 0.12
+# per-direction NVLink bandwidth per GPU (datasheets: H100/H200/H20/GH200 NVLink 4 900 GB/s bidirectional; H800 and
+# A800 cut to 400; A100 600; B200 NVLink 5 1.8 TB/s; MI300X 7 Infinity Fabric links of 128 GB/s bidirectional)
+NVLINK_GB_S = {"H100": 450.0, "H200": 450.0, "H20": 450.0, "GH200": 450.0, "H800": 200.0, "A800": 200.0,
+               "A100": 300.0, "B200": 900.0, "MI300X": 448.0}
+# the NIC share of one GPU across nodes: 400 Gb/s (DGX H100 / HGX reference fabric: one ConnectX-7 per GPU)
+NIC_GB_S = 50.0
 # decode (the rollout): one iteration of a replica is max(GPU time, host time), overlapped. GPU: the weights and KV
 # cache read at DECODE_BW_ETA of HBM bandwidth (fixed at a physical 0.7, not fitted), or the FLOPs at
 # PREFILL_ETA of the peak, + DECODE_LAYER_S per layer (a dozen kernels of a few microseconds each, however small
@@ -135,6 +146,10 @@ class Workload:
     kv_tokens: Optional[float] = None  # KV-cache tokens per replica (the memory plan's); None: from gmu
     backend: str = "fsdp"  # fsdp | megatron
     moe: bool = False
+    moe_layers: int = 0  # layers with routed experts (ModelShape.moe_layers), 0: dense
+    top_k: int = 0  # routed experts per token (num_experts_per_tok)
+    expert_parallel: int = 1  # Megatron expert_model_parallel_size: EP ranks a MoE layer's tokens are spread over
+    expert_tp: int = 1  # Megatron expert_tensor_parallel_size (verl's null: as TP, engine/megatron.yaml:17)
     dynamic_bsz: bool = True
     train_tokens: int = 0  # tokens per training micro-batch per GPU (a budget), 0: from micro × mean length
     logprob_tokens: int = 0
@@ -144,6 +159,7 @@ class Workload:
     ppo_epochs: int = 1
     recompute: bool = True  # activation recompute (FSDP gradient checkpointing, Megatron full recompute)
     model_parallel: int = 1  # GPUs that share one sequence in training (Ulysses SP, Megatron TP × CP)
+    context_parallel: int = 1  # Megatron CP: the token budget per micro-batch is budget × CP (not × TP)
     pipeline: int = 1  # Megatron PP
     offload_params: bool = False
     offload_optimizer: bool = False
@@ -318,6 +334,26 @@ def generation_rounds(w: Workload) -> float:
     return float(math.ceil((w.train_prompts or w.prompts) / (w.prompts * FILTER_GROUPS_KEEP) - 1e-9))
 
 
+def moe_dispatch_seconds(w: Workload, pk_name: str, pk: Peak, tokens_per_gpu: float, passes: float) -> float:
+    """Seconds one GPU spends moving MoE tokens in `passes` passes (forward 1; forward + backward 2; + a recomputed
+    forward 3) over `tokens_per_gpu` tokens: the all-to-all of dispatch and combine (tokens × top-k × hidden bf16
+    bytes each way per MoE layer, the (EP − 1)/EP share that leaves the GPU; the part that crosses nodes over the
+    NIC, the rest over NVLink, concurrently: the slower sets the pace) at A2A_ETA of the link, plus the permute and
+    unpermute copies in HBM (each routed token written and read twice). 0 for a dense model."""
+    if not w.moe_layers or not w.top_k:
+        return 0.0
+    routed = tokens_per_gpu * w.moe_layers * w.top_k * w.hidden * 2 * passes  # bf16 bytes, one direction
+    permute = 4 * routed / (pk.hbm_tb_s * 1e12 * DECODE_BW_ETA)
+    ep = max(w.expert_parallel, 1)
+    if ep == 1:
+        return permute
+    gpn = max(w.gpus_per_node, 1)
+    in_node = max(min(ep, gpn // max(w.expert_tp, 1)), 1)  # EP peers on the same node (consecutive ranks)
+    nvlink = 2 * routed * (in_node - 1) / ep / (NVLINK_GB_S.get(pk_name, NVLINK_GB_S["H100"]) * 1e9)
+    nic = 2 * routed * (ep - in_node) / ep / (NIC_GB_S * 1e9)
+    return max(nvlink, nic) / A2A_ETA + permute
+
+
 def _attn_flops_per_token(w: Workload, ctx: float) -> float:
     return 4 * w.layers * w.hidden * ctx  # QK^T and AV: 2 × 2 × layers × hidden × context
 
@@ -339,16 +375,18 @@ def predict(w: Workload) -> StepTime:
         + (4 * w.params / w.n_gpus / 1e9 / PCIE_GB_S if w.offload_params else 0.0)
     per_gpu_tokens = tokens / w.n_gpus
     attn = _attn_flops_per_token(w, seq / 2)
-    moe = MOE_TRAIN_FACTOR if w.moe else 1.0
 
     dp = max(w.n_gpus // max(w.model_parallel * w.pipeline, 1), 1)
     rank_tokens = tokens / dp  # what one data-parallel rank (a model-parallel group) processes
 
     def micro_tokens(budget: int, micro: int) -> float:
-        """Tokens of one micro-batch of a model-parallel group: the budget per GPU × the GPUs that share a sequence
-        (verl scales the budget by the SP size), capped by what the rank has; or micro-batch × mean length."""
+        """Tokens of one micro-batch of a model-parallel group: the budget per GPU × the GPUs that split a sequence
+        (FSDP: × Ulysses SP; Megatron: × CP only, TP ranks share the same tokens: verl 0.9.1
+        workers/engine/megatron/transformer_impl.py:836, workers/engine/utils.py:111), capped by what the rank
+        has; or micro-batch × mean length."""
         if w.dynamic_bsz and budget:
-            return min(budget * w.model_parallel, max(rank_tokens, 1.0))
+            scale = w.context_parallel if w.backend == "megatron" else w.model_parallel
+            return min(budget * scale, max(rank_tokens, 1.0))
         return min((micro or 1) * seq, max(rank_tokens, 1.0))
 
     def bubble(micros: float, batches: int) -> float:
@@ -360,7 +398,8 @@ def predict(w: Workload) -> StepTime:
     lp_tok = micro_tokens(w.logprob_tokens or w.train_tokens, w.logprob_micro or w.train_micro)
     lp_micros = rank_tokens / lp_tok
     fwd_flops = per_gpu_tokens * (2 * w.active_params + attn)
-    fwd_compute = _pass_seconds(fwd_flops, pk, FORWARD_ETA, FORWARD_INTENSITY) * moe * bubble(lp_micros, 1)
+    fwd_moe = moe_dispatch_seconds(w, name, pk, per_gpu_tokens, 1)
+    fwd_compute = (_pass_seconds(fwd_flops, pk, FORWARD_ETA, FORWARD_INTENSITY) + fwd_moe) * bubble(lp_micros, 1)
     fwd_micro = lp_micros * FORWARD_MICRO_S
     fwd = fwd_compute + fwd_micro
     load = 4 * w.params / w.n_gpus / 1e9 / PCIE_GB_S if w.offload_params else 0.0
@@ -378,7 +417,8 @@ def predict(w: Workload) -> StepTime:
     recompute = 4 / 3 if w.recompute else 1.0
     train_flops = per_gpu_tokens * (6 * w.active_params + 3 * attn) * recompute * w.ppo_epochs
     optim = 12 * w.params / w.n_gpus / 1e9 / PCIE_GB_S * 2 if w.offload_optimizer else 0.0
-    upd = _pass_seconds(train_flops, pk, TRAIN_ETA, TRAIN_INTENSITY) * moe * bubble(tr_micros, w.mini_batches) \
+    upd_moe = moe_dispatch_seconds(w, name, pk, per_gpu_tokens, (3 if w.recompute else 2) * w.ppo_epochs)
+    upd = (_pass_seconds(train_flops, pk, TRAIN_ETA, TRAIN_INTENSITY) + upd_moe) * bubble(tr_micros, w.mini_batches) \
         + tr_micros * TRAIN_MICRO_S
     upd += upd_io
     phases["update actor"] = upd + load + optim
@@ -402,11 +442,14 @@ def predict(w: Workload) -> StepTime:
         "longest_response_tokens": round(ro["longest response"]),
         "response_length_distribution": "exponential clipped at max_response_length, mean as above",
         "weight_sync_gb_s": SYNC_GB_S.get(w.backend, SYNC_GB_S["fsdp"]),
+        **({"moe_all_to_all_efficiency": A2A_ETA, "moe_expert_parallel": w.expert_parallel} if w.moe_layers else {}),
         "calibration": "tests/data/reference/step-times.json (benchmarks/step_times.md)",
     }
     detail = {k: v for k, v in ro.items() if k != "rollout"}
     detail["old log-prob micro-batches s"] = fwd_micro
     detail["update actor micro-batches s"] = tr_micros * TRAIN_MICRO_S
+    detail["old log-prob moe dispatch s"] = fwd_moe
+    detail["update actor moe dispatch s"] = upd_moe
     return StepTime({k: phases[k] for k in PHASE_ORDER if k in phases}, assumptions, detail)
 
 
@@ -450,12 +493,14 @@ def workload_from_config(get, shape, *, n_gpus: int, gpu_type: Optional[str], gp
     dyn = bool(get(f"{A}.use_dynamic_bsz"))
     lp_dyn = bool(get(f"{R}.log_prob_use_dynamic_bsz")) if get(f"{R}.log_prob_use_dynamic_bsz") is not None else dyn
     if megatron:
-        mp = _int(get(f"{A}.megatron.tensor_model_parallel_size"), 1) * _int(get(f"{A}.megatron.context_parallel_size"), 1)
-        pp = _int(get(f"{A}.megatron.pipeline_model_parallel_size"), 1)
+        mtp, cp = _int(get(f"{A}.megatron.tensor_model_parallel_size"), 1), _int(get(f"{A}.megatron.context_parallel_size"), 1)
+        mp, pp = mtp * cp, _int(get(f"{A}.megatron.pipeline_model_parallel_size"), 1)
+        ep = _int(get(f"{A}.megatron.expert_model_parallel_size"), 1)
+        etp = _int(get(f"{A}.megatron.expert_tensor_parallel_size"), mtp)
         recompute = get(f"{A}.megatron.override_transformer_config.recompute_granularity") == "full"
         off_p, off_o = bool(get(f"{A}.megatron.param_offload")), bool(get(f"{A}.megatron.optimizer_offload"))
     else:
-        mp, pp = _int(get(f"{A}.ulysses_sequence_parallel_size"), 1), 1
+        mp, pp, cp, ep, etp = _int(get(f"{A}.ulysses_sequence_parallel_size"), 1), 1, 1, 1, 1
         recompute = get(f"{M}.enable_gradient_checkpointing") is not False
         off_p, off_o = bool(get(f"{A}.fsdp_config.param_offload")), bool(get(f"{A}.fsdp_config.optimizer_offload"))
     adv = str(get("algorithm.adv_estimator") or "")
@@ -480,12 +525,19 @@ def workload_from_config(get, shape, *, n_gpus: int, gpu_type: Optional[str], gp
         logprob_micro=_int(get(f"{R}.log_prob_micro_batch_size_per_gpu"), 1),
         mini_batches=max(1, tbs // _int(get(f"{A}.ppo_mini_batch_size"), tbs)),
         ppo_epochs=_int(get(f"{A}.ppo_epochs"), 1), recompute=recompute, model_parallel=mp, pipeline=pp,
+        context_parallel=cp, expert_parallel=ep, expert_tp=etp, moe_layers=moe_layers(shape),
+        top_k=int(getattr(shape, "active_experts", 0) or 0),
         offload_params=off_p, offload_optimizer=off_o, has_ref=has_ref, has_critic=has_critic,
         multi_turn=bool(get(f"{R}.multi_turn.enable")),
         assistant_turns=_int(get(f"{R}.multi_turn.max_assistant_turns") or get(f"{R}.multi_turn.max_user_turns"), 0),
         tool_response_chars=_int(get(f"{R}.multi_turn.max_tool_response_length"), TOOL_RESPONSE_CHARS),
         prefix_caching=get(f"{R}.enable_prefix_caching") is not False,
         remove_padding=get(f"{M}.use_remove_padding") is not False)
+
+
+def moe_layers(shape) -> int:
+    """A shape's MoE layers (ModelShape.moe_layers; 0 for a dense model or a shape without it)."""
+    return int(getattr(shape, "moe_layers", 0) or 0) if getattr(shape, "experts", 0) else 0
 
 
 # train split rows of the datasets verl-init prepares itself (their hub cards): the run's steps per epoch
