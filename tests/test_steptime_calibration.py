@@ -4,8 +4,9 @@ and the hold-out halves).
 
 Where the model stands (issue 28 asks ≥ 80 % within ±30 %): 15 of 17 steps, 13 of 14 rollouts, 6 of 8 weight
 syncs, 8 of 12 old log-prob passes, 12 of 14 updates (T21 joined when the multi-turn response was derived from
-its turn and tool-output limits; T13's update when the MoE token dispatch replaced a fitted MoE factor). The floors below are today's results, so that a change that
-makes the model worse fails here; raising them is the work left (docs/time.md says which runs miss and why).
+its turn and tool-output limits; T13's update when the MoE token dispatch replaced a fitted MoE factor). The
+floors below are today's results, so that a change that makes the model worse fails here; raising them is the work
+left (docs/time.md says which runs miss and why).
 """
 
 from __future__ import annotations
