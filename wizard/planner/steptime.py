@@ -20,7 +20,9 @@ tests/test_steptime_calibration.py states the error per report, also on a held-o
   bandwidth × intensity)): a roofline sum whose two calibrated numbers are shared by every GPU (the H20's 148
   TFLOPS with 4 TB/s and the H100's 989 with 3.35 both fit), plus a fixed cost per micro-batch (a micro-batch
   far below what memory allows makes many of them: the GPU idles between them), the driver's data path (the
-  padded batch shipped to the workers), the pipeline bubble of Megatron PP, and the offload traffic over PCIe.
+  padded batch shipped to the workers), the pipeline bubble of Megatron PP, the offload traffic over PCIe, a MoE's
+  token dispatch (all-to-all over NVLink or the NICs, by the EP group's span) and FSDP's parameter gathers per
+  micro-batch (overlapped with the compute: the longer of the two).
 
 Only the standard library is imported.
 """
@@ -61,6 +63,13 @@ NVLINK_GB_S = {"H100": 450.0, "H200": 450.0, "H20": 450.0, "GH200": 450.0, "H800
                "A100": 300.0, "B200": 900.0, "MI300X": 448.0}
 # the NIC share of one GPU across nodes: 400 Gb/s (DGX H100 / HGX reference fabric: one ConnectX-7 per GPU)
 NIC_GB_S = 50.0
+# FSDP shards the parameters over every GPU (verl 0.9.1 trainer/config/engine/fsdp.yaml:26 fsdp_size -1) and
+# gathers them in bf16 for each micro-batch's forward and, resharded after it (fsdp.yaml:23), again for its
+# backward, whose gradients are reduce-scattered in fp32 (workers/engine/fsdp/transformer_impl.py:393-394): 2, or
+# 2 + 2 + 4 bytes of every parameter (a MoE's every expert, not only the active ones) per micro-batch, over NVLink
+# inside a node and the NIC across, at COLLECTIVE_ETA of the link (a ring's usual share; assumed, not fitted).
+# Prefetching overlaps it with the compute: a pass takes the longer of the two.
+COLLECTIVE_ETA = 0.7
 # decode (the rollout): one iteration of a replica is max(GPU time, host time), overlapped. GPU: the weights and KV
 # cache read at DECODE_BW_ETA of HBM bandwidth (fixed at a physical 0.7, not fitted), or the FLOPs at
 # PREFILL_ETA of the peak, + DECODE_LAYER_S per layer (a dozen kernels of a few microseconds each, however small
@@ -354,6 +363,16 @@ def moe_dispatch_seconds(w: Workload, pk_name: str, pk: Peak, tokens_per_gpu: fl
     return max(nvlink, nic) / A2A_ETA + permute
 
 
+def fsdp_gather_seconds(w: Workload, pk_name: str, micros: float, bytes_per_param: float) -> float:
+    """Seconds of FSDP parameter all-gathers and gradient reduce-scatters one GPU waits for over `micros`
+    micro-batches moving `bytes_per_param` bytes of every parameter each (0 for Megatron or one GPU)."""
+    n = w.n_gpus
+    if w.backend == "megatron" or n <= 1:
+        return 0.0
+    link = NVLINK_GB_S.get(pk_name, NVLINK_GB_S["H100"]) if n <= max(w.gpus_per_node, 1) else NIC_GB_S
+    return micros * w.params * bytes_per_param * (n - 1) / n / (link * 1e9 * COLLECTIVE_ETA)
+
+
 def _attn_flops_per_token(w: Workload, ctx: float) -> float:
     return 4 * w.layers * w.hidden * ctx  # QK^T and AV: 2 × 2 × layers × hidden × context
 
@@ -399,7 +418,9 @@ def predict(w: Workload) -> StepTime:
     lp_micros = rank_tokens / lp_tok
     fwd_flops = per_gpu_tokens * (2 * w.active_params + attn)
     fwd_moe = moe_dispatch_seconds(w, name, pk, per_gpu_tokens, 1)
-    fwd_compute = (_pass_seconds(fwd_flops, pk, FORWARD_ETA, FORWARD_INTENSITY) + fwd_moe) * bubble(lp_micros, 1)
+    fwd_gather = fsdp_gather_seconds(w, name, lp_micros, 2)
+    fwd_compute = max(_pass_seconds(fwd_flops, pk, FORWARD_ETA, FORWARD_INTENSITY) + fwd_moe, fwd_gather) \
+        * bubble(lp_micros, 1)
     fwd_micro = lp_micros * FORWARD_MICRO_S
     fwd = fwd_compute + fwd_micro
     load = 4 * w.params / w.n_gpus / 1e9 / PCIE_GB_S if w.offload_params else 0.0
@@ -418,8 +439,9 @@ def predict(w: Workload) -> StepTime:
     train_flops = per_gpu_tokens * (6 * w.active_params + 3 * attn) * recompute * w.ppo_epochs
     optim = 12 * w.params / w.n_gpus / 1e9 / PCIE_GB_S * 2 if w.offload_optimizer else 0.0
     upd_moe = moe_dispatch_seconds(w, name, pk, per_gpu_tokens, (3 if w.recompute else 2) * w.ppo_epochs)
-    upd = (_pass_seconds(train_flops, pk, TRAIN_ETA, TRAIN_INTENSITY) + upd_moe) * bubble(tr_micros, w.mini_batches) \
-        + tr_micros * TRAIN_MICRO_S
+    upd_gather = fsdp_gather_seconds(w, name, tr_micros, 8)
+    upd = max(_pass_seconds(train_flops, pk, TRAIN_ETA, TRAIN_INTENSITY) + upd_moe, upd_gather) \
+        * bubble(tr_micros, w.mini_batches) + tr_micros * TRAIN_MICRO_S
     upd += upd_io
     phases["update actor"] = upd + load + optim
     if w.has_critic:
@@ -450,6 +472,8 @@ def predict(w: Workload) -> StepTime:
     detail["update actor micro-batches s"] = tr_micros * TRAIN_MICRO_S
     detail["old log-prob moe dispatch s"] = fwd_moe
     detail["update actor moe dispatch s"] = upd_moe
+    detail["old log-prob fsdp gather s"] = fwd_gather
+    detail["update actor fsdp gather s"] = upd_gather
     return StepTime({k: phases[k] for k in PHASE_ORDER if k in phases}, assumptions, detail)
 
 
