@@ -85,7 +85,8 @@ def workload(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> st.Workload:
     if megatron:
         mp = (cfg.get("megatron_tp") or 1) * (cfg.get("megatron_cp") or 1)
         cp, ep = cfg.get("megatron_cp") or 1, cfg.get("megatron_ep") or 1
-        etp = int(_override(c, "actor_rollout_ref.actor.megatron.expert_tensor_parallel_size") or cfg.get("megatron_tp") or 1)
+        etp = int(_override(c, "actor_rollout_ref.actor.megatron.expert_tensor_parallel_size")
+                  or cfg.get("megatron_tp") or 1)
         rec = cfg.get("recompute")
         # Megatron recomputes only with override_transformer_config.recompute_* (its gradient_checkpointing flag is
         # FSDP's enable_gradient_checkpointing, which the Megatron engine does not read)

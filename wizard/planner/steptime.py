@@ -517,7 +517,8 @@ def workload_from_config(get, shape, *, n_gpus: int, gpu_type: Optional[str], gp
     dyn = bool(get(f"{A}.use_dynamic_bsz"))
     lp_dyn = bool(get(f"{R}.log_prob_use_dynamic_bsz")) if get(f"{R}.log_prob_use_dynamic_bsz") is not None else dyn
     if megatron:
-        mtp, cp = _int(get(f"{A}.megatron.tensor_model_parallel_size"), 1), _int(get(f"{A}.megatron.context_parallel_size"), 1)
+        mtp = _int(get(f"{A}.megatron.tensor_model_parallel_size"), 1)
+        cp = _int(get(f"{A}.megatron.context_parallel_size"), 1)
         mp, pp = mtp * cp, _int(get(f"{A}.megatron.pipeline_model_parallel_size"), 1)
         ep = _int(get(f"{A}.megatron.expert_model_parallel_size"), 1)
         etp = _int(get(f"{A}.megatron.expert_tensor_parallel_size"), mtp)
