@@ -81,8 +81,12 @@ def workload(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> st.Workload:
     megatron = c["backend"] == "megatron"
     tp = c.get("rollout_tp") or 1
     resp, _ = response_mean(c, all_cases)
+    ep = etp = cp = 1
     if megatron:
         mp = (cfg.get("megatron_tp") or 1) * (cfg.get("megatron_cp") or 1)
+        cp, ep = cfg.get("megatron_cp") or 1, cfg.get("megatron_ep") or 1
+        etp = int(_override(c, "actor_rollout_ref.actor.megatron.expert_tensor_parallel_size")
+                  or cfg.get("megatron_tp") or 1)
         rec = cfg.get("recompute")
         # Megatron recomputes only with override_transformer_config.recompute_* (its gradient_checkpointing flag is
         # FSDP's enable_gradient_checkpointing, which the Megatron engine does not read)
@@ -107,7 +111,8 @@ def workload(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> st.Workload:
         train_micro=cfg.get("ppo_micro_batch_size_per_gpu") or 4,
         logprob_micro=cfg.get("log_prob_micro_batch_size_per_gpu") or cfg.get("ppo_micro_batch_size_per_gpu") or 4,
         mini_batches=max(1, tbs // (cfg.get("ppo_mini_batch_size") or tbs)), recompute=recompute,
-        model_parallel=mp, pipeline=cfg.get("megatron_pp") or 1,
+        model_parallel=mp, pipeline=cfg.get("megatron_pp") or 1, context_parallel=cp, expert_parallel=ep,
+        expert_tp=etp, moe_layers=st.moe_layers(shape), top_k=shape.active_experts,
         offload_params=bool(cfg.get("param_offload")), offload_optimizer=bool(cfg.get("optimizer_offload")),
         has_ref=bool(cfg.get("has_ref")), has_critic=bool(cfg.get("has_critic")),
         multi_turn=bool(cfg.get("multi_turn")), assistant_turns=cfg.get("multi_turn_max_assistant_turns") or 0,

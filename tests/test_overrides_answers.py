@@ -162,8 +162,10 @@ def test_dry_run_lints_overrides_too(cli_env, tmp_path):
 def test_a_derived_value_override_breaking_the_arithmetic_is_named():
     """Overriding a value the planner derived is allowed, but every rule runs again on the final config: an
     error there refuses the render and names the override (here ppo_micro_batch_size_per_gpu, derived from the
-    samples each GPU gets, no longer divides them)."""
+    samples each GPU gets, no longer divides them). Fixed micro-batches asked for: left open, the step time picks
+    token budgets for this profile."""
     a = wizard.make_answers(dict(wizard.load_profile("megatron-64gpu").model_dump(exclude_unset=True),
+                                 dynamic_batch=False,
                                  overrides=["actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=7"]))
     the_plan = wizard.plan(a)
     assert any(p.rule == "VI553" for p in the_plan.findings)
