@@ -390,7 +390,8 @@ def test_limits_hold_for_the_whole_tree(tmp_path, monkeypatch):
     assert traced.ok
     sizes = dict(a.split("=") for a in traced.args)
     assert int(sizes["t"]) <= 64 << 20 and int(sizes["o"]) <= 64 << 20
-    left = [p for p in os.listdir("/proc") if p.isdigit() and b"sleep\x0030" in _cmdline(p)]
+    # the script's own `sleep 30` (argv exactly that: another process's `sleep 300` is not the sandbox's)
+    left = [p for p in os.listdir("/proc") if p.isdigit() and _cmdline(p).endswith(b"sleep\x0030\x00")]
     assert left == []
 
 
