@@ -296,8 +296,9 @@ def test_vi887_vi888_reward_function_and_the_reward_models_router(data, tmp_path
 
 
 def test_every_rule_has_a_test():
-    # VI895-VI897 (step time, log-prob micro-batch, idle rollout GPUs): tests/test_steptime.py plants each fault
-    tested = {c[0] for c in CASES} | {"VI871", "VI872", "VI885", "VI887", "VI888", "VI895", "VI896", "VI897"}
+    # VI895-VI898 (step time, log-prob micro-batch, idle rollout GPUs, padded passes): tests/test_steptime.py plants
+    # each fault
+    tested = {c[0] for c in CASES} | {"VI871", "VI872", "VI885", "VI887", "VI888", "VI895", "VI896", "VI897", "VI898"}
     tested |= {"VI873", "VI874", "VI875", "VI876", "VI877"}  # tests/test_sandbox_boundary.py (static read, --deep)
     tested |= {"VI878", "VI879"}  # VI878: test_data_content.py, VI879: test_force_stale.py
     tested |= {"VI891"}  # a missing --config-path config needs a launch script: tests/test_verl_readers.py

@@ -131,6 +131,19 @@ def test_vi896_small_logprob_micro_batch_that_memory_could_grow():
     assert "VI896" not in _ids(["actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=32"])
 
 
+def test_vi898_padded_training_passes():
+    """use_remove_padding=false: the passes compute max_prompt + max_response tokens per sequence (1536 here, about
+    467 of them real with the default mean response): flagged, with the step packed sequences would take. Controls:
+    the flag on; and sequences that fill their slots (a 1000-token mean response of 1024, 64-token prompts), where
+    packing saves less than a fifth of the step."""
+    off = ["actor_rollout_ref.model.use_remove_padding=false"]
+    found = _ids(off)
+    assert "VI898" in found and "use_remove_padding=true" in found["VI898"].hint
+    assert "1536 tokens" in found["VI898"].message and found["VI898"].severity == "info"
+    assert "VI898" not in _ids(["actor_rollout_ref.model.use_remove_padding=true"])
+    assert "VI898" not in _ids(off + ["data.max_prompt_length=64"], response_length_mean=1000)
+
+
 def test_vi897_replicas_without_sequences_and_a_tp_larger_than_needed():
     idle = _ids(["data.train_batch_size=8", "actor_rollout_ref.rollout.n=1", "actor_rollout_ref.actor.ppo_mini_batch_size=8",
                  "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1", "trainer.nnodes=4",

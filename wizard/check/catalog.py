@@ -70,6 +70,7 @@ RULES: dict[str, tuple[str, str]] = {
     "VI895": ("predicted step time", "seconds per phase, per step and GPU-hours for the run (wizard.planner.steptime), with the response length and GPU it assumed"),
     "VI896": ("log-prob micro-batch far below what memory allows", "a fixed log_prob_micro_batch_size_per_gpu so small that per-micro-batch costs take half the log-prob pass while the memory estimate allows 4× more"),
     "VI897": ("idle rollout GPUs", "rollout replicas with no sequence to generate, or a rollout TP larger than the model needs (half the TP fits and the predicted rollout is 20% shorter)"),
+    "VI898": ("padded training passes", "use_remove_padding=false where the training passes, computing every sequence at max_prompt_length + max_response_length, are predicted to take at least 20% of the step more than packed sequences"),
     "VI880": ("LoRA keys the training engine does not read", "a LoRA rank in the other engine's block (FSDP: model.lora_rank; Megatron: model.lora.rank): the engine trains all weights while verl keeps the reference in the actor and fails at its first pass (ray_trainer.py:360); other LoRA keys it ignores (warning)"),
     "VI881": ("Megatron LoRA without Megatron-Bridge", "model.lora.rank > 0 with megatron.use_mbridge=False or vanilla_mbridge=True: verl asserts it when the worker starts (megatron_peft.py:26)"),
     "VI882": ("Megatron LoRA with the delta_sharded weight sync", "checkpoint_engine.backend=delta_sharded asserts 'does not support LoRA' at the first sync (megatron/transformer_impl.py:1077)"),

@@ -1,12 +1,12 @@
 """Time rules: the predicted step time per phase (wizard.planner.steptime) and the imbalances it can prove
-(VI895-VI897)."""
+(VI895-VI898)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from typing import Any, Optional
 
-from wizard.check.rules.context import A, R, Ctx, Facts
+from wizard.check.rules.context import A, M, R, Ctx, Facts
 
 # log-prob micro-batches whose fixed costs take at least this share of the pass, that memory allows to grow by at
 # least this factor, are flagged (VI896)
@@ -14,6 +14,8 @@ SLOW_SHARE = 0.5
 GROW = 4
 # a smaller rollout TP must save at least this share of the rollout to be worth a finding (VI897)
 TP_GAIN = 0.2
+# packed sequences must save at least this share of the step to be worth a finding (VI898)
+PAD_GAIN = 0.2
 
 
 def rule_time(c: Ctx, f: Facts, shape: Any, response_mean: Optional[float] = None) -> None:
@@ -51,6 +53,7 @@ def rule_time(c: Ctx, f: Facts, shape: Any, response_mean: Optional[float] = Non
           "pass --response-length-mean TOKENS and --gpu-type NAME for your run" if said else "")
     _logprob_micro(c, f, shape, w, pred, layout)
     _idle(c, f, shape, w, pred, est)
+    _padding(c, w, pred)
 
 
 def _logprob_micro(c: Ctx, f: Facts, shape: Any, w: Any, pred: Any, layout: Any) -> None:
@@ -115,6 +118,30 @@ def _idle(c: Ctx, f: Facts, shape: Any, w: Any, pred: Any, est: Any) -> None:
               f"weights and {kv_tokens / f.seq:.0f} full sequences, and twice the replicas decode at once "
               f"(rollout {pred.phases['rollout']:.0f} s → {other.phases['rollout']:.0f} s predicted)",
               f"set {key}={half}")
+
+
+def _padding(c: Ctx, w: Any, pred: Any) -> None:
+    """VI898: use_remove_padding=false, where the training passes then compute mostly padding. verl 0.9.1 hands the
+    model's flag to the training engine (workers/engine_workers.py:585, 630); without it FSDP runs the rollout's
+    padded rows and Megatron pads every micro-batch to the mini-batch's longest (megatron/transformer_impl.py:864-870,
+    data_format "bshd" at :1364), so every pass pays for max_prompt_length + max_response_length per sequence."""
+    from wizard.planner import steptime as st
+
+    if w.remove_padding:
+        return
+    packed = st.predict(replace(w, remove_padding=True))
+    saved = pred.step_s - packed.step_s
+    if saved < max(1.0, PAD_GAIN * pred.step_s):
+        return
+    a = pred.assumptions
+    key = f"{M}.use_remove_padding"
+    c.add("VI898", "info", (key, "data.max_prompt_length", "data.max_response_length"),
+          f"{key}=false: the training passes compute every sequence at {w.max_prompt + w.max_response} tokens "
+          f"(max_prompt_length + max_response_length) where it holds about "
+          f"{a['prompt_length_mean'] + a['response_length_mean']}: step {pred.step_s:.0f} s → {packed.step_s:.0f} s "
+          "with packed sequences",
+          f"set {key}=true (with Megatron, models with Gated DeltaNet layers such as Qwen3.5 pack sequences only "
+          "from megatron-core 0.18)")
 
 
 __all__ = ["rule_time", "A"]
