@@ -162,6 +162,18 @@ def test_every_gpu_profile_has_time_in_plan_md(profile, tmp_path):
     assert "Predicted step" in section and "GPU-hours" in section and "rollout" in section and "update actor" in section
 
 
+def test_a_cpu_plan_says_why_it_has_no_time(tmp_path):
+    """The CPU smoke profile has no GPU peaks to time: PLAN.md, `plan` and `plan --json` say so instead of leaving
+    the section out silently; a GPU profile carries no such line."""
+    text = wizard.render(wizard.plan(wizard.load_profile("cpu-smoke"), base_dir=str(tmp_path)))["PLAN.md"]
+    section = text.split("## Time and cost", 1)[1].split("\n## ", 1)[0]
+    assert "Not predicted for a CPU run" in section and "Predicted step" not in section
+    doc = json.loads(run_cli(["plan", "--profile", "cpu-smoke", "--json"]).stdout)
+    assert doc["time"] is None and doc["time_not_predicted"].startswith("not predicted for a CPU run")
+    assert "not predicted for a CPU run" in run_cli(["plan", "--profile", "cpu-smoke"]).stdout
+    assert "time_not_predicted" not in json.loads(run_cli(["plan", "--profile", "single-gpu", "--json"]).stdout)
+
+
 def test_plan_json_has_the_time_contract():
     r = run_cli(["plan", "--profile", "single-node-8gpu", "--json"])
     t = json.loads(r.stdout)["time"]

@@ -44,9 +44,11 @@ def _print_json(the_plan: Plan, choices: dict[str, dict[str, Any]]) -> None:
 
     mem = the_plan.memory
     doc = dict(mem.as_dict()) if mem else {"fits": None}
-    from wizard.planner.steptime import of_plan
+    from wizard.planner.steptime import not_predicted, of_plan
 
     doc["time"] = of_plan(the_plan)
+    if doc["time"] is None:
+        doc["time_not_predicted"] = not_predicted(the_plan)
     doc["choices"] = choices
     doc["findings"] = [f.as_dict() for f in the_plan.findings]
     print(json.dumps(doc, indent=2, default=str))
@@ -63,12 +65,13 @@ def _print_text(the_plan: Plan, choices: dict[str, dict[str, Any]]) -> None:
                 print(f"    {k:<52} {v:7.1f}")
             print(f"    {'total (band ' + f'{low:.1f} – {high:.1f})':<52} {mem.phase_gib(phase):7.1f}")
         print(f"  {mem.verdict_line()}; KV cache holds {mem.kv_seqs:.0f} full sequences per rollout GPU")
-    from wizard.planner.steptime import lines, of_plan
+    from wizard.planner.steptime import lines, not_predicted, of_plan
 
     time = of_plan(the_plan)
-    if time:
+    why = None if time else not_predicted(the_plan)
+    if time or why:
         print("  time and cost:")
-        for line in lines(time):
+        for line in lines(time) if time else [why]:
             print(f"    {line}")
     print("  choices:")
     for k, c in choices.items():

@@ -632,6 +632,20 @@ def _flat(tree: dict, prefix: str = "") -> dict:
     return out
 
 
+def not_predicted(plan) -> Optional[str]:
+    """Why a plan has no `time` object (of_plan returns None), in one sentence; None when it has one."""
+    from wizard.planner.shapes import resolve_shape
+
+    a = plan.answers
+    if a.gpu_type == "cpu":
+        return ("not predicted for a CPU run: the step-time model times GPUs from their datasheet peaks "
+                "(wizard/verlspec/hardware.py GPU_PEAK)")
+    if resolve_shape(a.model, plan.facts.get("model_params_b")) is None:
+        return (f"not predicted: the size of {a.model} is unknown (no config.json read and no parameter count in "
+                "its name); answer model_params_b or point model at a local folder")
+    return None
+
+
 def of_plan(plan) -> Optional[dict]:
     """The `time` object (as_json) of a resolved plan: its settings over verl's defaults, the memory plan's KV
     cache, the answers' GPU type and response_length_mean; None when the model cannot be sized."""

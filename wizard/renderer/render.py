@@ -624,8 +624,9 @@ def _rollout_line(fx: dict, engine: str, gpus_per_node: int) -> str:
 
 
 def _time_lines(plan: Any) -> list[str]:
-    """PLAN.md's "Time and cost" lines (wizard.planner.steptime); none when the model cannot be sized."""
-    from wizard.planner.steptime import lines, of_plan
+    """PLAN.md's "Time and cost" lines (wizard.planner.steptime), or the one line that says why there are none."""
+    from wizard.planner.steptime import lines, not_predicted, of_plan
 
     doc = of_plan(plan)
-    return lines(doc) if doc else []
+    why = None if doc else not_predicted(plan)
+    return lines(doc) if doc else [why[0].upper() + why[1:] + "."] if why else []
