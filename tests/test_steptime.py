@@ -115,6 +115,15 @@ def test_check_json_has_the_time_contract_and_takes_the_response_length():
     assert given["assumptions"]["response_length_mean"] == 900 and given["step_s"] > t["step_s"]
 
 
+def test_check_json_says_why_it_has_no_time():
+    """A model check cannot size gives no `time`; --json says why, where a sized one has no such key."""
+    unknown = [o for o in BASE if not o.startswith("actor_rollout_ref.model.path=")] + [
+        "actor_rollout_ref.model.path=some-org/private-model"]
+    doc = json.loads(run_cli(["check", "--json", "--gpu-type", "H100", "--", *unknown]).stdout)
+    assert "time" not in doc and "model's size is unknown" in doc["time_not_predicted"]
+    assert "time_not_predicted" not in json.loads(run_cli(["check", "--json", "--gpu-type", "H100", "--", *BASE]).stdout)
+
+
 def test_check_refuses_a_bad_response_length_in_one_line():
     r = run_cli(["check", "--response-length-mean", "-5", "--", *BASE])
     assert r.returncode != 0 and "--response-length-mean" in r.stderr and "positive" in r.stderr

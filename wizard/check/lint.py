@@ -124,7 +124,8 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
     used = {k: c.used[k] for k in sorted(c.used)}
     label = f"verl {_verl_version()} Hydra tree" if res.mode == "verl" else \
         f"snapshot of verl {load_snapshot().get('verl_version', '?')} defaults"
-    report = Report(src, dedupe(findings), used, label, hw, memory=c.memory, time=getattr(c, "time", None))
+    report = Report(src, dedupe(findings), used, label, hw, memory=c.memory, time=getattr(c, "time", None),
+                    time_not_predicted=getattr(c, "time_not_predicted", None))
     if run_verl:
         report.verl = verify_report(ran.verl, src.label)
     report.deep_notes = deep_notes
@@ -194,7 +195,7 @@ def cli(argv: Iterable[str]) -> int:
     p.add_argument("--config-name", help="verl's config the overrides apply to: ppo_trainer (default) or "
                    "ppo_megatron_trainer, as main_ppo's --config-name")
     p.add_argument("--json", action="store_true", help='print {"findings": [...], "config": {...}, "memory": {...} when the GPU memory is known, "time": {...} '
-                        'when the model can be sized}')
+                        'when the model can be sized, else "time_not_predicted": why}')
     p.add_argument("--verl", action="store_true", help="also run verl's own validation (in the sandbox) and report its "
                    "verdict")
     p.add_argument("--deep", action="store_true",

@@ -48,6 +48,7 @@ class Report:
     verl: Any | None = None  # wizard.verify.harness.VerifyReport with --verl
     memory: Any | None = None  # wizard.planner.memory.Estimate when the memory fit was checked
     time: dict[str, Any] | None = None  # wizard.planner.steptime.as_json when the step time was predicted
+    time_not_predicted: str | None = None  # else why not (the model's size, the GPUs, the lengths, the engine)
     deep_notes: list[str] = field(default_factory=list)  # what `--deep` could not try (no tokenizer, no data here)
 
     @property
@@ -71,6 +72,8 @@ class Report:
             doc["memory"] = self.memory.as_dict()
         if self.time is not None:  # the model could be sized: seconds per phase, step, run and GPU-hours
             doc["time"] = self.time
+        elif self.time_not_predicted:
+            doc["time_not_predicted"] = self.time_not_predicted
         if self.verl is not None:
             doc["verl"] = self.verl.as_dict()
         if self.deep_notes:
