@@ -95,23 +95,24 @@ def available() -> bool:
 FRESH = ("/tmp", "/dev/shm")
 
 
-def _hidden(path: str) -> bool:
-    return any(path == top or path.startswith(top + "/") for top in FRESH)
+def binds_back(paths: Sequence[str]) -> list[tuple[str, str]]:
+    """(path, path) read-only binds for the host paths a fresh mount would hide (under /tmp or /dev/shm, never the
+    mount point itself), the outermost only: a folder bound covers what lies inside it."""
+    hidden = {p for p in paths if p not in FRESH and any(p.startswith(top + "/") for top in FRESH)}
+    out: list[str] = []
+    for p in sorted(hidden, key=len):
+        if not any(p.startswith(o + "/") for o in out):
+            out.append(p)
+    return [(p, p) for p in out]
 
 
 def interpreter_binds() -> list[tuple[str, str]]:
     """The running Python's own installation (its prefixes and its executable's folder) where a fresh tmpfs would
     hide it: a virtual environment under /tmp stays the interpreter the sandbox runs (`sys.executable`), read-only."""
-    found: list[str] = []
-    for p in (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix, os.path.dirname(sys.executable)):
-        for q in {os.path.abspath(p), os.path.realpath(p)} if p else ():
-            if _hidden(q) and q not in FRESH and os.path.isdir(q):
-                found.append(q)
-    out: list[str] = []
-    for q in sorted(set(found), key=len):  # a folder already bound covers what lies inside it
-        if not any(q.startswith(o + "/") for o in out):
-            out.append(q)
-    return [(q, q) for q in out]
+    found = [q for p in (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix,
+                         os.path.dirname(sys.executable)) if p
+             for q in {os.path.abspath(p), os.path.realpath(p)} if os.path.isdir(q)]
+    return binds_back(found)
 
 
 def bwrap_argv(argv: Sequence[str], *, env: Mapping[str, str], binds: Sequence[tuple[str, str]] = (),

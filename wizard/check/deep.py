@@ -43,13 +43,9 @@ def refuse_without_sandbox(flag: str = "--deep") -> None:
                         "available here", _sandbox.INSTALL_HINT, rule="VI877", keys=(flag,))
 
 
-def _under_tmp(path: str) -> bool:
-    return path == "/tmp" or path.startswith("/tmp/")
-
-
 def _binds(src: Source, doc: Any, model_dir: str | None) -> list[tuple[str, str]]:
-    """Host paths under /tmp the run reads (the sandbox's /tmp is fresh): the folder verl runs in, the model folder
-    and every path the config names that exists here."""
+    """Host paths under /tmp or /dev/shm the run reads (the sandbox mounts both fresh): the folder verl runs in, the
+    model folder and every path the config names that exists here."""
     wanted: list[str] = []
     workdir = str(src.workdir.resolve()) if src.workdir.is_dir() else ""
     if workdir:
@@ -74,11 +70,7 @@ def _binds(src: Source, doc: Any, model_dir: str | None) -> list[tuple[str, str]
                 pass
 
     walk(doc)
-    out: list[str] = []
-    for path in sorted(set(p for p in wanted if _under_tmp(p) and p != "/tmp"), key=len):  # never /tmp itself
-        if not any(path == o or path.startswith(o + "/") for o in out):
-            out.append(path)
-    return [(p, p) for p in out]
+    return _sandbox.binds_back(wanted)
 
 
 def run_deep(src: Source, *, model_dir: str | None = None, phases: tuple[str, ...] = PHASES,
@@ -94,8 +86,7 @@ def run_deep(src: Source, *, model_dir: str | None = None, phases: tuple[str, ..
         write_yaml(Path(tmp) / "verl_config.yaml", doc)
         bundle = f"{_sandbox.BIN}/bundle"
         binds = [(tmp, bundle), *_binds(src, doc, model_dir)]
-        if _under_tmp(root):
-            binds.append((root, root))
+        binds += _sandbox.binds_back([root])
         env = {"PYTHONPATH": f"{root}:{workdir}", "TMPDIR": "/tmp", **_sandbox.ONE_THREAD}
         argv = [sys.executable, "-B", "-m", "wizard.check.deep_child", bundle,
                 os.path.abspath(model_dir) if model_dir else "", ",".join(phases)]

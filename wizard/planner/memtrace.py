@@ -19,7 +19,8 @@ What verl 0.9.1 runs, and therefore what is traced (site-packages/verl):
   parameters and gradients.
 
 Coefficients (bytes; per token per layer, per token outside the layers, per parameter) scale to the real token
-counts and layer count; traced at two token counts and at one, two and three layers so the per-layer slope and the rest separate.
+counts and layer count; traced at two token counts and at one, two and three layers so the per-layer slope and
+the rest separate.
 Heavy imports (torch, transformers, verl) stay inside the functions."""
 
 from __future__ import annotations

@@ -182,7 +182,6 @@ def passes(actor: Role, c: Coeffs, *, train_tokens: float, logprob_tokens: float
                             ("actor", "activations + logits", train_acts)])], {"actor": actor.loaded})
     # reserved: own peak + the largest working set of the step's other passes (the allocator's cached blocks);
     # offloaded state a pass loads back reuses the blocks another pass freed when it offloaded the same state
-    # (same tensors, same sizes), so that part of the other pass's working set is not kept twice
     # (same tensors, same sizes), so that part of the other pass's working set is not kept twice. verl empties the
     # cache around the rollout (workers/engine_workers.py:769, 814 update_weights): with a rollout between steps a
     # pass keeps only the blocks of the passes before it in the step (the trainer's order, as `out` is built)

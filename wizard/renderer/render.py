@@ -628,5 +628,7 @@ def _time_lines(plan: Any) -> list[str]:
     from wizard.planner.steptime import lines, not_predicted, of_plan
 
     doc = of_plan(plan)
-    why = None if doc else not_predicted(plan)
-    return lines(doc) if doc else [why[0].upper() + why[1:] + "."] if why else []
+    if doc:
+        return lines(doc)
+    why = not_predicted(plan)
+    return [why[0].upper() + why[1:] + "."] if why else []

@@ -21,13 +21,14 @@ PAD_GAIN = 0.2
 def rule_time(c: Ctx, f: Facts, shape: Any, response_mean: Optional[float] = None) -> None:
     from wizard.planner import steptime as st
 
-    why = ("the model's size is unknown (model.path names no known model and no config.json was read)"
-           if shape is None else "the GPUs are unknown (trainer.n_gpus_per_node × trainer.nnodes)" if f.n_gpus is None
-           else "the sequence lengths are unknown (data.max_prompt_length, data.max_response_length)" if f.seq is None
-           else f"the {c.res.engine} engine is not timed (FSDP and Megatron are)"
-           if c.res.engine not in ("dp", "megatron") else None)
-    if why:
-        c.time_not_predicted = f"not predicted: {why}"
+    missing = [why for unknown, why in (
+        (shape is None, "the model's size is unknown (model.path names no known model and no config.json was read)"),
+        (f.n_gpus is None, "the GPUs are unknown (trainer.n_gpus_per_node × trainer.nnodes)"),
+        (f.seq is None, "the sequence lengths are unknown (data.max_prompt_length, data.max_response_length)"),
+        (c.res.engine not in ("dp", "megatron"), f"the {c.res.engine} engine is not timed (FSDP and Megatron are)"),
+    ) if unknown]
+    if missing:
+        c.time_not_predicted = f"not predicted: {missing[0]}"
         return
     hw = c.hw
     est, layout = c.memory, getattr(c, "memory_layout", None)
