@@ -297,7 +297,7 @@ def _moe(**kw) -> st.Workload:
     base = dict(params=s.params, active_params=s.active_params, layers=s.layers, hidden=s.hidden,
                 kv_bytes_per_token=s.kv_bytes_per_token(2), n_gpus=16, prompts=512, n=16, max_prompt=2048,
                 max_response=8192, response_mean=1000, gpu_type="H100", gpu_memory_gb=80, backend="megatron",
-                moe=True, moe_layers=s.moe_layers, top_k=s.active_experts, expert_parallel=8, expert_tp=1,
+                moe=True, moe_layers=s.moe_layers, top_k=s.active_experts, experts=s.experts, expert_parallel=8, expert_tp=1,
                 model_parallel=4, train_tokens=10240, logprob_tokens=30720, recompute=False)
     base.update(kw)
     return st.Workload(**base)
@@ -392,3 +392,34 @@ def test_moe_dispatch_follows_the_gpus_nvlink():
     h100, h800 = _dispatch(_moe(gpu_type="H100")), _dispatch(_moe(gpu_type="H800"))
     assert h800[1] > 1.8 * h100[1]
     assert set(st.NVLINK_GB_S) <= set(GPU_PEAK)
+
+
+# -- offload traffic: what one GPU holds, by engine ----------------------------------------------------------------
+def test_offload_copies_what_each_gpu_holds():
+    """Megatron replicates its bf16 parameters over data parallel (utils/megatron_utils.py:713-720): with TP 4 on 32
+    GPUs each GPU copies a quarter of the model, in and out, not 1/32 of it; FSDP shards fp32 over every GPU."""
+    s = resolve_shape("Qwen/Qwen2.5-7B-Instruct")
+    meg = _work(backend="megatron", n_gpus=32, model_parallel=4, offload_params=True)
+    # 2 directions × 2 bf16 bytes × params / TP 4, at PCIE_GB_S
+    assert st.offload_seconds(meg) == pytest.approx(2 * 2 * s.params / 4 / 1e9 / st.PCIE_GB_S)
+    fsdp = _work(n_gpus=32, offload_params=True)
+    assert st.offload_seconds(fsdp) == pytest.approx(2 * 4 * s.params / 32 / 1e9 / st.PCIE_GB_S)
+    # the optimizer is sharded over every GPU in both: Megatron fp32 main params + 2 moments, FSDP 2 moments
+    assert st.offload_seconds(meg, optimizer=True) == pytest.approx(2 * 12 * s.params / 32 / 1e9 / st.PCIE_GB_S)
+    assert st.offload_seconds(fsdp, optimizer=True) == pytest.approx(2 * 8 * s.params / 32 / 1e9 / st.PCIE_GB_S)
+    # the phases carry it: offload on adds exactly that to the weight sync
+    off = st.predict(meg).phases["weight sync"] - st.predict(replace(meg, offload_params=False)).phases["weight sync"]
+    assert off == pytest.approx(st.offload_seconds(meg))
+
+
+def test_offload_splits_experts_over_expert_parallel():
+    """A MoE's experts are split over EP × ETP × PP, its dense part over TP × PP: all 128 experts of Qwen3-30B-A3B
+    from the total less the active parameters, (params − active) × 128 / (128 − 8)."""
+    s = resolve_shape("Qwen/Qwen3-30B-A3B")
+    w = _moe(offload_params=True)
+    experts = (s.params - s.active_params) * s.experts / (s.experts - s.active_experts)
+    assert st.expert_params(w) == pytest.approx(experts)
+    assert 0.9 * s.params < experts < s.params
+    assert st.params_per_gpu(w) == pytest.approx((s.params - experts) / 4 + experts / 8)
+    assert st.params_per_gpu(replace(w, expert_parallel=16, n_gpus=32)) < st.params_per_gpu(w)
+    assert st.expert_params(replace(w, experts=0)) == 0.0

@@ -157,6 +157,7 @@ class Workload:
     moe: bool = False
     moe_layers: int = 0  # layers with routed experts (ModelShape.moe_layers), 0: dense
     top_k: int = 0  # routed experts per token (num_experts_per_tok)
+    experts: int = 0  # routed experts per MoE layer (num_experts): what EP splits, 0 dense
     expert_parallel: int = 1  # Megatron expert_model_parallel_size: EP ranks a MoE layer's tokens are spread over
     expert_tp: int = 1  # Megatron expert_tensor_parallel_size (verl's null: as TP, engine/megatron.yaml:17)
     dynamic_bsz: bool = True
@@ -373,6 +374,42 @@ def fsdp_gather_seconds(w: Workload, pk_name: str, micros: float, bytes_per_para
     return micros * w.params * bytes_per_param * (n - 1) / n / (link * 1e9 * COLLECTIVE_ETA)
 
 
+def expert_params(w: Workload) -> float:
+    """All routed experts' parameters: the total less the active ones is (experts − top-k) experts of every MoE
+    layer, so all of them are that × experts / (experts − top-k). 0 for a dense model."""
+    if not w.moe_layers or w.experts <= w.top_k:
+        return 0.0
+    return (w.params - w.active_params) * w.experts / (w.experts - w.top_k)
+
+
+def params_per_gpu(w: Workload) -> float:
+    """Parameters one GPU holds in training. FSDP shards every parameter over all GPUs (verl 0.9.1
+    trainer/config/engine/fsdp.yaml:26, fsdp_size -1). Megatron splits the dense ones over TP × PP and the experts
+    over EP × ETP × PP, and replicates them over data parallel ("bf16 parameter data chunked in model parallel
+    group", utils/megatron_utils.py:713-720)."""
+    if w.backend != "megatron":
+        return w.params / max(w.n_gpus, 1)
+    tp = max(w.model_parallel // max(w.context_parallel, 1), 1)
+    pp = max(w.pipeline, 1)
+    experts = expert_params(w)
+    return (w.params - experts) / (tp * pp) + experts / (max(w.expert_parallel, 1) * max(w.expert_tp, 1) * pp)
+
+
+def offload_seconds(w: Workload, optimizer: bool = False) -> float:
+    """Seconds of one phase's host↔GPU copies of offloaded state, in before the phase and out after it, over PCIe.
+    Parameters: FSDP trains fp32 shards (workers/engine/fsdp/transformer_impl.py:260-262), 4 bytes each way;
+    Megatron's bf16 parameter buffer per model-parallel rank, 2 bytes each way (megatron_utils.py:827-830; its fp32
+    gradients are freed and zeroed, not copied). Optimizer: FSDP's two fp32 Adam moments (8 bytes); Megatron's
+    distributed optimizer holds fp32 main parameters and both moments (12 bytes) sharded over every GPU
+    (megatron_utils.py:718-719)."""
+    megatron = w.backend == "megatron"
+    if optimizer:
+        per_gpu, nbytes = w.params / max(w.n_gpus, 1), (12 if megatron else 8)
+    else:
+        per_gpu, nbytes = params_per_gpu(w), (2 if megatron else 4)
+    return 2 * nbytes * per_gpu / 1e9 / PCIE_GB_S
+
+
 def _attn_flops_per_token(w: Workload, ctx: float) -> float:
     return 4 * w.layers * w.hidden * ctx  # QK^T and AV: 2 × 2 × layers × hidden × context
 
@@ -390,8 +427,8 @@ def predict(w: Workload) -> StepTime:
     ro = rollout_seconds(w, pk, kv, resp - tool, prompt + tool)
     phases: dict[str, float] = {"rollout": ro["rollout"]}
     gb = 2 * w.params / 1e9
-    phases["weight sync"] = SYNC_FIXED_S + gb / SYNC_GB_S.get(w.backend, SYNC_GB_S["fsdp"]) \
-        + (4 * w.params / w.n_gpus / 1e9 / PCIE_GB_S if w.offload_params else 0.0)
+    load = offload_seconds(w) if w.offload_params else 0.0
+    phases["weight sync"] = SYNC_FIXED_S + gb / SYNC_GB_S.get(w.backend, SYNC_GB_S["fsdp"]) + load
     per_gpu_tokens = tokens / w.n_gpus
     attn = _attn_flops_per_token(w, seq / 2)
 
@@ -423,7 +460,6 @@ def predict(w: Workload) -> StepTime:
         * bubble(lp_micros, 1)
     fwd_micro = lp_micros * FORWARD_MICRO_S
     fwd = fwd_compute + fwd_micro
-    load = 4 * w.params / w.n_gpus / 1e9 / PCIE_GB_S if w.offload_params else 0.0
     # the driver ships each pass its batch padded to max_prompt + max_response (input_ids, attention_mask,
     # position_ids: int64; responses) and collects per-token results: bytes that do not shrink with more GPUs
     slots = seqs * (w.max_prompt + w.max_response)
@@ -437,7 +473,7 @@ def predict(w: Workload) -> StepTime:
     tr_micros = rank_tokens / tr_tok * w.ppo_epochs
     recompute = 4 / 3 if w.recompute else 1.0
     train_flops = per_gpu_tokens * (6 * w.active_params + 3 * attn) * recompute * w.ppo_epochs
-    optim = 12 * w.params / w.n_gpus / 1e9 / PCIE_GB_S * 2 if w.offload_optimizer else 0.0
+    optim = offload_seconds(w, optimizer=True) if w.offload_optimizer else 0.0
     upd_moe = moe_dispatch_seconds(w, name, pk, per_gpu_tokens, (3 if w.recompute else 2) * w.ppo_epochs)
     upd_gather = fsdp_gather_seconds(w, name, tr_micros, 8)
     upd = max(_pass_seconds(train_flops, pk, TRAIN_ETA, TRAIN_INTENSITY) + upd_moe, upd_gather) \
@@ -551,7 +587,7 @@ def workload_from_config(get, shape, *, n_gpus: int, gpu_type: Optional[str], gp
         mini_batches=max(1, tbs // _int(get(f"{A}.ppo_mini_batch_size"), tbs)),
         ppo_epochs=_int(get(f"{A}.ppo_epochs"), 1), recompute=recompute, model_parallel=mp, pipeline=pp,
         context_parallel=cp, expert_parallel=ep, expert_tp=etp, moe_layers=moe_layers(shape),
-        top_k=int(getattr(shape, "active_experts", 0) or 0),
+        top_k=int(getattr(shape, "active_experts", 0) or 0), experts=int(getattr(shape, "experts", 0) or 0),
         offload_params=off_p, offload_optimizer=off_o, has_ref=has_ref, has_critic=has_critic,
         multi_turn=bool(get(f"{R}.multi_turn.enable")),
         assistant_turns=_int(get(f"{R}.multi_turn.max_assistant_turns") or get(f"{R}.multi_turn.max_user_turns"), 0),
