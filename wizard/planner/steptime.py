@@ -66,9 +66,11 @@ NIC_GB_S = 50.0
 # FSDP shards the parameters over every GPU (verl 0.9.1 trainer/config/engine/fsdp.yaml:26 fsdp_size -1) and
 # gathers them in bf16 for each micro-batch's forward and, resharded after it (fsdp.yaml:23), again for its
 # backward, whose gradients are reduce-scattered in fp32 (workers/engine/fsdp/transformer_impl.py:393-394): 2, or
-# 2 + 2 + 4 bytes of every parameter (a MoE's every expert, not only the active ones) per micro-batch, over NVLink
-# inside a node and the NIC across, at COLLECTIVE_ETA of the link (a ring's usual share; assumed, not fitted).
-# Prefetching overlaps it with the compute: a pass takes the longer of the two.
+# 2 + 2 + 4 bytes of every parameter (a MoE's every expert, not only the active ones) per micro-batch. NCCL's rings
+# move (n − 1)/n of those bytes over every edge: NVLink inside a node; across nodes one ring per NIC, so a node's
+# GPUs carry the ring's boundary edges together (gpus per node × NIC_GB_S, 400 GB/s for eight 400 Gb/s NICs), at
+# COLLECTIVE_ETA of the slower (a ring's usual share; assumed, not fitted). Prefetching overlaps it with the
+# compute: a pass takes the longer of the two.
 COLLECTIVE_ETA = 0.7
 # decode (the rollout): one iteration of a replica is max(GPU time, host time), overlapped. GPU: the weights and KV
 # cache read at DECODE_BW_ETA of HBM bandwidth (fixed at a physical 0.7, not fitted), or the FLOPs at
@@ -366,11 +368,15 @@ def moe_dispatch_seconds(w: Workload, pk_name: str, pk: Peak, tokens_per_gpu: fl
 
 def fsdp_gather_seconds(w: Workload, pk_name: str, micros: float, bytes_per_param: float) -> float:
     """Seconds of FSDP parameter all-gathers and gradient reduce-scatters one GPU waits for over `micros`
-    micro-batches moving `bytes_per_param` bytes of every parameter each (0 for Megatron or one GPU)."""
+    micro-batches moving `bytes_per_param` bytes of every parameter each (0 for Megatron or one GPU): ring
+    collectives at the slower of NVLink and, across nodes, the node's NICs together (one ring per NIC)."""
     n = w.n_gpus
     if w.backend == "megatron" or n <= 1:
         return 0.0
-    link = NVLINK_GB_S.get(pk_name, NVLINK_GB_S["H100"]) if n <= max(w.gpus_per_node, 1) else NIC_GB_S
+    gpn = max(min(w.gpus_per_node, n), 1)
+    link = NVLINK_GB_S.get(pk_name, NVLINK_GB_S["H100"])
+    if n > gpn:
+        link = min(link, gpn * NIC_GB_S)
     return micros * w.params * bytes_per_param * (n - 1) / n / (link * 1e9 * COLLECTIVE_ETA)
 
 
