@@ -28,8 +28,8 @@ OUT = ROOT / "benchmarks" / "step_times.md"
 # intensity term carries the loss; DECODE_BW_ETA, CROSS_NODE_TP_FACTOR, PREFILL_ETA, PCIE_GB_S as written in
 # steptime.py; FILTER_GROUPS_KEEP and RESPONSE_SQRT are assumptions, not fitted to step times)
 SCALARS = ("TRAIN_INTENSITY", "FORWARD_INTENSITY", "TRAIN_MICRO_S", "FORWARD_MICRO_S", "A2A_ETA",
-           "DRIVER_GB_S", "DECODE_STEP_S", "DECODE_SEQ_S", "DECODE_LAYER_S", "DECODE_TP_LAYER_S", "EAGER_LAYER_S",
-           "ROLLOUT_OVERHEAD")
+           "DRIVER_GB_S", "SYNC_TENSOR_S", "DECODE_STEP_S", "DECODE_SEQ_S", "DECODE_LAYER_S", "DECODE_TP_LAYER_S",
+           "EAGER_LAYER_S", "ROLLOUT_OVERHEAD")
 # a weak prior in log space towards the starting (physical) values: with ~9 reports per half, it keeps a fit
 # from bending an efficiency to one report
 PRIOR = 3.0
@@ -39,12 +39,15 @@ BOUNDS = {"TRAIN_ETA": (0.2, 1.0), "FORWARD_ETA": (0.2, 1.0), "DECODE_BW_ETA": (
 def get_params() -> dict[str, float]:
     p = {k: float(getattr(st, k)) for k in SCALARS}
     p.update({f"SYNC_{b}": v for b, v in st.SYNC_GB_S.items()})
+    p["SYNCFIX_megatron"] = st.SYNC_FIXED_S["megatron"]  # FSDP's stays assumed
     return p
 
 
 def set_params(p: dict[str, float]) -> None:
     for k, v in p.items():
-        if k.startswith("SYNC_"):
+        if k.startswith("SYNCFIX_"):
+            st.SYNC_FIXED_S[k[8:]] = v
+        elif k.startswith("SYNC_"):
             st.SYNC_GB_S[k[5:]] = v
         else:
             setattr(st, k, v)

@@ -30,6 +30,13 @@ def test_catalogue_params_match_a_meta_device_model(name):
         model = auto.from_config(config)
     numel = sum(p.numel() for p in model.parameters())
     assert abs(shape.params - numel) / numel < 0.01, (shape.params, numel)
+    # the checkpoint's tensors (what a weight sync hands the engine one by one): the model's state_dict, less a tied
+    # lm_head, with each fused expert tensor counted as the per-expert checkpoint tensors transformers' own
+    # conversion_mapping.py merges into it ("qwen2_moe": gate_proj and up_proj into gate_up_proj, down_proj)
+    keys = [k for k in model.state_dict() if not (shape.tied and k.endswith("lm_head.weight"))]
+    fused = [k for k in keys if k.endswith(("experts.gate_up_proj", "experts.down_proj"))]
+    per_expert = len(fused) // 2 * 3 * shape.experts if shape.arch != "gpt_oss" else len(fused)
+    assert shape.checkpoint_tensors() == len(keys) - len(fused) + per_expert
 
 
 def test_adam_state_bytes_match_torch():

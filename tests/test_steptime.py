@@ -430,3 +430,24 @@ def test_offload_splits_experts_over_expert_parallel():
     assert st.params_per_gpu(w) == pytest.approx((s.params - experts) / 4 + experts / 8)
     assert st.params_per_gpu(replace(w, expert_parallel=16, n_gpus=32)) < st.params_per_gpu(w)
     assert st.expert_params(replace(w, experts=0)) == 0.0
+
+
+def test_weight_sync_counts_the_checkpoint_tensors():
+    """A sync hands the engine the checkpoint tensor by tensor (export_hf_weights, bucketed IPC): Qwen3-30B-A3B's
+    18,867 tensors (128 experts × 3 projections × 48 layers and the rest) cost SYNC_TENSOR_S each beside its bytes,
+    a dense model of the same size a few hundred."""
+    s = resolve_shape("Qwen/Qwen3-30B-A3B")
+    assert s.checkpoint_tensors() == 48 * (4 + 2 + 2 + 1 + 3 * 128) + 3  # q k v o, q/k norms, 2 norms, router
+    moe = _moe(weight_tensors=s.checkpoint_tensors())
+    dense = replace(moe, weight_tensors=12 * 48 + 3)
+    gap = st.predict(moe).phases["weight sync"] - st.predict(dense).phases["weight sync"]
+    assert gap == pytest.approx((s.checkpoint_tensors() - 12 * 48 - 3) * st.SYNC_TENSOR_S)
+    # the whole phase: fixed + tensors + bf16 bytes at the backend's rate (no offload)
+    assert st.predict(moe).phases["weight sync"] == pytest.approx(
+        st.SYNC_FIXED_S["megatron"] + s.checkpoint_tensors() * st.SYNC_TENSOR_S
+        + 2 * s.params / 1e9 / st.SYNC_GB_S["megatron"])
+    # a config's workload carries the shape's count
+    keys = {"actor_rollout_ref.actor.strategy": "megatron", "data.train_batch_size": 64}
+    w = st.workload_from_config(keys.get, s, n_gpus=16, gpu_type="H100", gpu_memory_gb=80)
+    assert w.weight_tensors == s.checkpoint_tensors()
+    assert st.sync_tensors(replace(w, weight_tensors=0)) == 12 * s.layers + 3

@@ -133,6 +133,37 @@ class ModelShape:
         merger = h + (m * m + m) + (m * out + out)
         return patch + self.vision_depth * block + merger
 
+    def checkpoint_tensors(self) -> int:
+        """Tensors of the model's Hugging Face checkpoint: what a weight sync hands the rollout engine one by one
+        (every routed expert's gate, up and down projections apart, as transformers' conversion_mapping.py
+        "qwen2_moe" names them in the checkpoint; gpt-oss keeps its experts fused: 4 tensors a layer)."""
+        if self.kv_lora_rank:
+            attn = (3 if self.q_lora_rank else 1) + 4  # q_a, q_a_layernorm, q_b (or q_proj); kv_a, its norm, kv_b, o
+        else:
+            qk_norm = self.arch in ("qwen3", "qwen3_moe", "gemma3_text", "qwen3_vl", "qwen3_vl_text")
+            attn = 4 + (3 if self.qkv_bias else 0) + int(self.o_bias) + 2 * qk_norm + int(self.attn_sinks)
+        per_layer = attn + self._norms_per_layer()
+        dense_mlp = 3
+        moe_mlp = 0
+        if self.experts:
+            router = 1 + int(self.expert_bias) + int(self.arch == "deepseek_v3")  # e_score_correction_bias
+            routed = 4 if self.arch == "gpt_oss" else 3 * self.experts
+            shared = (3 + int(self.arch == "qwen2_moe")) if self.shared_intermediate else 0
+            moe_mlp = router + routed + shared
+        layers = (self.layers - self.moe_layers) * (per_layer + dense_mlp) + self.moe_layers * (per_layer + moe_mlp)
+        top = 2 + (0 if self.tied else 1)  # embed_tokens, final norm, lm_head
+        return layers + top + self._vision_tensors()
+
+    def _vision_tensors(self) -> int:
+        """The vision tower's tensors: 12 a block (two norms, qkv and proj, the MLP, each weight with its bias or
+        norm pair), the patch embedding, the merger (and qwen3_vl's position table and deepstack mergers)."""
+        if not self.vision:
+            return 0
+        if self.vision == "qwen3_vl":
+            merger = 6  # norm weight + bias, fc1 and fc2 with biases
+            return 1 + 1 + 1 + self.vision_depth * 12 + merger + self.vision_deepstack * merger
+        return 1 + self.vision_depth * 12 + 5  # patch embed; merger: ln_q, two linears with biases
+
     def image_tokens(self, max_pixels: int) -> int:
         """Image tokens (placeholders in the prompt) of one image of at most `max_pixels` pixels: one per
         (patch × merge)² pixels (Qwen-VL's smart_resize rounds each side to that factor)."""

@@ -13,8 +13,8 @@ tests/test_steptime_calibration.py states the error per report, also on a held-o
   is the slower of the GPU's work (weights and KV cache read at a share of HBM bandwidth, or the FLOPs; per-layer
   kernels; TP all-reduces, slower across nodes) and the engine's host work (per iteration, per running sequence,
   per layer without CUDA graphs). Prefill is FLOP-bound; DAPO's dynamic sampling repeats the generation.
-- weight sync: the bf16 weights gathered from the training shards and loaded into the engine, at a calibrated
-  rate per backend.
+- weight sync: the bf16 weights gathered from the training shards and loaded into the engine: a fixed cost, a cost
+  per checkpoint tensor (each handed over on its own: a MoE's every expert) and the bytes at a rate per backend.
 - log-prob passes (actor old log-probs, reference, critic values): 2 × active params × tokens FLOPs; updates:
   6 × active params × tokens × (4/3 with activation recompute) FLOPs. Time = FLOPs × (1 / (peak × η) + 1 / (HBM
   bandwidth × intensity)): a roofline sum whose two calibrated numbers are shared by every GPU (the H20's 148
@@ -92,9 +92,13 @@ PREFILL_ETA = 0.5
 # trainer-side rollout overhead over the engine's generation (verl's timing_s/gen − generate_sequences: waking the
 # engine, chat templates, reward scoring, data transfer between the workers and the driver), a share of generation
 ROLLOUT_OVERHEAD = 0.29
-# weight sync: bf16 bytes of the whole model moved per second (gather from the shards + load into the engine)
-SYNC_GB_S = {"fsdp": 31.0, "megatron": 7.5}
-SYNC_FIXED_S = 0.5
+# weight sync: a fixed cost per sync (Megatron's export sets up its conversion tasks and PP broadcasts), a cost per
+# checkpoint tensor (each is gathered, converted and handed to the engine's load_weights on its own: verl 0.9.1
+# workers/engine/megatron/transformer_impl.py:1033-1055 export_hf_weights, rollout/vllm_rollout/vllm_rollout.py:210
+# buckets), and the bf16 bytes of the whole model at a rate per backend (calibrated; FSDP's fixed cost assumed)
+SYNC_GB_S = {"fsdp": 31.0, "megatron": 29.0}
+SYNC_FIXED_S = {"fsdp": 0.5, "megatron": 2.2}
+SYNC_TENSOR_S = 1.75e-4
 # the single controller's data path: the driver pads, serialises and sends each pass's batch to the workers
 # (ray.put of the DataProto chunks) and gathers the results, at this rate (calibrated)
 DRIVER_GB_S = 0.81
@@ -157,6 +161,7 @@ class Workload:
     kv_tokens: Optional[float] = None  # KV-cache tokens per replica (the memory plan's); None: from gmu
     backend: str = "fsdp"  # fsdp | megatron
     moe: bool = False
+    weight_tensors: int = 0  # the checkpoint's tensors (ModelShape.checkpoint_tensors), 0: unknown
     moe_layers: int = 0  # layers with routed experts (ModelShape.moe_layers), 0: dense
     top_k: int = 0  # routed experts per token (num_experts_per_tok)
     experts: int = 0  # routed experts per MoE layer (num_experts): what EP splits, 0 dense
@@ -380,6 +385,12 @@ def fsdp_gather_seconds(w: Workload, pk_name: str, micros: float, bytes_per_para
     return micros * w.params * bytes_per_param * (n - 1) / n / (link * 1e9 * COLLECTIVE_ETA)
 
 
+def sync_tensors(w: Workload) -> int:
+    """The checkpoint tensors a weight sync hands over one by one: the model's own count, else a dense layer's 12
+    (q, k, v, o with biases, two norms, three MLP projections) per layer."""
+    return w.weight_tensors or 12 * w.layers + 3
+
+
 def expert_params(w: Workload) -> float:
     """All routed experts' parameters: the total less the active ones is (experts − top-k) experts of every MoE
     layer, so all of them are that × experts / (experts − top-k). 0 for a dense model."""
@@ -434,7 +445,8 @@ def predict(w: Workload) -> StepTime:
     phases: dict[str, float] = {"rollout": ro["rollout"]}
     gb = 2 * w.params / 1e9
     load = offload_seconds(w) if w.offload_params else 0.0
-    phases["weight sync"] = SYNC_FIXED_S + gb / SYNC_GB_S.get(w.backend, SYNC_GB_S["fsdp"]) + load
+    phases["weight sync"] = SYNC_FIXED_S.get(w.backend, SYNC_FIXED_S["fsdp"]) + gb / SYNC_GB_S.get(
+        w.backend, SYNC_GB_S["fsdp"]) + sync_tensors(w) * SYNC_TENSOR_S + load
     per_gpu_tokens = tokens / w.n_gpus
     attn = _attn_flops_per_token(w, seq / 2)
 
@@ -506,6 +518,7 @@ def predict(w: Workload) -> StepTime:
         "longest_response_tokens": round(ro["longest response"]),
         "response_length_distribution": "exponential clipped at max_response_length, mean as above",
         "weight_sync_gb_s": SYNC_GB_S.get(w.backend, SYNC_GB_S["fsdp"]),
+        "weight_sync_tensors": sync_tensors(w), "weight_sync_per_tensor_s": SYNC_TENSOR_S,
         **({"moe_all_to_all_efficiency": A2A_ETA, "moe_expert_parallel": w.expert_parallel} if w.moe_layers else {}),
         "calibration": "tests/data/reference/step-times.json (benchmarks/step_times.md)",
     }
@@ -594,6 +607,7 @@ def workload_from_config(get, shape, *, n_gpus: int, gpu_type: Optional[str], gp
         ppo_epochs=_int(get(f"{A}.ppo_epochs"), 1), recompute=recompute, model_parallel=mp, pipeline=pp,
         context_parallel=cp, expert_parallel=ep, expert_tp=etp, moe_layers=moe_layers(shape),
         top_k=int(getattr(shape, "active_experts", 0) or 0), experts=int(getattr(shape, "experts", 0) or 0),
+        weight_tensors=shape.checkpoint_tensors() if hasattr(shape, "checkpoint_tensors") else 0,
         offload_params=off_p, offload_optimizer=off_o, has_ref=has_ref, has_critic=has_critic,
         multi_turn=bool(get(f"{R}.multi_turn.enable")),
         assistant_turns=_int(get(f"{R}.multi_turn.max_assistant_turns") or get(f"{R}.multi_turn.max_user_turns"), 0),
