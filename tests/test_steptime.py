@@ -124,6 +124,23 @@ def test_check_json_says_why_it_has_no_time():
     assert "time_not_predicted" not in json.loads(run_cli(["check", "--json", "--gpu-type", "H100", "--", *BASE]).stdout)
 
 
+def test_check_json_does_not_time_a_rollout_whose_engine_holds_no_sequence():
+    """Qwen2.5-72B at rollout TP 1: 145 GB of bf16 weights in half of an 80 GB GPU leave no KV cache; the decode
+    model would run one token at a time, so check says why there is no time instead of a meaningless one."""
+    big = [o for o in BASE if not o.startswith("actor_rollout_ref.model.path=")] + [
+        "actor_rollout_ref.model.path=Qwen/Qwen2.5-72B-Instruct",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=1"]
+    doc = json.loads(run_cli(["check", "--json", "--gpu-type", "H100", "--", *big]).stdout)
+    assert "time" not in doc
+    assert "holds no whole sequence of 1536 tokens" in doc["time_not_predicted"]
+    assert "rollout TP 1" in doc["time_not_predicted"]
+    w = _work(gpu_memory_gb=80, gmu=0.5)
+    assert st.rollout_unfit(w) is None
+    # the boundary: a KV cache one token short of a whole sequence is refused, one that holds it is timed
+    seq = w.max_prompt + w.max_response
+    assert st.rollout_unfit(replace(w, kv_tokens=seq - 1)) and st.rollout_unfit(replace(w, kv_tokens=seq)) is None
+
+
 def test_check_refuses_a_bad_response_length_in_one_line():
     r = run_cli(["check", "--response-length-mean", "-5", "--", *BASE])
     assert r.returncode != 0 and "--response-length-mean" in r.stderr and "positive" in r.stderr

@@ -276,6 +276,19 @@ def _kv_tokens(w: Workload, pk_name: str) -> float:
     return max(room / w.kv_bytes_per_token, 1.0)
 
 
+def rollout_unfit(w: Workload) -> Optional[str]:
+    """Why the rollout cannot be timed: its engine's reservation (gpu_memory_utilization of a GPU) holds a
+    replica's bf16 weights but not one whole sequence (prompt + response) of KV cache beside them; None when it
+    does. (The decode model would run one token of cache at a time: a prediction with no meaning.)"""
+    name, _, _ = peak(w.gpu_type)
+    if _kv_tokens(w, name) >= w.max_prompt + w.max_response:
+        return None
+    weights = 2 * w.params / (w.rollout_tp * (w.rollout_dp if w.moe else 1)) / GIB
+    return (f"not predicted: the rollout engine's memory (gpu_memory_utilization {w.gmu:g} of each GPU) holds no "
+            f"whole sequence of {w.max_prompt + w.max_response} tokens beside the bf16 weights of a replica "
+            f"({weights:.0f} GiB per GPU at rollout TP {w.rollout_tp})")
+
+
 def length_scale(mean: float, cap: float) -> float:
     """The scale m of the response-length distribution: exponential, clipped at max_response_length (the clipped
     responses pile up at the cap), whose mean is m·(1 − e^(−cap/m)) = the mean response."""
@@ -551,7 +564,7 @@ def ceil_div(a: int, b: int) -> int:
     return -(-a // b) if b else a
 
 
-__all__ = ["Workload", "StepTime", "predict", "run_hours", "as_json", "micro_share", "peak"]
+__all__ = ["Workload", "StepTime", "predict", "run_hours", "as_json", "micro_share", "peak", "rollout_unfit"]
 
 
 # -- from a verl config (a plan's settings or a checked config) --------------------------------------------------

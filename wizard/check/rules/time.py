@@ -44,6 +44,11 @@ def rule_time(c: Ctx, f: Facts, shape: Any, response_mean: Optional[float] = Non
         return replace(base, **changes) if changes else base
 
     w = work()
+    unfit = st.rollout_unfit(w)
+    if unfit:
+        c.time_not_predicted = unfit + (" (the model's shape is only the size in its name: a MoE's experts are "
+                                        "unknown)" if getattr(shape, "source", "") == "name" else "")
+        return
     pred = st.predict(w)
     steps, basis = st.run_steps(get)
     c.time = st.as_json(pred, steps, f.n_gpus, basis)
