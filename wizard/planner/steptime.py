@@ -661,6 +661,10 @@ def run_steps(get, dataset: Optional[str] = None, rows: Optional[int] = None) ->
 CALIBRATION = {"reports": 17, "steps_within": 15, "steps_within_held_out": 14}
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "es")
+
+
 def lines(doc: dict) -> list[str]:
     """PLAN.md's and `plan`'s lines for a `time` object (as_json)."""
     a = doc["assumptions"]
@@ -672,9 +676,10 @@ def lines(doc: dict) -> list[str]:
         f"Assumed: GPU {a['gpu']} ({a['bf16_tflops']:g} dense bf16 TFLOPS, {a['hbm_tb_s']:g} TB/s); mean response "
         f"{a['response_length_mean']} tokens ({a['response_length_mean_basis']}); mean prompt {a['prompt_length_mean']} "
         f"tokens ({a['prompt_length_mean_basis']}); {a['rollout_concurrency_per_replica']} sequences decoding at once per "
-        f"rollout replica (KV cache {a['kv_cache_tokens_per_replica']} tokens); {a['train_micro_batches_per_rank']} "
-        f"training micro-batches of {a['train_micro_batch_tokens']} tokens per data-parallel rank, "
-        f"{a['logprob_micro_batches_per_rank']} log-prob micro-batches of {a['logprob_micro_batch_tokens']}.",
+        f"rollout replica (KV cache {a['kv_cache_tokens_per_replica']} tokens); "
+        f"{_count(a['train_micro_batches_per_rank'], 'training micro-batch')} of {a['train_micro_batch_tokens']} "
+        f"tokens per data-parallel rank, {_count(a['logprob_micro_batches_per_rank'], 'log-prob micro-batch')} of "
+        f"{a['logprob_micro_batch_tokens']}.",
         *([f"Fastest layout that fits: {doc['layout_choice']['key']}={doc['layout_choice']['chosen']} "
            f"({doc['layout_choice']['why']}); runner-up {doc['layout_choice']['runner_up']}, about "
            f"{doc['layout_choice']['runner_up_slower_s']:g} s slower per step (more micro-batches, each with its fixed cost)."]
