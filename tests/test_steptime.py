@@ -134,6 +134,10 @@ def test_check_json_does_not_time_a_rollout_whose_engine_holds_no_sequence():
     assert "time" not in doc
     assert "holds no whole sequence of 1536 tokens" in doc["time_not_predicted"]
     assert "rollout TP 1" in doc["time_not_predicted"]
+    # the text report says it too, in one line; a timed config has the VI895 finding instead
+    text = run_cli(["check", "--gpu-type", "H100", "--", *big]).stdout
+    assert "  step time not predicted: the rollout engine's memory" in text
+    assert "step time not predicted" not in run_cli(["check", "--gpu-type", "H100", "--", *BASE]).stdout
     w = _work(gpu_memory_gb=80, gmu=0.5)
     assert st.rollout_unfit(w) is None
     # the boundary: a KV cache one token short of a whole sequence is refused, one that holds it is timed

@@ -173,6 +173,8 @@ def format_report(report: Report) -> str:
                 kind = "" if getattr(chk, "source", "verl") == "verl" else " (verl-init's replica of a worker-time assert)"
                 lines.append(f"    FAIL {chk.name}{kind}: {chk.detail}")
     lines += [f"  --deep: {note}" for note in report.deep_notes]
+    if report.time is None and report.time_not_predicted:
+        lines.append(f"  step time {report.time_not_predicted}")
     counts = {s: sum(1 for f in report.findings if f.problem.severity == s) for s in ("error", "warning", "info")}
     verdict = "errors found" if report.errors else "no errors"
     lines.append(f"{verdict}: {counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} info")
