@@ -60,17 +60,29 @@ def _override(c: dict[str, Any], key: str) -> Optional[str]:
     return None
 
 
+# verl's rollout.enforce_eager default turned False with verl PR #2956 (commit ff6978c14, 2025-08-08, first
+# released in v0.6.0); True before it (ppo_trainer.yaml of v0.3.0 to v0.4.1, rollout/rollout.yaml:35 of v0.5.0)
+EAGER_UNTIL = "2025-08-08"
+# verl before v0.4.0 (released 2025-06-06) pins vllm<=0.8.2 (setup.py of v0.3.0.post1; its requirements name
+# 0.6.3): vLLM's V0 engine; from v0.4.0 vllm 0.8.4-0.8.5, whose default engine is V1
+V1_FROM = "2025-06-06"
+
+
 def rollout_engine(c: dict[str, Any]) -> dict[str, Any]:
-    """max_num_seqs and enforce_eager as the report's launch script set them, else its verl version's default:
-    max_num_seqs 1024 before verl 0.9 (ppo_trainer.yaml of verl 0.3, volcengine/verl@008db456; the docs' config.rst
-    listed 1024 until verl PR #7646, 2026-09), 256 in 0.9 (rollout.yaml:84); enforce_eager True up to verl 0.3 (the
-    same ppo_trainer.yaml), else False (rollout.yaml:52; T08 and T15 set True)."""
+    """max_num_seqs, enforce_eager and vLLM's engine as the report's launch script set them, else its verl
+    version's default: max_num_seqs 1024 before verl 0.9 (ppo_trainer.yaml of verl 0.3, volcengine/verl@008db456;
+    the docs' config.rst listed 1024 until verl PR #7646, 2026-09), 256 in 0.9 (rollout.yaml:84); enforce_eager
+    True for a run dated before EAGER_UNTIL (undated: verl up to 0.5), else False (T08 and T15 set True); vLLM's
+    V0 engine before V1_FROM (undated: verl up to 0.3)."""
     seqs = _override(c, "actor_rollout_ref.rollout.max_num_seqs")
     eager = _override(c, "actor_rollout_ref.rollout.enforce_eager")
     found = re.search(r"0\.(\d+)", str(c.get("verl_version", "")))
     minor = int(found.group(1)) if found else 9
+    dated = str(c.get("date") or "")
+    default_eager = dated < EAGER_UNTIL if dated else minor <= 5
     return {"max_num_seqs": int(seqs) if seqs else (1024 if minor < 9 else 256),
-            "enforce_eager": str(eager).lower() == "true" if eager else minor <= 3,
+            "enforce_eager": str(eager).lower() == "true" if eager else default_eager,
+            "vllm_v0": dated < V1_FROM if dated else minor <= 3,
             "gpus_per_node": c["hardware"].get("n_gpus_per_node") or 8}
 
 

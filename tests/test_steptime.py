@@ -301,6 +301,22 @@ def test_plan_names_the_fastest_layout_and_its_runner_up(tmp_path):
     assert all(k.startswith("rollout TP 4") for k, _ in given.facts["layout_ranking"].table)
 
 
+def test_a_rollout_tp_chosen_by_time_says_so(tmp_path):
+    """Where the time ranking picks a larger rollout TP than the smallest split that fits, the setting's reason
+    says it was the fastest and names the smaller one; where it keeps the memory planner's, the reason is the
+    smallest split's."""
+    for name in ("dapo-32gpu", "single-node-8gpu"):
+        plan = wizard.plan(wizard.load_profile(name), base_dir=str(tmp_path))
+        why = plan.settings["actor_rollout_ref.rollout.tensor_model_parallel_size"].reason
+        smaller = plan.facts.get("rollout_tp_by_time")
+        tp = plan.value("actor_rollout_ref.rollout.tensor_model_parallel_size")
+        if smaller:
+            assert smaller < tp and f"{tp}: the fastest by predicted step time" in why
+            assert f"{smaller}, the smallest split that fits, is slower" in why
+        else:
+            assert why.startswith(f"{tp}: smallest split inside a node")
+
+
 def test_check_reads_the_engine_knobs_that_set_decode_time():
     """enforce_eager (no CUDA graphs: kernels launched from Python every layer) and a small max_num_seqs (fewer
     sequences decoding at once) make the same run's rollout slower; check reads both from the config."""
@@ -472,3 +488,41 @@ def test_weight_sync_counts_the_checkpoint_tensors():
     w = st.workload_from_config(keys.get, s, n_gpus=16, gpu_type="H100", gpu_memory_gb=80)
     assert w.weight_tensors == s.checkpoint_tensors()
     assert st.sync_tensors(replace(w, weight_tensors=0)) == 12 * s.layers + 3
+
+
+# -- decode: CUDA graphs or eager, vLLM V0 or V1, the tail to the cap ----------------------------------------------
+def test_tp_all_reduces_cost_what_their_mode_launches():
+    """Under CUDA graphs (verl 0.9.1's default) vLLM replays its TP all-reduces inside the graph:
+    DECODE_TP_GRAPH_LAYER_S a layer; in eager mode each is launched from Python: DECODE_TP_LAYER_S. Each mode reads
+    its own constant only."""
+    graph, eager = _work(rollout_tp=4), _work(rollout_tp=4, enforce_eager=True)
+
+    def rollout(w, **consts):
+        saved = {k: getattr(st, k) for k in consts}
+        try:
+            for k, v in consts.items():
+                setattr(st, k, v)
+            return st.predict(w).phases["rollout"]
+        finally:
+            for k, v in saved.items():
+                setattr(st, k, v)
+
+    assert rollout(graph, DECODE_TP_LAYER_S=1.0) == pytest.approx(rollout(graph))
+    assert rollout(graph, DECODE_TP_GRAPH_LAYER_S=1e-3) > rollout(graph)
+    assert rollout(eager, DECODE_TP_GRAPH_LAYER_S=1.0) == pytest.approx(rollout(eager))
+    assert rollout(eager, DECODE_TP_LAYER_S=1e-3) > rollout(eager)
+    # the graph's all-reduces are cheaper than launched ones: TP 4 costs less over TP 1 with graphs
+    assert rollout(graph) - rollout(_work()) < rollout(eager) - rollout(_work(enforce_eager=True))
+    # vLLM's V0 engine launches eager kernels from a heavier runner (EAGER_V0_LAYER_S), V1 lighter (EAGER_LAYER_S)
+    v0 = replace(eager, vllm_v0=True)
+    assert rollout(v0) > rollout(eager)
+    assert rollout(v0, EAGER_LAYER_S=1.0) == pytest.approx(rollout(v0))
+    assert rollout(replace(graph, vllm_v0=True)) == pytest.approx(rollout(graph))  # no eager launches, no V0 cost
+
+
+def test_the_tail_runs_to_the_response_cap():
+    """Some of a step's thousands of samples are cut at max_response_length: the drain ends there however short
+    the mean response, so a higher cap lengthens the rollout of the same mean."""
+    short_mean = st.predict(_work(response_mean=200, max_response=8192))
+    assert short_mean.detail["longest response"] == 8192
+    assert st.predict(_work(response_mean=200, max_response=16384)).phases["rollout"] > short_mean.phases["rollout"]

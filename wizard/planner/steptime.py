@@ -8,8 +8,8 @@ tests/test_steptime_calibration.py states the error per report, also on a held-o
 
 - rollout: response lengths follow an exponential clipped at max_response_length (mean: the answer, or a default).
   A replica (rollout TP GPUs) runs at most C sequences at once (its KV cache, max_num_seqs, the sequences it has):
-  while more are queued, C decode at a time; then the last C drain until the step's longest response ends (the
-  expected maximum over all samples, at most the cap) — the floor more GPUs do not shorten. One decode iteration
+  while more are queued, C decode at a time; then the last C drain until the step's longest response ends (at
+  max_response_length: some of a step's thousands of samples are cut there) — the floor more GPUs do not shorten. One decode iteration
   is the slower of the GPU's work (weights and KV cache read at a share of HBM bandwidth, or the FLOPs; per-layer
   kernels; TP all-reduces, slower across nodes) and the engine's host work (per iteration, per running sequence,
   per layer without CUDA graphs). Prefill is FLOP-bound; DAPO's dynamic sampling repeats the generation.
@@ -75,23 +75,27 @@ COLLECTIVE_ETA = 0.7
 # decode (the rollout): one iteration of a replica is max(GPU time, host time), overlapped. GPU: the weights and KV
 # cache read at DECODE_BW_ETA of HBM bandwidth (fixed at a physical 0.7, not fitted), or the FLOPs at
 # PREFILL_ETA of the peak, + DECODE_LAYER_S per layer (a dozen kernels of a few microseconds each, however small
-# the batch) + DECODE_TP_LAYER_S per layer with rollout TP > 1 (two all-reduces per layer and the multi-GPU
-# executor's per-step broadcast: a TP of 4 instead of 1 on a 7B model made a reported rollout 3 × slower). Host: DECODE_STEP_S
-# + DECODE_SEQ_S per running sequence (scheduler, sampler, detokenizer) + EAGER_LAYER_S per layer without CUDA
-# graphs (rollout.enforce_eager: every kernel launched from Python)
+# the batch) + per layer with rollout TP > 1 its two all-reduces: DECODE_TP_GRAPH_LAYER_S inside a CUDA graph
+# (vLLM captures its custom all-reduce: about 20 µs each; assumed, not fitted), DECODE_TP_LAYER_S launched one by
+# one in eager mode (calibrated). Host: DECODE_STEP_S + DECODE_SEQ_S per running sequence (scheduler, sampler,
+# detokenizer) + per layer without CUDA graphs (rollout.enforce_eager: every kernel launched from Python)
+# EAGER_LAYER_S with vLLM's V1 engine, EAGER_V0_LAYER_S with its older V0 engine (verl up to 0.3 pins
+# vllm<=0.8.2, setup.py; vLLM's V1 is its default from 0.8)
 DECODE_BW_ETA = 0.7
-DECODE_STEP_S = 0.003
+DECODE_STEP_S = 0.002
 DECODE_SEQ_S = 7.0e-5
 DECODE_LAYER_S = 35e-6
-DECODE_TP_LAYER_S = 305e-6
+DECODE_TP_LAYER_S = 240e-6
+DECODE_TP_GRAPH_LAYER_S = 40e-6
 # a TP group spanning nodes runs its all-reduces over the NICs: NVLink 4's 450 GB/s per direction against a
 # 400 Gb/s (50 GB/s) NIC, about 9 × the time (physical, not fitted)
 CROSS_NODE_TP_FACTOR = 9.0
-EAGER_LAYER_S = 1.0e-3
+EAGER_LAYER_S = 1.0e-4
+EAGER_V0_LAYER_S = 1.0e-3
 PREFILL_ETA = 0.5
 # trainer-side rollout overhead over the engine's generation (verl's timing_s/gen − generate_sequences: waking the
 # engine, chat templates, reward scoring, data transfer between the workers and the driver), a share of generation
-ROLLOUT_OVERHEAD = 0.29
+ROLLOUT_OVERHEAD = 0.30
 # weight sync: a fixed cost per sync (Megatron's export sets up its conversion tasks and PP broadcasts), a cost per
 # checkpoint tensor (each is gathered, converted and handed to the engine's load_weights on its own: verl 0.9.1
 # workers/engine/megatron/transformer_impl.py:1033-1055 export_hf_weights, rollout/vllm_rollout/vllm_rollout.py:210
@@ -156,6 +160,7 @@ class Workload:
     rollout_dp: int = 1
     max_num_seqs: int = MAX_NUM_SEQS  # rollout.max_num_seqs
     enforce_eager: bool = False  # rollout.enforce_eager (verl 0.9.1: False, rollout.yaml:52)
+    vllm_v0: bool = False  # vLLM's V0 engine (verl up to 0.3); verl 0.9.1 runs V1
     gpus_per_node: int = 8  # trainer.n_gpus_per_node: a rollout TP group larger than it spans nodes
     gmu: float = 0.5
     kv_tokens: Optional[float] = None  # KV-cache tokens per replica (the memory plan's); None: from gmu
@@ -310,8 +315,8 @@ def rollout_seconds(w: Workload, pk: Peak, kv_tokens: float, resp: float, prompt
     Response lengths follow an exponential clipped at max_response_length with the mean response as its mean. A
     replica runs at most C sequences at once (its KV cache, max_num_seqs, the sequences it has): while more are
     queued, C decode at a time (the bulk); then the last C drain, fewer and fewer (memoryless: their remaining
-    lengths follow the same law), until the step's longest response (the expected maximum over all samples,
-    at most the cap) ends: the tail, where the per-iteration costs that do not shrink with the batch (weights
+    lengths follow the same law), until the step's longest response, cut at max_response_length, ends: the tail,
+    where the per-iteration costs that do not shrink with the batch (weights
     read, kernel launches, TP all-reduces) dominate.
     """
     tp = max(w.rollout_tp, 1)
@@ -322,9 +327,11 @@ def rollout_seconds(w: Workload, pk: Peak, kv_tokens: float, resp: float, prompt
     bw = pk.hbm_tb_s * 1e12 * DECODE_BW_ETA
     flops = pk.bf16_tflops * 1e12
     cross_node = tp > max(w.gpus_per_node, 1)
-    tp_comm = DECODE_TP_LAYER_S * w.layers * (CROSS_NODE_TP_FACTOR if cross_node else 1.0) if tp > 1 else 0.0
+    per_tp_layer = DECODE_TP_LAYER_S if w.enforce_eager else DECODE_TP_GRAPH_LAYER_S
+    tp_comm = per_tp_layer * w.layers * (CROSS_NODE_TP_FACTOR if cross_node else 1.0) if tp > 1 else 0.0
     layer_floor = DECODE_LAYER_S * w.layers
-    host = DECODE_STEP_S + (EAGER_LAYER_S * w.layers if w.enforce_eager else 0.0)
+    eager = (EAGER_V0_LAYER_S if w.vllm_v0 else EAGER_LAYER_S) * w.layers if w.enforce_eager else 0.0
+    host = DECODE_STEP_S + eager
 
     def iteration(c: float, ctx: float) -> float:
         """The GPU's work (weights and KV cache read, or the FLOPs, + TP all-reduces) and the engine's host work
@@ -341,8 +348,11 @@ def rollout_seconds(w: Workload, pk: Peak, kv_tokens: float, resp: float, prompt
     queued = max(seqs - conc, 0.0)
     bulk = queued * resp / conc * iteration(conc, prompt + resp) if queued else 0.0
     # the drain: c(t) = C·e^(−t/m) sequences at iteration t (at least the one that is still running), holding a
-    # context of prompt + t, until the step's longest response ends
-    end = min(float(w.max_response), m * (math.log(total) + 0.5772))
+    # context of prompt + t, until the step's longest response ends: at max_response_length, since among the
+    # thousands of samples of a step some are cut there (verl logs the share as response_length/clip_ratio; a
+    # reported 7B GRPO run averaging ~200 response tokens under an 8,192 cap generates for 68 s, as long as a tail
+    # to the cap takes, where the exponential's expected maximum ends at ~1,900 tokens)
+    end = float(w.max_response)
     k = 200
     drain = 0.0
     for i in range(k):

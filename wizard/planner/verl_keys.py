@@ -223,9 +223,13 @@ def rollout_keys(b: Build) -> None:
           given_reason("samples_per_prompt", given, f"{a.algorithm}'s usual group size"), b.n_src)
     weights_gib = (rollout_weight_bytes(shape, b.decision.layout) if b.decision else 2 * shape.params / rtp) / GIB \
         if shape else 0.0
+    by_time = b.facts.get("rollout_tp_by_time")  # stages/fit.py _fastest: a larger TP predicted faster
+    lead = (f"{rtp}: the fastest by predicted step time (PLAN.md's Time and cost; {by_time}, the smallest split "
+            "that fits, is slower); its reservation" if by_time else f"{rtp}: smallest split inside a node whose "
+            "reservation")
     s.set(f"{PRE}.rollout.tensor_model_parallel_size", rtp,
           given_reason("rollout_tp", given,
-                       f"{rtp}: smallest split inside a node whose reservation holds the bf16 weights ({weights_gib:.1f} GiB per GPU) "
+                       f"{lead} holds the bf16 weights ({weights_gib:.1f} GiB per GPU) "
                        f"and a KV cache for {mem.kv_seqs:.0f} full sequences" if mem else f"{rtp}"),
           source_of("rollout_tp", given))
     if shape is not None and shape.experts or b.rdp > 1:

@@ -152,6 +152,8 @@ def _fastest(b: Build, decision: Decision, tp_options: list[int], mp_options: li
     alternatives = [x for x in alternatives if x[0] is not None and _VERDICTS.index(x[0].estimate.verdict) <= worst]
     chosen, b.dynamic, ranking = rank_layouts(decision, b.dynamic, alternatives, step)
     b.facts["layout_ranking"] = ranking
+    if chosen.layout.rollout_tp != decision.layout.rollout_tp:  # verl_keys.rollout_keys says why
+        b.facts["rollout_tp_by_time"] = decision.layout.rollout_tp
     if b.dynamic != default:
         b.facts["dynamic_by_time"] = "(the faster by predicted step time: PLAN.md's Time and cost)"
     return chosen
