@@ -124,7 +124,7 @@ def workload(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> st.Workload:
         logprob_micro=cfg.get("log_prob_micro_batch_size_per_gpu") or cfg.get("ppo_micro_batch_size_per_gpu") or 4,
         mini_batches=max(1, tbs // (cfg.get("ppo_mini_batch_size") or tbs)), recompute=recompute,
         model_parallel=mp, pipeline=cfg.get("megatron_pp") or 1, context_parallel=cp, expert_parallel=ep,
-        expert_tp=etp, moe_layers=st.moe_layers(shape), top_k=shape.active_experts, experts=shape.experts,
+        expert_tp=etp, moe_layers=st.moe_layers(shape), top_k=shape.active_experts, routed_params=shape.routed_expert_params,
         weight_tensors=shape.checkpoint_tensors(),
         offload_params=bool(cfg.get("param_offload")), offload_optimizer=bool(cfg.get("optimizer_offload")),
         has_ref=bool(cfg.get("has_ref")), has_critic=bool(cfg.get("has_critic")),

@@ -334,7 +334,8 @@ def _moe(**kw) -> st.Workload:
     base = dict(params=s.params, active_params=s.active_params, layers=s.layers, hidden=s.hidden,
                 kv_bytes_per_token=s.kv_bytes_per_token(2), n_gpus=16, prompts=512, n=16, max_prompt=2048,
                 max_response=8192, response_mean=1000, gpu_type="H100", gpu_memory_gb=80, backend="megatron",
-                moe=True, moe_layers=s.moe_layers, top_k=s.active_experts, experts=s.experts, expert_parallel=8, expert_tp=1,
+                moe=True, moe_layers=s.moe_layers, top_k=s.active_experts, routed_params=s.routed_expert_params,
+                expert_parallel=8, expert_tp=1,
                 model_parallel=4, train_tokens=10240, logprob_tokens=30720, recompute=False)
     base.update(kw)
     return st.Workload(**base)
@@ -457,16 +458,16 @@ def test_offload_copies_what_each_gpu_holds():
 
 
 def test_offload_splits_experts_over_expert_parallel():
-    """A MoE's experts are split over EP × ETP × PP, its dense part over TP × PP: all 128 experts of Qwen3-30B-A3B
-    from the total less the active parameters, (params − active) × 128 / (128 − 8)."""
+    """A MoE's experts are split over EP × ETP × PP, its dense part over TP × PP: Qwen3-30B-A3B's 128 routed experts
+    of 48 layers, (params − active) × 128 / (128 − 8) since a token uses 8 of them."""
     s = resolve_shape("Qwen/Qwen3-30B-A3B")
     w = _moe(offload_params=True)
     experts = (s.params - s.active_params) * s.experts / (s.experts - s.active_experts)
-    assert st.expert_params(w) == pytest.approx(experts)
+    assert w.routed_params == pytest.approx(experts)
     assert 0.9 * s.params < experts < s.params
     assert st.params_per_gpu(w) == pytest.approx((s.params - experts) / 4 + experts / 8)
     assert st.params_per_gpu(replace(w, expert_parallel=16, n_gpus=32)) < st.params_per_gpu(w)
-    assert st.expert_params(replace(w, experts=0)) == 0.0
+    assert st.params_per_gpu(replace(w, routed_params=0.0)) == pytest.approx(s.params / 4)
 
 
 def test_weight_sync_counts_the_checkpoint_tensors():

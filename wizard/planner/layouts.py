@@ -96,7 +96,7 @@ def layout_step(shape: Any, decision: Any, *, prompts: int, n: int, max_prompt: 
         model_parallel=mp, pipeline=lay.megatron_pp if lay.megatron else 1,
         context_parallel=lay.megatron_cp if lay.megatron else 1, expert_parallel=lay.megatron_ep if lay.megatron else 1,
         expert_tp=(lay.megatron_etp or lay.megatron_tp) if lay.megatron else 1, moe_layers=steptime.moe_layers(shape),
-        top_k=shape.active_experts, experts=shape.experts, weight_tensors=shape.checkpoint_tensors(),
+        top_k=shape.active_experts, routed_params=shape.routed_expert_params, weight_tensors=shape.checkpoint_tensors(),
         offload_params=lay.offload_params, offload_optimizer=lay.offload_optimizer, has_ref=lay.use_ref,
         has_critic=has_critic)
     return steptime.predict(w)

@@ -9,10 +9,11 @@ tests/test_steptime_calibration.py states the error per report, also on a held-o
 - rollout: response lengths follow an exponential clipped at max_response_length (mean: the answer, or a default).
   A replica (rollout TP GPUs) runs at most C sequences at once (its KV cache, max_num_seqs, the sequences it has):
   while more are queued, C decode at a time; then the last C drain until the step's longest response ends (at
-  max_response_length: some of a step's thousands of samples are cut there) — the floor more GPUs do not shorten. One decode iteration
-  is the slower of the GPU's work (weights and KV cache read at a share of HBM bandwidth, or the FLOPs; per-layer
-  kernels; TP all-reduces, slower across nodes) and the engine's host work (per iteration, per running sequence,
-  per layer without CUDA graphs). Prefill is FLOP-bound; DAPO's dynamic sampling repeats the generation.
+  max_response_length: some of a step's thousands of samples are cut there) — the floor more GPUs do not shorten.
+  One decode iteration is the slower of the GPU's work (weights and KV cache read at a share of HBM bandwidth, or
+  the FLOPs; per-layer kernels; TP all-reduces, slower across nodes) and the engine's host work (per iteration,
+  per running sequence, per layer without CUDA graphs). Prefill is FLOP-bound; DAPO's dynamic sampling repeats the
+  generation.
 - weight sync: the bf16 weights gathered from the training shards and loaded into the engine: a fixed cost, a cost
   per checkpoint tensor (each handed over on its own: a MoE's every expert) and the bytes at a rate per backend.
 - log-prob passes (actor old log-probs, reference, critic values): 2 × active params × tokens FLOPs; updates:
@@ -169,7 +170,7 @@ class Workload:
     weight_tensors: int = 0  # the checkpoint's tensors (ModelShape.checkpoint_tensors), 0: unknown
     moe_layers: int = 0  # layers with routed experts (ModelShape.moe_layers), 0: dense
     top_k: int = 0  # routed experts per token (num_experts_per_tok)
-    experts: int = 0  # routed experts per MoE layer (num_experts): what EP splits, 0 dense
+    routed_params: float = 0.0  # all routed experts' parameters (ModelShape.routed_expert_params): what EP splits
     expert_parallel: int = 1  # Megatron expert_model_parallel_size: EP ranks a MoE layer's tokens are spread over
     expert_tp: int = 1  # Megatron expert_tensor_parallel_size (verl's null: as TP, engine/megatron.yaml:17)
     dynamic_bsz: bool = True
@@ -271,13 +272,18 @@ def _pass_seconds(flops_per_gpu: float, pk: Peak, eta: float, intensity: float) 
     return flops_per_gpu / (pk.bf16_tflops * 1e12 * eta) + flops_per_gpu / (pk.hbm_tb_s * 1e12 * intensity)
 
 
+def _replica_weight_bytes(w: Workload) -> float:
+    """bf16 weights on one GPU of a rollout replica: split over its TP GPUs (a MoE's also over its DP, which vLLM's
+    expert parallel spans)."""
+    return 2 * w.params / (max(w.rollout_tp, 1) * (w.rollout_dp if w.moe else 1))
+
+
 def _kv_tokens(w: Workload, pk_name: str) -> float:
     if w.kv_tokens is not None:
         return max(w.kv_tokens, 1.0)
     gb = w.gpu_memory_gb or {"H20": 96, "H200": 141, "B200": 180, "MI300X": 192}.get(pk_name, 80)
     cap = capacity_gib(gb, w.gpu_type) * GIB
-    weights = 2 * w.params / (w.rollout_tp * (w.rollout_dp if w.moe else 1))
-    room = w.gmu * cap - weights - ENGINE_OVERHEAD_GIB * GIB
+    room = w.gmu * cap - _replica_weight_bytes(w) - ENGINE_OVERHEAD_GIB * GIB
     return max(room / w.kv_bytes_per_token, 1.0)
 
 
@@ -288,7 +294,7 @@ def rollout_unfit(w: Workload) -> Optional[str]:
     name, _, _ = peak(w.gpu_type)
     if _kv_tokens(w, name) >= w.max_prompt + w.max_response:
         return None
-    weights = 2 * w.params / (w.rollout_tp * (w.rollout_dp if w.moe else 1)) / GIB
+    weights = _replica_weight_bytes(w) / GIB
     return (f"not predicted: the rollout engine's memory (gpu_memory_utilization {w.gmu:g} of each GPU) holds no "
             f"whole sequence of {w.max_prompt + w.max_response} tokens beside the bf16 weights of a replica "
             f"({weights:.0f} GiB per GPU at rollout TP {w.rollout_tp})")
@@ -337,7 +343,7 @@ def rollout_seconds(w: Workload, pk: Peak, kv_tokens: float, resp: float, prompt
         """The GPU's work (weights and KV cache read, or the FLOPs, + TP all-reduces) and the engine's host work
         (scheduling, sampling, detokenizing per sequence; kernel launches without CUDA graphs) overlap: the
         slower sets the pace."""
-        weight_bytes = 2 * w.params / (tp * (w.rollout_dp if w.moe else 1))
+        weight_bytes = _replica_weight_bytes(w)
         if w.moe:  # a small batch reads only the experts its tokens route to
             weight_bytes = 2 * (w.active_params + (w.params - w.active_params) * min(1.0, c * w.active_params / w.params)) / tp
         read = weight_bytes + c * ctx * w.kv_bytes_per_token
@@ -414,14 +420,6 @@ def sync_tensors(w: Workload) -> int:
     return w.weight_tensors or 12 * w.layers + 3
 
 
-def expert_params(w: Workload) -> float:
-    """All routed experts' parameters: the total less the active ones is (experts − top-k) experts of every MoE
-    layer, so all of them are that × experts / (experts − top-k). 0 for a dense model."""
-    if not w.moe_layers or w.experts <= w.top_k:
-        return 0.0
-    return (w.params - w.active_params) * w.experts / (w.experts - w.top_k)
-
-
 def params_per_gpu(w: Workload) -> float:
     """Parameters one GPU holds in training. FSDP shards every parameter over all GPUs (verl 0.9.1
     trainer/config/engine/fsdp.yaml:26, fsdp_size -1). Megatron splits the dense ones over TP × PP and the experts
@@ -431,7 +429,7 @@ def params_per_gpu(w: Workload) -> float:
         return w.params / max(w.n_gpus, 1)
     tp = max(w.model_parallel // max(w.context_parallel, 1), 1)
     pp = max(w.pipeline, 1)
-    experts = expert_params(w)
+    experts = w.routed_params
     return (w.params - experts) / (tp * pp) + experts / (max(w.expert_parallel, 1) * max(w.expert_tp, 1) * pp)
 
 
@@ -629,7 +627,8 @@ def workload_from_config(get, shape, *, n_gpus: int, gpu_type: Optional[str], gp
         mini_batches=max(1, tbs // _int(get(f"{A}.ppo_mini_batch_size"), tbs)),
         ppo_epochs=_int(get(f"{A}.ppo_epochs"), 1), recompute=recompute, model_parallel=mp, pipeline=pp,
         context_parallel=cp, expert_parallel=ep, expert_tp=etp, moe_layers=moe_layers(shape),
-        top_k=int(getattr(shape, "active_experts", 0) or 0), experts=int(getattr(shape, "experts", 0) or 0),
+        top_k=int(getattr(shape, "active_experts", 0) or 0),
+        routed_params=float(getattr(shape, "routed_expert_params", 0) or 0),
         weight_tensors=shape.checkpoint_tensors() if hasattr(shape, "checkpoint_tensors") else 0,
         offload_params=off_p, offload_optimizer=off_o, has_ref=has_ref, has_critic=has_critic,
         multi_turn=bool(get(f"{R}.multi_turn.enable")),
