@@ -78,6 +78,19 @@ def test_small_fixed_micro_batches_are_slower_than_token_budgets():
     assert tiny.phases["old log-prob"] > 1.5 * packed.phases["old log-prob"]
 
 
+def test_static_micro_batches_without_remove_padding_count_padded_slots():
+    """Without remove-padding every sequence fills max_prompt + max_response (512 + 4096 = 4608) slots, in the
+    pass's tokens and in each micro-batch alike: 2,048 sequences over 8 GPUs are 256 per GPU, 4 per micro-batch,
+    so 64 micro-batches whatever the mean response (a 10-token mean, with the default 128-token prompt, used to
+    cut the padded pass's 256 × 4608 tokens into micro-batches of 4 × 138: 2,137 of them)."""
+    for mean in (10, 1000):
+        pred = st.predict(_work(dynamic_bsz=False, train_micro=4, logprob_micro=4, remove_padding=False,
+                                response_mean=mean))
+        assert pred.assumptions["logprob_micro_batches_per_rank"] == 2048 // 8 // 4
+        assert pred.assumptions["train_micro_batches_per_rank"] == 2048 // 8 // 4
+        assert pred.assumptions["logprob_micro_batch_tokens"] == 4 * 4608
+
+
 def test_reference_and_critic_add_their_passes():
     plain = st.predict(_work())
     both = st.predict(_work(has_ref=True, has_critic=True))
@@ -165,13 +178,17 @@ def test_vi898_padded_training_passes():
     """use_remove_padding=false: the passes compute max_prompt + max_response tokens per sequence (1536 here, about
     467 of them real with the default mean response): flagged, with the step packed sequences would take. Controls:
     the flag on; and sequences that fill their slots (a 1000-token mean response of 1024, 64-token prompts), where
-    packing saves less than a fifth of the step."""
+    packing saves less than a fifth of the step. A 7B model: with the 0.5B one the passes are bound by their fixed
+    per-micro-batch costs (8 sequences a micro-batch either way), and padding costs less than a fifth (not
+    flagged: the third control)."""
+    seven = ["actor_rollout_ref.model.path=Qwen/Qwen2.5-7B-Instruct"]
     off = ["actor_rollout_ref.model.use_remove_padding=false"]
-    found = _ids(off)
+    found = _ids(seven + off)
     assert "VI898" in found and "use_remove_padding=true" in found["VI898"].hint
     assert "1536 tokens" in found["VI898"].message and found["VI898"].severity == "info"
-    assert "VI898" not in _ids(["actor_rollout_ref.model.use_remove_padding=true"])
-    assert "VI898" not in _ids(off + ["data.max_prompt_length=64"], response_length_mean=1000)
+    assert "VI898" not in _ids(seven + ["actor_rollout_ref.model.use_remove_padding=true"])
+    assert "VI898" not in _ids(seven + off + ["data.max_prompt_length=64"], response_length_mean=1000)
+    assert "VI898" not in _ids(off)
 
 
 def test_vi897_replicas_without_sequences_and_a_tp_larger_than_needed():

@@ -478,11 +478,12 @@ def predict(w: Workload) -> StepTime:
         """Tokens of one micro-batch of a model-parallel group: the budget per GPU × the GPUs that split a sequence
         (FSDP: × Ulysses SP; Megatron: × CP only, TP ranks share the same tokens: verl 0.9.1
         workers/engine/megatron/transformer_impl.py:836, workers/engine/utils.py:111), capped by what the rank
-        has; or micro-batch × mean length."""
+        has; or micro-batch × its sequences' length (the mean, or without remove-padding the padded slot
+        max_prompt + max_response: the same length the pass's tokens count)."""
         if w.dynamic_bsz and budget:
             scale = w.context_parallel if w.backend == "megatron" else w.model_parallel
             return min(budget * scale, max(rank_tokens, 1.0))
-        return min((micro or 1) * seq, max(rank_tokens, 1.0))
+        return min((micro or 1) * (seq if w.remove_padding else w.max_prompt + w.max_response), max(rank_tokens, 1.0))
 
     def bubble(micros: float, batches: int) -> float:
         if w.pipeline <= 1:
