@@ -16,8 +16,9 @@ import math
 from pathlib import Path
 from typing import Any, Optional
 
-from wizard.planner.shapes import resolve_shape
+from wizard.planner.shapes import from_moe_params, resolve_shape
 from wizard.planner import steptime as st
+from wizard.verlspec.keys import load_snapshot
 
 DATA = Path(__file__).resolve().parent / "data" / "reference" / "step-times.json"
 TOLERANCE = 0.30
@@ -32,6 +33,36 @@ def cases() -> list[dict[str, Any]]:
     return json.loads(DATA.read_text(encoding="utf-8"))["cases"]
 
 
+# a report's setting left unknown (null) is verl's default (verl 0.9.1 ppo_trainer.yaml, from verl-init's snapshot)
+VERL_KEY = {"train_batch_size": "data.train_batch_size", "rollout_n": "actor_rollout_ref.rollout.n",
+            "max_prompt_length": "data.max_prompt_length", "max_response_length": "data.max_response_length",
+            "ppo_mini_batch_size": "actor_rollout_ref.actor.ppo_mini_batch_size",
+            "ppo_max_token_len_per_gpu": "actor_rollout_ref.actor.ppo_max_token_len_per_gpu",
+            "gpu_memory_utilization": "actor_rollout_ref.rollout.gpu_memory_utilization"}
+
+
+def setting(c: dict[str, Any], name: str) -> Any:
+    """The report's value of a config field, else verl's default for it."""
+    value = (c.get("config") or {}).get(name)
+    if value is not None:
+        return value
+    node: Any = load_snapshot()["engines"]["dp"]
+    for part in VERL_KEY[name].split("."):
+        node = node[part]
+    return node
+
+
+def shape_of(c: dict[str, Any]):
+    """The report's model: verl-init's catalogue or the size in its name; a MoE the catalogue does not know with the
+    report's active parameters (model_active_params_b) when it gives them."""
+    name = c["model"].split(" ")[0]
+    shape = resolve_shape(name, c.get("model_params_b"))
+    active = c.get("model_active_params_b")
+    if shape is not None and active and shape.source in ("answer", "name") and active < 0.8 * shape.params_b:
+        shape = from_moe_params(shape.params_b, float(active), shape.source, name)
+    return shape
+
+
 def _seq_from_report(c: dict[str, Any]) -> Optional[float]:
     d = c.get("derived") or {}
     return d.get("mean_tokens_per_sequence") or d.get("est_mean_seq_len_from_mfu")
@@ -41,13 +72,13 @@ def response_mean(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> tuple[O
     m = c["measured"]
     if m.get("response_length/mean"):
         return float(m["response_length/mean"]), "measured response_length/mean"
-    prompt = st.DEFAULT_PROMPT_SHARE * c["config"]["max_prompt_length"]  # the same default predict() assumes
+    prompt = st.DEFAULT_PROMPT_SHARE * setting(c, "max_prompt_length")  # the same default predict() assumes
     seq = _seq_from_report(c)
     if seq:
         return max(seq - prompt, 1.0), "mean sequence from the report's throughput/MFU, less the default prompt share"
     for o in all_cases:  # the same recipe in the same source table
         if o is not c and o["source_group"] == c["source_group"] and _seq_from_report(o) \
-                and o["config"]["max_response_length"] == c["config"]["max_response_length"] \
+                and setting(o, "max_response_length") == setting(c, "max_response_length") \
                 and o.get("task") == c.get("task"):
             return max(_seq_from_report(o) - prompt, 1.0), f"sibling report {o['id']} (same recipe and table)"
     return None, "default (not reported)"
@@ -66,6 +97,9 @@ EAGER_UNTIL = "2025-08-08"
 # verl before v0.4.0 (released 2025-06-06) pins vllm<=0.8.2 (setup.py of v0.3.0.post1; its requirements name
 # 0.6.3): vLLM's V0 engine; from v0.4.0 vllm 0.8.4-0.8.5, whose default engine is V1
 V1_FROM = "2025-06-06"
+# verl's images and CI moved to transformers 5 (5.3.0) with verl PR #5724 (2026-04-03); before, transformers 4.x,
+# whose MoE models run their experts one by one in training (steptime.EXPERT_LOOP_S); verl 0.9 requires >=5.5.3
+TRANSFORMERS5_FROM = "2026-04-03"
 
 
 def rollout_engine(c: dict[str, Any]) -> dict[str, Any]:
@@ -88,8 +122,9 @@ def rollout_engine(c: dict[str, Any]) -> dict[str, Any]:
 
 def workload(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> st.Workload:
     cfg, hw = c["config"], c["hardware"]
-    shape = resolve_shape(c["model"].split(" ")[0], c.get("model_params_b"))
+    shape = shape_of(c)
     assert shape is not None, c["id"]
+    n_gpus = hw.get("n_gpus_total") or (hw.get("nnodes") or 1) * (hw.get("n_gpus_per_node") or 8)
     megatron = c["backend"] == "megatron"
     tp = c.get("rollout_tp") or 1
     resp, _ = response_mean(c, all_cases)
@@ -107,25 +142,26 @@ def workload(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> st.Workload:
         mp = cfg.get("ulysses_sp") or 1
         recompute = cfg.get("gradient_checkpointing") is not False
     dyn = bool(cfg.get("use_dynamic_bsz"))
-    tbs = cfg["train_batch_size"]
+    tbs = setting(c, "train_batch_size")
     return st.Workload(
         params=shape.params, active_params=shape.active_params, layers=shape.layers, hidden=shape.hidden,
-        kv_bytes_per_token=shape.kv_bytes_per_token(tp), n_gpus=hw["n_gpus_total"],
-        prompts=cfg.get("gen_batch_size") or tbs, train_prompts=tbs, n=cfg["rollout_n"],
-        filter_groups=bool(cfg.get("filter_groups_dynamic_sampling")), max_prompt=cfg["max_prompt_length"],
-        max_response=cfg["max_response_length"], response_mean=resp, prompt_mean=None,
+        kv_bytes_per_token=shape.kv_bytes_per_token(tp), n_gpus=n_gpus,
+        prompts=cfg.get("gen_batch_size") or tbs, train_prompts=tbs, n=setting(c, "rollout_n"),
+        filter_groups=bool(cfg.get("filter_groups_dynamic_sampling")), max_prompt=setting(c, "max_prompt_length"),
+        max_response=setting(c, "max_response_length"), response_mean=resp, prompt_mean=None,
         gpu_type=hw["gpu"], gpu_memory_gb=hw.get("gpu_memory_gb"), rollout_tp=tp,
-        gmu=cfg.get("gpu_memory_utilization") or 0.5, backend="megatron" if megatron else "fsdp",
-        moe=c.get("model_kind") == "moe", dynamic_bsz=dyn,
-        train_tokens=(cfg.get("ppo_max_token_len_per_gpu") or 16384) if dyn else 0,
-        logprob_tokens=(cfg.get("log_prob_max_token_len_per_gpu") or cfg.get("ppo_max_token_len_per_gpu") or 16384)
+        gmu=setting(c, "gpu_memory_utilization"), backend="megatron" if megatron else "fsdp",
+        moe=c.get("model_kind") == "moe" or bool(shape.experts), dynamic_bsz=dyn,
+        train_tokens=setting(c, "ppo_max_token_len_per_gpu") if dyn else 0,
+        logprob_tokens=(cfg.get("log_prob_max_token_len_per_gpu") or setting(c, "ppo_max_token_len_per_gpu"))
         if dyn else 0,
         train_micro=cfg.get("ppo_micro_batch_size_per_gpu") or 4,
         logprob_micro=cfg.get("log_prob_micro_batch_size_per_gpu") or cfg.get("ppo_micro_batch_size_per_gpu") or 4,
-        mini_batches=max(1, tbs // (cfg.get("ppo_mini_batch_size") or tbs)), recompute=recompute,
+        mini_batches=max(1, tbs // min(setting(c, "ppo_mini_batch_size"), tbs)), recompute=recompute,
         model_parallel=mp, pipeline=cfg.get("megatron_pp") or 1, context_parallel=cp, expert_parallel=ep,
         expert_tp=etp, moe_layers=st.moe_layers(shape), top_k=shape.active_experts, routed_params=shape.routed_expert_params,
-        weight_tensors=shape.checkpoint_tensors(),
+        weight_tensors=shape.checkpoint_tensors(), experts=shape.experts,
+        expert_loop=not megatron and bool(shape.experts) and str(c.get("date") or "") < TRANSFORMERS5_FROM,
         offload_params=bool(cfg.get("param_offload")), offload_optimizer=bool(cfg.get("optimizer_offload")),
         has_ref=bool(cfg.get("has_ref")), has_critic=bool(cfg.get("has_critic")),
         multi_turn=bool(cfg.get("multi_turn")), assistant_turns=cfg.get("multi_turn_max_assistant_turns") or 0,

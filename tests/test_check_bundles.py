@@ -47,7 +47,7 @@ def test_bundle_is_clean_snapshot(bundles, profile, entry):
     npu = plan.answers.accelerator == "ascend"
     assert {f.problem.rule for f in report.findings} <= {"VI870", "VI895"} | ({"VI861"} if npu else set()), \
         [f.problem.line() for f in report.findings]
-    from wizard.planner.steptime import of_plan
+    from wizard.planner.steptime_plan import of_plan
 
     planned = of_plan(plan)
     if planned is not None and plan.answers.model_params_b is None and not npu:

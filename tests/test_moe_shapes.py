@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from wizard.planner.shapes import from_catalogue, from_local, resolve_shape
+from wizard.planner.shapes import GENERIC_TOP_K, active_in_name, from_catalogue, from_local, from_moe_params, resolve_shape
 
 _QWEN3_MOE = {"model_type": "qwen3_moe", "hidden_size": 2048, "intermediate_size": 6144, "moe_intermediate_size": 768,
               "num_hidden_layers": 48, "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128,
@@ -144,3 +144,48 @@ def test_qwen_moe_dense_layers_and_shared_expert_are_read(tmp_path):
     shape = from_local(str(tmp_path))
     assert shape.shared_intermediate == 48 and shape.qkv_bias
     assert shape.params == numel()
+
+
+# -- a MoE the catalogue does not know, known by its name's sizes ------------------------------------------------
+@pytest.mark.parametrize("name", sorted(NUMEL))
+def test_a_moe_known_only_by_its_two_sizes_counts_like_the_real_one(name):
+    """What the step time and the memory read of a MoE (parameters in total: weights to hold and sync; per token:
+    FLOPs) from its total and active sizes alone: within 2 % and 5 % of the real model's, counted exactly above. The
+    expert count and layers are the generic shape's own (GENERIC_TOP_K of as many experts as the total makes)."""
+    real = from_catalogue(name)
+    generic = from_moe_params(real.params / 1e9, real.active_params / 1e9, "name", name)
+    assert abs(generic.params / real.params - 1) < 0.02
+    assert abs(generic.active_params / real.active_params - 1) < 0.05
+    assert generic.active_experts == GENERIC_TOP_K < generic.experts and generic.source == "name"
+
+
+def test_the_generic_moe_shape_counts_what_transformers_builds_from_its_config():
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    shape = from_moe_params(30.0, 3.0, "name", "some/Thing-30B-A3B")
+    config = transformers.Qwen3MoeConfig(**shape.hf_config_kwargs())
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(config)
+    assert sum(p.numel() for p in model.parameters()) == shape.params
+
+
+def test_names_that_state_an_active_size_resolve_to_a_moe():
+    assert active_in_name("Qwen/Qwen3-Next-80B-A3B-Instruct") == 3.0
+    assert active_in_name("Qwen1.5-MoE-A2.7B") == 2.7 and active_in_name("Qwen3-235B-A22B-Thinking") == 22.0
+    assert active_in_name("meta-llama/Llama-3.1-8B") is None and active_in_name("org/alpha-7B") is None
+    nxt = resolve_shape("Qwen/Qwen3-Next-80B-A3B-Instruct")  # not in the catalogue: by its name
+    assert nxt.source == "name" and nxt.experts and abs(nxt.params_b - 80) < 1.6
+    assert abs(nxt.active_params / 3e9 - 1) < 0.05
+    vl = resolve_shape("Qwen/Qwen3-VL-30B-A3B-Instruct", 30.5)  # the answer's total, the name's active size
+    assert vl.source == "answer" and abs(vl.active_params / 3e9 - 1) < 0.05
+    # no active size in the name: dense, every parameter per token
+    dense = resolve_shape("zai-org/Some-Model-100B", None)
+    assert not dense.experts and dense.active_params == dense.params
+
+
+def test_an_answer_that_is_the_names_size_keeps_the_catalogue_entry():
+    """Qwen2.5-VL-7B-Instruct counts 8.3B (its vision tower, untied embeddings): an answer of 7 is the name's size,
+    not another model; an answer the name does not state (14 for a 7B) still scales the shape."""
+    vl = resolve_shape("Qwen/Qwen2.5-VL-7B-Instruct", 7.0)
+    assert vl.source == "catalogue" and vl.vision and abs(vl.params_b - 8.29) < 0.01
+    assert resolve_shape("Qwen/Qwen2.5-7B-Instruct", 14.0).source == "answer"

@@ -7,6 +7,7 @@ import pytest
 from helpers_answers import answers
 from wizard.intent.errors import WizardError
 from wizard.planner.pipeline import plan
+from wizard.planner.steptime_plan import of_plan
 
 RUNS = "/nonexistent"  # the plans' base_dir, holding the data files the answers name (a missing one is VI539)
 
@@ -104,6 +105,19 @@ WARNED = [
 def test_rule_warns(rule, changes):
     p = plan(answers(**changes), base_dir=RUNS)
     assert rule in [f.rule for f in p.findings]
+
+
+def test_a_moe_named_with_its_active_size_is_planned_as_one():
+    """VI308 names the estimate: a MoE of the name's active size; the plan's step time reads it (its update is
+    shorter than the same total read as a dense model, the planted fault; this small batch is bound by fixed costs,
+    test_steptime checks the FLOPs)."""
+    moe = plan(answers(model="org/mystery-30B-A3B"), base_dir=RUNS)
+    dense = plan(answers(model="org/mystery-30B"), base_dir=RUNS)
+    found = {f.rule: f for f in moe.findings}
+    assert "VI308" in found and "a MoE of 3.0B active" in found["VI308"].message
+    assert "MoE" not in {f.rule: f for f in dense.findings}["VI308"].message
+    update = [of_plan(p)["phases"]["update"] for p in (moe, dense)]
+    assert update[0] < 0.7 * update[1]
 
 
 def test_hints_name_nearest_valid_values():

@@ -13,6 +13,7 @@ import wizard
 from wizard.check.lint import check
 from wizard.intent.profiles import profile_names
 from wizard.planner import steptime as st
+from wizard.planner import steptime_plan as stp
 from wizard.planner.shapes import resolve_shape
 from wizard.verlspec.hardware import GPU_PEAK, peak_of_gpu_type
 
@@ -236,7 +237,7 @@ def test_planner_picks_the_largest_logprob_micro_batch_that_fits():
     assert plan.value("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu") == ranked.chosen
     assert ranked.runner_up is not None and ranked.runner_up < ranked.chosen and ranked.seconds_lost > 0
     assert plan.memory.plan_verdict == "fits"
-    doc = st.of_plan(plan)
+    doc = stp.of_plan(plan)
     assert doc["layout_choice"]["runner_up"] == ranked.runner_up and doc["layout_choice"]["chosen"] == ranked.chosen
 
 
@@ -263,9 +264,9 @@ def test_ranking_stops_where_memory_stops():
 # -- the response_length_mean answer ---------------------------------------------------------------------------------
 def test_plan_uses_the_response_length_mean_answer_and_names_its_basis(tmp_path):
     a = wizard.load_profile("single-node-8gpu")
-    default = st.of_plan(wizard.plan(a, base_dir=str(tmp_path)))
+    default = stp.of_plan(wizard.plan(a, base_dir=str(tmp_path)))
     assert "default" in default["assumptions"]["response_length_mean_basis"]
-    given = st.of_plan(wizard.plan(a.model_copy(update={"response_length_mean": 900.0}), base_dir=str(tmp_path)))
+    given = stp.of_plan(wizard.plan(a.model_copy(update={"response_length_mean": 900.0}), base_dir=str(tmp_path)))
     assert given["assumptions"]["response_length_mean"] == 900
     assert "response_length_mean answer" in given["assumptions"]["response_length_mean_basis"]
     assert given["step_s"] > default["step_s"]  # 900 tokens > the default's 339 for max_response_length 1024
@@ -544,3 +545,42 @@ def test_the_tail_runs_to_the_response_cap():
     short_mean = st.predict(_work(response_mean=200, max_response=8192))
     assert short_mean.detail["longest response"] == 8192
     assert st.predict(_work(response_mean=200, max_response=16384)).phases["rollout"] > short_mean.phases["rollout"]
+
+
+def test_a_moe_known_by_its_name_computes_its_active_parameters():
+    """A MoE the catalogue does not know ("Qwen3-Next-80B-A3B"): its training passes cost the FLOPs of its 3B active
+    parameters, not of its 80B. The planted fault, the same total read as a dense model, costs over 5 × more per
+    update (27 × the FLOPs, 80 / 3; the FSDP gathers of all 80B parameters and the fixed costs both pay)."""
+    moe, dense = resolve_shape("Qwen/Qwen3-Next-80B-A3B-Instruct"), resolve_shape("Qwen/Other-80B")
+
+    def update(s) -> float:
+        w = _work(params=s.params, active_params=s.active_params, layers=s.layers, hidden=s.hidden, n_gpus=64,
+                  moe=bool(s.experts), moe_layers=s.moe_layers, top_k=s.active_experts,
+                  routed_params=s.routed_expert_params)
+        return st.predict(w).phases["update actor"]
+
+    assert moe.experts and not dense.experts and abs(moe.params / dense.params - 1) < 0.02
+    assert update(dense) > 5 * update(moe)
+
+
+def test_transformers_4_runs_a_moes_experts_one_by_one_in_fsdp():
+    """FSDP trains transformers' model; before v5 a MoE layer loops over its 128 experts (each waits for the GPU), a
+    cost per micro-batch that does not shrink with its tokens: 48 MoE layers × 128 experts × EXPERT_LOOP_S per pass,
+    1 pass a log-prob micro-batch, 3 an update micro-batch with recompute. Megatron, a dense model and transformers 5's
+    grouped experts pay none of it."""
+    fsdp = dict(backend="fsdp", model_parallel=1, expert_parallel=1, experts=128, recompute=True)
+    grouped, looped = st.predict(_moe(**fsdp)), st.predict(_moe(**fsdp, expert_loop=True))
+    a = looped.assumptions
+    per_pass = 48 * 128 * st.EXPERT_LOOP_S
+    assert looped.phases["old log-prob"] - grouped.phases["old log-prob"] == \
+        pytest.approx(a["logprob_micro_batches_per_rank"] * per_pass, rel=0.02)
+    assert looped.phases["update actor"] - grouped.phases["update actor"] == \
+        pytest.approx(a["train_micro_batches_per_rank"] * 3 * per_pass, rel=0.02)
+    megatron = dict(experts=128, expert_loop=True)
+    assert st.predict(_moe(**megatron)).phases == st.predict(_moe(experts=128)).phases
+    dense = _work(backend="fsdp", expert_loop=True)
+    assert st.predict(dense).phases == st.predict(_work(backend="fsdp")).phases
+    # verl 0.9 plans and checks: transformers>=5.5.3 (verl's setup.py), grouped experts
+    keys = resolve_shape("Qwen/Qwen3-30B-A3B")
+    w = st.workload_from_config({}.get, keys, n_gpus=16, gpu_type="H100", gpu_memory_gb=80)
+    assert w.experts == 128 and not w.expert_loop

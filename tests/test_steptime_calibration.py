@@ -20,6 +20,7 @@ import pytest
 from steptime_cases import TOLERANCE, cases, compare, response_mean, within
 
 from wizard.planner import steptime as st
+from wizard.planner import steptime_plan as stp
 
 CASES = cases()
 IDS = [c["id"] for c in CASES]
@@ -142,19 +143,19 @@ def test_a_multi_turn_response_holds_its_turns_and_tool_outputs():
 
 
 def test_what_plan_md_says_of_the_calibration_is_what_it_measures():
-    """PLAN.md's calibration line (steptime.CALIBRATION): the in-sample count recomputed here, the hold-out count
+    """PLAN.md's calibration line (steptime_plan.CALIBRATION): the in-sample count recomputed here, the hold-out count
     read from the generated benchmarks/step_times.md (its two hold-out sections)."""
     import re
     from pathlib import Path
 
     steps = [within(*compare(c, CASES)["step"], TOLERANCE) for c in CASES]
-    assert st.CALIBRATION["reports"] == len(CASES) and st.CALIBRATION["steps_within"] == sum(steps)
+    assert stp.CALIBRATION["reports"] == len(CASES) and stp.CALIBRATION["steps_within"] == sum(steps)
     bench = (Path(__file__).resolve().parent.parent / "benchmarks" / "step_times.md").read_text(encoding="utf-8")
     held = 0
     for section in re.split(r"^## ", bench, flags=re.M):
         if section.startswith("Hold-out"):
             held += int(re.search(r"^- step: (\d+)/\d+ within", section, flags=re.M).group(1))
-    assert st.CALIBRATION["steps_within_held_out"] == held
+    assert stp.CALIBRATION["steps_within_held_out"] == held
 
 
 def test_each_report_decodes_with_its_verl_versions_engine_defaults():
@@ -168,3 +169,55 @@ def test_each_report_decodes_with_its_verl_versions_engine_defaults():
     assert not by["T17"]["enforce_eager"] and not by["T27"]["enforce_eager"]  # verl 0.6 and 0.9 defaults
     assert by["T26"]["vllm_v0"] and by["T31"]["vllm_v0"] and not by["T01"]["vllm_v0"]
     assert by["T27"]["max_num_seqs"] == 256 and by["T01"]["max_num_seqs"] == 1024
+
+
+def test_a_reports_unknown_settings_are_verls_defaults():
+    """A report that leaves a setting unknown (null) is run as verl 0.9.1's default for it (ppo_trainer.yaml via
+    verl-init's snapshot: 1 response a prompt, 512 + 512 tokens, 1,024 prompts, mini-batches of 256, a rollout at
+    half the GPU), its GPUs from nodes × GPUs a node."""
+    from copy import deepcopy
+
+    from steptime_cases import workload
+
+    every = cases()
+    bare = deepcopy(next(c for c in every if c["id"] == "T11"))
+    bare["config"] = {k: None for k in bare["config"]}
+    bare["hardware"] = {"gpu": "H100", "nnodes": 2, "n_gpus_per_node": 8}
+    w = workload(bare, every)
+    assert (w.n, w.max_prompt, w.max_response, w.prompts, w.gmu, w.mini_batches, w.n_gpus) == \
+        (1, 512, 512, 1024, 0.5, 1024 // 256, 16)
+    assert st.predict(w).step_s > 0
+
+
+def test_a_report_of_a_moe_the_catalogue_lacks_runs_its_active_parameters():
+    """A MoE report whose model verl-init does not know gives its active parameters (model_active_params_b): the
+    workload computes those, not its total (the planted fault, the same record without them, 9 × the FLOPs)."""
+    from copy import deepcopy
+
+    from steptime_cases import workload
+
+    every = cases()
+    t11 = next(c for c in every if c["id"] == "T11")
+    unknown = deepcopy(t11)
+    unknown["model"], unknown["model_active_params_b"] = "org/SomeMoE-30B", 3.3
+    w = workload(unknown, every)
+    assert abs(w.active_params / 3.3e9 - 1) < 0.05 and w.moe_layers and w.top_k
+    dense = workload({**unknown, "model_active_params_b": None}, every)
+    assert dense.active_params > 9 * w.active_params
+    # the generic MoE lands near the catalogue's own shape of the same model: the same run within 20 %
+    assert abs(st.predict(w).step_s / st.predict(workload(t11, every)).step_s - 1) < 0.2
+
+
+def test_a_reports_transformers_era_decides_the_fsdp_expert_loop():
+    """verl's images ran transformers 4 until verl PR #5724 (2026-04-03): an FSDP MoE report dated before it loops
+    over its experts (steptime.EXPERT_LOOP_S), one dated after runs grouped experts; Megatron never loops."""
+    from steptime_cases import TRANSFORMERS5_FROM, workload
+
+    every = cases()
+    t11 = next(c for c in every if c["id"] == "T11")  # Megatron, 2025
+    assert not workload(t11, every).expert_loop
+    fsdp = {**t11, "backend": "fsdp", "config": {**t11["config"], "megatron_tp": None, "megatron_ep": None}}
+    assert workload({**fsdp, "date": "2025-07-04"}, every).expert_loop
+    assert not workload({**fsdp, "date": TRANSFORMERS5_FROM}, every).expert_loop
+    dense = next(c for c in every if c["id"] == "T01")  # FSDP, 2025, dense
+    assert not workload(dense, every).expert_loop

@@ -14,7 +14,7 @@ from conftest import REFERENCE
 import wizard
 from wizard.check.lint import check
 from wizard.intent.profiles import profile_names
-from wizard.planner.steptime import of_plan
+from wizard.planner.steptime_plan import of_plan
 
 EXAMPLES = json.loads((REFERENCE / "verl-examples.json").read_text(encoding="utf-8"))["configs"]
 # what the profile decides (the work of a step); everything else comes from the example

@@ -44,7 +44,7 @@ def _print_json(the_plan: Plan, choices: dict[str, dict[str, Any]]) -> None:
 
     mem = the_plan.memory
     doc = dict(mem.as_dict()) if mem else {"fits": None}
-    from wizard.planner.steptime import not_predicted, of_plan
+    from wizard.planner.steptime_plan import not_predicted, of_plan
 
     doc["time"] = of_plan(the_plan)
     if doc["time"] is None:
@@ -65,7 +65,7 @@ def _print_text(the_plan: Plan, choices: dict[str, dict[str, Any]]) -> None:
                 print(f"    {k:<52} {v:7.1f}")
             print(f"    {'total (band ' + f'{low:.1f} – {high:.1f})':<52} {mem.phase_gib(phase):7.1f}")
         print(f"  {mem.verdict_line()}; KV cache holds {mem.kv_seqs:.0f} full sequences per rollout GPU")
-    from wizard.planner.steptime import lines, not_predicted, of_plan
+    from wizard.planner.steptime_plan import lines, not_predicted, of_plan
 
     time = of_plan(the_plan)
     why = None if time else not_predicted(the_plan)

@@ -393,9 +393,43 @@ def from_params(params_b: float, source: str, name: str = "") -> ModelShape:
     return replace(base, name=name or f"~{params_b:g}B", layers=layers, source=source)
 
 
+# a MoE known only by its name's two sizes: how many routed experts a token passes, as the catalogue's fine-grained
+# MoEs route (Qwen3-MoE top-8 of 128, DeepSeek-V3 top-8 of 256; an assumption, named by the shape's source)
+GENERIC_TOP_K = 8
+
+
+def from_moe_params(params_b: float, active_b: float, source: str, name: str = "") -> ModelShape:
+    """A MoE of `params_b` billion parameters of which a token uses `active_b` (its name's "-A3B"), known by nothing
+    else: the dense shape of `active_b` (layers, attention, embeddings: what every token passes) whose MLP is split
+    into GENERIC_TOP_K routed experts a token passes, plus as many more experts as the remaining parameters make."""
+    base = from_params(active_b, source, name)
+    k = GENERIC_TOP_K
+    moe = replace(base, arch="qwen3_moe", qkv_bias=False, experts=k, active_experts=k,
+                  moe_intermediate=max(base.intermediate // k, 1))
+    more = round((params_b * 1e9 - moe.params) / (moe.moe_layers * moe.expert_params()))
+    return replace(moe, experts=k + max(more, 0))
+
+
+def _scaled(params_b: float, source: str, model: str) -> ModelShape:
+    """A shape of `params_b` billion parameters for a model the catalogue does not know: a MoE when its name states
+    fewer active parameters ("Qwen3-Next-80B-A3B"), else dense."""
+    active = active_in_name(model)
+    if active and active < 0.8 * params_b:
+        return from_moe_params(params_b, active, source, model)
+    return from_params(params_b, source, model)
+
+
 _MOE = re.compile(r"(?i)(?:^|[-_/ .])(\d+)x(\d+(?:\.\d+)?)b(?=$|[-_ .])")
 _SIZE = re.compile(r"(?i)(?:^|[-_/ ])(\d+(?:\.\d+)?)b(?=$|[-_ .])")
 _SIZE_M = re.compile(r"(?i)(?:^|[-_/ ])(\d+(?:\.\d+)?)m(?=$|[-_ .])")
+_ACTIVE = re.compile(r"(?i)(?:^|[-_/ .])a(\d+(?:\.\d+)?)b(?=$|[-_ .])")
+
+
+def active_in_name(model: str) -> Optional[float]:
+    """Billions of parameters a token uses, as a MoE's name states them ("Qwen3-Next-80B-A3B" → 3.0,
+    "Qwen1.5-MoE-A2.7B" → 2.7); None when it states none."""
+    m = _ACTIVE.search(model.rstrip("/").rsplit("/", 1)[-1])
+    return float(m.group(1)) if m else None
 
 
 def size_in_name(model: str) -> Optional[float]:
@@ -417,18 +451,23 @@ def size_in_name(model: str) -> Optional[float]:
 def resolve_shape(model: str, params_b: Optional[float] = None) -> Optional[ModelShape]:
     """The one answer to "how big is this model": a local folder's config.json > the catalogue >
     model_params_b > the size in the name; None when nothing is known. With model_params_b, a catalogue
-    entry within 15% of it is kept (the answer confirms it), else a shape scaled to the answer."""
+    entry within 15% of it, or one whose name states that size, is kept (the answer confirms it), else a shape
+    scaled to the answer: a MoE when the name states its active size ("-A3B"), else dense."""
     path = os.path.expanduser(model)
     # a local folder's config.json wins, also over a catalogue entry of the same name and over model_params_b
     if os.path.isdir(path) and os.path.isfile(os.path.join(path, "config.json")):
         return from_local(path)
     if params_b is not None:
-        shape = from_catalogue(model)
-        return shape if shape and abs(shape.params_b - params_b) / params_b < 0.15 else from_params(params_b, "answer", model)
+        shape, nominal = from_catalogue(model), size_in_name(model)
+        # the answer confirms the entry, or is the size the name states (Qwen2.5-VL-7B-Instruct: "7", 8.3B counted)
+        if shape and (abs(shape.params_b - params_b) / params_b < 0.15
+                      or (nominal is not None and abs(nominal - params_b) <= 0.05 * params_b)):
+            return shape
+        return _scaled(params_b, "answer", model)
     shape = from_catalogue(model)
     if shape is not None:
         return shape
     name_size = size_in_name(model)
     if name_size is not None:
-        return from_params(name_size, "name", model)
+        return _scaled(name_size, "name", model)
     return None

@@ -109,6 +109,13 @@ SYNC_TENSOR_S = 1.75e-4
 DRIVER_GB_S = 0.81
 # host↔GPU copies of offloaded parameters and optimizer states (PCIe Gen4/5 x16 as the engines reach it)
 PCIE_GB_S = 20.0
+# transformers before v5 runs a MoE layer's routed experts one by one in Python, in training (Qwen2/Qwen3-MoE,
+# Mixtral, DeepSeek-V2/V3, gpt-oss modeling in 4.57: `for expert_idx in expert_hit`, each with a torch.where and an
+# index that wait for the GPU and about ten small kernels launched eagerly); from v5 they run as grouped GEMMs
+# (modeling_utils.py get_correct_experts_implementation: "grouped_mm" unless asked otherwise). verl's FSDP engine
+# trains that transformers model, so with v4 every micro-batch pays per routed expert, MoE layer and pass (forward,
+# backward, recomputed forward): assumed from launch and synchronisation latencies (~7 µs and ~15 µs), not fitted.
+EXPERT_LOOP_S = 1.0e-4
 
 # -- assumptions (not calibrated; named in every result) ----------------------------------------------------------
 # vLLM's engine keeps at most this many sequences running (verl 0.9.1 rollout.max_num_seqs: 256,
@@ -171,6 +178,9 @@ class Workload:
     moe_layers: int = 0  # layers with routed experts (ModelShape.moe_layers), 0: dense
     top_k: int = 0  # routed experts per token (num_experts_per_tok)
     routed_params: float = 0.0  # all routed experts' parameters (ModelShape.routed_expert_params): what EP splits
+    experts: int = 0  # routed experts per MoE layer (ModelShape.experts)
+    # FSDP on transformers < 5: experts one by one (EXPERT_LOOP_S); verl 0.9.1 requires transformers>=5.5.3 (setup.py)
+    expert_loop: bool = False
     expert_parallel: int = 1  # Megatron expert_model_parallel_size: EP ranks a MoE layer's tokens are spread over
     expert_tp: int = 1  # Megatron expert_tensor_parallel_size (verl's null: as TP, engine/megatron.yaml:17)
     dynamic_bsz: bool = True
@@ -414,6 +424,15 @@ def fsdp_gather_seconds(w: Workload, pk_name: str, micros: float, bytes_per_para
     return micros * w.params * bytes_per_param * (n - 1) / n / (link * 1e9 * COLLECTIVE_ETA)
 
 
+def expert_loop_seconds(w: Workload, passes: int) -> float:
+    """Seconds per micro-batch of `passes` passes that run a MoE's routed experts one by one (EXPERT_LOOP_S each,
+    every expert of every MoE layer: a micro-batch of hundreds of tokens routes to all of them); 0 for Megatron, a
+    dense model or grouped experts."""
+    if w.backend == "megatron" or not w.expert_loop:
+        return 0.0
+    return w.moe_layers * w.experts * EXPERT_LOOP_S * passes
+
+
 def sync_tensors(w: Workload) -> int:
     """The checkpoint tensors a weight sync hands over one by one: the model's own count, else a dense layer's 12
     (q, k, v, o with biases, two norms, three MLP projections) per layer."""
@@ -498,7 +517,7 @@ def predict(w: Workload) -> StepTime:
     fwd_gather = fsdp_gather_seconds(w, name, lp_micros, 2)
     fwd_compute = max(_pass_seconds(fwd_flops, pk, FORWARD_ETA, FORWARD_INTENSITY) + fwd_moe, fwd_gather) \
         * bubble(lp_micros, 1)
-    fwd_micro = lp_micros * FORWARD_MICRO_S
+    fwd_micro = lp_micros * (FORWARD_MICRO_S + expert_loop_seconds(w, 1))
     fwd = fwd_compute + fwd_micro
     # the driver ships each pass its batch padded to max_prompt + max_response (input_ids, attention_mask,
     # position_ids: int64; responses) and collects per-token results: bytes that do not shrink with more GPUs
@@ -516,8 +535,9 @@ def predict(w: Workload) -> StepTime:
     optim = offload_seconds(w, optimizer=True) if w.offload_optimizer else 0.0
     upd_moe = moe_dispatch_seconds(w, name, pk, per_gpu_tokens, (3 if w.recompute else 2) * w.ppo_epochs)
     upd_gather = fsdp_gather_seconds(w, name, tr_micros, 8)
+    upd_loop = expert_loop_seconds(w, 3 if w.recompute else 2)
     upd = max(_pass_seconds(train_flops, pk, TRAIN_ETA, TRAIN_INTENSITY) + upd_moe, upd_gather) \
-        * bubble(tr_micros, w.mini_batches) + tr_micros * TRAIN_MICRO_S
+        * bubble(tr_micros, w.mini_batches) + tr_micros * (TRAIN_MICRO_S + upd_loop)
     upd += upd_io
     phases["update actor"] = upd + load + optim
     if w.has_critic:
@@ -546,7 +566,7 @@ def predict(w: Workload) -> StepTime:
     }
     detail = {k: v for k, v in ro.items() if k != "rollout"}
     detail["old log-prob micro-batches s"] = fwd_micro
-    detail["update actor micro-batches s"] = tr_micros * TRAIN_MICRO_S
+    detail["update actor micro-batches s"] = tr_micros * (TRAIN_MICRO_S + upd_loop)
     detail["old log-prob moe dispatch s"] = fwd_moe
     detail["update actor moe dispatch s"] = upd_moe
     detail["old log-prob fsdp gather s"] = fwd_gather
@@ -628,7 +648,7 @@ def workload_from_config(get, shape, *, n_gpus: int, gpu_type: Optional[str], gp
         mini_batches=max(1, tbs // _int(get(f"{A}.ppo_mini_batch_size"), tbs)),
         ppo_epochs=_int(get(f"{A}.ppo_epochs"), 1), recompute=recompute, model_parallel=mp, pipeline=pp,
         context_parallel=cp, expert_parallel=ep, expert_tp=etp, moe_layers=moe_layers(shape),
-        top_k=int(getattr(shape, "active_experts", 0) or 0),
+        top_k=int(getattr(shape, "active_experts", 0) or 0), experts=int(getattr(shape, "experts", 0) or 0),
         routed_params=float(getattr(shape, "routed_expert_params", 0) or 0),
         weight_tensors=shape.checkpoint_tensors() if hasattr(shape, "checkpoint_tensors") else 0,
         offload_params=off_p, offload_optimizer=off_o, has_ref=has_ref, has_critic=has_critic,
@@ -642,126 +662,3 @@ def workload_from_config(get, shape, *, n_gpus: int, gpu_type: Optional[str], gp
 def moe_layers(shape) -> int:
     """A shape's MoE layers (ModelShape.moe_layers; 0 for a dense model or a shape without it)."""
     return int(getattr(shape, "moe_layers", 0) or 0) if getattr(shape, "experts", 0) else 0
-
-
-# train split rows of the datasets verl-init prepares itself (their hub cards): the run's steps per epoch
-KNOWN_TRAIN_ROWS = {"gsm8k": 7473, "math": 7500}
-DEFAULT_RUN_STEPS = 100
-
-
-def run_steps(get, dataset: Optional[str] = None, rows: Optional[int] = None) -> tuple[int, str]:
-    """(steps, how they were found): trainer.total_training_steps, else epochs × ⌈rows / train_batch_size⌉ when the
-    training rows are known, else DEFAULT_RUN_STEPS (named)."""
-    total = get("trainer.total_training_steps")
-    if isinstance(total, int) and not isinstance(total, bool) and total > 0:
-        return total, "trainer.total_training_steps"
-    epochs = _int(get("trainer.total_epochs"), 1)
-    tbs = _int(get("data.train_batch_size"), 1)
-    rows = rows or KNOWN_TRAIN_ROWS.get(str(dataset or "").lower())
-    if rows:
-        return epochs * max(rows // tbs, 1), f"{epochs} epochs × {rows} training rows // train_batch_size {tbs}"
-    return DEFAULT_RUN_STEPS, (f"{DEFAULT_RUN_STEPS} steps assumed (training rows unknown; set "
-                               "trainer.total_training_steps for the whole run)")
-
-
-
-# What PLAN.md says of the calibration: the steps within ±30 % of the reports of tests/data/reference/step-times.json
-# with the shipped efficiencies, and with each half predicted from the other half's fit (benchmarks/step_times.md's
-# hold-out sections). tests/test_steptime_calibration.py recomputes the first and reads the second from the benchmark.
-CALIBRATION = {"reports": 17, "steps_within": 15, "steps_within_held_out": 14}
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" + ("" if n == 1 else "es")
-
-
-def lines(doc: dict) -> list[str]:
-    """PLAN.md's and `plan`'s lines for a `time` object (as_json)."""
-    a = doc["assumptions"]
-    phases = ", ".join(f"{k} {v:.0f} s" for k, v in doc["phases_detail"].items())
-    return [
-        f"Predicted step: {doc['step_s']:.0f} s ({phases}).",
-        f"Whole run: {doc['run_steps']} steps ({a['run_steps_basis']}) ≈ {doc['run_hours']:.1f} h, "
-        f"{doc['run_gpu_hours']:.0f} GPU-hours.",
-        f"Assumed: GPU {a['gpu']} ({a['bf16_tflops']:g} dense bf16 TFLOPS, {a['hbm_tb_s']:g} TB/s); mean response "
-        f"{a['response_length_mean']} tokens ({a['response_length_mean_basis']}); mean prompt {a['prompt_length_mean']} "
-        f"tokens ({a['prompt_length_mean_basis']}); {a['rollout_concurrency_per_replica']} sequences decoding at once per "
-        f"rollout replica (KV cache {a['kv_cache_tokens_per_replica']} tokens); "
-        f"{_count(a['train_micro_batches_per_rank'], 'training micro-batch')} of {a['train_micro_batch_tokens']} "
-        f"tokens per data-parallel rank, {_count(a['logprob_micro_batches_per_rank'], 'log-prob micro-batch')} of "
-        f"{a['logprob_micro_batch_tokens']}.",
-        *([f"Fastest layout that fits: {doc['layout_choice']['key']}={doc['layout_choice']['chosen']} "
-           f"({doc['layout_choice']['why']}); runner-up {doc['layout_choice']['runner_up']}, about "
-           f"{doc['layout_choice']['runner_up_slower_s']:g} s slower per step (more micro-batches, each with its fixed cost)."]
-          if doc.get("layout_choice") and doc["layout_choice"]["runner_up"] else []),
-        *([f"Fastest layout that fits, by predicted step: {doc['layout_ranking']['chosen']}; runner-up "
-           f"{doc['layout_ranking']['runner_up']}, about {doc['layout_ranking']['runner_up_slower_s']:g} s slower per "
-           f"step ({doc['layout_ranking']['runner_up_slower_in']})."]
-          if doc.get("layout_ranking") and doc["layout_ranking"]["runner_up"] else []),
-        (f"Efficiencies calibrated on {CALIBRATION['reports']} real verl runs (benchmarks/step_times.md): a prediction, "
-         f"not a measurement; {CALIBRATION['steps_within']} of those {CALIBRATION['reports']} steps land within ±30 % "
-         f"({CALIBRATION['steps_within_held_out']} of {CALIBRATION['reports']} when each half is predicted from the "
-         "other half's fit)."),
-    ]
-
-
-def _flat(tree: dict, prefix: str = "") -> dict:
-    out: dict = {}
-    for k, v in tree.items():
-        key = f"{prefix}.{k}" if prefix else str(k)
-        if isinstance(v, dict):
-            out.update(_flat(v, key))
-        else:
-            out[key] = v
-    return out
-
-
-def not_predicted(plan) -> Optional[str]:
-    """Why a plan has no `time` object (of_plan returns None), in one sentence; None when it has one."""
-    from wizard.planner.shapes import resolve_shape
-
-    a = plan.answers
-    if a.gpu_type == "cpu":
-        return ("not predicted for a CPU run: the step-time model times GPUs from their datasheet peaks "
-                "(wizard/verlspec/hardware.py GPU_PEAK)")
-    if resolve_shape(a.model, plan.facts.get("model_params_b")) is None:
-        return (f"not predicted: the size of {a.model} is unknown (no config.json read and no parameter count in "
-                "its name); answer model_params_b or point model at a local folder")
-    return None
-
-
-def of_plan(plan) -> Optional[dict]:
-    """The `time` object (as_json) of a resolved plan: its settings over verl's defaults, the memory plan's KV
-    cache, the answers' GPU type and response_length_mean; None when the model cannot be sized."""
-    from wizard.planner.shapes import resolve_shape
-    from wizard.verlspec.keys import load_snapshot
-
-    a = plan.answers
-    shape = resolve_shape(a.model, plan.facts.get("model_params_b"))
-    if shape is None or a.gpu_type == "cpu":
-        return None
-    engine = "megatron" if plan.base_config == "megatron" else "dp"
-    defaults = _flat(load_snapshot()["engines"][engine])
-
-    def get(key: str):
-        return plan.settings[key].value if key in plan.settings else defaults.get(key)
-
-    seq = _int(get("data.max_prompt_length"), 512) + _int(get("data.max_response_length"), 512)
-    kv = plan.memory.kv_seqs * seq if plan.memory is not None and plan.memory.kv_seqs else None
-    w = workload_from_config(get, shape, n_gpus=plan.n_gpus, gpu_type=a.gpu_type, gpu_memory_gb=a.gpu_memory_gb,
-                             response_mean=a.response_length_mean, kv_tokens=kv,
-                             response_mean_basis="given: the response_length_mean answer")
-    steps, basis = run_steps(get, a.dataset)
-    doc = as_json(predict(w), steps, plan.n_gpus, basis)
-    for fact, key in (("logprob_micro_ranking", "log_prob_micro_batch_size_per_gpu"),
-                      ("token_budget_ranking", "ppo_max_token_len_per_gpu")):
-        ranked = plan.facts.get(fact)  # wizard.planner.layouts: the choice time decided
-        if ranked is not None:
-            doc["layout_choice"] = {"key": key, "chosen": ranked.chosen, "runner_up": ranked.runner_up,
-                                    "runner_up_slower_s": round(ranked.seconds_lost, 1), "why": ranked.why}
-    lr = plan.facts.get("layout_ranking")  # wizard.planner.layouts.rank_layouts
-    if lr is not None:
-        doc["layout_ranking"] = {"chosen": lr.chosen, "runner_up": lr.runner_up,
-                                 "runner_up_slower_s": round(lr.seconds_lost, 1), "runner_up_slower_in": lr.why,
-                                 "candidates": [{"layout": k, "step_s": v} for k, v in lr.table]}
-    return doc

@@ -625,7 +625,7 @@ def _rollout_line(fx: dict, engine: str, gpus_per_node: int) -> str:
 
 def _time_lines(plan: Any) -> list[str]:
     """PLAN.md's "Time and cost" lines (wizard.planner.steptime), or the one line that says why there are none."""
-    from wizard.planner.steptime import lines, not_predicted, of_plan
+    from wizard.planner.steptime_plan import lines, not_predicted, of_plan
 
     doc = of_plan(plan)
     if doc:

@@ -1,10 +1,11 @@
 """The smoke run's policy: a tiny causal LM of the bundle model's own architecture, built locally.
 
 No download ever happens. The architecture comes from the bundle's model (a local folder's
-config.json, the shipped catalogue, or a Qwen2-like shape for a bare size); the dimensions are
-shrunk to a few layers and a small hidden size. The tokenizer is the model's own when it is on
-this machine (a local folder, or the Hugging Face cache), else a byte-level BPE tokenizer trained
-on the bundle's own rows (it round-trips every character, so scorers see exactly what was sampled).
+config.json, the shipped catalogue, or a generic shape for a bare size: Qwen2-like, or Qwen3-MoE-like
+when the name states an active size); the dimensions are shrunk to a few layers and a small hidden size. The
+tokenizer is the model's own when it is on this machine (a local folder, or the Hugging Face cache), else a
+byte-level BPE tokenizer trained on the bundle's own rows (it round-trips every character, so scorers see
+exactly what was sampled).
 
 A randomly initialised model never writes a correct answer, and a reward that is always 0 would
 hide every reward bug. So the policy is first fitted for a few seconds on the rows it will be
@@ -84,7 +85,8 @@ def model_arch(model_path: str, answers_model: Optional[str] = None, params_b: O
         shape = None
     if shape is not None:
         where = {"catalogue": f"verl-init's catalogue entry for {shape.name}", "local": f"config.json of {name}",
-                 "answer": "a Qwen2-like shape for model_params_b", "name": "a Qwen2-like shape for the size in its name"}
+                 "answer": f"a generic {shape.arch} shape for model_params_b",
+                 "name": f"a generic {shape.arch} shape for the sizes in its name"}
         return shape.arch, where.get(shape.source, shape.source)
     return _FALLBACK_ARCH, f"{name!r} is neither local nor in the catalogue: a {_FALLBACK_ARCH} stand-in"
 

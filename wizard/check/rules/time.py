@@ -20,6 +20,7 @@ PAD_GAIN = 0.2
 
 def rule_time(c: Ctx, f: Facts, shape: Any, response_mean: Optional[float] = None) -> None:
     from wizard.planner import steptime as st
+    from wizard.planner.steptime_plan import run_steps
 
     missing = [why for unknown, why in (
         (shape is None, "the model's size is unknown (model.path names no known model and no config.json was read)"),
@@ -46,11 +47,15 @@ def rule_time(c: Ctx, f: Facts, shape: Any, response_mean: Optional[float] = Non
     w = work()
     unfit = st.rollout_unfit(w)
     if unfit:
-        c.time_not_predicted = unfit + (" (the model's shape is only the size in its name: a MoE's experts are "
-                                        "unknown)" if getattr(shape, "source", "") == "name" else "")
+        why = ""
+        if getattr(shape, "source", "") == "name":
+            why = (" (the model's shape is estimated from the sizes in its name: a generic MoE)"
+                   if getattr(shape, "experts", 0) else
+                   " (the model's shape is only the size in its name: a MoE's experts are unknown)")
+        c.time_not_predicted = unfit + why
         return
     pred = st.predict(w)
-    steps, basis = st.run_steps(get)
+    steps, basis = run_steps(get)
     c.time = st.as_json(pred, steps, f.n_gpus, basis)
     a = pred.assumptions
     said = []

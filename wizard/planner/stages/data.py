@@ -34,8 +34,11 @@ def data(b: Build) -> None:
     if not _enough_rows(b):
         datafacts.overlong_prompts(b, lambda p: batch_ok(b, p, b.updates))
     if shape is not None and shape.source == "name":
+        moe = (f" (a MoE of {shape.active_params / 1e9:.1f}B active, the name's; {shape.active_experts} routed "
+               "experts a token assumed)" if shape.experts else "")
         f.warning("VI308", ("model", "model_params_b"),
-                  f"{a.model!r} is not in the catalogue: its shape is estimated from the {shape.params_b:.1f}B in its name",
+                  f"{a.model!r} is not in the catalogue: its shape is estimated from the {shape.params_b:.1f}B in its "
+                  f"name{moe}",
                   "give a local model folder (config.json is read) for an exact memory estimate")
     if shape is not None and shape.max_pos and seq > shape.max_pos:
         f.error("VI604", ("max_prompt_length", "max_response_length"),

@@ -121,7 +121,7 @@ def _fastest(b: Build, decision: Decision, tp_options: list[int], mp_options: li
 
     a, shape = b.a, b.shape
     topology = b.topology
-    if a.gpu_type == "cpu":  # no step time to rank by (steptime.of_plan)
+    if a.gpu_type == "cpu":  # no step time to rank by (steptime_plan.of_plan)
         return decision
 
     def refit(tps: list[int], dynamic: bool, offload: Optional[bool] = None) -> Optional[Decision]:
