@@ -38,12 +38,13 @@ VERL_KEY = {"train_batch_size": "data.train_batch_size", "rollout_n": "actor_rol
             "max_prompt_length": "data.max_prompt_length", "max_response_length": "data.max_response_length",
             "ppo_mini_batch_size": "actor_rollout_ref.actor.ppo_mini_batch_size",
             "ppo_max_token_len_per_gpu": "actor_rollout_ref.actor.ppo_max_token_len_per_gpu",
-            "gpu_memory_utilization": "actor_rollout_ref.rollout.gpu_memory_utilization"}
+            "gpu_memory_utilization": "actor_rollout_ref.rollout.gpu_memory_utilization",
+            "rollout_tp": "actor_rollout_ref.rollout.tensor_model_parallel_size"}
 
 
 def setting(c: dict[str, Any], name: str) -> Any:
-    """The report's value of a config field, else verl's default for it."""
-    value = (c.get("config") or {}).get(name)
+    """The report's value of a config field (rollout_tp: a top-level field), else verl's default for it."""
+    value = c.get(name) if name == "rollout_tp" else (c.get("config") or {}).get(name)
     if value is not None:
         return value
     node: Any = load_snapshot()["engines"]["dp"]
@@ -126,7 +127,7 @@ def workload(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> st.Workload:
     assert shape is not None, c["id"]
     n_gpus = hw.get("n_gpus_total") or (hw.get("nnodes") or 1) * (hw.get("n_gpus_per_node") or 8)
     megatron = c["backend"] == "megatron"
-    tp = c.get("rollout_tp") or 1
+    tp = c.get("rollout_tp") or setting(c, "rollout_tp")
     resp, _ = response_mean(c, all_cases)
     ep = etp = cp = 1
     if megatron:

@@ -407,7 +407,12 @@ def from_moe_params(params_b: float, active_b: float, source: str, name: str = "
     moe = replace(base, arch="qwen3_moe", qkv_bias=False, experts=k, active_experts=k,
                   moe_intermediate=max(base.intermediate // k, 1))
     more = round((params_b * 1e9 - moe.params) / (moe.moe_layers * moe.expert_params()))
-    return replace(moe, experts=k + max(more, 0))
+    # whole multiples of top-k, as real MoEs have (64, 128, 256: expert parallel divides them, moe_layer.py:64);
+    # the experts' width re-solved so that the total stays the named one
+    experts = max(k, round((k + max(more, 0)) / k) * k)
+    bare = replace(moe, experts=experts, moe_intermediate=0).params
+    width = round((params_b * 1e9 - bare) / (moe.moe_layers * experts * 3 * moe.hidden))
+    return replace(moe, experts=experts, moe_intermediate=max(width, 1))
 
 
 def _scaled(params_b: float, source: str, model: str) -> ModelShape:

@@ -34,7 +34,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Optional
 
-from wizard.verlspec.hardware import DEFAULT_PEAK_GPU, GPU_PEAK, Peak, capacity_gib, peak_of_gpu_type
+from wizard.verlspec.hardware import (DEFAULT_PEAK_GPU, GPU_PEAK, Peak, capacity_gib, memory_of_gpu_type,
+                                      peak_of_gpu_type)
 
 GIB = float(1 << 30)
 
@@ -58,10 +59,15 @@ FORWARD_MICRO_S = 0.069
 # node, else mostly over the NICs; A2A_ETA is the share of the link's bandwidth an all-to-all of these messages
 # reaches (calibrated: one number for every pass and link, bounded to 0.02–1)
 A2A_ETA = 0.09
-# per-direction NVLink bandwidth per GPU (datasheets: H100/H200/H20/GH200 NVLink 4 900 GB/s bidirectional; H800 and
-# A800 cut to 400; A100 600; B200 NVLink 5 1.8 TB/s; MI300X 7 Infinity Fabric links of 128 GB/s bidirectional)
-NVLINK_GB_S = {"H100": 450.0, "H200": 450.0, "H20": 450.0, "GH200": 450.0, "H800": 200.0, "A800": 200.0,
-               "A100": 300.0, "B200": 900.0, "MI300X": 448.0}
+# per-direction GPU-to-GPU bandwidth per GPU inside a node: NVLink (datasheets: H100/H200/H20/GH200 NVLink 4 900
+# GB/s bidirectional; H800 and A800 cut to 400; A100 600; B200/B300/GB200 NVLink 5 1.8 TB/s; MI300X/MI325X 7
+# Infinity Fabric links of 128 GB/s bidirectional, MI355X of 153.6; Ascend 910B HCCS 392 GB/s), or PCIe for cards
+# without it (a ring over eight of them crosses PCIe even where bridges pair them: Gen4 x16 32 GB/s per direction,
+# the H100 PCIe's Gen5 64)
+INTRA_NODE_GB_S = {"H100": 450.0, "H200": 450.0, "H20": 450.0, "GH200": 450.0, "H800": 200.0, "A800": 200.0,
+                   "A100": 300.0, "B200": 900.0, "B300": 900.0, "GB200": 900.0, "MI300X": 448.0, "MI325X": 448.0,
+                   "MI355X": 538.0, "Ascend910B": 196.0, "H100 PCIe": 64.0, "L40S": 32.0, "L40": 32.0, "L20": 32.0,
+                   "A10": 32.0, "A10G": 32.0, "L4": 32.0, "RTX 4090": 32.0, "RTX 3090": 32.0, "A6000": 32.0}
 # the NIC share of one GPU across nodes: 400 Gb/s (DGX H100 / HGX reference fabric: one ConnectX-7 per GPU)
 NIC_GB_S = 50.0
 # FSDP shards the parameters over every GPU (verl 0.9.1 trainer/config/engine/fsdp.yaml:26 fsdp_size -1) and
@@ -291,7 +297,7 @@ def _replica_weight_bytes(w: Workload) -> float:
 def _kv_tokens(w: Workload, pk_name: str) -> float:
     if w.kv_tokens is not None:
         return max(w.kv_tokens, 1.0)
-    gb = w.gpu_memory_gb or {"H20": 96, "H200": 141, "B200": 180, "MI300X": 192}.get(pk_name, 80)
+    gb = w.gpu_memory_gb or memory_of_gpu_type(pk_name) or 80
     cap = capacity_gib(gb, w.gpu_type) * GIB
     room = w.gmu * cap - _replica_weight_bytes(w) - ENGINE_OVERHEAD_GIB * GIB
     return max(room / w.kv_bytes_per_token, 1.0)
@@ -405,20 +411,21 @@ def moe_dispatch_seconds(w: Workload, pk_name: str, pk: Peak, tokens_per_gpu: fl
         return permute
     gpn = max(w.gpus_per_node, 1)
     in_node = max(min(ep, gpn // max(w.expert_tp, 1)), 1)  # EP peers on the same node (consecutive ranks)
-    nvlink = 2 * routed * (in_node - 1) / ep / (NVLINK_GB_S.get(pk_name, NVLINK_GB_S["H100"]) * 1e9)
+    intra = 2 * routed * (in_node - 1) / ep / (INTRA_NODE_GB_S.get(pk_name, INTRA_NODE_GB_S["H100"]) * 1e9)
     nic = 2 * routed * (ep - in_node) / ep / (NIC_GB_S * 1e9)
-    return max(nvlink, nic) / A2A_ETA + permute
+    return max(intra, nic) / A2A_ETA + permute
 
 
 def fsdp_gather_seconds(w: Workload, pk_name: str, micros: float, bytes_per_param: float) -> float:
     """Seconds of FSDP parameter all-gathers and gradient reduce-scatters one GPU waits for over `micros`
     micro-batches moving `bytes_per_param` bytes of every parameter each (0 for Megatron or one GPU): ring
-    collectives at the slower of NVLink and, across nodes, the node's NICs together (one ring per NIC)."""
+    collectives at the slower of the node's GPU link (INTRA_NODE_GB_S: NVLink, or PCIe) and, across nodes, the
+    node's NICs together (one ring per NIC)."""
     n = w.n_gpus
     if w.backend == "megatron" or n <= 1:
         return 0.0
     gpn = max(min(w.gpus_per_node, n), 1)
-    link = NVLINK_GB_S.get(pk_name, NVLINK_GB_S["H100"])
+    link = INTRA_NODE_GB_S.get(pk_name, INTRA_NODE_GB_S["H100"])
     if n > gpn:
         link = min(link, gpn * NIC_GB_S)
     return micros * w.params * bytes_per_param * (n - 1) / n / (link * 1e9 * COLLECTIVE_ETA)

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 # --gpu-type → memory (GB) where the name pins it down
 GPU_MEMORY_GB = {"H100": 80, "H800": 80, "H200": 141, "H20": 96, "B200": 180, "L40S": 48, "L40": 48, "A10": 24,
                  "A10G": 24, "L4": 24, "RTX 4090": 24, "4090": 24, "RTX 3090": 24, "A6000": 48, "RTX A6000": 48,
+                 "L20": 48, "GB200": 186, "B300": 288,
                  # AMD Instinct (HBM per device as ROCm/amdsmi reports it; an MI250X module shows as two 64 GB GCDs)
-                 "MI300X": 192, "MI325X": 256, "MI250X": 64, "MI210": 64,
+                 "MI300X": 192, "MI325X": 256, "MI355X": 288, "MI250X": 64, "MI210": 64,
                  # Huawei Ascend (the NPU chip's HBM)
                  "Ascend910B": 64, "Ascend 910B": 64, "910B": 64}
 
@@ -41,12 +42,12 @@ ACCELERATORS: dict[str, Accelerator] = {
         "nvidia", "NVIDIA GPU", "nvidia", "cuda", "GPU", "nvidia.com/gpu", "gpu", "CUDA_VISIBLE_DEVICES",
         ("vllm", "sglang"), ("fsdp", "fsdp2", "megatron"),
         ("H100", "H800", "H200", "H20", "B200", "L40S", "L40", "A10", "A10G", "L4", "RTX 4090", "4090", "RTX 3090",
-         "A6000", "RTX A6000"),
+         "A6000", "RTX A6000", "L20", "GB200", "B300"),
         "verl's default platform (platform_cuda.py)"),
     "amd": Accelerator(
         "amd", "AMD Instinct GPU (ROCm)", "amd", "cuda", "GPU", "amd.com/gpu", "gpu", "HIP_VISIBLE_DEVICES",
         ("vllm", "sglang"), ("fsdp", "fsdp2"),
-        ("MI300X", "MI325X", "MI250X", "MI210"),
+        ("MI300X", "MI325X", "MI355X", "MI250X", "MI210"),
         "verl 0.9.1's ROCm platform (platform_rocm.py: PlatformCUDA reused, SGLANG_USE_AITER for SGLang's ROCm "
         "build) with vLLM/SGLang ROCm builds and the FSDP engine; verl-init has no record of verl's Megatron "
         "engine on ROCm"),
@@ -141,10 +142,14 @@ GPU_PEAK: dict[str, Peak] = {
     "H200": Peak(989, 4.8, "NVIDIA H200 datasheet (SXM: 1979 TFLOPS bf16 with sparsity, 4.8 TB/s HBM3e)"),
     "H20": Peak(148, 4.0, "NVIDIA H20 product brief (148 TFLOPS dense bf16, 4.0 TB/s HBM3)"),
     "B200": Peak(2250, 8.0, "NVIDIA DGX B200 / HGX B200 datasheet (4.5 PFLOPS bf16 with sparsity per GPU, 8 TB/s)"),
+    "B300": Peak(2250, 8.0, "NVIDIA HGX B300 datasheet (36 PFLOPS FP16/BF16 with sparsity over 8 GPUs, 8 TB/s each)"),
+    "GB200": Peak(2500, 8.0, "NVIDIA GB200 NVL72 datasheet (360 PFLOPS FP16/BF16 with sparsity over 72 GPUs, "
+                  "576 TB/s HBM3e over 72)"),
     "A100": Peak(312, 2.0, "NVIDIA A100 datasheet (SXM 80GB: 312 TFLOPS bf16 dense, 2.039 TB/s HBM2e)"),
     "A800": Peak(312, 2.0, "NVIDIA A800 SXM (A100 compute and memory, NVLink cut to 400 GB/s)"),
     "L40S": Peak(362, 0.864, "NVIDIA L40S datasheet (733 TFLOPS bf16 with sparsity, 864 GB/s GDDR6)"),
     "L40": Peak(181, 0.864, "NVIDIA L40 datasheet (362 TFLOPS bf16 with sparsity, 864 GB/s)"),
+    "L20": Peak(119.5, 0.864, "NVIDIA L20 product brief (239 TFLOPS FP16/BF16 with sparsity, 864 GB/s GDDR6)"),
     "A10": Peak(125, 0.6, "NVIDIA A10 datasheet (250 TFLOPS bf16 with sparsity, 600 GB/s)"),
     "A10G": Peak(70, 0.6, "AWS G5 A10G (about 70 TFLOPS dense bf16, 600 GB/s)"),
     "L4": Peak(121, 0.3, "NVIDIA L4 datasheet (242 TFLOPS bf16 with sparsity, 300 GB/s)"),
@@ -153,6 +158,7 @@ GPU_PEAK: dict[str, Peak] = {
     "A6000": Peak(155, 0.768, "NVIDIA RTX A6000 datasheet (309.7 TFLOPS bf16 with sparsity, 768 GB/s)"),
     "MI300X": Peak(1307, 5.3, "AMD Instinct MI300X datasheet (1307.4 TFLOPS dense bf16, 5.3 TB/s)"),
     "MI325X": Peak(1307, 6.0, "AMD Instinct MI325X datasheet (1307.4 TFLOPS dense bf16, 6 TB/s)"),
+    "MI355X": Peak(2517, 8.0, "AMD Instinct MI355X datasheet (2516.6 TFLOPS dense bf16, 8 TB/s HBM3E)"),
     "MI250X": Peak(191, 1.6, "AMD Instinct MI250X datasheet (383 TFLOPS bf16 per module of two GCDs, 3.2 TB/s)"),
     "MI210": Peak(181, 1.6, "AMD Instinct MI210 datasheet (181 TFLOPS bf16, 1.6 TB/s)"),
     "Ascend910B": Peak(313, 1.6, "Huawei Ascend 910B (about 313 TFLOPS fp16, 1.6 TB/s HBM2e; public spec sheets)"),
@@ -167,7 +173,7 @@ def peak_of_gpu_type(gpu_type: str | None) -> tuple[str, Peak] | None:
         return None
     low = gpu_type.lower()
     for k in sorted(GPU_PEAK, key=len, reverse=True):
-        alias = {"Ascend910B": r"ascend ?910b|910b", "RTX 4090": r"(rtx )?4090", "A6000": r"(rtx )?a6000"}.get(k)
+        alias = {"Ascend910B": r"ascend ?910b\d?|910b\d?", "RTX 4090": r"(rtx )?4090", "A6000": r"(rtx )?a6000"}.get(k)
         pat = alias or re.escape(k.lower())
         if re.search(rf"(?<![a-z0-9])(?:{pat})(?![a-z0-9])", low):
             return k, GPU_PEAK[k]
