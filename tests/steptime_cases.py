@@ -122,11 +122,11 @@ def rollout_engine(c: dict[str, Any]) -> dict[str, Any]:
 
 
 def workload(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> st.Workload:
-    cfg, hw = c["config"], c["hardware"]
+    cfg, hw = c.get("config") or {}, c.get("hardware") or {}
     shape = shape_of(c)
     assert shape is not None, c["id"]
     n_gpus = hw.get("n_gpus_total") or (hw.get("nnodes") or 1) * (hw.get("n_gpus_per_node") or 8)
-    megatron = c["backend"] == "megatron"
+    megatron = str(c.get("backend") or "").startswith("megatron")
     tp = c.get("rollout_tp") or setting(c, "rollout_tp")
     resp, _ = response_mean(c, all_cases)
     ep = etp = cp = 1
@@ -150,7 +150,7 @@ def workload(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> st.Workload:
         prompts=cfg.get("gen_batch_size") or tbs, train_prompts=tbs, n=setting(c, "rollout_n"),
         filter_groups=bool(cfg.get("filter_groups_dynamic_sampling")), max_prompt=setting(c, "max_prompt_length"),
         max_response=setting(c, "max_response_length"), response_mean=resp, prompt_mean=None,
-        gpu_type=hw["gpu"], gpu_memory_gb=hw.get("gpu_memory_gb"), rollout_tp=tp,
+        gpu_type=hw.get("gpu"), gpu_memory_gb=hw.get("gpu_memory_gb"), rollout_tp=tp,
         gmu=setting(c, "gpu_memory_utilization"), backend="megatron" if megatron else "fsdp",
         moe=c.get("model_kind") == "moe" or bool(shape.experts), dynamic_bsz=dyn,
         train_tokens=setting(c, "ppo_max_token_len_per_gpu") if dyn else 0,
