@@ -604,3 +604,23 @@ def test_transformers_4_runs_a_moes_experts_one_by_one_in_fsdp():
     keys = resolve_shape("Qwen/Qwen3-30B-A3B")
     w = st.workload_from_config({}.get, keys, n_gpus=16, gpu_type="H100", gpu_memory_gb=80)
     assert w.experts == 128 and not w.expert_loop
+
+
+def test_rollout_tp_all_reduces_move_their_bytes_over_the_gpus_link(monkeypatch):
+    """Each layer's two all-reduces carry every running sequence's bf16 hidden state: over NVLink a few µs, over PCIe
+    (32 GB/s) a cost that grows with the batch: for a 72B model (hidden 8192, 80 layers) at TP 8, 4 × 7/8 × 8192 × 2
+    bytes × 80 layers ÷ 32 GB/s = 143 µs a sequence, twice the engine's host time per sequence. The same H100
+    workload with its link cut to PCIe's rate: TP 8 decodes slower, TP 4 of a 7B model (host-bound) barely, a
+    rollout without TP not at all."""
+    def rollout(model: str, tp: int) -> float:
+        s = resolve_shape(model)
+        w = _work(params=s.params, active_params=s.active_params, layers=s.layers, hidden=s.hidden, rollout_tp=tp,
+                  kv_bytes_per_token=s.kv_bytes_per_token(tp), gpu_memory_gb=141, gpu_type="H100")
+        return st.predict(w).phases["rollout"]
+
+    cases = [("Qwen/Qwen2.5-72B-Instruct", 8), ("Qwen/Qwen2.5-7B-Instruct", 4), ("Qwen/Qwen2.5-7B-Instruct", 1)]
+    nvlink = [rollout(m, tp) for m, tp in cases]
+    monkeypatch.setitem(st.INTRA_NODE_GB_S, "H100", 32.0)
+    pcie = [rollout(m, tp) for m, tp in cases]
+    assert pcie[0] > 1.3 * nvlink[0]
+    assert nvlink[1] < pcie[1] < 1.1 * nvlink[1] and pcie[2] == nvlink[2]

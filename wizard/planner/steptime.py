@@ -11,8 +11,8 @@ tests/test_steptime_calibration.py states the error per report, also on a held-o
   while more are queued, C decode at a time; then the last C drain until the step's longest response ends (at
   max_response_length: some of a step's thousands of samples are cut there) — the floor more GPUs do not shorten.
   One decode iteration is the slower of the GPU's work (weights and KV cache read at a share of HBM bandwidth, or
-  the FLOPs; per-layer kernels; TP all-reduces, slower across nodes) and the engine's host work (per iteration,
-  per running sequence, per layer without CUDA graphs). Prefill is FLOP-bound; DAPO's dynamic sampling repeats the
+  the FLOPs; per-layer kernels; TP all-reduces, their latency and their bytes over the GPU's link, slower across
+  nodes) and the engine's host work (per iteration, per running sequence, per layer without CUDA graphs). Prefill is FLOP-bound; DAPO's dynamic sampling repeats the
   generation.
 - weight sync: the bf16 weights gathered from the training shards and loaded into the engine: a fixed cost, a cost
   per checkpoint tensor (each handed over on its own: a MoE's every expert) and the bytes at a rate per backend.
@@ -330,7 +330,8 @@ def length_scale(mean: float, cap: float) -> float:
     return (lo + hi) / 2
 
 
-def rollout_seconds(w: Workload, pk: Peak, kv_tokens: float, resp: float, prompt: float) -> dict[str, float]:
+def rollout_seconds(w: Workload, pk_name: str, pk: Peak, kv_tokens: float, resp: float,
+                    prompt: float) -> dict[str, float]:
     """Decode + prefill of one replica's share of the step's sequences (every replica runs in parallel; the step
     waits for the slowest, the one holding the step's longest response).
 
@@ -351,6 +352,10 @@ def rollout_seconds(w: Workload, pk: Peak, kv_tokens: float, resp: float, prompt
     cross_node = tp > max(w.gpus_per_node, 1)
     per_tp_layer = DECODE_TP_LAYER_S if w.enforce_eager else DECODE_TP_GRAPH_LAYER_S
     tp_comm = per_tp_layer * w.layers * (CROSS_NODE_TP_FACTOR if cross_node else 1.0) if tp > 1 else 0.0
+    # and their bytes: per layer two all-reduces of each running sequence's bf16 hidden state, of which a ring
+    # sends 2 (TP − 1)/TP over the GPU's link (NVLink, PCIe on cards without it, the NIC across nodes)
+    link = NIC_GB_S if cross_node else INTRA_NODE_GB_S.get(pk_name, INTRA_NODE_GB_S["H100"])
+    tp_bytes = 2 * 2 * (tp - 1) / tp * w.hidden * 2 * w.layers / (link * 1e9) if tp > 1 else 0.0
     layer_floor = DECODE_LAYER_S * w.layers
     eager = (EAGER_V0_LAYER_S if w.vllm_v0 else EAGER_LAYER_S) * w.layers if w.enforce_eager else 0.0
     host = DECODE_STEP_S + eager
@@ -363,7 +368,8 @@ def rollout_seconds(w: Workload, pk: Peak, kv_tokens: float, resp: float, prompt
         if w.moe:  # a small batch reads only the experts its tokens route to
             weight_bytes = 2 * (w.active_params + (w.params - w.active_params) * min(1.0, c * w.active_params / w.params)) / tp
         read = weight_bytes + c * ctx * w.kv_bytes_per_token
-        gpu = max(read / bw, 2 * w.active_params * c / tp / (flops * PREFILL_ETA)) + tp_comm + layer_floor
+        gpu = max(read / bw, 2 * w.active_params * c / tp / (flops * PREFILL_ETA)) + tp_comm + layer_floor \
+            + tp_bytes * c
         return max(gpu, host + DECODE_SEQ_S * c)
 
     m = length_scale(resp, w.max_response)
@@ -488,7 +494,7 @@ def predict(w: Workload) -> StepTime:
     kv = _kv_tokens(w, name)
     # the engine decodes the assistant turns; the tool outputs between them join the context (prefilled)
     tool = min(tool_tokens(w), resp / 2)
-    ro = rollout_seconds(w, pk, kv, resp - tool, prompt + tool)
+    ro = rollout_seconds(w, name, pk, kv, resp - tool, prompt + tool)
     phases: dict[str, float] = {"rollout": ro["rollout"]}
     gb = 2 * w.params / 1e9
     load = offload_seconds(w) if w.offload_params else 0.0
