@@ -103,6 +103,21 @@ V1_FROM = "2025-06-06"
 TRANSFORMERS5_FROM = "2026-04-03"
 
 
+def _verl_minor(c: dict[str, Any]) -> int:
+    """The report's verl minor version (0.X), 9 when it states none."""
+    found = re.search(r"0\.(\d+)", str(c.get("verl_version", "")))
+    return int(found.group(1)) if found else 9
+
+
+def expert_loop(c: dict[str, Any], megatron: bool, experts: int) -> bool:
+    """An FSDP MoE run on transformers 4 (its experts one by one, steptime.EXPERT_LOOP_S): dated before
+    TRANSFORMERS5_FROM; undated, a verl before 0.9 (0.9 requires transformers>=5.5.3, setup.py)."""
+    if megatron or not experts:
+        return False
+    dated = str(c.get("date") or "")
+    return dated < TRANSFORMERS5_FROM if dated else _verl_minor(c) < 9
+
+
 def rollout_engine(c: dict[str, Any]) -> dict[str, Any]:
     """max_num_seqs, enforce_eager and vLLM's engine as the report's launch script set them, else its verl
     version's default: max_num_seqs 1024 before verl 0.9 (ppo_trainer.yaml of verl 0.3, volcengine/verl@008db456;
@@ -111,14 +126,12 @@ def rollout_engine(c: dict[str, Any]) -> dict[str, Any]:
     V0 engine before V1_FROM (undated: verl up to 0.3)."""
     seqs = _override(c, "actor_rollout_ref.rollout.max_num_seqs")
     eager = _override(c, "actor_rollout_ref.rollout.enforce_eager")
-    found = re.search(r"0\.(\d+)", str(c.get("verl_version", "")))
-    minor = int(found.group(1)) if found else 9
-    dated = str(c.get("date") or "")
+    minor, dated = _verl_minor(c), str(c.get("date") or "")
     default_eager = dated < EAGER_UNTIL if dated else minor <= 5
     return {"max_num_seqs": int(seqs) if seqs else (1024 if minor < 9 else 256),
             "enforce_eager": str(eager).lower() == "true" if eager else default_eager,
             "vllm_v0": dated < V1_FROM if dated else minor <= 3,
-            "gpus_per_node": c["hardware"].get("n_gpus_per_node") or 8}
+            "gpus_per_node": (c.get("hardware") or {}).get("n_gpus_per_node") or 8}
 
 
 def workload(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> st.Workload:
@@ -127,7 +140,7 @@ def workload(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> st.Workload:
     assert shape is not None, c["id"]
     n_gpus = hw.get("n_gpus_total") or (hw.get("nnodes") or 1) * (hw.get("n_gpus_per_node") or 8)
     megatron = str(c.get("backend") or "").startswith("megatron")
-    tp = c.get("rollout_tp") or setting(c, "rollout_tp")
+    tp = setting(c, "rollout_tp")
     resp, _ = response_mean(c, all_cases)
     ep = etp = cp = 1
     if megatron:
@@ -162,7 +175,7 @@ def workload(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> st.Workload:
         model_parallel=mp, pipeline=cfg.get("megatron_pp") or 1, context_parallel=cp, expert_parallel=ep,
         expert_tp=etp, moe_layers=st.moe_layers(shape), top_k=shape.active_experts, routed_params=shape.routed_expert_params,
         weight_tensors=shape.checkpoint_tensors(), experts=shape.experts,
-        expert_loop=not megatron and bool(shape.experts) and str(c.get("date") or "") < TRANSFORMERS5_FROM,
+        expert_loop=expert_loop(c, megatron, shape.experts),
         offload_params=bool(cfg.get("param_offload")), offload_optimizer=bool(cfg.get("optimizer_offload")),
         has_ref=bool(cfg.get("has_ref")), has_critic=bool(cfg.get("has_critic")),
         multi_turn=bool(cfg.get("multi_turn")), assistant_turns=cfg.get("multi_turn_max_assistant_turns") or 0,

@@ -12,8 +12,8 @@ tests/test_steptime_calibration.py states the error per report, also on a held-o
   max_response_length: some of a step's thousands of samples are cut there) — the floor more GPUs do not shorten.
   One decode iteration is the slower of the GPU's work (weights and KV cache read at a share of HBM bandwidth, or
   the FLOPs; per-layer kernels; TP all-reduces, their latency and their bytes over the GPU's link, slower across
-  nodes) and the engine's host work (per iteration, per running sequence, per layer without CUDA graphs). Prefill is FLOP-bound; DAPO's dynamic sampling repeats the
-  generation.
+  nodes) and the engine's host work (per iteration, per running sequence, per layer without CUDA graphs). Prefill
+  is FLOP-bound; DAPO's dynamic sampling repeats the generation.
 - weight sync: the bf16 weights gathered from the training shards and loaded into the engine: a fixed cost, a cost
   per checkpoint tensor (each handed over on its own: a MoE's every expert) and the bytes at a rate per backend.
 - log-prob passes (actor old log-probs, reference, critic values): 2 × active params × tokens FLOPs; updates:
@@ -74,10 +74,10 @@ NIC_GB_S = 50.0
 # gathers them in bf16 for each micro-batch's forward and, resharded after it (fsdp.yaml:23), again for its
 # backward, whose gradients are reduce-scattered in fp32 (workers/engine/fsdp/transformer_impl.py:393-394): 2, or
 # 2 + 2 + 4 bytes of every parameter (a MoE's every expert, not only the active ones) per micro-batch. NCCL's rings
-# move (n − 1)/n of those bytes over every edge: NVLink inside a node; across nodes one ring per NIC, so a node's
-# GPUs carry the ring's boundary edges together (gpus per node × NIC_GB_S, 400 GB/s for eight 400 Gb/s NICs), at
-# COLLECTIVE_ETA of the slower (a ring's usual share; assumed, not fitted). Prefetching overlaps it with the
-# compute: a pass takes the longer of the two.
+# move (n − 1)/n of those bytes over every edge: INTRA_NODE_GB_S inside a node; across nodes one ring per NIC, so
+# a node's GPUs carry the ring's boundary edges together (gpus per node × NIC_GB_S, 400 GB/s for eight 400 Gb/s
+# NICs), at COLLECTIVE_ETA of the slower (a ring's usual share; assumed, not fitted). Prefetching overlaps it with
+# the compute: a pass takes the longer of the two.
 COLLECTIVE_ETA = 0.7
 # decode (the rollout): one iteration of a replica is max(GPU time, host time), overlapped. GPU: the weights and KV
 # cache read at DECODE_BW_ETA of HBM bandwidth (fixed at a physical 0.7, not fitted), or the FLOPs at
@@ -366,7 +366,8 @@ def rollout_seconds(w: Workload, pk_name: str, pk: Peak, kv_tokens: float, resp:
         slower sets the pace."""
         weight_bytes = _replica_weight_bytes(w)
         if w.moe:  # a small batch reads only the experts its tokens route to
-            weight_bytes = 2 * (w.active_params + (w.params - w.active_params) * min(1.0, c * w.active_params / w.params)) / tp
+            touched = min(1.0, c * w.active_params / w.params)
+            weight_bytes = 2 * (w.active_params + (w.params - w.active_params) * touched) / tp
         read = weight_bytes + c * ctx * w.kv_bytes_per_token
         gpu = max(read / bw, 2 * w.active_params * c / tp / (flops * PREFILL_ETA)) + tp_comm + layer_floor \
             + tp_bytes * c
@@ -648,7 +649,8 @@ def workload_from_config(get, shape, *, n_gpus: int, gpu_type: Optional[str], gp
         prompts=_int(get("data.gen_batch_size"), tbs), train_prompts=tbs,
         filter_groups=bool(get("algorithm.filter_groups.enable")), n=_int(get(f"{R}.n"), 1),
         max_prompt=_int(get("data.max_prompt_length"), 512), max_response=_int(get("data.max_response_length"), 512),
-        response_mean=response_mean, response_mean_basis=response_mean_basis, prompt_mean=prompt_mean, gpu_type=gpu_type, gpu_memory_gb=gpu_memory_gb,
+        response_mean=response_mean, response_mean_basis=response_mean_basis, prompt_mean=prompt_mean,
+        gpu_type=gpu_type, gpu_memory_gb=gpu_memory_gb,
         rollout_tp=tp, rollout_dp=_int(get(f"{R}.data_parallel_size"), 1),
         max_num_seqs=_int(get(f"{R}.max_num_seqs"), MAX_NUM_SEQS), enforce_eager=get(f"{R}.enforce_eager") is True,
         gpus_per_node=_int(get("trainer.n_gpus_per_node"), 8),
