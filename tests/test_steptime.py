@@ -434,8 +434,8 @@ def test_fsdp_gathers_every_parameter_per_micro_batch():
     f, u = gather(moe)
     assert u > 0 and gather(replace(moe, backend="megatron")) == (0.0, 0.0)
     # update moves 2 + 2 + 4 bytes a parameter, log-prob 2, per micro-batch
-    p = st.predict(moe).assumptions
-    assert u / f == pytest.approx(4 * p["train_micro_batches_per_rank"] / p["logprob_micro_batches_per_rank"], rel=0.02)
+    d = st.predict(moe).detail
+    assert u / f == pytest.approx(4 * d["update actor micro-batches"] / d["old log-prob micro-batches"], rel=0.02)
     # with small micro-batches a MoE's gathers (all 30B parameters, 3B active) outlast its small active compute
     small = replace(moe, model_parallel=1, train_tokens=4096)
     dense_like = replace(small, params=small.active_params)

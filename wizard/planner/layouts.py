@@ -14,6 +14,8 @@ memory allows several values and time decides.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, replace
 from typing import Any, Optional
 
@@ -55,23 +57,35 @@ def logprob_micro(shape: Any, layout: Any, per_rank: int, current: int, seq: int
 BUDGET_STEPS = (1.5, 2.0, 3.0, 4.0)
 
 
-def token_budget(shape: Any, layout: Any, current: int, sp: int, logprob: int, rank_tokens: float) -> Ranked:
+def token_budget(shape: Any, layout: Any, current: int, sp: int, logprob: int, rank_tokens: float,
+                 minis: int = 1) -> Ranked:
     """The fastest token budget per GPU (use_dynamic_bsz) that keeps the plan's memory verdict "fits".
 
     `layout`: the memory plan's layout; `current`: the planner's default budget per GPU; `sp`: the GPUs that share a
     micro-batch (verl multiplies the budget by them); `logprob`: the log-prob budget per GPU (kept ≥ the training
-    budget); `rank_tokens`: tokens one data-parallel rank trains per step (mean lengths), for the seconds lost."""
+    budget); `rank_tokens`: tokens one data-parallel rank trains per step (mean lengths); `minis`: its mini-batches,
+    each split on its own into ceil(its tokens / budget) micro-batches (steptime.predict): besides multiples of the
+    default, the budgets that just hold a mini-batch in one fewer micro-batch are tried."""
     from wizard.planner.memory import estimate
 
-    cands = sorted({current, *(max(current, int(current * k) // 1024 * 1024) for k in BUDGET_STEPS)})
+    minis = max(minis, 1)
+    per_mini = rank_tokens / minis / sp
+
+    def micros(t: int) -> int:
+        return minis * math.ceil(per_mini / t - 1e-9)
+
+    top = max(current, int(current * BUDGET_STEPS[-1]) // 1024 * 1024)
+    splits = {-(-math.ceil(per_mini / k) // 1024) * 1024 for k in range(1, micros(current) // minis + 1)}
+    cands = sorted({current, *(max(current, int(current * k) // 1024 * 1024) for k in BUDGET_STEPS),
+                    *(t for t in splits if current < t <= top)})
     fits = [t for t in cands if t == current or estimate(shape, replace(
         layout, train_tokens=t * sp, logprob_tokens=max(t, logprob) * sp)).plan_verdict == "fits"]
-    best = max(fits)
-    smaller = [t for t in fits if t < best]
-    runner = max(smaller) if smaller else None
-    lost = (rank_tokens / (runner * sp) - rank_tokens / (best * sp)) * steptime.TRAIN_MICRO_S if runner else 0.0
+    best = max(fits)  # of those with the fewest micro-batches, the largest: headroom for longer-than-mean batches
+    slower = [t for t in fits if micros(t) > micros(best)]
+    runner = max(slower) if slower else None
+    lost = (micros(runner) - micros(best)) * steptime.TRAIN_MICRO_S if runner else 0.0
     why = (f"the largest budget of {', '.join(str(t) for t in cands)} whose update fits the memory estimate "
-           "(fewer micro-batches per update)")
+           f"(fewer micro-batches per update: {micros(best)} per data-parallel rank, {minis} mini-batches)")
     return Ranked(best, runner, max(lost, 0.0), why)
 
 

@@ -120,8 +120,14 @@ PCIE_GB_S = 20.0
 # index that wait for the GPU and about ten small kernels launched eagerly); from v5 they run as grouped GEMMs
 # (modeling_utils.py get_correct_experts_implementation: "grouped_mm" unless asked otherwise). verl's FSDP engine
 # trains that transformers model, so with v4 every micro-batch pays per routed expert, MoE layer and pass (forward,
-# backward, recomputed forward): assumed from launch and synchronisation latencies (~7 µs and ~15 µs), not fitted.
-EXPERT_LOOP_S = 1.0e-4
+# backward, recomputed forward): measured, not fitted, by benchmarks/expert_loop.py with transformers 4.57.1 on a
+# CPU (160 µs a forward, 145 µs a backward per expert; a lower bound: a GPU adds the torch.where's synchronisation)
+EXPERT_LOOP_S = 1.5e-4
+# without CUDA graphs (rollout.enforce_eager), vLLM's fused-MoE layer costs the host more than a dense MLP: routing
+# (topk-softmax), the block alignment, two Triton fused-MoE launches from Python (~40 µs each: argument binding of a
+# ~30-argument kernel), the activation, the sum and their buffers, about 0.2 ms a MoE layer and decode iteration
+# beyond EAGER_LAYER_S (assumed from that count, not fitted; CUDA graphs capture it all)
+EAGER_MOE_LAYER_S = 2.0e-4
 
 # -- assumptions (not calibrated; named in every result) ----------------------------------------------------------
 # vLLM's engine keeps at most this many sequences running (verl 0.9.1 rollout.max_num_seqs: 256,
@@ -358,7 +364,7 @@ def rollout_seconds(w: Workload, pk_name: str, pk: Peak, kv_tokens: float, resp:
     tp_bytes = 2 * 2 * (tp - 1) / tp * w.hidden * 2 * w.layers / (link * 1e9) if tp > 1 else 0.0
     layer_floor = DECODE_LAYER_S * w.layers
     eager = (EAGER_V0_LAYER_S if w.vllm_v0 else EAGER_LAYER_S) * w.layers if w.enforce_eager else 0.0
-    host = DECODE_STEP_S + eager
+    host = DECODE_STEP_S + eager + (EAGER_MOE_LAYER_S * w.moe_layers if w.enforce_eager else 0.0)
 
     def iteration(c: float, ctx: float) -> float:
         """The GPU's work (weights and KV cache read, or the FLOPs, + TP all-reduces) and the engine's host work
@@ -543,7 +549,11 @@ def predict(w: Workload) -> StepTime:
     if w.has_ref:
         phases["ref log-prob"] = fwd + load
     tr_tok = micro_tokens(w.train_tokens, w.train_micro)
-    tr_micros = rank_tokens / tr_tok * w.ppo_epochs
+    # each mini-batch is split on its own (verl 0.9.1 workers/engine_workers.py:272-288 iterates the mini-batches,
+    # engine/utils.py:92 prepare_micro_batches splits one): ceil(its tokens / the budget) micro-batches, the count
+    # verl's rearrange_micro_batches takes (utils/seqlen_balancing.py:398), at least one per optimizer step
+    minis = max(w.mini_batches, 1)
+    tr_micros = minis * math.ceil(rank_tokens / minis / tr_tok - 1e-9) * w.ppo_epochs
     recompute = 4 / 3 if w.recompute else 1.0
     train_flops = per_gpu_tokens * (6 * w.active_params + 3 * attn) * recompute * w.ppo_epochs
     optim = offload_seconds(w, optimizer=True) if w.offload_optimizer else 0.0
@@ -579,6 +589,7 @@ def predict(w: Workload) -> StepTime:
         "calibration": "tests/data/reference/step-times.json (benchmarks/step_times.md)",
     }
     detail = {k: v for k, v in ro.items() if k != "rollout"}
+    detail["old log-prob micro-batches"], detail["update actor micro-batches"] = lp_micros, tr_micros
     detail["old log-prob micro-batches s"] = fwd_micro
     detail["update actor micro-batches s"] = tr_micros * (TRAIN_MICRO_S + upd_loop)
     detail["old log-prob moe dispatch s"] = fwd_moe
