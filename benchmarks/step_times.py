@@ -95,8 +95,10 @@ def table(subset: list[dict]) -> tuple[list[str], dict[str, list[bool]]]:
             ok = within(p, m)
             hits.setdefault(k, []).append(ok)
             cells.append(f"{k} {p:.0f}/{m:.0f} ({p / m - 1:+.0%}){'' if ok else ' ✗'}")
-        rows.append(f"| [{c['id']}]({c['url']}) | {c['model'].split('/')[-1][:28]} | {c['hardware']['n_gpus_total']}×"
-                    f"{c['hardware']['gpu']} | {c['backend']} | {basis} | {'; '.join(cells)} |")
+        hw = c.get("hardware") or {}
+        rows.append(f"| [{c['id']}]({c.get('url', '')}) | {str(c.get('model', '?')).split('/')[-1][:28]} | "
+                    f"{hw.get('n_gpus_total', '?')}×{hw.get('gpu', '?')} | {c.get('backend', '?')} | {basis} | "
+                    f"{'; '.join(cells)} |")
     return rows, hits
 
 

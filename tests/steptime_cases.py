@@ -70,7 +70,7 @@ def _seq_from_report(c: dict[str, Any]) -> Optional[float]:
 
 
 def response_mean(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> tuple[Optional[float], str]:
-    m = c["measured"]
+    m = c.get("measured") or {}
     if m.get("response_length/mean"):
         return float(m["response_length/mean"]), "measured response_length/mean"
     prompt = st.DEFAULT_PROMPT_SHARE * setting(c, "max_prompt_length")  # the same default predict() assumes
@@ -78,10 +78,10 @@ def response_mean(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> tuple[O
     if seq:
         return max(seq - prompt, 1.0), "mean sequence from the report's throughput/MFU, less the default prompt share"
     for o in all_cases:  # the same recipe in the same source table
-        if o is not c and o["source_group"] == c["source_group"] and _seq_from_report(o) \
+        if o is not c and o.get("source_group") == c.get("source_group") and _seq_from_report(o) \
                 and setting(o, "max_response_length") == setting(c, "max_response_length") \
                 and o.get("task") == c.get("task"):
-            return max(_seq_from_report(o) - prompt, 1.0), f"sibling report {o['id']} (same recipe and table)"
+            return max(_seq_from_report(o) - prompt, 1.0), f"sibling report {o.get('id')} (same recipe and table)"
     return None, "default (not reported)"
 
 
@@ -177,23 +177,36 @@ def workload(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> st.Workload:
         weight_tensors=shape.checkpoint_tensors(), experts=shape.experts,
         expert_loop=expert_loop(c, megatron, shape.experts),
         offload_params=bool(cfg.get("param_offload")), offload_optimizer=bool(cfg.get("optimizer_offload")),
-        has_ref=bool(cfg.get("has_ref")), has_critic=bool(cfg.get("has_critic")),
+        # verl times a reference or critic pass only when it runs: a measured one says the run had it
+        has_ref=bool(cfg.get("has_ref") or c["measured"].get("timing_s/ref")),
+        has_critic=bool(cfg.get("has_critic") or c["measured"].get("timing_s/values")
+                        or c["measured"].get("timing_s/update_critic")),
         multi_turn=bool(cfg.get("multi_turn")), assistant_turns=cfg.get("multi_turn_max_assistant_turns") or 0,
         tool_response_chars=cfg.get("multi_turn_max_tool_response_length") or st.TOOL_RESPONSE_CHARS,
         remove_padding=cfg.get("use_remove_padding") is not False,
         **rollout_engine(c))
 
 
+def predicted(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> Optional[st.StepTime]:
+    """The model's prediction for a report, None when the report cannot be turned into a workload (a model neither
+    the catalogue nor its name sizes, a field missing): such a report counts as missed, it does not stop the rest."""
+    try:
+        return st.predict(workload(c, all_cases))
+    except (AssertionError, KeyError, TypeError, ValueError, ZeroDivisionError):
+        return None
+
+
 def compare(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
-    """{"step" / phase: (predicted, measured)} for what the report measured."""
-    pred = st.predict(workload(c, all_cases))
-    m = c["measured"]
+    """{"step" / phase: (predicted, measured)} for what the report measured; predicted is NaN (outside any
+    tolerance) for what the model does not predict."""
+    pred = predicted(c, all_cases)
+    m = c.get("measured") or {}
     out: dict[str, tuple[float, float]] = {}
     if m.get("timing_s/step"):
-        out["step"] = (pred.step_s, float(m["timing_s/step"]))
+        out["step"] = (pred.step_s if pred else math.nan, float(m["timing_s/step"]))
     for phase, metric in PHASE_METRIC.items():
-        if m.get(metric) and phase in pred.phases:
-            out[phase] = (pred.phases[phase], float(m[metric]))
+        if m.get(metric):
+            out[phase] = (pred.phases.get(phase, math.nan) if pred else math.nan, float(m[metric]))
     return out
 
 
@@ -201,8 +214,9 @@ def log_error(pairs: dict[str, tuple[float, float]]) -> float:
     """A robust loss: about (log error / 0.3)² near zero, growing only logarithmically for far-off reports, so that
     one unusual run (a missing kernel, a tool-latency-bound rollout) does not pull every efficiency its way; the
     step counts three times as much as a phase."""
-    return sum((3 if k == "step" else 1) * math.log1p((math.log(p / m) / 0.3) ** 2) for k, (p, m) in pairs.items())
+    return sum((3 if k == "step" else 1) * math.log1p((math.log(p / m) / 0.3) ** 2) for k, (p, m) in pairs.items()
+               if p == p and p > 0)  # NaN: not predicted, nothing to fit
 
 
 def within(p: float, m: float, tol: float = TOLERANCE) -> bool:
-    return abs(p / m - 1) <= tol
+    return p == p and abs(p / m - 1) <= tol  # a NaN prediction (not predicted) is never within

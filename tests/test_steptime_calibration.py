@@ -228,3 +228,35 @@ def test_a_reports_transformers_era_decides_the_fsdp_expert_loop():
     assert not workload({**fsdp, "date": None, "verl_version": "0.9.1"}, every).expert_loop
     dense = next(c for c in every if c["id"] == "T01")  # FSDP, 2025, dense
     assert not workload(dense, every).expert_loop
+
+
+def test_a_report_the_model_cannot_read_counts_as_missed_not_as_a_crash():
+    """A report kept aside may name a model neither the catalogue nor its name sizes, or leave a block out: the
+    harness predicts NaN for what it measured (never within ±30 %, nothing to fit) and goes on with the rest."""
+    import copy
+
+    from steptime_cases import log_error
+
+    odd = copy.deepcopy(CASES[0])
+    odd["model"], odd["model_params_b"] = "some-org/unsized-model", None
+    pairs = compare(odd, CASES + [odd])
+    assert pairs and all(math.isnan(p) for p, _ in pairs.values())
+    assert not any(within(p, m) for p, m in pairs.values()) and log_error(pairs) == 0.0
+    bare = {"id": "TX", "measured": {"timing_s/step": 100.0}}
+    assert math.isnan(compare(bare, CASES)["step"][0])
+
+
+def test_a_measured_reference_or_critic_pass_is_predicted_even_when_the_config_says_nothing():
+    """verl times `ref` only when a reference pass runs (and `values` / `update_critic` only with a critic): a report
+    that measured one had it, whatever its config block left null; the phase is predicted and compared, not
+    dropped."""
+    import copy
+
+    base = next(c for c in CASES if c["id"] == "T01")
+    odd = copy.deepcopy(base)
+    odd["config"]["has_ref"], odd["config"]["has_critic"] = None, None
+    odd["measured"]["timing_s/ref"], odd["measured"]["timing_s/values"] = 50.0, 40.0
+    pairs = compare(odd, CASES)
+    assert {"ref log-prob", "values"} <= set(pairs)
+    assert all(not math.isnan(p) for p, _ in pairs.values())
+    assert "ref log-prob" not in compare(base, CASES)
