@@ -15,7 +15,7 @@ from wizard.intent.profiles import profile_names
 from wizard.planner import steptime as st
 from wizard.planner import steptime_plan as stp
 from wizard.planner.shapes import resolve_shape
-from wizard.verlspec.hardware import GPU_PEAK, peak_of_gpu_type
+from wizard.verlspec.hardware import GPU_PEAK, memory_of_gpu_type, peak_of_gpu_type
 
 BASE = ("data.train_files=/tmp/x.parquet data.val_files=/tmp/x.parquet "
         "actor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B-Instruct algorithm.adv_estimator=grpo data.train_batch_size=256 "
@@ -46,6 +46,12 @@ def test_gpu_peaks_have_sources_and_names_resolve():
                                              "Ascend910B2", "910B3")] == ["GB200", "B300", "L20", "MI355X",
                                                                           "Ascend910B", "Ascend910B"]
     assert peak_of_gpu_type("NVIDIA GB200")[1].bf16_tflops > peak_of_gpu_type("NVIDIA B200")[1].bf16_tflops
+    # spelled with a hyphen, an underscore or run together, as reports and scripts write them: the PCIe card, not
+    # the SXM part's peaks (756 against 989 TFLOPS)
+    assert [peak_of_gpu_type(n)[0] for n in ("H100-PCIe", "h100_pcie", "H100PCIe", "rtx4090", "RTX_A6000",
+                                             "Ascend-910B")] == ["H100 PCIe", "H100 PCIe", "H100 PCIe", "RTX 4090",
+                                                                 "A6000", "Ascend910B"]
+    assert memory_of_gpu_type("H100-PCIe") == 80 and memory_of_gpu_type("rtx-4090") == 24
 
 
 def test_unknown_gpu_is_named_as_assumed():

@@ -105,7 +105,12 @@ def _known_type(gpu_type: str) -> str | None:
     """The longest known GPU name in `gpu_type` as a whole word, case-insensitively."""
     low = gpu_type.lower()
     return next((k for k in sorted(GPU_MEMORY_GB, key=len, reverse=True)
-                 if re.search(rf"(?<![a-z0-9]){re.escape(k.lower())}(?![a-z0-9])", low)), None)
+                 if re.search(rf"(?<![a-z0-9]){_spaced(k)}(?![a-z0-9])", low)), None)
+
+
+def _spaced(name: str) -> str:
+    """A regex for a GPU name, lowercase, whose spaces also match a hyphen, an underscore or nothing."""
+    return re.escape(name.lower()).replace(r"\ ", r"[-_ ]?")
 
 
 def memory_of_gpu_type(gpu_type: str) -> int | None:
@@ -168,13 +173,15 @@ DEFAULT_PEAK_GPU = "H100"  # the step time's assumption when the GPU type is not
 
 
 def peak_of_gpu_type(gpu_type: str | None) -> tuple[str, Peak] | None:
-    """(name, peaks) of the longest GPU_PEAK name in `gpu_type` as a whole word, case-insensitively; None when unknown."""
+    """(name, peaks) of the longest GPU_PEAK name in `gpu_type` as a whole word, case-insensitively, a space in the name
+    matching a hyphen, an underscore or nothing; None when unknown."""
     if not gpu_type:
         return None
     low = gpu_type.lower()
     for k in sorted(GPU_PEAK, key=len, reverse=True):
-        alias = {"Ascend910B": r"ascend ?910b\d?|910b\d?", "RTX 4090": r"(rtx )?4090", "A6000": r"(rtx )?a6000"}.get(k)
-        pat = alias or re.escape(k.lower())
+        alias = {"Ascend910B": r"ascend[-_ ]?910b\d?|910b\d?", "RTX 4090": r"(rtx[-_ ]?)?4090",
+                 "A6000": r"(rtx[-_ ]?)?a6000"}.get(k)
+        pat = alias or _spaced(k)  # "H100 PCIe", "H100-PCIe", "h100_pcie"
         if re.search(rf"(?<![a-z0-9])(?:{pat})(?![a-z0-9])", low):
             return k, GPU_PEAK[k]
     return None
