@@ -13,32 +13,20 @@ from pathlib import Path
 
 import pytest
 
+from test_steptime import _moe as base_moe
+from test_steptime import _work as base_work
+
 from wizard.planner import steptime as st
-from wizard.planner.shapes import resolve_shape
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _work(**kw) -> st.Workload:
-    s = resolve_shape("Qwen/Qwen2.5-7B-Instruct")
-    base = dict(params=s.params, active_params=s.active_params, layers=s.layers, hidden=s.hidden,
-                kv_bytes_per_token=s.kv_bytes_per_token(1), n_gpus=8, prompts=256, n=8, max_prompt=512,
-                max_response=4096, response_mean=1000, gpu_type="H100", gpu_memory_gb=80, train_tokens=16384,
-                logprob_tokens=32768, dynamic_bsz=True)
-    base.update(kw)
-    return st.Workload(**base)
+    return base_work(**{"dynamic_bsz": True, **kw})
 
 
 def _moe(**kw) -> st.Workload:
-    s = resolve_shape("Qwen/Qwen3-30B-A3B")
-    base = dict(params=s.params, active_params=s.active_params, layers=s.layers, hidden=s.hidden,
-                kv_bytes_per_token=s.kv_bytes_per_token(2), n_gpus=16, prompts=512, n=16, max_prompt=2048,
-                max_response=8192, response_mean=1000, gpu_type="H100", gpu_memory_gb=80, backend="megatron",
-                moe=True, moe_layers=s.moe_layers, top_k=s.active_experts, routed_params=s.routed_expert_params,
-                expert_parallel=8, expert_tp=1, model_parallel=4, train_tokens=10240, logprob_tokens=30720,
-                rollout_tp=2)
-    base.update(kw)
-    return st.Workload(**base)
+    return base_moe(**{"rollout_tp": 2, **kw})
 
 
 @pytest.mark.parametrize("minis,budget", [(16, 16384), (4, 16384), (16, 65536), (1, 16384)])
