@@ -65,8 +65,34 @@ def shape_of(c: dict[str, Any]):
 
 
 def _seq_from_report(c: dict[str, Any]) -> Optional[float]:
+    """The mean tokens per trained sequence the report implies: its derived block's, else computed from its raw
+    metrics as that block is (the `fields` note of step-times.json): verl's perf/total_num_tokens, or
+    perf/throughput × step × GPUs (verl's throughput is tokens ÷ (step time × GPUs)), or the MFU estimate
+    perf/mfu/actor × GPU peak × update seconds × GPUs ÷ (6 × active parameters); ÷ the sequences trained."""
     d = c.get("derived") or {}
-    return d.get("mean_tokens_per_sequence") or d.get("est_mean_seq_len_from_mfu")
+    if d.get("mean_tokens_per_sequence") or d.get("est_mean_seq_len_from_mfu"):
+        return d.get("mean_tokens_per_sequence") or d.get("est_mean_seq_len_from_mfu")
+    m, hw = c.get("measured") or {}, c.get("hardware") or {}
+    cfg = c.get("config") or {}
+    seqs = d.get("responses_trained_per_step") or (cfg.get("train_batch_size") or 0) * (cfg.get("rollout_n") or 0)
+    gpus = hw.get("n_gpus_total") or (hw.get("nnodes") or 1) * (hw.get("n_gpus_per_node") or 0)
+    if not seqs:
+        return None
+    if m.get("perf/total_num_tokens"):
+        return float(m["perf/total_num_tokens"]) / seqs
+    if m.get("perf/throughput") and m.get("timing_s/step") and gpus:
+        return float(m["perf/throughput"]) * float(m["timing_s/step"]) * gpus / seqs
+    active = c.get("model_active_params_b") or c.get("model_params_b")
+    if m.get("perf/mfu/actor") and m.get("timing_s/update_actor") and gpus and active and hw.get("gpu"):
+        _, pk, assumed = st.peak(str(hw["gpu"]))
+        if not assumed:
+            tokens = float(m["perf/mfu/actor"]) * pk.bf16_tflops * 1e12 * float(m["timing_s/update_actor"]) * gpus
+            seq = tokens / (6 * float(active) * 1e9) / seqs
+            # beyond the longest sequence the run allows, the estimate says nothing (T13's MFU implies 10,879 of
+            # at most 10,240: its MFU counts otherwise)
+            cap = (cfg.get("max_prompt_length") or 0) + (cfg.get("max_response_length") or 0)
+            return seq if not cap or seq <= cap else None
+    return None
 
 
 def response_mean(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> tuple[Optional[float], str]:
