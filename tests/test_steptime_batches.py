@@ -105,3 +105,19 @@ def test_planner_tries_the_budget_that_holds_a_mini_batch_in_fewer_micro_batches
     # one mini-batch per step and a whole-step budget in reach: the candidates still include the plain multiples
     monkeypatch.setattr(memory, "estimate", lambda shape, lay: Verdict("fits"))
     assert token_budget(None, Layout(7168, 7168), 7168, 1, 7168, rank_tokens=15000, minis=1).chosen == 4 * 7168
+
+
+def test_a_pipeline_stage_pays_its_own_layers_fixed_cost_per_micro_batch():
+    """A micro-batch's fixed cost (kernel launches and Python, layer by layer) falls on each pipeline stage for its
+    1/PP of the layers, over the same m + PP − 1 schedule slots as the compute: with PP 2 and 128 micro-batches per
+    mini-batch, TRAIN_MICRO_S × ½ × (128 + 1) / 128 per micro-batch, not the whole TRAIN_MICRO_S (a 7B DAPO run on 8
+    H100 with TP 4 PP 2 and fixed micro-batches of 4 updates in 261 s; charging each stage the whole model's cost
+    predicted 378 s)."""
+    w = _work(backend="megatron", model_parallel=4, pipeline=2, dynamic_bsz=False, train_micro=4, logprob_micro=4,
+              mini_batches=4, n_gpus=8)
+    d = st.predict(w).detail
+    micros = d["update actor micro-batches"]
+    per_mini = micros / 4
+    assert d["update actor micro-batches s"] == pytest.approx(micros * st.TRAIN_MICRO_S / 2 * (per_mini + 1) / per_mini)
+    flat = st.predict(replace(w, pipeline=1)).detail
+    assert flat["update actor micro-batches s"] == pytest.approx(flat["update actor micro-batches"] * st.TRAIN_MICRO_S)

@@ -537,7 +537,10 @@ def predict(w: Workload) -> StepTime:
     fwd_gather = fsdp_gather_seconds(w, name, lp_micros, 2)
     fwd_compute = max(_pass_seconds(fwd_flops, pk, FORWARD_ETA, FORWARD_INTENSITY) + fwd_moe, fwd_gather) \
         * bubble(lp_micros, 1)
-    fwd_micro = lp_micros * (FORWARD_MICRO_S + expert_loop_seconds(w, 1))
+    # a micro-batch's fixed cost is its kernel launches and Python, layer by layer: a pipeline stage runs 1/PP of the
+    # layers, over the same m + PP − 1 schedule slots as its compute (the bubble)
+    stage = 1.0 / max(w.pipeline, 1)
+    fwd_micro = lp_micros * (FORWARD_MICRO_S * stage * bubble(lp_micros, 1) + expert_loop_seconds(w, 1))
     fwd = fwd_compute + fwd_micro
     # the driver ships each pass its batch padded to max_prompt + max_response (input_ids, attention_mask,
     # position_ids: int64; responses) and collects per-token results: bytes that do not shrink with more GPUs
@@ -561,7 +564,8 @@ def predict(w: Workload) -> StepTime:
     upd_gather = fsdp_gather_seconds(w, name, tr_micros, 8)
     upd_loop = expert_loop_seconds(w, 3 if w.recompute else 2)
     upd = max(_pass_seconds(train_flops, pk, TRAIN_ETA, TRAIN_INTENSITY) + upd_moe, upd_gather) \
-        * bubble(tr_micros, w.mini_batches) + tr_micros * (TRAIN_MICRO_S + upd_loop)
+        * bubble(tr_micros, w.mini_batches) + tr_micros * (TRAIN_MICRO_S * stage * bubble(tr_micros, w.mini_batches)
+                                                            + upd_loop)
     upd += upd_io
     phases["update actor"] = upd + load + optim
     if w.has_critic:
@@ -591,7 +595,8 @@ def predict(w: Workload) -> StepTime:
     detail = {k: v for k, v in ro.items() if k != "rollout"}
     detail["old log-prob micro-batches"], detail["update actor micro-batches"] = lp_micros, tr_micros
     detail["old log-prob micro-batches s"] = fwd_micro
-    detail["update actor micro-batches s"] = tr_micros * (TRAIN_MICRO_S + upd_loop)
+    detail["update actor micro-batches s"] = tr_micros * (TRAIN_MICRO_S * stage * bubble(tr_micros, w.mini_batches)
+                                                          + upd_loop)
     detail["old log-prob moe dispatch s"] = fwd_moe
     detail["update actor moe dispatch s"] = upd_moe
     detail["old log-prob fsdp gather s"] = fwd_gather
