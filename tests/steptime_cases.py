@@ -160,11 +160,30 @@ def rollout_engine(c: dict[str, Any]) -> dict[str, Any]:
             "gpus_per_node": (c.get("hardware") or {}).get("n_gpus_per_node") or 8}
 
 
+def rollout_gpus(c: dict[str, Any]) -> int:
+    """GPUs of the rollout's own in a one-step-off or fully async report (0: colocated): a `rollout_gpus` field, else
+    "N rollout GPUs" / "generation: N GPUs" in its rollout mode, layout or notes, when the mode is not colocated."""
+    hw, cfg = c.get("hardware") or {}, c.get("config") or {}
+    given = c.get("rollout_gpus") or hw.get("rollout_gpus") or cfg.get("rollout_gpus")
+    if given:
+        return int(given)
+    mode = str(c.get("rollout_mode") or "").lower()
+    if "coloc" in mode or not re.search(r"async|one[- ]step|overlap|separate|disaggregat", mode):
+        return 0
+    text = " ".join(str(c.get(k) or "") for k in ("rollout_mode", "train_parallel", "notes")).lower()
+    found = re.search(r"(\d+)\s*(?:rollout|generation|inference)\s*gpus?|(?:rollout|generation|inference)\s*[:=(]?\s*"
+                      r"(\d+)\s*gpus?", text)
+    return int(found.group(1) or found.group(2)) if found else 0
+
+
 def workload(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> st.Workload:
     cfg, hw = c.get("config") or {}, c.get("hardware") or {}
     shape = shape_of(c)
     assert shape is not None, c["id"]
     n_gpus = hw.get("n_gpus_total") or (hw.get("nnodes") or 1) * (hw.get("n_gpus_per_node") or 8)
+    own = rollout_gpus(c)
+    own = own if 0 < own < n_gpus else 0  # the training keeps the rest
+    n_gpus -= own
     megatron = str(c.get("backend") or "").startswith("megatron")
     tp = setting(c, "rollout_tp")
     resp, _ = response_mean(c, all_cases)
@@ -209,7 +228,7 @@ def workload(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> st.Workload:
                         or c["measured"].get("timing_s/update_critic")),
         multi_turn=bool(cfg.get("multi_turn")), assistant_turns=cfg.get("multi_turn_max_assistant_turns") or 0,
         tool_response_chars=cfg.get("multi_turn_max_tool_response_length") or st.TOOL_RESPONSE_CHARS,
-        remove_padding=cfg.get("use_remove_padding") is not False,
+        remove_padding=cfg.get("use_remove_padding") is not False, rollout_gpus=own, overlap=own > 0,
         **rollout_engine(c))
 
 

@@ -83,7 +83,8 @@ def test_expert_loop_measurement_shows_grouped_experts_under_transformers_5():
 def test_planner_tries_the_budget_that_holds_a_mini_batch_in_fewer_micro_batches(monkeypatch):
     """A rank's 4 mini-batches of 15,000 tokens each take 3 micro-batches at the default 7,168-token budget
     (ceil(15000 / 7168)) and 2 at 8,192 (ceil(15000 / 8192)); the memory allows up to 9,000 here, below the next
-    multiple of the default (1.5 × 7168 → 10,240): the planner must still find 8,192, 4 fewer micro-batches a step."""
+    multiple of the default (1.5 × 7168 → 10,240): the planner must still find 8,192, 4 fewer micro-batches a
+    step."""
     from dataclasses import dataclass
 
     import wizard.planner.memory as memory

@@ -280,3 +280,27 @@ def test_a_report_without_a_derived_block_implies_the_same_mean_sequence(cid):
     else:
         assert _seq_from_report(bare) == pytest.approx(_seq_from_report(case), rel=1e-3)
     assert compare(bare, CASES)["step"] == pytest.approx(compare(case, CASES)["step"], rel=1e-3)
+
+
+def test_a_one_step_off_report_runs_its_rollout_on_its_own_gpus():
+    """A report whose rollout has GPUs of its own (one-step-off or fully async, not colocated) says how many: the
+    harness gives the rollout those, the training the rest, and overlaps the two (a step is the longer plus the
+    sync). A colocated report is untouched."""
+    import copy
+
+    from steptime_cases import rollout_gpus, workload
+
+    base = next(c for c in CASES if c["id"] == "T23")
+    assert rollout_gpus(base) == 0
+    odd = copy.deepcopy(base)
+    odd["rollout_mode"], odd["notes"] = "one-step-overlap async", "Generation: 4 GPUs, Training: 12 GPUs"
+    w = workload(odd, CASES)
+    assert (w.n_gpus, w.rollout_gpus, w.overlap) == (12, 4, True)
+    pred = st.predict(w)
+    train = sum(v for k, v in pred.phases.items() if k not in ("rollout", "weight sync"))
+    assert pred.step_s == pytest.approx(max(pred.phases["rollout"], train) + pred.phases["weight sync"])
+    odd["notes"], odd["rollout_gpus"] = "", 8
+    assert workload(odd, CASES).rollout_gpus == 8
+    odd["rollout_mode"], odd["rollout_gpus"] = "sync (colocated)", None
+    odd["notes"] = "Generation: 4 GPUs"
+    assert workload(odd, CASES).rollout_gpus == 0

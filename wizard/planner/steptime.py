@@ -217,6 +217,16 @@ class Workload:
     tool_response_chars: int = TOOL_RESPONSE_CHARS  # rollout.multi_turn.max_tool_response_length
     prefix_caching: bool = True  # rollout.enable_prefix_caching
     remove_padding: bool = True  # use_remove_padding: packed sequences (False: every micro-batch padded to its longest)
+    # algorithm.rollout_correction.bypass_mode: old log-probs are the rollout's own, no pass (ray_trainer.py:1550)
+    old_logprob: bool = True
+    # GPUs of their own for the rollout (one-step-off and fully async: rollout.nnodes × rollout.n_gpus_per_node);
+    # 0: colocated with training on the n_gpus
+    rollout_gpus: int = 0
+    # the next batch generates while this one trains (one-step-off, fully async): a step is the longer of the two
+    overlap: bool = False
+    # fully async with partial rollout: the engine streams (new prompts join, interrupted ones resume after a sync),
+    # so a step's samples cost the full engine's throughput, no drain to the longest response
+    streaming: bool = False
 
 
 @dataclass
@@ -224,10 +234,15 @@ class StepTime:
     phases: dict[str, float]
     assumptions: dict[str, object]
     detail: dict[str, float] = field(default_factory=dict)
+    overlap: bool = False  # the rollout runs beside the training passes (Workload.overlap)
+    rollout_gpus: int = 0  # GPUs of the rollout's own (Workload.rollout_gpus), counted in the GPU-hours
 
     @property
     def step_s(self) -> float:
-        return sum(self.phases.values())
+        if not self.overlap:
+            return sum(self.phases.values())
+        train = sum(v for k, v in self.phases.items() if k not in ("rollout", "weight sync"))
+        return max(self.phases.get("rollout", 0.0), train) + self.phases.get("weight sync", 0.0)
 
     def grouped(self) -> dict[str, float]:
         """The contract's four phase kinds (plus the critic's, when there is one)."""
@@ -349,7 +364,7 @@ def rollout_seconds(w: Workload, pk_name: str, pk: Peak, kv_tokens: float, resp:
     read, kernel launches, TP all-reduces) dominate.
     """
     tp = max(w.rollout_tp, 1)
-    replicas = max(w.n_gpus // tp, 1)
+    replicas = max((w.rollout_gpus or w.n_gpus) // tp, 1)
     total = max(w.prompts * w.n, 1)
     seqs = total / replicas
     conc = max(1.0, min(seqs, w.max_num_seqs, kv_tokens / (prompt + resp)))
@@ -379,6 +394,12 @@ def rollout_seconds(w: Workload, pk_name: str, pk: Peak, kv_tokens: float, resp:
             + tp_bytes * c
         return max(gpu, host + DECODE_SEQ_S * c)
 
+    if w.streaming:  # a full engine the whole time: the samples' tokens at its throughput
+        decode = seqs * resp / conc * iteration(conc, prompt + resp / 2)
+        prefill = 2 * w.active_params * seqs * prompt / tp / (flops * PREFILL_ETA)
+        return {"decode bulk": decode, "decode tail": 0.0, "prefill": prefill, "concurrency": conc,
+                "longest response": float(w.max_response), "generation rounds": 1.0,
+                "rollout": (decode + prefill) * (1 + ROLLOUT_OVERHEAD)}
     m = length_scale(resp, w.max_response)
     queued = max(seqs - conc, 0.0)
     bulk = queued * resp / conc * iteration(conc, prompt + resp) if queued else 0.0
@@ -548,7 +569,8 @@ def predict(w: Workload) -> StepTime:
     fwd_io = (24 * slots + 12 * seqs * w.max_response) / 1e9 / DRIVER_GB_S
     upd_io = (24 * slots + 28 * seqs * w.max_response) / 1e9 / DRIVER_GB_S
     fwd += fwd_io
-    phases["old log-prob"] = fwd + load
+    if w.old_logprob:
+        phases["old log-prob"] = fwd + load
     if w.has_ref:
         phases["ref log-prob"] = fwd + load
     tr_tok = micro_tokens(w.train_tokens, w.train_micro)
@@ -601,13 +623,14 @@ def predict(w: Workload) -> StepTime:
     detail["update actor moe dispatch s"] = upd_moe
     detail["old log-prob fsdp gather s"] = fwd_gather
     detail["update actor fsdp gather s"] = upd_gather
-    return StepTime({k: phases[k] for k in PHASE_ORDER if k in phases}, assumptions, detail)
+    return StepTime({k: phases[k] for k in PHASE_ORDER if k in phases}, assumptions, detail, overlap=w.overlap,
+                    rollout_gpus=w.rollout_gpus)
 
 
 def run_hours(st: StepTime, steps: int, n_gpus: int) -> tuple[float, float]:
-    """(wall-clock hours, GPU-hours) of `steps` steps."""
+    """(wall-clock hours, GPU-hours) of `steps` steps: the training GPUs and the rollout's own, if any."""
     hours = st.step_s * steps / 3600
-    return hours, hours * n_gpus
+    return hours, hours * (n_gpus + st.rollout_gpus)
 
 
 def as_json(st: StepTime, steps: int, n_gpus: int, steps_basis: str) -> dict[str, object]:
@@ -655,6 +678,14 @@ def workload_from_config(get, shape, *, n_gpus: int, gpu_type: Optional[str], gp
         mp, pp, cp, ep, etp = _int(get(f"{A}.ulysses_sequence_parallel_size"), 1), 1, 1, 1, 1
         recompute = get(f"{M}.enable_gradient_checkpointing") is not False
         off_p, off_o = bool(get(f"{A}.fsdp_config.param_offload")), bool(get(f"{A}.fsdp_config.optimizer_offload"))
+    # one-step-off and fully async (verl/experimental/*/config): the rollout on rollout.nnodes × n_gpus_per_node GPUs
+    # of its own (one_step_off_policy/main_ppo.py:121-122, fully_async_main.py:235-236), overlapping training
+    own = _int(get("rollout.nnodes"), 0) * _int(get("rollout.n_gpus_per_node"), 0)
+    # fully async: the trainer takes require_batches × ppo_mini_batch_size prompts a step (data.train_batch_size
+    # is not used, fully_async.md), one optimizer step per mini-batch
+    streamed = get("async_training.require_batches")
+    if streamed is not None:
+        tbs = _int(streamed, 1) * _int(get(f"{A}.ppo_mini_batch_size"), 1)
     adv = str(get("algorithm.adv_estimator") or "")
     has_critic = adv == "gae" or bool(get("critic.enable"))
     has_ref = bool(get(f"{A}.use_kl_loss")) or bool(get("algorithm.use_kl_in_reward"))
@@ -662,7 +693,7 @@ def workload_from_config(get, shape, *, n_gpus: int, gpu_type: Optional[str], gp
     return Workload(
         params=shape.params, active_params=shape.active_params, layers=shape.layers, hidden=shape.hidden,
         kv_bytes_per_token=shape.kv_bytes_per_token(tp), n_gpus=max(n_gpus, 1),
-        prompts=_int(get("data.gen_batch_size"), tbs), train_prompts=tbs,
+        prompts=_int(get("data.gen_batch_size"), tbs) if streamed is None else tbs, train_prompts=tbs,
         filter_groups=bool(get("algorithm.filter_groups.enable")), n=_int(get(f"{R}.n"), 1),
         max_prompt=_int(get("data.max_prompt_length"), 512), max_response=_int(get("data.max_response_length"), 512),
         response_mean=response_mean, response_mean_basis=response_mean_basis, prompt_mean=prompt_mean,
@@ -687,7 +718,10 @@ def workload_from_config(get, shape, *, n_gpus: int, gpu_type: Optional[str], gp
         assistant_turns=_int(get(f"{R}.multi_turn.max_assistant_turns") or get(f"{R}.multi_turn.max_user_turns"), 0),
         tool_response_chars=_int(get(f"{R}.multi_turn.max_tool_response_length"), TOOL_RESPONSE_CHARS),
         prefix_caching=get(f"{R}.enable_prefix_caching") is not False,
-        remove_padding=get(f"{M}.use_remove_padding") is not False)
+        remove_padding=get(f"{M}.use_remove_padding") is not False,
+        old_logprob=get("algorithm.rollout_correction.bypass_mode") is not True,
+        rollout_gpus=own, overlap=own > 0,
+        streaming=streamed is not None and get("async_training.partial_rollout") is not False)
 
 
 def moe_layers(shape) -> int:

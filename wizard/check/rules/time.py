@@ -65,7 +65,9 @@ def rule_time(c: Ctx, f: Facts, shape: Any, response_mean: Optional[float] = Non
         said.append(f"GPU {a['gpu']}")
     c.add("VI895", "info", ("data.max_response_length", f"{R}.n", "data.train_batch_size"),
           f"predicted step {pred.step_s:.0f} s (" + ", ".join(f"{k} {v:.0f} s" for k, v in pred.grouped().items())
-          + f"); {steps} steps ≈ {c.time['run_gpu_hours']:.0f} GPU-hours"
+          + ")" + (f", the rollout on its own {w.rollout_gpus} GPUs beside training: a step is the longer of the two "
+                   "plus the weight sync" if pred.overlap else "")
+          + f"; {steps} steps ≈ {c.time['run_gpu_hours']:.0f} GPU-hours"
           + (f"; assumed {'; '.join(said)}" if said else ""),
           "pass --response-length-mean TOKENS and --gpu-type NAME for your run" if said else "")
     _logprob_micro(c, f, shape, w, pred, layout)
@@ -105,11 +107,13 @@ def _idle(c: Ctx, f: Facts, shape: Any, w: Any, pred: Any, est: Any) -> None:
     from wizard.planner import steptime as st
 
     key = f"{R}.tensor_model_parallel_size"
-    replicas = max(w.n_gpus // max(w.rollout_tp, 1), 1)
+    rollout_gpus = w.rollout_gpus or w.n_gpus
+    replicas = max(rollout_gpus // max(w.rollout_tp, 1), 1)
     seqs = w.prompts * w.n
     if seqs < replicas:
         c.add("VI897", "warning", (key, "data.train_batch_size", f"{R}.n"),
-              f"{replicas} rollout replicas (TP {w.rollout_tp} on {w.n_gpus} GPUs) share {seqs} sequences per step: "
+              f"{replicas} rollout replicas (TP {w.rollout_tp} on {rollout_gpus} GPUs) share {seqs} sequences per "
+              "step: "
               f"{replicas - seqs} replicas ({(replicas - seqs) * w.rollout_tp} GPUs) generate nothing",
               "raise data.train_batch_size or rollout.n, or the rollout TP")
         return
