@@ -75,9 +75,9 @@ def test_check_times_a_one_step_off_script_with_its_own_rollout_gpus(tmp_path):
     one_step_off_ppo_trainer.yaml): 12 trainer GPUs and 4 rollout GPUs; `check` predicts no old log-prob pass, a step
     of the longer side plus the sync, and GPU-hours for all 16 GPUs."""
     path = Path(tmp_path) / "run.sh"
-    path.write_text("#!/bin/bash\npython3 -m verl.experimental.one_step_off_policy.main_ppo \\\n    " + " \\\n    ".join(
-        [*PPO, "trainer.n_gpus_per_node=12", "rollout.nnodes=1", "rollout.n_gpus_per_node=4"]) + "\n",
-        encoding="utf-8")
+    words = [*PPO, "trainer.n_gpus_per_node=12", "rollout.nnodes=1", "rollout.n_gpus_per_node=4"]
+    path.write_text("#!/bin/bash\npython3 -m verl.experimental.one_step_off_policy.main_ppo \\\n    "
+                    + " \\\n    ".join(words) + "\n", encoding="utf-8")
     report = check(str(path), env={"HOME": str(tmp_path)}, gpu_type="H100", gpu_memory_gb=80)
     assert report.source.entry == "one_step_off" and report.time is not None
     phases = report.time["phases_detail"]

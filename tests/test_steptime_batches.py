@@ -103,6 +103,10 @@ def test_planner_tries_the_budget_that_holds_a_mini_batch_in_fewer_micro_batches
     ranked = token_budget(None, Layout(7168, 7168), 7168, 1, 7168, rank_tokens=4 * 15000, minis=4)
     assert ranked.chosen == 8192 and ranked.runner_up == 7168
     assert ranked.seconds_lost == pytest.approx((12 - 8) * st.TRAIN_MICRO_S)
+    # with PP 2 each stage pays half a micro-batch's fixed cost over m + 1 slots a mini-batch: 12 × ½ × 4/3 against
+    # 8 × ½ × 3/2, in TRAIN_MICRO_S
+    piped = token_budget(None, Layout(7168, 7168), 7168, 1, 7168, rank_tokens=4 * 15000, minis=4, pipeline=2)
+    assert piped.seconds_lost == pytest.approx((8 - 6) * st.TRAIN_MICRO_S)
     # one mini-batch per step and a whole-step budget in reach: the candidates still include the plain multiples
     monkeypatch.setattr(memory, "estimate", lambda shape, lay: Verdict("fits"))
     assert token_budget(None, Layout(7168, 7168), 7168, 1, 7168, rank_tokens=15000, minis=1).chosen == 4 * 7168

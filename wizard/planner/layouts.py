@@ -58,14 +58,15 @@ BUDGET_STEPS = (1.5, 2.0, 3.0, 4.0)
 
 
 def token_budget(shape: Any, layout: Any, current: int, sp: int, logprob: int, rank_tokens: float,
-                 minis: int = 1) -> Ranked:
+                 minis: int = 1, pipeline: int = 1) -> Ranked:
     """The fastest token budget per GPU (use_dynamic_bsz) that keeps the plan's memory verdict "fits".
 
     `layout`: the memory plan's layout; `current`: the planner's default budget per GPU; `sp`: the GPUs that share a
     micro-batch (verl multiplies the budget by them); `logprob`: the log-prob budget per GPU (kept ≥ the training
     budget); `rank_tokens`: tokens one data-parallel rank trains per step (mean lengths); `minis`: its mini-batches,
     each split on its own into ceil(its tokens / budget) micro-batches (steptime.predict): besides multiples of the
-    default, the budgets that just hold a mini-batch in one fewer micro-batch are tried."""
+    default, the budgets that just hold a mini-batch in one fewer micro-batch are tried. `pipeline`: Megatron's PP,
+    whose stages each pay a micro-batch's fixed cost for their share of the layers (steptime.predict)."""
     from wizard.planner.memory import estimate
 
     minis = max(minis, 1)
@@ -83,8 +84,15 @@ def token_budget(shape: Any, layout: Any, current: int, sp: int, logprob: int, r
     best = max(fits)  # of those with the fewest micro-batches, the largest: headroom for longer-than-mean batches
     slower = [t for t in fits if micros(t) > micros(best)]
     runner = max(slower) if slower else None
-    lost = (micros(runner) - micros(best)) * steptime.TRAIN_MICRO_S if runner else 0.0
-    why = (f"the largest budget of {', '.join(str(t) for t in cands)} whose update fits the memory estimate "
+
+    def fixed(t: int) -> float:  # the micro-batches' fixed cost, per pipeline stage over its schedule's slots
+        m = micros(t) / minis
+        return micros(t) * steptime.TRAIN_MICRO_S / pipeline * (m + pipeline - 1) / m
+
+    pipeline = max(pipeline, 1)
+    lost = fixed(runner) - fixed(best) if runner else 0.0
+    tried = ", ".join(str(t) for t in cands) if len(cands) <= 8 else f"{len(cands)} tried, {cands[0]} to {cands[-1]},"
+    why = (f"the largest budget of {tried} whose update fits the memory estimate "
            f"(fewer micro-batches per update: {micros(best)} per data-parallel rank, {minis} mini-batches)")
     return Ranked(best, runner, max(lost, 0.0), why)
 

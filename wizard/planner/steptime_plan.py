@@ -54,8 +54,9 @@ def lines(doc: dict) -> list[str]:
         f"tokens per data-parallel rank, {_count(a['logprob_micro_batches_per_rank'], 'log-prob micro-batch')} of "
         f"{a['logprob_micro_batch_tokens']}.",
         *([f"Fastest layout that fits: {doc['layout_choice']['key']}={doc['layout_choice']['chosen']} "
-           f"({doc['layout_choice']['why']}); runner-up {doc['layout_choice']['runner_up']}, about "
-           f"{doc['layout_choice']['runner_up_slower_s']:g} s slower per step (more micro-batches, each with its fixed cost)."]
+           f"({doc['layout_choice']['why']}); runner-up {doc['layout_choice']['runner_up']}, "
+           f"{_slower(doc['layout_choice']['runner_up_slower_s'])} per step (more micro-batches, each with its fixed "
+           "cost)."]
           if doc.get("layout_choice") and doc["layout_choice"]["runner_up"] else []),
         *([f"Fastest layout that fits, by predicted step: {doc['layout_ranking']['chosen']}; runner-up "
            f"{doc['layout_ranking']['runner_up']}, about {doc['layout_ranking']['runner_up_slower_s']:g} s slower per "
@@ -91,6 +92,11 @@ def not_predicted(plan) -> Optional[str]:
         return (f"not predicted: the size of {a.model} is unknown (no config.json read and no parameter count in "
                 "its name); answer model_params_b or point model at a local folder")
     return None
+
+
+def _slower(seconds: float) -> str:
+    """'about 0.4 s slower', or 'under 0.1 s slower' where the rounding would say 0."""
+    return f"about {seconds:g} s slower" if seconds >= 0.1 else "under 0.1 s slower"
 
 
 def of_plan(plan) -> Optional[dict]:

@@ -124,7 +124,7 @@ def micro_batches(b: Build) -> None:
         if a.max_tokens_per_gpu is None and decision is not None and b.shape is not None and not f.errors:
             ranked = rank_token_budget(b.shape, decision.layout, tokens, sp, (fit_lp_tokens // 1024) * 1024,
                                        b.prompts * b.n * mean_sequence(a.max_prompt_length, a.max_response_length, a.response_length_mean)
-                                       / max(b.dp, 1), minis=b.updates)
+                                       / max(b.dp, 1), minis=b.updates, pipeline=b.mpp if b.megatron else 1)
             tokens = ranked.chosen
             b.facts["token_budget_ranking"] = ranked
         b.tokens = tokens
