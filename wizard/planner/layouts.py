@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Optional
 
 from wizard.planner import steptime
+from wizard.planner.state import round_up
 
 
 @dataclass(frozen=True)
@@ -69,14 +70,14 @@ def token_budget(shape: Any, layout: Any, current: int, sp: int, logprob: int, r
     whose stages each pay a micro-batch's fixed cost for their share of the layers (steptime.predict)."""
     from wizard.planner.memory import estimate
 
-    minis = max(minis, 1)
+    minis, pipeline = max(minis, 1), max(pipeline, 1)
     per_mini = rank_tokens / minis / sp
 
     def micros(t: int) -> int:
         return minis * math.ceil(per_mini / t - 1e-9)
 
     top = max(current, int(current * BUDGET_STEPS[-1]) // 1024 * 1024)
-    splits = {-(-math.ceil(per_mini / k) // 1024) * 1024 for k in range(1, micros(current) // minis + 1)}
+    splits = {round_up(math.ceil(per_mini / k), 1024) for k in range(1, micros(current) // minis + 1)}
     cands = sorted({current, *(max(current, int(current * k) // 1024 * 1024) for k in BUDGET_STEPS),
                     *(t for t in splits if current < t <= top)})
     fits = [t for t in cands if t == current or estimate(shape, replace(
@@ -89,7 +90,6 @@ def token_budget(shape: Any, layout: Any, current: int, sp: int, logprob: int, r
         m = micros(t) / minis
         return micros(t) * steptime.TRAIN_MICRO_S / pipeline * (m + pipeline - 1) / m
 
-    pipeline = max(pipeline, 1)
     lost = fixed(runner) - fixed(best) if runner else 0.0
     tried = ", ".join(str(t) for t in cands) if len(cands) <= 8 else f"{len(cands)} tried, {cands[0]} to {cands[-1]},"
     why = (f"the largest budget of {tried} whose update fits the memory estimate "

@@ -126,7 +126,8 @@ EXPERT_LOOP_S = 1.5e-4
 # without CUDA graphs (rollout.enforce_eager), vLLM's fused-MoE layer costs the host more than a dense MLP: routing
 # (topk-softmax), the block alignment, two Triton fused-MoE launches from Python (~40 µs each: argument binding of a
 # ~30-argument kernel), the activation, the sum and their buffers, about 0.2 ms a MoE layer and decode iteration
-# beyond EAGER_LAYER_S (assumed from that count, not fitted; CUDA graphs capture it all)
+# beyond EAGER_LAYER_S (an estimate from that count, neither traced nor fitted: the weakest-sourced constant here;
+# six eager Qwen3-30B-A3B runs of one calibration table were looked at beside it; CUDA graphs capture it all)
 EAGER_MOE_LAYER_S = 2.0e-4
 
 # -- assumptions (not calibrated; named in every result) ----------------------------------------------------------
@@ -394,9 +395,10 @@ def rollout_seconds(w: Workload, pk_name: str, pk: Peak, kv_tokens: float, resp:
             + tp_bytes * c
         return max(gpu, host + DECODE_SEQ_S * c)
 
+    # vLLM's prefix cache (verl's default: rollout.enable_prefix_caching true) computes a prompt's n samples once
+    prefill = 2 * w.active_params * seqs / max(w.n if w.prefix_caching else 1, 1) * prompt / tp / (flops * PREFILL_ETA)
     if w.streaming:  # a full engine the whole time: the samples' tokens at its throughput
         decode = seqs * resp / conc * iteration(conc, prompt + resp / 2)
-        prefill = 2 * w.active_params * seqs * prompt / tp / (flops * PREFILL_ETA)
         return {"decode bulk": decode, "decode tail": 0.0, "prefill": prefill, "concurrency": conc,
                 "longest response": float(w.max_response), "generation rounds": 1.0,
                 "rollout": (decode + prefill) * (1 + ROLLOUT_OVERHEAD)}
@@ -414,8 +416,6 @@ def rollout_seconds(w: Workload, pk_name: str, pk: Peak, kv_tokens: float, resp:
     for i in range(k):
         t = (i + 0.5) * end / k
         drain += iteration(max(conc * math.exp(-t / m), 1.0), prompt + t) * end / k
-    # vLLM's prefix cache (verl's default: rollout.enable_prefix_caching true) computes a prompt's n samples once
-    prefill = 2 * w.active_params * seqs / max(w.n if w.prefix_caching else 1, 1) * prompt / tp / (flops * PREFILL_ETA)
     rounds = generation_rounds(w)
     gen = (bulk + drain + prefill) * rounds
     return {"decode bulk": bulk, "decode tail": drain, "prefill": prefill, "concurrency": conc,
@@ -585,9 +585,9 @@ def predict(w: Workload) -> StepTime:
     upd_moe = moe_dispatch_seconds(w, name, pk, per_gpu_tokens, (3 if w.recompute else 2) * w.ppo_epochs)
     upd_gather = fsdp_gather_seconds(w, name, tr_micros, 8)
     upd_loop = expert_loop_seconds(w, 3 if w.recompute else 2)
+    upd_micro = tr_micros * (TRAIN_MICRO_S * stage * bubble(tr_micros, w.mini_batches) + upd_loop)
     upd = max(_pass_seconds(train_flops, pk, TRAIN_ETA, TRAIN_INTENSITY) + upd_moe, upd_gather) \
-        * bubble(tr_micros, w.mini_batches) + tr_micros * (TRAIN_MICRO_S * stage * bubble(tr_micros, w.mini_batches)
-                                                            + upd_loop)
+        * bubble(tr_micros, w.mini_batches) + upd_micro
     upd += upd_io
     phases["update actor"] = upd + load + optim
     if w.has_critic:
@@ -617,8 +617,7 @@ def predict(w: Workload) -> StepTime:
     detail = {k: v for k, v in ro.items() if k != "rollout"}
     detail["old log-prob micro-batches"], detail["update actor micro-batches"] = lp_micros, tr_micros
     detail["old log-prob micro-batches s"] = fwd_micro
-    detail["update actor micro-batches s"] = tr_micros * (TRAIN_MICRO_S * stage * bubble(tr_micros, w.mini_batches)
-                                                          + upd_loop)
+    detail["update actor micro-batches s"] = upd_micro
     detail["old log-prob moe dispatch s"] = fwd_moe
     detail["update actor moe dispatch s"] = upd_moe
     detail["old log-prob fsdp gather s"] = fwd_gather
