@@ -20,6 +20,7 @@ forward and 305-318 µs forward + backward per expert; transformers 5.10.4 (eage
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 import time
 
@@ -45,17 +46,22 @@ def seconds(experts: int, tokens: int = 1024, repeats: int = 20) -> tuple[float,
         out = blk(x)
         return out[0] if isinstance(out, tuple) else out
 
-    for _ in range(3):
-        forward().sum().backward()
-    t0 = time.perf_counter()
-    for _ in range(repeats):
+    def timed(step) -> float:
+        """The median of `repeats` single runs: a busy machine's spikes land in the tails, not in the result."""
+        runs = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            step()
+            runs.append(time.perf_counter() - t0)
+        return statistics.median(runs)
+
+    def no_grad_forward():
         with torch.no_grad():
             forward()
-    fwd = (time.perf_counter() - t0) / repeats
-    t0 = time.perf_counter()
-    for _ in range(repeats):
+
+    for _ in range(3):
         forward().sum().backward()
-    return fwd, (time.perf_counter() - t0) / repeats
+    return timed(no_grad_forward), timed(lambda: forward().sum().backward())
 
 
 def main() -> int:

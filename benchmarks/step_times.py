@@ -25,7 +25,7 @@ from steptime_cases import TOLERANCE, cases, compare, log_error, response_mean, 
 
 OUT = ROOT / "benchmarks" / "step_times.md"
 # the fitted efficiencies; the rest stay at their physical values (TRAIN_ETA / FORWARD_ETA 1: the roofline's
-# intensity term carries the loss; DECODE_BW_ETA, DECODE_TP_GRAPH_LAYER_S, CROSS_NODE_TP_FACTOR, PREFILL_ETA,
+# intensity term carries the loss; DECODE_BW_ETA, DECODE_TP_GRAPH_LAYER_S, CROSS_NODE_ALLREDUCE_S, PREFILL_ETA,
 # PCIE_GB_S as written in steptime.py; FILTER_GROUPS_KEEP and RESPONSE_SQRT are assumptions, not fitted to step times)
 SCALARS = ("TRAIN_INTENSITY", "FORWARD_INTENSITY", "TRAIN_MICRO_S", "FORWARD_MICRO_S", "A2A_ETA",
            "DRIVER_GB_S", "SYNC_TENSOR_S", "DECODE_STEP_S", "DECODE_SEQ_S", "DECODE_LAYER_S", "DECODE_TP_LAYER_S",

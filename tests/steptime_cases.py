@@ -70,8 +70,8 @@ def _seq_from_report(c: dict[str, Any]) -> Optional[float]:
     perf/throughput × step × GPUs (verl's throughput is tokens ÷ (step time × GPUs)), or the MFU estimate
     perf/mfu/actor × GPU peak × update seconds × GPUs ÷ (6 × active parameters); ÷ the sequences trained."""
     d = c.get("derived") or {}
-    if d.get("mean_tokens_per_sequence") or d.get("est_mean_seq_len_from_mfu"):
-        return d.get("mean_tokens_per_sequence") or d.get("est_mean_seq_len_from_mfu")
+    if d.get("mean_tokens_per_sequence"):
+        return d["mean_tokens_per_sequence"]
     m, hw = c.get("measured") or {}, c.get("hardware") or {}
     cfg = c.get("config") or {}
     seqs = d.get("responses_trained_per_step") or (cfg.get("train_batch_size") or 0) * (cfg.get("rollout_n") or 0)
@@ -82,17 +82,50 @@ def _seq_from_report(c: dict[str, Any]) -> Optional[float]:
         return float(m["perf/total_num_tokens"]) / seqs
     if m.get("perf/throughput") and m.get("timing_s/step") and gpus:
         return float(m["perf/throughput"]) * float(m["timing_s/step"]) * gpus / seqs
-    active = c.get("model_active_params_b") or c.get("model_params_b")
-    if m.get("perf/mfu/actor") and m.get("timing_s/update_actor") and gpus and active and hw.get("gpu"):
-        _, pk, assumed = st.peak(str(hw["gpu"]))
-        if not assumed:
-            tokens = float(m["perf/mfu/actor"]) * pk.bf16_tflops * 1e12 * float(m["timing_s/update_actor"]) * gpus
-            seq = tokens / (6 * float(active) * 1e9) / seqs
-            # beyond the longest sequence the run allows, the estimate says nothing (T13's MFU implies 10,879 of
-            # at most 10,240: its MFU counts otherwise)
-            cap = (cfg.get("max_prompt_length") or 0) + (cfg.get("max_response_length") or 0)
-            return seq if not cap or seq <= cap else None
-    return None
+    return _seq_from_mfu(c, seqs, gpus)
+
+
+# verl's FLOP counter counted attention as 12 × Σ seqlen² × head_dim × heads × layers (forward and backward, the
+# full square) until verl PR #4959 (commit 54582f1f0, 2026-01-18) halved it to the causal 6 (utils/flops_counter.py
+# _estimate_qwen2_flops: v0.5.0 line 131, v0.9.0 line 116)
+CAUSAL_MFU_FROM = "2026-01-18"
+
+
+def _seq_from_mfu(c: dict[str, Any], seqs: int, gpus: int) -> Optional[float]:
+    """The mean sequence at which verl's own FLOP counter gives the reported perf/mfu/actor over the update's
+    seconds: MFU × the GPU's promised peak × seconds × GPUs = Σ over the step's sequences of 6 × N × L + k × L² ×
+    head_dim × heads × layers (N: verl's count, the active layer weights and the embedding and LM head, both; k: 12
+    or 6 by date), the lengths L following the model's law (steptime.sequence_moments: the default prompt share, the
+    response exponential clipped at max_response_length). None without an MFU, a shape, a known GPU, or where no
+    length up to the cap reaches it."""
+    m, hw, cfg = c.get("measured") or {}, c.get("hardware") or {}, c.get("config") or {}
+    shape = shape_of(c)
+    if not (m.get("perf/mfu/actor") and m.get("timing_s/update_actor") and gpus and hw.get("gpu") and shape):
+        return None
+    _, pk, assumed = st.peak(str(hw["gpu"]))
+    if assumed:
+        return None
+    flops = float(m["perf/mfu/actor"]) * pk.bf16_tflops * 1e12 * float(m["timing_s/update_actor"]) * gpus
+    k = 6 if str(c.get("date") or "") >= CAUSAL_MFU_FROM else 12
+    prompt = st.DEFAULT_PROMPT_SHARE * setting(c, "max_prompt_length")
+    cap = float(setting(c, "max_response_length"))
+    if verl_counted_flops(shape, seqs, prompt, cap, cap, k) < flops:
+        return None
+    lo, hi = 0.0, cap
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if verl_counted_flops(shape, seqs, prompt, mid, cap, k) < flops else (lo, mid)
+    return prompt + (lo + hi) / 2
+
+
+def verl_counted_flops(shape, seqs: float, prompt: float, resp: float, cap: float, attention: int = 6) -> float:
+    """What verl's FLOP counter counts for a training pass over `seqs` sequences of the model's length law (prompt
+    + response exponential clipped at `cap`, mean `resp`): 6 × N × Σ L + attention × Σ L² × head_dim × heads ×
+    layers, N the active layer weights with the embedding and the LM head both counted (_estimate_qwen2_flops and
+    _estimate_qwen2_moe_flops: emd_and_lm_head_N = vocab × hidden × 2)."""
+    n_verl = shape.active_params - shape.embed_params() + 2 * shape.vocab * shape.hidden
+    mean, square = st.sequence_moments(prompt, resp, cap)
+    return seqs * (6 * n_verl * mean + attention * shape.head_dim * shape.heads * shape.layers * square)
 
 
 def response_mean(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> tuple[Optional[float], str]:
@@ -191,8 +224,7 @@ def workload(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> st.Workload:
     if megatron:
         mp = (cfg.get("megatron_tp") or 1) * (cfg.get("megatron_cp") or 1)
         cp, ep = cfg.get("megatron_cp") or 1, cfg.get("megatron_ep") or 1
-        etp = int(_override(c, "actor_rollout_ref.actor.megatron.expert_tensor_parallel_size")
-                  or cfg.get("megatron_tp") or 1)
+        etp = _expert_tp(c, n_gpus)
         rec = cfg.get("recompute")
         # Megatron recomputes only with override_transformer_config.recompute_* (its gradient_checkpointing flag is
         # FSDP's enable_gradient_checkpointing, which the Megatron engine does not read)
@@ -204,7 +236,7 @@ def workload(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> st.Workload:
     tbs = setting(c, "train_batch_size")
     return st.Workload(
         params=shape.params, active_params=shape.active_params, layers=shape.layers, hidden=shape.hidden,
-        kv_bytes_per_token=shape.kv_bytes_per_token(tp), n_gpus=n_gpus,
+        attn_width=shape.attention_width, kv_bytes_per_token=shape.kv_bytes_per_token(tp), n_gpus=n_gpus,
         prompts=cfg.get("gen_batch_size") or tbs, train_prompts=tbs, n=setting(c, "rollout_n"),
         filter_groups=bool(cfg.get("filter_groups_dynamic_sampling")), max_prompt=setting(c, "max_prompt_length"),
         max_response=setting(c, "max_response_length"), response_mean=resp, prompt_mean=None,
@@ -230,6 +262,19 @@ def workload(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> st.Workload:
         tool_response_chars=cfg.get("multi_turn_max_tool_response_length") or st.TOOL_RESPONSE_CHARS,
         remove_padding=cfg.get("use_remove_padding") is not False, rollout_gpus=own, overlap=own > 0,
         **rollout_engine(c))
+
+
+def _expert_tp(c: dict[str, Any], n_gpus: int) -> int:
+    """The report's expert_tensor_parallel_size: as stated, else verl's default (null: as TP, engine/megatron.yaml:20)
+    where that layout can run, else 1. Megatron-core needs ETP × EP × PP to divide the GPUs (parallel_state.py
+    initialize_model_parallel: the expert groups' RankGenerator); a report of TP 4, EP 8 on 16 GPUs ran, so its
+    experts were not split four ways (the source table's scripts set ETP=1)."""
+    cfg = c.get("config") or {}
+    stated = _override(c, "actor_rollout_ref.actor.megatron.expert_tensor_parallel_size")
+    if stated:
+        return int(stated)
+    tp, ep, pp = cfg.get("megatron_tp") or 1, cfg.get("megatron_ep") or 1, cfg.get("megatron_pp") or 1
+    return tp if n_gpus % (tp * ep * pp) == 0 else 1
 
 
 def predicted(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> Optional[st.StepTime]:

@@ -37,6 +37,7 @@ from wizard.check.hardware import resolve_hardware
 from wizard.check.items import bundle_doc, user_items
 from wizard.check.report import Finding, Fix, Report, dedupe, fixed_overrides, format_report
 from wizard.check.resolve import resolve
+from wizard.planner.steptime import RESPONSE_SQRT
 from wizard.check.rules.agent import rule_agent
 from wizard.check.rules.sandbox import rule_sandbox
 from wizard.check.rules.batches import rule_batches, rule_deprecated_micro, rule_dynamic_flags
@@ -185,7 +186,8 @@ def cli(argv: Iterable[str]) -> int:
     p.add_argument("--gpu-type", help="GPU model, e.g. H100 (gives the memory when --gpu-memory-gb is not set)")
     p.add_argument("--response-length-mean", type=float, metavar="TOKENS",
                    help="mean tokens the run generates per response, for the predicted step time (default: "
-                        "10.6 × √max_response_length, at most half of it; the finding VI895 names what it assumed)")
+                        f"{RESPONSE_SQRT:g} × √max_response_length, at most half of it; the finding VI895 names what "
+                        "it assumed)")
     p.add_argument("--defaults", choices=("auto", "verl", "snapshot"), default="auto",
                    help="resolve with verl's own Hydra tree (verl), the shipped snapshot (snapshot), or verl when installed (auto)")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",

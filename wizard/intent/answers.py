@@ -120,8 +120,9 @@ class Answers(BaseModel):
     response_length_mean: Optional[float] = Field(
         None, gt=0, le=262144,
         description="Mean tokens per generated response, for the predicted step time and cost (PLAN.md's Time and "
-                    "cost) and the token-budget ranking; at most max_response_length. Unset: 10.6 × "
-                    "√max_response_length, at most half of it (the median of the step-time calibration reports).",
+                    "cost) and the token-budget ranking; at most max_response_length. Unset: a multiple of "
+                    "√max_response_length, at most half of it (the step-time calibration reports' median; PLAN.md "
+                    "names it).",
     )
 
     # --- vision-language models (the model's config has a vision tower) ------------------------------

@@ -74,6 +74,14 @@ class ModelShape:
         qk_norm = 2 * self.head_dim if self.arch in ("qwen3", "qwen3_moe", "gemma3_text", "qwen3_vl", "qwen3_vl_text") else 0
         return q + kv + o + bias + qk_norm + (self.hidden if self.o_bias else 0) + (self.heads if self.attn_sinks else 0)
 
+    @property
+    def attention_width(self) -> int:
+        """The width the attention scores and values are computed over: query heads × head_dim (Qwen3's 64 × 128 =
+        8,192 where its hidden is 4,096); MLA the mean of its query-key width (nope + RoPE) and its value width."""
+        if self.kv_lora_rank:
+            return self.heads * (self.qk_nope_dim + self.qk_rope_dim + self.v_head_dim) // 2
+        return self.heads * self.head_dim
+
     def expert_params(self) -> int:
         """One routed expert: gate, up and down projections (and their biases in gpt-oss)."""
         mi = self.moe_intermediate

@@ -46,19 +46,19 @@ GIB = float(1 << 30)
 TRAIN_ETA = 1.0
 TRAIN_INTENSITY = 208.0
 FORWARD_ETA = 1.0
-FORWARD_INTENSITY = 191.0
+FORWARD_INTENSITY = 198.0
 # fixed cost of one micro-batch on top of its FLOPs (kernel launches, the engines' Python, TP/SP collectives'
 # latency, logits and loss): many small micro-batches make a pass slow (static micro-batches of 2 sequences:
 # update_actor 300 s instead of 102 s with token budgets in the same benchmark table)
-TRAIN_MICRO_S = 0.096
-FORWARD_MICRO_S = 0.069
+TRAIN_MICRO_S = 0.106
+FORWARD_MICRO_S = 0.0737
 # MoE token dispatch (Megatron: moe_token_dispatcher_type "alltoall", verl 0.9.1 models/mcore/config_converter.py:91
 # and workers/engine/megatron/transformer_impl.py:368): every MoE layer sends each token's bf16 hidden state to its
 # top-k experts' EP ranks and back (dispatch + combine), the backward as much again, a recomputed forward once more.
 # The share of it that leaves the GPU goes over NVLink while the EP group (EP × ETP consecutive ranks) fits in a
 # node, else mostly over the NICs; A2A_ETA is the share of the link's bandwidth an all-to-all of these messages
 # reaches (calibrated: one number for every pass and link, bounded to 0.02–1)
-A2A_ETA = 0.09
+A2A_ETA = 0.153
 # per-direction GPU-to-GPU bandwidth per GPU inside a node: NVLink (datasheets: H100/H200/H20/GH200 NVLink 4 900
 # GB/s bidirectional; H800 and A800 cut to 400; A100 600; B200/B300/GB200 NVLink 5 1.8 TB/s; MI300X/MI325X 7
 # Infinity Fabric links of 128 GB/s bidirectional, MI355X of 153.6; Ascend 910B HCCS 392 GB/s), or PCIe for cards
@@ -89,20 +89,23 @@ COLLECTIVE_ETA = 0.7
 # EAGER_LAYER_S with vLLM's V1 engine, EAGER_V0_LAYER_S with its older V0 engine (verl up to 0.3 pins
 # vllm<=0.8.2, setup.py; vLLM's V1 is its default from 0.8)
 DECODE_BW_ETA = 0.7
-DECODE_STEP_S = 0.002
-DECODE_SEQ_S = 7.0e-5
-DECODE_LAYER_S = 35e-6
-DECODE_TP_LAYER_S = 240e-6
+DECODE_STEP_S = 0.00235
+DECODE_SEQ_S = 7.53e-5
+DECODE_LAYER_S = 45e-6
+DECODE_TP_LAYER_S = 213e-6
 DECODE_TP_GRAPH_LAYER_S = 40e-6
-# a TP group spanning nodes runs its all-reduces over the NICs: NVLink 4's 450 GB/s per direction against a
-# 400 Gb/s (50 GB/s) NIC, about 9 × the time (physical, not fitted)
-CROSS_NODE_TP_FACTOR = 9.0
-EAGER_LAYER_S = 1.0e-4
-EAGER_V0_LAYER_S = 1.0e-3
+# a TP group spanning nodes runs its all-reduces with NCCL over the NICs (vLLM's custom all-reduce needs peer
+# access inside a node): a decode-sized all-reduce is latency-bound, about 47 µs on 2 nodes of 8 GPUs over NDR
+# InfiniBand (NVIDIA/nccl#1244: 16 H20, 4 B to 1 KB, 46-48 µs), on top of the in-node cost per layer; its bytes go
+# over the NIC (tp_bytes). Measured elsewhere, not fitted. (Until 2026-12 this was a 9 × factor on the per-layer
+# cost, NVLink's bandwidth over a NIC's: it counted the bytes twice and made a latency a bandwidth.)
+CROSS_NODE_ALLREDUCE_S = 47e-6
+EAGER_LAYER_S = 1.03e-4
+EAGER_V0_LAYER_S = 9.1e-4
 PREFILL_ETA = 0.5
 # trainer-side rollout overhead over the engine's generation (verl's timing_s/gen − generate_sequences: waking the
 # engine, chat templates, reward scoring, data transfer between the workers and the driver), a share of generation
-ROLLOUT_OVERHEAD = 0.30
+ROLLOUT_OVERHEAD = 0.39
 # weight sync: a fixed cost per sync (Megatron's export sets up its conversion tasks and PP broadcasts), a cost per
 # checkpoint tensor (each is gathered, converted and handed to the engine's load_weights on its own: verl 0.9.1
 # workers/engine/megatron/transformer_impl.py:1033-1055 export_hf_weights, rollout/vllm_rollout/vllm_rollout.py:210
@@ -112,7 +115,7 @@ SYNC_FIXED_S = {"fsdp": 0.5, "megatron": 2.2}
 SYNC_TENSOR_S = 1.75e-4
 # the single controller's data path: the driver pads, serialises and sends each pass's batch to the workers
 # (ray.put of the DataProto chunks) and gathers the results, at this rate (calibrated)
-DRIVER_GB_S = 0.81
+DRIVER_GB_S = 0.633
 # host↔GPU copies of offloaded parameters and optimizer states (PCIe Gen4/5 x16 as the engines reach it)
 PCIE_GB_S = 20.0
 # transformers before v5 runs a MoE layer's routed experts one by one in Python, in training (Qwen2/Qwen3-MoE,
@@ -135,11 +138,11 @@ EAGER_MOE_LAYER_S = 2.0e-4
 # trainer/config/rollout/rollout.yaml:84)
 MAX_NUM_SEQS = 256
 # the mean response when nobody says: RESPONSE_SQRT × √max_response_length, at most half the cap. RESPONSE_SQRT is
-# the median of mean response / √max_response_length over the nine reports of tests/data/reference/step-times.json
-# that measured or implied their mean (2.2 to 40; tests/test_steptime_calibration.py recomputes it): a longer cap
+# the median of mean response / √max_response_length over the ten reports of tests/data/reference/step-times.json
+# that measured or implied their mean (2.2 to 71; tests/test_steptime_calibration.py recomputes it): a longer cap
 # lets a few responses run long while most stay near what the task needs. The response_length_mean answer (plan)
 # or --response-length-mean (check) replaces it.
-RESPONSE_SQRT = 10.6
+RESPONSE_SQRT = 9.6
 # DAPO's dynamic sampling (algorithm.filter_groups) drops the groups whose responses all scored the same and
 # generates again until train_batch_size groups are kept: the share kept is assumed (not calibrated) to be half,
 # so a step runs ⌈train_batch_size / (gen_batch_size × KEEP)⌉ generation rounds
@@ -228,6 +231,8 @@ class Workload:
     # fully async with partial rollout: the engine streams (new prompts join, interrupted ones resume after a sync),
     # so a step's samples cost the full engine's throughput, no drain to the longest response
     streaming: bool = False
+    # query heads × head_dim (ModelShape.attention_width): what the attention's context FLOPs scale with; 0: hidden
+    attn_width: int = 0
 
 
 @dataclass
@@ -373,7 +378,7 @@ def rollout_seconds(w: Workload, pk_name: str, pk: Peak, kv_tokens: float, resp:
     flops = pk.bf16_tflops * 1e12
     cross_node = tp > max(w.gpus_per_node, 1)
     per_tp_layer = DECODE_TP_LAYER_S if w.enforce_eager else DECODE_TP_GRAPH_LAYER_S
-    tp_comm = per_tp_layer * w.layers * (CROSS_NODE_TP_FACTOR if cross_node else 1.0) if tp > 1 else 0.0
+    tp_comm = (per_tp_layer + (2 * CROSS_NODE_ALLREDUCE_S if cross_node else 0.0)) * w.layers if tp > 1 else 0.0
     # and their bytes: per layer two all-reduces of each running sequence's bf16 hidden state, of which a ring
     # sends 2 (TP − 1)/TP over the GPU's link (NVLink, PCIe on cards without it, the NIC across nodes)
     link = NIC_GB_S if cross_node else INTRA_NODE_GB_S.get(pk_name, INTRA_NODE_GB_S["H100"])
@@ -509,7 +514,28 @@ def offload_seconds(w: Workload, optimizer: bool = False) -> float:
 
 
 def _attn_flops_per_token(w: Workload, ctx: float) -> float:
-    return 4 * w.layers * w.hidden * ctx  # QK^T and AV: 2 × 2 × layers × hidden × context
+    # QK^T and AV: 2 × 2 × layers × (query heads × head_dim) × context, a forward pass
+    return 4 * w.layers * (w.attn_width or w.hidden) * ctx
+
+
+def sequence_moments(prompt: float, resp: float, cap: float) -> tuple[float, float]:
+    """E[L] and E[L²] of a step's sequence lengths L = prompt + response, the response exponential clipped at `cap`
+    with mean `resp` (the rollout's law, length_scale)."""
+    if resp <= 0 or cap <= 0:
+        return prompt + max(resp, 0.0), (prompt + max(resp, 0.0)) ** 2
+    m = length_scale(resp, cap)
+    tail = math.exp(-cap / m)
+    r1 = m * (1 - tail)  # E[R]
+    r2 = 2 * m * m - tail * (2 * m * cap + 2 * m * m)  # E[R²]: ∫₀^cap r² e^(−r/m) dr / m + cap² e^(−cap/m)
+    return prompt + r1, prompt * prompt + 2 * prompt * r1 + r2
+
+
+def attention_context(prompt: float, resp: float, cap: float) -> float:
+    """The mean causal context a training token attends to, E[L²] / (2 E[L]): a sequence of length L costs L² / 2
+    context-token pairs, as verl's own FLOP counter sums them (seqlen_square_sum, utils/flops_counter.py:116-119 in
+    v0.9.0). Long responses dominate: for an unclipped exponential it is the mean sequence, not half of it."""
+    mean, square = sequence_moments(prompt, resp, cap)
+    return square / (2 * mean) if mean > 0 else 0.0
 
 
 def predict(w: Workload) -> StepTime:
@@ -529,7 +555,8 @@ def predict(w: Workload) -> StepTime:
     phases["weight sync"] = SYNC_FIXED_S.get(w.backend, SYNC_FIXED_S["fsdp"]) + gb / SYNC_GB_S.get(
         w.backend, SYNC_GB_S["fsdp"]) + sync_tensors(w) * SYNC_TENSOR_S + load
     per_gpu_tokens = tokens / w.n_gpus
-    attn = _attn_flops_per_token(w, seq / 2)
+    attn = _attn_flops_per_token(w, attention_context(prompt, resp, w.max_response) if w.remove_padding
+                                 else (w.max_prompt + w.max_response) / 2)
 
     dp = max(w.n_gpus // max(w.model_parallel * w.pipeline, 1), 1)
     rank_tokens = tokens / dp  # what one data-parallel rank (a model-parallel group) processes
@@ -691,6 +718,7 @@ def workload_from_config(get, shape, *, n_gpus: int, gpu_type: Optional[str], gp
     gmu = get(f"{R}.gpu_memory_utilization")
     return Workload(
         params=shape.params, active_params=shape.active_params, layers=shape.layers, hidden=shape.hidden,
+        attn_width=int(getattr(shape, "attention_width", 0) or 0),
         kv_bytes_per_token=shape.kv_bytes_per_token(tp), n_gpus=max(n_gpus, 1),
         prompts=_int(get("data.gen_batch_size"), tbs) if streamed is None else tbs, train_prompts=tbs,
         filter_groups=bool(get("algorithm.filter_groups.enable")), n=_int(get(f"{R}.n"), 1),
