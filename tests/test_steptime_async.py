@@ -3,7 +3,8 @@ async entry points, verl/experimental/*), and of bypass mode (no old log-prob pa
 code: `algorithm.rollout_correction.bypass_mode` makes the old log-probs the rollout's own (ray_trainer.py:1550);
 the rollout runs on `rollout.nnodes` × `rollout.n_gpus_per_node` (one_step_off_policy/main_ppo.py:121-122,
 fully_async_main.py:235-236); the fully async trainer takes `require_batches` × `ppo_mini_batch_size` prompts a
-step (docs/advance/fully_async.md)."""
+local step (docs/advance/fully_async.md) and logs one step per weight sync, every `trigger_parameter_sync_step`
+local steps, its timings summed (experimental/fully_async_policy/detach_utils.py:255-256, 293-294)."""
 
 from __future__ import annotations
 
@@ -55,15 +56,18 @@ def test_a_rollout_of_its_own_overlaps_training():
 
 
 def test_the_fully_async_trainer_takes_require_batches_mini_batches_and_streams():
-    """Fully async: data.train_batch_size is not used (0) and gen_batch_size is 1 (streaming); a step trains
-    require_batches × ppo_mini_batch_size prompts; with partial rollout the engine stays full, so the step's samples
-    cost its throughput, no drain to the longest response."""
+    """Fully async: data.train_batch_size is not used (0) and gen_batch_size is 1 (streaming); a local step trains
+    require_batches × ppo_mini_batch_size prompts, and the step verl logs is trigger_parameter_sync_step of them
+    (one weight sync; 4 × 32 × 4 = 512 prompts, 16 optimizer steps; verl's default trigger is 4); with partial
+    rollout the engine stays full, so the step's samples cost its throughput, no drain to the longest response."""
     keys = {"data.train_batch_size": 0, "data.gen_batch_size": 1, "actor_rollout_ref.actor.ppo_mini_batch_size": 32,
             "async_training.require_batches": 4, "async_training.partial_rollout": True, "rollout.nnodes": 1,
-            "rollout.n_gpus_per_node": 4, "actor_rollout_ref.rollout.n": 16, "data.max_response_length": 8192}
+            "rollout.n_gpus_per_node": 4, "actor_rollout_ref.rollout.n": 16, "data.max_response_length": 8192,
+            "async_training.trigger_parameter_sync_step": 4}
     w = _from(keys)
     assert (w.prompts, w.train_prompts, w.mini_batches, w.rollout_gpus, w.overlap, w.streaming) == \
-        (128, 128, 4, 4, True, True)
+        (512, 512, 16, 4, True, True)
+    assert _from({**keys, "async_training.trigger_parameter_sync_step": 1}).train_prompts == 128
     streamed, drained = st.predict(w), st.predict(_from({**keys, "async_training.partial_rollout": False}))
     assert streamed.detail["decode tail"] == 0.0 and drained.detail["decode tail"] > 0.0
     assert streamed.phases["rollout"] < drained.phases["rollout"]
@@ -88,3 +92,18 @@ def test_check_times_a_one_step_off_script_with_its_own_rollout_gpus(tmp_path):
     assert report.time["run_gpu_hours"] == pytest.approx(report.time["step_s"] * steps / 3600 * 16, rel=0.01)
     line = next(f.problem.line() for f in report.findings if f.problem.rule == "VI895")
     assert "on its own 4 GPUs" in line
+
+
+def test_a_fully_async_run_counts_its_steps_in_weight_sync_cycles():
+    """verl's fully async rollouter generates rollout.total_rollout_steps prompts (fully_async_rollouter.py:405-407)
+    and the trainer logs a step per sync cycle: 512 × 400 prompts at 4 × 32 × 4 a cycle is 400 steps, the doc's
+    400-step runs (docs/advance/fully_async.md); without it, epochs × rows // the cycle's prompts."""
+    from wizard.planner.steptime_plan import run_steps
+
+    keys = {"data.train_batch_size": 0, "actor_rollout_ref.actor.ppo_mini_batch_size": 32,
+            "async_training.require_batches": 4, "async_training.trigger_parameter_sync_step": 4,
+            "rollout.total_rollout_steps": 512 * 400}
+    assert run_steps(keys.get)[0] == 400
+    steps, basis = run_steps({**keys, "rollout.total_rollout_steps": None, "trainer.total_epochs": 2}.get,
+                             rows=17_398)
+    assert steps == 2 * (17_398 // 512) and "fully async" in basis

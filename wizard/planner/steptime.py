@@ -707,11 +707,14 @@ def workload_from_config(get, shape, *, n_gpus: int, gpu_type: Optional[str], gp
     # one-step-off and fully async (verl/experimental/*/config): the rollout on rollout.nnodes × n_gpus_per_node GPUs
     # of its own (one_step_off_policy/main_ppo.py:121-122, fully_async_main.py:235-236), overlapping training
     own = _int(get("rollout.nnodes"), 0) * _int(get("rollout.n_gpus_per_node"), 0)
-    # fully async: the trainer takes require_batches × ppo_mini_batch_size prompts a step (data.train_batch_size
-    # is not used, fully_async.md), one optimizer step per mini-batch
+    # fully async: the trainer takes require_batches × ppo_mini_batch_size prompts a local step (data.train_batch_size
+    # is not used, fully_async.md), one optimizer step per mini-batch, and syncs the weights every
+    # trigger_parameter_sync_step local steps; verl logs one step per sync, its timings the sum of the local steps'
+    # (v0.9.0 experimental/fully_async_policy/detach_utils.py:255-256 and 293-294, fully_async_trainer.py:790-810):
+    # a step here is that cycle, one weight sync
     streamed = get("async_training.require_batches")
     if streamed is not None:
-        tbs = _int(streamed, 1) * _int(get(f"{A}.ppo_mini_batch_size"), 1)
+        tbs = fully_async_cycle_prompts(get)
     adv = str(get("algorithm.adv_estimator") or "")
     has_critic = adv == "gae" or bool(get("critic.enable"))
     has_ref = bool(get(f"{A}.use_kl_loss")) or bool(get("algorithm.use_kl_in_reward"))
@@ -749,6 +752,13 @@ def workload_from_config(get, shape, *, n_gpus: int, gpu_type: Optional[str], gp
         old_logprob=get("algorithm.rollout_correction.bypass_mode") is not True,
         rollout_gpus=own, overlap=own > 0,
         streaming=streamed is not None and get("async_training.partial_rollout") is not False)
+
+
+def fully_async_cycle_prompts(get) -> int:
+    """Prompts of one fully async step as verl logs it: require_batches × ppo_mini_batch_size per local step, times
+    trigger_parameter_sync_step local steps per weight sync (verl's defaults 1 and 4, fully_async_ppo_trainer.yaml)."""
+    return (_int(get("async_training.require_batches"), 1) * _int(get(f"{A}.ppo_mini_batch_size"), 1)
+            * _int(get("async_training.trigger_parameter_sync_step"), 4))
 
 
 def moe_layers(shape) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from wizard.planner.steptime import _int, as_json, predict, workload_from_config
+from wizard.planner.steptime import _int, as_json, fully_async_cycle_prompts, predict, workload_from_config
 
 
 # train split rows of the datasets verl-init prepares itself (their hub cards): the run's steps per epoch
@@ -19,11 +19,19 @@ def run_steps(get, dataset: Optional[str] = None, rows: Optional[int] = None) ->
     total = get("trainer.total_training_steps")
     if isinstance(total, int) and not isinstance(total, bool) and total > 0:
         return total, "trainer.total_training_steps"
+    if get("async_training.require_batches") is not None:  # fully async: rollout.total_rollout_steps prompts
+        prompts, cycle = get("rollout.total_rollout_steps"), fully_async_cycle_prompts(get)
+        if isinstance(prompts, int) and not isinstance(prompts, bool) and prompts > 0:
+            return max(prompts // cycle, 1), (f"rollout.total_rollout_steps {prompts} prompts // {cycle} a step "
+                                              "(require_batches × ppo_mini_batch_size × trigger_parameter_sync_step)")
     epochs = _int(get("trainer.total_epochs"), 1)
-    tbs = _int(get("data.train_batch_size"), 1)
+    fully_async = get("async_training.require_batches") is not None
+    tbs = fully_async_cycle_prompts(get) if fully_async else max(_int(get("data.train_batch_size"), 1), 1)
     rows = rows or KNOWN_TRAIN_ROWS.get(str(dataset or "").lower())
     if rows:
-        return epochs * max(rows // tbs, 1), f"{epochs} epochs × {rows} training rows // train_batch_size {tbs}"
+        return epochs * max(rows // tbs, 1), (f"{epochs} epochs × {rows} training rows // "
+                                              + (f"{tbs} prompts a fully async step" if fully_async
+                                                 else f"train_batch_size {tbs}"))
     return DEFAULT_RUN_STEPS, (f"{DEFAULT_RUN_STEPS} steps assumed (training rows unknown; set "
                                "trainer.total_training_steps for the whole run)")
 

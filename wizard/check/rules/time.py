@@ -67,6 +67,9 @@ def rule_time(c: Ctx, f: Facts, shape: Any, response_mean: Optional[float] = Non
           f"predicted step {pred.step_s:.0f} s (" + ", ".join(f"{k} {v:.0f} s" for k, v in pred.grouped().items())
           + ")" + (f", the rollout on its own {w.rollout_gpus} GPUs beside training: a step is the longer of the two "
                    "plus the weight sync" if pred.overlap else "")
+          + (f"; a fully async step is one weight-sync cycle of {w.train_prompts} prompts "
+             "(require_batches × ppo_mini_batch_size × trigger_parameter_sync_step), as verl logs it"
+             if get("async_training.require_batches") is not None else "")
           + f"; {steps} steps ≈ {c.time['run_gpu_hours']:.0f} GPU-hours"
           + (f"; assumed {'; '.join(said)}" if said else ""),
           "pass --response-length-mean TOKENS and --gpu-type NAME for your run" if said else "")
