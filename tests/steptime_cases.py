@@ -67,8 +67,9 @@ def shape_of(c: dict[str, Any]):
 def _seq_from_report(c: dict[str, Any]) -> Optional[float]:
     """The mean tokens per trained sequence the report implies: its derived block's, else computed from its raw
     metrics as that block is (the `fields` note of step-times.json): verl's perf/total_num_tokens, or
-    perf/throughput × step × GPUs (verl's throughput is tokens ÷ (step time × GPUs)), or the MFU estimate
-    perf/mfu/actor × GPU peak × update seconds × GPUs ÷ (6 × active parameters); ÷ the sequences trained."""
+    perf/throughput × step × GPUs (verl's throughput is tokens ÷ (step time × GPUs)), ÷ the sequences trained; else
+    the mean at which verl's FLOP counter gives the reported MFU (_seq_from_mfu). The derived block's own MFU
+    estimate (6 × active parameters, no attention) is not used."""
     d = c.get("derived") or {}
     if d.get("mean_tokens_per_sequence"):
         return d["mean_tokens_per_sequence"]
@@ -249,7 +250,7 @@ def workload(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> st.Workload:
         train_micro=cfg.get("ppo_micro_batch_size_per_gpu") or 4,
         logprob_micro=cfg.get("log_prob_micro_batch_size_per_gpu") or cfg.get("ppo_micro_batch_size_per_gpu") or 4,
         mini_batches=max(1, tbs // min(setting(c, "ppo_mini_batch_size"), tbs)), recompute=recompute,
-        model_parallel=mp, pipeline=cfg.get("megatron_pp") or 1, context_parallel=cp, expert_parallel=ep,
+        model_parallel=mp, pipeline=cfg.get("megatron_pp") or 1, virtual_pipeline=_vpp(c), context_parallel=cp, expert_parallel=ep,
         expert_tp=etp, moe_layers=st.moe_layers(shape), top_k=shape.active_experts, routed_params=shape.routed_expert_params,
         weight_tensors=shape.checkpoint_tensors(), experts=shape.experts,
         expert_loop=expert_loop(c, megatron, shape.experts),
@@ -262,6 +263,12 @@ def workload(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> st.Workload:
         tool_response_chars=cfg.get("multi_turn_max_tool_response_length") or st.TOOL_RESPONSE_CHARS,
         remove_padding=cfg.get("use_remove_padding") is not False, rollout_gpus=own, overlap=own > 0,
         **rollout_engine(c))
+
+
+def _vpp(c: dict[str, Any]) -> int:
+    """The report's virtual pipeline stages: its megatron_vpp, else "vpp N" in its training layout, else 1."""
+    found = re.search(r"vpp\s*(\d+)", str(c.get("train_parallel") or "").lower())
+    return int((c.get("config") or {}).get("megatron_vpp") or (found.group(1) if found else 1))
 
 
 def _expert_tp(c: dict[str, Any], n_gpus: int) -> int:

@@ -117,6 +117,7 @@ def layout_step(shape: Any, decision: Any, *, prompts: int, n: int, max_prompt: 
         train_micro=max(lay.train_tokens // seq, 1), logprob_micro=max(lay.logprob_tokens // seq, 1),
         mini_batches=mini_batches, recompute=lay.recompute if lay.megatron else lay.checkpointing,
         model_parallel=mp, pipeline=lay.megatron_pp if lay.megatron else 1,
+        virtual_pipeline=(lay.megatron_vpp or 1) if lay.megatron else 1,
         context_parallel=lay.megatron_cp if lay.megatron else 1, expert_parallel=lay.megatron_ep if lay.megatron else 1,
         expert_tp=(lay.megatron_etp or lay.megatron_tp) if lay.megatron else 1, moe_layers=steptime.moe_layers(shape),
         top_k=shape.active_experts, routed_params=shape.routed_expert_params, weight_tensors=shape.checkpoint_tensors(),

@@ -210,6 +210,7 @@ class Workload:
     model_parallel: int = 1  # GPUs that share one sequence in training (Ulysses SP, Megatron TP × CP)
     context_parallel: int = 1  # Megatron CP: the token budget per micro-batch is budget × CP (not × TP)
     pipeline: int = 1  # Megatron PP
+    virtual_pipeline: int = 1  # Megatron VPP (virtual_pipeline_model_parallel_size): the interleaved schedule
     offload_params: bool = False
     offload_optimizer: bool = False
     has_ref: bool = False
@@ -573,10 +574,12 @@ def predict(w: Workload) -> StepTime:
         return min((micro or 1) * (seq if w.remove_padding else w.max_prompt + w.max_response), max(rank_tokens, 1.0))
 
     def bubble(micros: float, batches: int) -> float:
+        """A pipeline's m micro-batches take m + (PP − 1) / VPP slots (the interleaved schedule's bubble is (PP − 1)
+        / (VPP · m) of the work: Narayanan et al., SC'21, section 2.2.2)."""
         if w.pipeline <= 1:
             return 1.0
         m = max(micros / max(batches, 1), 1.0)
-        return (m + w.pipeline - 1) / m
+        return (m + (w.pipeline - 1) / max(w.virtual_pipeline, 1)) / m
 
     lp_tok = micro_tokens(w.logprob_tokens or w.train_tokens, w.logprob_micro or w.train_micro)
     lp_micros = rank_tokens / lp_tok
@@ -739,6 +742,7 @@ def workload_from_config(get, shape, *, n_gpus: int, gpu_type: Optional[str], gp
         logprob_micro=_int(get(f"{R}.log_prob_micro_batch_size_per_gpu"), 1),
         mini_batches=max(1, tbs // _int(get(f"{A}.ppo_mini_batch_size"), tbs)),
         ppo_epochs=_int(get(f"{A}.ppo_epochs"), 1), recompute=recompute, model_parallel=mp, pipeline=pp,
+        virtual_pipeline=_int(get(f"{A}.megatron.virtual_pipeline_model_parallel_size"), 1) if megatron else 1,
         context_parallel=cp, expert_parallel=ep, expert_tp=etp, moe_layers=moe_layers(shape),
         top_k=int(getattr(shape, "active_experts", 0) or 0), experts=int(getattr(shape, "experts", 0) or 0),
         routed_params=float(getattr(shape, "routed_expert_params", 0) or 0),
