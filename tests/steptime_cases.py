@@ -87,8 +87,8 @@ def _seq_from_report(c: dict[str, Any]) -> Optional[float]:
 
 
 # verl's FLOP counter counted attention as 12 × Σ seqlen² × head_dim × heads × layers (forward and backward, the
-# full square) until verl PR #4959 (commit 54582f1f0, 2026-01-18) halved it to the causal 6 (utils/flops_counter.py
-# _estimate_qwen2_flops: v0.5.0 line 131, v0.9.0 line 116)
+# full square) until verl PR #4959 (commit 54582f1f0, 2026-01-18, first in v0.7.1) halved it to the causal 6
+# (utils/flops_counter.py _estimate_qwen2_flops: v0.5.0 line 131, v0.9.0 line 116)
 CAUSAL_MFU_FROM = "2026-01-18"
 
 
@@ -107,7 +107,12 @@ def _seq_from_mfu(c: dict[str, Any], seqs: int, gpus: int) -> Optional[float]:
     if assumed:
         return None
     flops = float(m["perf/mfu/actor"]) * pk.bf16_tflops * 1e12 * float(m["timing_s/update_actor"]) * gpus
-    k = 6 if str(c.get("date") or "") >= CAUSAL_MFU_FROM else 12
+    date = str(c.get("date") or "")
+    release = re.search(r"0\.(\d+)(?:\.(\d+))?", str(c.get("verl_version", "")))
+    # first released in v0.7.1; a report with neither date nor version is taken as today's verl
+    causal = (date >= CAUSAL_MFU_FROM if date else
+              not release or (int(release.group(1)), int(release.group(2) or 0)) >= (7, 1))
+    k = 6 if causal else 12
     prompt = st.DEFAULT_PROMPT_SHARE * setting(c, "max_prompt_length")
     cap = float(setting(c, "max_response_length"))
     if verl_counted_flops(shape, seqs, prompt, cap, cap, k) < flops:

@@ -132,3 +132,21 @@ def test_a_report_without_expert_tp_gets_verls_default_only_where_it_can_run():
     stated = copy.deepcopy(wide)
     stated["overrides"] = ["actor_rollout_ref.actor.megatron.expert_tensor_parallel_size=2"]
     assert workload(stated, CASES).expert_tp == 2
+
+
+@pytest.mark.parametrize("date, version, k", [("2025-07-02", "0.4.1", 12), ("2026-07-30", "0.9.0", 6),
+                                             (None, "0.7.0", 12), (None, "0.7.1", 6), (None, "0.9.1", 6),
+                                             (None, None, 6)])
+def test_the_attention_term_follows_the_reports_verl(monkeypatch, date, version, k):
+    """12 × Σ L² before verl PR #4959 (2026-01-18, first released in v0.7.1), 6 × after: by the report's date, else
+    its verl version, else today's verl."""
+    seen = []
+    real = verl_counted_flops
+    monkeypatch.setattr(steptime_cases, "verl_counted_flops",
+                        lambda shape, seqs, prompt, resp, cap, attention=6: seen.append(attention) or
+                        real(shape, seqs, prompt, resp, cap, attention))
+    c = copy.deepcopy(next(c for c in CASES if c["id"] == "T11"))
+    c["date"], c["verl_version"] = date, version
+    seqs, gpus = _seqs_gpus(c)
+    assert _seq_from_mfu(c, seqs, gpus) is not None
+    assert set(seen) == {k}
