@@ -97,13 +97,16 @@ def test_check_times_a_one_step_off_script_with_its_own_rollout_gpus(tmp_path):
 def test_a_fully_async_run_counts_its_steps_in_weight_sync_cycles():
     """verl's fully async rollouter generates rollout.total_rollout_steps prompts (fully_async_rollouter.py:405-407)
     and the trainer logs a step per sync cycle: 512 × 400 prompts at 4 × 32 × 4 a cycle is 400 steps, the doc's
-    400-step runs (docs/advance/fully_async.md); without it, epochs × rows // the cycle's prompts."""
+    400-step runs (docs/advance/fully_async.md), fewer where the data runs out first; without it, epochs × rows //
+    the cycle's prompts."""
     from wizard.planner.steptime_plan import run_steps
 
     keys = {"data.train_batch_size": 0, "actor_rollout_ref.actor.ppo_mini_batch_size": 32,
             "async_training.require_batches": 4, "async_training.trigger_parameter_sync_step": 4,
             "rollout.total_rollout_steps": 512 * 400}
     assert run_steps(keys.get)[0] == 400
+    # verl's rollouter stops at min(total_rollout_steps, epochs × rows): 10 × 17,398 prompts // 512 a step
+    assert run_steps({**keys, "trainer.total_epochs": 10}.get, rows=17_398)[0] == 10 * 17_398 // 512
     steps, basis = run_steps({**keys, "rollout.total_rollout_steps": None, "trainer.total_epochs": 2}.get,
                              rows=17_398)
     assert steps == 2 * (17_398 // 512) and "fully async" in basis

@@ -37,7 +37,6 @@ from wizard.check.hardware import resolve_hardware
 from wizard.check.items import bundle_doc, user_items
 from wizard.check.report import Finding, Fix, Report, dedupe, fixed_overrides, format_report
 from wizard.check.resolve import resolve
-from wizard.planner.steptime import RESPONSE_SQRT
 from wizard.check.rules.agent import rule_agent
 from wizard.check.rules.sandbox import rule_sandbox
 from wizard.check.rules.batches import rule_batches, rule_deprecated_micro, rule_dynamic_flags
@@ -60,6 +59,7 @@ from wizard.check.rules.values import rule_choices, rule_required, rule_unresolv
 from wizard.check.source import Source, load_source, write_yaml
 from wizard.intent.errors import Problem
 from wizard.planner.agent import tool_imports
+from wizard.planner.steptime import RESPONSE_SQRT
 from wizard.verlspec.keys import load_snapshot
 
 

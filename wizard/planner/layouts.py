@@ -86,9 +86,10 @@ def token_budget(shape: Any, layout: Any, current: int, sp: int, logprob: int, r
     slower = [t for t in fits if micros(t) > micros(best)]
     runner = max(slower) if slower else None
 
+    vpp = getattr(layout, "megatron_vpp", None) or 1
+
     def fixed(t: int) -> float:  # the micro-batches' fixed cost, per pipeline stage over its schedule's slots
-        m = micros(t) / minis
-        return micros(t) * steptime.TRAIN_MICRO_S / pipeline * (m + pipeline - 1) / m
+        return micros(t) * steptime.TRAIN_MICRO_S / pipeline * steptime.pipeline_slots(micros(t) / minis, pipeline, vpp)
 
     lost = fixed(runner) - fixed(best) if runner else 0.0
     tried = ", ".join(str(t) for t in cands) if len(cands) <= 8 else f"{len(cands)} tried, {cands[0]} to {cands[-1]},"

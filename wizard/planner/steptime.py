@@ -539,6 +539,16 @@ def attention_context(prompt: float, resp: float, cap: float) -> float:
     return square / (2 * mean) if mean > 0 else 0.0
 
 
+def pipeline_slots(micros: float, pipeline: int, virtual: int = 1) -> float:
+    """The schedule slots of a pipeline's m micro-batches (one optimizer step's) per micro-batch of work:
+    (m + (PP − 1) / VPP) / m, the interleaved schedule's bubble being (PP − 1) / (VPP · m) of the work (Narayanan et
+    al., SC'21, section 2.2.2); 1 without a pipeline."""
+    if pipeline <= 1:
+        return 1.0
+    m = max(micros, 1.0)
+    return (m + (pipeline - 1) / max(virtual, 1)) / m
+
+
 def predict(w: Workload) -> StepTime:
     name, pk, assumed = peak(w.gpu_type)
     resp, prompt, why_r, why_p = _lengths(w)
@@ -574,12 +584,7 @@ def predict(w: Workload) -> StepTime:
         return min((micro or 1) * (seq if w.remove_padding else w.max_prompt + w.max_response), max(rank_tokens, 1.0))
 
     def bubble(micros: float, batches: int) -> float:
-        """A pipeline's m micro-batches take m + (PP − 1) / VPP slots (the interleaved schedule's bubble is (PP − 1)
-        / (VPP · m) of the work: Narayanan et al., SC'21, section 2.2.2)."""
-        if w.pipeline <= 1:
-            return 1.0
-        m = max(micros / max(batches, 1), 1.0)
-        return (m + (w.pipeline - 1) / max(w.virtual_pipeline, 1)) / m
+        return pipeline_slots(micros / max(batches, 1), w.pipeline, w.virtual_pipeline)
 
     lp_tok = micro_tokens(w.logprob_tokens or w.train_tokens, w.logprob_micro or w.train_micro)
     lp_micros = rank_tokens / lp_tok

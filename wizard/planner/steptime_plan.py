@@ -19,15 +19,19 @@ def run_steps(get, dataset: Optional[str] = None, rows: Optional[int] = None) ->
     total = get("trainer.total_training_steps")
     if isinstance(total, int) and not isinstance(total, bool) and total > 0:
         return total, "trainer.total_training_steps"
-    if get("async_training.require_batches") is not None:  # fully async: rollout.total_rollout_steps prompts
-        prompts, cycle = get("rollout.total_rollout_steps"), fully_async_cycle_prompts(get)
-        if isinstance(prompts, int) and not isinstance(prompts, bool) and prompts > 0:
-            return max(prompts // cycle, 1), (f"rollout.total_rollout_steps {prompts} prompts // {cycle} a step "
-                                              "(require_batches × ppo_mini_batch_size × trigger_parameter_sync_step)")
     epochs = _int(get("trainer.total_epochs"), 1)
     fully_async = get("async_training.require_batches") is not None
     tbs = fully_async_cycle_prompts(get) if fully_async else max(_int(get("data.train_batch_size"), 1), 1)
     rows = rows or KNOWN_TRAIN_ROWS.get(str(dataset or "").lower())
+    prompts = get("rollout.total_rollout_steps") if fully_async else None
+    if isinstance(prompts, int) and not isinstance(prompts, bool) and prompts > 0:
+        # the fully async rollouter generates min(rollout.total_rollout_steps, epochs × rows) prompts
+        # (experimental/fully_async_policy/fully_async_rollouter.py:405-407)
+        if rows and epochs * rows < prompts:
+            prompts = epochs * rows
+        return max(prompts // tbs, 1), (f"{prompts} prompts (rollout.total_rollout_steps, at most epochs × rows) // "
+                                        f"{tbs} a step (require_batches × ppo_mini_batch_size × "
+                                        "trigger_parameter_sync_step)")
     if rows:
         return epochs * max(rows // tbs, 1), (f"{epochs} epochs × {rows} training rows // "
                                               + (f"{tbs} prompts a fully async step" if fully_async
