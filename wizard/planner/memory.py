@@ -26,6 +26,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional
 
+from wizard.planner.megatron_lora import megatron_lora_params, megatron_lora_per_gpu  # noqa: F401 (re-exported)
 from wizard.planner.shapes import ModelShape
 from wizard.verlspec import arithmetic as rc
 from wizard.verlspec.hardware import capacity_gib
@@ -171,6 +172,8 @@ class Layout:
     # a rollout runs between training steps (verl empties the allocator's cache around it, engine_workers.py
     # update_weights); False: training passes only (verl's workers driven without a rollout, as the GPU measurement)
     rollout_between_steps: bool = True
+    # one-step-off / fully async: the engine on GPUs of its own (rollout.nnodes × n_gpus_per_node), none on these
+    rollout_elsewhere: bool = False
 
 
 @dataclass(frozen=True)
@@ -569,11 +572,13 @@ def _estimate(s: ModelShape, L: Layout, *, full: bool) -> Estimate:
     reserve = ALLOCATOR_RESERVE * max(acts, fwd, critic_acts)
     carried = ALLOCATOR_RESERVE * max(acts, critic_acts)  # what the last update leaves cached into the next sync
 
-    engine = L.gmu * e.capacity_gib * GIB
+    engine = L.gmu * e.capacity_gib * GIB  # on the rollout's GPUs: these, unless it has its own (rollout_elsewhere)
+    here = 0.0 if L.rollout_elsewhere else engine
     reward_engine = L.reward_gmu * e.capacity_gib * GIB
     # the engines during training: asleep (rollout.free_cache_engine, verl's default, frees weights and KV cache),
-    # else awake with their whole reservation
-    asleep = ENGINE_ASLEEP_GIB * GIB * (2 if L.reward_gmu else 1) if L.free_cache_engine else engine + reward_engine
+    # else awake with their whole reservation; none on training GPUs of their own
+    asleep = 0.0 if L.rollout_elsewhere else ENGINE_ASLEEP_GIB * GIB * (2 if L.reward_gmu else 1) \
+        if L.free_cache_engine else engine + reward_engine
     asleep_term = ("rollout", "asleep" if L.free_cache_engine else "engine awake (free_cache_engine=false)", asleep)
     context = CUDA_CONTEXT_GIB if L.n_gpus > 1 else SINGLE_GPU_CONTEXT_GIB
 
@@ -582,7 +587,7 @@ def _estimate(s: ModelShape, L: Layout, *, full: bool) -> Estimate:
 
     resident_critic = [("critic", "weights + Adam (not offloaded)", st.critic_res)] if L.critic is not None else []
     resident_ref = [("reference", "weights (not offloaded)", st.ref_res)] if st.has_ref else []
-    _rollout_phases(e, L, st, terms, engine, reward_engine, resident, resident_ref + resident_critic, carried)
+    _rollout_phases(e, L, st, terms, here, reward_engine, resident, resident_ref + resident_critic, carried)
     # log-prob and update: the analytic model (Megatron, or FSDP without traced coefficients); FSDP's passes traced
     # from the model's architecture replace them when every trained model has coefficients (e.basis "traced")
     _analytic_training_phases(e, L, st, terms, resident_w, resident_o, resident_g, fwd, acts, critic_acts,
@@ -673,32 +678,6 @@ def _kv_cache(e: Estimate, s: ModelShape, L: Layout, st: _State, engine: float, 
         e.kv_seqs = min(e.kv_seqs, e.reward_kv_seqs)
     host = st.host + engine_weights * L.gpus_per_node  # a sleeping engine keeps its weights in host memory
     e.host_gb_per_node = host / GB
-
-
-def megatron_lora_params(s: ModelShape, rank: int) -> int:
-    """LoRA parameters Megatron-Bridge adds on verl's default model.lora.target_modules (linear_qkv, linear_proj,
-    linear_fc1, linear_fc2: wizard.verlspec.lora.MEGATRON_TARGET_MODULES), each adapter rank × (in + out) of its
-    layer under Megatron's fused names: QKV (hidden → q + 2 kv), the attention output (q → hidden), the gated MLP's
-    fused gate+up (hidden → 2 × intermediate) and its down projection (intermediate → hidden); a MoE's adapters on
-    every expert's fc1/fc2 (the router excluded, as verl's default does)."""
-    return sum(_megatron_lora_split(s, rank))
-
-
-def _megatron_lora_split(s: ModelShape, rank: int) -> tuple[int, int]:
-    """(dense, expert) LoRA parameters of megatron_lora_params."""
-    h, q, kv = s.hidden, s.heads * s.head_dim, s.kv_heads * s.head_dim
-    attention = (h + q + 2 * kv) + (q + h)
-    if s.experts:
-        return rank * attention * s.layers, rank * s.experts * (2 * h + 3 * s.moe_intermediate) * s.layers
-    return rank * (attention + (2 * h + 3 * s.intermediate)) * s.layers, 0
-
-
-def megatron_lora_per_gpu(s: ModelShape, L: Layout) -> float:
-    """LoRA parameters per GPU: the dense layers' adapters split like their layers over TP × PP, the experts' over
-    EP × ETP × PP."""
-    dense, expert = _megatron_lora_split(s, L.lora_rank)
-    etp = L.megatron_etp or L.megatron_tp
-    return dense / (L.megatron_tp * L.megatron_pp) + expert / (L.megatron_ep * etp * L.megatron_pp)
 
 
 def reward_engine_share(reward: ModelShape, gpu_gb: float, seq_len: int, tp: int = 1, seqs: int = MIN_KV_SEQS) -> float:

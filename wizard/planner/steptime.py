@@ -227,6 +227,9 @@ class Workload:
     # GPUs of their own for the rollout (one-step-off and fully async: rollout.nnodes × rollout.n_gpus_per_node);
     # 0: colocated with training on the n_gpus
     rollout_gpus: int = 0
+    # rollout.n_gpus_per_node when the rollout has GPUs of its own: a rollout TP group larger than it spans nodes
+    # (0: gpus_per_node, the colocated rollout's)
+    rollout_per_node: int = 0
     # the next batch generates while this one trains (one-step-off, fully async): a step is the longer of the two
     overlap: bool = False
     # fully async with partial rollout: the engine streams (new prompts join, interrupted ones resume after a sync),
@@ -377,7 +380,7 @@ def rollout_seconds(w: Workload, pk_name: str, pk: Peak, kv_tokens: float, resp:
     conc = max(1.0, min(seqs, w.max_num_seqs, kv_tokens / (prompt + resp)))
     bw = pk.hbm_tb_s * 1e12 * DECODE_BW_ETA
     flops = pk.bf16_tflops * 1e12
-    cross_node = tp > max(w.gpus_per_node, 1)
+    cross_node = tp > max(w.rollout_per_node or w.gpus_per_node, 1)
     per_tp_layer = DECODE_TP_LAYER_S if w.enforce_eager else DECODE_TP_GRAPH_LAYER_S
     tp_comm = (per_tp_layer + (2 * CROSS_NODE_ALLREDUCE_S if cross_node else 0.0)) * w.layers if tp > 1 else 0.0
     # and their bytes: per layer two all-reduces of each running sequence's bf16 hidden state, of which a ring
@@ -759,7 +762,7 @@ def workload_from_config(get, shape, *, n_gpus: int, gpu_type: Optional[str], gp
         prefix_caching=get(f"{R}.enable_prefix_caching") is not False,
         remove_padding=get(f"{M}.use_remove_padding") is not False,
         old_logprob=get("algorithm.rollout_correction.bypass_mode") is not True,
-        rollout_gpus=own, overlap=own > 0,
+        rollout_gpus=own, overlap=own > 0, rollout_per_node=_int(get("rollout.n_gpus_per_node"), 0) if own else 0,
         streaming=streamed is not None and get("async_training.partial_rollout") is not False)
 
 

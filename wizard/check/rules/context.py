@@ -137,9 +137,13 @@ def _positive(c: Ctx, key: str) -> int | None:
 
 
 def facts(c: Ctx) -> Facts:
-    """The shared quantities; a VI808 error for each count in POSITIVE that is not a positive whole number."""
+    """The shared quantities; a VI808 error for each count in POSITIVE that is not a positive whole number. The fully
+    async entry point takes no train_batch_size (its rollouter asserts 0, experimental/fully_async_policy/
+    fully_async_rollouter.py:351; the trainer's batch is require_batches × ppo_mini_batch_size): tbs is None."""
+    fully_async = getattr(c.src, "entry", "ppo") == "fully_async"
     for key in POSITIVE:
-        _positive(c, key)
+        if not (fully_async and key == "data.train_batch_size"):
+            _positive(c, key)
     gpn, nnodes = _positive(c, "trainer.n_gpus_per_node"), _positive(c, "trainer.nnodes")
     n_gpus = gpn * nnodes if gpn is not None and nnodes is not None else None
     megatron = c.v(f"{A}.strategy") == "megatron"
@@ -173,7 +177,7 @@ def facts(c: Ctx) -> Facts:
              "lora": {"rank": c.int(f"{M}.lora.rank"), "merge": bool(c.v(f"{M}.lora.merge"))}}
     lora = verl_lora.engine_rank(model, megatron=megatron)
     return Facts(n_gpus=n_gpus, gpn=gpn, nnodes=nnodes, megatron=megatron, sp=sp, ref_sp=ref_sp, critic_sp=critic_sp,
-                 dp=dp, n=c.int(f"{R}.n"), tbs=c.int("data.train_batch_size"), mini=c.int(f"{A}.ppo_mini_batch_size"),
+                 dp=dp, n=c.int(f"{R}.n"), tbs=None if fully_async else c.int("data.train_batch_size"), mini=c.int(f"{A}.ppo_mini_batch_size"),
                  seq=p + r if p is not None and r is not None else None, dynamic=bool(c.v(f"{A}.use_dynamic_bsz")),
                  use_ref=use_ref, use_critic=use_critic, critic_mini=c.int("critic.ppo_mini_batch_size"),
                  critic_dp=critic_dp, lora=lora, adv=adv,

@@ -115,6 +115,9 @@ def _layout(c: Ctx, f: Facts, shape: Any, hw: Any, tp: int, gmu: float) -> tuple
         same = c.v("critic.model.path") == c.v(f"{M}.path")
         critic = shape if same else model_shape(c, "critic.model.path")[0]
     tbs, n = f.tbs or 1, f.n or 1
+    # one-step-off and fully async: the rollout on GPUs of its own (rollout.nnodes × rollout.n_gpus_per_node;
+    # one_step_off_policy/main_ppo.py:121-122, fully_async_main.py:235-236), so none of its engine on these
+    own = (c.int("rollout.nnodes") or 0) * (c.int("rollout.n_gpus_per_node") or 0)
     # a reward model served beside the policy (not in its own resource pool): its engine reserves its share of
     # each GPU, and must hold the reward model at its own TP
     reward, reward_gmu, reward_tp = None, 0.0, 1
@@ -146,14 +149,15 @@ def _layout(c: Ctx, f: Facts, shape: Any, hw: Any, tp: int, gmu: float) -> tuple
                     # Megatron LoRA synced as adapters to an engine that loaded the real base (memory.Layout)
                     lora_adapter_sync=bool(f.megatron and f.lora and not c.v(f"{M}.lora.merge")
                                            and "dummy" not in str(c.v(f"{R}.load_format") or "dummy")), critic_offload=None if critic_off is None else bool(critic_off),
-                    replica_batch=max(1, -(-tbs * n * tp // f.n_gpus)),
+                    replica_batch=max(1, -(-tbs * n * tp // (own or f.n_gpus))),
                     reward=reward, reward_gmu=reward_gmu if 0 < reward_gmu <= 1 else 0.0, reward_tp=reward_tp,
                     reward_seq_len=reward_seq if reward_seq > 0 else 0,
                     reward_free_cache=c.v("reward.reward_model.rollout.free_cache_engine") is not False,
                     image_share=image_share, rollout_dp=c.int(f"{R}.data_parallel_size") or 1,
                     optimizer_cpu_fraction=cpu_fraction, grad_bytes=grad_bytes, optim_bytes=optim_bytes,
                     update_entropy=bool(c.v(f"{A}.calculate_entropy")) or (c.num(f"{A}.entropy_coeff") or 0.0) != 0.0,
-                    free_cache_engine=c.v(f"{R}.free_cache_engine") is not False, gpu_type=hw.gpu_type)
+                    free_cache_engine=c.v(f"{R}.free_cache_engine") is not False, gpu_type=hw.gpu_type,
+                    rollout_elsewhere=bool(own))
     return layout, off_p
 
 

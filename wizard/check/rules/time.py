@@ -1,5 +1,5 @@
 """Time rules: the predicted step time per phase (wizard.planner.steptime) and the imbalances it can prove
-(VI895-VI898)."""
+(VI895-VI899)."""
 
 from __future__ import annotations
 
@@ -76,6 +76,7 @@ def rule_time(c: Ctx, f: Facts, shape: Any, response_mean: Optional[float] = Non
     _logprob_micro(c, f, shape, w, pred, layout)
     _idle(c, f, shape, w, pred, est)
     _padding(c, w, pred)
+    _split(c, f, shape, w)
 
 
 def _logprob_micro(c: Ctx, f: Facts, shape: Any, w: Any, pred: Any, layout: Any) -> None:
@@ -166,6 +167,55 @@ def _padding(c: Ctx, w: Any, pred: Any) -> None:
           "with packed sequences",
           f"set {key}=true (with Megatron, models with Gated DeltaNet layers such as Qwen3.5 pack sequences only "
           "from megatron-core 0.18)")
+
+
+def _split(c: Ctx, f: Facts, shape: Any, w: Any) -> None:
+    """VI899: the rollout on GPUs of its own (one-step-off, fully async) and one side waiting IDLE_SHARE of every
+    step for the other, where another split of the same GPUs that training can run (verl's batch asserts,
+    wizard.verlspec.arithmetic.batch_checks; the memory fit where it was estimated, else no fewer training GPUs) is
+    predicted GAIN faster (wizard.planner.split)."""
+    from wizard.planner import split as sp
+    from wizard.verlspec import arithmetic as rc
+
+    if not w.overlap or f.n_gpus is None or not f.dp:
+        return
+    cur = sp.Split(c.int("trainer.nnodes") or 1, c.int("trainer.n_gpus_per_node") or 0,
+                   c.int("rollout.nnodes") or 0, c.int("rollout.n_gpus_per_node") or 0)
+    if cur.trainer_gpus != f.n_gpus or not cur.rollout_gpus:
+        return
+    group = f.n_gpus // f.dp  # the GPUs that share one sequence in training (Ulysses SP; Megatron TP × PP × CP)
+    layout = getattr(c, "memory_layout", None)
+    micro = None if f.dynamic else c.int(f"{A}.ppo_micro_batch_size_per_gpu")
+    experts = w.expert_parallel * w.expert_tp * w.pipeline if f.megatron and w.expert_parallel > 1 else 1
+
+    def runs(s: Any) -> bool:
+        gpus = s.trainer_gpus
+        if gpus % group or gpus % experts:
+            return False
+        dp = gpus // group
+        # a fully async trainer takes no train_batch_size (f.tbs None): its batches are mini-batches
+        updates = f.tbs // f.mini if f.tbs and f.mini and f.tbs % f.mini == 0 else 1
+        if f.mini and f.n and rc.batch_checks(f.mini * updates, updates, f.n,
+                                              rc.Ranks(dp, gpus, f.megatron, f.dynamic, micro)):
+            return False
+        if layout is None or shape is None:
+            return gpus >= cur.trainer_gpus  # memory not estimated: as many training GPUs hold as much or more
+        from wizard.planner.memory import estimate
+
+        est = estimate(shape, replace(layout, n_gpus=gpus, dp=dp, gpus_per_node=s.trainer_per_node))
+        return est.peak_gib <= est.capacity_gib
+
+    known = c.hw.source in ("flags", "bundle") and c.hw.gpus_per_node
+    b = sp.balance(w, cur, runs, c.hw.gpus_per_node if known else sp.NODE_GPUS)
+    if b.idle_share < sp.IDLE_SHARE or b.best is None or b.best_step_s is None:
+        return
+    waiting = cur.rollout_gpus if b.idle_side == "rollout" else cur.trainer_gpus
+    changed = {k: v for k, v in b.best.keys().items() if cur.keys()[k] != v}
+    c.add("VI899", "info", tuple(cur.keys()),
+          f"the {b.idle_side} side's {waiting} GPUs wait {b.idle_share:.0%} of every step (rollout {b.rollout_s:.0f} s "
+          f"beside training {b.train_s:.0f} s); {b.best.label()} of the same {cur.trainer_gpus + cur.rollout_gpus} "
+          f"are predicted {b.step_s:.0f} s → {b.best_step_s:.0f} s a step",
+          "set " + " ".join(f"{k}={v}" for k, v in changed.items()))
 
 
 __all__ = ["rule_time", "A"]

@@ -86,7 +86,8 @@ def rule_context_parallel_budget(c: Ctx, f: Facts) -> None:
 
 
 def rule_context(c: Ctx, f: Facts, shape: Any) -> None:
-    if shape is None or not shape.max_pos or f.seq is None:
+    # a shape scaled from the size in the model's name carries a placeholder context, not the model's: no verdict
+    if shape is None or not shape.max_pos or f.seq is None or shape.source not in ("catalogue", "local"):
         return
     if f.seq > shape.max_pos:
         c.add("VI833", "error", ("data.max_prompt_length", "data.max_response_length"),
