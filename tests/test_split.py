@@ -135,3 +135,20 @@ def test_training_gpus_of_their_own_hold_no_rollout_engine():
     assert not any(t.role == "rollout" and "reservation" in t.part for p in own.phases.values() for t in p)
     assert shared.phase_gib("weight sync") - own.phase_gib("weight sync") >= 0.8 * shared.capacity_gib - 1e-6
     assert own.phase_gib("update") <= shared.phase_gib("update")
+
+
+@pytest.mark.verl
+def test_legacy_reward_keys_take_effect_under_fully_async_only(tmp_path):
+    """verl 0.9.1's fully_async_main maps the legacy reward keys onto reward.* (fully_async_main.py:237,
+    migrate_legacy_reward_impl) and main_ppo does not: `reward_model.reward_manager=dapo` is a deprecation warning
+    in a fully async script and an error (no effect) in a main_ppo one."""
+    words = ["actor_rollout_ref.model.path=Qwen/Qwen2.5-7B-Instruct", "algorithm.adv_estimator=grpo",
+             "reward_model.reward_manager=dapo", "trainer.nnodes=1", "trainer.n_gpus_per_node=4"]
+    severities = {}
+    for module in ("verl.experimental.fully_async_policy.fully_async_main", "verl.trainer.main_ppo"):
+        path = tmp_path / f"{module.rsplit('.', 1)[-1]}.sh"
+        path.write_text(f"#!/bin/bash\npython3 -m {module} \\\n    " + " \\\n    ".join(words) + "\n", encoding="utf-8")
+        report = check(str(path), env={"HOME": str(tmp_path)}, gpu_type="H100", gpu_memory_gb=80)
+        severities[module] = [f.problem.severity for f in report.findings if f.problem.rule == "VI805"]
+    assert severities == {"verl.experimental.fully_async_policy.fully_async_main": ["warning"],
+                          "verl.trainer.main_ppo": ["error"]}

@@ -12,7 +12,7 @@ RULES: dict[str, tuple[str, str]] = {
     "VI802": ("added key verl ignores", "`+key` under a section verl reads as a plain mapping: accepted and silently ignored"),
     "VI803": ("`+` on an existing key", "Hydra refuses `+key=value` when the key exists (`Could not append to config`)"),
     "VI804": ("added key a dataclass rejects", "`+key` inside a section verl turns into a dataclass without that field (TypeError at start-up)"),
-    "VI805": ("legacy reward key", "top-level reward_model.* / custom_reward_function.* / sandbox_fusion.* / reward_manager.*: ignored by verl 0.9 main_ppo"),
+    "VI805": ("legacy reward key", "top-level reward_model.* / custom_reward_function.* / sandbox_fusion.* / reward_manager.*: ignored by verl 0.9 main_ppo (an error); fully_async_main maps them onto reward.* (a deprecation warning)"),
     "VI806": ("deprecated micro-batch key", "global *_micro_batch_size keys: the 0.9.1 workers assert on *_per_gpu (engine_workers.py:636)"),
     "VI807": ("required value missing", "`???` values and the micro-batch sizes verl requires without dynamic batching (validate_config)"),
     "VI808": ("wrong value type", "Hydra does not type-check verl's YAML: a text where a number or boolean belongs fails later"),

@@ -101,7 +101,8 @@ def resolve(src: Source, mode: str, add: Callable[..., None], env: Mapping[str, 
         add = _lenient(add, src)
     # keys the entry point's own code reads outside its tree (main_generation_server's +data.output_path)
     outside = {k for e in ENTRIES if e.name == src.entry for k, _ in e.reads_outside}
-    validate_keys([it for it in items if it.key not in outside], base, add, critic_hint)
+    validate_keys([it for it in items if it.key not in outside], base, add, critic_hint,
+                  migrates_legacy_reward=src.entry == "fully_async")
     if src.config_missing is not None:
         skipped = getattr(add, "skipped", [])
         add("VI891", "warning", ("--config-path", "--config-name"),

@@ -95,7 +95,10 @@ DID_YOU_MEAN = 200
 
 
 def validate_keys(items: list[Item], base: dict[str, Any], add: Callable[..., None],
-                  use_critic_hint: bool | None) -> None:
+                  use_critic_hint: bool | None, migrates_legacy_reward: bool = False) -> None:
+    """Every user key against verl's tree. `migrates_legacy_reward`: the entry point maps the legacy reward keys
+    onto reward.* itself (verl 0.9.1's fully_async_main.py:237 calls experimental/reward_loop/reward_loop.py
+    migrate_legacy_reward_impl; main_ppo does not), so they take effect there: deprecated, not ignored."""
     dcs = dataclass_fields()
     given = {it.key for it in items}
     suggestions = 0  # a did-you-mean search per unknown key, for the first DID_YOU_MEAN of them only
@@ -117,8 +120,11 @@ def validate_keys(items: list[Item], base: dict[str, Any], add: Callable[..., No
             it.apply = lookup(base, key) is not NOTHING
             if it.op == "~":
                 continue
-            add("VI805", "error", (key,), f"{key} is a legacy reward key: verl 0.9.1's main_ppo ignores it, so the "
-                "setting has no effect", f"use {legacy} (verl's own migration maps it there)",
+            why = (f"this entry point maps it onto {legacy} (fully_async_main.py:237, migrate_legacy_reward_impl); "
+                   "deprecated" if migrates_legacy_reward else
+                   "verl 0.9.1's main_ppo ignores it, so the setting has no effect")
+            add("VI805", "warning" if migrates_legacy_reward else "error", (key,),
+                f"{key} is a legacy reward key: {why}", f"use {legacy} (verl's own migration maps it there)",
                 fix=Fix(set={legacy: it.value}, delete=[key]))
             continue
         current = lookup(base, key)
