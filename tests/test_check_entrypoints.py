@@ -151,3 +151,20 @@ def test_launch_words_name_the_entry_point():
         for key, where in e.reads_outside:
             f, n = where.split(":")
             assert key.split(".", 1)[1] in (root.parent / f).read_text(encoding="utf-8").splitlines()[int(n) - 1]
+
+
+def test_a_config_group_selection_is_composed_as_hydra_would(tmp_path):
+    """sft_trainer_engine's defaults pick engine@engine: fsdp and optim@optim: fsdp; `engine=megatron optim=megatron`
+    (verl's own examples/sft/gsm8k/run_qwen3_5_397b_a17b_megatron.sh) brings the Megatron engine's and optimizer's
+    keys, so engine.tensor_model_parallel_size and optim.min_lr are known. Without the selections Hydra refuses both
+    (the planted fault: the same keys under the default groups are VI801)."""
+    launch = CASES["sft_trainer"][0]
+    base = CASES["sft_trainer"][3]
+    keys = ["engine.tensor_model_parallel_size=2", "optim.min_lr=1e-6"]
+    selected = check(str(_script(tmp_path, launch, [*base, "engine=megatron", "optim=megatron", *keys], "a.sh")),
+                     env={"HOME": str(tmp_path)})
+    assert not [f for f in selected.findings if f.problem.rule in ("VI800", "VI801")], \
+        [f.problem.line() for f in selected.findings]
+    default = check(str(_script(tmp_path, launch, [*base, *keys], "b.sh")), env={"HOME": str(tmp_path)})
+    assert {k for f in default.findings if f.problem.rule == "VI801" for k in f.problem.keys} == \
+        {"engine.tensor_model_parallel_size", "optim.min_lr"}

@@ -16,7 +16,7 @@ from wizard.check.rules.keys import type_problems, validate_keys
 from wizard.check.shellargs import PLACEHOLDER
 from wizard.check.source import Source
 from wizard.check.tree import NOTHING, delete_key, flatten, resolve_snapshot, set_key, snapshot_tree
-from wizard.check.verltree import compose_verl, verl_available, verl_base
+from wizard.check.verltree import compose_verl, group_selections, verl_available, verl_base
 from wizard.intent.errors import UserError
 from wizard.verlspec.keys import ENGINES
 
@@ -84,8 +84,15 @@ def resolve(src: Source, mode: str, add: Callable[..., None], env: Mapping[str, 
         raise UserError(f"--config-name={src.config_name}: verl-init's snapshot holds only main_ppo's trees",
                         "install verl (0.9.1) so check composes that config with Hydra", rule="VI800",
                         keys=("--config-name",))
+    composed: tuple[str, ...] = ()
     if own_tree:
-        base = verl_base(engine, src.config_name)
+        # another entry point's tree composed with the user's group selections, as Hydra would (`engine=megatron`
+        # under sft_trainer brings engine.tensor_model_parallel_size)
+        composed = group_selections(items, src.config_name)
+        try:
+            base = verl_base(engine, src.config_name, composed)
+        except Exception:  # an option Hydra cannot compose here: the default group, as before (VI800 says so)
+            composed, base = (), verl_base(engine, src.config_name)
     else:
         base = verl_base(engine) if use_verl and not _snapshot_matches_installed(engine) else snapshot_tree(engine)
     if use_verl:
@@ -101,7 +108,8 @@ def resolve(src: Source, mode: str, add: Callable[..., None], env: Mapping[str, 
         add = _lenient(add, src)
     # keys the entry point's own code reads outside its tree (main_generation_server's +data.output_path)
     outside = {k for e in ENTRIES if e.name == src.entry for k, _ in e.reads_outside}
-    validate_keys([it for it in items if it.key not in outside], base, add, critic_hint,
+    selected = {g.split("=", 1)[0] for g in composed}  # composed into the base tree, and passed on to Hydra below
+    validate_keys([it for it in items if it.key not in outside and it.key not in selected], base, add, critic_hint,
                   migrates_legacy_reward=src.entry == "fully_async")
     if src.config_missing is not None:
         skipped = getattr(add, "skipped", [])
@@ -127,7 +135,7 @@ def resolve(src: Source, mode: str, add: Callable[..., None], env: Mapping[str, 
     if tree is None:
         raw = copy.deepcopy(base)
         for it in items:
-            if not it.apply or it.key.split(".")[0] == "hydra":
+            if not it.apply or it.key.split(".")[0] == "hydra" or it.key in selected:
                 continue
             if it.op == "~":
                 delete_key(raw, it.key)

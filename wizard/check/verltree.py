@@ -144,9 +144,24 @@ def config_dir_of(name: str) -> Path:
     return verl_config_dir().parent.parent / CONFIGS[name][1]
 
 
+def group_selections(items: Any, name: str) -> tuple[str, ...]:
+    """The user's config-group selections for verl's own config `name` (sft_trainer's `engine=megatron`): top-level
+    `group=option` overrides where the config's folder or verl's trainer folder has `group/option.yaml`, as Hydra
+    would compose them."""
+    folders = {config_dir_of(name), verl_config_dir()}
+    out = []
+    for it in items:
+        if it.override is None or "." in it.key or "/" in it.key or not isinstance(it.value, str) or it.op == "~":
+            continue
+        if any((folder / it.key / f"{it.value}.yaml").is_file() for folder in folders):
+            out.append(f"{it.key}={it.value}")
+    return tuple(out)
+
+
 @functools.lru_cache(maxsize=8)
-def verl_base(engine: str, name: str = "ppo_trainer") -> dict[str, Any]:
-    """verl's default tree for `name` (one of its own configs) and model_engine, unresolved."""
+def verl_base(engine: str, name: str = "ppo_trainer", groups: tuple[str, ...] = ()) -> dict[str, Any]:
+    """verl's default tree for `name` (one of its own configs) and model_engine, with the user's config-group
+    selections `groups` (group_selections), unresolved."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from omegaconf import OmegaConf
@@ -154,7 +169,8 @@ def verl_base(engine: str, name: str = "ppo_trainer") -> dict[str, Any]:
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(config_dir_of(name)), version_base=None):
-            cfg = compose(config_name=name, overrides=[f"model_engine={engine}"] if name in PPO_TREES else _searchpath(name))
+            cfg = compose(config_name=name, overrides=([f"model_engine={engine}"] if name in PPO_TREES
+                                                       else _searchpath(name)) + list(groups))
         return OmegaConf.to_container(cfg, resolve=False)  # type: ignore[return-value]
     finally:
         GlobalHydra.instance().clear()
