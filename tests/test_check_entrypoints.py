@@ -168,3 +168,17 @@ def test_a_config_group_selection_is_composed_as_hydra_would(tmp_path):
     default = check(str(_script(tmp_path, launch, [*base, *keys], "b.sh")), env={"HOME": str(tmp_path)})
     assert {k for f in default.findings if f.problem.rule == "VI801" for k in f.problem.keys} == \
         {"engine.tensor_model_parallel_size", "optim.min_lr"}
+
+
+def test_the_sft_trainers_take_after_each_epoch_for_a_frequency(tmp_path):
+    """verl's SFT trainers turn trainer.test_freq / save_freq "after_each_epoch" into an epoch's steps
+    (trainer/sft_trainer.py:191-196; verl's own tests/special_e2e/sft/run_sft_engine.sh passes it): no VI808 there.
+    main_ppo compares the frequency with numbers, so the same word under main_ppo stays VI808."""
+    launch, _, _, base = CASES["sft_trainer"][:4]
+    words = ["trainer.test_freq=after_each_epoch", "trainer.save_freq=after_each_epoch"]
+    sft = check(str(_script(tmp_path, launch, [*base, *words], "sft.sh")), env={"HOME": str(tmp_path)})
+    assert "VI808" not in {f.problem.rule for f in sft.findings}
+    ppo = check(str(_script(tmp_path, "python3 -m verl.trainer.main_ppo", [*PPO, *words], "ppo.sh")),
+                env={"HOME": str(tmp_path)})
+    assert {k for f in ppo.findings if f.problem.rule == "VI808" for k in f.problem.keys} == \
+        {"trainer.test_freq", "trainer.save_freq"}

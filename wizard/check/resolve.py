@@ -120,7 +120,7 @@ def resolve(src: Source, mode: str, add: Callable[..., None], env: Mapping[str, 
                f"{', ...' if len(skipped) > 5 else ''})" if skipped else ""),
             "check on the machine that holds the recipe's config, or pass --workdir to the folder --config-path is "
             "relative to")
-    type_problems(items, base_flat, add, base)
+    type_problems(items, base_flat, add, base, entry=src.entry)
     defaults_resolved, _ = resolve_snapshot(base, env)
     tree: dict[str, Any] | None = None
     mode_used = "snapshot"

@@ -200,9 +200,16 @@ def validate_keys(items: list[Item], base: dict[str, Any], add: Callable[..., No
                 fix=rename)
 
 
+# Words an entry point's code takes in place of a number (read from verl 0.9.1): the SFT trainers turn
+# trainer.save_freq / test_freq "after_each_epoch" into the steps of an epoch (trainer/sft_trainer.py:191-196,
+# trainer/sft_trainer_ray.py:231-236); main_ppo compares them with numbers, so there it stays an error.
+NUMBER_WORDS = {"sft": {"trainer.save_freq": ("after_each_epoch",), "trainer.test_freq": ("after_each_epoch",)}}
+
+
 def type_problems(items: list[Item], base_flat: dict[str, Any], add: Callable[..., None],
-                  base: dict[str, Any] | None = None) -> None:
+                  base: dict[str, Any] | None = None, entry: str = "ppo") -> None:
     cache: dict[str, Any] = {}
+    words = NUMBER_WORDS.get(entry, {})
 
     def float_field(key: str) -> bool:
         """verl's config dataclass types the field float, whatever its YAML default looks like (top_p: 1)."""
@@ -222,7 +229,7 @@ def type_problems(items: list[Item], base_flat: dict[str, Any], add: Callable[..
         if not it.apply or it.op == "~" or it.key not in base_flat:
             continue
         default, v = base_flat[it.key], it.value
-        if isinstance(v, str) and ("${" in v or PLACEHOLDER in v):
+        if isinstance(v, str) and ("${" in v or PLACEHOLDER in v or v in words.get(it.key, ())):
             continue
         if isinstance(default, bool):
             if not isinstance(v, bool):
