@@ -182,3 +182,40 @@ def test_the_sft_trainers_take_after_each_epoch_for_a_frequency(tmp_path):
                 env={"HOME": str(tmp_path)})
     assert {k for f in ppo.findings if f.problem.rule == "VI808" for k in f.problem.keys} == \
         {"trainer.test_freq", "trainer.save_freq"}
+
+
+def test_a_recipe_yaml_finds_verls_tree_where_its_recipe_runs(tmp_path):
+    """verl's recipe YAMLs name verl's tree as `file://verl/trainer/config` (recipe/dapo/config/dapo_trainer.yaml),
+    which Hydra reads from the working folder, a verl checkout's root. Checked away from one, that is the installed
+    verl's tree: the YAML composes (no VI801 "Hydra cannot compose") and its own keys are read over verl's. The planted
+    fault, a search path that names no verl tree, is the compose error."""
+    def yaml_with(searchpath: str) -> Path:
+        folder = tmp_path / searchpath.replace("/", "_")
+        folder.mkdir()
+        path = folder / "dapo_trainer.yaml"
+        path.write_text(f"hydra:\n  searchpath:\n    - {searchpath}\ndefaults:\n  - ppo_trainer\n  - _self_\n"
+                        "data:\n  gen_batch_size: ${data.train_batch_size}\nreward:\n  reward_manager:\n    name: dapo\n",
+                        encoding="utf-8")
+        return path
+
+    overrides = [*PPO, "data.train_batch_size=64"]
+    report = check(str(yaml_with("file://verl/trainer/config")), overrides, env={"HOME": str(tmp_path)})
+    assert not [f for f in report.findings if "cannot compose" in f.problem.message], \
+        [f.problem.line() for f in report.findings]
+    assert report.defaults.startswith("verl")
+    assert report.config["reward.reward_manager.name"] == "dapo"
+    planted = check(str(yaml_with("file://vrl/trainer/config")), overrides, env={"HOME": str(tmp_path)})
+    assert [f for f in planted.findings if "cannot compose" in f.problem.message]
+
+
+def test_a_recipes_own_entry_point_is_named_with_the_way_to_check_it(tmp_path):
+    """`python3 -m recipe.dapo.main_dapo` is a recipe's own main (it composes the recipe's YAML): check does not read
+    it, and says so in one line that names the recipe's YAML folder to give instead (VI800)."""
+    from wizard.intent.errors import UserError
+
+    path = _script(tmp_path, "python3 -m recipe.dapo.main_dapo", [*PPO, "reward_model.reward_manager=dapo"])
+    with pytest.raises(UserError) as err:
+        check(str(path), env={"HOME": str(tmp_path)})
+    [problem] = err.value.problems
+    text = problem.message + " " + problem.hint
+    assert "recipe.dapo.main_dapo is a recipe's own entry point" in text and "recipe/dapo/config/*.yaml" in text

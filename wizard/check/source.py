@@ -18,6 +18,10 @@ from wizard.check.entrypoints import CONFIGS, ENTRIES, Entry, entry_of_module, g
 from wizard.intent.errors import Problem, UserError
 
 
+# `python -m recipe.dapo.main_dapo`: one of verl's recipes (the verl-recipe repository, verl's `recipe/` folder),
+# whose own main composes its YAML (recipe/dapo/config/dapo_trainer.yaml) over verl's tree
+RECIPE_LAUNCH = re.compile(r"(?:^|\s)-m\s+(recipe(?:\.[A-Za-z_][A-Za-z0-9_]*)+)")
+
 @dataclass
 class Source:
     kind: str  # yaml | script | overrides
@@ -261,11 +265,15 @@ def load_source(target: str | None, extra: Sequence[str] = (), *, env: Mapping[s
             if traced is not None:
                 adopt_traced(ex, traced.module or "", traced.args, traced.needed)
             if ex.launch is None:
+                recipe = RECIPE_LAUNCH.search(text)
                 raise UserError(f"{p} does not launch `python -m verl.trainer.main_ppo` (nor another of verl's entry "
                                 "points: sft_trainer, fully_async_main, one_step_off_policy.main_ppo, "
-                                "main_generation_server)",
-                                "give the script that starts training, a verl YAML, or overrides after --", rule="VI800",
-                                keys=("target",))
+                                "main_generation_server)" + (f"; {recipe.group(1)} is a recipe's own entry point, "
+                                                             "which check does not read" if recipe else ""),
+                                (f"give the recipe's YAML ({recipe.group(1).rsplit('.', 1)[0].replace('.', '/')}"
+                                 "/config/*.yaml) as the target and the script's overrides after --" if recipe else
+                                 "give the script that starts training, a verl YAML, or overrides after --"),
+                                rule="VI800", keys=("target",))
             src.extraction = ex
             if len(ex.overrides) > MAX_OVERRIDES:
                 raise _limit(f"the launch passes {len(ex.overrides)} overrides, more than {MAX_OVERRIDES}", p,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -86,6 +87,15 @@ def _compose_verl(src: Source, items: list[Item], engine: str) -> tuple[dict[str
 _VERL_PKG = ("pkg://verl.trainer.config", "pkg://verl/trainer/config")
 
 
+def _verl_relative(entry: str) -> bool:
+    """`file://verl/trainer/config`, as verl's recipe YAMLs name verl's tree (recipe/dapo/config/dapo_trainer.yaml):
+    Hydra reads a relative file:// path from the working folder, a verl checkout's root where the recipe runs. Away
+    from one (no such folder here) it is the installed verl's tree."""
+    body = entry[len("file://"):] if entry.startswith("file://") else ""
+    return bool(body) and not os.path.isabs(body) and body.rstrip("/").endswith("verl/trainer/config") \
+        and not (Path.cwd() / body).is_dir()
+
+
 def _file_searchpath(path: Path, src: Source | None = None) -> dict[str, Any]:
     """The YAML at `path` with its folder and verl's config folder as file:// search paths; with `src`, its
     `defaults:` as the source holds them (a missing recipe config replaced by the tree guessed for it)."""
@@ -95,7 +105,8 @@ def _file_searchpath(path: Path, src: Source | None = None) -> dict[str, Any]:
     hydra = dict(doc.get("hydra") or {})
     entries = [str(e) for e in (hydra.get("searchpath") or [])]
     verl_dir = f"file://{verl_config_dir()}"
-    entries = [verl_dir if e.rstrip("/") in _VERL_PKG else _no_import(e, path.parent) for e in entries]
+    entries = [verl_dir if e.rstrip("/") in _VERL_PKG or _verl_relative(e) else _no_import(e, path.parent)
+               for e in entries]
     entries = [e for e in entries if e]
     if src is not None and src.config_missing is not None:
         doc["defaults"] = list(src.yaml_defaults)
