@@ -204,6 +204,9 @@ def test_a_recipe_yaml_finds_verls_tree_where_its_recipe_runs(tmp_path):
         [f.problem.line() for f in report.findings]
     assert report.defaults.startswith("verl")
     assert report.config["reward.reward_manager.name"] == "dapo"
+    # without a scheme Hydra reads the entry as a file path (the recipe dapo_transfer_queue's YAML writes it so)
+    bare = check(str(yaml_with("verl/trainer/config")), overrides, env={"HOME": str(tmp_path)})
+    assert not [f for f in bare.findings if "cannot compose" in f.problem.message]
     planted = check(str(yaml_with("file://vrl/trainer/config")), overrides, env={"HOME": str(tmp_path)})
     assert [f for f in planted.findings if "cannot compose" in f.problem.message]
 

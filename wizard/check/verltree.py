@@ -103,7 +103,8 @@ def _file_searchpath(path: Path, src: Source | None = None) -> dict[str, Any]:
 
     doc = dict(read_yaml(path) or {})
     hydra = dict(doc.get("hydra") or {})
-    entries = [str(e) for e in (hydra.get("searchpath") or [])]
+    # a search path without a scheme is a file path to Hydra (hydra/_internal/config_repository.py _get_scheme)
+    entries = [str(e) if "://" in str(e) else f"file://{e}" for e in (hydra.get("searchpath") or [])]
     verl_dir = f"file://{verl_config_dir()}"
     entries = [verl_dir if e.rstrip("/") in _VERL_PKG or _verl_relative(e) else _no_import(e, path.parent)
                for e in entries]
