@@ -22,6 +22,7 @@ from wizard.intent.errors import Problem, UserError
 # whose own main composes its YAML (recipe/dapo/config/dapo_trainer.yaml) over verl's tree
 RECIPE_LAUNCH = re.compile(r"(?:^|\s)-m\s+(recipe(?:\.[A-Za-z_][A-Za-z0-9_]*)+)")
 
+
 @dataclass
 class Source:
     kind: str  # yaml | script | overrides

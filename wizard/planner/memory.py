@@ -575,10 +575,10 @@ def _estimate(s: ModelShape, L: Layout, *, full: bool) -> Estimate:
     engine = L.gmu * e.capacity_gib * GIB  # on the rollout's GPUs: these, unless it has its own (rollout_elsewhere)
     here = 0.0 if L.rollout_elsewhere else engine
     reward_engine = L.reward_gmu * e.capacity_gib * GIB
-    # the engines during training: asleep (rollout.free_cache_engine, verl's default, frees weights and KV cache),
-    # else awake with their whole reservation; none on training GPUs of their own
-    asleep = 0.0 if L.rollout_elsewhere else ENGINE_ASLEEP_GIB * GIB * (2 if L.reward_gmu else 1) \
-        if L.free_cache_engine else engine + reward_engine
+    # the engines on these GPUs during training: asleep (rollout.free_cache_engine, verl's default, frees weights
+    # and KV cache), else awake with their whole reservation
+    sleeping = (0 if L.rollout_elsewhere else 1) + (1 if L.reward_gmu else 0)
+    asleep = ENGINE_ASLEEP_GIB * GIB * sleeping if L.free_cache_engine else here + reward_engine
     asleep_term = ("rollout", "asleep" if L.free_cache_engine else "engine awake (free_cache_engine=false)", asleep)
     context = CUDA_CONTEXT_GIB if L.n_gpus > 1 else SINGLE_GPU_CONTEXT_GIB
 

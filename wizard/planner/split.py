@@ -76,8 +76,7 @@ class Balance:
 
 def sides(st: StepTime) -> tuple[float, float]:
     """(rollout seconds, training seconds) of a step whose rollout runs beside training."""
-    train = sum(v for k, v in st.phases.items() if k not in ("rollout", "weight sync"))
-    return st.phases.get("rollout", 0.0), train
+    return st.phases.get("rollout", 0.0), st.training_s
 
 
 def alternatives(cur: Split, rollout_tp: int, node_gpus: int = NODE_GPUS) -> list[Split]:
@@ -108,9 +107,9 @@ def balance(w: Workload, cur: Split, runs: Callable[[Split], bool], node_gpus: i
     rollout_s, train_s = sides(now)
     table = [(s, predict(with_split(w, s)).step_s) for s in alternatives(cur, w.rollout_tp, node_gpus) if runs(s)]
     best = min(table, key=lambda t: t[1], default=None)
-    good = best is not None and best[1] <= now.step_s * (1 - GAIN)
-    return Balance(cur, rollout_s, train_s, now.step_s, best[0] if good and best else None,
-                   best[1] if good and best else None, tuple(table))
+    if best is None or best[1] > now.step_s * (1 - GAIN):
+        return Balance(cur, rollout_s, train_s, now.step_s, None, None, tuple(table))
+    return Balance(cur, rollout_s, train_s, now.step_s, best[0], best[1], tuple(table))
 
 
 __all__ = ["Split", "Balance", "balance", "alternatives", "sides", "with_split", "IDLE_SHARE", "GAIN", "NODE_GPUS"]

@@ -248,11 +248,15 @@ class StepTime:
     rollout_gpus: int = 0  # GPUs of the rollout's own (Workload.rollout_gpus), counted in the GPU-hours
 
     @property
+    def training_s(self) -> float:
+        """The training passes' seconds (log-probs, values, updates): all but the rollout and the weight sync."""
+        return sum(v for k, v in self.phases.items() if k not in ("rollout", "weight sync"))
+
+    @property
     def step_s(self) -> float:
         if not self.overlap:
             return sum(self.phases.values())
-        train = sum(v for k, v in self.phases.items() if k not in ("rollout", "weight sync"))
-        return max(self.phases.get("rollout", 0.0), train) + self.phases.get("weight sync", 0.0)
+        return max(self.phases.get("rollout", 0.0), self.training_s) + self.phases.get("weight sync", 0.0)
 
     def grouped(self) -> dict[str, float]:
         """The contract's four phase kinds (plus the critic's, when there is one)."""

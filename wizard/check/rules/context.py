@@ -177,7 +177,8 @@ def facts(c: Ctx) -> Facts:
              "lora": {"rank": c.int(f"{M}.lora.rank"), "merge": bool(c.v(f"{M}.lora.merge"))}}
     lora = verl_lora.engine_rank(model, megatron=megatron)
     return Facts(n_gpus=n_gpus, gpn=gpn, nnodes=nnodes, megatron=megatron, sp=sp, ref_sp=ref_sp, critic_sp=critic_sp,
-                 dp=dp, n=c.int(f"{R}.n"), tbs=None if fully_async else c.int("data.train_batch_size"), mini=c.int(f"{A}.ppo_mini_batch_size"),
+                 dp=dp, n=c.int(f"{R}.n"), tbs=None if fully_async else c.int("data.train_batch_size"),
+                 mini=c.int(f"{A}.ppo_mini_batch_size"),
                  seq=p + r if p is not None and r is not None else None, dynamic=bool(c.v(f"{A}.use_dynamic_bsz")),
                  use_ref=use_ref, use_critic=use_critic, critic_mini=c.int("critic.ppo_mini_batch_size"),
                  critic_dp=critic_dp, lora=lora, adv=adv,
