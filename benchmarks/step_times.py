@@ -27,13 +27,14 @@ OUT = ROOT / "benchmarks" / "step_times.md"
 # the fitted efficiencies; the rest stay at their physical values (TRAIN_ETA / FORWARD_ETA 1: the roofline's
 # intensity term carries the loss; DECODE_BW_ETA, DECODE_TP_GRAPH_LAYER_S, CROSS_NODE_ALLREDUCE_S, PREFILL_ETA,
 # PCIE_GB_S as written in steptime.py; FILTER_GROUPS_KEEP and RESPONSE_SQRT are assumptions, not fitted to step times)
-SCALARS = ("TRAIN_INTENSITY", "FORWARD_INTENSITY", "TRAIN_MICRO_S", "FORWARD_MICRO_S", "A2A_ETA",
+SCALARS = ("TRAIN_INTENSITY", "FORWARD_INTENSITY", "TRAIN_MICRO_S", "FORWARD_MICRO_S", "A2A_ETA", "A2A_NIC_ETA",
            "DRIVER_GB_S", "SYNC_TENSOR_S", "DECODE_STEP_S", "DECODE_SEQ_S", "DECODE_LAYER_S", "DECODE_TP_LAYER_S",
            "EAGER_LAYER_S", "EAGER_V0_LAYER_S", "ROLLOUT_OVERHEAD")
 # a weak prior in log space towards the starting (physical) values: with ~9 reports per half, it keeps a fit
 # from bending an efficiency to one report
 PRIOR = 3.0
-BOUNDS = {"TRAIN_ETA": (0.2, 1.0), "FORWARD_ETA": (0.2, 1.0), "DECODE_BW_ETA": (0.2, 1.0), "ROLLOUT_OVERHEAD": (0.0, 1.0), "A2A_ETA": (0.02, 1.0)}
+BOUNDS = {"TRAIN_ETA": (0.2, 1.0), "FORWARD_ETA": (0.2, 1.0), "DECODE_BW_ETA": (0.2, 1.0), "ROLLOUT_OVERHEAD": (0.0, 1.0), "A2A_ETA": (0.02, 1.0),
+          "A2A_NIC_ETA": (0.02, 1.0)}
 
 
 def get_params() -> dict[str, float]:

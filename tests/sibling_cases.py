@@ -8,12 +8,17 @@ state (the recipe's rollout n, the verl of its date, its overrides), the row rep
 (backend, GPUs, train and rollout parallelism, recompute, token budgets or micro-batches, offload, lengths, batch
 sizes, its measured times, MFU, throughput and mean response), and the template's derived block is dropped, so
 the row's lengths are read from its own metrics. benchmarks/step_times_siblings.py writes the error per row.
+
+The same holds for other runs in a report's own log repository (tests/data/reference/sibling-logs.json: T26's
+GRPO sibling on the same MI300X node): each names its template report, the settings and command it changes, and
+its timings reduced as the template's were.
 """
 
 from __future__ import annotations
 
 import copy
 import csv
+import json
 import re
 from pathlib import Path
 from typing import Any, Optional
@@ -21,6 +26,7 @@ from typing import Any, Optional
 from steptime_cases import cases
 
 TABLES_DIR = Path(__file__).resolve().parent / "data" / "reference" / "sibling-tables"
+LOGS = TABLES_DIR.parent / "sibling-logs.json"
 SOURCE = "https://github.com/ISEEKYAN/verl_megatron_practice/blob/dfd811adc3e42edc0d5b32cdfca5e7ad9df5c4f0/"
 # each table and the report of step-times.json that is one of its rows (the template)
 TABLES = {"dapo7b.csv": "T01", "dapo14b.csv": "T07", "dapo32b.csv": "T08", "dapo_moe30b.csv": "T11",
@@ -110,11 +116,26 @@ def report(table: str, row: dict[str, str], template: dict[str, Any]) -> dict[st
     r["measured"] = measured
     r["derived"] = None
     r["notes"] = f"sibling row of {template['id']}'s table ({table} row {row['number']}), built by tests/sibling_cases.py"
+    r["sibling_of"], r["sibling_group"] = template["id"], table
+    return r
+
+
+def log_report(log: dict[str, Any], template: dict[str, Any]) -> dict[str, Any]:
+    """One entry of sibling-logs.json as a step-times.json report: its template with the entry's settings, command
+    and timings, the template's derived block and per-step rows dropped."""
+    r = copy.deepcopy(template)
+    r.update(id=log["id"], url=log["url"], algorithm=log["algorithm"], rollout_tp=log["rollout_tp"],
+             overrides=list(log["overrides"]), derived=None, per_step=None,
+             notes=f"sibling run of {template['id']} ({log['what']}), built by tests/sibling_cases.py",
+             sibling_of=template["id"], sibling_group=log["id"].split("/")[0])
+    r["config"] = {**r["config"], **log["config"]}
+    r["measured"] = {**{k: None for k in r["measured"]}, **log["measured"]}
     return r
 
 
 def sibling_cases() -> list[dict[str, Any]]:
-    """Every row of the six tables that measured something, as a report (the shown reports' own rows included)."""
+    """Every row of the six tables that measured something, as a report (the shown reports' own rows included),
+    then every run of sibling-logs.json."""
     shown = {c["id"]: c for c in cases()}
     out = []
     for table, tid in TABLES.items():
@@ -122,4 +143,5 @@ def sibling_cases() -> list[dict[str, Any]]:
             r = report(table, row, shown[tid])
             if any(v for k, v in r["measured"].items() if k.startswith("timing_s/")):
                 out.append(r)
+    out += [log_report(log, shown[log["template"]]) for log in json.loads(LOGS.read_text(encoding="utf-8"))["logs"]]
     return out

@@ -35,6 +35,28 @@ def _work(**kw) -> st.Workload:
 
 
 # -- hardware table -----------------------------------------------------------------------------------------------
+def test_a_card_timed_at_the_rate_its_vendor_measured_under_dense_load():
+    """AMD's datasheet peak (1307 TFLOPS for the MI300X) is at a 2,100 MHz boost clock; under dense bf16 GEMMs the
+    clock falls to 1,207 MHz and AMD measured 708 TFLOPS. The FLOP terms divide by 708 there, by the datasheet peak
+    where no such rate is published (every NVIDIA part here)."""
+    mi = GPU_PEAK["MI300X"]
+    assert (mi.bf16_tflops, mi.sustained_tflops, mi.compute_tflops) == (1307, 708, 708)
+    assert GPU_PEAK["MI325X"].compute_tflops == 843
+    assert all(p.compute_tflops == p.bf16_tflops for k, p in GPU_PEAK.items() if not k.startswith("MI3"))
+    flops = 1e15
+    assert st._pass_seconds(flops, mi, 1.0, float("inf")) == pytest.approx(flops / 708e12)
+    # a whole MI300X update: with the datasheet peak it would be about 1.85 × faster in its FLOP terms
+    w = _work(gpu_type="MI300X", gpu_memory_gb=192)
+    sustained = st.predict(w).phases["update actor"]
+    GPU_PEAK["MI300X"] = replace(mi, sustained_tflops=None)
+    try:
+        datasheet = st.predict(w).phases["update actor"]
+    finally:
+        GPU_PEAK["MI300X"] = mi
+    assert sustained > 1.3 * datasheet
+    assert st.predict(w).assumptions["bf16_tflops_sustained"] == 708
+
+
 def test_gpu_peaks_have_sources_and_names_resolve():
     assert all(p.source and p.bf16_tflops > 0 and p.hbm_tb_s > 0 for p in GPU_PEAK.values())
     assert peak_of_gpu_type("NVIDIA H100 80GB HBM3")[0] == "H100"
@@ -385,6 +407,29 @@ def test_moe_dispatch_across_nodes_is_slower_than_inside_one():
     assert st.predict(across).phases["update actor"] > st.predict(inside).phases["update actor"]
     # ETP widens the EP group's span: EP8 × ETP2 on 8-GPU nodes crosses nodes too
     assert _dispatch(_moe(expert_tp=2))[1] > 2 * ui
+
+
+def test_the_all_to_all_across_nodes_runs_at_the_nics_own_efficiency():
+    """EP16 over two 8-GPU nodes: of the routed bytes that leave a GPU, 7/16 go to peers on its node over NVLink and
+    8/16 to the other node's over its NIC, at once; each link has its own efficiency, written out here. With the
+    NVLink share's efficiency on the NIC too (as before 2026-12), the dispatch comes out twice as slow as this,
+    which the Qwen3-30B-A3B EP16/EP32 runs of the calibration tables measured it is not."""
+    w = _moe(expert_parallel=16)
+    _, pk, _ = st.peak("H100")
+    tokens = 1e6
+    routed = tokens * w.moe_layers * w.top_k * w.hidden * 2 * 1  # bf16 bytes, one direction, one forward
+    assert w.moe_layers == 48 and w.top_k == 8 and w.hidden == 2048
+    nvlink = 2 * routed * 7 / 16 / (450e9 * st.A2A_ETA)
+    nic = 2 * routed * 8 / 16 / (50e9 * st.A2A_NIC_ETA)
+    permute = 4 * routed / (3.35e12 * 0.7)
+    assert nic > nvlink  # the NIC sets the pace
+    got = st.moe_dispatch_seconds(w, "H100", pk, tokens, 1)
+    assert got == pytest.approx(nic + permute, rel=1e-9)
+    one_efficiency = 2 * routed * 8 / 16 / (50e9 * st.A2A_ETA) + permute
+    assert one_efficiency > 2 * got
+    # inside one node the NIC efficiency plays no part
+    inside = st.moe_dispatch_seconds(_moe(), "H100", pk, tokens, 1)
+    assert inside == pytest.approx(2 * routed * 7 / 8 / (450e9 * st.A2A_ETA) + permute, rel=1e-9)
 
 
 def test_moe_dispatch_vanishes_for_a_dense_model_and_shrinks_without_ep():

@@ -46,6 +46,11 @@ def run_steps(get, dataset: Optional[str] = None, rows: Optional[int] = None) ->
 CALIBRATION = {"reports": 17, "steps_within": 15, "steps_within_held_out": 14}
 
 
+def _sustained(a: dict) -> str:
+    s = a.get("bf16_tflops_sustained")
+    return f", {s:g} sustained under dense load" if s else ""
+
+
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "es")
 
@@ -58,7 +63,8 @@ def lines(doc: dict) -> list[str]:
         f"Predicted step: {doc['step_s']:.0f} s ({phases}).",
         f"Whole run: {doc['run_steps']} steps ({a['run_steps_basis']}) ≈ {doc['run_hours']:.1f} h, "
         f"{doc['run_gpu_hours']:.0f} GPU-hours.",
-        f"Assumed: GPU {a['gpu']} ({a['bf16_tflops']:g} dense bf16 TFLOPS, {a['hbm_tb_s']:g} TB/s); mean response "
+        f"Assumed: GPU {a['gpu']} ({a['bf16_tflops']:g} dense bf16 TFLOPS{_sustained(a)}, {a['hbm_tb_s']:g} TB/s); "
+        f"mean response "
         f"{a['response_length_mean']} tokens ({a['response_length_mean_basis']}); mean prompt {a['prompt_length_mean']} "
         f"tokens ({a['prompt_length_mean_basis']}); {a['rollout_concurrency_per_replica']} sequences decoding at once per "
         f"rollout replica (KV cache {a['kv_cache_tokens_per_replica']} tokens); "

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Optional
 
 # --gpu-type → memory (GB) where the name pins it down
 GPU_MEMORY_GB = {"H100": 80, "H800": 80, "H200": 141, "H20": 96, "B200": 180, "L40S": 48, "L40": 48, "A10": 24,
@@ -130,11 +131,19 @@ def accelerator_of_gpu_type(gpu_type: str) -> str | None:
 
 @dataclass(frozen=True)
 class Peak:
-    """One GPU's vendor-spec peaks: dense bf16 tensor FLOP/s (no sparsity) and HBM bandwidth."""
+    """One GPU's vendor-spec peaks: dense bf16 tensor FLOP/s (no sparsity) and HBM bandwidth; and, where the vendor
+    measured it, the dense bf16 GEMM rate the card sustains under load (`sustained_tflops`), for cards whose
+    datasheet peak assumes a boost clock that dense matrix work does not hold."""
 
     bf16_tflops: float
     hbm_tb_s: float
     source: str
+    sustained_tflops: Optional[float] = None
+
+    @property
+    def compute_tflops(self) -> float:
+        """The FLOP rate the step-time model divides by: the sustained rate where measured, else the peak."""
+        return self.sustained_tflops or self.bf16_tflops
 
 
 # Dense (not 2:4-sparse) bf16 tensor-core peaks and HBM bandwidth from each vendor's datasheet; the step-time model
@@ -161,8 +170,14 @@ GPU_PEAK: dict[str, Peak] = {
     "RTX 4090": Peak(165, 1.008, "NVIDIA Ada whitepaper (RTX 4090: 165 TFLOPS bf16 dense with fp32 accumulate 82.6; 1008 GB/s)"),
     "RTX 3090": Peak(71, 0.936, "NVIDIA Ampere GA102 whitepaper (RTX 3090: 71 TFLOPS bf16 dense, 936 GB/s)"),
     "A6000": Peak(155, 0.768, "NVIDIA RTX A6000 datasheet (309.7 TFLOPS bf16 with sparsity, 768 GB/s)"),
-    "MI300X": Peak(1307, 5.3, "AMD Instinct MI300X datasheet (1307.4 TFLOPS dense bf16, 5.3 TB/s)"),
-    "MI325X": Peak(1307, 6.0, "AMD Instinct MI325X datasheet (1307.4 TFLOPS dense bf16, 6 TB/s)"),
+    # AMD's datasheet peak is at the 2,100 MHz boost clock; under a dense bf16 GEMM the MI300X's clock falls to a
+    # median 1,207 MHz and the MI325X's to 1,447 MHz: AMD measured 708 and 843 TFLOPS there, its "Max-Achievable
+    # FLOPs" (ROCm blog "Measuring Max-Achievable FLOPs - Part 2", Table 1, ROCm/rocm-blogs
+    # blogs/software-tools-optimization/measuring-max-achievable-flops-part2). The step time uses those.
+    "MI300X": Peak(1307, 5.3, "AMD Instinct MI300X datasheet (1307.4 TFLOPS dense bf16, 5.3 TB/s); 708 TFLOPS "
+                   "sustained under dense bf16 GEMM (AMD's measured Max-Achievable FLOPs, at 1207 MHz)", 708),
+    "MI325X": Peak(1307, 6.0, "AMD Instinct MI325X datasheet (1307.4 TFLOPS dense bf16, 6 TB/s); 843 TFLOPS "
+                   "sustained under dense bf16 GEMM (AMD's measured Max-Achievable FLOPs, at 1447 MHz)", 843),
     "MI355X": Peak(2517, 8.0, "AMD Instinct MI355X datasheet (2516.6 TFLOPS dense bf16, 8 TB/s HBM3E)"),
     "MI250X": Peak(191, 1.6, "AMD Instinct MI250X datasheet (383 TFLOPS bf16 per module of two GCDs, 3.2 TB/s)"),
     "MI210": Peak(181, 1.6, "AMD Instinct MI210 datasheet (181 TFLOPS bf16, 1.6 TB/s)"),
