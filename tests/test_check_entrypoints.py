@@ -209,16 +209,3 @@ def test_a_recipe_yaml_finds_verls_tree_where_its_recipe_runs(tmp_path):
     assert not [f for f in bare.findings if "cannot compose" in f.problem.message]
     planted = check(str(yaml_with("file://vrl/trainer/config")), overrides, env={"HOME": str(tmp_path)})
     assert [f for f in planted.findings if "cannot compose" in f.problem.message]
-
-
-def test_a_recipes_own_entry_point_is_named_with_the_way_to_check_it(tmp_path):
-    """`python3 -m recipe.dapo.main_dapo` is a recipe's own main (it composes the recipe's YAML): check does not read
-    it, and says so in one line that names the recipe's YAML folder to give instead (VI800)."""
-    from wizard.intent.errors import UserError
-
-    path = _script(tmp_path, "python3 -m recipe.dapo.main_dapo", [*PPO, "reward_model.reward_manager=dapo"])
-    with pytest.raises(UserError) as err:
-        check(str(path), env={"HOME": str(tmp_path)})
-    [problem] = err.value.problems
-    text = problem.message + " " + problem.hint
-    assert "recipe.dapo.main_dapo is a recipe's own entry point" in text and "recipe/dapo/config/*.yaml" in text

@@ -74,8 +74,8 @@ if [ -f "$f" ] && [ ! -L "$f" ]; then
 fi
 """
 
-# The stub: find `-m verl.trainer.main_ppo*` (or a main_ppo*.py path, or another of verl's entry points:
-# wizard.check.entrypoints) in its arguments and record it with what follows.
+# The stub: find `-m verl.trainer.main_ppo*` (or a main_ppo*.py path, or another of verl's entry points, or a
+# recipe's: wizard.check.entrypoints) in its arguments and record it with what follows.
 _STUB = r"""#!/bin/bash
 name=${0##*/}
 i=0
@@ -85,6 +85,8 @@ for a in "$@"; do
   if [ -n "$found" ]; then break; fi
   case "$a" in
     verl.trainer.main_ppo*|*/main_ppo*.py|main_ppo*.py@ENTRIES@) found=$i ;;
+    recipe.*|*/recipe/*.py|recipe/*.py)  # a recipe's own module or file (wizard.check.entrypoints.RECIPE_MODULE)
+      if [[ "$a" =~ ^(.*/)?recipe([./][A-Za-z_][A-Za-z0-9_]*)+$ ]]; then found=$i; fi ;;
   esac
 done
 if [ -n "$found" ]; then

@@ -1,9 +1,14 @@
 """verl 0.9.1's entry points and the config tree each composes (its `@hydra.main`), so `check` reads a launch of
 any of them with its own tree (issue 26 item 5). Each row cites the decorator in verl's source.
+
+A recipe's own entry point (`python3 -m recipe.dapo.main_dapo`: verl-recipe checked out as verl's `recipe/`
+folder, verl-recipe README "Usage") is one more: its tree is the one its own `@hydra.main` names, read from its
+source where it is here (wizard.check.recipes), else verl's ppo_trainer, which every verl recipe YAML extends.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -16,6 +21,7 @@ class Entry:
     cite: str
     # keys the entry point's own code reads that its config tree does not hold (given with `+key=`), with the line
     reads_outside: tuple[tuple[str, str], ...] = ()
+    recipe: bool = False  # a recipe's own module: its tree is its @hydra.main's (wizard.check.recipes)
 
 
 ENTRIES = (
@@ -45,8 +51,21 @@ CONFIGS: dict[str, tuple[str, str]] = {
 PPO_TREES = ("ppo_trainer", "ppo_megatron_trainer")
 
 
+# a recipe's module, dotted from the `recipe` package: recipe.dapo.main_dapo
+RECIPE_MODULE = re.compile(r"recipe(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
+
+
+def recipe_entry(module: str) -> Entry:
+    """A recipe's entry point: main_ppo's scope (recipes run verl's PPO trainer or a subclass of it) and, until its
+    source is read, main_ppo's tree."""
+    return Entry("ppo", module, "", "ppo_trainer", module.replace(".", "/") + ".py @hydra.main", recipe=True)
+
+
 def entry_of_module(module: str) -> Entry | None:
-    return next((e for e in ENTRIES if e.module == module), None)
+    found = next((e for e in ENTRIES if e.module == module), None)
+    if found is None and RECIPE_MODULE.fullmatch(module):
+        return recipe_entry(module)
+    return found
 
 
 def _file_of(entry: Entry) -> str:
@@ -69,7 +88,15 @@ def entry_of_word(word: str) -> Entry | None:
         if word == last2 or word.endswith("/" + last2):
             return entry
     named = [e for e in ENTRIES if _file_of(e).rsplit("/", 1)[-1] == word]  # a bare file name, run from its folder
-    return named[0] if named else None
+    if named:
+        return named[0]
+    parts = word.split("/")  # a recipe's file: .../recipe/dapo/main_dapo.py
+    if "recipe" in parts[:-1]:
+        k = len(parts) - 1 - parts[::-1].index("recipe")
+        module = ".".join(parts[k:])[:-3]
+        if RECIPE_MODULE.fullmatch(module):
+            return recipe_entry(module)
+    return None
 
 
 def launch_index(words: list[str]) -> tuple[int, Entry] | None:
@@ -87,8 +114,9 @@ def launch_index(words: list[str]) -> tuple[int, Entry] | None:
 
 
 def entry_words() -> tuple[str, ...]:
-    """The last name of every entry point's module: a command without one of them launches none."""
-    return tuple(dict.fromkeys(e.module.rsplit(".", 1)[-1] for e in ENTRIES))
+    """The last name of every entry point's module, and `recipe` (a recipe's module or file): a command without one
+    of them launches none."""
+    return tuple(dict.fromkeys([*(e.module.rsplit(".", 1)[-1] for e in ENTRIES), "recipe"]))
 
 
 def own_configs(entry: Entry) -> tuple[str, ...]:

@@ -157,6 +157,10 @@ def format_report(report: Report) -> str:
         la = report.source.extraction.launch
         lines.append(f"  launch at line {la.line}: {len(la.overrides)} override(s)"
                      + (f", --config-path {la.config_path} --config-name {la.config_name}" if la.config_path else ""))
+        if report.source.recipe:
+            lines.append(f"  recipe entry point {report.source.recipe}: "
+                         + (f"its config {report.source.yaml_path}" if report.source.yaml_path else
+                            f"its config not here, checked against verl's {report.source.config_name}"))
     width = max((len(f.problem.rule) for f in report.findings), default=5)
     for fd in report.findings:
         p = fd.problem

@@ -110,7 +110,8 @@ def resolve(src: Source, mode: str, add: Callable[..., None], env: Mapping[str, 
     outside = {k for e in ENTRIES if e.name == src.entry for k, _ in e.reads_outside}
     selected = {g.split("=", 1)[0] for g in composed}  # composed into the base tree, and passed on to Hydra below
     validate_keys([it for it in items if it.key not in outside and it.key not in selected], base, add, critic_hint,
-                  migrates_legacy_reward=src.entry == "fully_async")
+                  migrates_legacy_reward="fully_async_main.py:237" if src.entry == "fully_async"
+                  else src.migrates_legacy_reward)
     if src.config_missing is not None:
         skipped = getattr(add, "skipped", [])
         add("VI891", "warning", ("--config-path", "--config-name"),
@@ -118,8 +119,9 @@ def resolve(src: Source, mode: str, add: Callable[..., None], env: Mapping[str, 
             f"{src.config_name} (guessed from its name)"
             + (f"; {len(skipped)} key(s) not in that tree left unchecked ({', '.join(skipped[:5])}"
                f"{', ...' if len(skipped) > 5 else ''})" if skipped else ""),
-            "check on the machine that holds the recipe's config, or pass --workdir to the folder --config-path is "
-            "relative to")
+            "check on the machine that holds the recipe's config, or pass --workdir to the folder "
+            + ("that holds recipe/ (a verl checkout with verl-recipe as its submodule)" if src.recipe
+               else "--config-path is relative to"))
     type_problems(items, base_flat, add, base, entry=src.entry)
     defaults_resolved, _ = resolve_snapshot(base, env)
     tree: dict[str, Any] | None = None

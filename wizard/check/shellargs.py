@@ -78,7 +78,7 @@ def looks_like_script(text: str) -> bool:
     return head.startswith("#!") or bool(_LAUNCH_LINE.search(text))
 
 
-_LAUNCH_LINE = re.compile(r"(?m)^[^#\n]*(-m\s*verl\.(?:trainer|experimental)\.[\w.]+|(?:"
+_LAUNCH_LINE = re.compile(r"(?m)^[^#\n]*(-m\s*(?:verl\.(?:trainer|experimental)|recipe)\.[\w.]+|(?:"
                           + "|".join(re.escape(w) for w in entry_words()) + r")\.py)")
 
 

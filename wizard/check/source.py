@@ -20,7 +20,6 @@ from wizard.intent.errors import Problem, UserError
 
 # `python -m recipe.dapo.main_dapo`: one of verl's recipes (the verl-recipe repository, verl's `recipe/` folder),
 # whose own main composes its YAML (recipe/dapo/config/dapo_trainer.yaml) over verl's tree
-RECIPE_LAUNCH = re.compile(r"(?:^|\s)-m\s+(recipe(?:\.[A-Za-z_][A-Za-z0-9_]*)+)")
 
 
 @dataclass
@@ -35,6 +34,10 @@ class Source:
     config_name: str = "ppo_trainer"  # verl's own config when there is no yaml_path
     entry: str = "ppo"  # the entry point (wizard.check.entrypoints): ppo, sft, fully_async, one_step_off, generation
     config_missing: str | None = None  # a --config-name that cannot be found here (checked against config_name)
+    recipe: str | None = None  # a recipe's own entry point (recipe.dapo.main_dapo): its code may read any key
+    # where the entry point maps the legacy reward keys onto reward.* (a recipe's main that calls
+    # migrate_legacy_reward_impl; fully_async_main is known by its entry); "" where it does not, or is not known
+    migrates_legacy_reward: str = ""
     workdir: Path = field(default_factory=Path.cwd)
     extraction: Extraction | None = None
     bundle_dir: Path | None = None
@@ -186,13 +189,49 @@ def _traced(path: Path, env: Mapping[str, str], workdir: str | None) -> Any:
     return traced if traced.ok else None
 
 
-def _script_config(src: Source, ex: Extraction, p: Path) -> None:
+def _recipe_config(src: Source, ex: Extraction, p: Path, entry: Entry, workdir: str | None = None) -> None:
+    """The tree a recipe's own entry point composes (wizard.check.recipes): the YAML its @hydra.main names, with the
+    script's --config-path/--config-name over it, both relative to the recipe's file; where the file or the YAML is
+    not here (a script checked away from its verl checkout), verl's tree guessed from the config's name, with the
+    VI891 finding that says so (src.config_missing)."""
+    from wizard.check.recipes import hydra_main, module_file
+
+    la = ex.launch
+    src.recipe = entry.module
+    base = Path(ex.workdir) if ex.workdir else p.parent
+    bases = [Path(workdir)] if workdir else []
+    found = module_file(entry.module, [*bases, base, p.parent, *list(p.parent.resolve().parents)[:3], Path.cwd()])
+    main = hydra_main(found) if found is not None else None
+    if main is not None and main.migrates_legacy_reward:
+        src.migrates_legacy_reward = f"{entry.module.replace('.', '/')}.py:{main.migrates_legacy_reward}"
+    name = _config_stem(la.config_name) if la.config_name else (main.config_name if main else None)
+    folder = la.config_path or la.config_dir or (main.config_path if main else None)
+    rel = entry.module.replace(".", "/")
+    if found is None or name is None or folder is None or PLACEHOLDER in folder + name:
+        src.config_name = guess_tree(name or rel, ENTRIES[0])
+        src.config_missing = (f"{rel}.py (the recipe's source, whose @hydra.main names its config)" if found is None
+                              else f"the config of {rel}.py (its @hydra.main names none this reader can follow)")
+        return
+    yaml_path = Path(folder) / f"{name}.yaml" if os.path.isabs(folder) else found.parent / folder / f"{name}.yaml"
+    if yaml_path.is_file():
+        _use_yaml(src, yaml_path)
+    elif name in own_configs(ENTRIES[0]):  # a recipe that runs one of verl's own trees as it is
+        src.config_name = name
+    else:
+        src.config_name = guess_tree(name, ENTRIES[0])
+        src.config_missing = str(yaml_path)
+
+
+def _script_config(src: Source, ex: Extraction, p: Path, workdir: str | None = None) -> None:
     """The config tree a launch script's entry point composes: its own default (the launched module's @hydra.main),
     one of verl's own configs it names, the user's YAML at --config-path, or, when that is not here, the tree guessed
     from its name (src.config_missing)."""
     la = ex.launch
     entry = entry_of_module(la.module) or ENTRIES[0]  # the launched entry point reads its own tree
     src.entry, src.config_name = entry.name, entry.config_name
+    if entry.recipe:
+        _recipe_config(src, ex, p, entry, workdir)
+        return
     name = _config_stem(la.config_name) if la.config_name else None
     folder = la.config_path or la.config_dir or ""
     if name and _is_verls_own(la.config_path, la.config_dir, name, entry):
@@ -266,14 +305,10 @@ def load_source(target: str | None, extra: Sequence[str] = (), *, env: Mapping[s
             if traced is not None:
                 adopt_traced(ex, traced.module or "", traced.args, traced.needed)
             if ex.launch is None:
-                recipe = RECIPE_LAUNCH.search(text)
                 raise UserError(f"{p} does not launch `python -m verl.trainer.main_ppo` (nor another of verl's entry "
                                 "points: sft_trainer, fully_async_main, one_step_off_policy.main_ppo, "
-                                "main_generation_server)" + (f"; {recipe.group(1)} is a recipe's own entry point, "
-                                                             "which check does not read" if recipe else ""),
-                                (f"give the recipe's YAML ({recipe.group(1).rsplit('.', 1)[0].replace('.', '/')}"
-                                 "/config/*.yaml) as the target and the script's overrides after --" if recipe else
-                                 "give the script that starts training, a verl YAML, or overrides after --"),
+                                "main_generation_server, a recipe's `recipe.*` main)",
+                                "give the script that starts training, a verl YAML, or overrides after --",
                                 rule="VI800", keys=("target",))
             src.extraction = ex
             if len(ex.overrides) > MAX_OVERRIDES:
@@ -284,7 +319,7 @@ def load_source(target: str | None, extra: Sequence[str] = (), *, env: Mapping[s
             src.workdir = Path(ex.workdir) if ex.workdir else Path.cwd()
             for u in ex.unresolved:
                 src.placeholders.setdefault(u.placeholder, u.reason)
-            _script_config(src, ex, p)
+            _script_config(src, ex, p, workdir)
             if src.bundle_dir is None and (p.parent / "verl-init.yaml").is_file():
                 src.bundle_dir = p.parent
         else:

@@ -51,8 +51,8 @@ DATACLASS_ROOTS = ("actor_rollout_ref.actor", "actor_rollout_ref.ref", "actor_ro
 VERL_DEFAULT_CRITIC_PATH = "~/models/deepseek-llm-7b-chat"  # critic.model.path, not interpolated from the policy
 
 # --- keys that moved --------------------------------------------------------------------------------------
-# verl 0.9.1 main_ppo ignores these; verl's own migrate_legacy_reward_impl (reward_loop.py:39, used only
-# by the fully-async trainer) maps them like this.
+# verl 0.9.1 main_ppo ignores these; verl's own migrate_legacy_reward_impl (experimental/reward_loop/reward_loop.py:39,
+# called by the fully-async main and by recipes' mains, recipe/dapo/main_dapo.py:117) maps them like this.
 LEGACY_REWARD = {
     "reward_model.num_workers": "reward.num_workers",
     "reward_model.reward_manager": "reward.reward_manager.name",
@@ -72,7 +72,13 @@ LEGACY_REWARD = {
 }
 LEGACY_PREFIXES = {"reward_model.reward_kwargs": "reward.reward_kwargs", "reward_model.rollout": "reward.reward_model.rollout",
                    "reward_manager": "reward.reward_manager", "custom_reward_function": "reward.custom_reward_function",
-                   "sandbox_fusion": "reward.sandbox_fusion", "reward_model": "reward.reward_model"}
+                   "sandbox_fusion": "reward.sandbox_fusion", "reward_model": "reward.reward_model",
+                   # DAPO's overlong buffer: verl 0.9.1's dapo reward manager reads it from
+                   # reward.reward_kwargs.overlong_buffer_cfg (experimental/reward_loop/reward_manager/dapo.py:33)
+                   "reward_model.overlong_buffer": "reward.reward_kwargs.overlong_buffer_cfg"}
+# what migrate_legacy_reward_impl copies (reward_loop.py:45-82): the keys of LEGACY_REWARD and everything under these;
+# the rest of reward_model goes with it unread (reward_loop.py:84-88 deletes reward_model)
+MIGRATED_PREFIXES = ("reward_model.reward_kwargs", "reward_model.rollout", "custom_reward_function", "sandbox_fusion")
 LEGACY_ROOTS = ("reward_model", "custom_reward_function", "sandbox_fusion", "reward_manager")
 # Keys that moved or went away between the 0.8 examples and 0.9.1 (docs/verl-facts.md §7.4).
 KEY_DRIFT = {
@@ -96,6 +102,11 @@ def drift(key: str) -> tuple[str | None, bool]:
         if key == old or key.startswith(old + "."):
             return None, True
     return None, False
+
+
+def migrated(key: str) -> bool:
+    """Whether verl's migrate_legacy_reward_impl carries a legacy reward key over to reward.* (else it drops it)."""
+    return key in LEGACY_REWARD or any(key == p or key.startswith(p + ".") for p in MIGRATED_PREFIXES)
 
 
 def legacy_target(key: str) -> str | None:

@@ -21,7 +21,8 @@ from wizard.check.report import Fix
 from wizard.check.shellargs import PLACEHOLDER
 from wizard.check.tree import NOTHING, flatten, lookup
 from wizard.verlspec.history import key_history, renamed
-from wizard.verlspec.keys import DATACLASS_ROOTS, EXTRA_FREE_FORM, LEGACY_ROOTS, dataclass_fields, drift, legacy_target
+from wizard.verlspec.keys import (DATACLASS_ROOTS, EXTRA_FREE_FORM, LEGACY_ROOTS, dataclass_fields, drift, legacy_target,
+                                  migrated)
 
 
 def _is_free_form(base: dict[str, Any], parts: list[str], dataclasses_: dict[str, Any]) -> bool:
@@ -94,11 +95,18 @@ def _did_you_mean(base: dict[str, Any], key: str) -> tuple[str, bool]:
 DID_YOU_MEAN = 200
 
 
+def _present(key: str, base: dict[str, Any], items: list[Item]) -> bool:
+    """Whether `key` is in the tree an override lands in: verl's, or what the user's YAML adds to it."""
+    return lookup(base, key) is not NOTHING or any(
+        it.override is None and (it.key == key or it.key.startswith(key + ".")) for it in items)
+
+
 def validate_keys(items: list[Item], base: dict[str, Any], add: Callable[..., None],
-                  use_critic_hint: bool | None, migrates_legacy_reward: bool = False) -> None:
-    """Every user key against verl's tree. `migrates_legacy_reward`: the entry point maps the legacy reward keys
-    onto reward.* itself (verl 0.9.1's fully_async_main.py:237 calls experimental/reward_loop/reward_loop.py
-    migrate_legacy_reward_impl; main_ppo does not), so they take effect there: deprecated, not ignored."""
+                  use_critic_hint: bool | None, migrates_legacy_reward: str = "") -> None:
+    """Every user key against verl's tree. `migrates_legacy_reward`: where the entry point maps the legacy reward
+    keys onto reward.* itself (verl 0.9.1's fully_async_main.py:237 calls experimental/reward_loop/reward_loop.py
+    migrate_legacy_reward_impl, and so do recipes' mains such as recipe/dapo/main_dapo.py; main_ppo does not), so
+    they take effect there: deprecated, not ignored."""
     dcs = dataclass_fields()
     given = {it.key for it in items}
     suggestions = 0  # a did-you-mean search per unknown key, for the first DID_YOU_MEAN of them only
@@ -120,14 +128,21 @@ def validate_keys(items: list[Item], base: dict[str, Any], add: Callable[..., No
             it.apply = lookup(base, key) is not NOTHING
             if it.op == "~":
                 continue
-            why = (f"this entry point maps it onto {legacy} (fully_async_main.py:237, migrate_legacy_reward_impl); "
-                   "deprecated" if migrates_legacy_reward else
+            maps = bool(migrates_legacy_reward) and migrated(key)
+            why = (f"this entry point maps it onto {legacy} ({migrates_legacy_reward} calls "
+                   "migrate_legacy_reward_impl); deprecated" if maps else
+                   f"this entry point's migrate_legacy_reward_impl ({migrates_legacy_reward}) drops it with the rest of "
+                   "reward_model (verl 0.9.1 experimental/reward_loop/reward_loop.py:84-88), so the setting has no "
+                   "effect" if migrates_legacy_reward else
                    "verl 0.9.1's main_ppo ignores it, so the setting has no effect")
-            add("VI805", "warning" if migrates_legacy_reward else "error", (key,),
-                f"{key} is a legacy reward key: {why}", f"use {legacy} (verl's own migration maps it there)",
-                fix=Fix(set={legacy: it.value}, delete=[key]))
+            add("VI805", "warning" if maps else "error", (key,),
+                f"{key} is a legacy reward key: {why}",
+                f"use {legacy}" + (" (verl's own migration maps it there)" if migrated(key) else ""),
+                fix=Fix(set={legacy if _present(legacy, base, items) else "+" + legacy: it.value}, delete=[key]))
             continue
         current = lookup(base, key)
+        if current is NOTHING and it.override is not None:  # a leaf the user's YAML (a recipe's) adds to verl's tree
+            current = next((y.value for y in items if y.override is None and y.key == key), NOTHING)
         exists = current is not NOTHING
         if it.op == "~":
             continue

@@ -1,0 +1,253 @@
+"""A recipe's own entry point (`python3 -m recipe.dapo.main_dapo`: verl-recipe checked out as verl's `recipe/`, run
+from the verl checkout's root) is read with the tree its own `@hydra.main` names (wizard.check.recipes), from the
+recipe's source, which is parsed and never imported. The recipe here is written the way verl-recipe's DAPO is
+(recipe/dapo/main_dapo.py:114 `@hydra.main(config_path="config", config_name="dapo_trainer")`, :117
+`migrate_legacy_reward_impl(config)`; config/dapo_trainer.yaml: verl's tree by `file://verl/trainer/config`, then
+the recipe's own `reward.reward_kwargs`).
+
+Both readers are covered where the launch is read: bash in the sandbox, and the static reader where no sandbox runs.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from wizard.check.entrypoints import entry_of_module, entry_of_word, launch_index
+from wizard.check.lint import check
+from wizard.check.recipes import hydra_main
+from wizard.check.report import fixed_overrides
+
+pytestmark = pytest.mark.verl  # the recipe's YAML is composed by Hydra over the installed verl's tree
+
+PPO = ["actor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B-Instruct", "actor_rollout_ref.rollout.name=vllm",
+       "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
+       "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8", "algorithm.adv_estimator=grpo",
+       "actor_rollout_ref.rollout.n=4", "trainer.nnodes=1", "trainer.n_gpus_per_node=4", "data.train_batch_size=64",
+       "actor_rollout_ref.actor.ppo_mini_batch_size=16"]
+# keys only the recipe's YAML holds (verl 0.9.1's ppo_trainer has no reward.reward_kwargs)
+OWN = ["reward.reward_kwargs.overlong_buffer_cfg.enable=True", "reward.reward_kwargs.overlong_buffer_cfg.len=512",
+       "reward.reward_kwargs.max_resp_len=1024"]
+LAUNCH = "python3 -m recipe.dapo.main_dapo"
+
+MAIN = '''import hydra
+from verl.experimental.reward_loop import migrate_legacy_reward_impl
+
+raise SystemExit("a recipe's module is read, never imported")
+
+
+@hydra.main(config_path="config", config_name="{name}", version_base=None)
+def main(config):
+    config = migrate_legacy_reward_impl(config)
+'''
+YAML = """hydra:
+  searchpath:
+    - file://verl/trainer/config
+defaults:
+  - {tree}
+  - _self_
+data:
+  gen_batch_size: ${{data.train_batch_size}}
+reward:
+  reward_manager:
+    name: dapo
+  reward_kwargs:
+    overlong_buffer_cfg:
+      enable: False
+      len: 0
+      penalty_factor: 0.0
+      log: False
+    max_resp_len: null
+"""
+
+
+def _recipe(root: Path, main: str = MAIN, name: str = "dapo_trainer") -> Path:
+    folder = root / "recipe" / "dapo"
+    (folder / "config").mkdir(parents=True)
+    (folder / "main_dapo.py").write_text(main.replace("{name}", name), encoding="utf-8")
+    (folder / "config" / "dapo_trainer.yaml").write_text(YAML.format(tree="ppo_trainer"), encoding="utf-8")
+    (folder / "config" / "dapo_megatron_trainer.yaml").write_text(YAML.format(tree="ppo_megatron_trainer"),
+                                                                  encoding="utf-8")
+    return folder
+
+
+def _script(path: Path, launch: str, overrides: list[str]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/bash\nset -x\n" + launch + " \\\n" + " \\\n".join(f"    {o}" for o in overrides) + "\n",
+                    encoding="utf-8")
+    return path
+
+
+def _lines(report) -> list[str]:
+    return [f.problem.line() for f in report.findings]
+
+
+def _check(path: Path, home: Path, **kw):
+    return check(str(path), env={"HOME": str(home)}, **kw)
+
+
+@pytest.fixture(params=["bash", "static"])
+def reader(request, monkeypatch):
+    if request.param == "static":
+        monkeypatch.setenv("VERL_INIT_NO_SANDBOX", "1")
+    return request.param
+
+
+def test_a_recipe_script_is_read_with_the_recipes_own_tree(tmp_path, reader):
+    folder = _recipe(tmp_path)
+    report = _check(_script(folder / "run.sh", LAUNCH, [*PPO, *OWN]), tmp_path)
+    assert report.source.recipe == "recipe.dapo.main_dapo"
+    assert report.source.yaml_path == folder / "config" / "dapo_trainer.yaml"
+    assert not report.errors, _lines(report)
+    assert not {"VI801", "VI802", "VI891"} & set(report.ids()), _lines(report)
+    # the control: main_ppo's tree has no reward.reward_kwargs, so the same overrides there are refused
+    ppo = _check(_script(tmp_path / "ppo.sh", "python3 -m verl.trainer.main_ppo", [*PPO, *OWN]), tmp_path)
+    assert {k for f in ppo.findings if f.problem.rule == "VI801" for k in f.problem.keys} >= \
+        {o.split("=")[0] for o in OWN}, _lines(ppo)
+
+
+def test_a_misspelt_key_under_a_recipe_is_named(tmp_path, reader):
+    folder = _recipe(tmp_path)
+    report = _check(_script(folder / "run.sh", LAUNCH, [*PPO, "reward.reward_kwargs.overlong_bufer_cfg.len=512"]),
+                    tmp_path)
+    hits = [f.problem for f in report.findings if f.problem.rule == "VI801"]
+    assert hits and hits[0].keys == ("reward.reward_kwargs.overlong_bufer_cfg.len",), _lines(report)
+    assert hits[0].severity == "error"
+
+
+def test_the_scripts_config_name_is_found_beside_the_recipes_main(tmp_path):
+    """--config-name on the command line replaces the decorator's, in the same folder (relative to the recipe's
+    file, as Hydra resolves it): the recipe's megatron YAML composes verl's megatron tree."""
+    folder = _recipe(tmp_path)
+    report = _check(_script(tmp_path / "run.sh", f"{LAUNCH} --config-name=dapo_megatron_trainer", [*PPO, *OWN]),
+                    tmp_path, workdir=str(tmp_path))
+    assert report.source.yaml_path == folder / "config" / "dapo_megatron_trainer.yaml"
+    assert report.config["actor_rollout_ref.actor.strategy"] == "megatron"
+    assert not {"VI801", "VI891"} & set(report.ids()), _lines(report)
+
+
+def test_a_recipe_away_from_its_source_is_checked_against_ppo_trainer_and_says_so(tmp_path, reader):
+    """The script alone (no recipe/ beside it or above it): verl's ppo_trainer, one VI891 warning that names the
+    recipe's source, and the recipe's own keys left unchecked rather than called unknown."""
+    report = _check(_script(tmp_path / "run.sh", LAUNCH, [*PPO, *OWN]), tmp_path)
+    assert report.source.recipe == "recipe.dapo.main_dapo" and report.source.yaml_path is None
+    [warning] = [f.problem for f in report.findings if f.problem.rule == "VI891"]
+    assert "recipe/dapo/main_dapo.py" in warning.message and "ppo_trainer" in warning.message
+    assert "recipe/" in warning.hint
+    assert not report.errors, _lines(report)
+
+
+def test_legacy_reward_keys_follow_what_the_recipes_main_does(tmp_path):
+    """A main that calls migrate_legacy_reward_impl takes reward_model.reward_manager over (a deprecation warning
+    citing the call's line); the migration drops reward_model.overlong_buffer.* with the rest of reward_model
+    (verl 0.9.1 reward_loop.py:84-88), so that stays an error, fixed to where verl's DAPO reward manager reads it
+    (reward.reward_kwargs.overlong_buffer_cfg, experimental/reward_loop/reward_manager/dapo.py:33). A main that
+    does not call it ignores them all. The fixed overrides check clean."""
+    legacy = ["reward_model.reward_manager=dapo", "reward_model.overlong_buffer.len=512"]
+    folder = _recipe(tmp_path)
+    report = _check(_script(folder / "run.sh", LAUNCH, [*PPO, *legacy]), tmp_path)
+    found = {f.problem.keys[0]: f for f in report.findings if f.problem.rule == "VI805"}
+    assert set(found) == {"reward_model.reward_manager", "reward_model.overlong_buffer.len"}, _lines(report)
+    assert found["reward_model.reward_manager"].problem.severity == "warning"
+    assert "recipe/dapo/main_dapo.py:9" in found["reward_model.reward_manager"].problem.message
+    dropped = found["reward_model.overlong_buffer.len"]
+    assert dropped.problem.severity == "error" and "drops it" in dropped.problem.message
+    assert dropped.fix.set == {"reward.reward_kwargs.overlong_buffer_cfg.len": 512}  # the recipe's YAML holds it
+    lines, _ = fixed_overrides(report)
+    fixed = _check(_script(folder / "fixed.sh", LAUNCH, lines), tmp_path)
+    assert not fixed.errors and "VI805" not in fixed.ids(), _lines(fixed)
+
+    quiet = _recipe(tmp_path / "plain", main=MAIN.replace("    config = migrate_legacy_reward_impl(config)\n", ""))
+    plain = _check(_script(quiet / "run.sh", LAUNCH, [*PPO, *legacy]), tmp_path)
+    assert [f.problem.severity for f in plain.findings if f.problem.rule == "VI805"] == ["error", "error"]
+
+
+def test_main_ppo_fixes_a_legacy_key_outside_verls_tree_with_a_plus(tmp_path):
+    """Under main_ppo the overlong buffer's place, reward.reward_kwargs, is not in verl's tree: the fix adds it
+    with `+`, and the fixed overrides check clean (without it Hydra refuses them: `Key ... is not in struct`)."""
+    report = _check(_script(tmp_path / "run.sh", "python3 -m verl.trainer.main_ppo",
+                            [*PPO, "reward_model.reward_manager=dapo", "reward_model.overlong_buffer.len=512"]), tmp_path)
+    [dropped] = [f for f in report.findings if f.problem.keys[:1] == ("reward_model.overlong_buffer.len",)]
+    assert dropped.fix.set == {"+reward.reward_kwargs.overlong_buffer_cfg.len": 512}
+    lines, _ = fixed_overrides(report)
+    assert "+reward.reward_kwargs.overlong_buffer_cfg.len=512" in lines
+    fixed = check(None, lines, env={"HOME": str(tmp_path)})
+    assert not fixed.errors, _lines(fixed)
+
+
+def test_fully_async_main_drops_what_its_migration_does_not_carry(tmp_path):
+    """fully_async_main.py:237 migrates too: the same two keys there are a warning and an error."""
+    report = _check(_script(tmp_path / "run.sh", "python3 -m verl.experimental.fully_async_policy.fully_async_main",
+                            [*PPO, "rollout.nnodes=1", "rollout.n_gpus_per_node=4", "reward_model.reward_manager=dapo",
+                             "reward_model.overlong_buffer.len=512"]), tmp_path)
+    severity = {f.problem.keys[0]: f.problem.severity for f in report.findings if f.problem.rule == "VI805"}
+    assert severity == {"reward_model.reward_manager": "warning", "reward_model.overlong_buffer.len": "error"}
+
+
+def test_no_key_is_called_ineffective_under_a_recipe(tmp_path):
+    """VI890 ("read by nothing this configuration runs") cannot hold for a recipe, whose own trainer may read any
+    key: verl's ignored algorithm.filter_groups.max_num_gen_batches is flagged under main_ppo, not under the recipe."""
+    key = "algorithm.filter_groups.max_num_gen_batches=3"
+    ppo = _check(_script(tmp_path / "ppo.sh", "python3 -m verl.trainer.main_ppo", [*PPO, key]), tmp_path)
+    assert "VI890" in ppo.ids(), _lines(ppo)
+    folder = _recipe(tmp_path)
+    recipe = _check(_script(folder / "run.sh", LAUNCH, [*PPO, key]), tmp_path)
+    assert "VI890" not in recipe.ids(), _lines(recipe)
+
+
+def test_the_words_that_launch_a_recipe():
+    module = entry_of_module("recipe.dapo.main_dapo")
+    assert module is not None and module.recipe and module.name == "ppo"
+    assert entry_of_word("recipe/dapo/main_dapo.py").module == "recipe.dapo.main_dapo"
+    assert entry_of_word("/src/verl/recipe/dapo/main_dapo.py").module == "recipe.dapo.main_dapo"
+    assert launch_index(["python3", "-m", "recipe.dapo.main_dapo", "a=1"])[0] == 3
+    # verl's own entry points keep their rows; an override that merely starts with `recipe.` launches nothing
+    assert not entry_of_module("verl.trainer.main_ppo").recipe
+    assert launch_index(["python3", "train.py", "recipe.x=1"]) is None
+    assert entry_of_module("recipe") is None and entry_of_module("recipe.dapo-x.main") is None
+
+
+def test_the_decorator_is_read_from_the_source_without_importing_it(tmp_path):
+    path = tmp_path / "main.py"
+    path.write_text('from hydra import main\nraise SystemExit(1)\n\n@main(config_path="cfg", config_name="x")\n'
+                    "def run(c):\n    pass\n", encoding="utf-8")
+    found = hydra_main(path)
+    assert (found.config_path, found.config_name, found.migrates_legacy_reward) == ("cfg", "x", 0)
+    path.write_text("import hydra\nNAME = 'x'\n\n@hydra.main(config_path='c', config_name=NAME)\ndef run(c): pass\n",
+                    encoding="utf-8")
+    assert (hydra_main(path).config_path, hydra_main(path).config_name) == ("c", None)  # not a literal: not followed
+    path.write_text("def broken(:\n", encoding="utf-8")
+    assert hydra_main(path).config_name is None
+
+
+VERL_RECIPE = Path(__file__).resolve().parent / "data" / "reference" / "verl-recipe"
+
+
+def test_verl_recipes_own_dapo_script_has_one_class_of_error_the_dropped_overlong_buffer(tmp_path):
+    """verl-recipe's DAPO script (at 48ea0a7) sets the overlong buffer the old way, reward_model.overlong_buffer.*.
+    Under verl 0.9.1 the recipe's main migrates the legacy reward keys, and the migration drops those three with the
+    rest of reward_model (reward_loop.py:84-88); verl's DAPO reward manager reads
+    reward.reward_kwargs.overlong_buffer_cfg (reward_manager/dapo.py:33), which the recipe's YAML leaves disabled.
+    So the penalty is silently off: those three are the only errors, the reward manager a deprecation warning. With
+    the fix applied (the YAML holds the keys: no `+`), the script checks clean."""
+    root = tmp_path / "verl"
+    shutil.copytree(VERL_RECIPE / "dapo", root / "recipe" / "dapo")
+    (root / "recipe" / "dapo" / "main_dapo.py").write_text(
+        "import hydra\nfrom verl.experimental.reward_loop import migrate_legacy_reward_impl\n\n\n"
+        '@hydra.main(config_path="config", config_name="dapo_trainer", version_base=None)\ndef main(config):\n'
+        "    config = migrate_legacy_reward_impl(config)\n", encoding="utf-8")
+    script = root / "recipe" / "dapo" / "run_dapo_qwen2.5_32b.sh"
+    report = _check(script, tmp_path, gpu_type="H100", gpu_memory_gb=80)
+    assert report.source.recipe == "recipe.dapo.main_dapo"
+    assert report.source.yaml_path == root / "recipe" / "dapo" / "config" / "dapo_trainer.yaml"
+    assert {k for f in report.errors for k in f.problem.keys} == {
+        f"reward_model.overlong_buffer.{k}" for k in ("enable", "len", "penalty_factor")}, _lines(report)
+    assert {f.problem.rule for f in report.errors} == {"VI805"}
+    assert [f.problem.keys for f in report.warnings if f.problem.rule == "VI805"] == [("reward_model.reward_manager",)]
+    lines, _ = fixed_overrides(report)
+    assert "reward.reward_kwargs.overlong_buffer_cfg.enable=true" in lines
+    fixed = _check(_script(root / "recipe" / "dapo" / "fixed.sh", LAUNCH, lines), tmp_path, gpu_type="H100",
+                   gpu_memory_gb=80)
+    assert not fixed.errors, _lines(fixed)
