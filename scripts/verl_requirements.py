@@ -52,6 +52,7 @@ class Walker:
         self.out: list[dict[str, Any]] = []
         self.attrs: dict[str, list[str]] = {}  # self.X → chain
         self.local: dict[str, list[str]] = {}
+        self.get_none: set[tuple[str, ...]] = set()  # chains read as `.get(k)` / `.get(k, None)`: absent reads None
 
     # chains ----------------------------------------------------------------------------------------
     def chain(self, node: ast.AST) -> list[str] | None:
@@ -101,6 +102,9 @@ class Walker:
 
     # statements ------------------------------------------------------------------------------------
     def record(self, kind: str, line: int, guard: list[Any], tests: list[Any], message: str = "") -> None:
+        """Keep a statement about the keys of one config node: siblings, or (where the node is named from a top-level
+        section) keys below it, written as paths relative to it (`max_resp_len` against `overlong_buffer_cfg.len`
+        under reward.reward_kwargs, reward_manager/dapo.py:42)."""
         atoms = guard + tests
         chains = [a[0] for a in atoms] + [a[2][1] for a in atoms if isinstance(a[2], list)]
         # an atom on the node itself (`cfg is not None` before `cfg.enable`) only says the node is there
@@ -110,16 +114,25 @@ class Walker:
         guard = [a for a in guard if tuple(a[0]) not in node_only]
         chains = [c for c in chains if tuple(c) not in node_only]
         prefixes = {tuple(c[:-1]) for c in chains}
-        if len(prefixes) != 1 or not tests:
+        if not tests or not prefixes:
             return
         prefix = list(next(iter(prefixes)))
+        if len(prefixes) > 1:  # keys of several nodes: only below one node a top-level section names
+            prefix = [names[0] for names in zip(*prefixes) if len(set(names)) == 1]
+            if not prefix or not any(name in TOP for name in prefix):
+                return
         tops = [i for i, name in enumerate(prefix) if name in TOP]
         node = ".".join(prefix[tops[0]:]) if tops else None
-        conv = lambda a: [a[0][-1], a[1], ["@", a[2][1][-1]] if isinstance(a[2], list) else a[2]]  # noqa: E731
+        cut = len(prefix)
+        conv = lambda a: [".".join(a[0][cut:]), a[1],  # noqa: E731
+                          ["@", ".".join(a[2][1][cut:])] if isinstance(a[2], list) else a[2]]
         for t in tests:
-            self.out.append({"where": f"verl/{self.rel}:{line}", "scope": self.scope, "kind": kind,
-                             "node": node, "anchor": None if node else prefix[-1],
-                             "guard": [conv(g) for g in guard], "test": conv(t), "message": message})
+            entry = {"where": f"verl/{self.rel}:{line}", "scope": self.scope, "kind": kind,
+                     "node": node, "anchor": None if node else prefix[-1],
+                     "guard": [conv(g) for g in guard], "test": conv(t), "message": message}
+            if t[1] in ("is None", "not None") and tuple(t[0]) in self.get_none:
+                entry["absent"] = None  # the key read with .get(k, None): missing from the tree, it is None
+            self.out.append(entry)
 
     def visit_body(self, body: list[ast.stmt], guard: list[Any] | None) -> None:
         for st in body:
@@ -142,6 +155,8 @@ class Walker:
                         ch = vr._chain(sub.value)
                         if ch and len(ch) >= 2:
                             self.attrs[t.attr] = ch
+                            if _reads_none_when_absent(sub.value):
+                                self.get_none.add(tuple(ch))
             self.visit_body(st.body, guard)
             self.attrs = saved
             return
@@ -150,6 +165,8 @@ class Walker:
             ch = self.chain(st.value)
             if ch and len(ch) >= 2:
                 self.attrs[st.targets[0].attr] = ch
+                if _reads_none_when_absent(st.value):
+                    self.get_none.add(tuple(ch))
         if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name):
             ch = self.chain(st.value)
             if ch and len(ch) >= 2 and ch[0] != st.targets[0].id:
@@ -206,6 +223,13 @@ class Walker:
                             self.record("required", node.lineno, guard, [(ch, "not None", None)])
 
 
+def _reads_none_when_absent(node: ast.AST) -> bool:
+    """`x.get("k")` or `x.get("k", None)`: a missing key reads as None."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" \
+        and len(node.args) in (1, 2) and not node.keywords \
+        and (len(node.args) == 1 or (isinstance(node.args[1], ast.Constant) and node.args[1].value is None))
+
+
 def _text(node: ast.AST | None) -> str:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value[:200]
@@ -242,7 +266,7 @@ def build() -> dict[str, Any]:
     leaves = {k.rsplit(".", 1)[-1] for k in keys}
     kept = []
     for r in found:
-        names = [r["test"][0], *(g[0] for g in r["guard"])]
+        names = [r["test"][0].rsplit(".", 1)[-1], *(g[0].rsplit(".", 1)[-1] for g in r["guard"])]
         if not all(n in leaves for n in names):
             if r["node"] is None or not r["node"].startswith("reward.reward_kwargs"):
                 continue  # not a key of verl's tree (nor of the reward manager's free-form kwargs)

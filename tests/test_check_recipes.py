@@ -231,7 +231,8 @@ def test_verl_recipes_own_dapo_script_has_one_class_of_error_the_dropped_overlon
     rest of reward_model (reward_loop.py:84-88); verl's DAPO reward manager reads
     reward.reward_kwargs.overlong_buffer_cfg (reward_manager/dapo.py:33), which the recipe's YAML leaves disabled.
     So the penalty is silently off: those three are the only errors, the reward manager a deprecation warning. With
-    the fix applied (the YAML holds the keys: no `+`), the script checks clean."""
+    the fix applied (the YAML holds the keys: no `+`), the script checks clean; without the max_resp_len the fix
+    brings, verl's DAPO manager would assert (VI892)."""
     root = tmp_path / "verl"
     shutil.copytree(VERL_RECIPE / "dapo", root / "recipe" / "dapo")
     (root / "recipe" / "dapo" / "main_dapo.py").write_text(
@@ -247,7 +248,13 @@ def test_verl_recipes_own_dapo_script_has_one_class_of_error_the_dropped_overlon
     assert {f.problem.rule for f in report.errors} == {"VI805"}
     assert [f.problem.keys for f in report.warnings if f.problem.rule == "VI805"] == [("reward_model.reward_manager",)]
     lines, _ = fixed_overrides(report)
-    assert "reward.reward_kwargs.overlong_buffer_cfg.enable=true" in lines
+    # the buffer on by its new key, with the max_resp_len verl 0.4-0.6's DAPO main passed beside it
+    # (config.data.max_response_length, recipe/dapo/main_dapo.py:143 at v0.4.0): verl 0.9.1 asserts it is set
+    assert {"reward.reward_kwargs.overlong_buffer_cfg.enable=true", "reward.reward_kwargs.max_resp_len=20480"} <= \
+        set(lines)
     fixed = _check(_script(root / "recipe" / "dapo" / "fixed.sh", LAUNCH, lines), tmp_path, gpu_type="H100",
                    gpu_memory_gb=80)
     assert not fixed.errors, _lines(fixed)
+    half = _check(_script(root / "recipe" / "dapo" / "half.sh", LAUNCH,
+                          [o for o in lines if "max_resp_len" not in o]), tmp_path, gpu_type="H100", gpu_memory_gb=80)
+    assert [f.problem.keys[0] for f in half.errors] == ["reward.reward_kwargs.max_resp_len"], _lines(half)

@@ -69,3 +69,33 @@ def test_planted_requirement_is_evaluated(monkeypatch):
     monkeypatch.setattr(requirements, "requirements_table", lambda: table)
     assert _found(check(None, BASE + ["actor_rollout_ref.rollout.temperature=1.5"]), "VI892")
     assert not _found(check(None, BASE + ["actor_rollout_ref.rollout.temperature=0.7"]), "VI892")
+
+
+def test_keys_of_several_nodes_below_one_named_node():
+    """A statement comparing keys under one named node (reward.reward_kwargs) is kept with paths relative to it:
+    verl's DAPO reward manager asserts max_resp_len is set, and >= overlong_buffer_cfg.len, when the buffer is on
+    (reward_manager/dapo.py:40, :43). max_resp_len is read with `.get("max_resp_len", None)`: missing from the tree,
+    it is None, so leaving it out is the fault too."""
+    where = {r["where"]: r for r in requirements.requirements_table()}
+    given = where["verl/experimental/reward_loop/reward_manager/dapo.py:40"]
+    assert (given["node"], given["test"], given["guard"]) == (
+        "reward.reward_kwargs", ["max_resp_len", "not None", None], [["overlong_buffer_cfg.enable", "truthy", None]])
+    assert "absent" in given and given["absent"] is None
+    larger = where["verl/experimental/reward_loop/reward_manager/dapo.py:43"]
+    assert larger["test"] == ["max_resp_len", ">=", ["@", "overlong_buffer_cfg.len"]]
+    no_max = [o for o in DAPO if "max_resp_len" not in o]
+    [keys] = _found(check(None, BASE + no_max + ["+reward.reward_kwargs.overlong_buffer_cfg.len=64"]), "VI892")
+    assert keys[0] == "reward.reward_kwargs.max_resp_len"
+    short = check(None, BASE + DAPO + ["+reward.reward_kwargs.overlong_buffer_cfg.len=1024"])  # 512 < 1024
+    assert _found(short, "VI892")[0][0] == "reward.reward_kwargs.max_resp_len"
+    assert not _found(check(None, BASE + DAPO + ["+reward.reward_kwargs.overlong_buffer_cfg.len=256"]), "VI892")
+    naive = [o for o in no_max if "reward_manager" not in o]  # another reward manager never asserts it
+    assert not _found(check(None, BASE + naive + ["+reward.reward_kwargs.overlong_buffer_cfg.len=64"]), "VI892")
+
+
+def test_validation_sampling_needs_a_positive_rollout_temperature():
+    """verl's validate_config asserts rollout.temperature > 0 when val_kwargs.do_sample (utils/config.py:200-203)."""
+    sampled = BASE + ["actor_rollout_ref.rollout.val_kwargs.do_sample=true"]
+    assert _found(check(None, sampled + ["actor_rollout_ref.rollout.temperature=0"]), "VI892")
+    assert not _found(check(None, sampled + ["actor_rollout_ref.rollout.temperature=0.6"]), "VI892")
+    assert not _found(check(None, BASE + ["actor_rollout_ref.rollout.temperature=0"]), "VI892")

@@ -76,6 +76,11 @@ LEGACY_PREFIXES = {"reward_model.reward_kwargs": "reward.reward_kwargs", "reward
                    # DAPO's overlong buffer: verl 0.9.1's dapo reward manager reads it from
                    # reward.reward_kwargs.overlong_buffer_cfg (experimental/reward_loop/reward_manager/dapo.py:33)
                    "reward_model.overlong_buffer": "reward.reward_kwargs.overlong_buffer_cfg"}
+# a legacy key whose old reader also set another key: verl 0.4-0.6's DAPO main passed
+# max_resp_len=config.data.max_response_length beside overlong_buffer_cfg=config.reward_model.overlong_buffer
+# (recipe/dapo/main_dapo.py:143-144 at v0.4.0); verl 0.9.1's DAPO reward manager takes it from
+# reward.reward_kwargs.max_resp_len and asserts it is set when the buffer is on (reward_manager/dapo.py:39-41)
+LEGACY_IMPLIED = {"reward_model.overlong_buffer.enable": ("reward.reward_kwargs.max_resp_len", "data.max_response_length")}
 # what migrate_legacy_reward_impl copies (reward_loop.py:45-82): the keys of LEGACY_REWARD and everything under these;
 # the rest of reward_model goes with it unread (reward_loop.py:84-88 deletes reward_model)
 MIGRATED_PREFIXES = ("reward_model.reward_kwargs", "reward_model.rollout", "custom_reward_function", "sandbox_fusion")

@@ -21,8 +21,8 @@ from wizard.check.report import Fix
 from wizard.check.shellargs import PLACEHOLDER
 from wizard.check.tree import NOTHING, flatten, lookup
 from wizard.verlspec.history import key_history, renamed
-from wizard.verlspec.keys import (DATACLASS_ROOTS, EXTRA_FREE_FORM, LEGACY_ROOTS, dataclass_fields, drift, legacy_target,
-                                  migrated)
+from wizard.verlspec.keys import (DATACLASS_ROOTS, EXTRA_FREE_FORM, LEGACY_IMPLIED, LEGACY_ROOTS, dataclass_fields, drift,
+                                  legacy_target, migrated)
 
 
 def _is_free_form(base: dict[str, Any], parts: list[str], dataclasses_: dict[str, Any]) -> bool:
@@ -101,6 +101,23 @@ def _present(key: str, base: dict[str, Any], items: list[Item]) -> bool:
         it.override is None and (it.key == key or it.key.startswith(key + ".")) for it in items)
 
 
+def _placed(key: str, value: Any, base: dict[str, Any], items: list[Item]) -> dict[str, Any]:
+    """{key: value}, with `+` where the key is not in the tree yet."""
+    return {key if _present(key, base, items) else "+" + key: value}
+
+
+def _implied(key: str, value: Any, base: dict[str, Any], items: list[Item]) -> dict[str, Any]:
+    """What the legacy key's old reader also set (LEGACY_IMPLIED), where the user has not set it: turning DAPO's
+    overlong buffer on by its new key brings max_resp_len = data.max_response_length, as verl 0.4-0.6 passed it."""
+    target, source = LEGACY_IMPLIED.get(key, (None, None))
+    if target is None or not value or any(it.key == target and it.override is not None for it in items):
+        return {}
+    if lookup(base, target) not in (NOTHING, None) or any(it.key == target and it.value is not None for it in items):
+        return {}
+    given = [it.value for it in items if it.key == source]
+    return _placed(target, given[-1] if given else lookup(base, source), base, items)
+
+
 def validate_keys(items: list[Item], base: dict[str, Any], add: Callable[..., None],
                   use_critic_hint: bool | None, migrates_legacy_reward: str = "") -> None:
     """Every user key against verl's tree. `migrates_legacy_reward`: where the entry point maps the legacy reward
@@ -138,7 +155,8 @@ def validate_keys(items: list[Item], base: dict[str, Any], add: Callable[..., No
             add("VI805", "warning" if maps else "error", (key,),
                 f"{key} is a legacy reward key: {why}",
                 f"use {legacy}" + (" (verl's own migration maps it there)" if migrated(key) else ""),
-                fix=Fix(set={legacy if _present(legacy, base, items) else "+" + legacy: it.value}, delete=[key]))
+                fix=Fix(set={**_placed(legacy, it.value, base, items), **_implied(key, it.value, base, items)},
+                        delete=[key]))
             continue
         current = lookup(base, key)
         if current is NOTHING and it.override is not None:  # a leaf the user's YAML (a recipe's) adds to verl's tree

@@ -31,10 +31,11 @@ def _unknown(v: Any) -> bool:
     return isinstance(v, str) and ("${" in v or PLACEHOLDER in v)
 
 
-def holds(atom: list[Any], node: str, flat: dict[str, Any]) -> Any:
-    """True / False for one [leaf, op, value] on `node`, or UNKNOWN."""
+def holds(atom: list[Any], node: str, flat: dict[str, Any], absent: Any = UNKNOWN) -> Any:
+    """True / False for one [leaf, op, value] on `node` (a leaf may be a path below it), or UNKNOWN; `absent`: what
+    a key missing from the tree reads as (None where verl reads it with `.get(k, None)`)."""
     leaf, op, want = atom
-    v = flat.get(f"{node}.{leaf}", UNKNOWN)
+    v = flat.get(f"{node}.{leaf}", absent)
     if v is UNKNOWN or _unknown(v):
         return UNKNOWN
     if op == "truthy":
@@ -67,6 +68,8 @@ def _nodes(r: dict[str, Any], flat: dict[str, Any], segments: set[str]) -> list[
     leaves = [r["test"][0], *(g[0] for g in r["guard"])]
     if isinstance(r["test"][2], list):
         leaves.append(r["test"][2][1])
+    if "absent" in r:  # the tested key may be missing: it reads as r["absent"]
+        leaves.remove(r["test"][0])
     if r["node"]:
         return [r["node"]] if all(f"{r['node']}.{x}" in flat for x in leaves) else []
     parents: dict[str, set[str]] = {}
@@ -100,7 +103,7 @@ def rule_requirements(c: Ctx, f: Facts) -> None:
                 continue
             if any(holds(g, node, flat) is not True for g in r["guard"]):
                 continue
-            if holds(r["test"], node, flat) is not False or keys[0] in seen:
+            if holds(r["test"], node, flat, r.get("absent", UNKNOWN)) is not False or keys[0] in seen:
                 continue
             seen.add(keys[0])
             for k in keys:
@@ -115,6 +118,7 @@ def rule_requirements(c: Ctx, f: Facts) -> None:
             else:
                 what = "divides by it" if r["kind"] == "divide" else \
                     f"{'asserts' if r['kind'] == 'assert' else 'raises unless'} {_text(r['test'])}"
+                fix = f"set {'' if keys[0] in flat else '+'}{keys[0]}" if r["test"][1] == "not None" else \
+                    f"give {keys[0]} a value with {_text(r['test'])}"
                 c.add("VI892", "error", keys, f"{keys[0]}={value!r}: verl {what}{when} "
-                      f"({r['where']}){said}", f"give {keys[0]} a value with {_text(r['test'])}"
-                      + (f", or change {keys[1]}" if len(keys) > 1 else ""))
+                      f"({r['where']}){said}", fix + (f", or change {keys[1]}" if len(keys) > 1 else ""))
