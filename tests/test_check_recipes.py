@@ -222,6 +222,41 @@ def test_the_decorator_is_read_from_the_source_without_importing_it(tmp_path):
     assert hydra_main(path).config_name is None
 
 
+
+def test_keys_the_recipes_own_code_reads_are_the_recipes(tmp_path):
+    """verl's tree lacks them, the recipe's code reads them (its package parsed, wizard.check.recipes.recipe_reads):
+    a YAML key of the recipe's own (`entropy_cfg.clip_cov_ratio`, read as `config.entropy_cfg.clip_cov_ratio`) is
+    no finding, and a legacy reward key the recipe's main reads itself without migrating (the entropy recipe's
+    `config.reward_model.overlong_buffer`, recipe/entropy/main_entropy.py:153) is not called ineffective. What its
+    code never names keeps its finding: a YAML key as a warning (VI801), a legacy key as an error (VI805)."""
+    main = ("import hydra\n\n\n@hydra.main(config_path='config', config_name='dapo_trainer', version_base=None)\n"
+            "def main(config):\n    ratio = config.entropy_cfg.clip_cov_ratio\n"
+            "    kwargs = {'overlong_buffer_cfg': config.reward_model.overlong_buffer}\n")
+    folder = _recipe(tmp_path, main=main)
+    yaml = folder / "config" / "dapo_trainer.yaml"
+    yaml.write_text(yaml.read_text(encoding="utf-8") + "entropy_cfg:\n  clip_cov_ratio: 0.0002\n  unused_knob: 1\n",
+                    encoding="utf-8")
+    report = _check(_script(folder / "run.sh", LAUNCH,
+                            [*PPO, "entropy_cfg.clip_cov_ratio=0.0005", "reward_model.overlong_buffer.len=512",
+                             "reward_model.sandbox_fusion_url=http://x"]), tmp_path)
+    by_key = {f.problem.keys[0]: f.problem for f in report.findings if f.problem.keys}
+    assert "entropy_cfg.clip_cov_ratio" not in by_key and "reward_model.overlong_buffer.len" not in by_key, \
+        _lines(report)
+    assert by_key["entropy_cfg.unused_knob"].rule == "VI801"
+    assert by_key["entropy_cfg.unused_knob"].severity == "warning"
+    assert "never names it" in by_key["entropy_cfg.unused_knob"].message
+    # planted: the same recipe whose code reads neither
+    bare = _recipe(tmp_path / "bare", main=main.replace("config.entropy_cfg.clip_cov_ratio", "None")
+                   .replace("config.reward_model.overlong_buffer", "None"))
+    (bare / "config" / "dapo_trainer.yaml").write_text(yaml.read_text(encoding="utf-8"), encoding="utf-8")
+    planted = _check(_script(bare / "run.sh", LAUNCH,
+                             [*PPO, "entropy_cfg.clip_cov_ratio=0.0005", "reward_model.overlong_buffer.len=512"]),
+                     tmp_path)
+    found = {f.problem.keys[0]: f.problem for f in planted.findings if f.problem.keys}
+    assert found["entropy_cfg.clip_cov_ratio"].rule == "VI801"
+    assert found["reward_model.overlong_buffer.len"].severity == "error"
+    assert "recipe's own code never reads it" in found["reward_model.overlong_buffer.len"].message
+
 VERL_RECIPE = Path(__file__).resolve().parent / "data" / "reference" / "verl-recipe"
 
 

@@ -73,3 +73,79 @@ def _is_hydra_main(func: ast.expr) -> bool:
     if isinstance(func, ast.Attribute):
         return func.attr == "main" and isinstance(func.value, ast.Name) and func.value.id == "hydra"
     return isinstance(func, ast.Name) and func.id == "main"
+
+
+# bounds of reading a recipe's own code for the keys it reads
+MAX_RECIPE_FILES = 400
+MAX_RECIPE_BYTES = 16 << 20
+
+
+@dataclass
+class RecipeReads:
+    """The config reads of a recipe's own code: access chains (`config.async_training.staleness_threshold`,
+    `cfg.get("x")`, `getattr(c, "y")`) and every attribute or key name it uses, each with its first file:line."""
+
+    chains: dict[tuple[str, ...], str]
+    names: dict[str, str]
+
+    def reads(self, key: str, common: frozenset[str] = frozenset()) -> Optional[str]:
+        """Where the recipe's code reads `key`, or None: a chain whose tail is the key or one of its nodes (at least
+        two names of it, or the whole of a one-name key), else the key's last name used anywhere in the code (a
+        local alias: `acfg = config.actor_rollout_ref.actor; acfg.sppo_eta`) where that name is not one of
+        `common` (names verl's own tree uses, `enable` or `len`, which say nothing of this key)."""
+        parts = tuple(key.split("."))
+        for chain, where in self.chains.items():
+            for i in range(len(chain)):
+                tail = chain[i:]
+                if len(tail) >= min(2, len(parts)) and parts[:len(tail)] == tail:
+                    return where
+        return None if parts[-1] in common else self.names.get(parts[-1])
+
+
+def _chain(node: ast.AST) -> Optional[list[str]]:
+    if isinstance(node, ast.Name):
+        return [node.id]
+    if isinstance(node, ast.Attribute):
+        inner = _chain(node.value)
+        return None if inner is None else inner + [node.attr]
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+        inner = _chain(node.value)
+        return None if inner is None else inner + node.slice.value.split(".")
+    if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
+            and isinstance(node.args[0].value, str) and isinstance(node.func, ast.Attribute) \
+            and node.func.attr in ("get", "pop", "setdefault"):
+        inner = _chain(node.func.value)
+        return None if inner is None else inner + [node.args[0].value]
+    if isinstance(node, ast.Call) and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) \
+            and isinstance(node.args[1].value, str) and _name(node.func) in ("getattr", "hasattr"):
+        inner = _chain(node.args[0])
+        return None if inner is None else inner + node.args[1].value.split(".")
+    return None
+
+
+def recipe_reads(folder: Path, root: Path) -> RecipeReads:
+    """What the Python files under `folder` (a recipe's own package) read, parsed (never imported), bounded in
+    files and bytes; citations relative to `root`."""
+    from wizard._io import UnsafeInput, read_user_file
+
+    chains: dict[tuple[str, ...], str] = {}
+    names: dict[str, str] = {}
+    budget = MAX_RECIPE_BYTES
+    for path in sorted(folder.rglob("*.py"))[:MAX_RECIPE_FILES]:
+        try:
+            data = read_user_file(str(path), min(MAX_RECIPE_SOURCE, budget))
+            tree = ast.parse(data.decode("utf-8", errors="replace"))
+        except (UnsafeInput, OSError, SyntaxError, ValueError, RecursionError):
+            continue
+        budget -= len(data)
+        rel = path.relative_to(root).as_posix() if path.is_relative_to(root) else path.as_posix()
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+                ch = _chain(node)
+                if ch and len(ch) >= 2:
+                    chains.setdefault(tuple(ch[1:]), f"{rel}:{node.lineno}")  # the root variable's name dropped
+                    for name in ch[1:]:
+                        names.setdefault(name, f"{rel}:{node.lineno}")
+        if budget <= 0:
+            break
+    return RecipeReads(chains, names)

@@ -61,6 +61,18 @@ def _lenient(add: Callable[..., None], src: Source) -> Callable[..., None]:
     return wrapped
 
 
+def _recipe_reader(src: Source, base_flat: Mapping[str, Any]) -> Callable[[str], str | None] | None:
+    """Where a recipe's own code reads a key (wizard.check.recipes.recipe_reads over its package), for a recipe
+    whose source is here; None otherwise."""
+    if src.recipe_dir is None:
+        return None
+    from wizard.check.recipes import recipe_reads
+
+    found = recipe_reads(src.recipe_dir, src.recipe_dir.parent.parent)
+    common = frozenset(k.rsplit(".", 1)[-1] for k in base_flat)
+    return lambda key: found.reads(key, common)
+
+
 def resolve(src: Source, mode: str, add: Callable[..., None], env: Mapping[str, str]) -> Resolved:
     """Resolve with `mode` auto | verl | snapshot; `add(rule, severity, keys, message, hint, fix=None)` takes the
     problems found on the way (input, keys, types, Hydra's own errors)."""
@@ -111,7 +123,7 @@ def resolve(src: Source, mode: str, add: Callable[..., None], env: Mapping[str, 
     selected = {g.split("=", 1)[0] for g in composed}  # composed into the base tree, and passed on to Hydra below
     validate_keys([it for it in items if it.key not in outside and it.key not in selected], base, add, critic_hint,
                   migrates_legacy_reward="fully_async_main.py:237" if src.entry == "fully_async"
-                  else src.migrates_legacy_reward)
+                  else src.migrates_legacy_reward, read_elsewhere=_recipe_reader(src, base_flat))
     if src.config_missing is not None:
         skipped = getattr(add, "skipped", [])
         add("VI891", "warning", ("--config-path", "--config-name"),

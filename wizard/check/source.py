@@ -35,6 +35,7 @@ class Source:
     entry: str = "ppo"  # the entry point (wizard.check.entrypoints): ppo, sft, fully_async, one_step_off, generation
     config_missing: str | None = None  # a --config-name that cannot be found here (checked against config_name)
     recipe: str | None = None  # a recipe's own entry point (recipe.dapo.main_dapo): its code may read any key
+    recipe_dir: Path | None = None  # its package (…/recipe/dapo), whose code check reads for the keys it reads
     # where the entry point maps the legacy reward keys onto reward.* (a recipe's main that calls
     # migrate_legacy_reward_impl; fully_async_main is known by its entry); "" where it does not, or is not known
     migrates_legacy_reward: str = ""
@@ -202,6 +203,8 @@ def _recipe_config(src: Source, ex: Extraction, p: Path, entry: Entry, workdir: 
     bases = [Path(workdir)] if workdir else []
     found = module_file(entry.module, [*bases, base, p.parent, *list(p.parent.resolve().parents)[:3], Path.cwd()])
     main = hydra_main(found) if found is not None else None
+    if found is not None:
+        src.recipe_dir = found.parents[len(entry.module.split(".")) - 3]  # recipe/<name>/
     if main is not None and main.migrates_legacy_reward:
         src.migrates_legacy_reward = f"{entry.module.replace('.', '/')}.py:{main.migrates_legacy_reward}"
     name = _config_stem(la.config_name) if la.config_name else (main.config_name if main else None)

@@ -119,11 +119,13 @@ def _implied(key: str, value: Any, base: dict[str, Any], items: list[Item]) -> d
 
 
 def validate_keys(items: list[Item], base: dict[str, Any], add: Callable[..., None],
-                  use_critic_hint: bool | None, migrates_legacy_reward: str = "") -> None:
+                  use_critic_hint: bool | None, migrates_legacy_reward: str = "",
+                  read_elsewhere: Callable[[str], str | None] | None = None) -> None:
     """Every user key against verl's tree. `migrates_legacy_reward`: where the entry point maps the legacy reward
     keys onto reward.* itself (verl 0.9.1's fully_async_main.py:237 calls experimental/reward_loop/reward_loop.py
     migrate_legacy_reward_impl, and so do recipes' mains such as recipe/dapo/main_dapo.py; main_ppo does not), so
-    they take effect there: deprecated, not ignored."""
+    they take effect there: deprecated, not ignored. `read_elsewhere`: where a recipe's own code reads a key
+    (wizard.check.recipes), for keys verl's tree lacks or ignores: read there, they are the recipe's, not a fault."""
     dcs = dataclass_fields()
     given = {it.key for it in items}
     suggestions = 0  # a did-you-mean search per unknown key, for the first DID_YOU_MEAN of them only
@@ -146,11 +148,15 @@ def validate_keys(items: list[Item], base: dict[str, Any], add: Callable[..., No
             if it.op == "~":
                 continue
             maps = bool(migrates_legacy_reward) and migrated(key)
+            if not migrates_legacy_reward and read_elsewhere is not None and read_elsewhere(key):
+                continue  # verl ignores it and the recipe's own code reads it (recipe/entropy/main_entropy.py:153)
             why = (f"this entry point maps it onto {legacy} ({migrates_legacy_reward} calls "
                    "migrate_legacy_reward_impl); deprecated" if maps else
                    f"this entry point's migrate_legacy_reward_impl ({migrates_legacy_reward}) drops it with the rest of "
                    "reward_model (verl 0.9.1 experimental/reward_loop/reward_loop.py:84-88), so the setting has no "
                    "effect" if migrates_legacy_reward else
+                   "verl 0.9.1 ignores it (the recipe's main does not migrate legacy reward keys) and the recipe's "
+                   "own code never reads it, so the setting has no effect" if read_elsewhere is not None else
                    "verl 0.9.1's main_ppo ignores it, so the setting has no effect")
             add("VI805", "warning" if maps else "error", (key,),
                 f"{key} is a legacy reward key: {why}",
@@ -225,11 +231,16 @@ def validate_keys(items: list[Item], base: dict[str, Any], add: Callable[..., No
                 continue
         if instantiated:
             continue  # a real dataclass field the YAML does not list
+        if read_elsewhere is not None and read_elsewhere(key):
+            continue  # a key of the recipe's own, read by its code
         if it.override is None:
-            add("VI801", "error", (key,), f"{key} is not in verl's config tree: Hydra merges it and verl ignores it",
+            add("VI801", "warning" if read_elsewhere is not None else "error", (key,),
+                f"{key} is not in verl's config tree: Hydra merges it and verl ignores it"
+                + (", and the recipe's own code never names it" if read_elsewhere is not None else ""),
                 dym, fix=rename)
         else:
-            add("VI802", "warning", (key,), f"+{key} adds a key verl never reads: it is silently ignored", dym,
+            add("VI802", "warning", (key,), f"+{key} adds a key verl never reads: it is silently ignored"
+                + (", and the recipe's own code never names it" if read_elsewhere is not None else ""), dym,
                 fix=rename)
 
 
