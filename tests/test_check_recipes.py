@@ -293,3 +293,24 @@ def test_verl_recipes_own_dapo_script_has_one_class_of_error_the_dropped_overlon
     half = _check(_script(root / "recipe" / "dapo" / "half.sh", LAUNCH,
                           [o for o in lines if "max_resp_len" not in o]), tmp_path, gpu_type="H100", gpu_memory_gb=80)
     assert [f.problem.keys[0] for f in half.errors] == ["reward.reward_kwargs.max_resp_len"], _lines(half)
+
+
+def test_reading_a_recipes_code_is_bounded(tmp_path, monkeypatch):
+    """At most MAX_RECIPE_FILES files are parsed and the walk stops after MAX_WALK entries; a file past the byte
+    budget is skipped, and nothing is imported (a module that raises on import is read all the same)."""
+    from wizard.check import recipes
+
+    pkg = tmp_path / "recipe" / "big"
+    pkg.mkdir(parents=True)
+    for k in range(30):
+        (pkg / f"m{k:02d}.py").write_text(f"raise SystemExit\nx = config.opt.knob_{k:02d}\n", encoding="utf-8")
+    assert recipes.recipe_reads(pkg, tmp_path).reads("opt.knob_29")
+    monkeypatch.setattr(recipes, "MAX_RECIPE_FILES", 10)
+    bounded = recipes.recipe_reads(pkg, tmp_path)
+    assert bounded.reads("opt.knob_09") == "recipe/big/m09.py:2" and not bounded.reads("opt.knob_29")
+    monkeypatch.setattr(recipes, "MAX_RECIPE_FILES", 400)
+    monkeypatch.setattr(recipes, "MAX_WALK", 5)
+    assert len(recipes._python_files(pkg)) == 30  # one folder is one step of the walk
+    (pkg / "sub").mkdir()
+    (pkg / "sub" / "deep.py").write_text("y = config.opt.deep_knob\n", encoding="utf-8")
+    assert not recipes.recipe_reads(pkg, tmp_path).reads("opt.deep_knob")  # past the walk's bound

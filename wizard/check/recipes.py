@@ -77,6 +77,7 @@ def _is_hydra_main(func: ast.expr) -> bool:
 
 # bounds of reading a recipe's own code for the keys it reads
 MAX_RECIPE_FILES = 400
+MAX_WALK = 20_000
 MAX_RECIPE_BYTES = 16 << 20
 
 
@@ -123,6 +124,22 @@ def _chain(node: ast.AST) -> Optional[list[str]]:
     return None
 
 
+def _python_files(folder: Path) -> list[Path]:
+    """The package's .py files, in order, at most MAX_RECIPE_FILES of them; the walk stops after MAX_WALK entries
+    (a recipe is a few dozen files; a folder of thousands is not one) and never follows a link."""
+    import os
+
+    found: list[Path] = []
+    seen = 0
+    for top, dirs, files in os.walk(folder):
+        dirs.sort()
+        seen += len(dirs) + len(files)
+        found += [Path(top) / f for f in sorted(files) if f.endswith(".py")]
+        if seen > MAX_WALK or len(found) >= MAX_RECIPE_FILES:
+            break
+    return found[:MAX_RECIPE_FILES]
+
+
 def recipe_reads(folder: Path, root: Path) -> RecipeReads:
     """What the Python files under `folder` (a recipe's own package) read, parsed (never imported), bounded in
     files and bytes; citations relative to `root`."""
@@ -131,7 +148,7 @@ def recipe_reads(folder: Path, root: Path) -> RecipeReads:
     chains: dict[tuple[str, ...], str] = {}
     names: dict[str, str] = {}
     budget = MAX_RECIPE_BYTES
-    for path in sorted(folder.rglob("*.py"))[:MAX_RECIPE_FILES]:
+    for path in _python_files(folder):
         try:
             data = read_user_file(str(path), min(MAX_RECIPE_SOURCE, budget))
             tree = ast.parse(data.decode("utf-8", errors="replace"))
