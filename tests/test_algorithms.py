@@ -102,6 +102,21 @@ def test_dapo_follows_the_paper():
     assert p.value(f"{A}.use_kl_loss") is False and p.value("algorithm.use_kl_in_reward") is False  # §2.3 no KL
 
 
+@pytest.mark.parametrize("cap,buffer", [(20480, 4096), (2048, 512), (8192, 2048), (1024, 256)])
+def test_dapo_shapes_overlong_responses_where_verls_dapo_manager_reads_it(cap, buffer):
+    """§3.4 overlong reward shaping, L_cache = 4,096 of L_max = 20,480 in the paper; verl-recipe's DAPO scripts
+    use 4,096 of 20,480 and 512 of 2,048: a quarter of the cap, at most 4,096. verl 0.9.1's DAPO manager reads it
+    from reward.reward_kwargs and asserts max_resp_len is set and at least the buffer (reward_manager/dapo.py:39-44)."""
+    p = plan(answers(algorithm="dapo", max_response_length=cap), base_dir="/r")
+    kw = "reward.reward_kwargs"
+    assert p.value(f"{kw}.overlong_buffer_cfg.enable") is True
+    assert p.value(f"{kw}.overlong_buffer_cfg.len") == buffer
+    assert p.value(f"{kw}.overlong_buffer_cfg.penalty_factor") == 1.0
+    assert p.value(f"{kw}.max_resp_len") == cap >= buffer
+    grpo = plan(answers(algorithm="grpo", max_response_length=cap), base_dir="/r")
+    assert not [k for k in grpo.settings if k.startswith(kw)]
+
+
 @pytest.mark.parametrize("gpu_gb,model", [(80, "Qwen/Qwen2.5-7B-Instruct"), (24, "Qwen/Qwen2.5-0.5B-Instruct"),
                                          (141, "Qwen/Qwen2.5-32B-Instruct")])
 def test_reward_model_engine_and_policy_engine_fit_one_gpu(gpu_gb, model):

@@ -100,6 +100,13 @@ BROKEN = {
     "mini-batch does not split": ({}, lambda d: d["actor_rollout_ref"]["actor"].update(ppo_mini_batch_size=3),
                                   "engine_workers.py:264"),
     "unknown logger": ({}, lambda d: d["trainer"].update(logger=["console", "wandbb"]), "tracking backends"),
+    # verl's DAPO reward manager, built with the config, asserts max_resp_len when the overlong buffer is on
+    "DAPO buffer without max_resp_len": (dict(algorithm="dapo"),
+                                         lambda d: d["reward"]["reward_kwargs"].pop("max_resp_len"),
+                                         "reward manager registry"),
+    "DAPO buffer longer than max_resp_len": (dict(algorithm="dapo"),
+                                             lambda d: d["reward"]["reward_kwargs"].update(max_resp_len=64),
+                                             "reward manager registry"),
 }
 
 

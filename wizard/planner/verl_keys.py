@@ -327,10 +327,34 @@ def critic_keys(b: Build) -> None:
         s.set("critic.megatron.optimizer_offload", b.offload, critic_off, source_of("offload", given))
 
 
+# DAPO's overlong buffer: a quarter of the response budget, at most the paper's 4,096 tokens (DAPO §3.4: 4,096 of
+# 20,480; verl-recipe's DAPO scripts: 4,096 of 20,480, 512 of 2,048)
+OVERLONG_SHARE, OVERLONG_MAX = 4, 4096
+
+
+def _overlong_keys(b: Build) -> None:
+    """DAPO's soft overlong punishment, where verl 0.9.1's DAPO reward manager reads it (reward.reward_kwargs, not in
+    verl's tree: the bundle's YAML adds it); max_resp_len is the response cap, which the manager asserts is set
+    and at least the buffer (reward_manager/dapo.py:39-44)."""
+    s, cap = b.s, b.a.max_response_length
+    buffer = max(1, min(OVERLONG_MAX, cap // OVERLONG_SHARE))
+    s.set("reward.reward_kwargs.overlong_buffer_cfg.enable", True,
+          "DAPO's overlong reward shaping: responses in the last stretch before max_response_length lose reward "
+          "linearly, up to penalty_factor at the cap")
+    s.set("reward.reward_kwargs.overlong_buffer_cfg.len", buffer,
+          f"the stretch: a quarter of max_response_length, at most {OVERLONG_MAX} (the DAPO paper's 4,096 of 20,480)")
+    s.set("reward.reward_kwargs.overlong_buffer_cfg.penalty_factor", 1.0, "the full penalty at the cap (DAPO's)")
+    s.set("reward.reward_kwargs.overlong_buffer_cfg.log", False, "no per-sample overlong metrics")
+    s.set("reward.reward_kwargs.max_resp_len", cap,
+          "max_response_length: where the stretch ends (verl's DAPO manager asserts it is set, dapo.py:39-41)")
+
+
 def reward_keys(b: Build) -> None:
     a, s, algo, roles = b.a, b.s, b.algo, b.roles
     s.set("reward.reward_manager.name", algo.reward_manager,
           "DAPO's reward manager" if algo.reward_manager == "dapo" else "one scorer call per sample")
+    if algo.overlong_buffer:
+        _overlong_keys(b)
     if a.reward == "function" and a.reward_function:
         path, _, name = a.reward_function.rpartition(":")
         s.set("reward.custom_reward_function.path", resolve_path(path, b.base), "reward_function", "answer")

@@ -451,6 +451,11 @@ def _reward_model_checks(cfg: Any, bundle: Path, run: Callable[..., Any], n_gpus
         judge_fn, f"{fn.path}:{fn.name} loaded; takes reward_router_address")
 
 
+# verl 0.9.1's reward managers whose constructor is not run here: `remote` starts Ray actors
+# (reward_manager/remote.py), `rate_limited` requires the tokenizer (reward_manager/limited.py)
+UNBUILT_REWARD_MANAGERS = ("remote", "rate_limited")
+
+
 def _registries(cfg: Any, run: Callable[..., Any]) -> None:
     """Names the TaskRunner and workers look up, checked against verl's own registries."""
     import torch
@@ -482,7 +487,11 @@ def _registries(cfg: Any, run: Callable[..., Any]) -> None:
         from verl.experimental.reward_loop.reward_manager.registry import get_reward_manager_cls
 
         if cfg.reward.reward_manager.source == "register":
-            get_reward_manager_cls(cfg.reward.reward_manager.name)
+            cls = get_reward_manager_cls(cfg.reward.reward_manager.name)
+            if cfg.reward.reward_manager.name not in UNBUILT_REWARD_MANAGERS:
+                # verl's own constructor with this config: the DAPO manager asserts its overlong buffer here
+                # (reward_manager/dapo.py:39-49); no tokenizer is read at construction
+                cls(cfg, None, None)
 
     def logger() -> None:
         backends = cfg.trainer.logger

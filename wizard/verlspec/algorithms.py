@@ -31,6 +31,10 @@ class Algo:
     clip_high: Optional[float] = None
     filter_groups: bool = False
     reward_manager: str = "naive"
+    # DAPO's overlong reward shaping: a penalty growing over the last stretch before max_response_length
+    # (Yu et al. 2025, "DAPO", §3.4), which verl's DAPO reward manager applies from reward.reward_kwargs
+    # (experimental/reward_loop/reward_manager/dapo.py:33-49, 106-113)
+    overlong_buffer: bool = False
     summary: str = ""
 
 
@@ -40,8 +44,9 @@ ALGORITHMS: dict[str, Algo] = {
     "ppo": Algo("gae", "reward", 1, False, critic=True,
                 summary="a critic (value model) with GAE advantages, KL as a reward penalty"),
     "dapo": Algo("grpo", "none", 16, True, loss_agg_mode="token-mean", clip_low=0.2, clip_high=0.28,
-                 filter_groups=True, reward_manager="dapo",
-                 summary="GRPO advantages, decoupled clip (0.2/0.28), groups with identical rewards filtered, no KL"),
+                 filter_groups=True, reward_manager="dapo", overlong_buffer=True,
+                 summary="GRPO advantages, decoupled clip (0.2/0.28), groups with identical rewards filtered, overlong "
+                         "responses penalised softly, no KL"),
     "rloo": Algo("rloo", "reward", 5, True,
                  summary="leave-one-out baseline within each group, KL as a reward penalty"),
     "reinforce_plus_plus": Algo("reinforce_plus_plus", "reward", 8, False,
