@@ -118,6 +118,30 @@ def _implied(key: str, value: Any, base: dict[str, Any], items: list[Item]) -> d
     return _placed(target, given[-1] if given else lookup(base, source), base, items)
 
 
+def _legacy_reward_key(it: Item, legacy: str, base: dict[str, Any], items: list[Item], add: Callable[..., None],
+                       migrates: str, read_elsewhere: Callable[[str], str | None] | None) -> None:
+    """VI805 for a legacy reward key: a warning where the entry point's migrate_legacy_reward_impl (at `migrates`)
+    carries it to `legacy`; an error where that migration drops it, where main_ppo ignores it, or where a recipe
+    that does not migrate never reads it itself (then nothing: the recipe's code reads it)."""
+    key = it.key
+    if not migrates and read_elsewhere is not None and read_elsewhere(key):
+        return  # verl ignores it and the recipe's own code reads it (recipe/entropy/main_entropy.py:153)
+    maps = bool(migrates) and migrated(key)
+    if maps:
+        why = f"this entry point maps it onto {legacy} ({migrates} calls migrate_legacy_reward_impl); deprecated"
+    elif migrates:
+        why = (f"this entry point's migrate_legacy_reward_impl ({migrates}) drops it with the rest of reward_model "
+               "(verl 0.9.1 experimental/reward_loop/reward_loop.py:84-88), so the setting has no effect")
+    elif read_elsewhere is not None:
+        why = ("verl 0.9.1 ignores it (the recipe's main does not migrate legacy reward keys) and the recipe's own "
+               "code never reads it, so the setting has no effect")
+    else:
+        why = "verl 0.9.1's main_ppo ignores it, so the setting has no effect"
+    add("VI805", "warning" if maps else "error", (key,), f"{key} is a legacy reward key: {why}",
+        f"use {legacy}" + (" (verl's own migration maps it there)" if migrated(key) else ""),
+        fix=Fix(set={**_placed(legacy, it.value, base, items), **_implied(key, it.value, base, items)}, delete=[key]))
+
+
 def validate_keys(items: list[Item], base: dict[str, Any], add: Callable[..., None],
                   use_critic_hint: bool | None, migrates_legacy_reward: str = "",
                   read_elsewhere: Callable[[str], str | None] | None = None) -> None:
@@ -147,22 +171,7 @@ def validate_keys(items: list[Item], base: dict[str, Any], add: Callable[..., No
             it.apply = lookup(base, key) is not NOTHING
             if it.op == "~":
                 continue
-            maps = bool(migrates_legacy_reward) and migrated(key)
-            if not migrates_legacy_reward and read_elsewhere is not None and read_elsewhere(key):
-                continue  # verl ignores it and the recipe's own code reads it (recipe/entropy/main_entropy.py:153)
-            why = (f"this entry point maps it onto {legacy} ({migrates_legacy_reward} calls "
-                   "migrate_legacy_reward_impl); deprecated" if maps else
-                   f"this entry point's migrate_legacy_reward_impl ({migrates_legacy_reward}) drops it with the rest of "
-                   "reward_model (verl 0.9.1 experimental/reward_loop/reward_loop.py:84-88), so the setting has no "
-                   "effect" if migrates_legacy_reward else
-                   "verl 0.9.1 ignores it (the recipe's main does not migrate legacy reward keys) and the recipe's "
-                   "own code never reads it, so the setting has no effect" if read_elsewhere is not None else
-                   "verl 0.9.1's main_ppo ignores it, so the setting has no effect")
-            add("VI805", "warning" if maps else "error", (key,),
-                f"{key} is a legacy reward key: {why}",
-                f"use {legacy}" + (" (verl's own migration maps it there)" if migrated(key) else ""),
-                fix=Fix(set={**_placed(legacy, it.value, base, items), **_implied(key, it.value, base, items)},
-                        delete=[key]))
+            _legacy_reward_key(it, legacy, base, items, add, migrates_legacy_reward, read_elsewhere)
             continue
         current = lookup(base, key)
         if current is NOTHING and it.override is not None:  # a leaf the user's YAML (a recipe's) adds to verl's tree
