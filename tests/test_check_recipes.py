@@ -257,6 +257,40 @@ def test_keys_the_recipes_own_code_reads_are_the_recipes(tmp_path):
     assert found["reward_model.overlong_buffer.len"].severity == "error"
     assert "recipe's own code never reads it" in found["reward_model.overlong_buffer.len"].message
 
+
+def test_a_recipe_yaml_given_as_the_target_is_read_with_its_recipes_code(tmp_path):
+    """recipe/<name>/config/<it>.yaml, named by the @hydra.main of a main beside the config folder, is read as the
+    recipe's launch reads it. The recipe's code counts with the verl modules it imports, one level deep: a recipe
+    built on verl's fully async trainer (which reads config.async_training.require_batches,
+    fully_async_trainer.py:158) may carry async_training.* in its YAML. The control: the same YAML with a main that
+    imports nothing from verl keeps the warning."""
+    def recipe(root: Path, imports: str) -> Path:
+        folder = root / "recipe" / "rq"
+        (folder / "config").mkdir(parents=True)
+        (folder / "main.py").write_text(
+            imports + "import hydra\n\n\n@hydra.main(config_path='config', config_name='fully_async', "
+            "version_base=None)\ndef main(config):\n    pass\n", encoding="utf-8")
+        path = folder / "config" / "fully_async.yaml"
+        path.write_text(YAML.format(tree="ppo_trainer") + "async_training:\n  require_batches: 4\n", encoding="utf-8")
+        return path
+
+    built_on = recipe(tmp_path / "a", "from verl.experimental.fully_async_policy.fully_async_trainer import "
+                                      "FullyAsyncTrainer\n")
+    report = check(str(built_on), PPO, env={"HOME": str(tmp_path)})
+    assert report.source.recipe == "recipe.rq.main"
+    assert "async_training.require_batches" not in {k for f in report.findings for k in f.problem.keys}, \
+        _lines(report)
+    alone = check(str(recipe(tmp_path / "b", "")), PPO, env={"HOME": str(tmp_path)})
+    [found] = [f.problem for f in alone.findings if "async_training.require_batches" in f.problem.keys]
+    assert (found.rule, found.severity) == ("VI801", "warning")
+    # a YAML outside any recipe/ folder stays a plain YAML: an unknown key there is an error
+    plain = tmp_path / "mine.yaml"
+    plain.write_text(YAML.format(tree="ppo_trainer") + "async_training:\n  require_batches: 4\n", encoding="utf-8")
+    mine = check(str(plain), PPO, env={"HOME": str(tmp_path)})
+    assert mine.source.recipe is None
+    assert [f.problem.severity for f in mine.findings if "async_training.require_batches" in f.problem.keys] == \
+        ["error"]
+
 VERL_RECIPE = Path(__file__).resolve().parent / "data" / "reference" / "verl-recipe"
 
 

@@ -78,6 +78,7 @@ def _is_hydra_main(func: ast.expr) -> bool:
 # bounds of reading a recipe's own code for the keys it reads
 MAX_RECIPE_FILES = 400
 MAX_WALK = 20_000
+MAX_VERL_MODULES = 60  # verl modules a recipe imports, read one level deep
 MAX_RECIPE_BYTES = 16 << 20
 
 
@@ -140,29 +141,66 @@ def _python_files(folder: Path) -> list[Path]:
     return found[:MAX_RECIPE_FILES]
 
 
+def _collect(tree: ast.AST, rel: str, chains: dict[tuple[str, ...], str], names: dict[str, str]) -> set[str]:
+    """Add a parsed file's access chains and names; return the verl modules it imports."""
+    imported: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+            ch = _chain(node)
+            if ch and len(ch) >= 2:
+                chains.setdefault(tuple(ch[1:]), f"{rel}:{node.lineno}")  # the root variable's name dropped
+                for name in ch[1:]:
+                    names.setdefault(name, f"{rel}:{node.lineno}")
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("verl.") and not node.level:
+            imported.add(node.module)
+        elif isinstance(node, ast.Import):
+            imported.update(a.name for a in node.names if a.name.startswith("verl."))
+    return imported
+
+
+def _verl_file(module: str) -> Optional[Path]:
+    """The installed verl's source of `module` (verl.experimental.x → .../verl/experimental/x.py or its package's
+    __init__.py), found on disk without importing it."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("verl")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    base = Path(list(spec.submodule_search_locations)[0]).joinpath(*module.split(".")[1:])
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
 def recipe_reads(folder: Path, root: Path) -> RecipeReads:
-    """What the Python files under `folder` (a recipe's own package) read, parsed (never imported), bounded in
-    files and bytes; citations relative to `root`."""
+    """What the Python files under `folder` (a recipe's own package) read, and the verl modules they import (a
+    recipe built on verl's fully async trainer reads async_training.* through it), parsed, never imported, bounded in
+    files and bytes; citations relative to `root`, or verl/... for verl's files."""
     from wizard._io import UnsafeInput, read_user_file
 
     chains: dict[tuple[str, ...], str] = {}
     names: dict[str, str] = {}
     budget = MAX_RECIPE_BYTES
-    for path in _python_files(folder):
+    modules: set[str] = set()
+    files: list[tuple[Path, str]] = [(p, "") for p in _python_files(folder)]
+    k = 0
+    while k < len(files) and budget > 0:
+        path, verl_rel = files[k]
+        k += 1
         try:
             data = read_user_file(str(path), min(MAX_RECIPE_SOURCE, budget))
             tree = ast.parse(data.decode("utf-8", errors="replace"))
         except (UnsafeInput, OSError, SyntaxError, ValueError, RecursionError):
             continue
         budget -= len(data)
-        rel = path.relative_to(root).as_posix() if path.is_relative_to(root) else path.as_posix()
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
-                ch = _chain(node)
-                if ch and len(ch) >= 2:
-                    chains.setdefault(tuple(ch[1:]), f"{rel}:{node.lineno}")  # the root variable's name dropped
-                    for name in ch[1:]:
-                        names.setdefault(name, f"{rel}:{node.lineno}")
-        if budget <= 0:
-            break
+        rel = verl_rel or (path.relative_to(root).as_posix() if path.is_relative_to(root) else path.as_posix())
+        imported = _collect(tree, rel, chains, names)
+        if verl_rel:
+            continue  # verl's modules are read one level deep: what the recipe imports, not what they import
+        for module in sorted(imported - modules)[:MAX_VERL_MODULES - len(modules)]:
+            modules.add(module)
+            found = _verl_file(module)
+            if found is not None:
+                files.append((found, "verl/" + "/".join(module.split(".")[1:]) + ".py"))
     return RecipeReads(chains, names)

@@ -225,6 +225,27 @@ def _recipe_config(src: Source, ex: Extraction, p: Path, entry: Entry, workdir: 
         src.config_missing = str(yaml_path)
 
 
+def _recipe_of_yaml(src: Source, path: Path) -> None:
+    """A YAML given as the target that is a recipe's own config (recipe/<name>/config/<it>.yaml, named by the
+    @hydra.main of a main beside the config folder) is read as under that recipe's launch: its code says which
+    keys it reads, and whether it migrates the legacy reward keys."""
+    from wizard.check.recipes import hydra_main
+
+    folder = path.resolve().parent.parent
+    if "recipe" not in folder.parts[:-1]:
+        return
+    for main_file in sorted(folder.glob("*.py"))[:50]:
+        main = hydra_main(main_file)
+        if main.config_name and _config_stem(main.config_name) == path.stem and main.config_path and \
+                (main_file.parent / main.config_path).resolve() == path.resolve().parent:
+            k = len(folder.parts) - 1 - folder.parts[::-1].index("recipe")
+            src.recipe = ".".join([*folder.parts[k:], main_file.stem])
+            src.recipe_dir = folder
+            if main.migrates_legacy_reward:
+                src.migrates_legacy_reward = f"{src.recipe.replace('.', '/')}.py:{main.migrates_legacy_reward}"
+            return
+
+
 def _script_config(src: Source, ex: Extraction, p: Path, workdir: str | None = None) -> None:
     """The config tree a launch script's entry point composes: its own default (the launched module's @hydra.main),
     one of verl's own configs it names, the user's YAML at --config-path, or, when that is not here, the tree guessed
@@ -329,6 +350,7 @@ def load_source(target: str | None, extra: Sequence[str] = (), *, env: Mapping[s
             src = Source("yaml", str(p))
             _use_yaml(src, p)
             src.workdir = p.parent.resolve()
+            _recipe_of_yaml(src, p)
     extra = list(extra)
     if len(extra) > MAX_OVERRIDES:
         raise _limit(f"{len(extra)} overrides, more than {MAX_OVERRIDES}", "the command line", "pass fewer overrides")
