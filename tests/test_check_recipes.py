@@ -207,6 +207,11 @@ def test_the_words_that_launch_a_recipe():
     assert not entry_of_module("verl.trainer.main_ppo").recipe
     assert launch_index(["python3", "train.py", "recipe.x=1"]) is None
     assert entry_of_module("recipe") is None and entry_of_module("recipe.dapo-x.main") is None
+    # a recipe's helper is not its entry point: verl-recipe's r1 script prepares data with recipe.r1.data_process
+    # before it launches recipe.r1.main_eval; its dynamo script starts recipe/dynamo/metrics_sidecar.py first
+    assert entry_of_module("recipe.r1.data_process") is None and entry_of_word("recipe/dynamo/metrics_sidecar.py") is None
+    assert all(entry_of_module(m) for m in ("recipe.async_flow.grpo_main", "recipe.spo.spo_main_ppo",
+                                             "recipe.reward_queue.main", "recipe.dapo.dapo_transfer_queue.main_dapo"))
 
 
 def test_the_decorator_is_read_from_the_source_without_importing_it(tmp_path):
@@ -348,3 +353,33 @@ def test_reading_a_recipes_code_is_bounded(tmp_path, monkeypatch):
     (pkg / "sub").mkdir()
     (pkg / "sub" / "deep.py").write_text("y = config.opt.deep_knob\n", encoding="utf-8")
     assert not recipes.recipe_reads(pkg, tmp_path).reads("opt.deep_knob")  # past the walk's bound
+
+
+
+def test_a_recipes_helper_before_its_launch_is_not_read_as_the_launch(tmp_path, reader):
+    """The first `python3 -m recipe.*` of a script may prepare data (argparse, no Hydra): both readers go on to the
+    recipe's entry point."""
+    folder = _recipe(tmp_path)
+    path = folder / "run.sh"
+    path.write_text("#!/bin/bash\npython3 -m recipe.dapo.prepare_data --local_dir /data --tasks all\n"
+                    f"{LAUNCH} \\\n" + " \\\n".join(f"    {o}" for o in [*PPO, *OWN]) + "\n", encoding="utf-8")
+    report = _check(path, tmp_path)
+    assert report.source.recipe == "recipe.dapo.main_dapo"
+    assert report.source.extraction.launch.line == 3 or reader == "bash"
+    assert not report.errors, _lines(report)
+
+
+def test_a_local_alias_is_followed_to_the_key_it_reads(tmp_path):
+    """`cfg = config.get("custom_reward_function") or {}; cfg.get("path")` reads custom_reward_function.path (the
+    shape of verl's get_custom_reward_fn): the alias is followed back, within its function."""
+    from wizard.check import recipes
+
+    pkg = tmp_path / "recipe" / "ev"
+    pkg.mkdir(parents=True)
+    (pkg / "main_eval.py").write_text(
+        "def load(config):\n    cfg = config.get('custom_reward_function') or {}\n    return cfg.get('path')\n\n\n"
+        "def other(config):\n    return cfg.get('name')\n", encoding="utf-8")
+    reads = recipes.recipe_reads(pkg, tmp_path)
+    assert reads.reads("custom_reward_function.path", frozenset({"path", "name"})) == "recipe/ev/main_eval.py:3"
+    # the alias lives in its function only: `cfg` in other() is another name
+    assert reads.reads("custom_reward_function.name", frozenset({"path", "name"})) is None

@@ -85,8 +85,10 @@ for a in "$@"; do
   if [ -n "$found" ]; then break; fi
   case "$a" in
     verl.trainer.main_ppo*|*/main_ppo*.py|main_ppo*.py@ENTRIES@) found=$i ;;
-    recipe.*|*/recipe/*.py|recipe/*.py)  # a recipe's own module or file (wizard.check.entrypoints.RECIPE_MODULE)
-      if [[ "$a" =~ ^(.*/)?recipe([./][A-Za-z_][A-Za-z0-9_]*)+$ ]]; then found=$i; fi ;;
+    recipe.*|*/recipe/*.py|recipe/*.py)  # a recipe's own entry module or file (entrypoints.RECIPE_MODULE)
+      if [[ "$a" =~ ^(.*/)?recipe([./][A-Za-z_][A-Za-z0-9_]*)*[./]([A-Za-z0-9]+_)*main(_[A-Za-z0-9_]*)?(\.py)?$ ]]; then
+        found=$i
+      fi ;;
   esac
 done
 if [ -n "$found" ]; then

@@ -51,8 +51,10 @@ CONFIGS: dict[str, tuple[str, str]] = {
 PPO_TREES = ("ppo_trainer", "ppo_megatron_trainer")
 
 
-# a recipe's module, dotted from the `recipe` package: recipe.dapo.main_dapo
-RECIPE_MODULE = re.compile(r"recipe(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
+# a recipe's entry module, dotted from the `recipe` package, whose last name has `main` as one of its words, as every
+# training entry point of verl and verl-recipe does (main_ppo, recipe.dapo.main_dapo, recipe.async_flow.grpo_main,
+# recipe.reward_queue.main); a recipe's helper (recipe.r1.data_process, recipe/dynamo/metrics_sidecar.py) is not one
+RECIPE_MODULE = re.compile(r"recipe(?:\.[A-Za-z_][A-Za-z0-9_]*)*\.(?:[A-Za-z0-9]+_)*main(?:_[A-Za-z0-9_]*)?")
 
 
 def recipe_entry(module: str) -> Entry:

@@ -141,20 +141,53 @@ def _python_files(folder: Path) -> list[Path]:
     return found[:MAX_RECIPE_FILES]
 
 
+def _own_nodes(scope: ast.AST) -> list[ast.AST]:
+    """The nodes of a module or function, not those of the functions defined in it (each is a scope of its own)."""
+    out: list[ast.AST] = []
+    stack = list(ast.iter_child_nodes(scope))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        out.append(node)
+        stack.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def _aliases(nodes: list[ast.AST]) -> dict[str, list[str]]:
+    """`x = config.reward` (or `x = config.get("reward") or {}`) in one scope: x → its chain."""
+    out: dict[str, list[str]] = {}
+    for node in nodes:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            value = node.value.values[0] if isinstance(node.value, ast.BoolOp) else node.value
+            ch = _chain(value)
+            if ch and len(ch) >= 2 and ch[0] != node.targets[0].id:
+                out[node.targets[0].id] = ch
+    return out
+
+
 def _collect(tree: ast.AST, rel: str, chains: dict[tuple[str, ...], str], names: dict[str, str]) -> set[str]:
-    """Add a parsed file's access chains and names; return the verl modules it imports."""
+    """Add a parsed file's access chains (a local alias followed back to what it was read from, within its
+    function) and names; return the verl modules it imports."""
     imported: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
-            ch = _chain(node)
-            if ch and len(ch) >= 2:
-                chains.setdefault(tuple(ch[1:]), f"{rel}:{node.lineno}")  # the root variable's name dropped
-                for name in ch[1:]:
-                    names.setdefault(name, f"{rel}:{node.lineno}")
-        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("verl.") and not node.level:
-            imported.add(node.module)
-        elif isinstance(node, ast.Import):
-            imported.update(a.name for a in node.names if a.name.startswith("verl."))
+    scopes = [tree, *(n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))]
+    for scope in scopes:
+        nodes = _own_nodes(scope)
+        alias = _aliases(nodes)
+        for node in nodes:
+            if isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+                ch = _chain(node)
+                if ch and ch[0] in alias:
+                    ch = alias[ch[0]] + ch[1:]
+                if ch and len(ch) >= 2:
+                    chains.setdefault(tuple(ch[1:]), f"{rel}:{node.lineno}")  # the root variable's name dropped
+                    for name in ch[1:]:
+                        names.setdefault(name, f"{rel}:{node.lineno}")
+            elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("verl.") \
+                    and not node.level:
+                imported.add(node.module)
+            elif isinstance(node, ast.Import):
+                imported.update(a.name for a in node.names if a.name.startswith("verl."))
     return imported
 
 
