@@ -32,6 +32,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from wizard.check.recipes import access_chain  # noqa: E402 - after the path above
+
 OUT = ROOT / "wizard" / "check" / "data" / "verl_readers.json"
 
 # scope: (path prefixes under verl/, condition, where verl dispatches on it). A condition is
@@ -160,30 +162,9 @@ def _norm(name: str) -> str:
     return name
 
 
-def _chain(node: ast.AST) -> list[str] | None:
-    """Names of an access chain, outermost last: `a.b.get("c")["d"]` → [a, b, c, d]; None when not a chain."""
-    if isinstance(node, ast.Name):
-        return [node.id]
-    if isinstance(node, ast.Attribute):
-        inner = _chain(node.value)
-        return None if inner is None else inner + [node.attr]
-    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
-        inner = _chain(node.value)
-        return None if inner is None else inner + node.slice.value.split(".")
-    if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
-            and isinstance(node.args[0].value, str):
-        f = node.func
-        if isinstance(f, ast.Attribute) and f.attr in ("get", "pop", "setdefault"):
-            inner = _chain(f.value)
-            return None if inner is None else inner + [node.args[0].value]
-    if isinstance(node, ast.Call) and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) \
-            and isinstance(node.args[1].value, str):
-        f = node.func
-        name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
-        if name in ("getattr", "hasattr", "select"):
-            inner = _chain(node.args[0])
-            return None if inner is None else inner + node.args[1].value.split(".")
-    return None
+# names of an access chain, outermost last (`a.b.get("c")["d"]` → [a, b, c, d]): the same reader check uses on a
+# recipe's own code
+_chain = access_chain
 
 
 def reads_of(tree: ast.AST) -> list[tuple[list[str], int]]:

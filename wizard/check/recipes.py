@@ -104,23 +104,25 @@ class RecipeReads:
         return None if parts[-1] in common else self.names.get(parts[-1])
 
 
-def _chain(node: ast.AST) -> Optional[list[str]]:
+def access_chain(node: ast.AST) -> Optional[list[str]]:
+    """Names of an access chain, outermost last: `a.b.get("c")["d"]` → [a, b, c, d], `getattr(a, "b.c")` → [a, b, c];
+    None when the node is not one. (scripts/verl_readers.py reads verl's own source with it too.)"""
     if isinstance(node, ast.Name):
         return [node.id]
     if isinstance(node, ast.Attribute):
-        inner = _chain(node.value)
+        inner = access_chain(node.value)
         return None if inner is None else inner + [node.attr]
     if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
-        inner = _chain(node.value)
+        inner = access_chain(node.value)
         return None if inner is None else inner + node.slice.value.split(".")
     if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
             and isinstance(node.args[0].value, str) and isinstance(node.func, ast.Attribute) \
             and node.func.attr in ("get", "pop", "setdefault"):
-        inner = _chain(node.func.value)
+        inner = access_chain(node.func.value)
         return None if inner is None else inner + [node.args[0].value]
     if isinstance(node, ast.Call) and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) \
-            and isinstance(node.args[1].value, str) and _name(node.func) in ("getattr", "hasattr"):
-        inner = _chain(node.args[0])
+            and isinstance(node.args[1].value, str) and _name(node.func) in ("getattr", "hasattr", "select"):
+        inner = access_chain(node.args[0])
         return None if inner is None else inner + node.args[1].value.split(".")
     return None
 
@@ -160,7 +162,7 @@ def _aliases(nodes: list[ast.AST]) -> dict[str, list[str]]:
     for node in nodes:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             value = node.value.values[0] if isinstance(node.value, ast.BoolOp) else node.value
-            ch = _chain(value)
+            ch = access_chain(value)
             if ch and len(ch) >= 2 and ch[0] != node.targets[0].id:
                 out[node.targets[0].id] = ch
     return out
@@ -176,7 +178,7 @@ def _collect(tree: ast.AST, rel: str, chains: dict[tuple[str, ...], str], names:
         alias = _aliases(nodes)
         for node in nodes:
             if isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
-                ch = _chain(node)
+                ch = access_chain(node)
                 if ch and ch[0] in alias:
                     ch = alias[ch[0]] + ch[1:]
                 if ch and len(ch) >= 2:
