@@ -162,11 +162,6 @@ def _norm(name: str) -> str:
     return name
 
 
-# names of an access chain, outermost last (`a.b.get("c")["d"]` → [a, b, c, d]): the same reader check uses on a
-# recipe's own code
-_chain = access_chain
-
-
 def reads_of(tree: ast.AST) -> list[tuple[list[str], int]]:
     """Every access chain with its line (assignments and an object's own attributes left out)."""
     out: list[tuple[list[str], int]] = []
@@ -174,7 +169,7 @@ def reads_of(tree: ast.AST) -> list[tuple[list[str], int]]:
         if isinstance(node, (ast.Attribute, ast.Subscript)) and isinstance(node.ctx, (ast.Store, ast.Del)):
             continue  # an assignment, not a read
         if isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
-            ch = _chain(node)
+            ch = access_chain(node)
             if ch and len(ch) == 2 and ch[0] in ("self", "cls"):
                 continue  # an object's own attribute (self.nnodes), not a config read (self.config.nnodes is)
             if ch and len(ch) >= 2:

@@ -56,7 +56,7 @@ class Walker:
 
     # chains ----------------------------------------------------------------------------------------
     def chain(self, node: ast.AST) -> list[str] | None:
-        ch = vr._chain(node)
+        ch = vr.access_chain(node)
         if ch is None:
             return None
         if ch[0] in self.local:
@@ -152,7 +152,7 @@ class Walker:
                 if isinstance(sub, ast.Assign) and len(sub.targets) == 1:
                     t = sub.targets[0]
                     if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
-                        ch = vr._chain(sub.value)
+                        ch = vr.access_chain(sub.value)
                         if ch and len(ch) >= 2:
                             self.attrs[t.attr] = ch
                             if _reads_none_when_absent(sub.value):

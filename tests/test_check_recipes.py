@@ -141,7 +141,7 @@ def test_a_recipe_away_from_its_source_is_checked_against_ppo_trainer_and_says_s
 
 def test_legacy_reward_keys_follow_what_the_recipes_main_does(tmp_path):
     """A main that calls migrate_legacy_reward_impl takes reward_model.reward_manager over (a deprecation warning
-    citing the call's line); the migration drops reward_model.overlong_buffer.* with the rest of reward_model
+    citing the call's line); the migration does not carry reward_model.overlong_buffer.*, deleting it with the rest
     (verl 0.9.1 reward_loop.py:84-88), so that stays an error, fixed to where verl's DAPO reward manager reads it
     (reward.reward_kwargs.overlong_buffer_cfg, experimental/reward_loop/reward_manager/dapo.py:33). A main that
     does not call it ignores them all. The fixed overrides check clean."""
@@ -153,7 +153,7 @@ def test_legacy_reward_keys_follow_what_the_recipes_main_does(tmp_path):
     assert found["reward_model.reward_manager"].problem.severity == "warning"
     assert "recipe/dapo/main_dapo.py:9" in found["reward_model.reward_manager"].problem.message
     dropped = found["reward_model.overlong_buffer.len"]
-    assert dropped.problem.severity == "error" and "drops it" in dropped.problem.message
+    assert dropped.problem.severity == "error" and "does not carry it" in dropped.problem.message
     assert dropped.fix.set == {"reward.reward_kwargs.overlong_buffer_cfg.len": 512}  # the recipe's YAML holds it
     lines, _ = fixed_overrides(report)
     fixed = _check(_script(folder / "fixed.sh", LAUNCH, lines), tmp_path)
@@ -212,6 +212,21 @@ def test_the_words_that_launch_a_recipe():
     assert entry_of_module("recipe.r1.data_process") is None and entry_of_word("recipe/dynamo/metrics_sidecar.py") is None
     assert all(entry_of_module(m) for m in ("recipe.async_flow.grpo_main", "recipe.spo.spo_main_ppo",
                                              "recipe.reward_queue.main", "recipe.dapo.dapo_transfer_queue.main_dapo"))
+
+
+def test_a_recipes_package_is_the_folder_below_recipe():
+    """The code read for a recipe's keys is its own package, recipe/<name>/ (recipe/ itself for a module directly in
+    it), never a folder above recipe/."""
+    from wizard.check.recipes import RecipeMain, module_of, package_dir
+
+    def main(path: str) -> RecipeMain:
+        return RecipeMain(Path(path), None, None)
+
+    assert package_dir(main("/v/recipe/dapo/main_dapo.py"), "recipe.dapo.main_dapo") == Path("/v/recipe/dapo")
+    assert package_dir(main("/v/recipe/dapo/tq/main_dapo.py"), "recipe.dapo.tq.main_dapo") == Path("/v/recipe/dapo")
+    assert package_dir(main("/v/recipe/main.py"), "recipe.main") == Path("/v/recipe")
+    assert module_of(("/", "v", "recipe", "dapo", "main_dapo.py")) == "recipe.dapo.main_dapo"
+    assert module_of(("/", "v", "recipes", "main.py")) is None
 
 
 def test_the_decorator_is_read_from_the_source_without_importing_it(tmp_path):

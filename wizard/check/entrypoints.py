@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from wizard.check.recipes import module_of
+
 
 @dataclass(frozen=True)
 class Entry:
@@ -92,13 +94,8 @@ def entry_of_word(word: str) -> Entry | None:
     named = [e for e in ENTRIES if _file_of(e).rsplit("/", 1)[-1] == word]  # a bare file name, run from its folder
     if named:
         return named[0]
-    parts = word.split("/")  # a recipe's file: .../recipe/dapo/main_dapo.py
-    if "recipe" in parts[:-1]:
-        k = len(parts) - 1 - parts[::-1].index("recipe")
-        module = ".".join(parts[k:])[:-3]
-        if RECIPE_MODULE.fullmatch(module):
-            return recipe_entry(module)
-    return None
+    module = module_of(word.split("/"))  # a recipe's file: .../recipe/dapo/main_dapo.py
+    return recipe_entry(module) if module and RECIPE_MODULE.fullmatch(module) else None
 
 
 def launch_index(words: list[str]) -> tuple[int, Entry] | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Optional
 
@@ -28,6 +29,21 @@ class RecipeMain:
     # the line where it calls verl's migrate_legacy_reward_impl (experimental/reward_loop/reward_loop.py), which maps
     # the legacy reward_model.* keys onto reward.* (recipe/dapo/main_dapo.py:117); 0 where it does not
     migrates_legacy_reward: int = 0
+
+
+def module_of(parts: Sequence[str]) -> Optional[str]:
+    """The dotted module of a file's path parts from its last `recipe` folder on (…/recipe/dapo/main_dapo.py →
+    recipe.dapo.main_dapo), or None outside one."""
+    if "recipe" not in parts[:-1] or not parts[-1].endswith(".py"):
+        return None
+    k = len(parts) - 1 - list(parts)[::-1].index("recipe")
+    return ".".join([*parts[k:-1], parts[-1][:-3]])
+
+
+def package_dir(main: RecipeMain, module: str) -> Path:
+    """The recipe's own package, `recipe/<name>/` (`recipe/` itself for a module directly in it), whose code says
+    which keys the recipe reads."""
+    return main.file.parents[max(len(module.split(".")) - 3, 0)]
 
 
 def module_file(module: str, bases: list[Path]) -> Optional[Path]:
@@ -93,7 +109,8 @@ class RecipeReads:
     def reads(self, key: str, common: frozenset[str] = frozenset()) -> Optional[str]:
         """Where the recipe's code reads `key`, or None: a chain whose tail is the key or one of its nodes (at least
         two names of it, or the whole of a one-name key), else the key's last name used anywhere in the code (a
-        local alias: `acfg = config.actor_rollout_ref.actor; acfg.sppo_eta`) where that name is not one of
+        reference kept on an object: `self.acfg = config.actor_rollout_ref.actor; ... self.acfg.sppo_eta`) where
+        that name is not one of
         `common` (names verl's own tree uses, `enable` or `len`, which say nothing of this key)."""
         parts = tuple(key.split("."))
         for chain, where in self.chains.items():

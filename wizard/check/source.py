@@ -15,11 +15,8 @@ from typing import Any
 from wizard.check.shellargs import (MAX_SCRIPT_CHARS, PLACEHOLDER, Extraction, ShellLimitError, ShellSyntaxError,
                                     adopt_traced, extract_file, looks_like_script)
 from wizard.check.entrypoints import CONFIGS, ENTRIES, Entry, entry_of_module, guess_tree, own_configs
+from wizard.check.recipes import RecipeMain, hydra_main, module_file, module_of, package_dir
 from wizard.intent.errors import Problem, UserError
-
-
-# `python -m recipe.dapo.main_dapo`: one of verl's recipes (the verl-recipe repository, verl's `recipe/` folder),
-# whose own main composes its YAML (recipe/dapo/config/dapo_trainer.yaml) over verl's tree
 
 
 @dataclass
@@ -195,18 +192,14 @@ def _recipe_config(src: Source, ex: Extraction, p: Path, entry: Entry, workdir: 
     script's --config-path/--config-name over it, both relative to the recipe's file; where the file or the YAML is
     not here (a script checked away from its verl checkout), verl's tree guessed from the config's name, with the
     VI891 finding that says so (src.config_missing)."""
-    from wizard.check.recipes import hydra_main, module_file
-
     la = ex.launch
     src.recipe = entry.module
     base = Path(ex.workdir) if ex.workdir else p.parent
     bases = [Path(workdir)] if workdir else []
     found = module_file(entry.module, [*bases, base, p.parent, *list(p.parent.resolve().parents)[:3], Path.cwd()])
     main = hydra_main(found) if found is not None else None
-    if found is not None:
-        src.recipe_dir = found.parents[len(entry.module.split(".")) - 3]  # recipe/<name>/
-    if main is not None and main.migrates_legacy_reward:
-        src.migrates_legacy_reward = f"{entry.module.replace('.', '/')}.py:{main.migrates_legacy_reward}"
+    if main is not None:
+        _adopt_recipe(src, entry.module, main)
     name = _config_stem(la.config_name) if la.config_name else (main.config_name if main else None)
     folder = la.config_path or la.config_dir or (main.config_path if main else None)
     rel = entry.module.replace(".", "/")
@@ -229,21 +222,24 @@ def _recipe_of_yaml(src: Source, path: Path) -> None:
     """A YAML given as the target that is a recipe's own config (recipe/<name>/config/<it>.yaml, named by the
     @hydra.main of a main beside the config folder) is read as under that recipe's launch: its code says which
     keys it reads, and whether it migrates the legacy reward keys."""
-    from wizard.check.recipes import hydra_main
-
     folder = path.resolve().parent.parent
-    if "recipe" not in folder.parts[:-1]:
-        return
     for main_file in sorted(folder.glob("*.py"))[:50]:
+        module = module_of(main_file.parts)
+        if module is None:
+            return  # not under a recipe/ folder
         main = hydra_main(main_file)
         if main.config_name and _config_stem(main.config_name) == path.stem and main.config_path and \
                 (main_file.parent / main.config_path).resolve() == path.resolve().parent:
-            k = len(folder.parts) - 1 - folder.parts[::-1].index("recipe")
-            src.recipe = ".".join([*folder.parts[k:], main_file.stem])
-            src.recipe_dir = folder
-            if main.migrates_legacy_reward:
-                src.migrates_legacy_reward = f"{src.recipe.replace('.', '/')}.py:{main.migrates_legacy_reward}"
+            _adopt_recipe(src, module, main)
             return
+
+
+def _adopt_recipe(src: Source, module: str, main: RecipeMain) -> None:
+    """The recipe `module` (its source read into `main`) is what runs: its package's code says which keys it reads,
+    and its main may migrate the legacy reward keys (the call's line cited)."""
+    src.recipe, src.recipe_dir = module, package_dir(main, module)
+    if main.migrates_legacy_reward:
+        src.migrates_legacy_reward = f"{module.replace('.', '/')}.py:{main.migrates_legacy_reward}"
 
 
 def _script_config(src: Source, ex: Extraction, p: Path, workdir: str | None = None) -> None:

@@ -130,8 +130,9 @@ def _legacy_reward_key(it: Item, legacy: str, base: dict[str, Any], items: list[
     if maps:
         why = f"this entry point maps it onto {legacy} ({migrates} calls migrate_legacy_reward_impl); deprecated"
     elif migrates:
-        why = (f"this entry point's migrate_legacy_reward_impl ({migrates}) drops it with the rest of reward_model "
-               "(verl 0.9.1 experimental/reward_loop/reward_loop.py:84-88), so the setting has no effect")
+        why = (f"this entry point's migrate_legacy_reward_impl ({migrates}) does not carry it to reward.* (verl 0.9.1 "
+               "experimental/reward_loop/reward_loop.py:45-88 copies some legacy keys and deletes the rest), so the "
+               "setting has no effect")
     elif read_elsewhere is not None:
         why = ("verl 0.9.1 ignores it (the recipe's main does not migrate legacy reward keys) and the recipe's own "
                "code never reads it, so the setting has no effect")
