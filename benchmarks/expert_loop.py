@@ -14,7 +14,9 @@ same script shows what v5 removed. On a GPU each expert adds a host-device synch
 and kernel launches on top of what this measures on the CPU: read it as a lower bound.
 
 Measured on the project's CI machine (2-core AMD EPYC VM, torch 2.13 CPU), two runs: transformers 4.57.1 160-164 µs
-forward and 305-318 µs forward + backward per expert; transformers 5.10.4 (eager experts) 1.4 µs and 4.1 µs.
+forward and 305-318 µs forward + backward per expert; transformers 5.10.4 (eager experts) between −250 and +35 µs a
+forward + backward over five runs on 2026-12-05: no loop, the same tokens over more experts cost no more. Each round
+times both blocks back to back and the result is the median difference, so a busy machine's drift cancels.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ def block(experts: int):
     return Qwen3MoeSparseMoeBlock(cfg)
 
 
-def seconds(experts: int, tokens: int = 1024, repeats: int = 20) -> tuple[float, float]:
+def passes(experts: int, tokens: int = 1024):
+    """A forward without gradients and a forward + backward of a block with `experts` routed experts."""
     torch.manual_seed(0)
     blk = block(experts)
     x = torch.randn(1, tokens, 64, requires_grad=True)
@@ -46,31 +49,38 @@ def seconds(experts: int, tokens: int = 1024, repeats: int = 20) -> tuple[float,
         out = blk(x)
         return out[0] if isinstance(out, tuple) else out
 
-    def timed(step) -> float:
-        """The median of `repeats` single runs: a busy machine's spikes land in the tails, not in the result."""
-        runs = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            step()
-            runs.append(time.perf_counter() - t0)
-        return statistics.median(runs)
-
     def no_grad_forward():
         with torch.no_grad():
             forward()
 
-    for _ in range(3):
+    def forward_backward():
         forward().sum().backward()
-    return timed(no_grad_forward), timed(lambda: forward().sum().backward())
+
+    for _ in range(3):
+        forward_backward()
+    return no_grad_forward, forward_backward
+
+
+def marginal(few_step, many_step, repeats: int = 41) -> float:
+    """The median over `repeats` rounds of (many − few): each round times both back to back, so a busy machine's
+    drift and spikes hit both sides of one difference instead of one side of a difference of medians."""
+    diffs = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        few_step()
+        t1 = time.perf_counter()
+        many_step()
+        diffs.append((time.perf_counter() - t1) - (t1 - t0))
+    return statistics.median(diffs)
 
 
 def main() -> int:
     import transformers
 
     torch.set_num_threads(1)
-    few, many = seconds(16), seconds(128)
-    fwd = (many[0] - few[0]) / 112
-    both = (many[1] - few[1]) / 112
+    (few_fwd, few_both), (many_fwd, many_both) = passes(16), passes(128)
+    fwd = marginal(few_fwd, many_fwd) / 112
+    both = marginal(few_both, many_both) / 112
     print(json.dumps({"transformers": transformers.__version__, "forward_s_per_expert": round(fwd, 7),
                       "forward_backward_s_per_expert": round(both, 7),
                       "backward_s_per_expert": round(both - fwd, 7)}))

@@ -168,6 +168,47 @@ V1_FROM = "2025-06-06"
 TRANSFORMERS5_FROM = "2026-04-03"
 
 
+# verl's rollout.calculate_log_probs default turned True with verl PR #6616 (commit 614ffc04c, 2026-06-05; v0.9.0
+# rollout/rollout.yaml:233); False before it (rollout.yaml:197 of v0.6.0)
+LOGPROBS_FROM = "2026-06-05"
+SCRIPTS = Path(__file__).resolve().parent / "data" / "reference" / "verl-async-scripts"
+
+
+def _script_sets(c: dict[str, Any], key: str) -> Optional[str]:
+    """The value a report's config_source launch script gives `key`, when that script is one of verl's copied under
+    tests/data/reference/verl-async-scripts (named by its path from the policy folder on)."""
+    found = re.search(r"((?:fully_async|one_step_off)_policy/shell/[\w.-]+\.sh)", str(c.get("config_source") or ""))
+    path = SCRIPTS / found.group(1) if found else None
+    if path is None or not path.is_file():
+        return None
+    hit = re.search(rf"^\s*\+?{re.escape(key)}=(\S+?)\s*\\?$", path.read_text(encoding="utf-8"), re.M)
+    return hit.group(1) if hit else None
+
+
+def _stated(c: dict[str, Any], key: str) -> Optional[str]:
+    """A key's value as the report's overrides or its copied launch script set it, quotes stripped (None for one a
+    shell variable sets: the script is read, not run)."""
+    stated = _override(c, key) or _script_sets(c, key)
+    return stated.strip("'\"") if stated and "$" not in stated else None
+
+
+def rollout_logprobs(c: dict[str, Any]) -> bool:
+    """rollout.calculate_log_probs as the report's overrides or its copied launch script set it, else its verl's
+    default: True from LOGPROBS_FROM (undated: verl 0.9), False before."""
+    stated = _stated(c, "actor_rollout_ref.rollout.calculate_log_probs")
+    if stated:
+        return stated.lower() == "true"
+    dated = str(c.get("date") or "")
+    return dated >= LOGPROBS_FROM if dated else _verl_minor(c) >= 9
+
+
+def driver_entropy(c: dict[str, Any]) -> bool:
+    """verl's driver aggregates the old log-prob pass's entropy inside its timer from verl 0.4 on (ray_trainer.py
+    :1064-1067 of v0.4.0, absent in v0.3.0): a run dated from V1_FROM (v0.4.0's release), undated a verl 0.4+."""
+    dated = str(c.get("date") or "")
+    return dated >= V1_FROM if dated else _verl_minor(c) >= 4
+
+
 def _verl_minor(c: dict[str, Any]) -> int:
     """The report's verl minor version (0.X), 9 when it states none."""
     found = re.search(r"0\.(\d+)", str(c.get("verl_version", "")))
@@ -267,6 +308,8 @@ def workload(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> st.Workload:
         multi_turn=bool(cfg.get("multi_turn")), assistant_turns=cfg.get("multi_turn_max_assistant_turns") or 0,
         tool_response_chars=cfg.get("multi_turn_max_tool_response_length") or st.TOOL_RESPONSE_CHARS,
         remove_padding=cfg.get("use_remove_padding") is not False, rollout_gpus=own, overlap=own > 0,
+        rollout_logprobs=rollout_logprobs(c), driver_entropy=driver_entropy(c),
+        loss_agg_mode=_stated(c, "actor_rollout_ref.actor.loss_agg_mode") or "token-mean",
         **rollout_engine(c))
 
 

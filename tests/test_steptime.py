@@ -13,6 +13,7 @@ import wizard
 from wizard.check.lint import check
 from wizard.intent.profiles import profile_names
 from wizard.planner import steptime as st
+from wizard.planner.steptime_config import workload_from_config
 from wizard.planner import steptime_plan as stp
 from wizard.planner.shapes import resolve_shape
 from wizard.verlspec.hardware import GPU_PEAK, memory_of_gpu_type, peak_of_gpu_type
@@ -468,10 +469,10 @@ def test_check_reads_expert_parallel_and_its_span():
             "actor_rollout_ref.actor.megatron.tensor_model_parallel_size": 4,
             "actor_rollout_ref.actor.megatron.context_parallel_size": 2,
             "actor_rollout_ref.actor.megatron.expert_model_parallel_size": 8}
-    w = st.workload_from_config(keys.get, shape, n_gpus=16, gpu_type="H100", gpu_memory_gb=80)
+    w = workload_from_config(keys.get, shape, n_gpus=16, gpu_type="H100", gpu_memory_gb=80)
     assert (w.expert_parallel, w.expert_tp, w.context_parallel, w.moe_layers, w.top_k) == (8, 4, 2, 48, 8)
     keys["actor_rollout_ref.actor.megatron.expert_tensor_parallel_size"] = 1
-    assert st.workload_from_config(keys.get, shape, n_gpus=16, gpu_type="H100", gpu_memory_gb=80).expert_tp == 1
+    assert workload_from_config(keys.get, shape, n_gpus=16, gpu_type="H100", gpu_memory_gb=80).expert_tp == 1
 
 
 def test_fsdp_gathers_every_parameter_per_micro_batch():
@@ -575,7 +576,7 @@ def test_weight_sync_counts_the_checkpoint_tensors():
         + 2 * s.params / 1e9 / st.SYNC_GB_S["megatron"])
     # a config's workload carries the shape's count
     keys = {"actor_rollout_ref.actor.strategy": "megatron", "data.train_batch_size": 64}
-    w = st.workload_from_config(keys.get, s, n_gpus=16, gpu_type="H100", gpu_memory_gb=80)
+    w = workload_from_config(keys.get, s, n_gpus=16, gpu_type="H100", gpu_memory_gb=80)
     assert w.weight_tensors == s.checkpoint_tensors()
     assert st.sync_tensors(replace(w, weight_tensors=0)) == 12 * s.layers + 3
 
@@ -653,7 +654,7 @@ def test_transformers_4_runs_a_moes_experts_one_by_one_in_fsdp():
     assert st.predict(dense).phases == st.predict(_work(backend="fsdp")).phases
     # verl 0.9 plans and checks: transformers>=5.5.3 (verl's setup.py), grouped experts
     keys = resolve_shape("Qwen/Qwen3-30B-A3B")
-    w = st.workload_from_config({}.get, keys, n_gpus=16, gpu_type="H100", gpu_memory_gb=80)
+    w = workload_from_config({}.get, keys, n_gpus=16, gpu_type="H100", gpu_memory_gb=80)
     assert w.experts == 128 and not w.expert_loop
 
 

@@ -15,6 +15,7 @@ from test_steptime import _work
 
 from wizard.check.lint import check
 from wizard.planner import steptime as st
+from wizard.planner.steptime_config import workload_from_config
 from wizard.planner.shapes import resolve_shape
 
 SHAPE = resolve_shape("Qwen/Qwen2.5-7B-Instruct")
@@ -26,7 +27,7 @@ PPO = ["actor_rollout_ref.model.path=Qwen/Qwen2.5-7B-Instruct", "actor_rollout_r
 
 
 def _from(keys: dict) -> st.Workload:
-    return st.workload_from_config(keys.get, SHAPE, n_gpus=12, gpu_type="H100", gpu_memory_gb=80)
+    return workload_from_config(keys.get, SHAPE, n_gpus=12, gpu_type="H100", gpu_memory_gb=80)
 
 
 def test_bypass_mode_runs_no_old_log_prob_pass():

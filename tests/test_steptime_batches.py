@@ -76,9 +76,9 @@ def test_expert_loop_measurement_shows_grouped_experts_under_transformers_5():
                          text=True, timeout=300, check=True)
     row = json.loads(out.stdout.strip().splitlines()[-1])
     assert row["transformers"].split(".")[0] == "5"
-    # near zero (timing noise either side, tens of µs on a busy 2-core machine): no per-expert loop left, where
-    # transformers 4.57 measures about 300 µs a forward and backward per expert
-    assert abs(row["forward_backward_s_per_expert"]) < st.EXPERT_LOOP_S / 2
+    # no per-expert loop left: transformers 4.57 measures about +300 µs a forward and backward per expert; v5 measures
+    # near zero or below it (the same tokens over more experts make smaller groups), never half of the loop's cost
+    assert row["forward_backward_s_per_expert"] < st.EXPERT_LOOP_S / 2
 
 
 def test_planner_tries_the_budget_that_holds_a_mini_batch_in_fewer_micro_batches(monkeypatch):

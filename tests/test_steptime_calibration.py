@@ -30,8 +30,10 @@ IDS = [c["id"] for c in CASES]
 # old log-prob 9/12 since the all-to-all across nodes got its own efficiency (A2A_NIC_ETA): the Qwen3-235B EP32
 # report's update came within ±30 % and its log-prob left it; the sibling rows (unfitted but for that one
 # efficiency) went from 39 to 41 of 45 log-prob passes and from 53 to 58 of 63 updates. Update 13/14 since MI300X
-# runs at AMD's measured sustained rate (T26)
-FLOORS = {"step": 15 / 17, "weight sync": 7 / 8, "old log-prob": 9 / 12, "update actor": 13 / 14, "rollout": 13 / 14,
+# runs at AMD's measured sustained rate (T26). Old log-prob 10/12 since the driver's reductions over the padded batch
+# (the entropy metric, and with calculate_log_probs the rollout-vs-actor comparison; ENTROPY_AGG_SLOT_S and
+# DEBUG_METRICS_SLOT_S, measured on verl's own functions) count in that pass: T19 -41 % -> -25 %
+FLOORS = {"step": 15 / 17, "weight sync": 7 / 8, "old log-prob": 10 / 12, "update actor": 13 / 14, "rollout": 13 / 14,
           "values": 1 / 1, "update critic": 1 / 1}
 
 

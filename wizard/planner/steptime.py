@@ -125,6 +125,16 @@ SYNC_TENSOR_S = 1.75e-4
 DRIVER_GB_S = 0.633
 # host↔GPU copies of offloaded parameters and optimizer states (PCIe Gen4/5 x16 as the engines reach it)
 PCIE_GB_S = 20.0
+# Inside the old_log_prob timer the driver also reduces the pass's per-token results over the whole padded batch
+# (sequences × max_response_length slots), in the TaskRunner's one torch thread (a Ray actor: OMP_NUM_THREADS=1):
+# the entropy metric, agg_loss in the actor's loss_agg_mode (verl 0.9.1 trainer/ppo/v1/trainer_base.py:1677-1682;
+# in the timer since verl 0.4), and with rollout.calculate_log_probs on (0.9.1's default, rollout/rollout.yaml:237,
+# PR #6616) the rollout-vs-actor comparison calculate_debug_metrics (trainer_base.py:1690-1691, under the timer at
+# :585-586; the legacy trainer/ppo/ray_trainer.py:1611-1615). Seconds per slot: medians of verl's own functions
+# timed by benchmarks/driver_metrics.py
+DEBUG_METRICS_SLOT_S = 25e-9
+ENTROPY_AGG_SLOT_S = {"token-mean": 10e-9, "token-sum": 9e-9, "seq-mean-token-sum": 6e-9,
+                      "seq-mean-token-mean": 6e-9, "seq-mean-token-sum-norm": 6e-9}
 # transformers before v5 runs a MoE layer's routed experts one by one in Python, in training (Qwen2/Qwen3-MoE,
 # Mixtral, DeepSeek-V2/V3, gpt-oss modeling in 4.57: `for expert_idx in expert_hit`, each with a torch.where and an
 # index that wait for the GPU and about ten small kernels launched eagerly); from v5 they run as grouped GEMMs
@@ -244,6 +254,11 @@ class Workload:
     streaming: bool = False
     # query heads × head_dim (ModelShape.attention_width): what the attention's context FLOPs scale with; 0: hidden
     attn_width: int = 0
+    # rollout.calculate_log_probs: the driver compares the rollout's log-probs with the old ones (DEBUG_METRICS_SLOT_S)
+    rollout_logprobs: bool = False
+    # the driver reduces the old log-prob pass's entropy in actor.loss_agg_mode (ENTROPY_AGG_SLOT_S; verl >= 0.4)
+    driver_entropy: bool = True
+    loss_agg_mode: str = "token-mean"
 
 
 @dataclass
@@ -528,6 +543,22 @@ def offload_seconds(w: Workload, optimizer: bool = False) -> float:
     return 2 * nbytes * per_gpu / 1e9 / PCIE_GB_S
 
 
+def driver_metrics_slot_s(w: Workload) -> float:
+    """Seconds per padded response slot the driver spends on the old log-prob pass's metrics: the entropy's
+    aggregation (its loss_agg_mode's rate, token-mean's for a mode not measured) and the rollout-vs-actor
+    comparison."""
+    agg = ENTROPY_AGG_SLOT_S.get(w.loss_agg_mode, ENTROPY_AGG_SLOT_S["token-mean"]) if w.driver_entropy else 0.0
+    return agg + (DEBUG_METRICS_SLOT_S if w.rollout_logprobs else 0.0)
+
+
+def driver_metrics_named(w: Workload) -> str:
+    """What driver_metrics_slot_s counts, in words."""
+    parts = [f"the entropy metric ({w.loss_agg_mode})"] if w.driver_entropy else []
+    if w.rollout_logprobs:
+        parts.append("the rollout-vs-actor log-prob comparison (rollout.calculate_log_probs)")
+    return " and ".join(parts)
+
+
 def _attn_flops_per_token(w: Workload, ctx: float) -> float:
     # QK^T and AV: 2 × 2 × layers × (query heads × head_dim) × context, a forward pass
     return 4 * w.layers * (w.attn_width or w.hidden) * ctx
@@ -618,8 +649,10 @@ def predict(w: Workload) -> StepTime:
     fwd_io = (24 * slots + 12 * seqs * w.max_response) / 1e9 / DRIVER_GB_S
     upd_io = (24 * slots + 28 * seqs * w.max_response) / 1e9 / DRIVER_GB_S
     fwd += fwd_io
+    # the driver's metrics over the padded responses, one CPU thread, in the old log-prob pass's timer only
+    debug = seqs * w.max_response * driver_metrics_slot_s(w)
     if w.old_logprob:
-        phases["old log-prob"] = fwd + load
+        phases["old log-prob"] = fwd + load + debug
     if w.has_ref:
         phases["ref log-prob"] = fwd + load
     tr_tok = micro_tokens(w.train_tokens, w.train_micro)
@@ -661,6 +694,8 @@ def predict(w: Workload) -> StepTime:
         "response_length_distribution": "exponential clipped at max_response_length, mean as above",
         "weight_sync_gb_s": SYNC_GB_S.get(w.backend, SYNC_GB_S["fsdp"]),
         "weight_sync_tensors": sync_tensors(w), "weight_sync_per_tensor_s": SYNC_TENSOR_S,
+        **({"driver_metrics_s_per_slot": driver_metrics_slot_s(w), "driver_metrics_s": float(f"{debug:.3g}"),
+            "driver_metrics": driver_metrics_named(w)} if debug and w.old_logprob else {}),
         **({"moe_all_to_all_efficiency": A2A_ETA, "moe_all_to_all_nic_efficiency": A2A_NIC_ETA,
             "moe_expert_parallel": w.expert_parallel} if w.moe_layers else {}),
         "calibration": "tests/data/reference/step-times.json (benchmarks/step_times.md)",
@@ -668,6 +703,7 @@ def predict(w: Workload) -> StepTime:
     detail = {k: v for k, v in ro.items() if k != "rollout"}
     detail["old log-prob micro-batches"], detail["update actor micro-batches"] = lp_micros, tr_micros
     detail["old log-prob micro-batches s"] = fwd_micro
+    detail["old log-prob driver metrics s"] = debug if w.old_logprob else 0.0
     detail["update actor micro-batches s"] = upd_micro
     detail["old log-prob moe dispatch s"] = fwd_moe
     detail["update actor moe dispatch s"] = upd_moe
@@ -697,93 +733,6 @@ def ceil_div(a: int, b: int) -> int:
 
 
 __all__ = ["Workload", "StepTime", "predict", "run_hours", "as_json", "micro_share", "peak", "rollout_unfit"]
-
-
-# -- from a verl config (a plan's settings or a checked config) --------------------------------------------------
-A, R, REF, M = "actor_rollout_ref.actor", "actor_rollout_ref.rollout", "actor_rollout_ref.ref", "actor_rollout_ref.model"
-
-
-def _int(v: object, default: int) -> int:
-    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else default
-
-
-def workload_from_config(get, shape, *, n_gpus: int, gpu_type: Optional[str], gpu_memory_gb: Optional[float],
-                         response_mean: Optional[float] = None, prompt_mean: Optional[float] = None,
-                         kv_tokens: Optional[float] = None, response_mean_basis: str = "given") -> Workload:
-    """A Workload from verl's dotted keys: `get(key)` returns the resolved value (None when unset)."""
-    megatron = get(f"{A}.strategy") == "megatron" or get("model_engine") == "megatron"
-    tp = _int(get(f"{R}.tensor_model_parallel_size"), 1)
-    tbs = _int(get("data.train_batch_size"), 1)
-    dyn = bool(get(f"{A}.use_dynamic_bsz"))
-    lp_dyn = bool(get(f"{R}.log_prob_use_dynamic_bsz")) if get(f"{R}.log_prob_use_dynamic_bsz") is not None else dyn
-    if megatron:
-        mtp = _int(get(f"{A}.megatron.tensor_model_parallel_size"), 1)
-        cp = _int(get(f"{A}.megatron.context_parallel_size"), 1)
-        mp, pp = mtp * cp, _int(get(f"{A}.megatron.pipeline_model_parallel_size"), 1)
-        ep = _int(get(f"{A}.megatron.expert_model_parallel_size"), 1)
-        etp = _int(get(f"{A}.megatron.expert_tensor_parallel_size"), mtp)
-        recompute = get(f"{A}.megatron.override_transformer_config.recompute_granularity") == "full"
-        off_p, off_o = bool(get(f"{A}.megatron.param_offload")), bool(get(f"{A}.megatron.optimizer_offload"))
-    else:
-        mp, pp, cp, ep, etp = _int(get(f"{A}.ulysses_sequence_parallel_size"), 1), 1, 1, 1, 1
-        recompute = get(f"{M}.enable_gradient_checkpointing") is not False
-        off_p, off_o = bool(get(f"{A}.fsdp_config.param_offload")), bool(get(f"{A}.fsdp_config.optimizer_offload"))
-    # one-step-off and fully async (verl/experimental/*/config): the rollout on rollout.nnodes × n_gpus_per_node GPUs
-    # of its own (one_step_off_policy/main_ppo.py:121-122, fully_async_main.py:235-236), overlapping training
-    own = _int(get("rollout.nnodes"), 0) * _int(get("rollout.n_gpus_per_node"), 0)
-    # fully async: the trainer takes require_batches × ppo_mini_batch_size prompts a local step (data.train_batch_size
-    # is not used, fully_async.md), one optimizer step per mini-batch, and syncs the weights every
-    # trigger_parameter_sync_step local steps; verl logs one step per sync, its timings the sum of the local steps'
-    # (v0.9.0 experimental/fully_async_policy/detach_utils.py:255-256 and 293-294, fully_async_trainer.py:790-810):
-    # a step here is that cycle, one weight sync
-    streamed = get("async_training.require_batches")
-    if streamed is not None:
-        tbs = fully_async_cycle_prompts(get)
-    adv = str(get("algorithm.adv_estimator") or "")
-    has_critic = adv == "gae" or bool(get("critic.enable"))
-    has_ref = bool(get(f"{A}.use_kl_loss")) or bool(get("algorithm.use_kl_in_reward"))
-    gmu = get(f"{R}.gpu_memory_utilization")
-    return Workload(
-        params=shape.params, active_params=shape.active_params, layers=shape.layers, hidden=shape.hidden,
-        attn_width=int(getattr(shape, "attention_width", 0) or 0),
-        kv_bytes_per_token=shape.kv_bytes_per_token(tp), n_gpus=max(n_gpus, 1),
-        prompts=_int(get("data.gen_batch_size"), tbs) if streamed is None else tbs, train_prompts=tbs,
-        filter_groups=bool(get("algorithm.filter_groups.enable")), n=_int(get(f"{R}.n"), 1),
-        max_prompt=_int(get("data.max_prompt_length"), 512), max_response=_int(get("data.max_response_length"), 512),
-        response_mean=response_mean, response_mean_basis=response_mean_basis, prompt_mean=prompt_mean,
-        gpu_type=gpu_type, gpu_memory_gb=gpu_memory_gb,
-        rollout_tp=tp, rollout_dp=_int(get(f"{R}.data_parallel_size"), 1),
-        max_num_seqs=_int(get(f"{R}.max_num_seqs"), MAX_NUM_SEQS), enforce_eager=get(f"{R}.enforce_eager") is True,
-        gpus_per_node=_int(get("trainer.n_gpus_per_node"), 8),
-        gmu=float(gmu) if isinstance(gmu, (int, float)) and 0 < gmu <= 1 else 0.5, kv_tokens=kv_tokens,
-        backend="megatron" if megatron else "fsdp", moe=bool(getattr(shape, "experts", 0)), dynamic_bsz=dyn and lp_dyn,
-        train_tokens=_int(get(f"{A}.ppo_max_token_len_per_gpu"), 16384) if dyn else 0,
-        logprob_tokens=_int(get(f"{R}.log_prob_max_token_len_per_gpu"), 16384) if lp_dyn else 0,
-        train_micro=_int(get(f"{A}.ppo_micro_batch_size_per_gpu"), 1),
-        logprob_micro=_int(get(f"{R}.log_prob_micro_batch_size_per_gpu"), 1),
-        mini_batches=max(1, tbs // _int(get(f"{A}.ppo_mini_batch_size"), tbs)),
-        ppo_epochs=_int(get(f"{A}.ppo_epochs"), 1), recompute=recompute, model_parallel=mp, pipeline=pp,
-        virtual_pipeline=_int(get(f"{A}.megatron.virtual_pipeline_model_parallel_size"), 1) if megatron else 1,
-        context_parallel=cp, expert_parallel=ep, expert_tp=etp, moe_layers=moe_layers(shape),
-        top_k=int(getattr(shape, "active_experts", 0) or 0), experts=int(getattr(shape, "experts", 0) or 0),
-        routed_params=float(getattr(shape, "routed_expert_params", 0) or 0),
-        weight_tensors=shape.checkpoint_tensors() if hasattr(shape, "checkpoint_tensors") else 0,
-        offload_params=off_p, offload_optimizer=off_o, has_ref=has_ref, has_critic=has_critic,
-        multi_turn=bool(get(f"{R}.multi_turn.enable")),
-        assistant_turns=_int(get(f"{R}.multi_turn.max_assistant_turns") or get(f"{R}.multi_turn.max_user_turns"), 0),
-        tool_response_chars=_int(get(f"{R}.multi_turn.max_tool_response_length"), TOOL_RESPONSE_CHARS),
-        prefix_caching=get(f"{R}.enable_prefix_caching") is not False,
-        remove_padding=get(f"{M}.use_remove_padding") is not False,
-        old_logprob=get("algorithm.rollout_correction.bypass_mode") is not True,
-        rollout_gpus=own, overlap=own > 0, rollout_per_node=_int(get("rollout.n_gpus_per_node"), 0) if own else 0,
-        streaming=streamed is not None and get("async_training.partial_rollout") is not False)
-
-
-def fully_async_cycle_prompts(get) -> int:
-    """Prompts of one fully async step as verl logs it: require_batches × ppo_mini_batch_size per local step, times
-    trigger_parameter_sync_step local steps per weight sync (verl's defaults 1 and 4, fully_async_ppo_trainer.yaml)."""
-    return (_int(get("async_training.require_batches"), 1) * _int(get(f"{A}.ppo_mini_batch_size"), 1)
-            * _int(get("async_training.trigger_parameter_sync_step"), 4))
 
 
 def moe_layers(shape) -> int:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from wizard.planner.steptime import _int, as_json, fully_async_cycle_prompts, predict, workload_from_config
+from wizard.planner.steptime import as_json, predict
+from wizard.planner.steptime_config import _int, fully_async_cycle_prompts, workload_from_config
 
 
 # train split rows of the datasets verl-init prepares itself (their hub cards): the run's steps per epoch
@@ -51,6 +52,12 @@ def _sustained(a: dict) -> str:
     return f", {s:g} sustained under dense load" if s else ""
 
 
+def _driver_check(a: dict) -> str:
+    s = a.get("driver_metrics_s")
+    return (f"; the driver computes {a['driver_metrics']} over the padded responses in {s:g} s of the old log-prob "
+            f"pass, {a['driver_metrics_s_per_slot'] * 1e9:.0f} ns per slot on one CPU thread") if s is not None else ""
+
+
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "es")
 
@@ -70,7 +77,7 @@ def lines(doc: dict) -> list[str]:
         f"rollout replica (KV cache {a['kv_cache_tokens_per_replica']} tokens); "
         f"{_count(a['train_micro_batches_per_rank'], 'training micro-batch')} of {a['train_micro_batch_tokens']} "
         f"tokens per data-parallel rank, {_count(a['logprob_micro_batches_per_rank'], 'log-prob micro-batch')} of "
-        f"{a['logprob_micro_batch_tokens']}.",
+        f"{a['logprob_micro_batch_tokens']}{_driver_check(a)}.",
         *([f"Fastest layout that fits: {doc['layout_choice']['key']}={doc['layout_choice']['chosen']} "
            f"({doc['layout_choice']['why']}); runner-up {doc['layout_choice']['runner_up']}, "
            f"{_slower(doc['layout_choice']['runner_up_slower_s'])} per step (more micro-batches, each with its fixed "

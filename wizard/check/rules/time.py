@@ -20,6 +20,7 @@ PAD_GAIN = 0.2
 
 def rule_time(c: Ctx, f: Facts, shape: Any, response_mean: Optional[float] = None) -> None:
     from wizard.planner import steptime as st
+    from wizard.planner.steptime_config import workload_from_config
     from wizard.planner.steptime_plan import run_steps
 
     missing = [why for unknown, why in (
@@ -39,7 +40,7 @@ def rule_time(c: Ctx, f: Facts, shape: Any, response_mean: Optional[float] = Non
         return c.res.flat.get(key)
 
     def work(**changes: Any) -> Any:
-        base = st.workload_from_config(get, shape, n_gpus=f.n_gpus, gpu_type=hw.gpu_type,
+        base = workload_from_config(get, shape, n_gpus=f.n_gpus, gpu_type=hw.gpu_type,
                                        gpu_memory_gb=hw.gpu_memory_gb, response_mean=response_mean, kv_tokens=kv,
                                        response_mean_basis="given: --response-length-mean")
         return replace(base, **changes) if changes else base
