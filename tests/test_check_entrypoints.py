@@ -1,8 +1,8 @@
 """Launch scripts of verl 0.9.1's other entry points (wizard.check.entrypoints) are read with that entry point's own
 config tree, the one its `@hydra.main` declares: sft_trainer (sft_trainer_engine, verl/trainer/sft_trainer.py:461),
 fully_async_main (fully_async_ppo_trainer, fully_async_main.py:222), the one-step-off main_ppo
-(one_step_off_ppo_trainer, one_step_off_policy/main_ppo.py:109) and main_generation_server (ppo_trainer,
-main_generation_server.py:122).
+(one_step_off_ppo_trainer, one_step_off_policy/main_ppo.py:109), main_generation_server (ppo_trainer,
+main_generation_server.py:122) and main_eval (evaluation, trainer/main_eval.py:41).
 
 For each: a script with a key only that tree holds is clean (the same key under main_ppo is unknown), and a
 misspelt key is named. Both readers are covered: bash in the sandbox, and the static reader where no sandbox runs.
@@ -39,6 +39,11 @@ CASES = {
         "python3 -m verl.experimental.one_step_off_policy.main_ppo", "one_step_off", "one_step_off_ppo_trainer",
         [*PPO, "rollout.nnodes=1", "rollout.n_gpus_per_node=4"], "rollout.n_gpus_per_node",
         "rollout.n_gpu_per_node=4"),
+    "main_eval": (
+        "python3 -m verl.trainer.main_eval", "eval", "evaluation",
+        ["data.path=/tmp/gen/test-output-8.parquet", "data.response_key=responses",
+         "custom_reward_function.path=/tmp/gen/reward_score.py", "custom_reward_function.name=reward_func"],
+        "data.response_key", "data.response_kye=responses"),
     "generation": (
         "python3 -m verl.trainer.main_generation_server", "generation", "ppo_trainer",
         ["actor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B-Instruct", "actor_rollout_ref.rollout.name=vllm",
@@ -93,7 +98,7 @@ def test_a_misspelt_key_is_named_under_each_entry_point(which, tmp_path, reader)
     assert hits and hits[0].severity == "error", _lines(report)
 
 
-@pytest.mark.parametrize("which", ["fully_async", "one_step_off", "sft_trainer"])
+@pytest.mark.parametrize("which", ["fully_async", "one_step_off", "sft_trainer", "main_eval"])
 def test_the_entry_points_own_keys_are_unknown_to_main_ppo(which, tmp_path):
     """The control: the same overrides launched by main_ppo name the entry point's own key as unknown, so the
     clean result above comes from reading the entry point's tree."""
@@ -209,3 +214,15 @@ def test_a_recipe_yaml_finds_verls_tree_where_its_recipe_runs(tmp_path):
     assert not [f for f in bare.findings if "cannot compose" in f.problem.message]
     planted = check(str(yaml_with("file://vrl/trainer/config")), overrides, env={"HOME": str(tmp_path)})
     assert [f for f in planted.findings if "cannot compose" in f.problem.message]
+
+
+def test_main_eval_reads_its_reward_function_where_its_tree_holds_it(tmp_path):
+    """main_eval's evaluation tree holds custom_reward_function.* and reads it there (trainer/main_eval.py:35,
+    get_custom_reward_fn): not a legacy reward key as under main_ppo, and no PPO training rule runs."""
+    overrides = CASES["main_eval"][3]
+    report = check(str(_script(tmp_path, "python3 -m verl.trainer.main_eval", overrides)), env={"HOME": str(tmp_path)})
+    assert not {"VI805", "VI807", "VI846", "VI860", "VI895"} & set(report.ids()), _lines(report)
+    ppo = check(str(_script(tmp_path, "python3 -m verl.trainer.main_ppo", [*PPO, *overrides[2:]])),
+                env={"HOME": str(tmp_path)})
+    assert {k for f in ppo.findings if f.problem.rule == "VI805" for k in f.problem.keys} >= \
+        {"custom_reward_function.path"}, _lines(ppo)

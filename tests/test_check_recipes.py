@@ -398,3 +398,108 @@ def test_a_local_alias_is_followed_to_the_key_it_reads(tmp_path):
     assert reads.reads("custom_reward_function.path", frozenset({"path", "name"})) == "recipe/ev/main_eval.py:3"
     # the alias lives in its function only: `cfg` in other() is another name
     assert reads.reads("custom_reward_function.name", frozenset({"path", "name"})) is None
+
+
+REGISTERS = '''from verl.experimental.agent_loop import register
+from verl.single_controller.base.decorator import Dispatch, register as dispatch  # a worker method's, not a name
+from verl.trainer.ppo.core_algos import register_adv_est
+from verl.workers.rollout.base import _ROLLOUT_REGISTRY
+from verl.workers.rollout.replica import RolloutReplicaRegistry
+
+RolloutReplicaRegistry.register("myengine", lambda: None)
+_ROLLOUT_REGISTRY[("myengine", "async")] = "recipe.dapo.mine.ServerAdapter"
+
+
+@register("my_agent")
+class MyAgentLoop:
+    pass
+
+
+@register_adv_est("my_adv")
+def my_advantage(*args):
+    pass
+
+
+class Worker:
+    @dispatch(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def step(self):
+        pass
+
+
+class MyActor:
+    def update(self):
+        loss_mode = self.config.policy_loss.get("loss_mode", "vanilla")
+        if loss_mode == "mine":
+            return 1
+        if mode == "loose":  # a bare name read from nowhere: says nothing of any key
+            return 2
+'''
+
+
+def test_names_a_recipe_registers_or_handles_are_values_verl_accepts_under_it(tmp_path, reader):
+    """verl-recipe's dynamo registers a rollout (recipe/dynamo/register.py: RolloutReplicaRegistry.register and
+    _ROLLOUT_REGISTRY), spo an agent loop (`@register("spo_tool_agent")`), gvpo handles its own loss mode
+    (`if loss_mode == "gvpo"` in its actor): under the recipe those values are not VI809 errors. A value it neither
+    registers nor handles still is, and so is the same value under main_ppo."""
+    folder = _recipe(tmp_path)
+    (folder / "mine.py").write_text(REGISTERS, encoding="utf-8")
+    ours = ["actor_rollout_ref.rollout.name=myengine", "actor_rollout_ref.rollout.agent.default_agent_loop=my_agent",
+            "algorithm.adv_estimator=my_adv", "actor_rollout_ref.actor.policy_loss.loss_mode=mine"]
+    base = [o for o in PPO if not o.startswith(("actor_rollout_ref.rollout.name=", "algorithm.adv_estimator="))]
+    report = _check(_script(folder / "run.sh", LAUNCH, [*base, *OWN, *ours]), tmp_path)
+    assert "VI809" not in report.ids(), _lines(report)
+    for planted in ("actor_rollout_ref.rollout.name=otherengine", "actor_rollout_ref.actor.policy_loss.loss_mode=loose",
+                    "actor_rollout_ref.rollout.agent.default_agent_loop=step"):
+        key = planted.split("=")[0]
+        bad = _check(_script(folder / "bad.sh", LAUNCH, [*base, *OWN, *[o for o in ours if not o.startswith(key)],
+                                                          planted]), tmp_path)
+        assert [f.problem.keys for f in bad.findings if f.problem.rule == "VI809"] == [(key,)], _lines(bad)
+    ppo = _check(_script(tmp_path / "ppo.sh", "python3 -m verl.trainer.main_ppo", [*base, *ours]), tmp_path)
+    assert {k for f in ppo.findings if f.problem.rule == "VI809" for k in f.problem.keys} == \
+        {o.split("=")[0] for o in ours}, _lines(ppo)
+
+
+def test_what_a_recipes_code_registers_and_compares_is_read_with_its_line(tmp_path):
+    from wizard.check import recipes
+
+    pkg = tmp_path / "recipe" / "mine"
+    pkg.mkdir(parents=True)
+    (pkg / "mine.py").write_text(REGISTERS, encoding="utf-8")
+    reads = recipes.recipe_reads(pkg, tmp_path)
+    assert reads.registered == {"rollout": {"myengine": "recipe/mine/mine.py:7"},
+                                "agent_loop": {"my_agent": "recipe/mine/mine.py:11"},
+                                "adv_estimator": {"my_adv": "recipe/mine/mine.py:16"}}
+    assert reads.accepts("actor_rollout_ref.actor.policy_loss.loss_mode", "mine") == "recipe/mine/mine.py:30"
+    assert reads.accepts("actor_rollout_ref.actor.policy_loss.loss_mode", "loose") is None
+    assert reads.accepts("critic.policy_loss.loss_mode", "mine") == "recipe/mine/mine.py:30"  # the last two names
+    assert reads.accepts("algorithm.adv_estimator", "myengine") is None  # a rollout's name, not an estimator's
+
+
+def test_a_recipe_that_runs_verls_evaluation_with_its_own_copy_is_checked_as_main_eval(tmp_path, reader):
+    """recipe/r1's main_eval declares config "evaluation" and ships a copy of verl's evaluation.yaml with no
+    `defaults:` (Hydra composes it alone): it is checked as verl's main_eval, not against main_ppo's tree, whose
+    training rules (VI807: no rollout name, no micro-batch) would refuse an evaluation. The planted control: the
+    same YAML with verl's ppo_trainer in its defaults is a PPO tree again."""
+    import importlib.util
+
+    verl_eval = Path(importlib.util.find_spec("verl").origin).parent / "trainer" / "config" / "evaluation.yaml"
+    folder = tmp_path / "recipe" / "r1"
+    (folder / "config").mkdir(parents=True)
+    (folder / "main_eval.py").write_text(
+        "import hydra\n\n\n@hydra.main(config_path='config', config_name='evaluation', version_base=None)\n"
+        "def main(config):\n    pass\n", encoding="utf-8")
+    (folder / "config" / "evaluation.yaml").write_text(verl_eval.read_text(encoding="utf-8"), encoding="utf-8")
+    overrides = ["data.path=/tmp/gen/test-output-8.parquet", "data.response_key=responses",
+                 "custom_reward_function.path=recipe/r1/reward_score.py", "custom_reward_function.name=reward_func"]
+    report = _check(_script(folder / "run.sh", "python3 -m recipe.r1.main_eval", overrides), tmp_path)
+    assert (report.source.recipe, report.source.entry, report.source.config_name) == \
+        ("recipe.r1.main_eval", "eval", "evaluation")
+    assert not report.errors and not {"VI805", "VI891"} & set(report.ids()), _lines(report)
+    wrong = _check(_script(folder / "bad.sh", "python3 -m recipe.r1.main_eval", [*overrides, "data.prompt_kye=p"]),
+                   tmp_path)
+    assert [f.problem.keys for f in wrong.findings if f.problem.rule == "VI801"] == [("data.prompt_kye",)]
+    (folder / "config" / "evaluation.yaml").write_text(
+        "hydra:\n  searchpath:\n    - file://verl/trainer/config\ndefaults:\n  - ppo_trainer\n  - _self_\n"
+        + verl_eval.read_text(encoding="utf-8"), encoding="utf-8")
+    ppo = _check(_script(folder / "ppo.sh", "python3 -m recipe.r1.main_eval", overrides), tmp_path)
+    assert ppo.source.entry == "ppo" and "VI807" in ppo.ids(), _lines(ppo)

@@ -88,11 +88,12 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
     c.typed = {k for fd in findings if fd.problem.rule == "VI808" for k in fd.problem.keys}
     f = facts(c)
     shape, why = model_shape(c, f"{M}.path")
-    # the PPO rules read main_ppo's tree; an SFT config has none of it (its keys were checked while resolving);
-    # main_generation_server reads only the rollout, model, data files and hardware of it (trainer/main_generation_server.py)
+    # the PPO rules read main_ppo's tree; an SFT or an evaluation config has none of it (its keys were checked while
+    # resolving); main_generation_server reads only the rollout, model, data files and hardware of it
+    # (trainer/main_generation_server.py)
     generation = (rule_unresolved, rule_choices, rule_layout, rule_hardware, rule_rollout_parallel, rule_device,
                   rule_values)
-    ppo_rules = () if src.entry == "sft" else generation if src.entry == "generation" else (
+    ppo_rules = () if src.entry in ("sft", "eval") else generation if src.entry == "generation" else (
         rule_unresolved, rule_required, rule_deprecated_micro, rule_choices, rule_layout, rule_hardware,
         rule_rollout_parallel, rule_device, rule_batches, rule_dynamic_flags, rule_tokens, rule_context_parallel_budget, rule_roles,
         rule_values, rule_files, rule_data_content, rule_bundle_files, rule_agent, rule_lora, rule_sandbox,

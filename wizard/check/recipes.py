@@ -12,7 +12,7 @@ The file is parsed (ast), never imported: a recipe's code runs only when the use
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Optional
@@ -98,13 +98,48 @@ MAX_VERL_MODULES = 60  # verl modules a recipe imports, read one level deep
 MAX_RECIPE_BYTES = 16 << 20
 
 
+# verl's registries a recipe can add names to, and the key each name is then a value of: the decorator or call that
+# registers, with the module its `register` comes from where the name alone is ambiguous (verl 0.9.1:
+# experimental/agent_loop/agent_loop.py `register`, workers/reward_manager/registry.py `register`,
+# trainer/ppo/core_algos.py `register_adv_est` and `register_policy_loss`, workers/rollout/replica.py
+# `RolloutReplicaRegistry.register` with workers/rollout/base.py `_ROLLOUT_REGISTRY`)
+REGISTRY_KEYS = {
+    "agent_loop": "actor_rollout_ref.rollout.agent.default_agent_loop",
+    "reward_manager": "reward.reward_manager.name",
+    "adv_estimator": "algorithm.adv_estimator",
+    "policy_loss": "actor_rollout_ref.actor.policy_loss.loss_mode",
+    "rollout": "actor_rollout_ref.rollout.name",
+}
+_DECORATORS = {"register_adv_est": "adv_estimator", "register_policy_loss": "policy_loss"}
+_REGISTER_FROM = {"agent_loop": "agent_loop", "reward_manager": "reward_manager"}  # `register` imported from …
+
+
 @dataclass
 class RecipeReads:
     """The config reads of a recipe's own code: access chains (`config.async_training.staleness_threshold`,
-    `cfg.get("x")`, `getattr(c, "y")`) and every attribute or key name it uses, each with its first file:line."""
+    `cfg.get("x")`, `getattr(c, "y")`) and every attribute or key name it uses, each with its first file:line;
+    the string values it compares a chain with (`loss_mode == "gvpo"`, through a local alias) and the names it
+    registers in verl's registries (REGISTRY_KEYS)."""
 
     chains: dict[tuple[str, ...], str]
     names: dict[str, str]
+    compared: dict[tuple[str, ...], dict[str, str]] = field(default_factory=dict)
+    registered: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def accepts(self, key: str, value: str) -> Optional[str]:
+        """Where the recipe's code registers `value` for `key` or compares `key` with it (a chain that ends in the
+        key's last two names, or its only one); None where it does neither."""
+        for kind, k in REGISTRY_KEYS.items():
+            if k == key and value in self.registered.get(kind, {}):
+                return self.registered[kind][value]
+        parts = tuple(key.split("."))
+        for chain, values in self.compared.items():
+            common = 0
+            while common < min(len(chain), len(parts)) and chain[-1 - common] == parts[-1 - common]:
+                common += 1
+            if value in values and common >= min(2, len(parts)):
+                return values[value]
+        return None
 
     def reads(self, key: str, common: frozenset[str] = frozenset()) -> Optional[str]:
         """Where the recipe's code reads `key`, or None: a chain whose tail is the key or one of its nodes (at least
@@ -185,14 +220,71 @@ def _aliases(nodes: list[ast.AST]) -> dict[str, list[str]]:
     return out
 
 
-def _collect(tree: ast.AST, rel: str, chains: dict[tuple[str, ...], str], names: dict[str, str]) -> set[str]:
+def _strings(node: ast.AST) -> list[str]:
+    """The string constants of a literal: "a", or ("a", "b") / ["a", "b"] / {"a", "b"}."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    return []
+
+
+def _registrations(tree: ast.AST, rel: str, found: dict[str, dict[str, str]]) -> None:
+    """Names a file registers in verl's registries (REGISTRY_KEYS): `@register("x")` where `register` comes from
+    verl's agent-loop or reward-manager package, `@register_adv_est("x")`, `@register_policy_loss("x")`,
+    `RolloutReplicaRegistry.register("x", ...)` and `_ROLLOUT_REGISTRY[("x", mode)] = ...`."""
+    register_kind = next((kind for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
+                          and node.module.startswith("verl.") and any(a.name == "register" for a in node.names)
+                          for part, kind in _REGISTER_FROM.items() if part in node.module), None)
+    for node in sorted((n for n in ast.walk(tree) if isinstance(n, (ast.Call, ast.Assign))), key=lambda n: n.lineno):
+        if isinstance(node, ast.Call) and node.args:
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+            owner = func.value.id if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) else ""
+            kind = (_DECORATORS.get(name) or (register_kind if name == "register" and not owner else None)
+                    or ("rollout" if name == "register" and owner == "RolloutReplicaRegistry" else None))
+            for value in _strings(node.args[0])[:1] if kind else []:
+                found.setdefault(kind, {}).setdefault(value, f"{rel}:{node.lineno}")
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript) \
+                and getattr(node.targets[0].value, "id", "") == "_ROLLOUT_REGISTRY":
+            for value in _strings(node.targets[0].slice)[:1]:
+                found.setdefault("rollout", {}).setdefault(value, f"{rel}:{node.lineno}")
+
+
+def _comparisons(nodes: list[ast.AST], alias: dict[str, list[str]], rel: str,
+                 compared: dict[tuple[str, ...], dict[str, str]]) -> None:
+    """`chain == "x"`, `"x" == chain`, `chain in ("x", "y")` in one scope, a local alias followed back."""
+    for node in nodes:
+        if not isinstance(node, ast.Compare) or len(node.comparators) != 1 \
+                or not isinstance(node.ops[0], (ast.Eq, ast.NotEq, ast.In, ast.NotIn)):
+            continue
+        left, right = node.left, node.comparators[0]
+        for side, literal in ((left, right), (right, left)):
+            ch = [side.id] if isinstance(side, ast.Name) else access_chain(side)
+            values = _strings(literal)
+            if not ch or not values:
+                continue
+            if ch[0] in alias:
+                ch = alias[ch[0]] + ch[1:]
+            tail = tuple(ch[1:]) if len(ch) >= 2 else tuple(ch)
+            for value in values:
+                compared.setdefault(tail, {}).setdefault(value, f"{rel}:{node.lineno}")
+
+
+def _collect(tree: ast.AST, rel: str, chains: dict[tuple[str, ...], str], names: dict[str, str],
+             found: Optional[RecipeReads] = None) -> set[str]:
     """Add a parsed file's access chains (a local alias followed back to what it was read from, within its
-    function) and names; return the verl modules it imports."""
+    function) and names, and into `found` its compared values and registrations; return the verl modules it
+    imports."""
     imported: set[str] = set()
+    if found is not None:
+        _registrations(tree, rel, found.registered)
     scopes = [tree, *(n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))]
     for scope in scopes:
         nodes = _own_nodes(scope)
         alias = _aliases(nodes)
+        if found is not None:
+            _comparisons(nodes, alias, rel, found.compared)
         for node in nodes:
             if isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
                 ch = access_chain(node)
@@ -233,6 +325,7 @@ def recipe_reads(folder: Path, root: Path) -> RecipeReads:
 
     chains: dict[tuple[str, ...], str] = {}
     names: dict[str, str] = {}
+    found = RecipeReads(chains, names)
     budget = MAX_RECIPE_BYTES
     modules: set[str] = set()
     files: list[tuple[Path, str]] = [(p, "") for p in _python_files(folder)]
@@ -247,12 +340,12 @@ def recipe_reads(folder: Path, root: Path) -> RecipeReads:
             continue
         budget -= len(data)
         rel = verl_rel or (path.relative_to(root).as_posix() if path.is_relative_to(root) else path.as_posix())
-        imported = _collect(tree, rel, chains, names)
+        imported = _collect(tree, rel, chains, names, None if verl_rel else found)
         if verl_rel:
             continue  # verl's modules are read one level deep: what the recipe imports, not what they import
         for module in sorted(imported - modules)[:MAX_VERL_MODULES - len(modules)]:
             modules.add(module)
-            found = _verl_file(module)
-            if found is not None:
-                files.append((found, "verl/" + "/".join(module.split(".")[1:]) + ".py"))
-    return RecipeReads(chains, names)
+            verl_file = _verl_file(module)
+            if verl_file is not None:
+                files.append((verl_file, "verl/" + "/".join(module.split(".")[1:]) + ".py"))
+    return found

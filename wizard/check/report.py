@@ -160,7 +160,8 @@ def format_report(report: Report) -> str:
         if report.source.recipe:
             lines.append(f"  recipe entry point {report.source.recipe}: "
                          + (f"its config {report.source.yaml_path}" if report.source.yaml_path else
-                            f"its config not here, checked against verl's {report.source.config_name}"))
+                            f"its config not here, checked against verl's {report.source.config_name}"
+                            if report.source.config_missing else f"verl's own {report.source.config_name} tree"))
     width = max((len(f.problem.rule) for f in report.findings), default=5)
     for fd in report.findings:
         p = fd.problem

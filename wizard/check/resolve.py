@@ -68,7 +68,7 @@ def _recipe_reader(src: Source, base_flat: Mapping[str, Any]) -> Callable[[str],
         return None
     from wizard.check.recipes import recipe_reads
 
-    found = recipe_reads(src.recipe_dir, src.recipe_dir.parent.parent)
+    found = src.recipe_code = recipe_reads(src.recipe_dir, src.recipe_dir.parent.parent)
     common = frozenset(k.rsplit(".", 1)[-1] for k in base_flat)
     return lambda key: found.reads(key, common)
 
@@ -123,7 +123,8 @@ def resolve(src: Source, mode: str, add: Callable[..., None], env: Mapping[str, 
     selected = {g.split("=", 1)[0] for g in composed}  # composed into the base tree, and passed on to Hydra below
     validate_keys([it for it in items if it.key not in outside and it.key not in selected], base, add, critic_hint,
                   migrates_legacy_reward="fully_async_main.py:237" if src.entry == "fully_async"
-                  else src.migrates_legacy_reward, read_elsewhere=_recipe_reader(src, base_flat))
+                  else src.migrates_legacy_reward, read_elsewhere=_recipe_reader(src, base_flat),
+                  legacy_reward=src.entry not in ("eval", "sft"))
     if src.config_missing is not None:
         skipped = getattr(add, "skipped", [])
         add("VI891", "warning", ("--config-path", "--config-name"),

@@ -33,6 +33,7 @@ class Source:
     config_missing: str | None = None  # a --config-name that cannot be found here (checked against config_name)
     recipe: str | None = None  # a recipe's own entry point (recipe.dapo.main_dapo): its code may read any key
     recipe_dir: Path | None = None  # its package (…/recipe/dapo), whose code check reads for the keys it reads
+    recipe_code: Any = None  # what that code reads, compares and registers (wizard.check.recipes.RecipeReads)
     # where the entry point maps the legacy reward keys onto reward.* (a recipe's main that calls
     # migrate_legacy_reward_impl; fully_async_main is known by its entry); "" where it does not, or is not known
     migrates_legacy_reward: str = ""
@@ -209,13 +210,23 @@ def _recipe_config(src: Source, ex: Extraction, p: Path, entry: Entry, workdir: 
                               else f"the config of {rel}.py (its @hydra.main names none this reader can follow)")
         return
     yaml_path = Path(folder) / f"{name}.yaml" if os.path.isabs(folder) else found.parent / folder / f"{name}.yaml"
-    if yaml_path.is_file():
+    if yaml_path.is_file() and name in CONFIGS and CONFIGS[name][0] in ("eval", "sft") and _standalone(yaml_path):
+        # a recipe that runs verl's evaluation or SFT with its own copy of that tree (recipe/r1/config/evaluation.yaml,
+        # no `defaults:`, is verl's trainer/config/evaluation.yaml): checked as that entry point, against verl's tree
+        src.entry, src.config_name = CONFIGS[name][0], name
+    elif yaml_path.is_file():
         _use_yaml(src, yaml_path)
     elif name in own_configs(ENTRIES[0]):  # a recipe that runs one of verl's own trees as it is
         src.config_name = name
     else:
         src.config_name = guess_tree(name, ENTRIES[0])
         src.config_missing = str(yaml_path)
+
+
+def _standalone(path: Path) -> bool:
+    """A YAML with no `defaults:` list: Hydra composes it alone, verl's trees are no part of it."""
+    doc = read_yaml(path)
+    return isinstance(doc, dict) and not doc.get("defaults")
 
 
 def _recipe_of_yaml(src: Source, path: Path) -> None:

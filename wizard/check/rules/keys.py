@@ -145,12 +145,14 @@ def _legacy_reward_key(it: Item, legacy: str, base: dict[str, Any], items: list[
 
 def validate_keys(items: list[Item], base: dict[str, Any], add: Callable[..., None],
                   use_critic_hint: bool | None, migrates_legacy_reward: str = "",
-                  read_elsewhere: Callable[[str], str | None] | None = None) -> None:
+                  read_elsewhere: Callable[[str], str | None] | None = None, legacy_reward: bool = True) -> None:
     """Every user key against verl's tree. `migrates_legacy_reward`: where the entry point maps the legacy reward
     keys onto reward.* itself (verl 0.9.1's fully_async_main.py:237 calls experimental/reward_loop/reward_loop.py
     migrate_legacy_reward_impl, and so do recipes' mains such as recipe/dapo/main_dapo.py; main_ppo does not), so
     they take effect there: deprecated, not ignored. `read_elsewhere`: where a recipe's own code reads a key
-    (wizard.check.recipes), for keys verl's tree lacks or ignores: read there, they are the recipe's, not a fault."""
+    (wizard.check.recipes), for keys verl's tree lacks or ignores: read there, they are the recipe's, not a fault.
+    `legacy_reward`: whether the tree is a PPO trainer's, whose reward keys moved under reward.* (main_eval's
+    evaluation tree reads custom_reward_function.* where it is: verl 0.9.1 trainer/main_eval.py:35, get_custom_reward_fn)."""
     dcs = dataclass_fields()
     given = {it.key for it in items}
     suggestions = 0  # a did-you-mean search per unknown key, for the first DID_YOU_MEAN of them only
@@ -166,7 +168,7 @@ def validate_keys(items: list[Item], base: dict[str, Any], add: Callable[..., No
                 "install verl to resolve it exactly; checked against the default group")
             continue
         legacy = legacy_target(key)
-        if legacy is not None and parts[0] in LEGACY_ROOTS:
+        if legacy is not None and parts[0] in LEGACY_ROOTS and legacy_reward:
             if it.value is None and it.override is None:
                 continue  # a full dump's legacy nulls
             it.apply = lookup(base, key) is not NOTHING

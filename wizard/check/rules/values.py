@@ -84,9 +84,10 @@ def _enum(c: Ctx, key: str, allowed: Sequence[str], what: str, *, when: bool = T
         return
     text = str(value)
     check = text[:-1] if plus_suffix and text.endswith("+") else text
-    if check not in allowed:
+    code = getattr(c.src, "recipe_code", None)  # a recipe that registers the name or handles the value itself
+    if check not in allowed and not (code is not None and code.accepts(key, check)):
         close = difflib.get_close_matches(check, list(allowed), n=1)
-        c.add("VI809", "error", (key,), f"{key}={text} is not a {what} verl 0.9.1 knows",
+        c.add("VI809", "error", (key,), f"{key}={text} is not {'an' if what[0] in 'aeiou' else 'a'} {what} verl 0.9.1 knows",
               (f"did you mean {close[0]}? " if close else "") + f"choose from {', '.join(allowed)}")
 
 
