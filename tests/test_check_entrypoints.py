@@ -226,3 +226,18 @@ def test_main_eval_reads_its_reward_function_where_its_tree_holds_it(tmp_path):
                 env={"HOME": str(tmp_path)})
     assert {k for f in ppo.findings if f.problem.rule == "VI805" for k in f.problem.keys} >= \
         {"custom_reward_function.path"}, _lines(ppo)
+
+
+def test_a_script_that_launches_no_entry_point_is_refused_naming_every_one(tmp_path):
+    """A model-merge script launches nothing check reads: one line naming every entry point it knows (from
+    ENTRIES, so main_eval among them), non-zero exit from the CLI."""
+    from conftest import run_cli
+
+    path = tmp_path / "merge.sh"
+    path.write_text("python3 -m verl.model_merger merge --backend fsdp --local_dir ckpt --target_dir out\n",
+                    encoding="utf-8")
+    r = run_cli(["check", str(path)], env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    assert r.returncode != 0 and "[VI800]" in r.stderr
+    line = next(x for x in r.stderr.splitlines() if "does not launch" in x)
+    for e in ENTRIES[1:]:
+        assert e.module.rsplit(".", 1)[-1] in line, (e.module, line)

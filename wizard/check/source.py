@@ -336,9 +336,10 @@ def load_source(target: str | None, extra: Sequence[str] = (), *, env: Mapping[s
             if traced is not None:
                 adopt_traced(ex, traced.module or "", traced.args, traced.needed)
             if ex.launch is None:
+                others = ", ".join(dict.fromkeys(".".join(e.module.split(".")[-2:]) if e.module.endswith(".main_ppo")
+                                                 else e.module.rsplit(".", 1)[-1] for e in ENTRIES[1:]))
                 raise UserError(f"{p} does not launch `python -m verl.trainer.main_ppo` (nor another of verl's entry "
-                                "points: sft_trainer, fully_async_main, one_step_off_policy.main_ppo, "
-                                "main_generation_server, a recipe's `recipe.*` main)",
+                                f"points: {others}, a recipe's `recipe.*` main)",
                                 "give the script that starts training, a verl YAML, or overrides after --",
                                 rule="VI800", keys=("target",))
             src.extraction = ex
