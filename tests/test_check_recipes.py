@@ -447,13 +447,16 @@ def test_names_a_recipe_registers_or_handles_are_values_verl_accepts_under_it(tm
             "algorithm.adv_estimator=my_adv", "actor_rollout_ref.actor.policy_loss.loss_mode=mine"]
     base = [o for o in PPO if not o.startswith(("actor_rollout_ref.rollout.name=", "algorithm.adv_estimator="))]
     report = _check(_script(folder / "run.sh", LAUNCH, [*base, *OWN, *ours]), tmp_path)
-    assert "VI809" not in report.ids(), _lines(report)
+    # no error; the rollout's module is imported by nothing at this launch: a warning (the test below)
+    assert [(f.problem.severity, f.problem.keys) for f in report.findings if f.problem.rule == "VI809"] == \
+        [("warning", ("actor_rollout_ref.rollout.name",))], _lines(report)
     for planted in ("actor_rollout_ref.rollout.name=otherengine", "actor_rollout_ref.actor.policy_loss.loss_mode=loose",
                     "actor_rollout_ref.rollout.agent.default_agent_loop=step"):
         key = planted.split("=")[0]
         bad = _check(_script(folder / "bad.sh", LAUNCH, [*base, *OWN, *[o for o in ours if not o.startswith(key)],
                                                           planted]), tmp_path)
-        assert [f.problem.keys for f in bad.findings if f.problem.rule == "VI809"] == [(key,)], _lines(bad)
+        assert [f.problem.keys for f in bad.findings if f.problem.rule == "VI809" and f.problem.severity == "error"] \
+            == [(key,)], _lines(bad)
     ppo = _check(_script(tmp_path / "ppo.sh", "python3 -m verl.trainer.main_ppo", [*base, *ours]), tmp_path)
     assert {k for f in ppo.findings if f.problem.rule == "VI809" for k in f.problem.keys} == \
         {o.split("=")[0] for o in ours}, _lines(ppo)
@@ -503,3 +506,35 @@ def test_a_recipe_that_runs_verls_evaluation_with_its_own_copy_is_checked_as_mai
         + verl_eval.read_text(encoding="utf-8"), encoding="utf-8")
     ppo = _check(_script(folder / "ppo.sh", "python3 -m recipe.r1.main_eval", overrides), tmp_path)
     assert ppo.source.entry == "ppo" and "VI807" in ppo.ids(), _lines(ppo)
+
+
+def test_a_rollout_registered_in_a_module_nothing_imports_is_a_warning(tmp_path):
+    """verl-recipe's dynamo registers its rollout in recipe/dynamo/register.py, which neither its main nor its
+    package imports: verl loads it only where VERL_USE_EXTERNAL_MODULES names it (verl/__init__.py:49), as
+    dynamo's scripts export. Without that, one VI809 warning naming the module; with it (in the script, or given to
+    check with --env), or imported by the recipe's main, none."""
+    import wizard.check.rules.values  # noqa: F401  (the rule under test)
+    from wizard.check.recipes import imported_at_launch
+
+    folder = _recipe(tmp_path)
+    (folder / "register.py").write_text(REGISTERS, encoding="utf-8")
+    base = [o for o in PPO if not o.startswith("actor_rollout_ref.rollout.name=")]
+    ours = [*base, *OWN, "actor_rollout_ref.rollout.name=myengine"]
+    bare = _check(_script(folder / "run.sh", LAUNCH, ours), tmp_path)
+    warned = [f.problem for f in bare.findings if f.problem.rule == "VI809"]
+    assert [(p.severity, p.keys) for p in warned] == [("warning", ("actor_rollout_ref.rollout.name",))], _lines(bare)
+    assert "VERL_USE_EXTERNAL_MODULES=recipe.dapo.register" in warned[0].hint
+    exported = folder / "exported.sh"
+    _script(exported, LAUNCH, ours)
+    exported.write_text(exported.read_text(encoding="utf-8").replace(
+        "set -x\n", "set -x\nexport VERL_USE_EXTERNAL_MODULES=recipe.dapo.register\n"), encoding="utf-8")
+    assert "VI809" not in _check(exported, tmp_path).ids()
+    given = check(str(folder / "run.sh"), env={"HOME": str(tmp_path),
+                                              "VERL_USE_EXTERNAL_MODULES": "other.mod,recipe.dapo.register"})
+    assert "VI809" not in given.ids(), _lines(given)
+    (folder / "main_dapo.py").write_text(MAIN.replace("{name}", "dapo_trainer").replace(
+        "import hydra\n", "import hydra\nfrom . import register  # noqa: F401\n"), encoding="utf-8")
+    assert "VI809" not in _check(folder / "run.sh", tmp_path).ids()
+    # what a launch imports: its packages, itself, its imports (relative ones against its package)
+    assert imported_at_launch("recipe.dapo.main_dapo", (".register", "..common.x", "verl.trainer")) >= \
+        {"recipe", "recipe.dapo", "recipe.dapo.main_dapo", "recipe.dapo.register", "recipe.common.x", "verl.trainer"}

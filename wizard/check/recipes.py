@@ -29,6 +29,8 @@ class RecipeMain:
     # the line where it calls verl's migrate_legacy_reward_impl (experimental/reward_loop/reward_loop.py), which maps
     # the legacy reward_model.* keys onto reward.* (recipe/dapo/main_dapo.py:117); 0 where it does not
     migrates_legacy_reward: int = 0
+    # the modules it imports (relative ones as `.x` / `..x`, resolved by imported_at_launch)
+    imports: tuple[str, ...] = ()
 
 
 def module_of(parts: Sequence[str]) -> Optional[str]:
@@ -70,6 +72,11 @@ def hydra_main(path: Path) -> RecipeMain:
         return RecipeMain(path, None, None)
     migrates = next((n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call)
                      and _name(n.func) == "migrate_legacy_reward_impl"), 0)
+    imports = tuple(dict.fromkeys(
+        [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+        + ["." * n.level + (n.module or "") for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+        + ["." * n.level + ((n.module + ".") if n.module else "") + a.name for n in ast.walk(tree)
+           if isinstance(n, ast.ImportFrom) for a in n.names]))
     for node in ast.walk(tree):
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
@@ -77,8 +84,23 @@ def hydra_main(path: Path) -> RecipeMain:
             if isinstance(deco, ast.Call) and _is_hydra_main(deco.func):
                 given = {k.arg: k.value.value for k in deco.keywords
                          if isinstance(k.value, ast.Constant) and isinstance(k.value.value, str)}
-                return RecipeMain(path, given.get("config_path"), given.get("config_name"), migrates)
-    return RecipeMain(path, None, None, migrates)
+                return RecipeMain(path, given.get("config_path"), given.get("config_name"), migrates, imports)
+    return RecipeMain(path, None, None, migrates, imports)
+
+
+def imported_at_launch(module: str, imports: Sequence[str]) -> set[str]:
+    """The modules `python -m module` runs before its code reaches verl: its parent packages (`recipe`,
+    `recipe.dynamo`: their __init__), itself, and what it imports directly (a relative import resolved against its
+    package; `from a import b` counts a and a.b, b may be a module)."""
+    parts = module.split(".")
+    out = {".".join(parts[:k]) for k in range(1, len(parts) + 1)}
+    for name in imports:
+        level = len(name) - len(name.lstrip("."))
+        if level:
+            base = parts[:len(parts) - level]
+            name = ".".join([*base, name[level:]]) if name[level:] else ".".join(base)
+        out.add(name)
+    return out
 
 
 def _name(func: ast.expr) -> str:

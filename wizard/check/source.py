@@ -15,7 +15,7 @@ from typing import Any
 from wizard.check.shellargs import (MAX_SCRIPT_CHARS, PLACEHOLDER, Extraction, ShellLimitError, ShellSyntaxError,
                                     adopt_traced, extract_file, looks_like_script)
 from wizard.check.entrypoints import CONFIGS, ENTRIES, Entry, entry_of_module, guess_tree, own_configs
-from wizard.check.recipes import RecipeMain, hydra_main, module_file, module_of, package_dir
+from wizard.check.recipes import RecipeMain, hydra_main, imported_at_launch, module_file, module_of, package_dir
 from wizard.intent.errors import Problem, UserError
 
 
@@ -34,6 +34,7 @@ class Source:
     recipe: str | None = None  # a recipe's own entry point (recipe.dapo.main_dapo): its code may read any key
     recipe_dir: Path | None = None  # its package (…/recipe/dapo), whose code check reads for the keys it reads
     recipe_code: Any = None  # what that code reads, compares and registers (wizard.check.recipes.RecipeReads)
+    recipe_loads: set[str] = field(default_factory=set)  # modules its launch imports (recipes.imported_at_launch)
     # where the entry point maps the legacy reward keys onto reward.* (a recipe's main that calls
     # migrate_legacy_reward_impl; fully_async_main is known by its entry); "" where it does not, or is not known
     migrates_legacy_reward: str = ""
@@ -249,6 +250,7 @@ def _adopt_recipe(src: Source, module: str, main: RecipeMain) -> None:
     """The recipe `module` (its source read into `main`) is what runs: its package's code says which keys it reads,
     and its main may migrate the legacy reward keys (the call's line cited)."""
     src.recipe, src.recipe_dir = module, package_dir(main, module)
+    src.recipe_loads = imported_at_launch(module, main.imports)
     if main.migrates_legacy_reward:
         src.migrates_legacy_reward = f"{module.replace('.', '/')}.py:{main.migrates_legacy_reward}"
 

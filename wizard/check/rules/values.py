@@ -85,10 +85,43 @@ def _enum(c: Ctx, key: str, allowed: Sequence[str], what: str, *, when: bool = T
     text = str(value)
     check = text[:-1] if plus_suffix and text.endswith("+") else text
     code = getattr(c.src, "recipe_code", None)  # a recipe that registers the name or handles the value itself
-    if check not in allowed and not (code is not None and code.accepts(key, check)):
+    where = code.accepts(key, check) if code is not None and check not in allowed else None
+    if where is not None and key == f"{R}.name":
+        _unloaded_rollout(c, key, text, where)
+    if check not in allowed and where is None:
         close = difflib.get_close_matches(check, list(allowed), n=1)
         c.add("VI809", "error", (key,), f"{key}={text} is not {'an' if what[0] in 'aeiou' else 'a'} {what} verl 0.9.1 knows",
               (f"did you mean {close[0]}? " if close else "") + f"choose from {', '.join(allowed)}")
+
+
+# VERL_USE_EXTERNAL_MODULES=a,b in a launch script (exported, or given to the command)
+_EXTERNAL = re.compile(r"VERL_USE_EXTERNAL_MODULES=[\"']?([A-Za-z0-9_.,]+)")
+MAX_SCRIPT_SCAN = 1 << 20
+
+
+def _unloaded_rollout(c: Ctx, key: str, value: str, where: str) -> None:
+    """VI809 warning: a rollout the recipe registers (RolloutReplicaRegistry / _ROLLOUT_REGISTRY, at a module's top
+    level) in a module nothing imports at this launch. verl imports the modules VERL_USE_EXTERNAL_MODULES names when
+    it is imported (verl 0.9.1 verl/__init__.py:49-52); otherwise only the recipe's launch, its packages and its
+    imports run (recipe/dynamo/register.py is none of them: its scripts export the variable)."""
+    from wizard._io import UnsafeInput, read_user_file
+
+    module = where.rsplit(":", 1)[0].removesuffix(".py").replace("/", ".")
+    if module in getattr(c.src, "recipe_loads", set()):
+        return
+    texts = [f"VERL_USE_EXTERNAL_MODULES={c.env.get('VERL_USE_EXTERNAL_MODULES', '')}"]  # check --env
+    script = getattr(c.src.extraction, "script", None) if c.src.extraction is not None else None
+    if script:
+        try:
+            texts.append(read_user_file(script, MAX_SCRIPT_SCAN).decode("utf-8", errors="replace"))
+        except (UnsafeInput, OSError):
+            pass
+    if module in {m for text in texts for found in _EXTERNAL.findall(text) for m in found.split(",")}:
+        return
+    c.add("VI809", "warning", (key,), f"{key}={value} is registered by {where}, a module this launch never imports: "
+          "verl imports it only where VERL_USE_EXTERNAL_MODULES names it (verl/__init__.py:49), and neither the "
+          "script nor the recipe's main does (`Unknown rollout mode` when the rollout starts)",
+          f"export VERL_USE_EXTERNAL_MODULES={module} before the launch")
 
 
 def rule_choices(c: Ctx, f: Facts) -> None:
