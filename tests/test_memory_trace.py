@@ -15,6 +15,7 @@ from wizard.planner.shapes import from_catalogue, from_local
 TINY = ROOT / "tests" / "data" / "tiny-qwen2-trace"
 
 
+@pytest.mark.slow  # traces a model on the CPU: about 30 s
 def test_regenerating_a_small_architecture_matches_the_stored_data():
     """The stored entry is what the script's trace gives now; a coefficient changed in it (the planted fault) would
     not match."""
@@ -88,6 +89,7 @@ TINY_LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hid
               "hidden_act": "silu"}
 
 
+@pytest.mark.slow  # traces a model on the CPU: about 90 s
 def test_a_local_config_of_another_architecture_is_traced_on_demand(monkeypatch, tmp_path):
     """The general case: a tiny Llama config (not Qwen2.5, not in the catalogue data) traced on demand in the bounded
     subprocess gives coefficients whose prediction at another token count and layer count matches a direct

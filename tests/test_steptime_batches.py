@@ -68,6 +68,7 @@ def test_eager_moe_layers_cost_the_host_each_decode_iteration(monkeypatch):
     assert rollout(st_one) >= 48 * 1.0 * st_one.max_response
 
 
+@pytest.mark.slow  # a measurement: about 9 s
 def test_expert_loop_measurement_shows_grouped_experts_under_transformers_5():
     """benchmarks/expert_loop.py measures what one more routed expert costs a MoE block's forward and backward on
     the host. Under the installed transformers (5.x, what verl 0.9 requires) the experts run grouped: far below

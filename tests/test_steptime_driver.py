@@ -16,6 +16,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 import yaml
 from conftest import run_cli
 from test_steptime import BASE, _work
@@ -167,6 +168,7 @@ def test_calibration_reports_take_the_driver_metrics_from_their_launch_script_or
     assert workload(seq, every).loss_agg_mode == "seq-mean-token-mean"
 
 
+@pytest.mark.slow  # starts a Ray instance
 def test_verls_task_runner_runs_torch_on_one_thread_under_real_ray():
     """The benchmark times one torch thread because verl's TaskRunnerV1 (a bare `@ray.remote` class, as in verl
     0.9.1 trainer/main_ppo.py) gets OMP_NUM_THREADS=1 from Ray. A real local Ray, in its own process, with an actor

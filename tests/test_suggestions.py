@@ -274,6 +274,7 @@ def _verl_verdict(cfg: Any, settings: dict[str, Any]) -> tuple[bool, str]:
     return not failed, "; ".join(failed)
 
 
+@pytest.mark.slow  # runs verl's own validation at length: about 20 s a layout
 @pytest.mark.verl
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
 def test_verl_accepts_implies_the_planner_does_not_refuse_for_arithmetic(layout, tmp_path):
