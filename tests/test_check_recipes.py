@@ -433,6 +433,11 @@ class MyActor:
             return 1
         if mode == "loose":  # a bare name read from nowhere: says nothing of any key
             return 2
+
+
+def pick(config):
+    if config.rollout.name == "compared_only":  # handled here, registered nowhere: nothing to import
+        return 3
 '''
 
 
@@ -524,6 +529,10 @@ def test_a_rollout_registered_in_a_module_nothing_imports_is_a_warning(tmp_path)
     warned = [f.problem for f in bare.findings if f.problem.rule == "VI809"]
     assert [(p.severity, p.keys) for p in warned] == [("warning", ("actor_rollout_ref.rollout.name",))], _lines(bare)
     assert "VERL_USE_EXTERNAL_MODULES=recipe.dapo.register" in warned[0].hint
+    # a value the recipe's code only compares with (no registration) has no module to import: no finding
+    compared = _check(_script(folder / "cmp.sh", LAUNCH, [*base, *OWN, "actor_rollout_ref.rollout.name=compared_only"]),
+                      tmp_path)
+    assert "VI809" not in compared.ids(), _lines(compared)
     exported = folder / "exported.sh"
     _script(exported, LAUNCH, ours)
     exported.write_text(exported.read_text(encoding="utf-8").replace(

@@ -86,8 +86,9 @@ def _enum(c: Ctx, key: str, allowed: Sequence[str], what: str, *, when: bool = T
     check = text[:-1] if plus_suffix and text.endswith("+") else text
     code = getattr(c.src, "recipe_code", None)  # a recipe that registers the name or handles the value itself
     where = code.accepts(key, check) if code is not None and check not in allowed else None
-    if where is not None and key == f"{R}.name":
-        _unloaded_rollout(c, key, text, where)
+    registered = code.registered.get("rollout", {}) if code is not None and key == f"{R}.name" else {}
+    if where is not None and check in registered:  # registered, not only compared: its module must be imported
+        _unloaded_rollout(c, key, text, registered[check])
     if check not in allowed and where is None:
         close = difflib.get_close_matches(check, list(allowed), n=1)
         c.add("VI809", "error", (key,), f"{key}={text} is not {'an' if what[0] in 'aeiou' else 'a'} {what} verl 0.9.1 knows",
