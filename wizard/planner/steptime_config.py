@@ -7,7 +7,6 @@ from typing import Optional
 
 from wizard.planner.steptime import MAX_NUM_SEQS, TOOL_RESPONSE_CHARS, Workload, moe_layers
 
-# -- from a verl config (a plan's settings or a checked config) --------------------------------------------------
 A, R, REF, M = "actor_rollout_ref.actor", "actor_rollout_ref.rollout", "actor_rollout_ref.ref", "actor_rollout_ref.model"
 
 

@@ -84,14 +84,17 @@ def _enum(c: Ctx, key: str, allowed: Sequence[str], what: str, *, when: bool = T
         return
     text = str(value)
     check = text[:-1] if plus_suffix and text.endswith("+") else text
-    code = getattr(c.src, "recipe_code", None)  # a recipe that registers the name or handles the value itself
-    where = code.accepts(key, check) if code is not None and check not in allowed else None
+    if check in allowed:
+        return
+    code = c.src.recipe_code  # a recipe that registers the name or handles the value itself
+    where = code.accepts(key, check) if code is not None else None
     registered = code.registered.get("rollout", {}) if code is not None and key == f"{R}.name" else {}
-    if where is not None and check in registered:  # registered, not only compared: its module must be imported
+    if check in registered:  # registered, not only compared: its module must be imported
         _unloaded_rollout(c, key, text, registered[check])
-    if check not in allowed and where is None:
+    if where is None:
         close = difflib.get_close_matches(check, list(allowed), n=1)
-        c.add("VI809", "error", (key,), f"{key}={text} is not {'an' if what[0] in 'aeiou' else 'a'} {what} verl 0.9.1 knows",
+        article = "an" if what[0] in "aeiou" else "a"
+        c.add("VI809", "error", (key,), f"{key}={text} is not {article} {what} verl 0.9.1 knows",
               (f"did you mean {close[0]}? " if close else "") + f"choose from {', '.join(allowed)}")
 
 
@@ -108,7 +111,7 @@ def _unloaded_rollout(c: Ctx, key: str, value: str, where: str) -> None:
     from wizard._io import UnsafeInput, read_user_file
 
     module = where.rsplit(":", 1)[0].removesuffix(".py").replace("/", ".")
-    if module in getattr(c.src, "recipe_loads", set()):
+    if module in c.src.recipe_loads:
         return
     texts = [f"VERL_USE_EXTERNAL_MODULES={c.env.get('VERL_USE_EXTERNAL_MODULES', '')}"]  # check --env
     script = getattr(c.src.extraction, "script", None) if c.src.extraction is not None else None
