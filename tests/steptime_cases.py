@@ -128,10 +128,13 @@ def verl_counted_flops(shape, seqs: float, prompt: float, resp: float, cap: floa
     """What verl's FLOP counter counts for a training pass over `seqs` sequences of the model's length law (prompt
     + response exponential clipped at `cap`, mean `resp`): 6 × N × Σ L + attention × Σ L² × head_dim × heads ×
     layers, N the active layer weights with the embedding and the LM head both counted (_estimate_qwen2_flops and
-    _estimate_qwen2_moe_flops: emd_and_lm_head_N = vocab × hidden × 2)."""
-    n_verl = shape.active_params - shape.embed_params() + 2 * shape.vocab * shape.hidden
+    _estimate_qwen2_moe_flops: emd_and_lm_head_N = vocab × hidden × 2), a vision tower's only over images (not
+    counted here). A hybrid (_estimate_qwen3_5_flops, verl PR #6389): the L² term over its full-attention layers
+    only, and 15 × key dim × value dim × value heads per token and GDN layer for the recurrence."""
+    n_verl = shape.active_params - shape.vision_params() - shape.embed_params() + 2 * shape.vocab * shape.hidden
     mean, square = st.sequence_moments(prompt, resp, cap)
-    return seqs * (6 * n_verl * mean + attention * shape.head_dim * shape.heads * shape.layers * square)
+    recurrence = 15 * shape.linear_k_dim * shape.linear_v_dim * shape.linear_v_heads * shape.linear_layers
+    return seqs * ((6 * n_verl + recurrence) * mean + attention * shape.head_dim * shape.heads * shape.attn_layers * square)
 
 
 def response_mean(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> tuple[Optional[float], str]:
@@ -282,8 +285,7 @@ def workload(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> st.Workload:
     dyn = bool(cfg.get("use_dynamic_bsz"))
     tbs = setting(c, "train_batch_size")
     return st.Workload(
-        params=shape.params, active_params=shape.active_params, layers=shape.layers, hidden=shape.hidden,
-        attn_width=shape.attention_width, kv_bytes_per_token=shape.kv_bytes_per_token(tp), n_gpus=n_gpus,
+        **st.shape_fields(shape, tp), n_gpus=n_gpus,
         prompts=cfg.get("gen_batch_size") or tbs, train_prompts=tbs, n=setting(c, "rollout_n"),
         filter_groups=bool(cfg.get("filter_groups_dynamic_sampling")), max_prompt=setting(c, "max_prompt_length"),
         max_response=setting(c, "max_response_length"), response_mean=resp, prompt_mean=None,

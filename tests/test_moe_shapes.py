@@ -175,9 +175,9 @@ def test_names_that_state_an_active_size_resolve_to_a_moe():
     assert active_in_name("Qwen/Qwen3-Next-80B-A3B-Instruct") == 3.0
     assert active_in_name("Qwen1.5-MoE-A2.7B") == 2.7 and active_in_name("Qwen3-235B-A22B-Thinking") == 22.0
     assert active_in_name("meta-llama/Llama-3.1-8B") is None and active_in_name("org/alpha-7B") is None
-    nxt = resolve_shape("Qwen/Qwen3-Next-80B-A3B-Instruct")  # not in the catalogue: by its name
-    assert nxt.source == "name" and nxt.experts and abs(nxt.params_b - 80) < 1.6
-    assert abs(nxt.active_params / 3e9 - 1) < 0.05
+    big = resolve_shape("Qwen/Qwen3.5-122B-A10B")  # not in the catalogue: by its name
+    assert big.source == "name" and big.experts and abs(big.params_b - 122) < 2.5
+    assert abs(big.active_params / 10e9 - 1) < 0.05
     vl = resolve_shape("Qwen/Qwen3-VL-30B-A3B-Instruct", 30.5)  # the answer's total, the name's active size
     assert vl.source == "answer" and abs(vl.active_params / 3e9 - 1) < 0.05
     # no active size in the name: dense, every parameter per token

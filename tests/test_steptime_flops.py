@@ -25,7 +25,8 @@ def _lengths(prompt: int, resp_mean: float, cap: int, n: int = 4000) -> list[int
     return [prompt + min(cap, round(-m * math.log(1 - (i + 0.5) / n))) for i in range(n)]
 
 
-@pytest.mark.parametrize("model", ["Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen3-30B-A3B"])
+@pytest.mark.parametrize("model", ["Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen3-30B-A3B", "Qwen/Qwen3.5-9B",
+                                   "Qwen/Qwen3.5-35B-A3B"])
 def test_counted_flops_are_what_verls_counter_counts(model):
     """verl 0.9.1's FlopsCounter over a batch drawn from the length law counts what verl_counted_flops (the harness's
     inversion of perf/mfu/actor) says, and the model's own attention FLOPs for a training pass (3 × a forward's,
@@ -42,9 +43,7 @@ def test_counted_flops_are_what_verls_counter_counts(model):
     assert ours == pytest.approx(counted, rel=0.01)
     # the attention part alone: verl's total less its 6 × N × tokens, against the model's training attention
     dense = verl_counted_flops(shape, len(lengths), prompt, mean_resp, cap, attention=0)
-    w = st.Workload(params=shape.params, active_params=shape.active_params, layers=shape.layers, hidden=shape.hidden,
-                    attn_width=shape.attention_width, kv_bytes_per_token=1.0, n_gpus=1, prompts=1, n=1,
-                    max_prompt=prompt, max_response=cap)
+    w = st.Workload(**st.shape_fields(shape, 1), n_gpus=1, prompts=1, n=1, max_prompt=prompt, max_response=cap)
     ctx = st.attention_context(prompt, mean_resp, cap)
     model_attention = 3 * st._attn_flops_per_token(w, ctx) * sum(lengths)
     assert model_attention == pytest.approx(counted - dense, rel=0.03)

@@ -124,7 +124,7 @@ def engine_memory(judge: Optional[ModelShape], gpu_gb: float, tp: int, gmu: floa
     weights = 2 * judge.params / tp / GIB
     kv = max(0.0, gmu * cap - weights - ENGINE_OVERHEAD_GIB)
     return {"reserved_gib": round(gmu * cap, 1), "weights_gib": round(weights, 1),
-            "kv_seqs": int(kv * GIB // (judge.kv_bytes_per_token(tp) * seq))}
+            "kv_seqs": int(kv * GIB // judge.cache_bytes_per_seq(tp, seq))}
 
 
 def rules(b: Any) -> None:

@@ -106,9 +106,7 @@ def layout_step(shape: Any, decision: Any, *, prompts: int, n: int, max_prompt: 
     seq = lay.seq_len
     mp = lay.megatron_tp * lay.megatron_cp if lay.megatron else lay.sp
     w = steptime.Workload(
-        params=shape.params, active_params=shape.active_params, layers=shape.layers, hidden=shape.hidden,
-        attn_width=shape.attention_width,
-        kv_bytes_per_token=shape.kv_bytes_per_token(lay.rollout_tp), n_gpus=lay.n_gpus, prompts=prompts, n=n,
+        **steptime.shape_fields(shape, lay.rollout_tp), n_gpus=lay.n_gpus, prompts=prompts, n=n,
         train_prompts=prompts, filter_groups=filter_groups, max_prompt=max_prompt, max_response=max_response,
         response_mean=response_mean, gpu_type=gpu_type, gpu_memory_gb=lay.gpu_gb, rollout_tp=lay.rollout_tp,
         rollout_dp=lay.rollout_dp, gmu=lay.gmu, kv_tokens=est.kv_seqs * seq if est.kv_seqs else None,

@@ -166,6 +166,9 @@ class Layout:
     image_share: float = 0.0  # vision-language model: share of the tokens that are image tokens (vision tower activations)
     rollout_dp: int = 1  # the rollout engine's data_parallel_size: vLLM splits a MoE's experts over TP × DP
     optimizer_cpu_fraction: float = 0.0  # Megatron optimizer_cpu_offload × optimizer_offload_fraction (states on the host)
+    # FSDP2 / fsdp_turbo with fsdp_config.offload_policy: torch's CPUOffloadPolicy keeps the sharded fp32 weights, their
+    # gradients and Adam states on the host and steps the optimizer there; only gathered units reach the GPU
+    fsdp_cpu_policy: bool = False
     grad_bytes: int = MEGATRON_GRAD_BYTES  # Megatron's gradient buffer per parameter (2 with a bf16 main_grads_dtype)
     optim_bytes: int = MEGATRON_OPTIM_BYTES  # Megatron's fp32 master + Adam m + v per parameter (precision-aware dtypes)
     update_entropy: bool = True  # the update computes the entropy (entropy_coeff != 0 or actor.calculate_entropy)
@@ -520,6 +523,11 @@ def _actor_state(s: ModelShape, L: Layout) -> _State:
         st.biggest = FSDP_WEIGHT_BYTES * s.vocab * s.hidden
         st.ref_weights = FSDP_WEIGHT_BYTES * P / n
     st.sync_weights = st.weights  # what the weight sync loads onto the GPU (all weights, unless LoRA syncs adapters)
+    if L.fsdp_cpu_policy and not L.megatron:
+        # CPUOffloadPolicy (workers/engine/fsdp/transformer_impl.py:458-463, fsdp_turbo_impl.py:55-60 in verl 0.9.1):
+        # the shards live on the host, the weight sync stages one tensor at a time (get_per_tensor_param_shard)
+        st.host += (st.weights + st.grads + st.optim) * gpn
+        st.weights = st.grads = st.optim = st.sync_weights = 0.0
     if L.megatron and L.lora_rank:
         # LoRA through Megatron-Bridge's PEFT (workers/config/megatron_peft.py): the frozen base stays bf16, sharded as
         # above; the adapters (lora.dtype null: the model's bf16) are the only parameters that require gradients, so
@@ -667,14 +675,14 @@ def _kv_cache(e: Estimate, s: ModelShape, L: Layout, st: _State, engine: float, 
     """The KV cache the reservation holds beyond the bf16 weights, and the host memory per node."""
     engine_weights = rollout_weight_bytes(s, L)
     kv_room = engine - engine_weights - ENGINE_OVERHEAD_GIB * GIB
-    e.kv_seqs = max(0.0, kv_room / (s.kv_bytes_per_token(L.rollout_tp) * L.seq_len))
+    e.kv_seqs = max(0.0, kv_room / s.cache_bytes_per_seq(L.rollout_tp, L.seq_len))
     # verl 0.9.1 resumes only the engine's weights for the sync and its KV cache after the actor is offloaded
     # (engine_workers.py:782, 823): the part of the reservation beyond the weights may not be held in this phase
     e.sync_kv_gib = max(0.0, engine - engine_weights) / GIB if L.free_cache_engine else 0.0
     if L.reward is not None and L.reward_gmu:
         r_room = reward_engine - 2 * L.reward.params / L.reward_tp - ENGINE_OVERHEAD_GIB * GIB
         r_seq = L.reward_seq_len or L.seq_len
-        e.reward_kv_seqs = max(0.0, r_room / (L.reward.kv_bytes_per_token(L.reward_tp) * r_seq))
+        e.reward_kv_seqs = max(0.0, r_room / L.reward.cache_bytes_per_seq(L.reward_tp, r_seq))
         e.kv_seqs = min(e.kv_seqs, e.reward_kv_seqs)
     host = st.host + engine_weights * L.gpus_per_node  # a sleeping engine keeps its weights in host memory
     e.host_gb_per_node = host / GB
@@ -683,7 +691,7 @@ def _kv_cache(e: Estimate, s: ModelShape, L: Layout, st: _State, engine: float, 
 def reward_engine_share(reward: ModelShape, gpu_gb: float, seq_len: int, tp: int = 1, seqs: int = MIN_KV_SEQS) -> float:
     """gpu_memory_utilization a reward model's engine needs: its bf16 weights at TP `tp`, the engine's overhead and
     a KV cache for `seqs` full sequences, as a share of the card, rounded up to 0.05."""
-    need = 2 * reward.params / tp + ENGINE_OVERHEAD_GIB * GIB + seqs * reward.kv_bytes_per_token(tp) * seq_len
+    need = 2 * reward.params / tp + ENGINE_OVERHEAD_GIB * GIB + seqs * reward.cache_bytes_per_seq(tp, seq_len)
     return math.ceil(need / (capacity_gib(gpu_gb) * GIB) * 20) / 20
 
 
@@ -708,7 +716,7 @@ def _gmu_range(s: ModelShape, L: Layout, other_gib: float, headroom: float = 1 +
     """(lowest useful, highest that fits) gpu_memory_utilization for this rollout TP; `other_gib` is what the
     largest engine-awake phase holds besides the engine."""
     cap = capacity_gib(L.gpu_gb, L.gpu_type)
-    per_seq = s.kv_bytes_per_token(L.rollout_tp) * L.seq_len
+    per_seq = s.cache_bytes_per_seq(L.rollout_tp, L.seq_len)
     want = min(MIN_KV_SEQS, max(1, L.replica_batch))
     weights = rollout_weight_bytes(s, L)
     # verl's rule of thumb: the reservation holds the bf16 weights twice (the rest is KV cache)

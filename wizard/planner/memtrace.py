@@ -49,8 +49,10 @@ def signature(shape: Any) -> str:
 
 def traceable(shape: Any) -> bool:
     """Dense text models only: a MoE's routing is data-dependent (not traceable with fake tensors), a vision tower
-    needs images; those stay analytic (wizard.planner.memory)."""
-    return not getattr(shape, "experts", 0) and not getattr(shape, "vision", "") and not getattr(shape, "kv_lora_rank", 0)
+    needs images, and a hybrid's Gated DeltaNet layers would trace transformers' torch fallback, not the fused
+    kernels verl runs (flash-linear-attention); those stay analytic (wizard.planner.memory)."""
+    return not getattr(shape, "experts", 0) and not getattr(shape, "vision", "") and not getattr(shape, "kv_lora_rank", 0) \
+        and not getattr(shape, "linear_layers", 0)
 
 
 def _config(shape: Any, layers: int) -> Any:

@@ -97,18 +97,21 @@ class Role:
     offload_params: bool
     offload_optimizer: bool
     largest_unit: float  # parameters of the largest FSDP unit (a decoder layer or the embedding/LM head)
+    # FSDP2's CPUOffloadPolicy (fsdp_config.offload_policy): shards, gradients and Adam on the host, the optimizer
+    # stepping there; only the gathered units reach the GPU (memory.Layout.fsdp_cpu_policy)
+    on_host: bool = False
 
     @property
     def weights(self) -> float:
-        return FP32 * self.params / self.shards
+        return 0.0 if self.on_host else FP32 * self.params / self.shards
 
     @property
     def adam(self) -> float:
-        return ADAM * self.trained / self.shards
+        return 0.0 if self.on_host else ADAM * self.trained / self.shards
 
     @property
     def grads(self) -> float:
-        return GRAD * self.trained / self.shards
+        return 0.0 if self.on_host else GRAD * self.trained / self.shards
 
     @property
     def resident(self) -> float:
@@ -173,7 +176,7 @@ def passes(actor: Role, c: Coeffs, *, train_tokens: float, logprob_tokens: float
                               *([("critic", "AdamW step temporaries (traced)", c_opt)] if c_step else
                                 [("critic", "gathered layers", critic.gathered(True)),
                                  ("critic", "activations (training micro-batch)", c_acts)])], {"critic": critic.loaded})
-    a_opt = c.opt_temp_per_param * actor.trained / actor.shards
+    a_opt = 0.0 if actor.on_host else c.opt_temp_per_param * actor.trained / actor.shards
     step_is_peak = a_opt > train_acts + actor.gathered(True)
     add("update_actor", [("actor", "weights + Adam loaded for its update (offloaded)", actor.loaded),
                          ("actor", "gradients", actor.grads),
@@ -280,8 +283,9 @@ def fsdp_training_phases(e: Any, s: Any, L: Any, st: Any, terms: Callable, t_tra
     model these phases decide the verdict (basis "traced"); without, the analytic phases already in `e` stay
     (basis "analytic") and the passes only give verl_metrics."""
     c = training_coeffs(s, L, analytic)
-    actor = _role(s, L, offload_params=L.offload_params, offload_optimizer=L.offload_optimizer)
-    ref = replace(actor, offload_params=True, offload_optimizer=True) if st.has_ref else None
+    actor = replace(_role(s, L, offload_params=L.offload_params, offload_optimizer=L.offload_optimizer),
+                    on_host=bool(getattr(L, "fsdp_cpu_policy", False)))
+    ref = replace(actor, offload_params=True, offload_optimizer=True, on_host=False) if st.has_ref else None
     critic = critic_c = None
     if L.critic is not None:
         critic_c = training_coeffs(L.critic, L, analytic)

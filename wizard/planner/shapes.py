@@ -11,6 +11,15 @@ from pathlib import Path
 from typing import Any, Optional
 
 
+# attention with a norm on q and k per head (transformers' q_norm / k_norm)
+QK_NORM_ARCHS = ("qwen3", "qwen3_moe", "gemma3_text", "qwen3_vl", "qwen3_vl_text", "qwen3_next", "qwen3_5",
+                 "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text")
+# MoEs whose shared expert is scaled by a sigmoid gate of its own (shared_expert_gate: hidden → 1)
+SHARED_GATE_ARCHS = ("qwen2_moe", "qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text")
+# hybrid models of Gated DeltaNet and gated full attention (transformers' qwen3_next, qwen3_5, qwen3_5_moe)
+HYBRID_ARCHS = ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text")
+
+
 @dataclass(frozen=True)
 class ModelShape:
     name: str
@@ -54,6 +63,17 @@ class ModelShape:
     vision_temporal: int = 2  # temporal_patch_size
     vision_pos: int = 0  # num_position_embeddings (qwen3_vl)
     vision_deepstack: int = 0  # len(deepstack_visual_indexes) (qwen3_vl)
+    # -- hybrid linear attention (Qwen3-Next, Qwen3.5): Gated DeltaNet layers in place of attention --------------
+    # linear_layers of the `layers` are Gated DeltaNet (config.json layer_types "linear_attention"; else every layer
+    # but each full_attention_interval-th), the rest full attention whose q_proj also emits a sigmoid output gate
+    # (attn_gate). A GDN layer keeps a fixed state per sequence, not a K and V per token.
+    linear_layers: int = 0
+    linear_k_heads: int = 0  # linear_num_key_heads
+    linear_v_heads: int = 0  # linear_num_value_heads
+    linear_k_dim: int = 0  # linear_key_head_dim
+    linear_v_dim: int = 0  # linear_value_head_dim
+    linear_conv: int = 4  # linear_conv_kernel_dim
+    attn_gate: bool = False
 
     # -- parameter counts (transformers' numel of the same config, ±1%) ----------------------
     def _norms_per_layer(self) -> int:
@@ -71,8 +91,39 @@ class ModelShape:
         kv = 2 * self.hidden * self.kv_heads * self.head_dim
         o = self.heads * self.head_dim * self.hidden
         bias = (self.heads + 2 * self.kv_heads) * self.head_dim if self.qkv_bias else 0
-        qk_norm = 2 * self.head_dim if self.arch in ("qwen3", "qwen3_moe", "gemma3_text", "qwen3_vl", "qwen3_vl_text") else 0
-        return q + kv + o + bias + qk_norm + (self.hidden if self.o_bias else 0) + (self.heads if self.attn_sinks else 0)
+        qk_norm = 2 * self.head_dim if self._qk_norm else 0
+        gate = q if self.attn_gate else 0  # q_proj's second half: the output gate
+        return q + gate + kv + o + bias + qk_norm + (self.hidden if self.o_bias else 0) \
+            + (self.heads if self.attn_sinks else 0)
+
+    @property
+    def _qk_norm(self) -> bool:
+        return self.arch in QK_NORM_ARCHS
+
+    @property
+    def _linear_widths(self) -> tuple[int, int]:
+        """A GDN layer's key width (heads × dim, for q and for k) and value width."""
+        return self.linear_k_heads * self.linear_k_dim, self.linear_v_heads * self.linear_v_dim
+
+    def linear_attn_params(self) -> int:
+        """One Gated DeltaNet layer (transformers' Qwen3_5GatedDeltaNet / Qwen3NextGatedDeltaNet, as verl's
+        flops_counter.py _compute_qwen3_5_hybrid_attn_params counts its projections): q, k, v and the output gate z
+        in, out_proj, a and b (one per value head each), the depthwise conv over q, k and v, dt_bias and A_log per
+        value head, and the gated norm over one value head."""
+        if not self.linear_layers:
+            return 0
+        k, v = self._linear_widths
+        proj = self.hidden * (2 * k + 2 * v + 2 * self.linear_v_heads) + v * self.hidden
+        return proj + self.linear_conv * (2 * k + v) + 2 * self.linear_v_heads + self.linear_v_dim
+
+    @property
+    def attn_layers(self) -> int:
+        """Layers whose attention reads every earlier token (all but the linear-attention ones)."""
+        return self.layers - self.linear_layers
+
+    def _mixers(self) -> int:
+        """Every layer's token mixer: attention, or a GDN layer in a hybrid."""
+        return self.attn_layers * self.attn_params() + self.linear_layers * self.linear_attn_params()
 
     @property
     def attention_width(self) -> int:
@@ -104,16 +155,19 @@ class ModelShape:
         n = self.active_experts if active else self.experts
         router = self.hidden * self.experts + (self.experts if self.expert_bias else 0)
         shared = 3 * self.hidden * self.shared_intermediate
-        shared_gate = self.hidden if (self.arch == "qwen2_moe" and self.shared_intermediate) else 0  # shared_expert_gate
+        shared_gate = self.hidden if (self.arch in SHARED_GATE_ARCHS and self.shared_intermediate) else 0
         return n * self.expert_params() + router + shared + shared_gate
 
     def layer_params(self, active: bool = False, dense: bool = False) -> int:
-        return self.attn_params() + self.mlp_params(active, dense) + self._norms_per_layer() * self.hidden
+        """One layer (a hybrid's: its mean token mixer)."""
+        return self._mixers() // self.layers + self.mlp_params(active, dense) + self._norms_per_layer() * self.hidden
 
     def _all_layers(self, active: bool = False) -> int:
+        norms = self._norms_per_layer() * self.hidden * self.layers
         if not self.experts:
-            return self.layers * self.layer_params()
-        return self.dense_layers * self.layer_params(dense=True) + self.moe_layers * self.layer_params(active)
+            return self._mixers() + self.layers * self.mlp_params() + norms
+        return (self._mixers() + norms + self.dense_layers * self.mlp_params(dense=True)
+                + self.moe_layers * self.mlp_params(active))
 
     def embed_params(self) -> int:
         return self.vocab * self.hidden * (1 if self.tied else 2)
@@ -148,17 +202,20 @@ class ModelShape:
         if self.kv_lora_rank:
             attn = (3 if self.q_lora_rank else 1) + 4  # q_a, q_a_layernorm, q_b (or q_proj); kv_a, its norm, kv_b, o
         else:
-            qk_norm = self.arch in ("qwen3", "qwen3_moe", "gemma3_text", "qwen3_vl", "qwen3_vl_text")
-            attn = 4 + (3 if self.qkv_bias else 0) + int(self.o_bias) + 2 * qk_norm + int(self.attn_sinks)
-        per_layer = attn + self._norms_per_layer()
+            attn = 4 + (3 if self.qkv_bias else 0) + int(self.o_bias) + 2 * self._qk_norm + int(self.attn_sinks)
+        # a GDN layer: in_proj_qkv, in_proj_z, in_proj_b, in_proj_a (Qwen3-Next fuses them in twos: in_proj_qkvz,
+        # in_proj_ba), conv1d, dt_bias, A_log, norm, out_proj
+        linear = 7 if self.arch == "qwen3_next" else 9
+        mixers = self.attn_layers * attn + self.linear_layers * linear
+        per_layer = self._norms_per_layer()
         dense_mlp = 3
         moe_mlp = 0
         if self.experts:
             router = 1 + int(self.expert_bias) + int(self.arch == "deepseek_v3")  # e_score_correction_bias
             routed = 4 if self.arch == "gpt_oss" else 3 * self.experts
-            shared = (3 + int(self.arch == "qwen2_moe")) if self.shared_intermediate else 0
+            shared = (3 + int(self.arch in SHARED_GATE_ARCHS)) if self.shared_intermediate else 0
             moe_mlp = router + routed + shared
-        layers = (self.layers - self.moe_layers) * (per_layer + dense_mlp) + self.moe_layers * (per_layer + moe_mlp)
+        layers = mixers + (self.layers - self.moe_layers) * (per_layer + dense_mlp) + self.moe_layers * (per_layer + moe_mlp)
         top = 2 + (0 if self.tied else 1)  # embed_tokens, final norm, lm_head
         return layers + top + self._vision_tensors()
 
@@ -205,7 +262,32 @@ class ModelShape:
         if self.kv_lora_rank:
             return self.layers * (self.kv_lora_rank + self.qk_rope_dim) * 2
         heads_per_gpu = max(self.kv_heads / tp, 1.0)
-        return 2 * self.layers * heads_per_gpu * self.head_dim * 2
+        return 2 * self.attn_layers * heads_per_gpu * self.head_dim * 2
+
+    def state_bytes_per_seq(self, tp: int = 1) -> float:
+        """A hybrid's fixed cache per sequence on one GPU of a TP group: each GDN layer's conv state (q, k and v
+        widths / TP × (kernel − 1)) and recurrent state (value heads / TP × value dim × key dim), both in the model's
+        bf16 (vLLM's MambaStateShapeCalculator.gated_delta_net_state_shape and
+        MambaStateDtypeCalculator.gated_delta_net_state_dtype, mamba_cache_dtype "auto"); 0 for other models."""
+        if not self.linear_layers:
+            return 0.0
+        k, v = self._linear_widths
+        conv = (2 * k + v) / tp * (self.linear_conv - 1)
+        recurrent = max(self.linear_v_heads / tp, 1.0) * self.linear_v_dim * self.linear_k_dim
+        return self.linear_layers * (conv + recurrent) * 2
+
+    def cache_bytes_per_seq(self, tp: int, seq_len: float) -> float:
+        """What one sequence of `seq_len` tokens holds in a rollout engine's cache on one GPU of a TP group: its K
+        and V, and a hybrid's fixed GDN state."""
+        return self.kv_bytes_per_token(tp) * seq_len + self.state_bytes_per_seq(tp)
+
+    def layer_types(self) -> list[str]:
+        """config.json's layer_types: a hybrid's GDN layers first in every group, full attention last (Qwen3-Next
+        and Qwen3.5 put one full-attention layer after every three GDN layers)."""
+        full = self.attn_layers
+        every = self.layers / full if full else float(self.layers + 1)
+        return ["full_attention" if full and (i + 1) % round(every) == 0 and (i + 1) // round(every) <= full
+                else "linear_attention" for i in range(self.layers)]
 
     def lora_params(self, rank: int) -> int:
         """Adapters on every linear layer (target_modules=all-linear)."""
@@ -223,6 +305,14 @@ class ModelShape:
         )
         if self.max_pos:
             kw["max_position_embeddings"] = self.max_pos
+        if self.linear_layers:
+            kw.update(layer_types=self.layer_types(), linear_num_key_heads=self.linear_k_heads,
+                      linear_num_value_heads=self.linear_v_heads, linear_key_head_dim=self.linear_k_dim,
+                      linear_value_head_dim=self.linear_v_dim, linear_conv_kernel_dim=self.linear_conv)
+        if self.arch in ("qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text"):
+            kw.update(num_experts=self.experts, num_experts_per_tok=self.active_experts,
+                      moe_intermediate_size=self.moe_intermediate,
+                      shared_expert_intermediate_size=self.shared_intermediate)
         if self.arch == "qwen3_moe":
             kw.update(num_experts=self.experts, num_experts_per_tok=self.active_experts,
                       moe_intermediate_size=self.moe_intermediate, mlp_only_layers=list(range(self.dense_layers)),
@@ -246,8 +336,9 @@ class ModelShape:
                 num_heads=self.vision_heads, patch_size=self.vision_patch, spatial_merge_size=self.vision_merge,
                 temporal_patch_size=self.vision_temporal, out_hidden_size=self.hidden)
             if self.vision == "qwen3_vl":
-                vision.update(num_position_embeddings=self.vision_pos,
-                              deepstack_visual_indexes=list(range(self.vision_deepstack)))
+                vision.update(num_position_embeddings=self.vision_pos)
+                if self.vision_deepstack:
+                    vision.update(deepstack_visual_indexes=list(range(self.vision_deepstack)))
             return {"text_config": kw, "vision_config": vision, "tie_word_embeddings": self.tied}
         return kw
 
@@ -326,8 +417,31 @@ def from_local(path: str) -> ModelShape:
         qk_nope_dim=int(get("qk_nope_head_dim", default=0) or 0) if mla else 0,
         qk_rope_dim=int(get("qk_rope_head_dim", default=0) or 0) if mla else 0,
         v_head_dim=int(get("v_head_dim", default=0) or 0) if mla else 0,
-        source="local", **moe, **vision,
+        source="local", **moe, **vision, **_linear_fields(get, model_type, layers),
     )
+
+
+def _linear_fields(get: Any, model_type: str, layers: int) -> dict[str, Any]:
+    """A hybrid config.json's Gated DeltaNet layers: layer_types' "linear_attention" entries, else (an older
+    Qwen3-Next config) every layer off the full_attention_interval, as verl's flops_counter.py
+    _count_qwen3_5_layer_types counts them; {} for a model without linear_* keys."""
+    if get("linear_num_value_heads") is None:
+        return {}
+    types = get("layer_types")
+    if isinstance(types, list) and types:
+        linear = sum(1 for t in types if t == "linear_attention")
+    else:
+        every = int(get("full_attention_interval", default=4) or 4)
+        linear = layers - sum(1 for i in range(layers) if (i + 1) % every == 0)
+    try:
+        return dict(linear_layers=min(linear, layers), linear_k_heads=int(get("linear_num_key_heads")),
+                    linear_v_heads=int(get("linear_num_value_heads")), linear_k_dim=int(get("linear_key_head_dim")),
+                    linear_v_dim=int(get("linear_value_head_dim")),
+                    linear_conv=int(get("linear_conv_kernel_dim", default=4) or 4),
+                    attn_gate=model_type in HYBRID_ARCHS)
+    except (TypeError, ValueError):
+        raise ValueError("config.json: linear_num_value_heads without linear_num_key_heads, linear_key_head_dim "
+                         "and linear_value_head_dim") from None
 
 
 def _moe_fields(get: Any, model_type: str, layers: int, experts: int) -> dict[str, Any]:
@@ -365,7 +479,9 @@ def _max_context(max_pos: Any, rope_scaling: Any) -> Optional[int]:
     return max(max_pos, int((base if isinstance(base, int) and base > 0 else max_pos) * factor))
 
 
-VISION_TYPES = {"qwen2_5_vl": "qwen2_5_vl", "qwen3_vl": "qwen3_vl", "qwen3_vl_moe": "qwen3_vl"}
+# a VLM's model_type → the tower ModelShape counts (Qwen3.5's is Qwen3-VL's without deepstack mergers)
+VISION_TYPES = {"qwen2_5_vl": "qwen2_5_vl", "qwen3_vl": "qwen3_vl", "qwen3_vl_moe": "qwen3_vl", "qwen3_5": "qwen3_vl",
+                "qwen3_5_moe": "qwen3_vl"}
 
 
 def _vision_fields(top: dict, path: str) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 from wizard.verlspec.hardware import (DEFAULT_PEAK_GPU, GPU_PEAK, Peak, capacity_gib, memory_of_gpu_type,
                                       peak_of_gpu_type)
@@ -205,6 +205,11 @@ class Workload:
     gpus_per_node: int = 8  # trainer.n_gpus_per_node: a rollout TP group larger than it spans nodes
     gmu: float = 0.5
     kv_tokens: Optional[float] = None  # KV-cache tokens per replica (the memory plan's); None: from gmu
+    # a hybrid's (Qwen3-Next, Qwen3.5): the layers of full attention (ModelShape.attn_layers; 0: all `layers`), and
+    # the fixed Gated DeltaNet state one sequence holds on one GPU of a rollout TP group (ModelShape.
+    # state_bytes_per_seq): cache room it takes besides its KV, bytes every decode step reads and writes back
+    attn_layers: int = 0
+    state_bytes_per_seq: float = 0.0
     backend: str = "fsdp"  # fsdp | megatron
     moe: bool = False
     weight_tensors: int = 0  # the checkpoint's tensors (ModelShape.checkpoint_tensors), 0: unknown
@@ -351,6 +356,14 @@ def _replica_weight_bytes(w: Workload) -> float:
     return 2 * w.params / (max(w.rollout_tp, 1) * (w.rollout_dp if w.moe else 1))
 
 
+def shape_fields(shape: Any, tp: int) -> dict[str, Any]:
+    """A Workload's fields that a model's shape (wizard.planner.shapes.ModelShape) sets, at rollout TP `tp`."""
+    return dict(params=shape.params, active_params=shape.active_params, layers=shape.layers, hidden=shape.hidden,
+                attn_width=int(getattr(shape, "attention_width", 0) or 0), kv_bytes_per_token=shape.kv_bytes_per_token(tp),
+                attn_layers=int(getattr(shape, "attn_layers", 0) or 0),
+                state_bytes_per_seq=float(shape.state_bytes_per_seq(tp)) if hasattr(shape, "state_bytes_per_seq") else 0.0)
+
+
 def _kv_tokens(w: Workload, pk_name: str) -> float:
     if w.kv_tokens is not None:
         return max(w.kv_tokens, 1.0)
@@ -360,12 +373,17 @@ def _kv_tokens(w: Workload, pk_name: str) -> float:
     return max(room / w.kv_bytes_per_token, 1.0)
 
 
+def _state_tokens(w: Workload) -> float:
+    """A sequence's fixed GDN state in tokens of KV cache: the room it takes besides its own tokens'."""
+    return w.state_bytes_per_seq / w.kv_bytes_per_token if w.kv_bytes_per_token else 0.0
+
+
 def rollout_unfit(w: Workload) -> Optional[str]:
     """Why the rollout cannot be timed: its engine's reservation (gpu_memory_utilization of a GPU) holds a
     replica's bf16 weights but not one whole sequence (prompt + response) of KV cache beside them; None when it
     does. (The decode model would run one token of cache at a time: a prediction with no meaning.)"""
     name, _, _ = peak(w.gpu_type)
-    if _kv_tokens(w, name) >= w.max_prompt + w.max_response:
+    if _kv_tokens(w, name) >= w.max_prompt + w.max_response + _state_tokens(w):
         return None
     weights = _replica_weight_bytes(w) / GIB
     return (f"not predicted: the rollout engine's memory (gpu_memory_utilization {w.gmu:g} of each GPU) holds no "
@@ -403,7 +421,7 @@ def rollout_seconds(w: Workload, pk_name: str, pk: Peak, kv_tokens: float, resp:
     replicas = max((w.rollout_gpus or w.n_gpus) // tp, 1)
     total = max(w.prompts * w.n, 1)
     seqs = total / replicas
-    conc = max(1.0, min(seqs, w.max_num_seqs, kv_tokens / (prompt + resp)))
+    conc = max(1.0, min(seqs, w.max_num_seqs, kv_tokens / (prompt + resp + _state_tokens(w))))
     bw = pk.hbm_tb_s * 1e12 * DECODE_BW_ETA
     flops = pk.compute_tflops * 1e12
     cross_node = tp > max(w.rollout_per_node or w.gpus_per_node, 1)
@@ -425,7 +443,7 @@ def rollout_seconds(w: Workload, pk_name: str, pk: Peak, kv_tokens: float, resp:
         if w.moe:  # a small batch reads only the experts its tokens route to
             touched = min(1.0, c * w.active_params / w.params)
             weight_bytes = 2 * (w.active_params + (w.params - w.active_params) * touched) / tp
-        read = weight_bytes + c * ctx * w.kv_bytes_per_token
+        read = weight_bytes + c * (ctx * w.kv_bytes_per_token + 2 * w.state_bytes_per_seq)
         gpu = max(read / bw, 2 * w.active_params * c / tp / (flops * PREFILL_ETA)) + tp_comm + layer_floor \
             + tp_bytes * c
         return max(gpu, host + DECODE_SEQ_S * c)
@@ -560,8 +578,9 @@ def driver_metrics_named(w: Workload) -> str:
 
 
 def _attn_flops_per_token(w: Workload, ctx: float) -> float:
-    # QK^T and AV: 2 × 2 × layers × (query heads × head_dim) × context, a forward pass
-    return 4 * w.layers * (w.attn_width or w.hidden) * ctx
+    # QK^T and AV: 2 × 2 × layers × (query heads × head_dim) × context, a forward pass; a hybrid's GDN layers attend
+    # to a fixed state instead (their projections are in the parameters' 2 × N)
+    return 4 * (w.attn_layers or w.layers) * (w.attn_width or w.hidden) * ctx
 
 
 def sequence_moments(prompt: float, resp: float, cap: float) -> tuple[float, float]:

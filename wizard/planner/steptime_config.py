@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from wizard.planner.steptime import MAX_NUM_SEQS, TOOL_RESPONSE_CHARS, Workload, moe_layers
+from wizard.planner.steptime import MAX_NUM_SEQS, TOOL_RESPONSE_CHARS, Workload, moe_layers, shape_fields
 
 A, R, REF, M = "actor_rollout_ref.actor", "actor_rollout_ref.rollout", "actor_rollout_ref.ref", "actor_rollout_ref.model"
 
@@ -51,9 +51,7 @@ def workload_from_config(get, shape, *, n_gpus: int, gpu_type: Optional[str], gp
     has_ref = bool(get(f"{A}.use_kl_loss")) or bool(get("algorithm.use_kl_in_reward"))
     gmu = get(f"{R}.gpu_memory_utilization")
     return Workload(
-        params=shape.params, active_params=shape.active_params, layers=shape.layers, hidden=shape.hidden,
-        attn_width=int(getattr(shape, "attention_width", 0) or 0),
-        kv_bytes_per_token=shape.kv_bytes_per_token(tp), n_gpus=max(n_gpus, 1),
+        **shape_fields(shape, tp), n_gpus=max(n_gpus, 1),
         prompts=_int(get("data.gen_batch_size"), tbs) if streamed is None else tbs, train_prompts=tbs,
         filter_groups=bool(get("algorithm.filter_groups.enable")), n=_int(get(f"{R}.n"), 1),
         max_prompt=_int(get("data.max_prompt_length"), 512), max_response=_int(get("data.max_response_length"), 512),

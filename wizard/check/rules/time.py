@@ -134,14 +134,16 @@ def _idle(c: Ctx, f: Facts, shape: Any, w: Any, pred: Any, est: Any) -> None:
     weights = 2 * w.params / half
     room = w.gmu * est.capacity_gib * st.GIB - weights - st.ENGINE_OVERHEAD_GIB * st.GIB
     kv_tokens = room / shape.kv_bytes_per_token(half)
-    if kv_tokens < f.seq * 8:  # the planner's floor: a KV cache for at least 8 full sequences (memory.MIN_KV_SEQS)
+    full_seqs = room / shape.cache_bytes_per_seq(half, f.seq)
+    if full_seqs < 8:  # the planner's floor: a KV cache for at least 8 full sequences (memory.MIN_KV_SEQS)
         return
     other = st.predict(replace(w, rollout_tp=half, kv_bytes_per_token=shape.kv_bytes_per_token(half),
+                               state_bytes_per_seq=shape.state_bytes_per_seq(half),
                                kv_tokens=kv_tokens))
     if other.phases["rollout"] < pred.phases["rollout"] * (1 - TP_GAIN):
         c.add("VI897", "info", (key, f"{R}.gpu_memory_utilization"),
               f"rollout TP {w.rollout_tp} is more than {shape.name} needs: at TP {half} the engine still holds its "
-              f"weights and {kv_tokens / f.seq:.0f} full sequences, and twice the replicas decode at once "
+              f"weights and {full_seqs:.0f} full sequences, and twice the replicas decode at once "
               f"(rollout {pred.phases['rollout']:.0f} s → {other.phases['rollout']:.0f} s predicted)",
               f"set {key}={half}")
 
