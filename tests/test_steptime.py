@@ -75,6 +75,11 @@ def test_gpu_peaks_have_sources_and_names_resolve():
                                              "Ascend-910B")] == ["H100 PCIe", "H100 PCIe", "H100 PCIe", "RTX 4090",
                                                                  "A6000", "Ascend910B"]
     assert memory_of_gpu_type("H100-PCIe") == 80 and memory_of_gpu_type("rtx-4090") == 24
+    # a node as reports write it: the count before or after the card is not its name (RTX's own x is kept)
+    named = ("8xH100", "8 × A100-80G", "H100x8", "H20*8", "MI300Xx8", "2xRTX4090", "RTX 4090 x2", "16x H20")
+    assert [peak_of_gpu_type(n)[0] for n in named] == ["H100", "A100", "H100", "H20", "MI300X", "RTX 4090", "RTX 4090",
+                                                       "H20"]
+    assert memory_of_gpu_type("H100x8") == 80 and memory_of_gpu_type("8xMI300X") == 192
 
 
 def test_unknown_gpu_is_named_as_assumed():

@@ -102,9 +102,16 @@ def capacity_gib(gpu_memory_gb: float, gpu_type: str | None = None) -> float:
     return mib / 1024 if mib is not None else value * 0.995
 
 
+def _lower_without_count(gpu_type: str) -> str:
+    """`gpu_type` in lower case without a count of cards before or after the name ("8xH100", "8 × A100",
+    "H100x8", "MI300X*8"): how reports write a node, not part of the card's name."""
+    low = re.sub(r"(?<![a-z0-9])\d{1,3}\s*[x×*]\s*(?=[a-z])", " ", gpu_type.lower())
+    return re.sub(r"(?<=[0-9x])\s*[x×*]\s*\d{1,3}(?![a-z0-9])", " ", low)
+
+
 def _known_type(gpu_type: str) -> str | None:
     """The longest known GPU name in `gpu_type` as a whole word, case-insensitively."""
-    low = gpu_type.lower()
+    low = _lower_without_count(gpu_type)
     return next((k for k in sorted(GPU_MEMORY_GB, key=len, reverse=True)
                  if re.search(rf"(?<![a-z0-9]){_spaced(k)}(?![a-z0-9])", low)), None)
 
@@ -192,7 +199,7 @@ def peak_of_gpu_type(gpu_type: str | None) -> tuple[str, Peak] | None:
     matching a hyphen, an underscore or nothing; None when unknown."""
     if not gpu_type:
         return None
-    low = gpu_type.lower()
+    low = _lower_without_count(gpu_type)
     for k in sorted(GPU_PEAK, key=len, reverse=True):
         alias = {"Ascend910B": r"ascend[-_ ]?910b\d?|910b\d?", "RTX 4090": r"(rtx[-_ ]?)?4090",
                  "A6000": r"(rtx[-_ ]?)?a6000"}.get(k)
