@@ -39,9 +39,11 @@ def test_a_local_hybrid_config_counts_what_transformers_builds(tmp_path, kind):
     if kind in ("qwen3_next", "qwen3_5_moe_text"):
         small.update(moe_intermediate_size=128, shared_expert_intermediate_size=128, num_experts=16,
                      num_experts_per_tok=4)
-    if kind == "qwen3_5":  # the VLM: the language model in text_config beside a small vision tower
+    if kind == "qwen3_5":  # the VLM: the language model in text_config beside a small vision tower (no deepstack
+        # mergers, even where the config lists deepstack indexes as Qwen3-VL's do)
         config = transformers.AutoConfig.for_model(kind, text_config=small, vision_config=dict(
-            depth=2, hidden_size=128, intermediate_size=256, num_heads=4, out_hidden_size=512))
+            depth=2, hidden_size=128, intermediate_size=256, num_heads=4, out_hidden_size=512,
+            deepstack_visual_indexes=[0, 1]))
     else:
         config = transformers.AutoConfig.for_model(kind, **small)
     (tmp_path / "config.json").write_text(config.to_json_string(), encoding="utf-8")

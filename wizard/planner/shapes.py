@@ -501,7 +501,9 @@ def _vision_fields(top: dict, path: str) -> dict[str, Any]:
             vision_patch=int(v.get("patch_size", 14)), vision_merge=int(v.get("spatial_merge_size", 2)),
             vision_temporal=int(v.get("temporal_patch_size", 2)),
             vision_pos=int(v.get("num_position_embeddings", 0) or 0) if kind == "qwen3_vl" else 0,
-            vision_deepstack=len(v.get("deepstack_visual_indexes") or []) if kind == "qwen3_vl" else 0,
+            # Qwen3.5's tower has no deepstack mergers (transformers' Qwen3_5VisionModel), whatever its config lists
+            vision_deepstack=len(v.get("deepstack_visual_indexes") or [])
+            if str(top.get("model_type", "")) in ("qwen3_vl", "qwen3_vl_moe") else 0,
         )
     except (KeyError, TypeError, ValueError):
         raise ValueError(f"{path}/config.json: vision_config lacks depth, hidden_size, intermediate_size or num_heads") from None
