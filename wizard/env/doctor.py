@@ -1,8 +1,8 @@
 """`verl-init doctor [--json]`: the environment report a user pastes into a bug.
 
-Versions (verl, torch, ray, vllm, sglang, transformers, CUDA), this machine's GPUs with their
-topology matrix, the Ray cluster, and the environment pitfalls of docs/pitfalls.md §5: a hand-set
-CUDA_VISIBLE_DEVICES, the shape of RAY_ADDRESS, a small /dev/shm, NCCL variables, RAY_DEDUP_LOGS.
+Versions (verl, torch, ray, vllm, sglang, transformers, flash-attn, megatron-core, flash-linear-attention, CUDA),
+this machine's GPUs with their topology matrix, the Ray cluster, and the environment pitfalls of docs/pitfalls.md
+§5: a hand-set CUDA_VISIBLE_DEVICES, the shape of RAY_ADDRESS, a small /dev/shm, NCCL variables, RAY_DEDUP_LOGS.
 
 It reports and never judges a bundle (that is `verl-init check --mode cluster`): the exit status is 0
 whatever it finds. It answers within ~3 s even when RAY_ADDRESS points at a dead or black-holed host:
@@ -27,7 +27,11 @@ from typing import Any
 
 from wizard.intent.errors import Problem
 
-PACKAGES = ("verl", "torch", "ray", "vllm", "sglang", "transformers", "nvidia-ml-py")
+# the engines' kernels a report needs too: flash-attn (FSDP's remove-padding path), megatron-core (the Megatron
+# engine), flash-linear-attention (the Gated DeltaNet layers of Qwen3.5 / Qwen3-Next: its version decides whether
+# verl's packed and Ulysses paths run, verl 0.9.1 models/transformers/qwen3_5.py _packed_chunk_gated_delta_rule)
+PACKAGES = ("verl", "torch", "ray", "vllm", "sglang", "transformers", "nvidia-ml-py", "flash-attn", "megatron-core",
+            "flash-linear-attention")
 # /dev/shm below this: NCCL's shared-memory transport, vLLM and Ray's object store run short (Docker's default is 64 MB).
 MIN_SHM_GB = 8.0
 # NCCL switches that turn a fast path off; set by hand they explain slow or hanging collectives.
