@@ -229,6 +229,11 @@ def test_vi898_padded_training_passes():
     assert "VI898" not in _ids(seven + ["actor_rollout_ref.model.use_remove_padding=true"])
     assert "VI898" not in _ids(seven + off + ["data.max_prompt_length=64"], response_length_mean=1000)
     assert "VI898" not in _ids(off)
+    assert "megatron-core" not in found["VI898"].hint  # a dense model packs on either engine
+    # a Gated DeltaNet model under Megatron: packing needs megatron-core 0.18 (Megatron-LM PR #2644), and the hint says so
+    gdn = _ids(["model_engine=megatron", "actor_rollout_ref.model.path=Qwen/Qwen3.5-9B",
+                "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2", *off])
+    assert "VI898" in gdn and "megatron-core 0.18" in gdn["VI898"].hint, sorted(gdn)
 
 
 def test_vi897_replicas_without_sequences_and_a_tp_larger_than_needed():

@@ -168,8 +168,13 @@ def _padding(c: Ctx, w: Any, pred: Any) -> None:
           f"(max_prompt_length + max_response_length) where it holds about "
           f"{a['prompt_length_mean'] + a['response_length_mean']}: step {pred.step_s:.0f} s → {packed.step_s:.0f} s "
           "with packed sequences",
-          f"set {key}=true (with Megatron, models with Gated DeltaNet layers such as Qwen3.5 pack sequences only "
-          "from megatron-core 0.18)")
+          f"set {key}=true" + (" (a Gated DeltaNet model packs its sequences under Megatron only from megatron-core "
+                               "0.18: Megatron-LM PR #2644, verl PR #7336)" if _hybrid_megatron(w) else ""))
+
+
+def _hybrid_megatron(w: Any) -> bool:
+    """A hybrid linear-attention model (fewer attending layers than layers) on the Megatron engine."""
+    return w.backend == "megatron" and 0 < w.attn_layers < w.layers
 
 
 def _split(c: Ctx, f: Facts, shape: Any, w: Any) -> None:
