@@ -83,6 +83,7 @@ def report(table: str, row: dict[str, str], template: dict[str, Any]) -> dict[st
         cfg["recompute"] = "full" if "full" in notes else None
     else:
         cfg["ulysses_sp"] = _degree(layout, "sp") or 1
+        cfg["fsdp_size"] = _degree(layout, "fsdp")  # "sp4fsdp32" on 64 GPUs: two replicas of a 32-GPU shard group
     r["rollout_tp"] = _degree(row["infer_parallel"], "tp") or 1
     r["train_parallel"] = row["train_parallel"]
     actor = _first(row, "micro_bs_actor/dynamic_max_token", "dynamic_max_token(micro_bs_actor)")

@@ -303,6 +303,7 @@ def workload(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> st.Workload:
         weight_tensors=shape.checkpoint_tensors(), experts=shape.experts,
         expert_loop=expert_loop(c, megatron, shape.experts),
         offload_params=bool(cfg.get("param_offload")), offload_optimizer=bool(cfg.get("optimizer_offload")),
+        fsdp_size=int(cfg.get("fsdp_size") or 0) if not megatron else 0,
         # verl times a reference or critic pass only when it runs: a measured one says the run had it
         has_ref=bool(cfg.get("has_ref") or c["measured"].get("timing_s/ref")),
         has_critic=bool(cfg.get("has_critic") or c["measured"].get("timing_s/values")

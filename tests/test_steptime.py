@@ -513,6 +513,23 @@ def test_fsdp_gathers_every_parameter_per_micro_batch():
                                     * params * 8 * 15 / 16 / (400e9 * st.COLLECTIVE_ETA), rel=0.05)  # count rounded
 
 
+def test_hybrid_sharding_gathers_in_its_group_and_all_reduces_across_replicas():
+    """fsdp_size 8 on 32 H100s (four nodes, verl's fully async 7B scripts): the all-gathers and reduce-scatters stay in
+    one node's NVLink (8 GPUs, 7/8 of every parameter's bytes at 450 GB/s), and each micro-batch's fp32 gradient
+    shard (4 bytes × params / 8) is all-reduced over the four replicas across the NICs (2 × 3/4 of it at 50 GB/s).
+    Written out here; verl builds that mesh in workers/engine/fsdp/utils.py:47-52."""
+    w = _work(n_gpus=32, fsdp_size=8)
+    micros, eta = 10.0, st.COLLECTIVE_ETA
+    gather = micros * w.params * 8 * 7 / 8 / (450e9 * eta)
+    reduce = micros * 2 * 3 / 4 * 4 * w.params / 8 / (50e9 * eta)
+    assert st.fsdp_gather_seconds(w, "H100", micros, 8, reduce_bytes=4) == pytest.approx(gather + reduce)
+    assert st.fsdp_gather_seconds(w, "H100", micros, 2) == pytest.approx(micros * w.params * 2 * 7 / 8 / (450e9 * eta))
+    # fsdp_size -1, 0 or the GPU count itself: one group over all 32, through the NICs, no replicas
+    whole = micros * w.params * 8 * 31 / 32 / (400e9 * eta)
+    for size in (-1, 0, 32):
+        assert st.fsdp_gather_seconds(replace(w, fsdp_size=size), "H100", micros, 8, reduce_bytes=4) == pytest.approx(whole)
+
+
 def test_cards_without_nvlink_gather_over_pcie():
     """Eight RTX 4090s (or L40S, L20) have no NVLink: FSDP's rings cross PCIe 4.0 x16, 32 GB/s a direction, 14 ×
     slower than an H100's NVLink, and the 7B's update waits for its gathers (8 bytes a parameter per micro-batch)."""

@@ -169,6 +169,9 @@ class Layout:
     # FSDP2 / fsdp_turbo with fsdp_config.offload_policy: torch's CPUOffloadPolicy keeps the sharded fp32 weights, their
     # gradients and Adam states on the host and steps the optimizer there; only gathered units reach the GPU
     fsdp_cpu_policy: bool = False
+    # the actor's fsdp_config.fsdp_size: below the GPU count, verl builds a (ddp × fsdp) mesh (hybrid sharding:
+    # workers/engine/fsdp/utils.py:47-52 create_device_mesh) and shards over fsdp_size GPUs only; 0 or -1: every GPU
+    fsdp_size: int = 0
     grad_bytes: int = MEGATRON_GRAD_BYTES  # Megatron's gradient buffer per parameter (2 with a bf16 main_grads_dtype)
     optim_bytes: int = MEGATRON_OPTIM_BYTES  # Megatron's fp32 master + Adam m + v per parameter (precision-aware dtypes)
     update_entropy: bool = True  # the update computes the entropy (entropy_coeff != 0 or actor.calculate_entropy)
@@ -497,10 +500,15 @@ class _State:
         return 0.0 if self.critic_off else self.critic_w + self.critic_o
 
 
+def fsdp_shards(L: Layout) -> int:
+    """GPUs the FSDP actor shards its state over: fsdp_size where it is below the GPU count, else every GPU."""
+    return L.fsdp_size if 0 < L.fsdp_size < L.n_gpus else L.n_gpus
+
+
 def _actor_state(s: ModelShape, L: Layout) -> _State:
     """The actor's weights, gradients, Adam states per GPU. FSDP shards over every GPU (fsdp_size=-1; Ulysses SP
-    only splits the data: workers/engine/fsdp/transformer_impl.py builds the mesh over the whole world). Megatron
-    over TP × PP, Adam over all GPUs."""
+    only splits the data: workers/engine/fsdp/transformer_impl.py builds the mesh over the whole world), or over
+    fsdp_size of them (fsdp_shards). Megatron over TP × PP, Adam over all GPUs."""
     P, n, gpn = s.params, L.n_gpus, L.gpus_per_node
     st = _State()
     if L.megatron:
@@ -512,10 +520,11 @@ def _actor_state(s: ModelShape, L: Layout) -> _State:
         st.host += (optim_all - st.optim) * gpn
         st.ref_weights = MEGATRON_WEIGHT_BYTES * per_gpu
     else:
-        st.weights = FSDP_WEIGHT_BYTES * P / n
+        shards = fsdp_shards(L)
+        st.weights = FSDP_WEIGHT_BYTES * P / shards
         trained = s.lora_params(L.lora_rank) if L.lora_rank else P
-        st.grads = 4 * trained / n
-        st.optim = ADAM_BYTES * trained / n
+        st.grads = 4 * trained / shards
+        st.optim = ADAM_BYTES * trained / shards
         # the unit being computed and the prefetched one (FSDP's default backward prefetch), gathered in bf16 (mixed
         # precision param_dtype); the embedding / LM head is the largest unit
         st.gather = 2 * 2 * max(s.layer_params(), s.vocab * s.hidden)

@@ -268,9 +268,9 @@ def training_coeffs(s: Any, L: Any, analytic: Any) -> Coeffs:
     return Coeffs(fwd, train, value, value, 4.0, a.ENTROPY_SOFTMAX_BYTES * s.vocab, source)
 
 
-def _role(s: Any, L: Any, *, offload_params: bool, offload_optimizer: bool) -> Any:
+def _role(s: Any, L: Any, *, offload_params: bool, offload_optimizer: bool, shards: int = 0) -> Any:
     trained = s.lora_params(L.lora_rank) if L.lora_rank else s.params
-    return Role(params=s.params, trained=trained, layers=s.layers, shards=L.n_gpus,
+    return Role(params=s.params, trained=trained, layers=s.layers, shards=shards or L.n_gpus,
                          offload_params=offload_params, offload_optimizer=offload_optimizer,
                          largest_unit=max(s.layer_params(), s.vocab * s.hidden))
 
@@ -283,8 +283,8 @@ def fsdp_training_phases(e: Any, s: Any, L: Any, st: Any, terms: Callable, t_tra
     model these phases decide the verdict (basis "traced"); without, the analytic phases already in `e` stay
     (basis "analytic") and the passes only give verl_metrics."""
     c = training_coeffs(s, L, analytic)
-    actor = replace(_role(s, L, offload_params=L.offload_params, offload_optimizer=L.offload_optimizer),
-                    on_host=bool(getattr(L, "fsdp_cpu_policy", False)))
+    actor = replace(_role(s, L, offload_params=L.offload_params, offload_optimizer=L.offload_optimizer,
+                          shards=analytic.fsdp_shards(L)), on_host=bool(getattr(L, "fsdp_cpu_policy", False)))
     ref = replace(actor, offload_params=True, offload_optimizer=True, on_host=False) if st.has_ref else None
     critic = critic_c = None
     if L.critic is not None:

@@ -235,6 +235,9 @@ class Workload:
     virtual_pipeline: int = 1  # Megatron VPP (virtual_pipeline_model_parallel_size): the interleaved schedule
     offload_params: bool = False
     offload_optimizer: bool = False
+    # the FSDP actor's fsdp_config.fsdp_size: below n_gpus a (ddp × fsdp) mesh, sharded over fsdp_size GPUs and
+    # replicated over the rest (verl 0.9.1 workers/engine/fsdp/utils.py:47-52); 0 or -1: over every GPU
+    fsdp_size: int = 0
     has_ref: bool = False
     has_critic: bool = False
     critic_params: Optional[float] = None  # None: as the policy
@@ -503,19 +506,30 @@ def moe_dispatch_seconds(w: Workload, pk_name: str, pk: Peak, tokens_per_gpu: fl
     return max(intra / A2A_ETA, nic / A2A_NIC_ETA) + permute
 
 
-def fsdp_gather_seconds(w: Workload, pk_name: str, micros: float, bytes_per_param: float) -> float:
+def fsdp_gather_seconds(w: Workload, pk_name: str, micros: float, bytes_per_param: float,
+                        reduce_bytes: float = 0.0) -> float:
     """Seconds of FSDP parameter all-gathers and gradient reduce-scatters one GPU waits for over `micros`
     micro-batches moving `bytes_per_param` bytes of every parameter each (0 for Megatron or one GPU): ring
-    collectives at the slower of the node's GPU link (INTRA_NODE_GB_S: NVLink, or PCIe) and, across nodes, the
-    node's NICs together (one ring per NIC)."""
+    collectives over the GPUs that shard the model (all of them, or fsdp_size) at the slower of the node's GPU link
+    (INTRA_NODE_GB_S: NVLink, or PCIe) and, where the shard group spans nodes, the node's NICs together (one ring per
+    NIC). With fewer shards than GPUs, each micro-batch's gradient shard (`reduce_bytes` per parameter: verl reduces
+    in fp32) is also all-reduced over the replicas, one per shard group, across the NICs (a ring sends 2 (r − 1) / r
+    of it; verl syncs every micro-batch: use_no_sync_for_gradient_accumulation false, engine/fsdp.yaml)."""
     n = w.n_gpus
     if w.backend == "megatron" or n <= 1:
         return 0.0
+    shards = w.fsdp_size if 0 < w.fsdp_size < n else n
     gpn = max(min(w.gpus_per_node, n), 1)
     link = INTRA_NODE_GB_S.get(pk_name, INTRA_NODE_GB_S["H100"])
-    if n > gpn:
+    if shards > gpn:
         link = min(link, gpn * NIC_GB_S)
-    return micros * w.params * bytes_per_param * (n - 1) / n / (link * 1e9 * COLLECTIVE_ETA)
+    gather = micros * w.params * bytes_per_param * (shards - 1) / shards / (link * 1e9 * COLLECTIVE_ETA)
+    replicas = n // shards
+    if replicas <= 1 or not reduce_bytes:
+        return gather
+    across = NIC_GB_S if n > gpn else INTRA_NODE_GB_S.get(pk_name, INTRA_NODE_GB_S["H100"])  # one node: its GPU link
+    reduce = 2 * (replicas - 1) / replicas * reduce_bytes * w.params / shards
+    return gather + micros * reduce / (across * 1e9 * COLLECTIVE_ETA)
 
 
 def expert_loop_seconds(w: Workload, passes: int) -> float:
@@ -684,7 +698,7 @@ def predict(w: Workload) -> StepTime:
     train_flops = per_gpu_tokens * (6 * w.active_params + 3 * attn) * recompute * w.ppo_epochs
     optim = offload_seconds(w, optimizer=True) if w.offload_optimizer else 0.0
     upd_moe = moe_dispatch_seconds(w, name, pk, per_gpu_tokens, (3 if w.recompute else 2) * w.ppo_epochs)
-    upd_gather = fsdp_gather_seconds(w, name, tr_micros, 8)
+    upd_gather = fsdp_gather_seconds(w, name, tr_micros, 8, reduce_bytes=4)
     upd_loop = expert_loop_seconds(w, 3 if w.recompute else 2)
     upd_micro = tr_micros * (TRAIN_MICRO_S * stage * bubble(tr_micros, w.mini_batches) + upd_loop)
     upd = max(_pass_seconds(train_flops, pk, TRAIN_ETA, TRAIN_INTENSITY) + upd_moe, upd_gather) \

@@ -31,10 +31,12 @@ def workload_from_config(get, shape, *, n_gpus: int, gpu_type: Optional[str], gp
         etp = _int(get(f"{A}.megatron.expert_tensor_parallel_size"), mtp)
         recompute = get(f"{A}.megatron.override_transformer_config.recompute_granularity") == "full"
         off_p, off_o = bool(get(f"{A}.megatron.param_offload")), bool(get(f"{A}.megatron.optimizer_offload"))
+        fsdp_size = 0
     else:
         mp, pp, cp, ep, etp = _int(get(f"{A}.ulysses_sequence_parallel_size"), 1), 1, 1, 1, 1
         recompute = get(f"{M}.enable_gradient_checkpointing") is not False
         off_p, off_o = bool(get(f"{A}.fsdp_config.param_offload")), bool(get(f"{A}.fsdp_config.optimizer_offload"))
+        fsdp_size = _int(get(f"{A}.fsdp_config.fsdp_size"), 0)
     # one-step-off and fully async (verl/experimental/*/config): the rollout on rollout.nnodes × n_gpus_per_node GPUs
     # of its own (one_step_off_policy/main_ppo.py:121-122, fully_async_main.py:235-236), overlapping training
     own = _int(get("rollout.nnodes"), 0) * _int(get("rollout.n_gpus_per_node"), 0)
@@ -73,7 +75,7 @@ def workload_from_config(get, shape, *, n_gpus: int, gpu_type: Optional[str], gp
         top_k=int(getattr(shape, "active_experts", 0) or 0), experts=int(getattr(shape, "experts", 0) or 0),
         routed_params=float(getattr(shape, "routed_expert_params", 0) or 0),
         weight_tensors=shape.checkpoint_tensors() if hasattr(shape, "checkpoint_tensors") else 0,
-        offload_params=off_p, offload_optimizer=off_o, has_ref=has_ref, has_critic=has_critic,
+        offload_params=off_p, offload_optimizer=off_o, fsdp_size=fsdp_size, has_ref=has_ref, has_critic=has_critic,
         multi_turn=bool(get(f"{R}.multi_turn.enable")),
         assistant_turns=_int(get(f"{R}.multi_turn.max_assistant_turns") or get(f"{R}.multi_turn.max_user_turns"), 0),
         tool_response_chars=_int(get(f"{R}.multi_turn.max_tool_response_length"), TOOL_RESPONSE_CHARS),

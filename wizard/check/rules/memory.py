@@ -91,7 +91,7 @@ def _layout(c: Ctx, f: Facts, shape: Any, hw: Any, tp: int, gmu: float) -> tuple
     static = not f.dynamic and c.v(f"{M}.use_remove_padding") is not False
     if static and lp_dynamic:  # the layout's one fill applies to both passes: a log-prob budget is not filled
         lp_tokens = int(lp_tokens / MEAN_FILL)
-    cp, ep, etp, recompute, cpu_policy = 1, 1, None, False, False
+    cp, ep, etp, recompute, cpu_policy, fsdp_size = 1, 1, None, False, False, 0
     grad_bytes, optim_bytes, cpu_fraction = memory.MEGATRON_GRAD_BYTES, memory.MEGATRON_OPTIM_BYTES, 0.0
     if f.megatron:
         off_p, off_o = bool(c.v(f"{A}.megatron.param_offload")), bool(c.v(f"{A}.megatron.optimizer_offload"))
@@ -107,6 +107,7 @@ def _layout(c: Ctx, f: Facts, shape: Any, hw: Any, tp: int, gmu: float) -> tuple
         off_p, off_o = bool(c.v(f"{A}.fsdp_config.param_offload")), bool(c.v(f"{A}.fsdp_config.optimizer_offload"))
         # FSDP2's CPUOffloadPolicy (fsdp2 and fsdp_turbo only; FSDP1 ignores the key: transformer_impl.py:450-463)
         cpu_policy = bool(c.v(f"{A}.fsdp_config.offload_policy")) and c.v(f"{A}.strategy") in ("fsdp2", "fsdp_turbo")
+        fsdp_size = c.int(f"{A}.fsdp_config.fsdp_size") or 0
         # verl forces CPU offload on the FSDP reference whatever its param_offload says (forward-only engine:
         # workers/engine/fsdp/transformer_impl.py:422-463)
         ref_resident = False
@@ -156,7 +157,8 @@ def _layout(c: Ctx, f: Facts, shape: Any, hw: Any, tp: int, gmu: float) -> tuple
                     reward_seq_len=reward_seq if reward_seq > 0 else 0,
                     reward_free_cache=c.v("reward.reward_model.rollout.free_cache_engine") is not False,
                     image_share=image_share, rollout_dp=c.int(f"{R}.data_parallel_size") or 1,
-                    optimizer_cpu_fraction=cpu_fraction, fsdp_cpu_policy=cpu_policy, grad_bytes=grad_bytes,
+                    optimizer_cpu_fraction=cpu_fraction, fsdp_cpu_policy=cpu_policy, fsdp_size=fsdp_size,
+                    grad_bytes=grad_bytes,
                     optim_bytes=optim_bytes,
                     update_entropy=bool(c.v(f"{A}.calculate_entropy")) or (c.num(f"{A}.entropy_coeff") or 0.0) != 0.0,
                     free_cache_engine=c.v(f"{R}.free_cache_engine") is not False, gpu_type=hw.gpu_type,
