@@ -159,3 +159,33 @@ def test_a_hybrid_by_name_resolves_from_the_catalogue():
     assert resolve_shape("Qwen/Qwen3.5-9B").linear_layers == 24
     assert resolve_shape("Qwen/Qwen3.5-9B", 9.0).source == "catalogue"  # the answer of 9 confirms the 9.4B entry
     assert resolve_shape("Qwen/Qwen3-Next-80B-A3B-Thinking").linear_layers == 36
+
+
+def _findings(tmp_path, *extra: str) -> dict:
+    from wizard.check.lint import check
+
+    for name in ("train.parquet", "val.parquet"):
+        (tmp_path / name).write_bytes(b"PAR1")
+    argv = ["algorithm.adv_estimator=grpo", f"data.train_files={tmp_path / 'train.parquet'}",
+            f"data.val_files={tmp_path / 'val.parquet'}", "data.train_batch_size=64", "data.max_prompt_length=1024",
+            "data.max_response_length=8192", "actor_rollout_ref.actor.ppo_mini_batch_size=32",
+            "actor_rollout_ref.actor.use_dynamic_bsz=True", "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=20480",
+            "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=True",
+            "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=20480", "actor_rollout_ref.rollout.name=vllm",
+            "actor_rollout_ref.rollout.n=4", "trainer.logger=[console]", "trainer.nnodes=1",
+            "trainer.n_gpus_per_node=8", *extra]
+    report = check(None, argv, nnodes=1, gpus_per_node=8, gpu_memory_gb=80, defaults="snapshot",
+                   env={"HOME": "/nonexistent-home"})
+    return {f.problem.rule: f.problem for f in report.findings}
+
+
+def test_ulysses_on_a_gated_deltanet_model_names_flas_context_parallel_kernels(tmp_path):
+    """verl 0.9.1 splits Qwen3.5's GDN layers over Ulysses ranks with flash-linear-attention's context-parallel
+    kernels and raises NotImplementedError inside the workers without them (models/transformers/qwen3_5.py:168-172):
+    a warning naming the version check, for a hybrid under SP only. Controls: SP 1, and a dense model under SP 2."""
+    sp = "actor_rollout_ref.actor.ulysses_sequence_parallel_size=2"
+    found = _findings(tmp_path, "actor_rollout_ref.model.path=Qwen/Qwen3.5-9B", sp)
+    assert found["VI907"].severity == "warning" and "24 Gated DeltaNet layers" in found["VI907"].message
+    assert "verl-init doctor" in found["VI907"].hint and "ulysses_sequence_parallel_size=1" in found["VI907"].hint
+    assert "VI907" not in _findings(tmp_path, "actor_rollout_ref.model.path=Qwen/Qwen3.5-9B")
+    assert "VI907" not in _findings(tmp_path, "actor_rollout_ref.model.path=Qwen/Qwen2.5-7B-Instruct", sp)

@@ -93,6 +93,7 @@ WARNED = [
     ("VI405", dict(algorithm="ppo", samples_per_prompt=1, reward="model", reward_model="org/rm-1.5B",
                    critic_model="org/rm-1.5B")),
     ("VI408", dict(lora_rank=24)),
+    ("VI320", dict(model="Qwen/Qwen3.5-9B", max_response_length=16384)),
     ("VI512", dict(dataset="./data/train.jsonl", val_fraction=0)),
     ("VI506", dict(reward="function", reward_function="./missing_reward.py:score", cluster="slurm", nnodes=2)),
     ("VI507", dict(reward="function", reward_function="/opt/rewards/score.py:score", cluster="ray", nnodes=2)),

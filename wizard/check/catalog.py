@@ -106,6 +106,9 @@ RULES: dict[str, tuple[str, str]] = {
     "VI905": ("rollout data parallel across nodes for a dense model", "a vLLM replica of TP×DP GPUs larger than a node "
               "becomes one multi-node server (replica.py:113-118, vllm_async_server.py:384-414) although a model without "
               "experts gains nothing over separate TP replicas (DP in a replica serves EP = TP×DP)"),
+    "VI907": ("Ulysses sequence parallel on a Gated DeltaNet model", "verl 0.9.1 splits Qwen3.5's linear-attention "
+              "layers with flash-linear-attention's context-parallel kernels (models/transformers/qwen3_5.py:168-172 "
+              "raises NotImplementedError without them, inside the workers)"),
     "VI906": ("rollout max_model_len above max_num_batched_tokens", "vLLM admits it only through chunked prefill; verl's "
               "rollout config asks to raise max_num_batched_tokens or lower max_model_len (rollout.yaml:86, "
               "vllm_async_server.py:1113)"),

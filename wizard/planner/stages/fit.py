@@ -1,5 +1,6 @@
 """Rule stages of memory: the model's shape, the layout whose memory peak fits (wizard.planner.memory.choose; VI311,
-VI601, VI602, VI605, VI606) and the final plan's verdict (VI607).
+VI601, VI602, VI605, VI606; VI320 when it splits a Gated DeltaNet model with Ulysses) and the final plan's verdict
+(VI607).
 """
 
 from __future__ import annotations
@@ -100,6 +101,16 @@ def memory_fit(b: Build) -> None:
         b.gmu = a.gpu_memory_utilization or 0.6
         b.offload = bool(a.offload)
     b.mtp, b.mpp = b.grid.tp, b.grid.pp
+    if b.sp > 1 and not b.megatron and shape is not None and shape.linear_layers:
+        # the checker's VI907: verl 0.9.1 splits Gated DeltaNet layers over Ulysses ranks with flash-linear-attention's
+        # context-parallel kernels and raises NotImplementedError without them (models/transformers/qwen3_5.py:168-172)
+        f.warning("VI320", ("sequence_parallel", "model"),
+                  f"sequence_parallel={b.sp} on {shape.name}: verl splits its {shape.linear_layers} Gated DeltaNet layers "
+                  "with flash-linear-attention's context-parallel kernels (fla.ops.cp); without them the workers raise "
+                  "NotImplementedError at the first pass",
+                  "install a flash-linear-attention with context-parallel support on the GPU machines (verl PR #6660 "
+                  "validated 0.5.1; `verl-init doctor` shows the version), or shorten max_response_length so that one "
+                  "GPU holds a sequence")
     rollout_ep(b)
     b.facts.update(dp=b.dp, sequence_parallel=b.sp, megatron_tp=b.mtp, megatron_pp=b.mpp, megatron_cp=b.grid.cp,
                    megatron_ep=b.grid.ep, megatron_etp=b.grid.etp, megatron_vpp=b.grid.vpp,
