@@ -27,6 +27,10 @@ from steptime_cases import cases
 
 TABLES_DIR = Path(__file__).resolve().parent / "data" / "reference" / "sibling-tables"
 LOGS = TABLES_DIR.parent / "sibling-logs.json"
+DOCS = TABLES_DIR.parent / "sibling-docs.json"
+# what an entry of sibling-logs.json / sibling-docs.json may replace in its template report
+REPLACED = ("source_group", "algorithm", "rollout_tp", "rollout_mode", "rollout_gpus", "backend", "train_parallel",
+            "config_source", "verl_version", "date")
 SOURCE = "https://github.com/ISEEKYAN/verl_megatron_practice/blob/dfd811adc3e42edc0d5b32cdfca5e7ad9df5c4f0/"
 # each table and the report of step-times.json that is one of its rows (the template)
 TABLES = {"dapo7b.csv": "T01", "dapo14b.csv": "T07", "dapo32b.csv": "T08", "dapo_moe30b.csv": "T11",
@@ -122,14 +126,21 @@ def report(table: str, row: dict[str, str], template: dict[str, Any]) -> dict[st
 
 
 def log_report(log: dict[str, Any], template: dict[str, Any]) -> dict[str, Any]:
-    """One entry of sibling-logs.json as a step-times.json report: its template with the entry's settings, command
-    and timings, the template's derived block and per-step rows dropped."""
+    """One entry of sibling-logs.json or sibling-docs.json as a step-times.json report: its template with the
+    entry's settings (config merged; hardware merged, its GPU total recounted; layout, rollout mode, launch script,
+    version and date replaced where the entry gives them), its command and its timings, the template's derived
+    block and per-step rows dropped."""
     r = copy.deepcopy(template)
-    r.update(id=log["id"], url=log["url"], algorithm=log["algorithm"], rollout_tp=log["rollout_tp"],
-             overrides=list(log["overrides"]), derived=None, per_step=None,
+    r.update(id=log["id"], url=log["url"], derived=None, per_step=None,
              notes=f"sibling run of {template['id']} ({log['what']}), built by tests/sibling_cases.py",
              sibling_of=template["id"], sibling_group=log["id"].split("/")[0])
+    r.update({k: log[k] for k in REPLACED if k in log})
+    if "overrides" in log:
+        r["overrides"] = list(log["overrides"])
     r["config"] = {**r["config"], **log["config"]}
+    hw = r["hardware"] = {**r["hardware"], **log.get("hardware", {})}
+    if "nnodes" in log.get("hardware", {}) and "n_gpus_total" not in log["hardware"]:
+        hw["n_gpus_total"] = hw["nnodes"] * hw["n_gpus_per_node"]
     r["measured"] = {**{k: None for k in r["measured"]}, **log["measured"]}
     return r
 
@@ -145,4 +156,5 @@ def sibling_cases() -> list[dict[str, Any]]:
             if any(v for k, v in r["measured"].items() if k.startswith("timing_s/")):
                 out.append(r)
     out += [log_report(log, shown[log["template"]]) for log in json.loads(LOGS.read_text(encoding="utf-8"))["logs"]]
+    out += [log_report(row, shown[row["template"]]) for row in json.loads(DOCS.read_text(encoding="utf-8"))["rows"]]
     return out

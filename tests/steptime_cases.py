@@ -10,14 +10,16 @@ share of max_response_length, what `check` assumes when not told). Nothing is fi
 
 from __future__ import annotations
 
+import functools
 import json
-import re
 import math
+import re
 from pathlib import Path
 from typing import Any, Optional
 
 from wizard.planner.shapes import from_moe_params, resolve_shape
 from wizard.planner import steptime as st
+from wizard.planner.steptime_config import fully_async_cycle_prompts as cycle_prompts
 from wizard.verlspec.keys import load_snapshot
 
 DATA = Path(__file__).resolve().parent / "data" / "reference" / "step-times.json"
@@ -179,20 +181,52 @@ SCRIPTS = Path(__file__).resolve().parent / "data" / "reference" / "verl-async-s
 
 def _script_sets(c: dict[str, Any], key: str) -> Optional[str]:
     """The value a report's config_source launch script gives `key`, when that script is one of verl's copied under
-    tests/data/reference/verl-async-scripts (named by its path from the policy folder on)."""
+    tests/data/reference/verl-async-scripts (named by its path from the policy folder on), read as `check` reads a
+    script (wizard.check.shellargs: its variables expanded, nothing run)."""
     found = re.search(r"((?:fully_async|one_step_off)_policy/shell/[\w.-]+\.sh)", str(c.get("config_source") or ""))
     path = SCRIPTS / found.group(1) if found else None
     if path is None or not path.is_file():
         return None
-    hit = re.search(rf"^\s*\+?{re.escape(key)}=(\S+?)\s*\\?$", path.read_text(encoding="utf-8"), re.M)
-    return hit.group(1) if hit else None
+    values = [o.split("=", 1)[1] for o in _script_overrides(path) if o.split("=", 1)[0].lstrip("+") == key]
+    return values[-1] if values else None
+
+
+@functools.lru_cache(maxsize=None)
+def _script_overrides(path: Path) -> tuple[str, ...]:
+    from wizard.check.shellargs import extract_file
+
+    return tuple(extract_file(path).overrides)
 
 
 def _stated(c: dict[str, Any], key: str) -> Optional[str]:
-    """A key's value as the report's overrides or its copied launch script set it, quotes stripped (None for one a
-    shell variable sets: the script is read, not run)."""
+    """A key's value as the report's overrides or its copied launch script set it, quotes stripped (None for one the
+    script leaves to its environment)."""
     stated = _override(c, key) or _script_sets(c, key)
-    return stated.strip("'\"") if stated and "$" not in stated else None
+    return stated.strip("'\"") if stated and "$" not in stated and "UNSET_" not in stated else None
+
+
+# verl's fully async trainer's defaults (experimental/fully_async_policy/config/fully_async_ppo_trainer.yaml:16-23
+# at verl main 1dda039b): trigger_parameter_sync_step 4, require_batches 1, partial_rollout True
+FULLY_ASYNC_DEFAULTS = {"require_batches": 1, "trigger_parameter_sync_step": 4, "partial_rollout": True}
+
+
+def fully_async(c: dict[str, Any]) -> Optional[dict[str, Any]]:
+    """A fully async report's async_training settings (its config's, else its overrides' or script's, else verl's
+    defaults); None for any other report: one whose rollout has no GPUs of its own, or a one-step-off run (its
+    mode names one-step-off and nothing sets async_training)."""
+    if not rollout_gpus(c):
+        return None
+    cfg = c.get("config") or {}
+    stated = {k: cfg.get(k) if cfg.get(k) is not None else _stated(c, f"async_training.{k}")
+              for k in FULLY_ASYNC_DEFAULTS}
+    mode = str(c.get("rollout_mode") or "").lower()
+    if not re.search(r"fully[ _-]?async", mode) and all(v is None for v in stated.values()):
+        return None
+    out = {k: FULLY_ASYNC_DEFAULTS[k] if v is None else v for k, v in stated.items()}
+    out["require_batches"], out["trigger_parameter_sync_step"] = (int(out["require_batches"]),
+                                                                  int(out["trigger_parameter_sync_step"]))
+    out["partial_rollout"] = str(out["partial_rollout"]).lower() != "false"
+    return out
 
 
 def rollout_logprobs(c: dict[str, Any]) -> bool:
@@ -228,13 +262,13 @@ def expert_loop(c: dict[str, Any], megatron: bool, experts: int) -> bool:
 
 
 def rollout_engine(c: dict[str, Any]) -> dict[str, Any]:
-    """max_num_seqs, enforce_eager and vLLM's engine as the report's launch script set them, else its verl
+    """max_num_seqs, enforce_eager and vLLM's engine as the report's overrides or launch script set them, else its verl
     version's default: max_num_seqs 1024 before verl 0.9 (ppo_trainer.yaml of verl 0.3, volcengine/verl@008db456;
     the docs' config.rst listed 1024 until verl PR #7646, 2026-09), 256 in 0.9 (rollout.yaml:84); enforce_eager
     True for a run dated before EAGER_UNTIL (undated: verl up to 0.5), else False (T08 and T15 set True); vLLM's
     V0 engine before V1_FROM (undated: verl up to 0.3)."""
-    seqs = _override(c, "actor_rollout_ref.rollout.max_num_seqs")
-    eager = _override(c, "actor_rollout_ref.rollout.enforce_eager")
+    seqs = _stated(c, "actor_rollout_ref.rollout.max_num_seqs")
+    eager = _stated(c, "actor_rollout_ref.rollout.enforce_eager")
     minor, dated = _verl_minor(c), str(c.get("date") or "")
     default_eager = dated < EAGER_UNTIL if dated else minor <= 5
     return {"max_num_seqs": int(seqs) if seqs else (1024 if minor < 9 else 256),
@@ -256,7 +290,11 @@ def rollout_gpus(c: dict[str, Any]) -> int:
     text = " ".join(str(c.get(k) or "") for k in ("rollout_mode", "train_parallel", "notes")).lower()
     found = re.search(r"(\d+)\s*(?:rollout|generation|inference)\s*gpus?|(?:rollout|generation|inference)\s*[:=(]?\s*"
                       r"(\d+)\s*gpus?", text)
-    return int(found.group(1) or found.group(2)) if found else 0
+    if found:
+        return int(found.group(1) or found.group(2))
+    # verl's async docs write the split rollout:trainer ("fully_async_policy 16:16", "96:32"; fully_async.md)
+    found = re.search(r"(?<![\d.:])(\d+)\s*:\s*(\d+)(?![\d.:])", text)
+    return int(found.group(1)) if found else 0
 
 
 def workload(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> st.Workload:
@@ -284,9 +322,13 @@ def workload(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> st.Workload:
         recompute = cfg.get("gradient_checkpointing") is not False
     dyn = bool(cfg.get("use_dynamic_bsz"))
     tbs = setting(c, "train_batch_size")
+    streamed = fully_async(c)
+    if streamed:  # a logged step: trigger_parameter_sync_step local steps of require_batches mini-batches each
+        tbs = cycle_prompts(lambda key: streamed.get(key.rsplit(".", 1)[-1]) if key.startswith("async_training.")
+                            else setting(c, "ppo_mini_batch_size"))
     return st.Workload(
         **st.shape_fields(shape, tp), n_gpus=n_gpus,
-        prompts=cfg.get("gen_batch_size") or tbs, train_prompts=tbs, n=setting(c, "rollout_n"),
+        prompts=tbs if streamed else cfg.get("gen_batch_size") or tbs, train_prompts=tbs, n=setting(c, "rollout_n"),
         filter_groups=bool(cfg.get("filter_groups_dynamic_sampling")), max_prompt=setting(c, "max_prompt_length"),
         max_response=setting(c, "max_response_length"), response_mean=resp, prompt_mean=None,
         gpu_type=hw.get("gpu"), gpu_memory_gb=hw.get("gpu_memory_gb"), rollout_tp=tp,
@@ -311,6 +353,10 @@ def workload(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> st.Workload:
         multi_turn=bool(cfg.get("multi_turn")), assistant_turns=cfg.get("multi_turn_max_assistant_turns") or 0,
         tool_response_chars=cfg.get("multi_turn_max_tool_response_length") or st.TOOL_RESPONSE_CHARS,
         remove_padding=cfg.get("use_remove_padding") is not False, rollout_gpus=own, overlap=own > 0,
+        streaming=bool(streamed and streamed["partial_rollout"]),
+        # verl's async trainers default to the rollout's own log-probs (bypass_mode: True in both configs); a
+        # measured old_log_prob says the run computed them
+        old_logprob=not own or bool(c["measured"].get("timing_s/old_log_prob")),
         rollout_logprobs=rollout_logprobs(c), driver_entropy=driver_entropy(c),
         loss_agg_mode=_stated(c, "actor_rollout_ref.actor.loss_agg_mode") or "token-mean",
         **rollout_engine(c))
@@ -328,7 +374,7 @@ def _expert_tp(c: dict[str, Any], n_gpus: int) -> int:
     initialize_model_parallel: the expert groups' RankGenerator); a report of TP 4, EP 8 on 16 GPUs ran, so its
     experts were not split four ways (the source table's scripts set ETP=1)."""
     cfg = c.get("config") or {}
-    stated = _override(c, "actor_rollout_ref.actor.megatron.expert_tensor_parallel_size")
+    stated = _stated(c, "actor_rollout_ref.actor.megatron.expert_tensor_parallel_size")
     if stated:
         return int(stated)
     tp, ep, pp = cfg.get("megatron_tp") or 1, cfg.get("megatron_ep") or 1, cfg.get("megatron_pp") or 1
@@ -354,7 +400,13 @@ def compare(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> dict[str, tup
         out["step"] = (pred.step_s if pred else math.nan, float(m["timing_s/step"]))
     for phase, metric in PHASE_METRIC.items():
         if m.get(metric):
-            out[phase] = (pred.phases.get(phase, math.nan) if pred else math.nan, float(m[metric]))
+            value = pred.gen_timer_s if pred and phase == "rollout" else pred.phases.get(phase, math.nan) if pred \
+                else math.nan
+            out[phase] = (value, float(m[metric]))
+    # a rollout of its own: verl's timing_s/gen is the trainer's wait (StepTime.gen_timer_s), the generation itself
+    # is the rollout side's generate_sequences
+    if pred and pred.overlap and m.get("timing_s/generate_sequences"):
+        out["generation"] = (pred.phases["rollout"], float(m["timing_s/generate_sequences"]))
     return out
 
 

@@ -63,7 +63,8 @@ def test_balance_states_the_wait_and_takes_the_fastest_split_training_can_run():
     b = sp.balance(w, cur, lambda s: True)
     assert b.idle_side == "training"
     assert b.idle_share == pytest.approx(1 - b.train_s / b.rollout_s)
-    assert b.step_s == pytest.approx(max(b.rollout_s, b.train_s) + st.predict(w).phases["weight sync"])
+    assert b.step_s == pytest.approx(max(b.rollout_s, b.train_s) + st.predict(w).receive_s
+                                     + st.predict(w).phases["weight sync"])
     assert b.best is not None and b.best.rollout_gpus > cur.rollout_gpus
     assert b.best_step_s == min(s for _, s in b.table) <= b.step_s * (1 - sp.GAIN)
     # each split is timed as the model times it: training on its trainer GPUs, the rollout on its own

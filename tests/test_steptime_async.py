@@ -50,8 +50,18 @@ def test_a_rollout_of_its_own_overlaps_training():
     assert b.phases["rollout"] == pytest.approx(st.predict(_work(n_gpus=4)).phases["rollout"])
     assert b.phases["rollout"] > a.phases["rollout"]
     train = sum(v for k, v in b.phases.items() if k not in ("rollout", "weight sync"))
-    assert b.step_s == pytest.approx(max(b.phases["rollout"], train) + b.phases["weight sync"])
+    # the trainer receives the batch the rollout built, padded to max_prompt + max_response: input_ids,
+    # attention_mask and position_ids (int64) per slot, responses (int64) and rollout log-probs (fp32) per response slot
+    seqs, slots = 256 * 8, 256 * 8 * (512 + 4096)
+    receive = (3 * 8 * slots + (8 + 4) * seqs * 4096) / 1e9 / st.DRIVER_GB_S
+    assert b.receive_s == pytest.approx(receive) and a.receive_s == 0.0
+    assert b.step_s == pytest.approx(max(b.phases["rollout"], train) + receive + b.phases["weight sync"])
     assert b.step_s < sum(b.phases.values())
+    # verl's gen timer: the rollout when colocated; with a rollout of its own, the wait beyond the training, plus
+    # the receipt
+    assert a.gen_timer_s == a.phases["rollout"]
+    assert b.gen_timer_s == pytest.approx(max(b.phases["rollout"] - train, 0.0) + receive)
+    assert b.step_s == pytest.approx(train + b.gen_timer_s + b.phases["weight sync"])
     assert st.run_hours(b, 10, 12)[1] == pytest.approx(b.step_s * 10 / 3600 * 16)
     assert st.run_hours(a, 10, 12)[1] == pytest.approx(a.step_s * 10 / 3600 * 12)
 
@@ -78,7 +88,7 @@ def test_the_fully_async_trainer_takes_require_batches_mini_batches_and_streams(
 def test_check_times_a_one_step_off_script_with_its_own_rollout_gpus(tmp_path):
     """A one-step-off launch script (its own config tree; bypass_mode true there,
     one_step_off_ppo_trainer.yaml): 12 trainer GPUs and 4 rollout GPUs; `check` predicts no old log-prob pass, a step
-    of the longer side plus the sync, and GPU-hours for all 16 GPUs."""
+    of the longer side plus the batch's receipt and the sync, and GPU-hours for all 16 GPUs."""
     path = Path(tmp_path) / "run.sh"
     words = [*PPO, "trainer.n_gpus_per_node=12", "rollout.nnodes=1", "rollout.n_gpus_per_node=4"]
     path.write_text("#!/bin/bash\npython3 -m verl.experimental.one_step_off_policy.main_ppo \\\n    "
@@ -88,7 +98,12 @@ def test_check_times_a_one_step_off_script_with_its_own_rollout_gpus(tmp_path):
     phases = report.time["phases_detail"]
     assert "old log-prob" not in phases
     train = sum(v for k, v in phases.items() if k not in ("rollout", "weight sync"))
-    assert report.time["step_s"] == pytest.approx(max(phases["rollout"], train) + phases["weight sync"], abs=0.2)
+    # the trainer's wait for the batch: the rollout beyond the training, plus the batch's receipt (verl's gen timer)
+    receive = report.time["batch_receive_s"]
+    assert receive > 0 and report.time["gen_timer_s"] == pytest.approx(max(phases["rollout"] - train, 0) + receive,
+                                                                       abs=0.2)
+    assert report.time["step_s"] == pytest.approx(max(phases["rollout"], train) + receive + phases["weight sync"],
+                                                  abs=0.2)
     steps = report.time["run_steps"]
     assert report.time["run_gpu_hours"] == pytest.approx(report.time["step_s"] * steps / 3600 * 16, rel=0.01)
     line = next(f.problem.line() for f in report.findings if f.problem.rule == "VI895")

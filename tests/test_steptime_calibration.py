@@ -309,9 +309,65 @@ def test_a_one_step_off_report_runs_its_rollout_on_its_own_gpus():
     assert (w.n_gpus, w.rollout_gpus, w.overlap) == (12, 4, True)
     pred = st.predict(w)
     train = sum(v for k, v in pred.phases.items() if k not in ("rollout", "weight sync"))
-    assert pred.step_s == pytest.approx(max(pred.phases["rollout"], train) + pred.phases["weight sync"])
+    assert pred.step_s == pytest.approx(max(pred.phases["rollout"], train) + pred.receive_s + pred.phases["weight sync"])
     odd["notes"], odd["rollout_gpus"] = "", 8
     assert workload(odd, CASES).rollout_gpus == 8
     odd["rollout_mode"], odd["rollout_gpus"] = "sync (colocated)", None
     odd["notes"] = "Generation: 4 GPUs"
     assert workload(odd, CASES).rollout_gpus == 0
+
+
+def test_a_fully_async_report_trains_its_sync_cycle_and_streams():
+    """A fully async report (its mode says so, or its settings or launch script set async_training): a logged step
+    is trigger_parameter_sync_step local steps of require_batches mini-batches (verl's defaults 4 and 1 where the
+    report states neither), streamed when partial_rollout is on, without an old log-prob pass unless one was
+    measured (bypass_mode: True in verl's async configs); the "N:M" split of verl's docs is rollout:trainer. A
+    one-step-off report is not fully async; a colocated one has no rollout GPUs of its own."""
+    import copy
+
+    from steptime_cases import fully_async, rollout_gpus, workload
+
+    base = next(c for c in CASES if c["id"] == "T17")  # 32 H20, mini-batch 32
+    fa = copy.deepcopy(base)
+    fa["rollout_mode"] = "fully_async_policy 16:16 (staleness 0.5)"
+    fa["measured"]["timing_s/old_log_prob"] = None
+    assert rollout_gpus(fa) == 16
+    fa["config"].update(require_batches=4, trigger_parameter_sync_step=4, partial_rollout=True)
+    w = workload(fa, CASES)
+    assert (w.n_gpus, w.rollout_gpus, w.prompts, w.train_prompts, w.mini_batches) == (16, 16, 512, 512, 16)
+    assert (w.streaming, w.old_logprob, w.overlap) == (True, False, True)
+    for k in ("require_batches", "trigger_parameter_sync_step", "partial_rollout"):
+        del fa["config"][k]
+    # T17's launch script (dapo_7b_math_fsdp2_16_16.sh, read as check reads it) sets require_batches 4 and trigger 4
+    assert fully_async(fa) == {"require_batches": 4, "trigger_parameter_sync_step": 4, "partial_rollout": True}
+    fa["config_source"] = "doc table"
+    assert fully_async(fa) == {"require_batches": 1, "trigger_parameter_sync_step": 4, "partial_rollout": True}
+    assert workload(fa, CASES).train_prompts == 4 * 32
+    fa["config"]["partial_rollout"] = False
+    assert not workload(fa, CASES).streaming
+    fa["measured"]["timing_s/old_log_prob"] = 50.0
+    assert workload(fa, CASES).old_logprob
+    one = next(c for c in CASES if c["id"] == "T23")
+    odd = copy.deepcopy(one)
+    odd["rollout_mode"] = "one-step-overlap async: 4 rollout GPUs"
+    assert fully_async(odd) is None and fully_async(one) is None and fully_async(base) is None
+    assert workload(odd, CASES).train_prompts == 512
+
+
+def test_an_overlapped_reports_gen_timer_is_the_trainers_wait():
+    """verl's timing_s/gen with a rollout of its own is the trainer's wait for the batch (StepTime.gen_timer_s); the
+    rollout's own generate_sequences is compared with the rollout phase. A colocated report compares its rollout."""
+    import copy
+
+    from steptime_cases import compare, predicted
+
+    one = next(c for c in CASES if c["id"] == "T23")
+    odd = copy.deepcopy(one)
+    odd["rollout_mode"], odd["rollout_gpus"] = "one-step-overlap async", 4
+    pred = predicted(odd, CASES)
+    got = compare(odd, CASES)
+    assert got["rollout"][0] == pytest.approx(pred.gen_timer_s)
+    assert got["generation"] == (pytest.approx(pred.phases["rollout"]), one["measured"]["timing_s/generate_sequences"])
+    assert pred.gen_timer_s < pred.phases["rollout"]
+    assert compare(one, CASES)["rollout"][0] == pytest.approx(predicted(one, CASES).phases["rollout"])
+    assert "generation" not in compare(one, CASES)

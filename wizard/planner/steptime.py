@@ -276,6 +276,9 @@ class StepTime:
     detail: dict[str, float] = field(default_factory=dict)
     overlap: bool = False  # the rollout runs beside the training passes (Workload.overlap)
     rollout_gpus: int = 0  # GPUs of the rollout's own (Workload.rollout_gpus), counted in the GPU-hours
+    # overlapped: the trainer's receipt of the batch the rollout built (padded to max_prompt + max_response, as the
+    # driver ships a pass's), inside verl's gen timer, after the rollout ends
+    receive_s: float = 0.0
 
     @property
     def training_s(self) -> float:
@@ -286,7 +289,18 @@ class StepTime:
     def step_s(self) -> float:
         if not self.overlap:
             return sum(self.phases.values())
-        return max(self.phases.get("rollout", 0.0), self.training_s) + self.phases.get("weight sync", 0.0)
+        return max(self.phases.get("rollout", 0.0), self.training_s) + self.receive_s \
+            + self.phases.get("weight sync", 0.0)
+
+    @property
+    def gen_timer_s(self) -> float:
+        """What verl's `timing_s/gen` measures. Colocated: the rollout. With a rollout of its own, the trainer's
+        wait for the next batch, the rollout's seconds beyond the training's, and the batch's receipt: the fully
+        async trainer times its fetch from the sample queue (experimental/fully_async_policy/fully_async_trainer.py:
+        646-647), the one-step-off trainer its wait on the batch generated during the last step
+        (experimental/one_step_off_policy/ray_trainer.py:389-390; verl main 1dda039b)."""
+        rollout = self.phases.get("rollout", 0.0)
+        return max(rollout - self.training_s, 0.0) + self.receive_s if self.overlap else rollout
 
     def grouped(self) -> dict[str, float]:
         """The contract's four phase kinds (plus the critic's, when there is one)."""
@@ -742,8 +756,10 @@ def predict(w: Workload) -> StepTime:
     detail["update actor moe dispatch s"] = upd_moe
     detail["old log-prob fsdp gather s"] = fwd_gather
     detail["update actor fsdp gather s"] = upd_gather
+    if w.overlap:
+        detail["batch receive s"] = fwd_io
     return StepTime({k: phases[k] for k in PHASE_ORDER if k in phases}, assumptions, detail, overlap=w.overlap,
-                    rollout_gpus=w.rollout_gpus)
+                    rollout_gpus=w.rollout_gpus, receive_s=fwd_io if w.overlap else 0.0)
 
 
 def run_hours(st: StepTime, steps: int, n_gpus: int) -> tuple[float, float]:
@@ -755,10 +771,13 @@ def run_hours(st: StepTime, steps: int, n_gpus: int) -> tuple[float, float]:
 def as_json(st: StepTime, steps: int, n_gpus: int, steps_basis: str) -> dict[str, object]:
     """The `time` object of plan --json and check --json."""
     hours, gpu_hours = run_hours(st, steps, n_gpus)
-    return {"step_s": round(st.step_s, 1), "phases": st.grouped(),
-            "phases_detail": {k: round(v, 1) for k, v in st.phases.items()},
+    out = {"step_s": round(st.step_s, 1), "phases": st.grouped(),
+           "phases_detail": {k: round(v, 1) for k, v in st.phases.items()},
             "run_steps": steps, "run_hours": round(hours, 2), "run_gpu_hours": round(gpu_hours, 1),
-            "assumptions": {**st.assumptions, "run_steps_basis": steps_basis}}
+           "assumptions": {**st.assumptions, "run_steps_basis": steps_basis}}
+    if st.overlap:  # verl's timing_s/gen is the trainer's wait there, not the rollout (StepTime.gen_timer_s)
+        out["gen_timer_s"], out["batch_receive_s"] = round(st.gen_timer_s, 1), round(st.receive_s, 1)
+    return out
 
 
 def ceil_div(a: int, b: int) -> int:
