@@ -212,7 +212,7 @@ FULLY_ASYNC_DEFAULTS = {"require_batches": 1, "trigger_parameter_sync_step": 4, 
 
 def fully_async(c: dict[str, Any]) -> Optional[dict[str, Any]]:
     """A fully async report's async_training settings (its config's, else its overrides' or script's, else verl's
-    defaults); None for any other report: one whose rollout has no GPUs of its own, or a one-step-off run (its
+    defaults; "stated": whether any was given); None for any other report: one whose rollout has no GPUs of its own, or a one-step-off run (its
     mode names one-step-off and nothing sets async_training)."""
     if not rollout_gpus(c):
         return None
@@ -223,6 +223,7 @@ def fully_async(c: dict[str, Any]) -> Optional[dict[str, Any]]:
     if not re.search(r"fully[ _-]?async", mode) and all(v is None for v in stated.values()):
         return None
     out = {k: FULLY_ASYNC_DEFAULTS[k] if v is None else v for k, v in stated.items()}
+    out["stated"] = any(v is not None for v in stated.values())
     out["require_batches"], out["trigger_parameter_sync_step"] = (int(out["require_batches"]),
                                                                   int(out["trigger_parameter_sync_step"]))
     out["partial_rollout"] = str(out["partial_rollout"]).lower() != "false"
@@ -323,7 +324,9 @@ def workload(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> st.Workload:
     dyn = bool(cfg.get("use_dynamic_bsz"))
     tbs = setting(c, "train_batch_size")
     streamed = fully_async(c)
-    if streamed:  # a logged step: trigger_parameter_sync_step local steps of require_batches mini-batches each
+    # a logged step: trigger_parameter_sync_step local steps of require_batches mini-batches each; a report that states
+    # none of them but its prompts per step (train_batch_size) is taken at its word
+    if streamed and (streamed["stated"] or not cfg.get("train_batch_size")):
         tbs = cycle_prompts(lambda key: streamed.get(key.rsplit(".", 1)[-1]) if key.startswith("async_training.")
                             else setting(c, "ppo_mini_batch_size"))
     return st.Workload(

@@ -339,9 +339,14 @@ def test_a_fully_async_report_trains_its_sync_cycle_and_streams():
     for k in ("require_batches", "trigger_parameter_sync_step", "partial_rollout"):
         del fa["config"][k]
     # T17's launch script (dapo_7b_math_fsdp2_16_16.sh, read as check reads it) sets require_batches 4 and trigger 4
-    assert fully_async(fa) == {"require_batches": 4, "trigger_parameter_sync_step": 4, "partial_rollout": True}
+    assert fully_async(fa) == {"require_batches": 4, "trigger_parameter_sync_step": 4, "partial_rollout": True,
+                               "stated": True}
     fa["config_source"] = "doc table"
-    assert fully_async(fa) == {"require_batches": 1, "trigger_parameter_sync_step": 4, "partial_rollout": True}
+    assert fully_async(fa) == {"require_batches": 1, "trigger_parameter_sync_step": 4, "partial_rollout": True,
+                               "stated": False}
+    # nothing of the cycle stated: the report's prompts per step (T17's train_batch_size 512), else verl's defaults
+    assert workload(fa, CASES).train_prompts == 512
+    fa["config"]["train_batch_size"] = None
     assert workload(fa, CASES).train_prompts == 4 * 32
     fa["config"]["partial_rollout"] = False
     assert not workload(fa, CASES).streaming
