@@ -17,6 +17,7 @@ import re
 from pathlib import Path
 from typing import Any, Optional
 
+from wizard.planner.reasoning import thinks_by_default
 from wizard.planner.shapes import from_moe_params, resolve_shape
 from wizard.planner import steptime as st
 from wizard.planner.steptime_config import fully_async_cycle_prompts as cycle_prompts
@@ -334,6 +335,7 @@ def workload(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> st.Workload:
         prompts=tbs if streamed else cfg.get("gen_batch_size") or tbs, train_prompts=tbs, n=setting(c, "rollout_n"),
         filter_groups=bool(cfg.get("filter_groups_dynamic_sampling")), max_prompt=setting(c, "max_prompt_length"),
         max_response=setting(c, "max_response_length"), response_mean=resp, prompt_mean=None,
+        thinking=thinks_by_default(c["model"].split(" ")[0]) or "",
         gpu_type=hw.get("gpu"), gpu_memory_gb=hw.get("gpu_memory_gb"), rollout_tp=tp,
         gmu=setting(c, "gpu_memory_utilization"), backend="megatron" if megatron else "fsdp",
         moe=c.get("model_kind") == "moe" or bool(shape.experts), dynamic_bsz=dyn,

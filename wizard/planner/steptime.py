@@ -191,6 +191,7 @@ class Workload:
     max_prompt: int
     max_response: int
     response_mean: Optional[float] = None  # None: RESPONSE_SQRT × √max_response (at most half of it)
+    thinking: str = ""  # why the model reasons by default (reasoning.thinks_by_default): default mean half the cap
     response_mean_basis: str = "given"  # where response_mean came from (the answer, --response-length-mean)
     prompt_mean: Optional[float] = None  # None: DEFAULT_PROMPT_SHARE × max_prompt
     train_prompts: Optional[int] = None  # prompts trained per step (data.train_batch_size); None: as prompts
@@ -327,14 +328,16 @@ def _lengths(w: Workload) -> tuple[float, float, str, str]:
     # a multi-turn response holds `turns` assistant turns: the single-turn default applied to each turn's share of
     # the cap, RESPONSE_SQRT × √(max_response / turns) × turns, plus the tool outputs between them
     default = RESPONSE_SQRT * math.sqrt(w.max_response * turns) + tool_tokens(w)
-    resp = w.response_mean if w.response_mean else min(default, w.max_response / 2)
+    # a model that reasons by default (wizard.planner.reasoning) runs long whatever the task: half the cap
+    resp = w.response_mean or (w.max_response / 2 if w.thinking else min(default, w.max_response / 2))
     resp = min(resp, w.max_response)
     prompt = w.prompt_mean if w.prompt_mean else DEFAULT_PROMPT_SHARE * w.max_prompt
     multi = (f"multi-turn: {turns} assistant turns (multi_turn.max_assistant_turns) of {RESPONSE_SQRT:g} × "
              f"√(max_response_length / {turns}) each plus {tool_tokens(w):.0f} tokens of tool output "
              "(max_tool_response_length), at most half of max_response_length" if turns > 1 else "")
-    why_r = w.response_mean_basis if w.response_mean else (
-        f"default: {multi}; {RESPONSE_SQRT:g} is the median of the calibration reports that measured it (not given)"
+    why_r = w.response_mean_basis if w.response_mean else (f"default: half of max_response_length, the model "
+                                                            f"reasons by default ({w.thinking}; not given)") \
+        if w.thinking else (f"default: {multi}; {RESPONSE_SQRT:g} is the median of the calibration reports that measured it (not given)"
         if multi else f"default: {RESPONSE_SQRT:g} × √max_response_length, at most half of it, "
         "the median of the calibration reports that measured it (not given)")
     why_p = "given" if w.prompt_mean else f"{DEFAULT_PROMPT_SHARE:g} × max_prompt_length (not given)"
@@ -350,10 +353,12 @@ def tool_tokens(w: Workload) -> float:
     return (w.assistant_turns - 1) * w.tool_response_chars / CHARS_PER_TOKEN
 
 
-def mean_sequence(max_prompt: int, max_response: int, response_mean: Optional[float] = None) -> float:
-    """The mean prompt + response: the given mean response, else the default (RESPONSE_SQRT); the prompt's
+def mean_sequence(max_prompt: int, max_response: int, response_mean: Optional[float] = None,
+                  thinking: bool = False) -> float:
+    """The mean prompt + response: the given mean response, else the default (_lengths' for one turn); the prompt's
     default share (DEFAULT_PROMPT_SHARE)."""
-    resp = response_mean or min(RESPONSE_SQRT * math.sqrt(max_response), max_response / 2)
+    resp = response_mean or (max_response / 2 if thinking else min(RESPONSE_SQRT * math.sqrt(max_response),
+                                                                   max_response / 2))
     return DEFAULT_PROMPT_SHARE * max_prompt + min(resp, max_response)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from wizard.planner.reasoning import thinks_by_default
 from wizard.planner.steptime import MAX_NUM_SEQS, TOOL_RESPONSE_CHARS, Workload, moe_layers, shape_fields
 
 A, R, REF, M = "actor_rollout_ref.actor", "actor_rollout_ref.rollout", "actor_rollout_ref.ref", "actor_rollout_ref.model"
@@ -58,6 +59,7 @@ def workload_from_config(get, shape, *, n_gpus: int, gpu_type: Optional[str], gp
         filter_groups=bool(get("algorithm.filter_groups.enable")), n=_int(get(f"{R}.n"), 1),
         max_prompt=_int(get("data.max_prompt_length"), 512), max_response=_int(get("data.max_response_length"), 512),
         response_mean=response_mean, response_mean_basis=response_mean_basis, prompt_mean=prompt_mean,
+        thinking=thinks_by_default(get(f"{M}.path")) or "",
         gpu_type=gpu_type, gpu_memory_gb=gpu_memory_gb,
         rollout_tp=tp, rollout_dp=_int(get(f"{R}.data_parallel_size"), 1),
         max_num_seqs=_int(get(f"{R}.max_num_seqs"), MAX_NUM_SEQS), enforce_eager=get(f"{R}.enforce_eager") is True,

@@ -10,6 +10,7 @@ from typing import Any, Callable, Sequence
 from wizard.planner.layouts import logprob_micro as rank_logprob_micro
 from wizard.planner.layouts import token_budget as rank_token_budget
 from wizard.planner.memory import Decision, estimate
+from wizard.planner.reasoning import thinks_by_default
 from wizard.planner.steptime import mean_sequence
 from wizard.planner.state import Build, Confirm, confirmed, either, refuse, round_up
 from wizard.verlspec import arithmetic as rc
@@ -122,9 +123,11 @@ def micro_batches(b: Build) -> None:
                    f"{seq} tokens" + (f" split over {'megatron_cp' if b.megatron else 'sequence_parallel'}={sp}" if sp > 1 else "")
                    + " (verl asserts it at the first step: seqlen_balancing.py:384)", tokens_hint)
         if a.max_tokens_per_gpu is None and decision is not None and b.shape is not None and not f.errors:
+            mean_seq = mean_sequence(a.max_prompt_length, a.max_response_length, a.response_length_mean,
+                                     bool(thinks_by_default(a.model)))
             ranked = rank_token_budget(b.shape, decision.layout, tokens, sp, (fit_lp_tokens // 1024) * 1024,
-                                       b.prompts * b.n * mean_sequence(a.max_prompt_length, a.max_response_length, a.response_length_mean)
-                                       / max(b.dp, 1), minis=b.updates, pipeline=b.mpp if b.megatron else 1)
+                                       b.prompts * b.n * mean_seq / max(b.dp, 1), minis=b.updates,
+                                       pipeline=b.mpp if b.megatron else 1)
             tokens = ranked.chosen
             b.facts["token_budget_ranking"] = ranked
         b.tokens = tokens
