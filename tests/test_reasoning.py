@@ -24,7 +24,8 @@ OPT_IN = ("{%- if enable_thinking is defined and enable_thinking is true %}{{- '
 
 @pytest.mark.parametrize("model", ["Qwen/Qwen3-8B", "Qwen/Qwen3-30B-A3B", "Qwen/Qwen3-30B-A3B-Thinking-2507",
                                    "Qwen/Qwen3.5-9B", "Qwen/QwQ-32B", "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B",
-                                   "deepseek-ai/DeepSeek-R1", "openai/gpt-oss-20b"])
+                                   "deepseek-ai/DeepSeek-R1", "openai/gpt-oss-20b", "/no/such/models/Qwen3-8B/",
+                                   "~/verl/models/DeepSeek-R1-Distill-Qwen-7B"])
 def test_a_reasoning_family_thinks_by_default(model):
     assert thinks_by_default(model)
 
@@ -32,7 +33,8 @@ def test_a_reasoning_family_thinks_by_default(model):
 @pytest.mark.parametrize("model", ["Qwen/Qwen3-30B-A3B-Base", "Qwen/Qwen3-8B-Base", "Qwen/Qwen3.5-9B-Base",
                                    "Qwen/Qwen3-30B-A3B-Instruct-2507", "Qwen/Qwen3-Coder-30B-A3B-Instruct",
                                    "Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-Math-7B", "deepseek-ai/DeepSeek-V3",
-                                   "meta-llama/Llama-3.1-8B-Instruct", "", None])
+                                   "meta-llama/Llama-3.1-8B-Instruct", "/no/such/models/Qwen3-8B-Base",
+                                   "/no/such/Qwen3-8B/checkpoint", "", None])
 def test_its_base_and_instruct_siblings_do_not(model):
     assert thinks_by_default(model) is None
 

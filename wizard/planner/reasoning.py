@@ -5,8 +5,9 @@ nobody states one) is half of max_response_length for it, not the √-law fitted
 
 The model's own files decide when they are on this machine: a chat template (tokenizer_config.json's
 `chat_template`, or chat_template.jinja) that writes `<think>` and does not default `enable_thinking` to false.
-Otherwise the hub id decides, for the families whose published chat template or model card says they think by
-default (each with its source below). Standard library only; reads are bounded.
+Otherwise the checkpoint's name (a hub id's, or the folder's when it is not on this machine) decides, for the
+families whose published chat template or model card says they think by default (each with its source below).
+Standard library only; reads are bounded.
 """
 
 from __future__ import annotations
@@ -15,16 +16,17 @@ import os
 import re
 from typing import Optional
 
-# hub ids whose model thinks by default, and why (each family's model card on huggingface.co)
+# checkpoint names (a hub id's or a folder's last part) whose model thinks by default, and why (each family's model
+# card on huggingface.co)
 THINKING_IDS: tuple[tuple[str, str], ...] = (
     # Qwen3's hybrid models: "thinking mode is enabled by default" (enable_thinking=True in the chat template);
     # the -Base checkpoints have no chat behaviour, the -Instruct-2507 and Coder ones do not think
-    (r"^qwen/qwen3-(?!.*(?:-base|-instruct|coder))[\w.-]+$", "Qwen3's chat template thinks by default"),
-    (r"^qwen/qwen3\.5-(?!.*-base)[\w.-]+$", "Qwen3.5's chat template thinks by default"),
+    (r"^qwen3-(?!.*(?:-base|-instruct|coder))[\w.-]+$", "Qwen3's chat template thinks by default"),
+    (r"^qwen3\.5-(?!.*-base)[\w.-]+$", "Qwen3.5's chat template thinks by default"),
     (r"thinking", "a -Thinking checkpoint"),
-    (r"^qwen/qwq-", "QwQ reasons before it answers (its chat template opens <think>)"),
+    (r"^qwq-", "QwQ reasons before it answers (its chat template opens <think>)"),
     (r"deepseek-r1", "DeepSeek-R1 and its distills reason in a <think> block (their chat template opens it)"),
-    (r"^openai/gpt-oss-", "gpt-oss reasons in its analysis channel (harmony format, medium effort by default)"),
+    (r"^gpt-oss-", "gpt-oss reasons in its analysis channel (harmony format, medium effort by default)"),
 )
 MAX_TEMPLATE_BYTES = 4 << 20
 _THINKS = re.compile(r"<think>")
@@ -64,7 +66,8 @@ def thinks_by_default(model: Optional[str]) -> Optional[str]:
         if _THINKS.search(template) and not _OPT_IN.search(template):
             return "its chat template opens a <think> block by default"
         return None
-    name = model.strip().lower()
+    # a hub id (Qwen/Qwen3-8B) or a folder this machine lacks (~/models/Qwen3-8B): the checkpoint's name decides
+    name = model.strip().rstrip("/").rsplit("/", 1)[-1].lower()
     for pattern, why in THINKING_IDS:
         if re.search(pattern, name):
             return why
