@@ -187,8 +187,8 @@ def cli(argv: Iterable[str]) -> int:
     p.add_argument("--gpu-type", help="GPU model, e.g. H100 (gives the memory when --gpu-memory-gb is not set)")
     p.add_argument("--response-length-mean", type=float, metavar="TOKENS",
                    help="mean tokens the run generates per response, for the predicted step time (default: "
-                        f"{RESPONSE_SQRT:g} × √max_response_length, at most half of it; the finding VI895 names what "
-                        "it assumed)")
+                        f"{RESPONSE_SQRT:g} × √max_response_length, at most half of it; half of it for a model that "
+                        "reasons by default; the finding VI895 names what it assumed)")
     p.add_argument("--defaults", choices=("auto", "verl", "snapshot"), default="auto",
                    help="resolve with verl's own Hydra tree (verl), the shipped snapshot (snapshot), or verl when installed (auto)")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",

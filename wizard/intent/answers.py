@@ -121,8 +121,8 @@ class Answers(BaseModel):
         None, gt=0, le=262144,
         description="Mean tokens per generated response, for the predicted step time and cost (PLAN.md's Time and "
                     "cost) and the token-budget ranking; at most max_response_length. Unset: a multiple of "
-                    "√max_response_length, at most half of it (the step-time calibration reports' median; PLAN.md "
-                    "names it).",
+                    "√max_response_length, at most half of it (the step-time calibration reports' median), or half "
+                    "of it for a model that reasons by default (PLAN.md names which).",
     )
 
     # --- vision-language models (the model's config has a vision tower) ------------------------------

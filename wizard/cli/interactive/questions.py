@@ -643,8 +643,8 @@ NOT_ASKED: dict[str, str] = {
     "critic_learning_rate": "1e-5, verl's recipes",
     "kl_coef": "0.001 by algorithm (none for dapo/gspo)",
     "temperature": "1.0 for RL sampling",
-    "response_length_mean": f"{_RESPONSE_SQRT:g} × √max_response_length (the step-time calibration's median), named in "
-                            "PLAN.md",
+    "response_length_mean": f"{_RESPONSE_SQRT:g} × √max_response_length (the step-time calibration's median), half of "
+                            "max_response_length for a model that reasons by default; named in PLAN.md",
     "rollout_tp": "chosen by the memory fit, the GPU topology and the predicted step time",
     "gpu_memory_utilization": "chosen by the memory fit",
     "dynamic_batch": "on with FSDP, off with Megatron, unless the other is predicted faster",
