@@ -325,19 +325,15 @@ def peak(gpu_type: Optional[str]) -> tuple[str, Peak, bool]:
 
 def _lengths(w: Workload) -> tuple[float, float, str, str]:
     turns = max(w.assistant_turns, 1) if w.multi_turn else 1
-    # a multi-turn response holds `turns` assistant turns: the single-turn default applied to each turn's share of
-    # the cap, RESPONSE_SQRT × √(max_response / turns) × turns, plus the tool outputs between them
-    default = RESPONSE_SQRT * math.sqrt(w.max_response * turns) + tool_tokens(w)
-    # a model that reasons by default (wizard.planner.reasoning) runs long whatever the task: half the cap
-    resp = w.response_mean or (w.max_response / 2 if w.thinking else min(default, w.max_response / 2))
-    resp = min(resp, w.max_response)
+    resp = min(w.response_mean or default_response(w.max_response, bool(w.thinking), turns, tool_tokens(w)),
+               w.max_response)
     prompt = w.prompt_mean if w.prompt_mean else DEFAULT_PROMPT_SHARE * w.max_prompt
     multi = (f"multi-turn: {turns} assistant turns (multi_turn.max_assistant_turns) of {RESPONSE_SQRT:g} × "
              f"√(max_response_length / {turns}) each plus {tool_tokens(w):.0f} tokens of tool output "
              "(max_tool_response_length), at most half of max_response_length" if turns > 1 else "")
-    why_r = w.response_mean_basis if w.response_mean else (f"default: half of max_response_length, the model "
-                                                            f"reasons by default ({w.thinking}; not given)") \
-        if w.thinking else (f"default: {multi}; {RESPONSE_SQRT:g} is the median of the calibration reports that measured it (not given)"
+    why_r = w.response_mean_basis if w.response_mean else (
+        f"default: half of max_response_length, the model reasons by default ({w.thinking}; not given)" if w.thinking
+        else f"default: {multi}; {RESPONSE_SQRT:g} is the median of the calibration reports that measured it (not given)"
         if multi else f"default: {RESPONSE_SQRT:g} × √max_response_length, at most half of it, "
         "the median of the calibration reports that measured it (not given)")
     why_p = "given" if w.prompt_mean else f"{DEFAULT_PROMPT_SHARE:g} × max_prompt_length (not given)"
@@ -353,12 +349,21 @@ def tool_tokens(w: Workload) -> float:
     return (w.assistant_turns - 1) * w.tool_response_chars / CHARS_PER_TOKEN
 
 
+def default_response(max_response: int, thinking: bool = False, turns: int = 1, tool: float = 0.0) -> float:
+    """The mean response when nobody states one: half the cap for a model that reasons by default
+    (wizard.planner.reasoning: it runs long whatever the task); else RESPONSE_SQRT × √(max_response × turns) (each
+    of `turns` assistant turns gets the one-turn default on its share of the cap) plus the tool outputs between
+    them, at most half the cap."""
+    if thinking:
+        return max_response / 2
+    return min(RESPONSE_SQRT * math.sqrt(max_response * turns) + tool, max_response / 2)
+
+
 def mean_sequence(max_prompt: int, max_response: int, response_mean: Optional[float] = None,
                   thinking: bool = False) -> float:
-    """The mean prompt + response: the given mean response, else the default (_lengths' for one turn); the prompt's
-    default share (DEFAULT_PROMPT_SHARE)."""
-    resp = response_mean or (max_response / 2 if thinking else min(RESPONSE_SQRT * math.sqrt(max_response),
-                                                                   max_response / 2))
+    """The mean prompt + response: the given mean response, else the one-turn default (default_response); the
+    prompt's default share (DEFAULT_PROMPT_SHARE)."""
+    resp = response_mean or default_response(max_response, thinking)
     return DEFAULT_PROMPT_SHARE * max_prompt + min(resp, max_response)
 
 
@@ -761,8 +766,6 @@ def predict(w: Workload) -> StepTime:
     detail["update actor moe dispatch s"] = upd_moe
     detail["old log-prob fsdp gather s"] = fwd_gather
     detail["update actor fsdp gather s"] = upd_gather
-    if w.overlap:
-        detail["batch receive s"] = fwd_io
     return StepTime({k: phases[k] for k in PHASE_ORDER if k in phases}, assumptions, detail, overlap=w.overlap,
                     rollout_gpus=w.rollout_gpus, receive_s=fwd_io if w.overlap else 0.0)
 
@@ -778,7 +781,7 @@ def as_json(st: StepTime, steps: int, n_gpus: int, steps_basis: str) -> dict[str
     hours, gpu_hours = run_hours(st, steps, n_gpus)
     out = {"step_s": round(st.step_s, 1), "phases": st.grouped(),
            "phases_detail": {k: round(v, 1) for k, v in st.phases.items()},
-            "run_steps": steps, "run_hours": round(hours, 2), "run_gpu_hours": round(gpu_hours, 1),
+           "run_steps": steps, "run_hours": round(hours, 2), "run_gpu_hours": round(gpu_hours, 1),
            "assumptions": {**st.assumptions, "run_steps_basis": steps_basis}}
     if st.overlap:  # verl's timing_s/gen is the trainer's wait there, not the rollout (StepTime.gen_timer_s)
         out["gen_timer_s"], out["batch_receive_s"] = round(st.gen_timer_s, 1), round(st.receive_s, 1)
