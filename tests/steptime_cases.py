@@ -21,6 +21,7 @@ from wizard.planner.reasoning import thinks_by_default
 from wizard.planner.shapes import from_moe_params, resolve_shape
 from wizard.planner import steptime as st
 from wizard.planner.steptime_config import fully_async_cycle_prompts as cycle_prompts
+from wizard.planner.steptime_lora import lora_fields
 from wizard.verlspec.keys import load_snapshot
 
 DATA = Path(__file__).resolve().parent / "data" / "reference" / "step-times.json"
@@ -364,7 +365,16 @@ def workload(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> st.Workload:
         old_logprob=not own or bool(c["measured"].get("timing_s/old_log_prob")),
         rollout_logprobs=rollout_logprobs(c), driver_entropy=driver_entropy(c),
         loss_agg_mode=_stated(c, "actor_rollout_ref.actor.loss_agg_mode") or "token-mean",
-        **rollout_engine(c))
+        **rollout_engine(c), **lora(c, shape, megatron))
+
+
+def lora(c: dict[str, Any], shape, megatron: bool) -> dict[str, Any]:
+    """A LoRA report's Workload fields: its config's lora_rank, else the rank its overrides or script give the key its
+    engine reads (FSDP model.lora_rank, Megatron model.lora.rank), unmerged unless model.lora.merge is true."""
+    key = "actor_rollout_ref.model." + ("lora.rank" if megatron else "lora_rank")
+    stated = (c.get("config") or {}).get("lora_rank") or _stated(c, key)
+    rank = int(stated) if str(stated or "").isdigit() else 0
+    return lora_fields(shape, rank, megatron, merge=_stated(c, "actor_rollout_ref.model.lora.merge") in ("True", "true"))
 
 
 def _vpp(c: dict[str, Any]) -> int:

@@ -13,6 +13,7 @@ import wizard
 from wizard.check.lint import check
 from wizard.intent.profiles import profile_names
 from wizard.planner import steptime as st
+from wizard.planner.steptime_plan import as_json
 from wizard.planner.steptime_config import workload_from_config
 from wizard.planner import steptime_plan as stp
 from wizard.planner.shapes import resolve_shape
@@ -147,7 +148,7 @@ def test_default_response_length_is_named_and_a_given_one_used():
 
 def test_run_gpu_hours_are_steps_times_step_times_gpus():
     pred = st.predict(_work())
-    doc = st.as_json(pred, 100, 8, "test")
+    doc = as_json(pred, 100, 8, "test")
     assert doc["run_gpu_hours"] == pytest.approx(pred.step_s * 100 * 8 / 3600, abs=0.1)
     assert set(doc["phases"]) == {"rollout", "weight sync", "log-prob", "update"}
     assert doc["step_s"] == pytest.approx(sum(doc["phases"].values()), abs=0.5)

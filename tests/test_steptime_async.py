@@ -16,6 +16,7 @@ from test_steptime import _work
 from wizard.check.lint import check
 from wizard.planner import steptime as st
 from wizard.planner.steptime_config import workload_from_config
+from wizard.planner.steptime_plan import run_hours
 from wizard.planner.shapes import resolve_shape
 
 SHAPE = resolve_shape("Qwen/Qwen2.5-7B-Instruct")
@@ -62,8 +63,8 @@ def test_a_rollout_of_its_own_overlaps_training():
     assert a.gen_timer_s == a.phases["rollout"]
     assert b.gen_timer_s == pytest.approx(max(b.phases["rollout"] - train, 0.0) + receive)
     assert b.step_s == pytest.approx(train + b.gen_timer_s + b.phases["weight sync"])
-    assert st.run_hours(b, 10, 12)[1] == pytest.approx(b.step_s * 10 / 3600 * 16)
-    assert st.run_hours(a, 10, 12)[1] == pytest.approx(a.step_s * 10 / 3600 * 12)
+    assert run_hours(b, 10, 12)[1] == pytest.approx(b.step_s * 10 / 3600 * 16)
+    assert run_hours(a, 10, 12)[1] == pytest.approx(a.step_s * 10 / 3600 * 12)
 
 
 def test_the_fully_async_trainer_takes_require_batches_mini_batches_and_streams():

@@ -47,7 +47,7 @@ class Report:
     hardware: Hardware
     verl: Any | None = None  # wizard.verify.harness.VerifyReport with --verl
     memory: Any | None = None  # wizard.planner.memory.Estimate when the memory fit was checked
-    time: dict[str, Any] | None = None  # wizard.planner.steptime.as_json when the step time was predicted
+    time: dict[str, Any] | None = None  # wizard.planner.steptime_plan.as_json when the step time was predicted
     time_not_predicted: str | None = None  # else why not (the model's size, the GPUs, the lengths, the engine)
     deep_notes: list[str] = field(default_factory=list)  # what `--deep` could not try (no tokenizer, no data here)
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Optional
 
 from wizard.planner import steptime
+from wizard.planner.steptime_lora import lora_fields
 from wizard.planner.state import round_up
 
 
@@ -121,7 +122,7 @@ def layout_step(shape: Any, decision: Any, *, prompts: int, n: int, max_prompt: 
         expert_tp=(lay.megatron_etp or lay.megatron_tp) if lay.megatron else 1, moe_layers=steptime.moe_layers(shape),
         top_k=shape.active_experts, routed_params=shape.routed_expert_params, weight_tensors=shape.checkpoint_tensors(),
         offload_params=lay.offload_params, offload_optimizer=lay.offload_optimizer, has_ref=lay.use_ref,
-        has_critic=has_critic)
+        has_critic=has_critic, **lora_fields(shape, lay.lora_rank, lay.megatron))
     return steptime.predict(w)
 
 

@@ -17,9 +17,10 @@ tests/test_steptime_calibration.py states the error per report, also on a held-o
 - weight sync: the bf16 weights gathered from the training shards and loaded into the engine: a fixed cost, a cost
   per checkpoint tensor (each handed over on its own: a MoE's every expert) and the bytes at a rate per backend.
 - log-prob passes (actor old log-probs, reference, critic values): 2 × active params × tokens FLOPs; updates:
-  6 × active params × tokens × (4/3 with activation recompute) FLOPs. Time = FLOPs × (1 / (peak × η) + 1 / (HBM
-  bandwidth × intensity)): a roofline sum whose two calibrated numbers are shared by every GPU (the H20's 148
-  TFLOPS with 4 TB/s and the H100's 989 with 3.35 both fit), plus a fixed cost per micro-batch (a micro-batch
+  6 × active params × tokens × (4/3 with activation recompute) FLOPs (LoRA: 4 ×, the frozen base has no weight
+  gradients). Time = FLOPs × (1 / (peak × η) + 1 / (HBM bandwidth × intensity)): a roofline sum whose two
+  calibrated numbers are shared by every GPU (the H20's 148 TFLOPS with 4 TB/s and the H100's 989 with 3.35 both
+  fit), plus a fixed cost per micro-batch (a micro-batch
   far below what memory allows makes many of them: the GPU idles between them), the driver's data path (the
   padded batch shipped to the workers), the pipeline bubble of Megatron PP, the offload traffic over PCIe, a MoE's
   token dispatch (all-to-all over NVLink or the NICs, by the EP group's span) and FSDP's parameter gathers per
@@ -34,6 +35,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from wizard.planner.steptime_links import (  # noqa: F401 (COLLECTIVE_ETA, PCIE_GB_S, params_per_gpu re-exported)
+    COLLECTIVE_ETA, INTRA_NODE_GB_S, NIC_GB_S, PCIE_GB_S, fsdp_gather_seconds, offload_seconds, params_per_gpu)
+from wizard.planner.steptime_lora import (adapter_seconds, adapter_update_seconds, decode_kernel_factor,
+                                          lora_assumptions)
 from wizard.verlspec.hardware import (DEFAULT_PEAK_GPU, GPU_PEAK, Peak, capacity_gib, memory_of_gpu_type,
                                       peak_of_gpu_type)
 
@@ -66,26 +71,6 @@ FORWARD_MICRO_S = 0.0737
 # 2026-12 the in-node share served both links, and those runs' log-prob and update came out 1.6–2.6 × too slow
 A2A_ETA = 0.153
 A2A_NIC_ETA = 0.35
-# per-direction GPU-to-GPU bandwidth per GPU inside a node: NVLink (datasheets: H100/H200/H20/GH200 NVLink 4 900
-# GB/s bidirectional; H800 and A800 cut to 400; A100 600; B200/B300/GB200 NVLink 5 1.8 TB/s; MI300X/MI325X 7
-# Infinity Fabric links of 128 GB/s bidirectional, MI355X of 153.6; Ascend 910B HCCS 392 GB/s), or PCIe for cards
-# without it (a ring over eight of them crosses PCIe even where bridges pair them: Gen4 x16 32 GB/s per direction,
-# the H100 PCIe's Gen5 64)
-INTRA_NODE_GB_S = {"H100": 450.0, "H200": 450.0, "H20": 450.0, "GH200": 450.0, "H800": 200.0, "A800": 200.0,
-                   "A100": 300.0, "B200": 900.0, "B300": 900.0, "GB200": 900.0, "MI300X": 448.0, "MI325X": 448.0,
-                   "MI355X": 538.0, "Ascend910B": 196.0, "H100 PCIe": 64.0, "L40S": 32.0, "L40": 32.0, "L20": 32.0,
-                   "A10": 32.0, "A10G": 32.0, "L4": 32.0, "RTX 4090": 32.0, "RTX 3090": 32.0, "A6000": 32.0}
-# the NIC share of one GPU across nodes: 400 Gb/s (DGX H100 / HGX reference fabric: one ConnectX-7 per GPU)
-NIC_GB_S = 50.0
-# FSDP shards the parameters over every GPU (verl 0.9.1 trainer/config/engine/fsdp.yaml:26 fsdp_size -1) and
-# gathers them in bf16 for each micro-batch's forward and, resharded after it (fsdp.yaml:23), again for its
-# backward, whose gradients are reduce-scattered in fp32 (workers/engine/fsdp/transformer_impl.py:393-394): 2, or
-# 2 + 2 + 4 bytes of every parameter (a MoE's every expert, not only the active ones) per micro-batch. NCCL's rings
-# move (n − 1)/n of those bytes over every edge: INTRA_NODE_GB_S inside a node; across nodes one ring per NIC, so
-# a node's GPUs carry the ring's boundary edges together (gpus per node × NIC_GB_S, 400 GB/s for eight 400 Gb/s
-# NICs), at COLLECTIVE_ETA of the slower (a ring's usual share; assumed, not fitted). Prefetching overlaps it with
-# the compute: a pass takes the longer of the two.
-COLLECTIVE_ETA = 0.7
 # decode (the rollout): one iteration of a replica is max(GPU time, host time), overlapped. GPU: the weights and KV
 # cache read at DECODE_BW_ETA of HBM bandwidth (fixed at a physical 0.7, not fitted), or the FLOPs at
 # PREFILL_ETA of the peak, + DECODE_LAYER_S per layer (a dozen kernels of a few microseconds each, however small
@@ -123,8 +108,6 @@ SYNC_TENSOR_S = 1.75e-4
 # the single controller's data path: the driver pads, serialises and sends each pass's batch to the workers
 # (ray.put of the DataProto chunks) and gathers the results, at this rate (calibrated)
 DRIVER_GB_S = 0.633
-# host↔GPU copies of offloaded parameters and optimizer states (PCIe Gen4/5 x16 as the engines reach it)
-PCIE_GB_S = 20.0
 # Inside the old_log_prob timer the driver also reduces the pass's per-token results over the whole padded batch
 # (sequences × max_response_length slots), in the TaskRunner's one torch thread (a Ray actor: OMP_NUM_THREADS=1):
 # the entropy metric, agg_loss in the actor's loss_agg_mode (verl 0.9.1 trainer/ppo/v1/trainer_base.py:1677-1682;
@@ -268,6 +251,11 @@ class Workload:
     # the driver reduces the old log-prob pass's entropy in actor.loss_agg_mode (ENTROPY_AGG_SLOT_S; verl >= 0.4)
     driver_entropy: bool = True
     loss_agg_mode: str = "token-mean"
+    # LoRA (wizard.planner.steptime_lora.lora_fields): the adapters' parameters, the only ones trained (0: all), the
+    # adapter tensors a sync ships alone (lora.merge false, verl's default; 0: merged) and a token's adapter_io
+    lora_params: float = 0.0
+    adapter_tensors: int = 0
+    adapter_io: tuple[float, float] = (0.0, 0.0)
 
 
 @dataclass
@@ -458,8 +446,9 @@ def rollout_seconds(w: Workload, pk_name: str, pk: Peak, kv_tokens: float, resp:
     # sends 2 (TP − 1)/TP over the GPU's link (NVLink, PCIe on cards without it, the NIC across nodes)
     link = NIC_GB_S if cross_node else INTRA_NODE_GB_S.get(pk_name, INTRA_NODE_GB_S["H100"])
     tp_bytes = 2 * 2 * (tp - 1) / tp * w.hidden * 2 * w.layers / (link * 1e9) if tp > 1 else 0.0
-    layer_floor = DECODE_LAYER_S * w.layers
-    eager = (EAGER_V0_LAYER_S if w.vllm_v0 else EAGER_LAYER_S) * w.layers if w.enforce_eager else 0.0
+    lora = decode_kernel_factor(w)  # vLLM's LoRA kernels beside a layer's own
+    layer_floor = DECODE_LAYER_S * w.layers * lora
+    eager = (EAGER_V0_LAYER_S if w.vllm_v0 else EAGER_LAYER_S) * w.layers * lora if w.enforce_eager else 0.0
     host = DECODE_STEP_S + eager + (EAGER_MOE_LAYER_S * w.moe_layers if w.enforce_eager else 0.0)
 
     def iteration(c: float, ctx: float) -> float:
@@ -530,32 +519,6 @@ def moe_dispatch_seconds(w: Workload, pk_name: str, pk: Peak, tokens_per_gpu: fl
     return max(intra / A2A_ETA, nic / A2A_NIC_ETA) + permute
 
 
-def fsdp_gather_seconds(w: Workload, pk_name: str, micros: float, bytes_per_param: float,
-                        reduce_bytes: float = 0.0) -> float:
-    """Seconds of FSDP parameter all-gathers and gradient reduce-scatters one GPU waits for over `micros`
-    micro-batches moving `bytes_per_param` bytes of every parameter each (0 for Megatron or one GPU): ring
-    collectives over the GPUs that shard the model (all of them, or fsdp_size) at the slower of the node's GPU link
-    (INTRA_NODE_GB_S: NVLink, or PCIe) and, where the shard group spans nodes, the node's NICs together (one ring per
-    NIC). With fewer shards than GPUs, each micro-batch's gradient shard (`reduce_bytes` per parameter: verl reduces
-    in fp32) is also all-reduced over the replicas, one per shard group, across the NICs (a ring sends 2 (r − 1) / r
-    of it; verl syncs every micro-batch: use_no_sync_for_gradient_accumulation false, engine/fsdp.yaml)."""
-    n = w.n_gpus
-    if w.backend == "megatron" or n <= 1:
-        return 0.0
-    shards = w.fsdp_size if 0 < w.fsdp_size < n else n
-    gpn = max(min(w.gpus_per_node, n), 1)
-    link = INTRA_NODE_GB_S.get(pk_name, INTRA_NODE_GB_S["H100"])
-    if shards > gpn:
-        link = min(link, gpn * NIC_GB_S)
-    gather = micros * w.params * bytes_per_param * (shards - 1) / shards / (link * 1e9 * COLLECTIVE_ETA)
-    replicas = n // shards
-    if replicas <= 1 or not reduce_bytes:
-        return gather
-    across = NIC_GB_S if n > gpn else INTRA_NODE_GB_S.get(pk_name, INTRA_NODE_GB_S["H100"])  # one node: its GPU link
-    reduce = 2 * (replicas - 1) / replicas * reduce_bytes * w.params / shards
-    return gather + micros * reduce / (across * 1e9 * COLLECTIVE_ETA)
-
-
 def expert_loop_seconds(w: Workload, passes: int) -> float:
     """Seconds per micro-batch of `passes` passes that run a MoE's routed experts one by one (EXPERT_LOOP_S each,
     every expert of every MoE layer: a micro-batch of hundreds of tokens routes to all of them); 0 for Megatron, a
@@ -565,38 +528,31 @@ def expert_loop_seconds(w: Workload, passes: int) -> float:
     return w.moe_layers * w.experts * EXPERT_LOOP_S * passes
 
 
+def train_flops_per_token(w: Workload, attn: float) -> float:
+    """An update's FLOPs per token: forward 2 × active params, backward 4 × (activation and weight gradients),
+    attention's 1 + 2 (its context FLOPs `attn`); activation recompute repeats the forward. LoRA's frozen base has
+    no weight gradients (backward 2 ×); its adapters train (6 × their parameters, a token's share of a MoE's)."""
+    fwd = 2 * w.active_params + attn
+    bwd = (2 if w.lora_params else 4) * w.active_params + 2 * attn + 6 * w.lora_params * w.active_params / max(
+        w.params, 1.0)
+    return fwd * (2 if w.recompute else 1) + bwd
+
+
+def weight_sync_seconds(w: Workload, load: float) -> float:
+    """The weight sync: a fixed cost, the bf16 bytes at the backend's rate, a cost per tensor, and loading offloaded
+    weights. Unmerged LoRA ships the adapters alone once the engine holds the base (verl 0.9.1 engine_workers.py:
+    770-789); Megatron then loads only them (megatron/transformer_impl.py:1018-1021), FSDP still stages the whole
+    model (fsdp/transformer_impl.py:960-962)."""
+    adapters = bool(w.lora_params and w.adapter_tensors)
+    return SYNC_FIXED_S.get(w.backend, SYNC_FIXED_S["fsdp"]) + 2 * (w.lora_params if adapters else w.params) / 1e9 \
+        / SYNC_GB_S.get(w.backend, SYNC_GB_S["fsdp"]) + (w.adapter_tensors if adapters else sync_tensors(w)) \
+        * SYNC_TENSOR_S + (0.0 if adapters and w.backend == "megatron" else load)
+
+
 def sync_tensors(w: Workload) -> int:
     """The checkpoint tensors a weight sync hands over one by one: the model's own count, else a dense layer's 12
     (q, k, v, o with biases, two norms, three MLP projections) per layer."""
     return w.weight_tensors or 12 * w.layers + 3
-
-
-def params_per_gpu(w: Workload) -> float:
-    """Parameters one GPU holds in training. FSDP shards every parameter over all GPUs (verl 0.9.1
-    trainer/config/engine/fsdp.yaml:26, fsdp_size -1). Megatron splits the dense ones over TP × PP and the experts
-    over EP × ETP × PP, and replicates them over data parallel ("bf16 parameter data chunked in model parallel
-    group", utils/megatron_utils.py:713-720)."""
-    if w.backend != "megatron":
-        return w.params / max(w.n_gpus, 1)
-    tp = max(w.model_parallel // max(w.context_parallel, 1), 1)
-    pp = max(w.pipeline, 1)
-    experts = w.routed_params
-    return (w.params - experts) / (tp * pp) + experts / (max(w.expert_parallel, 1) * max(w.expert_tp, 1) * pp)
-
-
-def offload_seconds(w: Workload, optimizer: bool = False) -> float:
-    """Seconds of one phase's host↔GPU copies of offloaded state, in before the phase and out after it, over PCIe.
-    Parameters: FSDP trains fp32 shards (workers/engine/fsdp/transformer_impl.py:260-262), 4 bytes each way;
-    Megatron's bf16 parameter buffer per model-parallel rank, 2 bytes each way (megatron_utils.py:827-830; its fp32
-    gradients are freed and zeroed, not copied). Optimizer: FSDP's two fp32 Adam moments (8 bytes); Megatron's
-    distributed optimizer holds fp32 main parameters and both moments (12 bytes) sharded over every GPU
-    (megatron_utils.py:718-719)."""
-    megatron = w.backend == "megatron"
-    if optimizer:
-        per_gpu, nbytes = w.params / max(w.n_gpus, 1), (12 if megatron else 8)
-    else:
-        per_gpu, nbytes = params_per_gpu(w), (2 if megatron else 4)
-    return 2 * nbytes * per_gpu / 1e9 / PCIE_GB_S
 
 
 def driver_metrics_slot_s(w: Workload) -> float:
@@ -663,10 +619,8 @@ def predict(w: Workload) -> StepTime:
     tool = min(tool_tokens(w), resp / 2)
     ro = rollout_seconds(w, name, pk, kv, resp - tool, prompt + tool)
     phases: dict[str, float] = {"rollout": ro["rollout"]}
-    gb = 2 * w.params / 1e9
     load = offload_seconds(w) if w.offload_params else 0.0
-    phases["weight sync"] = SYNC_FIXED_S.get(w.backend, SYNC_FIXED_S["fsdp"]) + gb / SYNC_GB_S.get(
-        w.backend, SYNC_GB_S["fsdp"]) + sync_tensors(w) * SYNC_TENSOR_S + load
+    phases["weight sync"] = weight_sync_seconds(w, load)
     per_gpu_tokens = tokens / w.n_gpus
     attn = _attn_flops_per_token(w, attention_context(prompt, resp, w.max_response) if w.remove_padding
                                  else (w.max_prompt + w.max_response) / 2)
@@ -708,8 +662,11 @@ def predict(w: Workload) -> StepTime:
     fwd += fwd_io
     # the driver's metrics over the padded responses, one CPU thread, in the old log-prob pass's timer only
     debug = seqs * w.max_response * driver_metrics_slot_s(w)
+    # LoRA: the actor's passes run the adapters (the reference is the actor with them off: ray_trainer.py:360)
+    bw = pk.hbm_tb_s * 1e12 * DECODE_BW_ETA
+    lora_fwd = adapter_seconds(w.adapter_io, per_gpu_tokens, bw) if w.lora_params else 0.0
     if w.old_logprob:
-        phases["old log-prob"] = fwd + load + debug
+        phases["old log-prob"] = fwd + lora_fwd + load + debug
     if w.has_ref:
         phases["ref log-prob"] = fwd + load
     tr_tok = micro_tokens(w.train_tokens, w.train_micro)
@@ -718,14 +675,15 @@ def predict(w: Workload) -> StepTime:
     # verl's rearrange_micro_batches takes (utils/seqlen_balancing.py:398), at least one per optimizer step
     minis = max(w.mini_batches, 1)
     tr_micros = minis * math.ceil(rank_tokens / minis / tr_tok - 1e-9) * w.ppo_epochs
-    recompute = 4 / 3 if w.recompute else 1.0
-    train_flops = per_gpu_tokens * (6 * w.active_params + 3 * attn) * recompute * w.ppo_epochs
+    train_flops = per_gpu_tokens * train_flops_per_token(w, attn) * w.ppo_epochs
     optim = offload_seconds(w, optimizer=True) if w.offload_optimizer else 0.0
     upd_moe = moe_dispatch_seconds(w, name, pk, per_gpu_tokens, (3 if w.recompute else 2) * w.ppo_epochs)
-    upd_gather = fsdp_gather_seconds(w, name, tr_micros, 8, reduce_bytes=4)
+    # bf16 gathers for the forward and the backward, the fp32 gradients' reduce-scatter (none for a frozen LoRA base)
+    upd_gather = fsdp_gather_seconds(w, name, tr_micros, 4 if w.lora_params else 8, 0 if w.lora_params else 4)
     upd_loop = expert_loop_seconds(w, 3 if w.recompute else 2)
     upd_micro = tr_micros * (TRAIN_MICRO_S * stage * bubble(tr_micros, w.mini_batches) + upd_loop)
-    upd = max(_pass_seconds(train_flops, pk, TRAIN_ETA, TRAIN_INTENSITY) + upd_moe, upd_gather) \
+    lora_upd = adapter_update_seconds(w, per_gpu_tokens, bw)
+    upd = max(_pass_seconds(train_flops, pk, TRAIN_ETA, TRAIN_INTENSITY) + upd_moe + lora_upd, upd_gather) \
         * bubble(tr_micros, w.mini_batches) + upd_micro
     upd += upd_io
     phases["update actor"] = upd + load + optim
@@ -755,44 +713,20 @@ def predict(w: Workload) -> StepTime:
             "driver_metrics": driver_metrics_named(w)} if debug and w.old_logprob else {}),
         **({"moe_all_to_all_efficiency": A2A_ETA, "moe_all_to_all_nic_efficiency": A2A_NIC_ETA,
             "moe_expert_parallel": w.expert_parallel} if w.moe_layers else {}),
+        **lora_assumptions(w, lora_fwd, lora_upd),
         "calibration": "tests/data/reference/step-times.json (benchmarks/step_times.md)",
     }
     detail = {k: v for k, v in ro.items() if k != "rollout"}
-    detail["old log-prob micro-batches"], detail["update actor micro-batches"] = lp_micros, tr_micros
-    detail["old log-prob micro-batches s"] = fwd_micro
-    detail["old log-prob driver metrics s"] = debug if w.old_logprob else 0.0
-    detail["update actor micro-batches s"] = upd_micro
-    detail["old log-prob moe dispatch s"] = fwd_moe
-    detail["update actor moe dispatch s"] = upd_moe
-    detail["old log-prob fsdp gather s"] = fwd_gather
-    detail["update actor fsdp gather s"] = upd_gather
+    detail.update({"old log-prob micro-batches": lp_micros, "update actor micro-batches": tr_micros,
+                   "old log-prob micro-batches s": fwd_micro, "old log-prob driver metrics s": debug * w.old_logprob,
+                   "update actor micro-batches s": upd_micro, "old log-prob moe dispatch s": fwd_moe,
+                   "update actor moe dispatch s": upd_moe, "old log-prob fsdp gather s": fwd_gather,
+                   "update actor fsdp gather s": upd_gather})
     return StepTime({k: phases[k] for k in PHASE_ORDER if k in phases}, assumptions, detail, overlap=w.overlap,
                     rollout_gpus=w.rollout_gpus, receive_s=fwd_io if w.overlap else 0.0)
 
 
-def run_hours(st: StepTime, steps: int, n_gpus: int) -> tuple[float, float]:
-    """(wall-clock hours, GPU-hours) of `steps` steps: the training GPUs and the rollout's own, if any."""
-    hours = st.step_s * steps / 3600
-    return hours, hours * (n_gpus + st.rollout_gpus)
-
-
-def as_json(st: StepTime, steps: int, n_gpus: int, steps_basis: str) -> dict[str, object]:
-    """The `time` object of plan --json and check --json."""
-    hours, gpu_hours = run_hours(st, steps, n_gpus)
-    out = {"step_s": round(st.step_s, 1), "phases": st.grouped(),
-           "phases_detail": {k: round(v, 1) for k, v in st.phases.items()},
-           "run_steps": steps, "run_hours": round(hours, 2), "run_gpu_hours": round(gpu_hours, 1),
-           "assumptions": {**st.assumptions, "run_steps_basis": steps_basis}}
-    if st.overlap:  # verl's timing_s/gen is the trainer's wait there, not the rollout (StepTime.gen_timer_s)
-        out["gen_timer_s"], out["batch_receive_s"] = round(st.gen_timer_s, 1), round(st.receive_s, 1)
-    return out
-
-
-def ceil_div(a: int, b: int) -> int:
-    return -(-a // b) if b else a
-
-
-__all__ = ["Workload", "StepTime", "predict", "run_hours", "as_json", "micro_share", "peak", "rollout_unfit"]
+__all__ = ["Workload", "StepTime", "predict", "micro_share", "peak", "rollout_unfit"]
 
 
 def moe_layers(shape) -> int:

@@ -7,6 +7,7 @@ from typing import Optional
 
 from wizard.planner.reasoning import thinks_by_default
 from wizard.planner.steptime import MAX_NUM_SEQS, TOOL_RESPONSE_CHARS, Workload, moe_layers, shape_fields
+from wizard.planner.steptime_lora import lora_fields
 
 A, R, REF, M = "actor_rollout_ref.actor", "actor_rollout_ref.rollout", "actor_rollout_ref.ref", "actor_rollout_ref.model"
 
@@ -87,7 +88,9 @@ def workload_from_config(get, shape, *, n_gpus: int, gpu_type: Optional[str], gp
         rollout_logprobs=get(f"{R}.calculate_log_probs") is True,
         loss_agg_mode=str(get(f"{A}.loss_agg_mode") or "token-mean"),
         rollout_gpus=own, overlap=own > 0, rollout_per_node=_int(get("rollout.n_gpus_per_node"), 0) if own else 0,
-        streaming=streamed is not None and get("async_training.partial_rollout") is not False)
+        streaming=streamed is not None and get("async_training.partial_rollout") is not False,
+        **lora_fields(shape, _int(get(f"{M}.lora.rank") if megatron else get(f"{M}.lora_rank"), 0), megatron,
+                      merge=get(f"{M}.lora.merge") is True))
 
 
 def fully_async_cycle_prompts(get) -> int:

@@ -5,8 +5,26 @@ from __future__ import annotations
 
 from typing import Optional
 
-from wizard.planner.steptime import as_json, predict
+from wizard.planner.steptime import StepTime, predict
 from wizard.planner.steptime_config import _int, fully_async_cycle_prompts, workload_from_config
+
+
+def run_hours(st: StepTime, steps: int, n_gpus: int) -> tuple[float, float]:
+    """(wall-clock hours, GPU-hours) of `steps` steps: the training GPUs and the rollout's own, if any."""
+    hours = st.step_s * steps / 3600
+    return hours, hours * (n_gpus + st.rollout_gpus)
+
+
+def as_json(st: StepTime, steps: int, n_gpus: int, steps_basis: str) -> dict[str, object]:
+    """The `time` object of plan --json and check --json."""
+    hours, gpu_hours = run_hours(st, steps, n_gpus)
+    out = {"step_s": round(st.step_s, 1), "phases": st.grouped(),
+           "phases_detail": {k: round(v, 1) for k, v in st.phases.items()},
+           "run_steps": steps, "run_hours": round(hours, 2), "run_gpu_hours": round(gpu_hours, 1),
+           "assumptions": {**st.assumptions, "run_steps_basis": steps_basis}}
+    if st.overlap:  # verl's timing_s/gen is the trainer's wait there, not the rollout (StepTime.gen_timer_s)
+        out["gen_timer_s"], out["batch_receive_s"] = round(st.gen_timer_s, 1), round(st.receive_s, 1)
+    return out
 
 
 # train split rows of the datasets verl-init prepares itself (their hub cards): the run's steps per epoch
@@ -78,6 +96,10 @@ def lines(doc: dict) -> list[str]:
         f"{_count(a['train_micro_batches_per_rank'], 'training micro-batch')} of {a['train_micro_batch_tokens']} "
         f"tokens per data-parallel rank, {_count(a['logprob_micro_batches_per_rank'], 'log-prob micro-batch')} of "
         f"{a['logprob_micro_batch_tokens']}{_driver_check(a)}.",
+        *([f"LoRA: {a['lora_trained_params']:,} adapter parameters trained, the frozen base without weight gradients "
+           f"(the adapters' activation traffic adds {a['lora_adapter_s']['update']:g} s to the update); the weight sync ships "
+           f"{a['lora_weight_sync']}; vLLM's LoRA kernels make the per-layer decode costs "
+           f"{a['lora_decode_layer_factor']:g} × the base model's."] if "lora_trained_params" in a else []),
         *([f"Fastest layout that fits: {doc['layout_choice']['key']}={doc['layout_choice']['chosen']} "
            f"({doc['layout_choice']['why']}); runner-up {doc['layout_choice']['runner_up']}, "
            f"{_slower(doc['layout_choice']['runner_up_slower_s'])} per step (more micro-batches, each with its fixed "
@@ -161,4 +183,4 @@ def of_plan(plan) -> Optional[dict]:
     return doc
 
 
-__all__ = ["of_plan", "not_predicted", "lines", "run_steps", "CALIBRATION"]
+__all__ = ["of_plan", "not_predicted", "lines", "run_steps", "run_hours", "as_json", "CALIBRATION"]

@@ -21,7 +21,7 @@ PAD_GAIN = 0.2
 def rule_time(c: Ctx, f: Facts, shape: Any, response_mean: Optional[float] = None) -> None:
     from wizard.planner import steptime as st
     from wizard.planner.steptime_config import workload_from_config
-    from wizard.planner.steptime_plan import run_steps
+    from wizard.planner.steptime_plan import as_json, run_steps
 
     missing = [why for unknown, why in (
         (shape is None, "the model's size is unknown (model.path names no known model and no config.json was read)"),
@@ -57,7 +57,7 @@ def rule_time(c: Ctx, f: Facts, shape: Any, response_mean: Optional[float] = Non
         return
     pred = st.predict(w)
     steps, basis = run_steps(get)
-    c.time = st.as_json(pred, steps, f.n_gpus, basis)
+    c.time = as_json(pred, steps, f.n_gpus, basis)
     a = pred.assumptions
     said = []
     if response_mean is None:
