@@ -36,6 +36,9 @@ SOURCE = "https://github.com/ISEEKYAN/verl_megatron_practice/blob/dfd811adc3e42e
 TABLES = {"dapo7b.csv": "T01", "dapo14b.csv": "T07", "dapo32b.csv": "T08", "dapo_moe30b.csv": "T11",
           "dapo_moe235b.csv": "T13", "grpo_qwen2.5_7b.csv": "T15"}
 GPU_MEMORY_GB = {"H100": 80, "H20": 96}
+# a row whose model column names another checkpoint than its template's (dapo14b.csv's Qwen2.5-14B rows beside the
+# Qwen3-14B-Base of T07): that checkpoint's hub id
+ROW_MODELS = {"qwen2.5-14b": "Qwen/Qwen2.5-14B", "qwen3-14b-base": "Qwen/Qwen3-14B-Base"}
 
 
 def _size(text: Optional[str]) -> Optional[int]:
@@ -90,6 +93,9 @@ def report(table: str, row: dict[str, str], template: dict[str, Any]) -> dict[st
         cfg["fsdp_size"] = _degree(layout, "fsdp")  # "sp4fsdp32" on 64 GPUs: two replicas of a 32-GPU shard group
     r["rollout_tp"] = _degree(row["infer_parallel"], "tp") or 1
     r["train_parallel"] = row["train_parallel"]
+    named = ROW_MODELS.get(str(_first(row, "model", "mdoel") or "").strip().lower())
+    if named and named != r["model"].split(" ")[0]:
+        r["model"], r["model_params_b"] = named, None
     actor = _first(row, "micro_bs_actor/dynamic_max_token", "dynamic_max_token(micro_bs_actor)")
     logp = _first(row, "micro_bs_logp/dynamic_max_token", "dynamic_max_token(micro_bs_logp)")
     dynamic = row.get("Dynamic batch")

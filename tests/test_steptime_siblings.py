@@ -35,6 +35,13 @@ def test_every_table_row_is_read():
         assert f"{table.removesuffix('.csv')}#{row}" in ids
 
 
+def test_a_row_of_another_checkpoint_is_read_as_that_checkpoint():
+    """dapo14b.csv runs Qwen2.5-14B in some rows beside T07's Qwen3-14B-Base: each row is sized as its own model."""
+    models = {r["id"]: r["model"] for r in SIBLINGS if r["id"].startswith("dapo14b#")}
+    assert models["dapo14b#2"] == models["dapo14b#7"] == "Qwen/Qwen2.5-14B"
+    assert models["dapo14b#9"] == "Qwen/Qwen3-14B-Base"
+
+
 @pytest.mark.parametrize("table", list(TABLES))
 def test_a_shown_reports_own_row_predicts_what_the_report_does(table):
     """The row a calibration report was taken from, rebuilt from the table alone, is predicted as the report is
