@@ -4,6 +4,7 @@ state dict, and a LoRA launch script read by `check`."""
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import replace
 from pathlib import Path
 
@@ -116,6 +117,29 @@ def test_an_unmerged_sync_ships_the_adapters_peft_holds():
     assert fields["lora_params"] == sum(t.numel() for t in state.values())
     assert sl.lora_fields(from_local(str(TINY)), 8, megatron=False, merge=True)["adapter_tensors"] == 0
     assert sl.lora_fields(from_local(str(TINY)), 0, megatron=False) == {}
+
+
+def test_a_moes_unmerged_sync_ships_the_tensors_peft_holds():
+    """peft's all-linear on transformers' Qwen3-MoE wraps the fused experts' gate_up and down parameters whole (one
+    lora_A, lora_B pair each), beside q, k, v, o and the router: seven adapted modules a layer, not one per expert."""
+    import transformers
+    from peft import LoraConfig, get_peft_model
+    from peft.utils.save_and_load import get_peft_model_state_dict
+
+    from wizard.planner.shapes import ModelShape
+
+    cfg = transformers.Qwen3MoeConfig(vocab_size=128, hidden_size=64, intermediate_size=128, moe_intermediate_size=32,
+                                      num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                                      num_experts=8, num_experts_per_tok=2, mlp_only_layers=[])
+    with warnings.catch_warnings():  # peft may name the experts' parameters it wraps
+        warnings.simplefilter("ignore")
+        state = get_peft_model_state_dict(get_peft_model(transformers.AutoModelForCausalLM.from_config(cfg),
+                                                         LoraConfig(r=4, lora_alpha=8, target_modules="all-linear")))
+    shape = ModelShape(name="tiny-moe", arch="qwen3_moe", layers=2, hidden=64, heads=4, kv_heads=2, head_dim=16,
+                       intermediate=128, vocab=128, experts=8, active_experts=2, moe_intermediate=32)
+    fields = sl.lora_fields(shape, 4, megatron=False)
+    assert fields["adapter_tensors"] == len(state) == 2 * 7 * 2
+    assert fields["lora_params"] == sum(t.numel() for t in state.values())
 
 
 def test_the_frozen_base_has_no_weight_gradients():

@@ -290,11 +290,20 @@ class ModelShape:
                 else "linear_attention" for i in range(self.layers)]
 
     def lora_params(self, rank: int) -> int:
-        """Adapters on every linear layer (target_modules=all-linear)."""
+        """peft's adapters on every linear layer (target_modules=all-linear), rank × (in + out) each: q, k, v, o and
+        a dense MLP's gate, up, down; a MoE layer's router, shared experts, and its fused experts' gate_up and down
+        parameters wrapped whole (peft's ParamWrapper: lora_A of rank × experts rows, gate_up at twice the rank), as
+        tests/test_steptime_lora.py counts on peft's own state dict."""
         h, q, kv = self.hidden, self.heads * self.head_dim, self.kv_heads * self.head_dim
-        inter = self.moe_intermediate * self.experts if self.experts else self.intermediate
-        per_layer = (h + q) + 2 * (h + kv) + (q + h) + 3 * (h + inter) * (1 if not self.experts else 1)
-        return rank * per_layer * self.layers
+        attention = (h + q) + 2 * (h + kv) + (q + h)
+        dense = 3 * (h + self.intermediate)
+        if not self.experts:
+            return rank * (attention + dense) * self.layers
+        e, mi = self.experts, self.moe_intermediate
+        moe = (h + e) + 2 * e * (h + 2 * mi) + e * (mi + h) + (3 * (h + self.shared_intermediate)
+                                                              if self.shared_intermediate else 0)
+        dense_layers = min(self.dense_layers, self.layers)
+        return rank * (attention * self.layers + dense * dense_layers + moe * (self.layers - dense_layers))
 
     def hf_config_kwargs(self) -> dict[str, Any]:
         """The config.json fields this shape came from (for transformers, e.g. a meta-device model)."""

@@ -32,9 +32,10 @@ FWD_IN, FWD_OUT, BWD_IN, BWD_OUT = 1, 6, 5, 4
 def lora_fields(shape: Any, rank: int, megatron: bool, merge: bool = False) -> dict[str, Any]:
     """A LoRA run's Workload fields on verl's default target modules (FSDP: peft's all-linear, hf_model.yaml
     `target_modules`; Megatron: linear_qkv, linear_proj, linear_fc1, linear_fc2): the adapters' parameters, the
-    tensors an unmerged sync ships (lora_A and lora_B of each adapted module, a MoE's on every expert) and the
-    inputs and outputs a token passes through adapters (adapter_io); {} for a full fine-tune or a shape without its
-    layers."""
+    tensors an unmerged sync ships (lora_A and lora_B of each adapted module: peft's seven a layer, a MoE's q, k, v,
+    o, router and its fused experts' gate_up and down wrapped whole; Megatron's four, a MoE's on every expert) and
+    the inputs and outputs a token passes through adapters (adapter_io); {} for a full fine-tune or a shape without
+    its layers."""
     if not rank or not hasattr(shape, "lora_params"):
         return {}
     from wizard.planner.megatron_lora import megatron_lora_params
@@ -43,7 +44,7 @@ def lora_fields(shape: Any, rank: int, megatron: bool, merge: bool = False) -> d
     if megatron:
         params, modules = megatron_lora_params(shape, rank), (2 + 2 * experts if experts else 4)
     else:
-        params, modules = shape.lora_params(rank), (4 + 3 * experts if experts else 7)
+        params, modules = shape.lora_params(rank), 7
     return {"lora_params": float(params), "adapter_tensors": 0 if merge else 2 * modules * shape.layers,
             "adapter_io": adapter_io(shape, megatron)}
 
@@ -51,8 +52,8 @@ def lora_fields(shape: Any, rank: int, megatron: bool, merge: bool = False) -> d
 def adapter_io(shape: Any, megatron: bool) -> tuple[float, float]:
     """(Σ inputs, Σ outputs) of the adapted modules one token passes, over all layers: attention's q, k, v, o (Megatron
     fuses q, k, v into linear_qkv) and the MLP's gate, up, down (Megatron: linear_fc1, linear_fc2), a MoE's through
-    the experts it routes to (Megatron's adapters on every expert; peft's all-linear adapts nn.Linear only, which
-    transformers' fused experts are not). Megatron-Bridge's adapters are taken to move per module what peft's do
+    the experts it routes to (Megatron's adapters on every expert; peft's on transformers' fused experts, a
+    ParamWrapper, are not counted). Megatron-Bridge's adapters are taken to move per module what peft's do
     (assumed; only peft's are traced)."""
     h, q, kv = shape.hidden, shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim
     experts = int(getattr(shape, "experts", 0) or 0)
