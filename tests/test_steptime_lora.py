@@ -257,3 +257,19 @@ def test_the_calibration_harness_reads_a_lora_report_as_lora():
     # the other engine's key is not read: the run trains every weight (VI880)
     wrong = {**meg, "overrides": [*(meg.get("overrides") or []), "actor_rollout_ref.model.lora_rank=16"]}
     assert sc.workload(wrong, every).lora_params == 0
+
+
+def test_plan_names_what_a_lora_step_assumes():
+    """PLAN.md's LoRA line names the adapters trained, their traffic, what the sync ships and how the engine
+    decodes: through its LoRA kernels unmerged, as the base model merged."""
+    from wizard.planner.steptime_plan import lines
+
+    for merge, ships, decodes in ((False, "the adapters alone", "LoRA kernels"),
+                                  (True, "the merged weights", "decodes the merged weights")):
+        w = replace(_work(), **sl.lora_fields(SHAPE, 32, megatron=False, merge=merge))
+        doc = {"step_s": 1.0, "phases_detail": {}, "run_steps": 1, "run_hours": 1.0, "run_gpu_hours": 1.0,
+               "assumptions": {**st.predict(w).assumptions, "run_steps_basis": "test"}}
+        line = next(x for x in lines(doc) if x.startswith("LoRA:"))
+        assert f"{round(w.lora_params):,} adapter parameters" in line and ships in line and decodes in line
+    assert not any(x.startswith("LoRA:") for x in lines({**doc, "assumptions": {
+        **st.predict(_work()).assumptions, "run_steps_basis": "test"}}))

@@ -20,11 +20,11 @@ tests/test_steptime_calibration.py states the error per report, also on a held-o
   6 × active params × tokens × (4/3 with activation recompute) FLOPs (LoRA: 4 ×, the frozen base has no weight
   gradients). Time = FLOPs × (1 / (peak × η) + 1 / (HBM bandwidth × intensity)): a roofline sum whose two
   calibrated numbers are shared by every GPU (the H20's 148 TFLOPS with 4 TB/s and the H100's 989 with 3.35 both
-  fit), plus a fixed cost per micro-batch (a micro-batch
-  far below what memory allows makes many of them: the GPU idles between them), the driver's data path (the
-  padded batch shipped to the workers), the pipeline bubble of Megatron PP, the offload traffic over PCIe, a MoE's
-  token dispatch (all-to-all over NVLink or the NICs, by the EP group's span) and FSDP's parameter gathers per
-  micro-batch (overlapped with the compute: the longer of the two).
+  fit), plus a fixed cost per micro-batch (a micro-batch far below what memory allows makes many of them: the GPU
+  idles between them), the driver's data path (the padded batch shipped to the workers), the pipeline bubble of
+  Megatron PP, the offload traffic over PCIe, a MoE's token dispatch (all-to-all over NVLink or the NICs, by the EP
+  group's span) and FSDP's parameter gathers per micro-batch (overlapped with the compute: the longer of the two;
+  wizard.planner.steptime_links). LoRA: wizard.planner.steptime_lora.
 
 Only the standard library is imported.
 """

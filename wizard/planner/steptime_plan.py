@@ -96,10 +96,7 @@ def lines(doc: dict) -> list[str]:
         f"{_count(a['train_micro_batches_per_rank'], 'training micro-batch')} of {a['train_micro_batch_tokens']} "
         f"tokens per data-parallel rank, {_count(a['logprob_micro_batches_per_rank'], 'log-prob micro-batch')} of "
         f"{a['logprob_micro_batch_tokens']}{_driver_check(a)}.",
-        *([f"LoRA: {a['lora_trained_params']:,} adapter parameters trained, the frozen base without weight gradients "
-           f"(the adapters' activation traffic adds {a['lora_adapter_s']['update']:g} s to the update); the weight sync ships "
-           f"{a['lora_weight_sync']}; vLLM's LoRA kernels make the per-layer decode costs "
-           f"{a['lora_decode_layer_factor']:g} × the base model's."] if "lora_trained_params" in a else []),
+        *([_lora_line(a)] if "lora_trained_params" in a else []),
         *([f"Fastest layout that fits: {doc['layout_choice']['key']}={doc['layout_choice']['chosen']} "
            f"({doc['layout_choice']['why']}); runner-up {doc['layout_choice']['runner_up']}, "
            f"{_slower(doc['layout_choice']['runner_up_slower_s'])} per step (more micro-batches, each with its fixed "
@@ -114,6 +111,15 @@ def lines(doc: dict) -> list[str]:
          f"({CALIBRATION['steps_within_held_out']} of {CALIBRATION['reports']} when each half is predicted from the "
          "other half's fit)."),
     ]
+
+
+def _lora_line(a: dict) -> str:
+    """PLAN.md's line on a LoRA run's step time (steptime_lora.lora_assumptions)."""
+    decode = (f"the engine's LoRA kernels make the per-layer decode costs {a['lora_decode_layer_factor']:g} × the "
+              "base model's" if a["lora_decode_layer_factor"] > 1 else "the engine decodes the merged weights")
+    return (f"LoRA: {a['lora_trained_params']:,} adapter parameters trained, the frozen base without weight "
+            f"gradients (the adapters' activation traffic adds {a['lora_adapter_s']['update']:g} s to the update); "
+            f"the weight sync ships {a['lora_weight_sync']}; {decode}.")
 
 
 def _flat(tree: dict, prefix: str = "") -> dict:
