@@ -22,6 +22,7 @@ from wizard.planner.shapes import from_moe_params, resolve_shape
 from wizard.planner import steptime as st
 from wizard.planner.steptime_config import fully_async_cycle_prompts as cycle_prompts
 from wizard.planner.steptime_lora import lora_fields
+from wizard.verlspec import lora as verl_lora
 from wizard.verlspec.keys import load_snapshot
 
 DATA = Path(__file__).resolve().parent / "data" / "reference" / "step-times.json"
@@ -370,11 +371,12 @@ def workload(c: dict[str, Any], all_cases: list[dict[str, Any]]) -> st.Workload:
 
 def lora(c: dict[str, Any], shape, megatron: bool) -> dict[str, Any]:
     """A LoRA report's Workload fields: its config's lora_rank, else the rank its overrides or script give the key its
-    engine reads (FSDP model.lora_rank, Megatron model.lora.rank), unmerged unless model.lora.merge is true."""
-    key = "actor_rollout_ref.model." + ("lora.rank" if megatron else "lora_rank")
-    stated = (c.get("config") or {}).get("lora_rank") or _stated(c, key)
-    rank = int(stated) if str(stated or "").isdigit() else 0
-    return lora_fields(shape, rank, megatron, merge=_stated(c, "actor_rollout_ref.model.lora.merge") in ("True", "true"))
+    engine reads (wizard.verlspec.lora.engine_rank), unmerged unless model.lora.merge is true."""
+    M = "actor_rollout_ref.model"
+    model = {"lora_rank": _stated(c, f"{M}.lora_rank"),
+             "lora": {"rank": _stated(c, f"{M}.lora.rank"), "merge": _stated(c, f"{M}.lora.merge") in ("True", "true")}}
+    rank = int((c.get("config") or {}).get("lora_rank") or 0) or verl_lora.engine_rank(model, megatron=megatron)
+    return lora_fields(shape, rank, megatron, merge=verl_lora.merged(model))
 
 
 def _vpp(c: dict[str, Any]) -> int:

@@ -8,6 +8,7 @@ from typing import Optional
 from wizard.planner.reasoning import thinks_by_default
 from wizard.planner.steptime import MAX_NUM_SEQS, TOOL_RESPONSE_CHARS, Workload, moe_layers, shape_fields
 from wizard.planner.steptime_lora import lora_fields
+from wizard.verlspec import lora as verl_lora
 
 A, R, REF, M = "actor_rollout_ref.actor", "actor_rollout_ref.rollout", "actor_rollout_ref.ref", "actor_rollout_ref.model"
 
@@ -54,6 +55,9 @@ def workload_from_config(get, shape, *, n_gpus: int, gpu_type: Optional[str], gp
     has_critic = adv == "gae" or bool(get("critic.enable"))
     has_ref = bool(get(f"{A}.use_kl_loss")) or bool(get("algorithm.use_kl_in_reward"))
     gmu = get(f"{R}.gpu_memory_utilization")
+    # LoRA: the block the training engine reads, and lora.merge (wizard.verlspec.lora)
+    model = {"lora_rank": get(f"{M}.lora_rank"),
+             "lora": {"rank": get(f"{M}.lora.rank"), "merge": get(f"{M}.lora.merge")}}
     return Workload(
         **shape_fields(shape, tp), n_gpus=max(n_gpus, 1),
         prompts=_int(get("data.gen_batch_size"), tbs) if streamed is None else tbs, train_prompts=tbs,
@@ -89,8 +93,7 @@ def workload_from_config(get, shape, *, n_gpus: int, gpu_type: Optional[str], gp
         loss_agg_mode=str(get(f"{A}.loss_agg_mode") or "token-mean"),
         rollout_gpus=own, overlap=own > 0, rollout_per_node=_int(get("rollout.n_gpus_per_node"), 0) if own else 0,
         streaming=streamed is not None and get("async_training.partial_rollout") is not False,
-        **lora_fields(shape, _int(get(f"{M}.lora.rank") if megatron else get(f"{M}.lora_rank"), 0), megatron,
-                      merge=get(f"{M}.lora.merge") is True))
+        **lora_fields(shape, verl_lora.engine_rank(model, megatron=megatron), megatron, merge=verl_lora.merged(model)))
 
 
 def fully_async_cycle_prompts(get) -> int:

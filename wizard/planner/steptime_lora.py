@@ -13,12 +13,14 @@ training passes and to the rollout's decode, and what an unmerged weight sync sh
 - Weight sync: unmerged, verl ships the adapters alone once the engine holds the base (workers/engine_workers.py:
   770-789).
 
-Only the standard library is imported.
+It imports wizard.planner.megatron_lora (the Megatron adapters' count) and the standard library only.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from wizard.planner.megatron_lora import megatron_lora_params
 
 # vLLM's LoRA kernels a decoder layer adds (lora_shrink + lora_expand for each of its four LoRA layers), beside the
 # dozen kernels of a layer that steptime's DECODE_LAYER_S and EAGER_LAYER_S stand for: each costs as one of those
@@ -38,8 +40,6 @@ def lora_fields(shape: Any, rank: int, megatron: bool, merge: bool = False) -> d
     its layers."""
     if not rank or not hasattr(shape, "lora_params"):
         return {}
-    from wizard.planner.megatron_lora import megatron_lora_params
-
     experts = int(getattr(shape, "experts", 0) or 0)
     if megatron:
         params, modules = megatron_lora_params(shape, rank), (2 + 2 * experts if experts else 4)
