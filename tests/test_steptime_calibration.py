@@ -48,8 +48,8 @@ def test_each_report_is_predicted_and_its_error_stated(case, record_property):
         record_property(f"{k} error", f"{p / m - 1:+.0%} (predicted {p:.0f} s, measured {m:.0f} s)")
     record_property("response length", basis)
     # a step more than 5× off means a unit or an input went wrong, not a calibration miss (phases may be further
-    # off where a run did what the model does not know: T27's unpadded GDN log-prob and update passes, 20 × the
-    # time their FLOPs take, make its step 5 × the prediction)
+    # off where a run did what the model does not know: T27's log-prob and update passes, 20 × the time their FLOPs
+    # take, likely its vision tower's patch embedding on torch 2.9 (docs/time.md), make its step 5 × the prediction)
     p, m = pairs["step"]
     assert 1 / 6 < p / m < 5, {k: round(p / m, 2) for k, (p, m) in pairs.items()}
 

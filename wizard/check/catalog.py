@@ -67,6 +67,10 @@ RULES: dict[str, tuple[str, str]] = {
     "VI860": ("memory does not fit / is tight", "a phase's estimated peak per GPU (rollout, weight sync, log-prob, update; GiB, wizard.planner.memory) is over the card: error; only its ±20% band is: warning naming the phase"),
     "VI861": ("memory not estimated", "no GPU memory size, or no model shape (placeholder, unknown model)"),
     "VI862": ("rollout engine reservation too small", "gpu_memory_utilization × GPU memory cannot hold the weights per GPU and one sequence's KV cache"),
+    "VI837": ("vision patch embedding on torch 2.9", "torch 2.9 with a cuDNN before 9.15 (as installed here) runs a Qwen-VL "
+                                                     "tower's stride-equals-kernel Conv3d through aten::slow_conv_dilated3d: "
+                                                     "patches × hidden single-channel fills per image, seconds per image "
+                                                     "in each training pass (pytorch/pytorch#166643, #174051)"),
     "VI895": ("predicted step time", "seconds per phase, per step and GPU-hours for the run (wizard.planner.steptime), with the response length and GPU it assumed"),
     "VI896": ("log-prob micro-batch far below what memory allows", "a fixed log_prob_micro_batch_size_per_gpu so small that per-micro-batch costs take half the log-prob pass while the memory estimate allows 4× more"),
     "VI897": ("idle rollout GPUs", "rollout replicas with no sequence to generate, or a rollout TP larger than the model needs (half the TP fits and the predicted rollout is 20% shorter)"),

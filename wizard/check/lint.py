@@ -54,7 +54,7 @@ from wizard.check.rules.memory import rule_memory
 from wizard.check.rules.time import rule_time
 from wizard.check.rules.reward_model import rule_reward_model
 from wizard.check.rules.roles import rule_roles
-from wizard.check.rules.tokens import rule_context, rule_context_parallel_budget, rule_tokens, rule_vision
+from wizard.check.rules.tokens import rule_context, rule_context_parallel_budget, rule_patch_embed, rule_tokens, rule_vision
 from wizard.check.rules.values import rule_choices, rule_required, rule_unresolved, rule_values
 from wizard.check.source import Source, load_source, write_yaml
 from wizard.intent.errors import Problem
@@ -109,6 +109,7 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_rollout_dp_nodes(c, f, shape)
         rule_context(c, f, shape)
         rule_vision(c, f, shape)
+        rule_patch_embed(c, f, shape)
         rule_memory(c, f, shape, why)
         rule_time(c, f, shape, response_length_mean)
     deep_notes: list[str] = []

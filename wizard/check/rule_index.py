@@ -224,6 +224,7 @@ RULES: dict[str, tuple[str, str]] = {
     "VI753": ("probe & doctor", "torch is a CPU build on a GPU machine, or built for a newer CUDA than the driver"),
     "VI754": ("probe & doctor", "verl is not installed, or its version differs from the one bundles target"),
     "VI755": ("probe & doctor", "neither vllm nor sglang is installed: bundles can be planned but not run"),
+    "VI762": ("probe & doctor", "torch 2.9 with a cuDNN before 9.15: a vision tower's Conv3d patch embedding runs a slow fallback"),
     # -- bundle writing (wizard.renderer.writer) -------------------------------------------------------------
     "VI901": ("bundle", "a bundle file name would be written outside the bundle folder (a bug)"),
     "VI902": ("bundle", "the output path exists and is not a folder"),

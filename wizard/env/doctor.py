@@ -26,12 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from wizard.intent.errors import Problem
+from wizard.planner import patch_embed
 
 # the engines' kernels a report needs too: flash-attn (FSDP's remove-padding path), megatron-core (the Megatron
 # engine), flash-linear-attention (the Gated DeltaNet layers of Qwen3.5 / Qwen3-Next: its version decides whether
 # verl's packed and Ulysses paths run, verl 0.9.1 models/transformers/qwen3_5.py _packed_chunk_gated_delta_rule)
 PACKAGES = ("verl", "torch", "ray", "vllm", "sglang", "transformers", "nvidia-ml-py", "flash-attn", "megatron-core",
-            "flash-linear-attention")
+            "flash-linear-attention", "nvidia-cudnn-cu12", "nvidia-cudnn-cu13")
 # /dev/shm below this: NCCL's shared-memory transport, vLLM and Ray's object store run short (Docker's default is 64 MB).
 MIN_SHM_GB = 8.0
 # NCCL switches that turn a fast path off; set by hand they explain slow or hanging collectives.
@@ -131,7 +132,7 @@ def _version_tuple(text: str | None) -> tuple[int, ...] | None:
 
 def environment_findings(env: Mapping[str, str], probes: Any, versions: Mapping[str, str | None],
                          torch_cuda: str | None, torch_installed: bool) -> list[Problem]:
-    """The environment pitfalls (VI749-VI755), plus cluster_check's RAY_ADDRESS / CUDA_VISIBLE_DEVICES rules."""
+    """The environment pitfalls (VI749-VI755, VI762), plus cluster_check's RAY_ADDRESS / CUDA_VISIBLE_DEVICES rules."""
     from wizard._version import VERL_TARGET
     from wizard.env.cluster import Expected, env_problems
 
@@ -187,6 +188,12 @@ def environment_findings(env: Mapping[str, str], probes: Any, versions: Mapping[
         out.append(Problem("VI754", "warning", ("verl",),
                            f"verl {verl} is installed; verl-init's bundles are written for verl {VERL_TARGET}",
                            f"pip install 'verl=={VERL_TARGET}', or expect config keys that differ"))
+    slow = patch_embed.slow_conv3d(patch_embed.installed(dict(versions)))
+    if slow is not None and torch_installed:
+        out.append(Problem("VI762", "warning", ("torch", "cuDNN"),
+                           f"{slow}: the patch embedding of a Qwen2.5-VL / Qwen3-VL / Qwen3.5 vision tower then costs "
+                           "seconds per image in every log-prob and update pass (`verl-init check` says how many)",
+                           patch_embed.FIX))
     if versions.get("vllm") is None and versions.get("sglang") is None:
         can = "plan and verify bundles" if verl is not None else "plan bundles (verify needs verl)"
         out.append(Problem("VI755", "info", ("rollout_engine",),

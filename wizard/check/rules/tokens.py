@@ -1,12 +1,14 @@
 """Sequence-length rules: dynamic token budgets (VI830, VI834), context parallel under a token budget (VI904), the
-rollout engine's limits (VI831, VI833, VI906) and the model's context (VI833); vision-language settings (VI836).
+rollout engine's limits (VI831, VI833, VI906) and the model's context (VI833); vision-language settings (VI836) and
+a vision tower's patch embedding on the torch installed here (VI837).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from wizard.check.rules.context import REF, A, R, Ctx, Facts
+from wizard.check.rules.context import REF, A, M, R, Ctx, Facts
+from wizard.planner import patch_embed
 from wizard.verlspec import arithmetic as rc
 
 
@@ -106,3 +108,32 @@ def rule_vision(c: Ctx, f: Facts, shape: Any) -> None:
         c.add("VI836", "warning", (f"{A}.freeze_vision_tower",),
               f"freeze_vision_tower=True has no effect in verl 0.9.1 (no worker reads it): {what} is trained, and its "
               "gradients and optimizer states take memory", "plan memory for a trained vision tower, or remove the key")
+
+
+# the image VI837 prices: 512 × 512 pixels (1,024 patches of 16², 1,337 of 14²)
+REFERENCE_PIXELS = 512 * 512
+
+
+def rule_patch_embed(c: Ctx, f: Facts, shape: Any) -> None:
+    """VI837: a vision tower whose patch embedding is a stride-equals-kernel Conv3d, trained with the torch installed
+    here when that torch runs it through aten's slow loop (wizard.planner.patch_embed)."""
+    if shape is None or not patch_embed.has_conv3d_patch_embed(shape):
+        return
+    why = patch_embed.slow_conv3d(patch_embed.installed())
+    if why is None:
+        return
+    per_image = patch_embed.seconds_per_image(shape, REFERENCE_PIXELS)
+    passes = ["update"] + (["reference log-prob"] if f.use_ref else []) + (
+        ["old log-prob"] if c.v("algorithm.rollout_correction.bypass_mode") is not True else [])
+    step = ""
+    if f.tbs and f.n and f.dp:
+        images = f.tbs * f.n / f.dp
+        step = (f"; with one such image a sequence, {images:g} sequences on each of {f.dp} data-parallel ranks add "
+                f"{images * per_image:.0f} s to each of the {len(passes)} passes ({', '.join(passes)}), beyond the "
+                "predicted step time (VI895), which does not know the images' sizes")
+    c.add("VI837", "warning", (f"{M}.path",),
+          f"{why}: {shape.name}'s vision tower embeds patches with a Conv3d, which that loop runs as "
+          f"{shape.vision_hidden} single-channel fills per patch: about {per_image:.1f} s per {REFERENCE_PIXELS:,}-pixel "
+          f"image in every training pass (recent vLLM and SGLang releases embed patches as a linear layer: the "
+          f"rollout is not slowed){step}",
+          patch_embed.FIX)
