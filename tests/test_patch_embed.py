@@ -148,3 +148,21 @@ def test_check_says_nothing_on_this_machines_torch(tmp_path):
     """The installed torch (2.13 in the test environment) embeds patches through cuDNN."""
     assert pe.slow_conv3d(pe.installed()) is None
     assert "VI837" not in _check(tmp_path, "Qwen/Qwen3.5-9B")
+
+
+def test_the_plan_of_a_vision_model_prices_the_fallback_per_image_of_image_max_pixels():
+    """PLAN.md's vision lines say what an image of image_max_pixels costs on torch 2.9 without cuDNN 9.15: the plan is
+    the same on every machine, so it says it for any torch and doctor checks the nodes."""
+    import wizard
+    from wizard.intent.answers import make_answers
+
+    answers = {"model": "Qwen/Qwen2.5-VL-7B-Instruct", "dataset": "geo3k", "gpus_per_node": 8, "gpu_type": "H100",
+               "max_prompt_length": 2048,
+               "gpu_memory_gb": 80}
+    plan = wizard.plan(make_answers(answers), base_dir="/tmp")
+    # 1,003,520 pixels over 14² = 5,120 patches, each filling Qwen2.5-VL's 1,280 channels
+    expected = 5120 * (1280 + 2) * 2.35 / (512 * 1024)
+    assert plan.facts["vision"]["slow_patch_embed_s_per_image"] == round(expected, 1) == 29.4
+    text = wizard.plan(make_answers({**answers, "model": "Qwen/Qwen2.5-7B-Instruct", "dataset": "gsm8k"}),
+                       base_dir="/tmp")
+    assert "vision" not in text.facts

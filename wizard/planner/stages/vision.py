@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Optional
 
 from wizard.intent.answers import Answers
-from wizard.planner import dataprep
+from wizard.planner import dataprep, patch_embed
 from wizard.planner.shapes import ModelShape
 from wizard.planner.state import Build, round_up
 
@@ -65,6 +65,9 @@ def vision(b: Build) -> None:
         "image_tokens_per_prompt": a.images_per_prompt * per_image,
         "image_share": round(image_share(a, shape, b.seq), 4),
         "act_mb_per_image_token": round(shape.vision_act_bytes_per_token(True) / 1e6, 3),
+        # torch 2.9 without cuDNN 9.15: the Conv3d patch embedding's per-channel fill loop (wizard.planner.patch_embed)
+        "slow_patch_embed_s_per_image": round(patch_embed.seconds_per_image(shape, a.image_max_pixels), 1)
+        if patch_embed.has_conv3d_patch_embed(shape) else None,
     }
     need = a.images_per_prompt * per_image + MIN_TEXT_TOKENS
     if has_images(a, shape) and a.max_prompt_length < need:
