@@ -85,7 +85,7 @@ def test_fill_op_seconds_come_from_the_cited_measurement():
 @pytest.mark.parametrize("torch_v, cudnn, slow", [
     ("2.9.1", "9.10.2.21", True), ("2.9.0", None, True), ("2.9.1+cu129", "9.14.0.64", True),
     ("2.9.1", "9.16.0.29", False), ("2.8.0", "9.10.2.21", False), ("2.10.0", "9.10.2.21", False),
-    ("2.13.0", None, False), (None, None, False)])
+    ("2.13.0", None, False), (None, None, False), ("2.9.1+cpu", None, False), ("2.9.1+rocm6.4", None, False)])
 def test_which_torch_and_cudnn_take_the_fallback(torch_v, cudnn, slow):
     v = pe.installed({"torch": torch_v, "nvidia-cudnn-cu12": cudnn})
     assert (pe.slow_conv3d(v) is not None) is slow
@@ -113,6 +113,7 @@ def test_doctor_warns_about_torch_2_9_with_its_wheel_cudnn_vi762():
     assert "VI762" not in rules({}, versions={**bad, "nvidia-cudnn-cu12": "9.16.0.29"})
     assert "VI762" not in rules({}, versions={**bad, "torch": "2.10.0"})
     assert "VI762" not in rules({}, versions=bad, torch_installed=False)
+    assert "VI762" not in rules({}, versions=bad, torch_cuda=None)  # a CPU build has no cuDNN path
 
 
 def _check(tmp_path, model, *extra):

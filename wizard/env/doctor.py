@@ -189,7 +189,7 @@ def environment_findings(env: Mapping[str, str], probes: Any, versions: Mapping[
                            f"verl {verl} is installed; verl-init's bundles are written for verl {VERL_TARGET}",
                            f"pip install 'verl=={VERL_TARGET}', or expect config keys that differ"))
     slow = patch_embed.slow_conv3d(patch_embed.installed(dict(versions)))
-    if slow is not None and torch_installed:
+    if slow is not None and torch_installed and torch_cuda is not None:  # a CUDA build
         out.append(Problem("VI762", "warning", ("torch", "cuDNN"),
                            f"{slow}: the patch embedding of a Qwen2.5-VL / Qwen3-VL / Qwen3.5 vision tower then costs "
                            "seconds per image in every log-prob and update pass (`verl-init check` says how many)",

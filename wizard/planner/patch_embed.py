@@ -74,10 +74,10 @@ def installed(versions: Optional[dict[str, Optional[str]]] = None) -> Versions:
 
 
 def slow_conv3d(v: Versions) -> Optional[str]:
-    """Why this torch runs a stride-equals-kernel Conv3d through aten::slow_conv_dilated3d, or None: torch 2.9 with a
-    cuDNN before 9.15 (or none installed as a package: the wheel's own 9.10)."""
-    if _minor(v.torch) != SLOW_TORCH:
-        return None
+    """Why this torch runs a stride-equals-kernel Conv3d through aten::slow_conv_dilated3d, or None: a CUDA build of
+    torch 2.9 with a cuDNN before 9.15 (or none installed as a package: the wheel's own 9.10)."""
+    if _minor(v.torch) != SLOW_TORCH or re.search(r"\+(cpu|rocm)", v.torch or ""):
+        return None  # not 2.9, or a build without cuDNN (the CPU's and ROCm's convolutions take other paths)
     cudnn = _minor(v.cudnn or TORCH_WHEEL_CUDNN)
     if cudnn is not None and cudnn >= CUDNN_FIXED:
         return None
