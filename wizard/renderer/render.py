@@ -508,7 +508,7 @@ def _layout_lines(plan: Plan) -> list[str]:
                     "The tower embeds patches with a Conv3d: on torch 2.9 with a cuDNN before 9.15 (the 9.10 its pip "
                     "wheel brings) that runs through aten's per-channel fallback, about "
                     f"{vision['slow_patch_embed_s_per_image']:g} s per image of {a.image_max_pixels} pixels in every "
-                    "log-prob and update pass, which the times above do not include. Run `verl-init doctor` on the "
+                    "log-prob and update pass, not in the time and cost below. Run `verl-init doctor` on the "
                     "nodes (VI762); use torch 2.8 or >= 2.10, or nvidia-cudnn-cu12>=9.15 beside torch 2.9.")
     if a.cluster == "kuberay":  # which image the pods run, and how sure that is (issue 27 item 8)
         from wizard.renderer.images import image_choice
