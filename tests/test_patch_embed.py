@@ -136,7 +136,8 @@ def test_check_prices_the_fallback_for_a_qwen_vl_model_on_the_torch_installed_he
     found = _check(tmp_path, "Qwen/Qwen3.5-9B")
     p = found["VI837"]
     per_image = 1024 * (1152 + 2) * pe.FILL_OP_S  # a 512×512 image: 1,024 patches, 1,152 channels
-    assert f"{per_image:.1f} s per 262,144-pixel image" in p.message
+    assert f"{per_image:.2f} s per image in every training pass, for one 512 × 512 image a sequence (1024 patches)" \
+        in p.message
     # 32 prompts × 5 responses over 8 data-parallel ranks: 20 images a rank, in the update, reference and old passes
     assert f"20 sequences on each of 8 data-parallel ranks add {20 * per_image:.0f} s to each of the 3 passes" in p.message
     assert "torch>=2.10" in p.hint
@@ -167,3 +168,71 @@ def test_the_plan_of_a_vision_model_prices_the_fallback_per_image_of_image_max_p
     text = wizard.plan(make_answers({**answers, "model": "Qwen/Qwen2.5-7B-Instruct", "dataset": "gsm8k"}),
                        base_dir="/tmp")
     assert "vision" not in text.facts
+
+
+def _processor_patches(patch: int, bounds: tuple[int, int], width: int, height: int) -> int:
+    """The patches transformers' own Qwen2-VL image processor (PIL backend) makes of one image."""
+    from PIL import Image
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+
+    proc = Qwen2VLImageProcessorPil(patch_size=patch, merge_size=2, temporal_patch_size=2,
+                                    min_pixels=bounds[0], max_pixels=bounds[1])
+    t, h, w = proc(images=[Image.new("RGB", (width, height))], return_tensors="np")["image_grid_thw"][0]
+    return int(t * h * w)
+
+
+@pytest.mark.parametrize("model", ["Qwen/Qwen2.5-VL-7B-Instruct", "Qwen/Qwen3.5-9B"])
+@pytest.mark.parametrize("size", [(300, 200), (50, 40), (1000, 800), (640, 4000)])
+def test_image_patches_are_what_the_image_processor_makes(model, size):
+    """image_patches against transformers' image processor run on a real image: small images grow to the minimum,
+    large ones shrink to the maximum, sides round to patch × merge pixels."""
+    shape = resolve_shape(model)
+    bounds = pe.pixel_bounds(shape)
+    assert pe.image_patches(shape, *size, bounds) == _processor_patches(shape.vision_patch, bounds, *size)
+
+
+def test_pixel_bounds_come_from_a_local_processor_config(tmp_path):
+    import json
+
+    shape = resolve_shape("Qwen/Qwen3.5-9B")
+    assert pe.pixel_bounds(shape, tmp_path) == (65536, 16777216)  # no file: the hub's values
+    (tmp_path / "preprocessor_config.json").write_text(json.dumps({"min_pixels": 1024, "max_pixels": 200000}))
+    assert pe.pixel_bounds(shape, tmp_path) == (1024, 200000)
+    (tmp_path / "preprocessor_config.json").write_text(json.dumps({"size": {"shortest_edge": 4096,
+                                                                            "longest_edge": 300000}}))
+    assert pe.pixel_bounds(shape, tmp_path) == (4096, 300000)
+    (tmp_path / "preprocessor_config.json").write_text("{not json")
+    assert pe.pixel_bounds(shape, tmp_path) == (65536, 16777216)
+
+
+def _png(width: int, height: int) -> bytes:
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (width, height), (200, 10, 10)).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def test_check_prices_the_training_files_own_images_vi837(tmp_path, monkeypatch):
+    """With the training file here, VI837 reads its images' sizes (headers only) and prices their patches as the
+    model's image processor makes them: two rows, three images of 320×240, 640×480 and 100×80 pixels."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    sizes = [(320, 240), (640, 480), (100, 80)]
+    rows = [{"prompt": [{"role": "user", "content": "<image><image> x"}], "images": [{"bytes": _png(*sizes[0])},
+                                                                                    {"bytes": _png(*sizes[1])}]},
+            {"prompt": [{"role": "user", "content": "<image> y"}], "images": [{"bytes": _png(*sizes[2])},
+                                                                            {"bytes": b"not an image"}]}]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "train.parquet")
+    _metadata(monkeypatch, {"torch": "2.9.1", "nvidia-cudnn-cu12": "9.10.2.21", "nvidia-cudnn-cu13": None})
+    found = _check(tmp_path, "Qwen/Qwen3.5-9B", f"data.train_files={tmp_path / 'train.parquet'}")
+    p = found["VI837"]
+    patches = sum(_processor_patches(16, (65536, 16777216), *s) for s in sizes) / 3
+    per_image = patches * (1152 + 2) * pe.FILL_OP_S
+    assert f"{per_image:.2f} s per image in every training pass, for the 3 images of 2 rows" in p.message
+    assert f"({patches:.0f} patches each on average)" in p.message
+    # 1.5 images a sequence (the unreadable entry is not counted), 20 sequences a rank
+    assert f"add {20 * 1.5 * per_image:.0f} s to each of the 3 passes" in p.message

@@ -70,7 +70,8 @@ RULES: dict[str, tuple[str, str]] = {
     "VI837": ("vision patch embedding on torch 2.9", "torch 2.9 with a cuDNN before 9.15 (as installed here) runs a Qwen-VL "
                                                      "tower's stride-equals-kernel Conv3d through aten::slow_conv_dilated3d: "
                                                      "patches × hidden single-channel fills per image, seconds per image "
-                                                     "in each training pass (pytorch/pytorch#166643, #174051)"),
+                                                     "(the training file's own images when it is here) in each "
+                                                     "training pass (pytorch/pytorch#166643, #174051)"),
     "VI895": ("predicted step time", "seconds per phase, per step and GPU-hours for the run (wizard.planner.steptime), with the response length and GPU it assumed"),
     "VI896": ("log-prob micro-batch far below what memory allows", "a fixed log_prob_micro_batch_size_per_gpu so small that per-micro-batch costs take half the log-prob pass while the memory estimate allows 4× more"),
     "VI897": ("idle rollout GPUs", "rollout replicas with no sequence to generate, or a rollout TP larger than the model needs (half the TP fits and the predicted rollout is 20% shorter)"),

@@ -22,8 +22,11 @@ reference, update: the tower runs forward in each, trained or frozen).
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Optional
 
 # the torch minor whose 3-D bf16 convolutions fall back, and the cuDNN release from which it uses cuDNN again
@@ -104,6 +107,76 @@ def fill_ops(shape: Any, pixels: int) -> int:
 def seconds_per_image(shape: Any, pixels: int) -> float:
     """Seconds the slow path adds to every forward pass (log-prob, reference, update) for one image."""
     return fill_ops(shape, pixels) * FILL_OP_S
+
+
+# the image processors' bounds on one image's pixels, from the models' preprocessor_config.json on the hub (a local
+# model folder's own file is read instead): Qwen2.5-VL min_pixels 3136 / max_pixels 12845056; Qwen3-VL and Qwen3.5
+# size {shortest_edge: 65536, longest_edge: 16777216}
+PIXEL_BOUNDS = {"qwen2_5_vl": (3136, 12845056), "qwen3_vl": (65536, 16777216)}
+PROCESSOR_CONFIG_BYTES = 1 << 20  # a preprocessor_config.json larger than this is not read
+
+
+def pixel_bounds(shape: Any, model_dir: Optional[Path] = None) -> tuple[int, int]:
+    """(min, max) pixels the model's image processor resizes an image into: its preprocessor_config.json when the
+    model is a local folder (min_pixels/max_pixels, or size.shortest_edge/longest_edge), else the hub's values."""
+    lo, hi = PIXEL_BOUNDS.get(getattr(shape, "vision", ""), PIXEL_BOUNDS["qwen2_5_vl"])
+    path = model_dir / "preprocessor_config.json" if model_dir is not None else None
+    try:
+        if path is not None and path.is_file() and path.stat().st_size <= PROCESSOR_CONFIG_BYTES:
+            cfg = json.loads(path.read_text(encoding="utf-8"))
+            size = cfg.get("size") if isinstance(cfg.get("size"), dict) else {}
+            lo = int(cfg.get("min_pixels") or size.get("shortest_edge") or lo)
+            hi = int(cfg.get("max_pixels") or size.get("longest_edge") or hi)
+    except (OSError, ValueError, TypeError, AttributeError):
+        pass
+    return lo, hi
+
+
+def image_patches(shape: Any, width: int, height: int, bounds: tuple[int, int]) -> int:
+    """Patches of one image as the model's image processor makes them: transformers' own smart_resize (sides
+    rounded to patch × merge pixels, the area kept within the processor's bounds), one patch per patch² pixels."""
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import smart_resize
+
+    h, w = smart_resize(height, width, factor=shape.vision_patch * shape.vision_merge, min_pixels=bounds[0],
+                        max_pixels=bounds[1])
+    return (h // shape.vision_patch) * (w // shape.vision_patch)
+
+
+@dataclass(frozen=True)
+class DataImages:
+    rows: int  # rows read that have the image column
+    sizes: tuple[tuple[int, int], ...]  # (width, height) of each image whose header was read
+
+    @property
+    def per_row(self) -> float:
+        return len(self.sizes) / self.rows if self.rows else 0.0
+
+
+def data_images(rows: Iterable[dict], image_key: str, limit: int) -> DataImages:
+    """The sizes of the images in the first `limit` rows that hold `image_key`: {"bytes": ...} entries, read from
+    their headers by PIL (no pixel is decoded); an entry PIL cannot read, or a path, is not counted."""
+    import io
+
+    from PIL import Image
+
+    n, sizes = 0, []
+    for row in rows:
+        if n >= limit:
+            break
+        images = row.get(image_key) if isinstance(row, dict) else None
+        if not isinstance(images, (list, tuple)):
+            continue
+        n += 1
+        for entry in images:
+            data = entry.get("bytes") if isinstance(entry, dict) else None
+            if not isinstance(data, (bytes, bytearray)) or not data:
+                continue
+            try:
+                with Image.open(io.BytesIO(bytes(data))) as im:
+                    sizes.append((int(im.width), int(im.height)))
+            except Exception:  # noqa: BLE001 - PIL raises many kinds for bad data: validate-dataset reports them
+                continue
+    return DataImages(n, tuple(sizes))
 
 
 FIX = ("pip install 'torch>=2.10' (or torch 2.8), or keep torch 2.9 with 'nvidia-cudnn-cu12>=9.15' (verl's own "

@@ -19,7 +19,7 @@ from wizard.check.shellargs import PLACEHOLDER
 SAMPLE_ROWS = 1000  # rows read per file (bounded: parquet decoding is capped, JSONL lines are capped)
 
 
-def _rows(path: Path) -> Iterator[dict[str, Any]]:
+def file_rows(path: Path) -> Iterator[dict[str, Any]]:
     if path.suffix == ".parquet" or path.is_dir():  # a parquet file, or a save_to_disk folder (VI972 says more)
         from wizard._parquet import any_batches
 
@@ -91,7 +91,7 @@ def rule_data_content(c: Ctx, f: Facts) -> None:
                                      or saved_dataset(str(local))):
                 continue
             try:
-                for n, row in enumerate(_rows(local)):
+                for n, row in enumerate(file_rows(local)):
                     if n >= SAMPLE_ROWS:
                         break
                     problem = _row_problem(row, prompt_key, custom)

@@ -110,30 +110,59 @@ def rule_vision(c: Ctx, f: Facts, shape: Any) -> None:
               "gradients and optimizer states take memory", "plan memory for a trained vision tower, or remove the key")
 
 
-# the image VI837 prices: 512 × 512 pixels (1,024 patches of 16², 1,337 of 14²)
+# the image VI837 prices when the training data cannot be read here: 512 × 512 pixels
 REFERENCE_PIXELS = 512 * 512
+IMAGE_ROWS = 200  # rows of a local training file whose images VI837 reads (their headers only)
+
+
+def _images(c: Ctx, shape: Any) -> tuple[float, float, str]:
+    """(patches per image, images per sequence, what they come from): the local training file's images, their
+    patches as the model's image processor makes them; else one 512 × 512 image a sequence."""
+    from wizard.check.rules.context import local_path
+    from wizard.check.rules.datacontent import file_rows
+
+    model = c.v(f"{M}.path")
+    folder = local_path(c, model) if isinstance(model, str) and not c.unknown(f"{M}.path") else None
+    bounds = patch_embed.pixel_bounds(shape, folder if folder is not None and folder.is_dir() else None)
+    key = c.v("data.image_key") if isinstance(c.v("data.image_key"), str) else "images"
+    files = c.v("data.train_files")
+    for path in ([files] if isinstance(files, str) else files if isinstance(files, list) else []):
+        local = local_path(c, path) if isinstance(path, str) and not c.unknown("data.train_files") else None
+        if local is None or not (local.is_file() and local.suffix in (".parquet", ".jsonl")):
+            continue
+        try:
+            found = patch_embed.data_images(file_rows(local), key, IMAGE_ROWS)
+        except Exception:  # noqa: BLE001 - a file that cannot be read: the data rules report it
+            continue
+        if found.sizes:
+            patches = sum(patch_embed.image_patches(shape, w, h, bounds) for w, h in found.sizes) / len(found.sizes)
+            return patches, found.per_row, (f"the {len(found.sizes)} images of {found.rows} rows of {path} "
+                                            f"({patches:.0f} patches each on average)")
+    patches = patch_embed.image_patches(shape, 512, 512, bounds)
+    return float(patches), 1.0, f"one 512 × 512 image a sequence ({patches} patches)"
 
 
 def rule_patch_embed(c: Ctx, f: Facts, shape: Any) -> None:
     """VI837: a vision tower whose patch embedding is a stride-equals-kernel Conv3d, trained with the torch installed
-    here when that torch runs it through aten's slow loop (wizard.planner.patch_embed)."""
+    here when that torch runs it through aten's slow loop (wizard.planner.patch_embed), priced on the training
+    data's own images when the file is here."""
     if shape is None or not patch_embed.has_conv3d_patch_embed(shape):
         return
     why = patch_embed.slow_conv3d(patch_embed.installed())
     if why is None:
         return
-    per_image = patch_embed.seconds_per_image(shape, REFERENCE_PIXELS)
+    patches, per_seq, basis = _images(c, shape)
+    per_image = patches * (shape.vision_hidden + 2) * patch_embed.FILL_OP_S
     passes = ["update"] + (["reference log-prob"] if f.use_ref else []) + (
         ["old log-prob"] if c.v("algorithm.rollout_correction.bypass_mode") is not True else [])
     step = ""
     if f.tbs and f.n and f.dp:
-        images = f.tbs * f.n / f.dp
-        step = (f"; with one such image a sequence, {images:g} sequences on each of {f.dp} data-parallel ranks add "
-                f"{images * per_image:.0f} s to each of the {len(passes)} passes ({', '.join(passes)}), beyond the "
-                "predicted step time (VI895), which does not know the images' sizes")
+        seqs = f.tbs * f.n / f.dp
+        step = (f"; {seqs:g} sequences on each of {f.dp} data-parallel ranks add {seqs * per_seq * per_image:.0f} s "
+                f"to each of the {len(passes)} passes ({', '.join(passes)}), beyond the predicted step time (VI895)")
     c.add("VI837", "warning", (f"{M}.path",),
           f"{why}: {shape.name}'s vision tower embeds patches with a Conv3d, which that loop runs as "
-          f"{shape.vision_hidden} single-channel fills per patch: about {per_image:.1f} s per {REFERENCE_PIXELS:,}-pixel "
-          f"image in every training pass (recent vLLM and SGLang releases embed patches as a linear layer: the "
+          f"{shape.vision_hidden} single-channel fills per patch: about {per_image:.2f} s per image in every "
+          f"training pass, for {basis} (recent vLLM and SGLang releases embed patches as a linear layer: the "
           f"rollout is not slowed){step}",
           patch_embed.FIX)
