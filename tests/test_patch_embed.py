@@ -236,3 +236,22 @@ def test_check_prices_the_training_files_own_images_vi837(tmp_path, monkeypatch)
     assert f"({patches:.0f} patches each on average)" in p.message
     # 1.5 images a sequence (the unreadable entry is not counted), 20 sequences a rank
     assert f"add {20 * 1.5 * per_image:.0f} s to each of the 3 passes" in p.message
+
+
+def test_checks_step_time_counts_the_fallback_in_each_training_pass(tmp_path, monkeypatch):
+    """The step time `check` predicts (VI895, the `time` object) adds what VI837 prices: a rank's sequences × the
+    seconds of their images, in the old log-prob, reference and update passes; nothing on a torch without it."""
+    from wizard.check.lint import check
+
+    def timed(torch_version):
+        _metadata(monkeypatch, {"torch": torch_version, "nvidia-cudnn-cu12": "9.10.2.21", "nvidia-cudnn-cu13": None})
+        _check(tmp_path, "Qwen/Qwen3.5-9B")  # writes run.sh
+        return check(str(tmp_path / "run.sh")).time
+
+    slow, fast = timed("2.9.1"), timed("2.10.0")
+    per_pass = 20 * 1024 * (1152 + 2) * pe.FILL_OP_S  # 20 sequences a rank, one 512×512 image each
+    assert slow["phases"]["log-prob"] - fast["phases"]["log-prob"] == pytest.approx(2 * per_pass, abs=0.2)
+    assert slow["phases"]["update"] - fast["phases"]["update"] == pytest.approx(per_pass, abs=0.2)
+    assert slow["phases"]["rollout"] == fast["phases"]["rollout"]
+    assert slow["assumptions"]["vision_patch_embed_fallback_s_per_pass"] == pytest.approx(per_pass, abs=0.1)
+    assert "vision_patch_embed_fallback_s_per_pass" not in fast["assumptions"]

@@ -256,6 +256,9 @@ class Workload:
     lora_params: float = 0.0
     adapter_tensors: int = 0
     adapter_io: tuple[float, float] = (0.0, 0.0)
+    # seconds a sequence's images add to every forward of the vision tower on torch 2.9 without cuDNN 9.15 (its
+    # Conv3d patch embedding's per-channel loop: wizard.planner.patch_embed; 0: not on such a torch)
+    vision_fallback_s: float = 0.0
 
 
 @dataclass
@@ -665,10 +668,11 @@ def predict(w: Workload) -> StepTime:
     # LoRA: the actor's passes run the adapters (the reference is the actor with them off: ray_trainer.py:360)
     bw = pk.hbm_tb_s * 1e12 * DECODE_BW_ETA
     lora_fwd = adapter_seconds(w.adapter_io, per_gpu_tokens, bw) if w.lora_params else 0.0
+    vis = seqs / dp * w.vision_fallback_s  # each pass runs the tower on a rank's share of the sequences
     if w.old_logprob:
-        phases["old log-prob"] = fwd + lora_fwd + load + debug
+        phases["old log-prob"] = fwd + lora_fwd + load + debug + vis
     if w.has_ref:
-        phases["ref log-prob"] = fwd + load
+        phases["ref log-prob"] = fwd + load + vis
     tr_tok = micro_tokens(w.train_tokens, w.train_micro)
     # each mini-batch is split on its own (verl 0.9.1 workers/engine_workers.py:272-288 iterates the mini-batches,
     # engine/utils.py:92 prepare_micro_batches splits one): ceil(its tokens / the budget) micro-batches, the count
@@ -686,7 +690,7 @@ def predict(w: Workload) -> StepTime:
     upd = max(_pass_seconds(train_flops, pk, TRAIN_ETA, TRAIN_INTENSITY) + upd_moe + lora_upd, upd_gather) \
         * bubble(tr_micros, w.mini_batches) + upd_micro
     upd += upd_io
-    phases["update actor"] = upd + load + optim
+    phases["update actor"] = upd + load + optim + vis * w.ppo_epochs
     if w.has_critic:
         ratio = (w.critic_params or w.params) / w.params
         phases["values"] = fwd * ratio + load * ratio
@@ -714,6 +718,7 @@ def predict(w: Workload) -> StepTime:
         **({"moe_all_to_all_efficiency": A2A_ETA, "moe_all_to_all_nic_efficiency": A2A_NIC_ETA,
             "moe_expert_parallel": w.expert_parallel} if w.moe_layers else {}),
         **lora_assumptions(w, lora_fwd, lora_upd),
+        **({"vision_patch_embed_fallback_s_per_pass": round(vis, 1)} if vis else {}),
         "calibration": "tests/data/reference/step-times.json (benchmarks/step_times.md)",
     }
     detail = {k: v for k, v in ro.items() if k != "rollout"}

@@ -34,6 +34,7 @@ class Ctx:
         self.memory: Any = None  # wizard.planner.memory.Estimate when the memory fit was checked
         self.bad: set[str] = set()  # counts that are not positive whole numbers (VI808)
         self.typed: set[str] = set()  # keys VI808 already reported during key validation
+        self.vision_fallback_s = 0.0  # VI837: seconds a sequence's images add to each training pass (the step time)
 
     # values
     def v(self, key: str, default: Any = None) -> Any:

@@ -43,6 +43,8 @@ def rule_time(c: Ctx, f: Facts, shape: Any, response_mean: Optional[float] = Non
         base = workload_from_config(get, shape, n_gpus=f.n_gpus, gpu_type=hw.gpu_type,
                                        gpu_memory_gb=hw.gpu_memory_gb, response_mean=response_mean, kv_tokens=kv,
                                        response_mean_basis="given: --response-length-mean")
+        # VI837: the torch installed here runs the vision tower's patch embedding through its slow loop
+        base = replace(base, vision_fallback_s=c.vision_fallback_s)
         return replace(base, **changes) if changes else base
 
     w = work()

@@ -155,11 +155,13 @@ def rule_patch_embed(c: Ctx, f: Facts, shape: Any) -> None:
     per_image = patches * (shape.vision_hidden + 2) * patch_embed.FILL_OP_S
     passes = ["update"] + (["reference log-prob"] if f.use_ref else []) + (
         ["old log-prob"] if c.v("algorithm.rollout_correction.bypass_mode") is not True else [])
+    c.vision_fallback_s = per_seq * per_image  # the step time (VI895) adds it to each pass (wizard.check.rules.time)
     step = ""
     if f.tbs and f.n and f.dp:
         seqs = f.tbs * f.n / f.dp
         step = (f"; {seqs:g} sequences on each of {f.dp} data-parallel ranks add {seqs * per_seq * per_image:.0f} s "
-                f"to each of the {len(passes)} passes ({', '.join(passes)}), beyond the predicted step time (VI895)")
+                f"to each of the {len(passes)} passes ({', '.join(passes)}), as the predicted step time (VI895) "
+                "counts them")
     c.add("VI837", "warning", (f"{M}.path",),
           f"{why}: {shape.name}'s vision tower embeds patches with a Conv3d, which that loop runs as "
           f"{shape.vision_hidden} single-channel fills per patch: about {per_image:.2f} s per image in every "
