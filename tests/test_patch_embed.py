@@ -255,3 +255,17 @@ def test_checks_step_time_counts_the_fallback_in_each_training_pass(tmp_path, mo
     assert slow["phases"]["rollout"] == fast["phases"]["rollout"]
     assert slow["assumptions"]["vision_patch_embed_fallback_s_per_pass"] == pytest.approx(per_pass, abs=0.1)
     assert "vision_patch_embed_fallback_s_per_pass" not in fast["assumptions"]
+
+
+def test_data_images_reads_a_bounded_number_of_rows():
+    """The first `limit` rows are read, whatever they hold: a file of rows without images is not read to its end."""
+    read = []
+
+    def rows():
+        for i in range(10_000):
+            read.append(i)
+            yield {"prompt": "x"} if i < 9_000 else {"images": [{"bytes": _png(64, 64)}]}
+    found = pe.data_images(rows(), "images", 50)
+    assert found.rows == 0 and not found.sizes and len(read) == 51
+    mixed = pe.data_images(iter([{"images": [{"bytes": _png(64, 48)}]}, {"images": []}, {"other": 1}]), "images", 10)
+    assert mixed.sizes == ((64, 48),) and mixed.rows == 2 and mixed.per_row == 0.5

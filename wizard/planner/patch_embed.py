@@ -153,15 +153,15 @@ class DataImages:
 
 
 def data_images(rows: Iterable[dict], image_key: str, limit: int) -> DataImages:
-    """The sizes of the images in the first `limit` rows that hold `image_key`: {"bytes": ...} entries, read from
-    their headers by PIL (no pixel is decoded); an entry PIL cannot read, or a path, is not counted."""
+    """The sizes of the images in the first `limit` rows (those that hold `image_key` are counted): {"bytes": ...}
+    entries, read from their headers by PIL (no pixel is decoded); an entry PIL cannot read, or a path, is not."""
     import io
 
     from PIL import Image
 
     n, sizes = 0, []
-    for row in rows:
-        if n >= limit:
+    for i, row in enumerate(rows):
+        if i >= limit:
             break
         images = row.get(image_key) if isinstance(row, dict) else None
         if not isinstance(images, (list, tuple)):
