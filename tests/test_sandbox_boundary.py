@@ -402,6 +402,29 @@ def test_limits_hold_for_the_whole_tree(tmp_path, monkeypatch):
     assert left == []
 
 
+def test_the_cpu_limit_is_named_whether_it_or_the_wall_clock_ends_the_run(monkeypatch):
+    """A busy loop under a 1 s CPU limit and a 20 s wall clock: the kernel ends it (SIGXCPU, which bwrap reports as
+    exit status 128 + 24) and the run says so, instead of a bare exit status. An import stopped that way reads as
+    the timeout it is (the agent's CPU limit is its timeout), as when the wall clock fires first."""
+    from wizard import _sandbox
+    from wizard.planner import agent
+
+    limits = _sandbox.Limits(wall_s=20, cpu_s=1, proc_memory=1 << 30, tree_memory=1 << 30, nproc=16,
+                             output_bytes=1 << 10)
+    start = time.monotonic()
+    r = _sandbox.run([sys.executable, "-c", "while True:\n    pass"], limits=limits)
+    assert time.monotonic() - start < 15
+    assert r.reason == "used more than 1 s of CPU", (r.status, r.reason)
+    ok = _sandbox.run([sys.executable, "-c", "print(1)"], limits=limits)
+    assert ok.status == 0 and not ok.reason  # a run that ends well has no reason
+
+    class Stopped:
+        status, stdout, stderr, left = 152, b"", b"", []
+        reason = "used more than 3 s of CPU"
+    monkeypatch.setattr(_sandbox, "run", lambda *a, **k: Stopped())
+    assert agent.import_problem.__wrapped__("m.Tool", "", 3.0) == "importing m took longer than 3 s"
+
+
 def _cmdline(pid: str) -> bytes:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as fh:

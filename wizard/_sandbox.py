@@ -209,8 +209,9 @@ def _watch(proc: subprocess.Popen[bytes], limits: Limits, cgroup: _Cgroup | None
         reason = reason or f"did not finish within {limits.wall_s:g} s"
         _kill(proc)
         status = proc.wait()
-    if status is not None and status < 0 and not reason:
-        sig = -status
+    if status is not None and not reason:
+        # the signal that ended it: a negative status, or bwrap's exit status 128 + the signal that ended its child
+        sig = -status if status < 0 else status - 128 if status > 128 else 0
         if sig == signal.SIGXCPU:
             reason = f"used more than {limits.cpu_s} s of CPU"
     left = _reap(seen, cgroup)

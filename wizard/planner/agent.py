@@ -178,7 +178,9 @@ def import_problem(class_path: str, cwd: str, timeout: float = IMPORT_TIMEOUT_S)
     r = _sandbox.run([sys.executable, "-B", "-c", code], env={"PYTHONPATH": folder, **_sandbox.ONE_THREAD},
                      binds=binds, chdir=folder, limits=limits)
     if r.reason:
-        return (f"importing {module} took longer than {timeout:g} s" if "did not finish" in r.reason
+        # the wall clock or the CPU limit (cpu_s is the timeout too), whichever fires first on this machine
+        timed_out = "did not finish" in r.reason or "of CPU" in r.reason
+        return (f"importing {module} took longer than {timeout:g} s" if timed_out
                 else f"importing {module} stopped: it {r.reason}")
     lines = [line for line in r.stdout.decode("utf-8", errors="replace").splitlines() if line.strip()]
     if r.status == 0 and lines and lines[-1] == "OK":
