@@ -22,7 +22,6 @@ reference, update: the tower runs forward in each, trained or frozen).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -60,18 +59,9 @@ def _minor(text: Optional[str]) -> Optional[tuple[int, int]]:
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
-def installed(versions: Optional[dict[str, Optional[str]]] = None) -> Versions:
-    """torch's and cuDNN's versions in this Python, read from package metadata (nothing is imported); `versions`, a
-    {distribution: version} mapping such as `verl-init doctor` reads, is used instead when given."""
-    if versions is None:
-        from importlib import metadata
-
-        versions = {}
-        for name in ("torch", *CUDNN_DISTS):
-            try:
-                versions[name] = metadata.version(name)
-            except metadata.PackageNotFoundError:
-                versions[name] = None
+def installed(versions: dict[str, Optional[str]]) -> Versions:
+    """torch's and cuDNN's versions from a {distribution: version} mapping, as `verl-init doctor` reads them from
+    package metadata (wizard.env.doctor.package_versions: nothing is imported)."""
     cudnn = next((versions.get(d) for d in CUDNN_DISTS if versions.get(d)), None)
     return Versions(versions.get("torch"), cudnn)
 
@@ -93,20 +83,17 @@ def has_conv3d_patch_embed(shape: Any) -> bool:
     return getattr(shape, "vision", "") in CONV3D_FAMILIES
 
 
-def patches(shape: Any, pixels: int) -> int:
-    """Patches of one image of `pixels` pixels: one per patch² pixels (the temporal patch holds the image twice)."""
-    return max(pixels // shape.vision_patch ** 2, 1)
+def area_patches(shape: Any, pixels: int) -> int:
+    """Patches of an image of `pixels` pixels, by its area: the image tokens the planner counts for it
+    (ModelShape.image_tokens) times the merge² patches each token holds."""
+    return max(shape.image_tokens(pixels) * shape.vision_merge ** 2, 1)
 
 
-def fill_ops(shape: Any, pixels: int) -> int:
-    """Host-launched ops of the slow path for one image: per patch, one fill_ per output channel (the tower's hidden
-    size), then the column copy and the GEMM."""
-    return patches(shape, pixels) * (shape.vision_hidden + 2)
-
-
-def seconds_per_image(shape: Any, pixels: int) -> float:
-    """Seconds the slow path adds to every forward pass (log-prob, reference, update) for one image."""
-    return fill_ops(shape, pixels) * FILL_OP_S
+def seconds_per_image(shape: Any, patches: float) -> float:
+    """Seconds the slow path adds to every forward pass (log-prob, reference, update) for an image of `patches`
+    patches: per patch one fill_ per output channel (the tower's hidden size), then the column copy and the GEMM,
+    each a host-launched op."""
+    return patches * (shape.vision_hidden + 2) * FILL_OP_S
 
 
 # the image processors' bounds on one image's pixels, from the models' preprocessor_config.json on the hub (a local
@@ -119,17 +106,18 @@ PROCESSOR_CONFIG_BYTES = 1 << 20  # a preprocessor_config.json larger than this 
 def pixel_bounds(shape: Any, model_dir: Optional[Path] = None) -> tuple[int, int]:
     """(min, max) pixels the model's image processor resizes an image into: its preprocessor_config.json when the
     model is a local folder (min_pixels/max_pixels, or size.shortest_edge/longest_edge), else the hub's values."""
+    from wizard._io import read_user_file, safe_json
+
     lo, hi = PIXEL_BOUNDS.get(getattr(shape, "vision", ""), PIXEL_BOUNDS["qwen2_5_vl"])
-    path = model_dir / "preprocessor_config.json" if model_dir is not None else None
-    try:
-        if path is not None and path.is_file() and path.stat().st_size <= PROCESSOR_CONFIG_BYTES:
-            cfg = json.loads(path.read_text(encoding="utf-8"))
-            size = cfg.get("size") if isinstance(cfg.get("size"), dict) else {}
-            lo = int(cfg.get("min_pixels") or size.get("shortest_edge") or lo)
-            hi = int(cfg.get("max_pixels") or size.get("longest_edge") or hi)
-    except (OSError, ValueError, TypeError, AttributeError):
-        pass
-    return lo, hi
+    if model_dir is None or not (model_dir / "preprocessor_config.json").exists():
+        return lo, hi
+    try:  # bounded: a regular file, its bytes counted while reading, its nesting capped
+        cfg = safe_json(read_user_file(str(model_dir / "preprocessor_config.json"), PROCESSOR_CONFIG_BYTES))
+        size = cfg.get("size") if isinstance(cfg.get("size"), dict) else {}  # type: ignore[union-attr]
+        return (int(cfg.get("min_pixels") or size.get("shortest_edge") or lo),  # type: ignore[union-attr]
+                int(cfg.get("max_pixels") or size.get("longest_edge") or hi))  # type: ignore[union-attr]
+    except (OSError, ValueError, TypeError, AttributeError):  # UnsafeInput is a ValueError
+        return lo, hi
 
 
 def image_patches(shape: Any, width: int, height: int, bounds: tuple[int, int]) -> int:

@@ -111,7 +111,7 @@ def rule_vision(c: Ctx, f: Facts, shape: Any) -> None:
 
 
 # the image VI837 prices when the training data cannot be read here: 512 × 512 pixels
-REFERENCE_PIXELS = 512 * 512
+REFERENCE_SIDE = 512
 IMAGE_ROWS = 200  # rows of a local training file whose images VI837 reads (their headers only)
 
 
@@ -138,8 +138,8 @@ def _images(c: Ctx, shape: Any) -> tuple[float, float, str]:
             patches = sum(patch_embed.image_patches(shape, w, h, bounds) for w, h in found.sizes) / len(found.sizes)
             return patches, found.per_row, (f"the {len(found.sizes)} images of {found.rows} rows of {path} "
                                             f"({patches:.0f} patches each on average)")
-    patches = patch_embed.image_patches(shape, 512, 512, bounds)
-    return float(patches), 1.0, f"one 512 × 512 image a sequence ({patches} patches)"
+    patches = patch_embed.image_patches(shape, REFERENCE_SIDE, REFERENCE_SIDE, bounds)
+    return float(patches), 1.0, f"one {REFERENCE_SIDE} × {REFERENCE_SIDE} image a sequence ({patches} patches)"
 
 
 def rule_patch_embed(c: Ctx, f: Facts, shape: Any) -> None:
@@ -148,11 +148,13 @@ def rule_patch_embed(c: Ctx, f: Facts, shape: Any) -> None:
     data's own images when the file is here."""
     if shape is None or not patch_embed.has_conv3d_patch_embed(shape):
         return
-    why = patch_embed.slow_conv3d(patch_embed.installed())
+    from wizard.env.doctor import package_versions
+
+    why = patch_embed.slow_conv3d(patch_embed.installed(package_versions(("torch", *patch_embed.CUDNN_DISTS))))
     if why is None:
         return
     patches, per_seq, basis = _images(c, shape)
-    per_image = patches * (shape.vision_hidden + 2) * patch_embed.FILL_OP_S
+    per_image = patch_embed.seconds_per_image(shape, patches)
     passes = ["update"] + (["reference log-prob"] if f.use_ref else []) + (
         ["old log-prob"] if c.v("algorithm.rollout_correction.bypass_mode") is not True else [])
     c.vision_fallback_s = per_seq * per_image  # the step time (VI895) adds it to each pass (wizard.check.rules.time)

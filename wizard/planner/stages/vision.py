@@ -66,7 +66,8 @@ def vision(b: Build) -> None:
         "image_share": round(image_share(a, shape, b.seq), 4),
         "act_mb_per_image_token": round(shape.vision_act_bytes_per_token(True) / 1e6, 3),
         # torch 2.9 without cuDNN 9.15: the Conv3d patch embedding's per-channel fill loop (wizard.planner.patch_embed)
-        "slow_patch_embed_s_per_image": round(patch_embed.seconds_per_image(shape, a.image_max_pixels), 1)
+        "slow_patch_embed_s_per_image": round(patch_embed.seconds_per_image(
+            shape, patch_embed.area_patches(shape, a.image_max_pixels)), 1)
         if patch_embed.has_conv3d_patch_embed(shape) else None,
     }
     need = a.images_per_prompt * per_image + MIN_TEXT_TOKENS
