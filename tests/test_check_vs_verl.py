@@ -20,6 +20,7 @@ BEYOND_VERL = {
     "VI820",  # mini-batch > train batch under dynamic batching: verl pads the update with padding sequences
     "VI847",  # grpo with rollout.n=1: no group baseline (now a warning; kept in case a sample still raises it)
     "VI812",  # Ulysses SP that does not divide the attention heads (fails in the model patch at run time)
+    "VI838",  # rollout TP that does not divide the attention heads (vLLM/SGLang refuse it when the engine starts)
 }
 
 

@@ -67,6 +67,9 @@ RULES: dict[str, tuple[str, str]] = {
     "VI860": ("memory does not fit / is tight", "a phase's estimated peak per GPU (rollout, weight sync, log-prob, update; GiB, wizard.planner.memory) is over the card: error; only its ±20% band is: warning naming the phase"),
     "VI861": ("memory not estimated", "no GPU memory size, or no model shape (placeholder, unknown model)"),
     "VI862": ("rollout engine reservation too small", "gpu_memory_utilization × GPU memory cannot hold the weights per GPU and one sequence's KV cache"),
+    "VI838": ("rollout TP against the attention heads", "vLLM/SGLang split each attention layer's heads (and KV heads, or "
+              "replicate them evenly) over the rollout's tensor_model_parallel_size: a size that does not divide them fails "
+              "at engine start (QKVParallelLinear divide(); vLLM ModelConfig.verify_with_parallel_config)"),
     "VI837": ("vision patch embedding on torch 2.9", "torch 2.9 with a cuDNN before 9.15 (as installed here) runs a Qwen-VL "
                                                      "tower's stride-equals-kernel Conv3d through aten::slow_conv_dilated3d: "
                                                      "patches × hidden single-channel fills per image, seconds per image "

@@ -45,7 +45,7 @@ from wizard.check.rules.bundlefiles import rule_bundle_files
 from wizard.check.rules.datacontent import rule_data_content
 from wizard.check.rules.files import rule_files
 from wizard.check.rules.layout import (rule_device, rule_hardware, rule_layout, rule_megatron, rule_rollout_dp_nodes,
-                                      rule_rollout_parallel, rule_sequence_parallel)
+                                      rule_rollout_heads, rule_rollout_parallel, rule_sequence_parallel)
 from wizard.check.rules.lora import rule_lora
 from wizard.check.rules.readers import rule_unread
 from wizard.check.rules.requirements import rule_requirements
@@ -101,6 +101,8 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
     with tool_imports(deep):  # check's agent rules import a tool module only with --deep, in the sandbox
         for rule in (*ppo_rules, rule_unread, rule_requirements):
             rule(c, f)
+    if ppo_rules:
+        rule_rollout_heads(c, f, shape)
     if ppo_rules and src.entry == "generation":
         rule_context(c, f, shape)
     elif ppo_rules:

@@ -84,6 +84,7 @@ RULES: dict[str, tuple[str, str]] = {
     "VI316": ("layout", "the model's layers do not split evenly into megatron_pp × megatron_vpp pipeline chunks"),
     "VI317": ("layout", "megatron_vpp (interleaved schedule) without megatron_pp > 1"),
     "VI318": ("layout", "rollout_ep for a dense model, or not equal to rollout_tp × rollout_dp (verl: EP = TP × DP)"),
+    "VI321": ("layout", "rollout_tp does not split the model's attention heads (vLLM/SGLang refuse it at engine start)"),
     "VI320": ("layout", "sequence_parallel > 1 on a Gated DeltaNet model: needs flash-linear-attention's CP kernels"),
     "VI319": ("layout", "rollout_dp for a dense model, or a rollout replica (TP × DP) verl cannot build on these GPUs"),
     # -- roles: algorithm, KL, critic, LoRA (wizard.planner.pipeline) ---------------------------------------

@@ -252,6 +252,30 @@ def valid_rollout_tp(n_gpus: int, gpus_per_node: int) -> list[int]:
     return inside + across
 
 
+def attention_tp_problem(tp: int, heads: int, kv_heads: int | None = None) -> str | None:
+    """What a rollout engine asserts when it splits attention over tensor_model_parallel_size `tp`, None when fine.
+    vLLM and SGLang build every attention layer's QKVParallelLinear with `divide(total_num_heads, tp)`, and with
+    `divide(tp, total_num_kv_heads)` when tp ≥ the KV heads (each rank holds one replicated KV head) else
+    `divide(total_num_kv_heads, tp)`; `divide` asserts the division is exact (vllm/model_executor/layers/linear.py
+    QKVParallelLinear.__init__; sglang python/sglang/srt/layers/linear.py:1103-1114). vLLM also refuses the query
+    heads up front ("Total number of attention heads (28) must be divisible by tensor parallel size (8)",
+    vllm/config/model.py ModelConfig.verify_with_parallel_config). `kv_heads` None: latent attention (MLA), whose
+    KV is not split by heads."""
+    if tp <= 1 or heads < 1:
+        return None
+    if heads % tp:
+        return f"the {heads} attention heads do not split over tensor_model_parallel_size={tp}"
+    if kv_heads and (kv_heads % tp if tp < kv_heads else tp % kv_heads):
+        return (f"the {kv_heads} KV heads neither split over tensor_model_parallel_size={tp} nor replicate evenly "
+                f"across it")
+    return None
+
+
+def attention_tp_sizes(heads: int, kv_heads: int | None, candidates: Iterable[int]) -> list[int]:
+    """The candidates a rollout engine can split the attention over (attention_tp_problem), ascending."""
+    return sorted(t for t in set(candidates) if attention_tp_problem(t, heads, kv_heads) is None)
+
+
 def token_split(engine: str, *, ulysses: int = 1, context_parallel: int = 1, veomni_ulysses: int = 1) -> int:
     """The factor verl multiplies `*_max_token_len_per_gpu` by before packing micro-batches (engine/utils.py:111,
     `max_token_len_per_gpu * sp_size`), as each engine sets `sp_size`: FSDP its Ulysses SP

@@ -1,4 +1,4 @@
-"""GPU layout rules: rollout tiling (VI810-VI811), rollout data parallel across nodes for a dense model (VI905), Ulysses SP (VI812, VI816), Megatron (VI813, VI818, VI819), the
+"""GPU layout rules: rollout tiling (VI810-VI811), rollout TP against the attention heads (VI838), rollout data parallel across nodes for a dense model (VI905), Ulysses SP (VI812, VI816), Megatron (VI813, VI818, VI819), the
 config against the given hardware (VI814), rollout parallelism verl cannot run (VI815) and a rollout engine
 without a build for the device (VI817).
 """
@@ -68,6 +68,33 @@ def rule_rollout_dp_nodes(c: Ctx, f: Facts, shape: Any) -> None:
           f"vllm_async_server.py:384-414), although {shape.name} has no experts and each of its {rdp} DP engines holds "
           "a whole TP copy of the weights, as a separate replica would",
           f"set {keys[0]}=1: verl then builds one replica per {tp * pp} GPUs (llm_server.py:460), each inside a node")
+
+
+def rule_rollout_heads(c: Ctx, f: Facts, shape: Any) -> None:
+    """Rollout TP against the model's attention heads: vLLM and SGLang split every attention layer's heads over the
+    engine's tensor-parallel ranks (arithmetic.attention_tp_problem) and refuse a size that does not divide them when
+    the engine starts, after the GPUs are booked. verl passes tensor_model_parallel_size to the engine as is
+    (vllm_rollout/vllm_async_server.py:342). Only a shape with the model's own head counts is judged."""
+    key = f"{R}.tensor_model_parallel_size"
+    if shape is None or shape.source not in ("catalogue", "local") or c.unknown(key) or \
+            c.v(f"{R}.name") not in ("vllm", "sglang"):
+        return
+    tp = c.int(key) or 1
+    kv = None if shape.kv_lora_rank else shape.kv_heads
+    problem = rc.attention_tp_problem(tp, shape.heads, kv)
+    if problem is None:
+        return
+    inside = divisors(f.gpn) if f.gpn else pow2(tp)
+    valid = rc.attention_tp_sizes(shape.heads, kv, inside) or [1]
+    c.add("VI838", "error", (key,),
+          f"{c.v(f'{R}.name')} cannot split {shape.name}'s attention over rollout {key.rsplit('.', 1)[1]}={tp}: "
+          f"{problem} (the engine refuses it at start-up)",
+          f"nearest valid: {join_or(nearest(valid, tp))}" + (f" (of those inside a node of {f.gpn})" if f.gpn else ""))
+
+
+def pow2(n: int) -> list[int]:
+    """1, 2, 4, … up to n (the sizes to offer when the node size is unknown)."""
+    return [1 << i for i in range(max(n, 1).bit_length())]
 
 
 def rule_hardware(c: Ctx, f: Facts) -> None:

@@ -42,7 +42,7 @@ def memory_fit(b: Build) -> None:
         if b.critic_shape is None:
             f.error("VI601", ("critic_model",), f"cannot size critic_model {b.critic_model!r}",
                     "give a local model folder or a catalogue model as critic_model")
-    b.tp_options = tp_options = rollout_tp_options(a, n_gpus, f)
+    b.tp_options = tp_options = rollout_tp_options(a, n_gpus, f, shape)
     rollout_dp_options(a, shape, n_gpus, tp_options, f)
     b.mp_options = mp_options = megatron_options(a, shape, n_gpus, f) if b.megatron else [rc.MegatronGrid()]
     fit_args = (b.critic_shape, n_gpus, seq, dynamic, b.megatron, b.use_ref, b.n, given)

@@ -1,5 +1,5 @@
 """Rule stage and helpers of the parallel layout: sequence parallel (VI302, VI306, VI307), rollout TP / DP / EP
-(VI304, VI305, VI318, VI319), the Megatron grid (VI309, VI310, VI312-VI317) and the GPUs' link levels; `suggestions`
+(VI304, VI305, VI318, VI319, VI321), the Megatron grid (VI309, VI310, VI312-VI317) and the GPUs' link levels; `suggestions`
 confirms the values the layout refusals offer.
 """
 
@@ -27,6 +27,10 @@ def suggestions(b: "Build") -> None:
         if p.rule == "VI304" and a.rollout_tp:
             valid = divisors(gpn) + [gpn * k for k in range(2, a.nnodes + 1) if n_gpus % (gpn * k) == 0]
             render = nearest_hint("rollout_tp", valid, a.rollout_tp, "a rollout replica must fill a node or whole nodes")
+        elif p.rule == "VI321" and a.rollout_tp and b.shape is not None:
+            heads = (b.shape.heads, None if b.shape.kv_lora_rank else b.shape.kv_heads)
+            render = nearest_hint("rollout_tp", rc.attention_tp_sizes(*heads, divisors(gpn)), a.rollout_tp,
+                                  "the rollout engine splits the attention heads over rollout_tp")
         elif p.rule == "VI309" and a.megatron_tp:
             render = nearest_hint("megatron_tp", divisors(gpn), a.megatron_tp, f"megatron_tp must divide {gpn}")
         elif p.rule in _LAYOUT_HINTS:
@@ -84,13 +88,21 @@ def group_level(topology: Sequence[Sequence[int]], tp: int) -> int:
     return worst
 
 
-def rollout_tp_options(a: Answers, n_gpus: int, f: Findings) -> list[int]:
-    """Rollout TP candidates, smallest first: powers of two inside one node; an explicit answer is
-    validated (a replica must fill a node or whole nodes) and then the only candidate."""
+def rollout_tp_options(a: Answers, n_gpus: int, f: Findings, shape: Optional[ModelShape] = None) -> list[int]:
+    """Rollout TP candidates, smallest first: powers of two inside one node that split the model's attention heads
+    as the rollout engine must (arithmetic.attention_tp_problem); an explicit answer is validated (a replica must
+    fill a node or whole nodes, the heads must split over it) and then the only candidate."""
     gpn = a.gpus_per_node
+    heads = (shape.heads, None if shape.kv_lora_rank else shape.kv_heads) if exact_shape(shape) else None
     if a.rollout_tp is None:
-        return pow2_divisors(gpn)
+        return rc.attention_tp_sizes(*heads, pow2_divisors(gpn)) if heads else pow2_divisors(gpn)
     tp = a.rollout_tp
+    if heads and (problem := rc.attention_tp_problem(tp, *heads)):
+        valid = rc.attention_tp_sizes(*heads, divisors(gpn))
+        f.error("VI321", ("rollout_tp",),
+                f"rollout_tp={tp} for {shape.name}: {problem} (the rollout engine refuses it when it starts)",
+                f"nearest valid: {either(nearest(valid, tp))}")
+        return []
     if tp <= gpn and gpn % tp == 0:
         return [tp]
     if tp > gpn and tp % gpn == 0 and n_gpus % tp == 0:
