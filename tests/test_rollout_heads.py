@@ -94,3 +94,14 @@ def test_the_planner_refuses_an_explicit_rollout_tp_naming_the_answer():
     text = str(err.value) + " ".join(p.line() for p in getattr(err.value, "problems", []))
     assert "VI321" in text and "rollout_tp=8" in text and "14 attention heads" in text
     assert "rollout_tp=1 or 2" in text
+
+
+def test_a_reward_model_engine_gets_a_tp_that_splits_its_heads():
+    # Qwen2.5-7B (28 heads) as a reward model beside the policy on small cards: its share of a 16 GB card stays above
+    # 0.3 at every TP, so the planner takes the largest TP, which must be 4 (28 % 8 ≠ 0), not 8
+    from wizard.planner.memory import reward_engine_share, reward_layout
+    from wizard.planner.shapes import from_catalogue
+
+    judge = from_catalogue("Qwen/Qwen2.5-7B-Instruct")
+    assert reward_engine_share(judge, 16, 2048, 4) > 0.3
+    assert reward_layout(judge, 16, 2048, 8)[0] == 4

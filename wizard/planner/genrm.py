@@ -93,11 +93,11 @@ def shape(a: Any) -> Optional[ModelShape]:
 
 def pool_layout(judge: ModelShape, gpu_gb: float, seq: int, pool_gpn: int) -> Optional[tuple[int, float]]:
     """(TP, gpu_memory_utilization) of a judge on GPUs of its own: the smallest TP (a power of two dividing the pool's
-    GPUs per node) whose engine holds the bf16 weights and a KV cache for 8 full judge sequences within POOL_GMU;
+    GPUs per node that splits its attention heads) whose engine holds the bf16 weights and a KV cache for 8 full judge sequences within POOL_GMU;
     None when none does."""
     tp = 1
     while tp <= pool_gpn:
-        if pool_gpn % tp == 0 and reward_engine_share(judge, gpu_gb, seq, tp) <= POOL_GMU:
+        if pool_gpn % tp == 0 and judge.engine_tp_ok(tp) and reward_engine_share(judge, gpu_gb, seq, tp) <= POOL_GMU:
             return tp, POOL_GMU
         tp *= 2
     return None

@@ -706,10 +706,10 @@ def reward_engine_share(reward: ModelShape, gpu_gb: float, seq_len: int, tp: int
 
 def reward_layout(reward: ModelShape, gpu_gb: float, seq_len: int, gpus_per_node: int) -> tuple[int, float]:
     """(TP, gpu_memory_utilization) for a reward model's engine beside the policy: the smallest TP (a power of two
-    inside a node) at which its share stays ≤ 0.3 of the card, with that share."""
-    tp = 1
-    while tp * 2 <= gpus_per_node and reward_engine_share(reward, gpu_gb, seq_len, tp) > 0.3:
-        tp *= 2
+    inside a node that splits its attention heads, ModelShape.engine_tp_ok) at which its share stays ≤ 0.3 of the
+    card, else the largest such TP, with that share."""
+    sizes = [t for t in rc.pow2_divisors(gpus_per_node) if reward.engine_tp_ok(t)] or [1]
+    tp = next((t for t in sizes if reward_engine_share(reward, gpu_gb, seq_len, t) <= 0.3), sizes[-1])
     return tp, reward_engine_share(reward, gpu_gb, seq_len, tp)
 
 

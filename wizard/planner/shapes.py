@@ -276,6 +276,15 @@ class ModelShape:
         recurrent = max(self.linear_v_heads / tp, 1.0) * self.linear_v_dim * self.linear_k_dim
         return self.linear_layers * (conv + recurrent) * 2
 
+    def engine_tp_ok(self, tp: int) -> bool:
+        """Whether a rollout engine (vLLM, SGLang) can split this model's attention over `tp` GPUs
+        (arithmetic.attention_tp_problem); a shape scaled from a size has guessed head counts and passes."""
+        from wizard.verlspec.arithmetic import attention_tp_problem
+
+        if self.source not in ("catalogue", "local"):
+            return True
+        return attention_tp_problem(tp, self.heads, None if self.kv_lora_rank else self.kv_heads) is None
+
     def cache_bytes_per_seq(self, tp: int, seq_len: float) -> float:
         """What one sequence of `seq_len` tokens holds in a rollout engine's cache on one GPU of a TP group: its K
         and V, and a hybrid's fixed GDN state."""
