@@ -4,6 +4,7 @@ config under torch's FakeTensorMode (wizard.planner.memtrace). Needs torch, tran
     python scripts/trace_memory.py Qwen/Qwen2.5-0.5B-Instruct ...   # these catalogue models (merged into the file)
     python scripts/trace_memory.py --local /path/to/model           # a local model folder's config.json
     python scripts/trace_memory.py --out FILE ...                   # write elsewhere (the test's regeneration)
+    python scripts/trace_memory.py --fused-only                     # add the fused-kernel passes to every entry
 
 Tracing one architecture takes minutes on a CPU (verl's logprobs_from_logits_v2 is traced row by row); models whose architecture another entry already covers are skipped."""
 
@@ -27,6 +28,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--local", action="append", default=[], help="a local model folder (its config.json)")
     ap.add_argument("--out", default=str(memtrace.DATA))
     ap.add_argument("--tokens", type=int, default=memtrace.TRACE_TOKENS, help="the larger token count traced")
+    ap.add_argument("--fused-only", action="store_true",
+                    help="trace only the fused-kernel passes (memtrace.FUSED_VARIANTS) of the stored entries, or of "
+                         "the models given, keeping their other coefficients")
     ns = ap.parse_args(argv)
     shapes = []
     for m in ns.models:
@@ -38,6 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     shapes += [from_local(p) for p in ns.local]
     out = Path(ns.out)
     doc = json.loads(out.read_text(encoding="utf-8")) if out.exists() else {}
+    if ns.fused_only:
+        return _fused_only(doc, out, shapes)
     doc["schema"] = memtrace.SCHEMA
     doc["generated_by"] = "scripts/trace_memory.py (wizard.planner.memtrace.trace)"
     archs = doc.setdefault("architectures", {})
@@ -53,6 +59,29 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{s.name}: traced in {time.time() - t0:.0f}s")
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return 0
+
+
+def _fused_only(doc: dict, out: Path, shapes: list) -> int:
+    """Add memtrace.trace_fused's passes to stored entries (all of them when no model is given): an entry traced
+    from a catalogue id or a local folder (its `traced_from`) is rebuilt into its shape to be traced."""
+    archs = doc.get("architectures", {})
+    if not shapes:
+        root = Path(__file__).resolve().parent.parent
+        for entry in archs.values():
+            src = entry["traced_from"]
+            shapes.append(from_catalogue(src) if from_catalogue(src) is not None else from_local(str(root / src)))
+    for s in shapes:
+        sig = memtrace.signature(s)
+        if sig not in archs:
+            print(f"{s.name}: no stored entry; trace it whole first")
+            return 2
+        t0 = time.time()
+        archs[sig].update(memtrace.trace_fused(s))
+        archs[sig]["fused_tokens_traced"] = list(memtrace.FUSED_TOKENS)
+        print(f"{s.name}: fused passes traced in {time.time() - t0:.0f}s")
+    doc["schema"] = memtrace.SCHEMA
+    out.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return 0
 
 

@@ -26,6 +26,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional
 
+from wizard.planner import fusedhead
 from wizard.planner.megatron_lora import megatron_lora_params, megatron_lora_per_gpu  # noqa: F401 (re-exported)
 from wizard.planner.shapes import ModelShape
 from wizard.verlspec import arithmetic as rc
@@ -175,6 +176,7 @@ class Layout:
     grad_bytes: int = MEGATRON_GRAD_BYTES  # Megatron's gradient buffer per parameter (2 with a bf16 main_grads_dtype)
     optim_bytes: int = MEGATRON_OPTIM_BYTES  # Megatron's fp32 master + Adam m + v per parameter (precision-aware dtypes)
     update_entropy: bool = True  # the update computes the entropy (entropy_coeff != 0 or actor.calculate_entropy)
+    fused_logits: bool = False  # model.use_fused_kernels as verl runs it: no whole logits (wizard.planner.fusedhead)
     # a rollout runs between training steps (verl empties the allocator's cache around it, engine_workers.py
     # update_weights); False: training passes only (verl's workers driven without a rollout, as the GPU measurement)
     rollout_between_steps: bool = True
@@ -393,11 +395,12 @@ def train_bytes_per_token(s: ModelShape, L: Layout) -> float:
     else:  # without gradient checkpointing every layer keeps the working set a recompute would rebuild
         per_layer = s.hidden * CHECKPOINT_BYTES_PER_HIDDEN if L.checkpointing else working
     stored = layers * per_layer + _router_bytes_per_token(s, L)
-    if L.update_entropy:
-        logit_bytes = LOGIT_BYTES_TRAIN
+    if L.fused_logits:
+        logits = fusedhead.for_layout(s, L, train=True)[0]
+    elif L.update_entropy:
+        logits = s.vocab * LOGIT_BYTES_TRAIN / tp
     else:
-        logit_bytes = MEGATRON_LOGIT_BYTES_NO_ENTROPY if L.megatron else LOGIT_BYTES_TRAIN - ENTROPY_SOFTMAX_BYTES
-    logits = s.vocab * logit_bytes / tp
+        logits = s.vocab * (MEGATRON_LOGIT_BYTES_NO_ENTROPY if L.megatron else LOGIT_BYTES_TRAIN - ENTROPY_SOFTMAX_BYTES) / tp
     return stored + working + logits + _vision_bytes_per_token(s, L, train=True)
 
 
@@ -419,8 +422,9 @@ def _vision_bytes_per_token(s: ModelShape, L: Layout, *, train: bool) -> float:
 def forward_bytes_per_token(s: ModelShape, L: Layout) -> float:
     tp = L.megatron_tp if L.megatron else 1
     inter = s.moe_intermediate * max(s.active_experts, 1) if s.experts else s.intermediate
-    return (10 * s.hidden + 4 * inter) * 2 / tp + s.vocab * LOGIT_BYTES_FORWARD / tp \
-        + _vision_bytes_per_token(s, L, train=False)
+    logits = fusedhead.for_layout(s, L, train=False)[0] if L.fused_logits else s.vocab * LOGIT_BYTES_FORWARD / tp
+    return (10 * s.hidden + 4 * inter) * 2 / tp + logits + _vision_bytes_per_token(s, L, train=False)
+
 
 
 def _critic_bytes_per_token(c: ModelShape, L: Layout) -> float:
@@ -583,8 +587,8 @@ def _estimate(s: ModelShape, L: Layout, *, full: bool) -> Estimate:
     # -- working sets -----------------------------------------------------------------------------------------
     t_train = _tokens(L, L.train_tokens, full=full)
     t_fwd = _tokens(L, L.logprob_tokens, full=full)
-    acts = t_train * train_bytes_per_token(s, L)
-    fwd = t_fwd * forward_bytes_per_token(s, L)
+    acts = t_train * train_bytes_per_token(s, L) + (fusedhead.for_layout(s, L, train=True)[1] if t_train else 0.0)
+    fwd = t_fwd * forward_bytes_per_token(s, L) + (fusedhead.for_layout(s, L, train=False)[1] if t_fwd else 0.0)
     critic_acts = t_train * st.critic_tok
     reserve = ALLOCATOR_RESERVE * max(acts, fwd, critic_acts)
     carried = ALLOCATOR_RESERVE * max(acts, critic_acts)  # what the last update leaves cached into the next sync

@@ -33,7 +33,8 @@ from typing import Any, Optional
 
 DATA = Path(__file__).parent / "data" / "memory_coeffs.json"
 TRACE_TOKENS = 512
-SCHEMA = 2  # 2: gradients dropped as accumulated, linear-memory attention, the per-layer slope from the third layer
+SCHEMA = 3  # 2: gradients dropped as accumulated, linear-memory attention, the per-layer slope from the third layer;
+# 3: the fused-kernel passes (FUSED_VARIANTS)
 # an architecture not in the catalogue data (a local config.json) is traced on demand, in a child process bounded
 # by TIMEOUT_ENV seconds (a small model takes about a minute on a CPU; the result is cached); TRACE_ENV=0 turns it off
 TRACE_ENV = "VERL_INIT_TRACE_MEMORY"
@@ -121,7 +122,7 @@ def _drop_grad(p: Any) -> None:
 
 
 def _trace_pass(shape: Any, layers: int, tokens: int, *, train: bool, ckpt: bool, value: bool, entropy: bool,
-                embed_grad: bool = True) -> float:
+                embed_grad: bool = True, fused: bool = False) -> float:
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.distributed._tools.mem_tracker import MemTracker
@@ -154,14 +155,17 @@ def _trace_pass(shape: Any, layers: int, tokens: int, *, train: bool, ckpt: bool
             mt.track_external(model, *([head] if head is not None else []))
             ctx = torch.enable_grad() if train else torch.no_grad()
             with mt, ctx:
+                body = model.get_decoder() if fused else model  # fused: the decoder's hidden states, then verl's head
                 if embed_grad:
-                    out = model(input_ids=ids, position_ids=pos, use_cache=False)
+                    out = body(input_ids=ids, position_ids=pos, use_cache=False)
                 else:  # no embedding backward: its parameter-sized temporaries are traced apart (embedding_backward)
                     embeds = model.get_input_embeddings()(ids).detach()
-                    out = model(inputs_embeds=embeds, position_ids=pos, use_cache=False)
+                    out = body(inputs_embeds=embeds, position_ids=pos, use_cache=False)
                     del embeds
                 if value:
                     loss = head(out.last_hidden_state).squeeze(-1).float().sum()
+                elif fused:
+                    loss = _fused_head_loss(model, out.last_hidden_state, ids, embed_grad=embed_grad, entropy=entropy)
                 else:
                     logits = out.logits.squeeze(0)
                     loss = logprobs_from_logits_v2(logits, ids.squeeze(0)).sum()
@@ -174,6 +178,21 @@ def _trace_pass(shape: Any, layers: int, tokens: int, *, train: bool, ckpt: bool
             return _peak_working(mt)
     finally:
         torch.set_default_dtype(old)
+
+
+def _fused_head_loss(model: Any, hidden: Any, ids: Any, *, embed_grad: bool, entropy: bool) -> Any:
+    """The log-probs (and entropy) as verl computes them with model.use_fused_kernels (FSDP, impl_backend torch, its
+    default): the decoder's hidden states into verl's FusedLinearForPPO with the LM head's weight, in chunks of 512
+    tokens, never the whole (tokens, vocab) logits (models/transformers/dense_common.py:91-128
+    forward_with_torch_backend; utils/experimental/torch_functional.py:96-240)."""
+    import torch
+
+    from verl.utils.experimental.torch_functional import FusedLinearForPPO
+
+    weight = model.lm_head.weight if embed_grad else model.lm_head.weight.detach()
+    labels = torch.roll(ids, shifts=-1, dims=-1)
+    log_probs, ent = FusedLinearForPPO()(hidden, weight, labels)
+    return log_probs.sum() + (ent.float().sum() if entropy else 0)
 
 
 def _trace_optimizer(shape: Any) -> float:
@@ -232,6 +251,44 @@ def token_counts(shape: Any, tokens: int = TRACE_TOKENS, *, value: bool = False)
     return t1, 2 * t1
 
 
+# With model.use_fused_kernels the policy's passes compute their log-probs FUSED_CHUNK tokens at a time
+# (_fused_head_loss): traced at token counts of whole chunks, so a chunk's temporaries land in the constant and the
+# slope is what each token keeps. The update traces the entropy's backward too (entropy_coeff != 0), its largest case.
+FUSED_CHUNK = 512  # FusedLinearForPPO's chunk_size (utils/experimental/torch_functional.py:221)
+FUSED_TOKENS = (2 * FUSED_CHUNK, 4 * FUSED_CHUNK)
+FUSED_VARIANTS = {
+    "forward_fused": dict(train=False, ckpt=False, value=False, entropy=False, fused=True),
+    "train_gc_fused": dict(train=True, ckpt=True, value=False, entropy=True, fused=True),
+    "train_nogc_fused": dict(train=True, ckpt=False, value=False, entropy=True, fused=True),
+}
+
+
+def _fit(shape: Any, kw: dict[str, Any], t1: int, t2: int) -> dict[str, Any]:
+    """One pass's coefficients (see the module doc) from traces at `t1` and `t2` tokens and one to three layers."""
+    w11 = _trace_pass(shape, 1, t1, embed_grad=False, **kw)
+    w12 = _trace_pass(shape, 1, t2, embed_grad=False, **kw)
+    w21 = _trace_pass(shape, 2, t1, embed_grad=False, **kw)
+    layer = max(0.0, (w21 - w11) / t1)
+    rest = max(0.0, (w12 - w11) / (t2 - t1) - layer)
+    constant = max(0.0, w11 - t1 * (rest + layer))
+    if not kw["train"]:  # without autograd nothing is kept per layer: what a second layer adds is the residual
+        rest, layer = rest + 2 * layer, 0.0  # stream's copies, per token, whatever the depth
+    else:  # the first layer added can move the peak (the logits' backward vs a layer's recompute): the slope per
+        # layer is the third layer's, the fit anchored at two layers (traced: Mistral-7B's first step is 6 B per
+        # hidden unit and token, every further one the 2 B of the checkpointed input)
+        steady = max(0.0, (_trace_pass(shape, 3, t1, embed_grad=False, **kw) - w21) / t1)
+        rest, layer = max(0.0, rest + 2 * (layer - steady)), steady
+    entry = {"per_layer_per_token": round(layer, 2), "rest_per_token": round(rest, 2), "constant": round(constant)}
+    if kw["train"]:
+        entry["embedding_backward"] = round(_trace_pass(shape, 1, EMBED_TOKENS, **kw))
+    return entry
+
+
+def trace_fused(shape: Any) -> dict[str, Any]:
+    """The fused-kernel passes' coefficients only (FUSED_VARIANTS), at FUSED_TOKENS."""
+    return {name: _fit(shape, kw, *FUSED_TOKENS) for name, kw in FUSED_VARIANTS.items()}
+
+
 def trace(shape: Any, tokens: int = TRACE_TOKENS) -> dict[str, Any]:
     """The coefficients of one architecture (see the module doc); raises on an architecture transformers cannot
     build or fake tensors cannot run."""
@@ -243,24 +300,9 @@ def trace(shape: Any, tokens: int = TRACE_TOKENS) -> dict[str, Any]:
                            "value_tokens_traced": list(token_counts(shape, 2 * tokens, value=True)),
                            "layers_traced": [1, 2, 3]}
     for name, kw in VARIANTS.items():
-        t1, t2 = out["value_tokens_traced" if kw["value"] else "tokens_traced"]
-        w11 = _trace_pass(shape, 1, t1, embed_grad=False, **kw)
-        w12 = _trace_pass(shape, 1, t2, embed_grad=False, **kw)
-        w21 = _trace_pass(shape, 2, t1, embed_grad=False, **kw)
-        layer = max(0.0, (w21 - w11) / t1)
-        rest = max(0.0, (w12 - w11) / (t2 - t1) - layer)
-        constant = max(0.0, w11 - t1 * (rest + layer))
-        if not kw["train"]:  # without autograd nothing is kept per layer: what a second layer adds is the residual
-            rest, layer = rest + 2 * layer, 0.0  # stream's copies, per token, whatever the depth
-        else:  # the first layer added can move the peak (the logits' backward vs a layer's recompute): the slope per
-            # layer is the third layer's, the fit anchored at two layers (traced: Mistral-7B's first step is 6 B per
-            # hidden unit and token, every further one the 2 B of the checkpointed input)
-            steady = max(0.0, (_trace_pass(shape, 3, t1, embed_grad=False, **kw) - w21) / t1)
-            rest, layer = max(0.0, rest + 2 * (layer - steady)), steady
-        entry = {"per_layer_per_token": round(layer, 2), "rest_per_token": round(rest, 2), "constant": round(constant)}
-        if kw["train"]:
-            entry["embedding_backward"] = round(_trace_pass(shape, 1, EMBED_TOKENS, **kw))
-        out[name] = entry
+        out[name] = _fit(shape, kw, *out["value_tokens_traced" if kw["value"] else "tokens_traced"])
+    out.update(trace_fused(shape))
+    out["fused_tokens_traced"] = list(FUSED_TOKENS)
     out["optimizer_step_temp_bytes_per_param"] = round(_trace_optimizer(shape), 3)
     out["torch"], out["transformers"] = torch.__version__, transformers.__version__
     return out

@@ -58,18 +58,23 @@ class Coeffs:
 
 
 def from_traced(data: dict[str, Any], *, checkpointing: bool, entropy_bytes_per_vocab: float, vocab: int,
-                source: str, frozen_embedding: bool = False) -> Coeffs:
+                source: str, frozen_embedding: bool = False, fused: bool = False) -> Coeffs:
     """`frozen_embedding`: LoRA freezes the base weights (peft get_peft_model; verl builds the adapters in
     workers/engine/fsdp/transformer_impl.py:339-383 and FSDP-wraps them apart, utils/fsdp_utils.py:115): no weight
-    gradient of the vocabulary tables, so no parameter-sized temporaries of their backward."""
+    gradient of the vocabulary tables, so no parameter-sized temporaries of their backward. `fused`: the policy's
+    passes with model.use_fused_kernels (memtrace.FUSED_VARIANTS, the entropy's backward included); data traced
+    before them keeps the full logits, an overestimate that the source names."""
     def pt(key: str) -> PerToken:
         d = data[key]
         return PerToken(d["per_layer_per_token"], d["rest_per_token"], d.get("constant", 0),
                         0 if frozen_embedding else d.get("embedding_backward", 0))
 
     gc = "gc" if checkpointing else "nogc"
-    return Coeffs(pt("forward"), pt(f"train_{gc}"), pt("value_forward"), pt(f"value_train_{gc}"),
-                  data["optimizer_step_temp_bytes_per_param"], entropy_bytes_per_vocab * vocab, source)
+    fused = fused and f"train_{gc}_fused" in data and "forward_fused" in data
+    policy = "_fused" if fused else ""
+    return Coeffs(pt(f"forward{policy}"), pt(f"train_{gc}{policy}"), pt("value_forward"), pt(f"value_train_{gc}"),
+                  data["optimizer_step_temp_bytes_per_param"], 0.0 if fused else entropy_bytes_per_vocab * vocab,
+                  source + (", fused-kernel passes" if fused else ""))
 
 
 @dataclass
@@ -259,7 +264,8 @@ def training_coeffs(s: Any, L: Any, analytic: Any) -> Coeffs:
     data, source = memtrace.coefficients(s)
     if data is not None:
         return from_traced(data, checkpointing=L.checkpointing, vocab=s.vocab, source=source,
-                           entropy_bytes_per_vocab=a.ENTROPY_SOFTMAX_BYTES, frozen_embedding=bool(L.lora_rank))
+                           entropy_bytes_per_vocab=a.ENTROPY_SOFTMAX_BYTES, frozen_embedding=bool(L.lora_rank),
+                           fused=L.fused_logits)
     fwd = PerToken(0.0, a.forward_bytes_per_token(s, L))
     train = PerToken(0.0, a.train_bytes_per_token(s, replace(L, update_entropy=False)))
     value = PerToken(0.0, a._critic_bytes_per_token(s, L))

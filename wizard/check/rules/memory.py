@@ -72,7 +72,7 @@ def rule_memory(c: Ctx, f: Facts, shape: Any, why: str) -> None:
 
 def _layout(c: Ctx, f: Facts, shape: Any, hw: Any, tp: int, gmu: float) -> tuple[Any, bool]:
     """The memory Layout verl would run with these keys, and whether the actor's parameters are offloaded."""
-    from wizard.planner import memory
+    from wizard.planner import fusedhead, memory
     from wizard.planner.memory import MEAN_FILL, Layout
 
     seq = f.seq
@@ -161,6 +161,7 @@ def _layout(c: Ctx, f: Facts, shape: Any, hw: Any, tp: int, gmu: float) -> tuple
                     grad_bytes=grad_bytes,
                     optim_bytes=optim_bytes,
                     update_entropy=bool(c.v(f"{A}.calculate_entropy")) or (c.num(f"{A}.entropy_coeff") or 0.0) != 0.0,
+                    fused_logits=fusedhead.runs(c.v, f.megatron),
                     free_cache_engine=c.v(f"{R}.free_cache_engine") is not False, gpu_type=hw.gpu_type,
                     rollout_elsewhere=bool(own))
     return layout, off_p
