@@ -97,3 +97,38 @@ def test_json_carries_the_memory_estimate_when_the_gpu_is_known(tmp_path, cli_en
     assert all(p["band_gib"][0] <= p["total_gib"] <= p["band_gib"][1] for p in phases)
     overrides_only = json.loads(run_cli(["check", "--json", "--", *BASE], cwd=tmp_path, env=cli_env).stdout)
     assert "memory" not in overrides_only  # no GPU memory known: no estimate claimed
+
+
+def test_a_dataclass_field_the_yaml_lacks_needs_a_plus():
+    """RolloutConfig fields that verl's rollout.yaml does not list (verl 0.9.1 itself is the oracle: Hydra's compose
+    on verl's config folder, and the dataclass's fields): without `+` Hydra refuses the override, with it the config
+    composes; `check` says so and offers the `+`, not a spelling hint."""
+    import dataclasses
+    import os
+
+    import verl
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import ConfigCompositionException
+    from verl.workers.config.rollout import RolloutConfig
+
+    scalar = {"int", "float", "bool", "str", int, float, bool, str}
+    with initialize_config_dir(config_dir=os.path.join(os.path.dirname(verl.__file__), "trainer", "config"),
+                               version_base=None):
+        node = compose("ppo_trainer").actor_rollout_ref.rollout
+        fields = [f for f in dataclasses.fields(RolloutConfig) if f.name not in node and not f.name.startswith("_")
+                  and f.type in scalar and f.name != "name" and f.default is not dataclasses.MISSING]
+        assert len(fields) >= 3, [f.name for f in fields]
+        cases = []
+        for f in fields:
+            key = f"actor_rollout_ref.rollout.{f.name}"
+            value = {"bool": "true", bool: "true", "str": "x", str: "x"}.get(f.type, "2")
+            with pytest.raises(ConfigCompositionException):
+                compose("ppo_trainer", overrides=[f"{key}={value}"])
+            compose("ppo_trainer", overrides=[f"+{key}={value}"])
+            cases.append((f.name, key, value))
+    for name, key, value in cases:
+        report = check(None, [*BASE, f"{key}={value}"], defaults="verl")
+        (hit,) = [x.problem for x in report.findings if x.problem.rule == "VI801" and key in x.problem.keys]
+        assert hit.hint == f"write +{key}={value}" and "RolloutConfig has the field" in hit.message
+        plus = check(None, [*BASE, f"+{key}={value}"], defaults="verl")
+        assert not {"VI801", "VI802", "VI804"} & set(_rules(plus, key)), name

@@ -72,3 +72,15 @@ def test_sample_covers_both_outcomes():
     for seed in range(N):
         seen["reject" if check(None, sample(seed), defaults="verl").errors else "ok"] += 1
     assert seen["ok"] >= 5 and seen["reject"] >= 5, seen
+
+
+def test_verls_judge_applies_overrides_as_a_launch_does():
+    """The judge composes the overrides on the command line, as main_ppo does, not merged into a YAML body (where
+    Hydra accepts any new key): a RolloutConfig field the YAML lacks is refused without `+` and accepted with it."""
+    key = "actor_rollout_ref.rollout.limit_images"
+    base = ["actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.model.path=Qwen/Qwen2.5-1.5B-Instruct"]
+    plain = run_verl_checks(load_source(None, [*base, f"{key}=4"]))
+    compose = next(c for c in plain.checks if c.name.startswith("hydra compose"))
+    assert not compose.ok and "+" + key in compose.detail
+    plus = run_verl_checks(load_source(None, [*base, f"+{key}=4"]))
+    assert next(c for c in plus.checks if c.name.startswith("hydra compose")).ok

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from wizard import _sandbox
-from wizard.check.items import bundle_doc, user_items
+from wizard.check.items import OVERRIDES_FILE, bundle_doc, hydra_overrides, user_items
 from wizard.check.source import Source, write_yaml
 from wizard.intent.errors import Problem, UserError
 
@@ -79,11 +79,12 @@ def run_deep(src: Source, *, model_dir: str | None = None, phases: tuple[str, ..
     VI876 data; VI877 when the run itself stopped at a bound)."""
     refuse_without_sandbox("--deep" if set(phases) != {"config"} else "--verl")
     items, engine, _ = user_items(src)
-    doc = bundle_doc(src, items, only_valid=False, with_overrides=True, engine=engine)
+    doc = bundle_doc(src, items, only_valid=False, with_overrides=False, engine=engine)
     root = str(Path(__file__).resolve().parents[2])  # the folder holding verl-init's own package
     workdir = str(src.workdir.resolve()) if src.workdir.is_dir() else "/tmp"
     with tempfile.TemporaryDirectory(prefix="verl-init-deep-") as tmp:
         write_yaml(Path(tmp) / "verl_config.yaml", doc)
+        (Path(tmp) / OVERRIDES_FILE).write_text(json.dumps(hydra_overrides(src, items)), encoding="utf-8")
         bundle = f"{_sandbox.BIN}/bundle"
         binds = [(tmp, bundle), *_binds(src, doc, model_dir)]
         binds += _sandbox.binds_back([root])

@@ -76,6 +76,17 @@ def user_items(src: Source) -> tuple[list[Item], str, list[Problem]]:
     return items, engine, problems
 
 
+# the command-line overrides `check --verl` / `--deep` hand to Hydra beside their bundle (verify.harness.compose_bundle)
+OVERRIDES_FILE = "verl_overrides.json"
+
+
+def hydra_overrides(src: Source, items: list[Item]) -> list[str]:
+    """The overrides as the launch passes them, for Hydra's own compose to apply on top of the YAML leaves
+    (bundle_doc with_overrides=False): Hydra refuses a new key without `+` only on the command line, never in a
+    primary config's body (hydra/_internal/config_loader_impl.py _apply_overrides_to_config, struct mode)."""
+    return [src.overrides[it.override] for it in items if it.override is not None and it.key.split(".")[0] != "hydra"]
+
+
 def bundle_doc(src: Source, items: list[Item], *, only_valid: bool, with_overrides: bool,
                engine: str | None = None) -> dict[str, Any]:
     """A verl-init-style primary config holding the user's settings (for Hydra and for --verl)."""

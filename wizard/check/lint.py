@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from wizard.check.hardware import resolve_hardware
-from wizard.check.items import bundle_doc, user_items
+from wizard.check.items import OVERRIDES_FILE, bundle_doc, hydra_overrides, user_items
 from wizard.check.report import Finding, Fix, Report, dedupe, fixed_overrides, format_report
 from wizard.check.resolve import resolve
 from wizard.check.rules.agent import rule_agent
@@ -153,9 +153,10 @@ def run_verl_checks(src: Source, *, model_dir: str | None = None) -> Any:
     from wizard.verify.harness import verify_with_verl
 
     items, engine, _ = user_items(src)
-    doc = bundle_doc(src, items, only_valid=False, with_overrides=True, engine=engine)
+    doc = bundle_doc(src, items, only_valid=False, with_overrides=False, engine=engine)
     with tempfile.TemporaryDirectory(prefix="verl-init-check-") as tmp:
         write_yaml(Path(tmp) / "verl_config.yaml", doc)
+        (Path(tmp) / OVERRIDES_FILE).write_text(json.dumps(hydra_overrides(src, items)), encoding="utf-8")
         cwd = os.getcwd()
         try:
             os.chdir(src.workdir if src.workdir.is_dir() else cwd)

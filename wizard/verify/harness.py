@@ -138,13 +138,20 @@ def _vllm_lora_fallback():
 
 
 def compose_bundle(bundle: str | os.PathLike[str], config_name: str = "verl_config") -> Any:
-    """The config main_ppo would build from `--config-path bundle --config-name verl_config`."""
+    """The config main_ppo would build from `--config-path bundle --config-name verl_config` and the command-line
+    overrides of the bundle's OVERRIDES_FILE, if it has one (a list of strings), applied by Hydra as a launch does."""
+    import json
+
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
+    from wizard.check.items import OVERRIDES_FILE
+
+    extra = Path(bundle) / OVERRIDES_FILE
+    overrides = json.loads(extra.read_text(encoding="utf-8")) if extra.is_file() else []
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(Path(bundle).resolve()), version_base=None):
-        return compose(config_name=config_name)
+        return compose(config_name=config_name, overrides=[str(o) for o in overrides])
 
 
 def verify_with_verl(
@@ -305,7 +312,7 @@ def _unknown_keys(bundle: str | os.PathLike[str], config_name: str) -> None:
     overrides = tuple(f"{k.split()[-1]}={v}" for d in defaults if isinstance(d, dict) for k, v in d.items())
     tree = _verl_tree(overrides)
     unknown = []
-    for key in _flatten(doc):
+    for key in _flatten(doc) if doc else []:  # (a bundle of command-line overrides alone has no body)
         parts = key.split(".")
         if any(p in _FREE_FORM for p in parts[:-1]):
             continue

@@ -226,15 +226,22 @@ def validate_keys(items: list[Item], base: dict[str, Any], add: Callable[..., No
         # or a mapping would replace a value (or the reverse)
         rename = Fix(set={hint: it.value}, delete=[key]) if sure and hint not in given and \
             isinstance(lookup(base, hint), dict) == isinstance(it.value, dict) else None
-        if it.op == "" and it.override is not None:
-            it.apply = False
-            add("VI801", "error", (key,), f"{key} is not in verl's config tree: Hydra refuses the override "
-                "(`Key ... is not in struct`)", dym, fix=rename)
-            continue
         target, node = _dataclass_of(base, parts)
         instantiated = node is not None and any(node == r or node.startswith(r + ".") for r in DATACLASS_ROOTS)
         if node and node.startswith("critic") and use_critic_hint:
             instantiated = True
+        if it.op == "" and it.override is not None:
+            it.apply = False
+            field_name = parts[len(node.split("."))] if node else parts[0]
+            if instantiated and target in dcs and field_name in dcs[target]["fields"] and len(parts) == len(node.split(".")) + 1:
+                # the dataclass verl builds has the field, its YAML does not list it: Hydra needs the +
+                add("VI801", "error", (key,), f"{key} is not in verl's YAML tree, so Hydra refuses the override "
+                    f"(`Key ... is not in struct`), though {target.rsplit('.', 1)[-1]} has the field {field_name!r}",
+                    f"write +{key}={format_value(it.value)}", fix=None)
+            else:
+                add("VI801", "error", (key,), f"{key} is not in verl's config tree: Hydra refuses the override "
+                    "(`Key ... is not in struct`)", dym, fix=rename)
+            continue
         if instantiated and target in dcs:
             field_name = parts[len(node.split("."))] if node else parts[0]
             if field_name not in dcs[target]["fields"]:
