@@ -53,6 +53,7 @@ REJECTED = [
     ("VI309", dict(train_backend="megatron", megatron_tp=3)),
     ("VI310", dict(train_backend="megatron", megatron_tp=8, megatron_pp=3, model="org/x-70B")),
     ("VI304", dict(rollout_tp=3)),
+    ("VI321", dict(rollout_tp=8)),  # Qwen2.5-1.5B: 12 attention heads do not split over 8 (vLLM, SGLang)
     ("VI602", dict(model="org/giant-700B", gpu_memory_gb=24)),
     ("VI601", dict(model="org/mystery-model")),
     ("VI603", dict(max_tokens_per_gpu=400000)),
@@ -88,7 +89,8 @@ def test_rule_rejects(rule, changes):
 
 WARNED = [
     ("VI401", dict(samples_per_prompt=1)),
-    ("VI305", dict(nnodes=2, cluster="ray", rollout_tp=16)),
+    # (a model whose 32 heads and 8 KV heads split over 16: Qwen2.5-1.5B's 12 heads would be VI321)
+    ("VI305", dict(nnodes=2, cluster="ray", rollout_tp=16, model="meta-llama/Llama-3.1-8B-Instruct")),
     ("VI308", dict(model="org/mystery-model-3B")),
     ("VI405", dict(algorithm="ppo", samples_per_prompt=1, reward="model", reward_model="org/rm-1.5B",
                    critic_model="org/rm-1.5B")),

@@ -16,20 +16,20 @@ from wizard.verlspec.arithmetic import divisors, nearest, pow2_divisors
 
 
 def suggestions(b: "Build") -> None:
-    """The layout refusals raised inside the memory-fit stage (VI304 rollout_tp, VI309 megatron_tp, VI310 megatron_pp)
+    """The layout refusals raised inside the memory-fit stage (VI304/VI321 rollout_tp, VI309 megatron_tp, VI310 megatron_pp)
     get their values confirmed like every other suggestion."""
-    a, gpn, n_gpus = b.a, b.a.gpus_per_node, b.a.nnodes * b.a.gpus_per_node
+    a, gpn = b.a, b.a.gpus_per_node
     if b.trial:
         return
     for index, p in enumerate(b.f.items):
         if p.severity != "error":
             continue
-        if p.rule == "VI304" and a.rollout_tp:
-            valid = divisors(gpn) + [gpn * k for k in range(2, a.nnodes + 1) if n_gpus % (gpn * k) == 0]
-            render = nearest_hint("rollout_tp", valid, a.rollout_tp, "a rollout replica must fill a node or whole nodes")
-        elif p.rule == "VI321" and a.rollout_tp and b.shape is not None:
-            heads = (b.shape.heads, None if b.shape.kv_lora_rank else b.shape.kv_heads)
-            render = nearest_hint("rollout_tp", rc.attention_tp_sizes(*heads, divisors(gpn)), a.rollout_tp,
+        if p.rule in ("VI304", "VI321") and a.rollout_tp:
+            heads = _heads(b.shape)
+            valid = tiling_rollout_tp(a.nnodes, gpn) if p.rule == "VI304" else divisors(gpn)
+            valid = rc.attention_tp_sizes(*heads, valid) if heads else valid
+            render = nearest_hint("rollout_tp", valid, a.rollout_tp,
+                                  "a rollout replica must fill a node or whole nodes" if p.rule == "VI304" else
                                   "the rollout engine splits the attention heads over rollout_tp")
         elif p.rule == "VI309" and a.megatron_tp:
             render = nearest_hint("megatron_tp", divisors(gpn), a.megatron_tp, f"megatron_tp must divide {gpn}")
@@ -93,28 +93,37 @@ def rollout_tp_options(a: Answers, n_gpus: int, f: Findings, shape: Optional[Mod
     as the rollout engine must (arithmetic.attention_tp_problem); an explicit answer is validated (a replica must
     fill a node or whole nodes, the heads must split over it) and then the only candidate."""
     gpn = a.gpus_per_node
-    heads = (shape.heads, None if shape.kv_lora_rank else shape.kv_heads) if exact_shape(shape) else None
+    heads = _heads(shape)
     if a.rollout_tp is None:
         return rc.attention_tp_sizes(*heads, pow2_divisors(gpn)) if heads else pow2_divisors(gpn)
     tp = a.rollout_tp
-    if heads and (problem := rc.attention_tp_problem(tp, *heads)):
-        valid = rc.attention_tp_sizes(*heads, divisors(gpn))
-        f.error("VI321", ("rollout_tp",),
-                f"rollout_tp={tp} for {shape.name}: {problem} (the rollout engine refuses it when it starts)",
-                f"nearest valid: {either(nearest(valid, tp))}")
-        return []
-    if tp <= gpn and gpn % tp == 0:
+    split = (lambda t: rc.attention_tp_problem(t, *heads) is None) if heads else (lambda t: True)
+    if tp <= gpn and gpn % tp == 0 or tp > gpn and tp % gpn == 0 and n_gpus % tp == 0:
+        if heads and (problem := rc.attention_tp_problem(tp, *heads)):
+            f.error("VI321", ("rollout_tp",),
+                    f"rollout_tp={tp} for {shape.name}: {problem} (the rollout engine refuses it when it starts)",
+                    f"nearest valid: {either(nearest([t for t in divisors(gpn) if split(t)], tp))}")
+            return []
+        if tp > gpn:
+            f.warning("VI305", ("rollout_tp", "gpus_per_node"),
+                      f"rollout_tp={tp} spans {tp // gpn} nodes: tensor-parallel traffic crosses the network",
+                      f"prefer rollout_tp ≤ {gpn} (one node) when the model fits")
         return [tp]
-    if tp > gpn and tp % gpn == 0 and n_gpus % tp == 0:
-        f.warning("VI305", ("rollout_tp", "gpus_per_node"),
-                  f"rollout_tp={tp} spans {tp // gpn} nodes: tensor-parallel traffic crosses the network",
-                  f"prefer rollout_tp ≤ {gpn} (one node) when the model fits")
-        return [tp]
-    valid = divisors(gpn) + [gpn * k for k in range(2, a.nnodes + 1) if n_gpus % (gpn * k) == 0]
+    valid = [t for t in tiling_rollout_tp(a.nnodes, gpn) if split(t)]
     f.error("VI304", ("rollout_tp", "gpus_per_node", "nnodes"),
             f"rollout_tp={tp} does not tile {a.nnodes} node(s) × {gpn} GPUs (a replica must fill a node or whole nodes)",
             f"nearest valid: {either(nearest(valid, tp))}")
     return []
+
+
+def tiling_rollout_tp(nnodes: int, gpn: int) -> list[int]:
+    """Rollout TP values whose replicas fill a node or whole nodes."""
+    return divisors(gpn) + [gpn * k for k in range(2, nnodes + 1) if nnodes * gpn % (gpn * k) == 0]
+
+
+def _heads(shape: Optional[ModelShape]) -> Optional[tuple[int, Optional[int]]]:
+    """(attention heads, KV heads or None for latent attention) of a shape with the model's own counts."""
+    return (shape.heads, None if shape.kv_lora_rank else shape.kv_heads) if exact_shape(shape) else None
 
 
 # The Megatron layout answers, each with the MegatronGrid field it sets.
