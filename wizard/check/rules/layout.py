@@ -84,17 +84,12 @@ def rule_rollout_heads(c: Ctx, f: Facts, shape: Any) -> None:
     problem = rc.attention_tp_problem(tp, shape.heads, kv)
     if problem is None:
         return
-    inside = divisors(f.gpn) if f.gpn else pow2(tp)
+    inside = divisors(f.gpn) if f.gpn else rc.pow2_divisors(1 << tp.bit_length())
     valid = rc.attention_tp_sizes(shape.heads, kv, inside) or [1]
     c.add("VI838", "error", (key,),
           f"{c.v(f'{R}.name')} cannot split {shape.name}'s attention over rollout {key.rsplit('.', 1)[1]}={tp}: "
           f"{problem} (the engine refuses it at start-up)",
           f"nearest valid: {join_or(nearest(valid, tp))}" + (f" (of those inside a node of {f.gpn})" if f.gpn else ""))
-
-
-def pow2(n: int) -> list[int]:
-    """1, 2, 4, … up to n (the sizes to offer when the node size is unknown)."""
-    return [1 << i for i in range(max(n, 1).bit_length())]
 
 
 def rule_hardware(c: Ctx, f: Facts) -> None:
