@@ -70,6 +70,8 @@ RULES: dict[str, tuple[str, str]] = {
     "VI838": ("rollout TP against the attention heads", "vLLM/SGLang split each attention layer's heads (and KV heads, or "
               "replicate them evenly) over the rollout's tensor_model_parallel_size: a size that does not divide them fails "
               "at engine start (QKVParallelLinear divide(); vLLM ModelConfig.verify_with_parallel_config)"),
+    "VI839": ("resume from a path verl cannot read", "resume_mode=resume_path needs a global_step_N folder, its step the "
+              "text after the last 'global_step_' (int() at fit start), with an actor/ folder (trainer_base.py:866-881)"),
     "VI837": ("vision patch embedding on torch 2.9", "torch 2.9 with a cuDNN before 9.15 (as installed here) runs a Qwen-VL "
                                                      "tower's stride-equals-kernel Conv3d through aten::slow_conv_dilated3d: "
                                                      "patches × hidden single-channel fills per image, seconds per image "

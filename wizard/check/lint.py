@@ -42,6 +42,7 @@ from wizard.check.rules.sandbox import rule_sandbox
 from wizard.check.rules.batches import rule_batches, rule_deprecated_micro, rule_dynamic_flags
 from wizard.check.rules.context import M, Ctx, facts, model_shape
 from wizard.check.rules.bundlefiles import rule_bundle_files
+from wizard.check.rules.checkpoints import rule_resume
 from wizard.check.rules.datacontent import rule_data_content
 from wizard.check.rules.files import rule_files
 from wizard.check.rules.layout import (rule_device, rule_hardware, rule_layout, rule_megatron, rule_rollout_dp_nodes,
@@ -97,7 +98,7 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_unresolved, rule_required, rule_deprecated_micro, rule_choices, rule_layout, rule_hardware,
         rule_rollout_parallel, rule_device, rule_batches, rule_dynamic_flags, rule_tokens, rule_context_parallel_budget, rule_roles,
         rule_values, rule_files, rule_data_content, rule_bundle_files, rule_agent, rule_lora, rule_sandbox,
-        rule_reward_model, rule_value_model)
+        rule_reward_model, rule_value_model, rule_resume)
     with tool_imports(deep):  # check's agent rules import a tool module only with --deep, in the sandbox
         for rule in (*ppo_rules, rule_unread, rule_requirements):
             rule(c, f)

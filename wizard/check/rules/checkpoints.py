@@ -1,0 +1,44 @@
+"""Resume rules (VI839): what verl 0.9.1's trainers assert about trainer.resume_from_path when the run starts,
+after the workers are built and the GPUs booked.
+
+Both PPO trainers read it the same way (site-packages/verl): with resume_mode=resume_path the path must be a string
+holding "global_step_" (trainer/ppo/v1/trainer_base.py:866-867, ray_trainer.py:1073-1076), the text after its last
+"global_step_" must be the step number (`int(path.split("global_step_")[-1])`, trainer_base.py:876,
+ray_trainer.py:1083), and the actor is loaded from its `actor` folder (trainer_base.py:881). With resume_mode=auto
+the trainers look for the newest checkpoint under default_local_dir and never read resume_from_path
+(trainer_base.py:856-862): VI890 reports such a key as unread.
+"""
+
+from __future__ import annotations
+
+from wizard.check.rules.context import Ctx, Facts, local_path
+
+MODE, PATH = "trainer.resume_mode", "trainer.resume_from_path"
+
+
+def rule_resume(c: Ctx, f: Facts) -> None:
+    mode, path = c.v(MODE), c.v(PATH)
+    if c.unknown(MODE, PATH):
+        return
+    if mode != "resume_path":  # (auto never reads the path: VI890 says so, from verl's readers of the key)
+        return
+    if not isinstance(path, str) or "global_step_" not in path:
+        c.add("VI839", "error", (PATH, MODE),
+              f"{MODE}=resume_path needs {PATH} to name a global_step_N checkpoint folder, not {path!r}: verl asserts "
+              "it at the start of training (v1/trainer_base.py:866-867)",
+              f"set {PATH}=<trainer.default_local_dir>/global_step_N")
+        return
+    step = path.split("global_step_")[-1]
+    if not step.isdigit():  # (a trailing slash too: int("50/") fails)
+        head = path[: len(path) - len(step)]
+        c.add("VI839", "error", (PATH,),
+              f"{PATH}={path}: verl reads the step number as everything after the last 'global_step_' and "
+              f"int({step!r}) fails (v1/trainer_base.py:876)",
+              f"point it at the checkpoint folder itself, without a trailing slash: {head}{step.split('/')[0]}")
+        return
+    local = local_path(c, path)
+    if local is not None and local.is_dir() and not (local / "actor").is_dir():
+        c.add("VI839", "warning", (PATH,),
+              f"{path} exists here but holds no actor/ folder, which verl loads the actor from "
+              "(v1/trainer_base.py:881): an exported Hugging Face model is not a checkpoint verl can resume",
+              "give the global_step_N folder that trainer.default_local_dir's checkpoints wrote")
