@@ -72,6 +72,8 @@ RULES: dict[str, tuple[str, str]] = {
               "at engine start (QKVParallelLinear divide(); vLLM ModelConfig.verify_with_parallel_config)"),
     "VI839": ("resume from a path verl cannot read", "resume_mode=resume_path needs a global_step_N folder, its step the "
               "text after the last 'global_step_' (int() at fit start), with an actor/ folder (trainer_base.py:866-881)"),
+    "VI849": ("LoRA on a vision tower vLLM ignores", "FSDP LoRA on a vision-language model whose target_modules reach the "
+              "vision tower and exclude_modules does not exclude it: vLLM serves LoRA on the language model only"),
     "VI837": ("vision patch embedding on torch 2.9", "torch 2.9 with a cuDNN before 9.15 (as installed here) runs a Qwen-VL "
                                                      "tower's stride-equals-kernel Conv3d through aten::slow_conv_dilated3d: "
                                                      "patches × hidden single-channel fills per image, seconds per image "

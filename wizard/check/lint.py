@@ -47,7 +47,7 @@ from wizard.check.rules.datacontent import rule_data_content
 from wizard.check.rules.files import rule_files
 from wizard.check.rules.layout import (rule_device, rule_hardware, rule_layout, rule_megatron, rule_rollout_dp_nodes,
                                       rule_rollout_heads, rule_rollout_parallel, rule_sequence_parallel)
-from wizard.check.rules.lora import rule_lora
+from wizard.check.rules.lora import rule_lora, rule_vision_lora
 from wizard.check.rules.readers import rule_unread
 from wizard.check.rules.requirements import rule_requirements
 from wizard.check.rules.valuehead import rule_value_model
@@ -112,6 +112,7 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_rollout_dp_nodes(c, f, shape)
         rule_context(c, f, shape)
         rule_vision(c, f, shape)
+        rule_vision_lora(c, f, shape)
         rule_patch_embed(c, f, shape)
         rule_memory(c, f, shape, why)
         rule_time(c, f, shape, response_length_mean)

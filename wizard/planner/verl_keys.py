@@ -16,7 +16,7 @@ from wizard.verlspec import arithmetic as rc
 from wizard.verlspec.hardware import ACCELERATORS
 from wizard.verlspec.hydra_overrides import format_value, parse_override
 from wizard.verlspec.keys import PRE
-from wizard.verlspec.lora import FSDP_TARGET_MODULES, MEGATRON_TARGET_MODULES
+from wizard.verlspec.lora import FSDP_TARGET_MODULES, MEGATRON_TARGET_MODULES, VISION_EXCLUDE
 
 
 def algorithm_keys(b: Build) -> None:
@@ -65,6 +65,10 @@ def model_keys(b: Build) -> None:
         s.set(f"{PRE}.model.lora_rank", a.lora_rank, "LoRA adapters instead of full weights", "answer")
         s.set(f"{PRE}.model.lora_alpha", b.lora_alpha, given_reason("lora_alpha", given, "twice the rank"), source_of("lora_alpha", given))
         s.set(f"{PRE}.model.target_modules", FSDP_TARGET_MODULES, "adapters on every linear layer")
+        if b.shape is not None and b.shape.vision:
+            s.set(f"{PRE}.model.exclude_modules", VISION_EXCLUDE,
+                  "no adapters on the vision tower: vLLM serves LoRA on the language model only and would ignore "
+                  "them (as verl's examples/tuning/lora/run_qwen2_5_vl_7b_fsdp.sh)")
     s.set(f"{PRE}.model.use_remove_padding", True, "sequence packing: no compute spent on padding")
     if not b.megatron:  # only the FSDP/VeOMni engines read it (wizard/check/data/verl_readers.json, check VI890)
         s.set(f"{PRE}.model.enable_gradient_checkpointing", True, "recompute activations in backward to save memory")

@@ -84,3 +84,47 @@ def merged(model: Mapping[str, Any]) -> bool:
 def vllm_rank(model: Mapping[str, Any]) -> int:
     """The rank vLLM serves adapters of (vllm_async_server.py:418-425, utils/config.py:205-211): 0 with merge."""
     return 0 if merged(model) else trainer_rank(model)
+
+
+# A vision-language model's vision tower under LoRA. vLLM serves LoRA on the language model only: it warns "Regarding
+# multimodal models, vLLM currently only supports adding LoRA to language model" and ignores the tower's adapters
+# (vllm/lora/models.py; v1/worker/lora_model_runner_mixin.py), so the engine samples with a tower the actor no longer
+# has. verl's FSDP engine hands target_modules and exclude_modules to peft as they are
+# (workers/engine/fsdp/transformer_impl.py:359-368; exclude_modules defaults to null, trainer/config/model/
+# hf_model.yaml), and its own vision LoRA example excludes the tower (examples/tuning/lora/run_qwen2_5_vl_7b_fsdp.sh:
+# exclude_modules='.*visual.*'). The tower's linear layers per vision family, as transformers 5 names them under
+# AutoModelForImageTextToText (tests/test_vlm_lora.py builds each tower on the meta device and compares):
+VISION_LINEARS = {
+    "qwen2_5_vl": ("model.visual.blocks.0.attn.qkv", "model.visual.blocks.0.attn.proj",
+                   "model.visual.blocks.0.mlp.gate_proj", "model.visual.blocks.0.mlp.up_proj",
+                   "model.visual.blocks.0.mlp.down_proj", "model.visual.merger.mlp.0", "model.visual.merger.mlp.2"),
+    "qwen3_vl": ("model.visual.blocks.0.attn.qkv", "model.visual.blocks.0.attn.proj",
+                 "model.visual.blocks.0.mlp.linear_fc1", "model.visual.blocks.0.mlp.linear_fc2",
+                 "model.visual.merger.linear_fc1", "model.visual.merger.linear_fc2"),
+}
+VISION_EXCLUDE = ".*visual.*"  # verl's example's exclude_modules: every module under the tower
+
+
+def peft_targets(name: str, target_modules: Any, exclude_modules: Any) -> bool:
+    """Whether peft puts an adapter on the linear layer `name`, as its check_target_module_exists decides
+    (peft/tuners/tuners_utils.py): exclude_modules first (a string is a full-match regex, a list names modules or
+    their last components), then target_modules ("all-linear": every linear layer but the output head; another
+    string: a full-match regex; a list: the name or its last components)."""
+    import re
+
+    if exclude_modules:
+        if isinstance(exclude_modules, str):
+            if re.fullmatch(exclude_modules, name):
+                return False
+        elif name in exclude_modules or any(name.endswith(f".{x}") for x in exclude_modules):
+            return False
+    if target_modules in (None, ""):
+        return False
+    if isinstance(target_modules, str):
+        return target_modules == FSDP_TARGET_MODULES or re.fullmatch(target_modules, name) is not None
+    return name in target_modules or any(name.endswith(f".{t}") for t in target_modules)
+
+
+def vision_adapters(family: str, target_modules: Any, exclude_modules: Any) -> list[str]:
+    """The vision tower's linear layers (VISION_LINEARS) that would get an adapter vLLM ignores."""
+    return [n for n in VISION_LINEARS.get(family, ()) if peft_targets(n, target_modules, exclude_modules)]

@@ -1,4 +1,4 @@
-"""LoRA rules (VI880-VI882): the LoRA block each training engine reads, Megatron-Bridge for Megatron LoRA, and the
+"""LoRA rules (VI880-VI882, VI849): the LoRA block each training engine reads, Megatron-Bridge for Megatron LoRA, and the
 weight-sync backend that cannot carry adapters. verl's facts (which block each engine reads, what the trainer and
 the rollout engines make of both) are in wizard.verlspec.lora.
 """
@@ -105,3 +105,25 @@ def rule_lora(c: Ctx, f: Facts) -> None:
               "checkpoint_engine.backend=delta_sharded with Megatron LoRA: verl asserts 'megatron delta_sharded does "
               "not support LoRA' at the first weight sync (megatron/transformer_impl.py:1077)",
               "use another checkpoint_engine.backend (naive for a colocated run), or train without LoRA")
+
+
+def rule_vision_lora(c: Ctx, f: Facts, shape: Any) -> None:
+    """VI849: FSDP LoRA on a vision-language model whose target_modules reach the vision tower: vLLM serves the
+    language model's adapters only and ignores the tower's (wizard.verlspec.lora.VISION_LINEARS has the facts), so
+    the rollout samples with a tower the actor has moved away from. With lora.merge the merged weights are synced
+    whole, the tower's included."""
+    if shape is None or f.megatron or not getattr(shape, "vision", "") or c.v(f"{R}.name") != "vllm":
+        return
+    model = _model(c, M)
+    if not lora.fsdp_rank(model) or lora.merged(model):
+        return
+    target, exclude = c.v(f"{M}.target_modules"), c.v(f"{M}.exclude_modules")
+    hit = lora.vision_adapters(shape.vision, target, exclude)
+    if not hit:
+        return
+    c.add("VI849", "warning", (f"{M}.exclude_modules", f"{M}.target_modules"),
+          f"LoRA adapters on {shape.name}'s vision tower ({', '.join(n.rsplit('.', 2)[-2] + '.' + n.rsplit('.', 1)[-1] for n in hit[:3])}"
+          f"{', ...' if len(hit) > 3 else ''}; target_modules={target}, exclude_modules={exclude}): vLLM serves LoRA "
+          "on the language model only and ignores them, so the rollout samples with the tower the actor had before training",
+          f"set {M}.exclude_modules='{lora.VISION_EXCLUDE}' (verl's examples/tuning/lora/run_qwen2_5_vl_7b_fsdp.sh)",
+          fix=Fix(set={f"{M}.exclude_modules": lora.VISION_EXCLUDE}) if exclude in (None, "") else None)
