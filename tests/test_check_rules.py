@@ -309,6 +309,7 @@ def test_every_rule_has_a_test():
     tested |= {"VI837"}  # the Conv3d patch embedding on the installed torch: tests/test_patch_embed.py
     tested |= {"VI838"}  # rollout TP against the attention heads: tests/test_rollout_heads.py (vLLM and SGLang)
     tested |= {"VI849"}  # LoRA on a vision tower vLLM ignores: tests/test_vlm_lora.py (peft and transformers as oracles)
+    tested |= {"VI835"}  # micro-batches under the interleaved schedule: tests/test_check_interleaved.py
     tested |= {"VI839"}  # resume_from_path against verl's own _load_checkpoint: tests/test_check_resume.py
     assert tested == set(RULES), sorted(set(RULES) ^ tested)
 

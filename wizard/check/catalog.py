@@ -74,6 +74,9 @@ RULES: dict[str, tuple[str, str]] = {
               "text after the last 'global_step_' (int() at fit start), with an actor/ folder (trainer_base.py:866-881)"),
     "VI849": ("LoRA on a vision tower vLLM ignores", "FSDP LoRA on a vision-language model whose target_modules reach the "
               "vision tower and exclude_modules does not exclude it: vLLM serves LoRA on the language model only"),
+    "VI835": ("micro-batches under the interleaved schedule", "Megatron with virtual pipeline > 1 and fixed micro-batches: "
+              "each pass's micro-batch count must divide by microbatch_group_size_per_vp_stage (the pipeline size), "
+              "a worker-time assert (megatron/transformer_impl.py:914)"),
     "VI837": ("vision patch embedding on torch 2.9", "torch 2.9 with a cuDNN before 9.15 (as installed here) runs a Qwen-VL "
                                                      "tower's stride-equals-kernel Conv3d through aten::slow_conv_dilated3d: "
                                                      "patches × hidden single-channel fills per image, seconds per image "

@@ -100,6 +100,11 @@ def rule_batches(c: Ctx, f: Facts) -> None:
                   f"nearest valid: {join_or(nearest(divisors(s.per_rank), micro or 1))}")
     if not ok_split:
         return
+    counts = []  # (role, key, micro-batches per update) of the splits whose micro-batch divides
+    for role, _key, m, rdp, micro, micro_key in splits:
+        if micro and rc.update_split(m, n, rdp, micro).micro_ok:
+            counts.append((role, micro_key, rc.update_split(m, n, rdp, micro).per_rank // micro))
+    _interleaved_micro_batches(c, f, counts)
     critic_samples = f.critic_mini * n if f.use_critic and f.critic_mini else None
     step = rc.step_batch(tbs, n, dp, mini, f.critic_mini if critic_samples else None)
     multiple, padded = step.multiple, step.samples
@@ -114,6 +119,8 @@ def rule_batches(c: Ctx, f: Facts) -> None:
                       f"{key}={lp} does not divide the {per} samples each GPU scores per step "
                       "(asserted only inside the Ray workers, engine/utils.py:123)",
                       f"nearest valid: {join_or(nearest(divisors(per), lp))}")
+            elif used and lp:
+                _interleaved_micro_batches(c, f, [("reference" if key.startswith(REF) else "actor", key, per // lp)])
     # VI825
     if padded != tbs * n and tbs >= mini:
         c.add("VI825", "warning", (tkey, mkey, nkey),
@@ -138,3 +145,27 @@ def rule_dynamic_flags(c: Ctx, f: Facts) -> None:
             if ignored:
                 c.add("VI827", "info", ignored + [dyn_key], f"{', '.join(ignored)} is ignored: dynamic batching packs "
                       "micro-batches by the token budget", "remove it, or tune *_max_token_len_per_gpu instead")
+
+
+def _interleaved_micro_batches(c: Ctx, f: Facts, passes: list[tuple[str, str, int]]) -> None:
+    """VI835: Megatron's interleaved schedule (virtual_pipeline_model_parallel_size > 1) with fixed micro-batches:
+    verl asserts the micro-batch count of every pass divides by microbatch_group_size_per_vp_stage
+    (workers/engine/megatron/transformer_impl.py:873-918), which megatron-core sets to the pipeline size unless given
+    (megatron/core/model_parallel_config.py ModelParallelConfig.__post_init__); with dynamic batching verl pads the
+    count up to it, with fixed micro-batches the count is samples / micro (engine/utils.py:123-128)."""
+    if not f.megatron:
+        return
+    for role, micro_key, count in passes:
+        section = {"actor": A, "reference": REF, "critic": "critic"}[role]
+        vpp, pp = c.int(f"{section}.megatron.virtual_pipeline_model_parallel_size"), \
+            c.int(f"{section}.megatron.pipeline_model_parallel_size") or 1
+        if not vpp or vpp <= 1 or pp <= 1 or count <= 0:
+            continue
+        group = c.int(f"{section}.megatron.override_transformer_config.microbatch_group_size_per_vp_stage") or pp
+        if count % group:
+            c.add("VI835", "error", (micro_key, f"{section}.megatron.virtual_pipeline_model_parallel_size"),
+                  f"the {role}'s {count} micro-batch(es) per pass do not divide by microbatch_group_size_per_vp_stage "
+                  f"{group} (the pipeline size {pp} unless set), which the interleaved schedule (virtual pipeline "
+                  f"{vpp}) needs: verl asserts it in the workers (megatron/transformer_impl.py:914)",
+                  f"make the micro-batches per GPU a multiple of {group} (a smaller {micro_key}), or use dynamic "
+                  "batching (verl pads the count then)")
