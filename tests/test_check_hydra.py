@@ -132,3 +132,27 @@ def test_a_dataclass_field_the_yaml_lacks_needs_a_plus():
         assert hit.hint == f"write +{key}={value}" and "RolloutConfig has the field" in hit.message
         plus = check(None, [*BASE, f"+{key}={value}"], defaults="verl")
         assert not {"VI801", "VI802", "VI804"} & set(_rules(plus, key)), name
+
+
+def test_a_key_under_a_free_form_mapping_is_passed_on_not_gone():
+    """rollout.engine_kwargs.sglang is a free-form mapping in verl 0.9.1 (rollout.yaml `sglang: {}`), which verl hands to
+    SGLang as it is (async_sglang_server.py reads engine_kwargs.sglang); verl 0.4-0.5 listed attention_backend there. The
+    key is not "gone": with `+` Hydra adds it and SGLang gets it, without `+` Hydra refuses it (verl's own compose says
+    which)."""
+    import os
+
+    import verl
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import ConfigCompositionException
+
+    key = "actor_rollout_ref.rollout.engine_kwargs.sglang.attention_backend"
+    with initialize_config_dir(config_dir=os.path.join(os.path.dirname(verl.__file__), "trainer", "config"),
+                               version_base=None):
+        assert compose("ppo_trainer", overrides=[f"+{key}=fa3"]).actor_rollout_ref.rollout.engine_kwargs.sglang.attention_backend == "fa3"
+        with pytest.raises(ConfigCompositionException):
+            compose("ppo_trainer", overrides=[f"{key}=fa3"])
+    sglang = ["actor_rollout_ref.rollout.name=sglang"]
+    assert not {"VI801", "VI802"} & set(_rules(check(None, [*sglang, f"+{key}=fa3"], defaults="verl"), key))
+    plain = check(None, [*sglang, f"{key}=fa3"], defaults="verl")
+    (hit,) = [f.problem for f in plain.findings if f.problem.rule == "VI801" and key in f.problem.keys]
+    assert hit.hint == f"write +{key}=fa3" and "gone" not in hit.message

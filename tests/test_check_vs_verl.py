@@ -84,3 +84,16 @@ def test_verls_judge_applies_overrides_as_a_launch_does():
     assert not compose.ok and "+" + key in compose.detail
     plus = run_verl_checks(load_source(None, [*base, f"+{key}=4"]))
     assert next(c for c in plus.checks if c.name.startswith("hydra compose")).ok
+
+
+def test_verls_judge_composes_the_fully_async_tree_when_the_launch_names_it():
+    """--config-name=fully_async_ppo_trainer: the judge composes that tree (its async_training section included), as
+    fully_async_main does, instead of ppo_trainer, where every async_training key is unknown."""
+    over = ["--config-name=fully_async_ppo_trainer", "actor_rollout_ref.rollout.name=vllm",
+            "actor_rollout_ref.model.path=Qwen/Qwen2.5-1.5B-Instruct", "async_training.staleness_threshold=0.5"]
+    report = run_verl_checks(load_source(None, over))
+    by_name = {c.name.split(" (")[0]: c for c in report.checks}
+    assert by_name["hydra compose"].ok, by_name["hydra compose"].detail
+    assert by_name["every key exists in verl's tree"].ok, by_name["every key exists in verl's tree"].detail
+    typo = run_verl_checks(load_source(None, [*over[:-1], "async_training.staleness_treshold=0.5"]))
+    assert not next(c for c in typo.checks if c.name.startswith("hydra compose")).ok  # Hydra refuses the typo

@@ -275,6 +275,31 @@ _FAILED = object()
 _FREE_FORM = ("override_config", "engine_kwargs", "reward_kwargs", "ray_kwargs", "kwargs", "override_transformer_config")
 
 
+def _with_entry_bodies(tree: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
+    """verl's tree plus the sections of an entry point's own YAML (fully_async_ppo_trainer's async_training, ...) that
+    the bundle carries: `check` copies that YAML's body into the bundle when the launch names the entry point
+    (wizard.check.items.bundle_doc)."""
+    from wizard.check.entrypoints import CONFIGS
+    from wizard.check.source import read_yaml
+    from wizard.check.verltree import verl_config_dir
+
+    def merged(base: Any, extra: Any) -> Any:
+        if not (isinstance(base, dict) and isinstance(extra, dict)):
+            return extra if base is None or not isinstance(base, dict) else base
+        return {**base, **{k: merged(base.get(k), v) for k, v in extra.items()}}
+
+    out = tree
+    for name, (_, folder) in CONFIGS.items():
+        if not folder.startswith("experimental/"):
+            continue
+        own = read_yaml(verl_config_dir().parent.parent / folder / f"{name}.yaml")
+        body = {k: v for k, v in own.items() if k not in ("hydra", "defaults")}
+        unique = [k for k in body if k not in tree]  # async_training, ...: only that entry point's tree has them
+        if unique and all(k in doc for k in unique):
+            out = merged(out, body)
+    return out
+
+
 def _flatten(node: Any, prefix: str = "") -> list[str]:
     if isinstance(node, dict) and node:
         out: list[str] = []
@@ -310,7 +335,7 @@ def _unknown_keys(bundle: str | os.PathLike[str], config_name: str) -> None:
     defaults = doc.pop("defaults", [])
     doc.pop("hydra", None)
     overrides = tuple(f"{k.split()[-1]}={v}" for d in defaults if isinstance(d, dict) for k, v in d.items())
-    tree = _verl_tree(overrides)
+    tree = _with_entry_bodies(_verl_tree(overrides), doc)
     unknown = []
     for key in _flatten(doc) if doc else []:  # (a bundle of command-line overrides alone has no body)
         parts = key.split(".")

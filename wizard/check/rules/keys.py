@@ -204,7 +204,9 @@ def validate_keys(items: list[Item], base: dict[str, Any], add: Callable[..., No
                                            f"{key} is not in verl 0.9's config tree (moved)"), f"use {new}",
                 fix=Fix(set={new: it.value}, delete=[key]))
             continue
-        if removed or span is not None:
+        # (a key an earlier tree listed under what is now a free-form mapping, e.g. rollout.engine_kwargs.sglang.*,
+        # is passed through to the engine: not gone)
+        if (removed or span is not None) and not _is_free_form(base, parts, dcs):
             it.apply = False
             gone = f"{was} and is gone from 0.9.1" if was else f"{key} was removed in verl 0.9"
             if it.op in ("+", "++"):  # Hydra adds it; verl 0.9.1 never reads it
