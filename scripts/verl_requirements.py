@@ -56,6 +56,11 @@ class Walker:
 
     # chains ----------------------------------------------------------------------------------------
     def chain(self, node: ast.AST) -> list[str] | None:
+        if isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords:
+            name = node.func.id if isinstance(node.func, ast.Name) else \
+                node.func.attr if isinstance(node.func, ast.Attribute) else None
+            inner = self.chain(node.args[0]) if name in ACCESSORS else None
+            return inner + ACCESSORS[name] if inner else None
         ch = vr.access_chain(node)
         if ch is None:
             return None
@@ -152,7 +157,7 @@ class Walker:
                 if isinstance(sub, ast.Assign) and len(sub.targets) == 1:
                     t = sub.targets[0]
                     if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
-                        ch = vr.access_chain(sub.value)
+                        ch = self.chain(sub.value)
                         if ch and len(ch) >= 2:
                             self.attrs[t.attr] = ch
                             if _reads_none_when_absent(sub.value):
@@ -239,6 +244,30 @@ def _text(node: ast.AST | None) -> str:
 
 
 TOP: set[str] = set()
+# verl's one-line accessors of a config (`def need_reward_model(config): return config.reward.reward_model.enable`,
+# trainer/ppo/utils.py:89-93): a call of one on a config chain reads the chain they return (accessors())
+ACCESSORS: dict[str, list[str]] = {}
+
+
+def accessors(root: Path) -> dict[str, list[str]]:
+    """Module-level functions of verl whose body is `return <first parameter>.a.b...` (a docstring aside), by name:
+    the chain below the parameter. A name defined twice with different chains is left out."""
+    found: dict[str, list[str] | None] = {}
+    for path in sorted(root.rglob("*.py")):
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except SyntaxError:
+            continue
+        for fn in tree.body:
+            if not isinstance(fn, ast.FunctionDef) or not fn.args.args:
+                continue
+            body = [b for b in fn.body if not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant))]
+            if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None:
+                continue
+            ch = vr.access_chain(body[0].value)
+            if ch and len(ch) >= 2 and ch[0] == fn.args.args[0].arg:
+                found[fn.name] = ch[1:] if found.get(fn.name, ch[1:]) == ch[1:] else None
+    return {k: v for k, v in found.items() if v}
 
 
 def build() -> dict[str, Any]:
@@ -249,6 +278,8 @@ def build() -> dict[str, Any]:
     vr._ENGINE_SCOPES.update(vr.engine_scopes(root))
     keys = vr.key_paths()
     TOP.update(k.split(".")[0] for k in keys)
+    ACCESSORS.clear()
+    ACCESSORS.update(accessors(root))
     defaults_null = _null_defaults()
     found: list[dict[str, Any]] = []
     for path in sorted(root.rglob("*.py")):

@@ -99,3 +99,29 @@ def test_validation_sampling_needs_a_positive_rollout_temperature():
     assert _found(check(None, sampled + ["actor_rollout_ref.rollout.temperature=0"]), "VI892")
     assert not _found(check(None, sampled + ["actor_rollout_ref.rollout.temperature=0.6"]), "VI892")
     assert not _found(check(None, BASE + ["actor_rollout_ref.rollout.temperature=0"]), "VI892")
+
+
+def test_a_key_read_through_verls_accessor_function(tmp_path):
+    """verl reads some keys through one-line functions (`need_reward_model(config)` returns
+    config.reward.reward_model.enable, trainer/ppo/utils.py:89-93). The generator resolves such calls
+    (scripts/verl_requirements.py accessors()), so the fully async rollouter's assert that a generative reward model
+    runs standalone (fully_async_rollouter.py:362, guarded by need_reward_model) is in the table and is evaluated."""
+    where = {r["where"]: r for r in requirements.requirements_table()}
+    rollouter = [r for w, r in where.items() if w.startswith("verl/experimental/fully_async_policy/fully_async_rollouter")
+                 and r["test"][0] == "enable_resource_pool"]
+    assert rollouter and rollouter[0]["guard"] == [["enable", "truthy", None]], rollouter
+    assert rollouter[0]["node"] == "reward.reward_model" and rollouter[0]["scope"] == "entry:fully_async"
+    launch = "python3 -m verl.experimental.fully_async_policy.fully_async_main"
+    ppo = [*BASE, "rollout.nnodes=1", "rollout.n_gpus_per_node=4", "reward.reward_model.enable=True",
+           "reward.reward_model.model_path=Qwen/Qwen2.5-0.5B-Instruct"]
+
+    def run(extra: list[str], name: str):
+        path = tmp_path / name
+        path.write_text("#!/bin/bash\n" + launch + " \\\n" + " \\\n".join(f"    {o}" for o in ppo + extra) + "\n",
+                        encoding="utf-8")
+        return _found(check(str(path)), "VI892")
+
+    assert ("reward.reward_model.enable_resource_pool",) in [k[:1] for k in run([], "colocated.sh")]
+    assert not [k for k in run(["reward.reward_model.enable_resource_pool=True", "reward.reward_model.nnodes=1",
+                                "reward.reward_model.n_gpus_per_node=2"], "pool.sh")
+                if k[0].startswith("reward.reward_model")]
