@@ -133,5 +133,9 @@ RULES: dict[str, tuple[str, str]] = {
     "VI874": ("--deep: verl's config code raised", "verl's composition, validate_config or a config dataclass raised on this config, run in the sandbox (the check's name and verl's message)"),
     "VI875": ("--deep: the reward raised", "verl's reward loading, the reward manager or the score function raised on a synthetic sample from the first training row, run in the sandbox"),
     "VI876": ("--deep: the dataset raised", "verl's dataset class (RLHFDataset or data.custom_cls) raised on the first rows of a data file, run in the sandbox"),
+    "VI863": ("--deep: the tool-call parser does not read the model's tool calls", "multi-turn runs: verl's parser that "
+              "rollout.multi_turn.format names gives back no call from the assistant turn the model's own chat "
+              "template writes for one tool call (tool_agent_loop.py:300-308 then ends the turn with no tool called); "
+              "the hint names the parser verl registers that reads it"),
     "VI877": ("--deep could not run", "no bubblewrap sandbox here (--deep and --verl refuse), or verl's code on the config stopped at a sandbox bound (time, memory, processes, output)"),
 }

@@ -27,7 +27,7 @@ from wizard.intent.errors import Problem, UserError
 TIMEOUT_S = 300.0  # importing verl (torch with it) alone takes 5-25 s on a loaded 2-core machine
 LIMITS = _sandbox.Limits(wall_s=TIMEOUT_S, cpu_s=int(TIMEOUT_S), proc_memory=32 << 30, tree_memory=6 << 30,
                          nproc=256, tmp_bytes=512 << 20, file_bytes=256 << 20, output_bytes=1 << 20)
-PHASES = ("config", "reward", "data")
+PHASES = ("config", "reward", "data", "tools")
 
 
 @dataclass
@@ -76,7 +76,7 @@ def _binds(src: Source, doc: Any, model_dir: str | None) -> list[tuple[str, str]
 def run_deep(src: Source, *, model_dir: str | None = None, phases: tuple[str, ...] = PHASES,
              limits: _sandbox.Limits = LIMITS) -> Deep:
     """verl's code on `src`'s config, in the sandbox; what raised, as findings (VI874 config, VI875 reward,
-    VI876 data; VI877 when the run itself stopped at a bound)."""
+    VI876 data, VI863 tools; VI877 when the run itself stopped at a bound)."""
     refuse_without_sandbox("--deep" if set(phases) != {"config"} else "--verl")
     items, engine, _ = user_items(src)
     doc = bundle_doc(src, items, only_valid=False, with_overrides=False, engine=engine)

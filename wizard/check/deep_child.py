@@ -8,7 +8,9 @@ Three phases, in the order verl meets them:
   load_reward_manager with a tokenizer) and the score function called on a synthetic sample built from the first
   training row (its data_source and ground truth), as the reward loop calls it;
 - data: verl's dataset class (utils/dataset/rl_dataset.py:get_dataset_class, a custom class included) built on the
-  first rows of each reachable data file, and its first items read, as the trainer's dataloader reads them.
+  first rows of each reachable data file, and its first items read, as the trainer's dataloader reads them;
+- tools (multi-turn runs): verl's tool-call parsers on the assistant turn the model's own chat template writes for
+  one tool call (wizard.verlspec.toolcall): the parser multi_turn.format names must read it.
 What raises is reported with the phase and verl's message; one JSON line goes back to the host on the original
 stdout (the module's own prints go to /dev/null).
 """
@@ -24,6 +26,8 @@ from typing import Any
 
 ROWS = 4  # rows read from each data file
 MARK = "VI-DEEP "
+RULES = {"reward": "VI875", "data": "VI876", "tools": "VI863"}
+FORMAT = "actor_rollout_ref.rollout.multi_turn.format"
 
 
 def _msg(exc: BaseException) -> str:
@@ -199,6 +203,40 @@ def data_phase(cfg: Any, tok: Any, files: list[str], p: Phases, where: str) -> N
                    "FILE` names the row")
 
 
+def multi_turn(cfg: Any) -> bool:
+    """Whether the run calls tools: multi-turn on, a tool config, or the tool agent loop as the default."""
+    rollout = cfg.actor_rollout_ref.rollout
+    turns, agent = rollout.get("multi_turn") or {}, rollout.get("agent") or {}
+    return bool(turns.get("enable") or turns.get("tool_config_path") or agent.get("default_agent_loop") == "tool_agent")
+
+
+def tools_phase(cfg: Any, tok: Any, p: Phases) -> None:
+    """The parser multi_turn.format names, on the tool call the model's own chat template writes."""
+    if tok is None:
+        return
+    from wizard.verlspec.toolcall import probe
+
+    fmt = str((cfg.actor_rollout_ref.rollout.get("multi_turn") or {}).get("format") or "hermes")
+    found = probe(tok)
+    if found.rendered is None:
+        p.notes.append(f"the model's chat template writes no tool call ({found.reason[:160]}): {FORMAT} was not "
+                       "compared with it")
+        return
+    if fmt in found.readers:
+        return
+    turn = " ".join(found.rendered.split())
+    turn = turn if len(turn) <= 120 else turn[:117] + "..."
+    what = (f"verl's {fmt!r} tool-call parser does not read the tool call this model's chat template writes "
+            f"({turn!r}): each turn would end with no tool called, silently")
+    if found.readers:
+        p.fail("VI863", "tools", [FORMAT], f"{what}; verl's {', '.join(found.readers)} parser reads it",
+               f"set {FORMAT}={found.readers[0]}")
+    else:
+        p.fail("VI863", "tools", [FORMAT], f"{what}; no parser verl registers reads it",
+               "use a model whose chat template writes calls a verl parser reads, or register a ToolParser "
+               "(verl/experimental/agent_loop/tool_parser.py) for this one")
+
+
 def main(argv: list[str]) -> int:
     bundle, model_dir, phases = argv[0], argv[1] or None, set(argv[2].split(","))
     out = os.dup(1)
@@ -217,7 +255,8 @@ def main(argv: list[str]) -> int:
                               "substitutions": rep.substitutions, "checks": [c.__dict__ for c in rep.checks]}
         except BaseException as exc:  # noqa: BLE001 - whatever verl raises is the answer
             p.fail("VI874", "config", [], f"verl's config code stopped: {_msg(exc)}", "fix the key verl's message names")
-    for phase in ("reward", "data"):
+    loaded = False
+    for phase in ("reward", "data", "tools"):
         if phase not in phases:
             continue
         try:
@@ -225,13 +264,17 @@ def main(argv: list[str]) -> int:
                 warnings.simplefilter("ignore")
                 cfg = compose_bundle(bundle)
                 files = _files(cfg)
-                tok = _tokenizer(cfg, model_dir, p) if phase == "reward" or "reward" not in phases else tok
+                if phase == "tools" and not multi_turn(cfg):
+                    continue
+                tok, loaded = (tok, loaded) if loaded else (_tokenizer(cfg, model_dir, p), True)
                 if phase == "reward":
                     reward_phase(cfg, tok, _first_row(files), p)
-                else:
+                elif phase == "data":
                     data_phase(cfg, tok, files, p, os.environ.get("TMPDIR", "/tmp"))
+                else:
+                    tools_phase(cfg, tok, p)
         except BaseException as exc:  # noqa: BLE001 - whatever verl or the user's code raises is the answer
-            p.fail("VI875" if phase == "reward" else "VI876", phase, [], f"verl's {phase} code stopped: {_msg(exc)}",
+            p.fail(RULES[phase], phase, [], f"verl's {phase} code stopped: {_msg(exc)}",
                    "fix the key verl's message names")
     result["findings"], result["notes"] = p.findings, p.notes
     os.write(out, (MARK + json.dumps(result, default=str) + "\n").encode())

@@ -37,6 +37,7 @@ RULES: dict[str, tuple[str, str]] = {
     "VI556": ("cluster", "checkpoints (or resume_from_path) in a Ray job's working_dir copy: lost when the job ends"),
     "VI557": ("answers", "keep_checkpoints set while save_freq saves no checkpoint"),
     # -- vision-language models (wizard.planner.pipeline._vision, wizard.env.datasets) ----------------------------
+    "VI569": ("answers", "agent=tool: no tool-call parser of verl reads the tool call the model's own chat template writes"),
     "VI570": ("reward & data", "max_prompt_length cannot hold the image tokens of images_per_prompt images of image_max_pixels"),
     "VI571": ("answers", "freeze_vision_tower=true: verl 0.9.1 declares actor.freeze_vision_tower but no worker reads it"),
     "VI572": ("reward & data", "a dataset with images (geo3k) for a text model (no vision tower)"),

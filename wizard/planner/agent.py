@@ -50,7 +50,7 @@ DEFAULT_TURNS = 3
 # (tool_agent_loop.py:499): an upper bound of the reply's tokens
 TOOL_RESPONSE_TOKENS = 256
 MIN_TURN_TOKENS = 128  # fewer assistant tokens per turn than this cannot reason, call a tool and answer
-TOOL_FORMAT = "hermes"  # verl's default tool-call parser (Qwen2.5 / Qwen3 chat templates)
+TOOL_FORMAT = "hermes"  # verl's default tool-call parser (rollout.yaml multi_turn.format), kept when unproven
 TOOLS_DIR = "verl_init_tools"  # a package in the bundle folder: importable by verl's workers (see above)
 TOOL_CONFIG = f"{TOOLS_DIR}/tool_config.yaml"
 GSM8K_CLASS = f"{TOOLS_DIR}.gsm8k_tool.Gsm8kTool"
@@ -229,6 +229,13 @@ def rules(b: Any) -> None:
                   "extra_info.tools_kwargs to the tool, and rows without agent_name use the default agent loop",
                   "check the files with `verl-init validate-dataset FILE --agent tool` (or let data/prepare_data.py "
                   "write them)")
+    fmt, why, readers = tool_format(a.model)
+    b.facts["agent"].update(format=fmt, format_why=why)
+    if readers == []:
+        f.warning("VI569", ("agent", "model"), f"no tool-call parser of verl reads the tool call {a.model}'s chat "
+                  f"template writes ({why}): verl's tool agent loop would end every turn with no tool called",
+                  "use a model whose chat template writes calls a verl parser reads (Qwen's hermes <tool_call> JSON, "
+                  "for one), or register a ToolParser for this one and set multi_turn.format")
     budget = turn_budget(a.max_response_length, turns, TOOL_RESPONSE_TOKENS)
     b.facts["turn_budget"] = budget
     if budget.per_turn < MIN_TURN_TOKENS:
@@ -240,6 +247,38 @@ def rules(b: Any) -> None:
                 f"replies of up to {TOOL_RESPONSE_TOKENS} tokens leave {max(budget.assistant_tokens, 0)} tokens for the "
                 f"model's own, under {MIN_TURN_TOKENS} per turn (verl stops the conversation when the response is full)",
                 f"set max_response_length ≥ {need}" + (f", or max_turns ≤ {fit}" if fit else ""))
+
+
+_PROBES: dict[tuple[int, str], Any] = {}  # the wizard plans many times per walk
+
+
+def tool_format(model: str) -> tuple[str, str, list[str] | None]:
+    """(multi_turn.format, why, the parsers that read the model's call or None when unproven). With the model's
+    tokenizer in a local folder and verl installed, verl's own parsers read the tool call the model's chat template
+    writes (wizard.verlspec.toolcall): verl's default when it reads it, else the first that does. Otherwise verl's
+    default, unproven; `check --deep --model-dir` proves it later."""
+    import importlib.util
+
+    from wizard.planner import overlong
+
+    unproven = f"verl's default parser; `check --deep --model-dir` compares it with {model}'s chat template"
+    folder = overlong.local_tokenizer(model)
+    if folder is None or importlib.util.find_spec("verl") is None:
+        return TOOL_FORMAT, unproven, None
+    tok, _ = overlong.load_tokenizer(folder)
+    if tok is None or not getattr(tok, "chat_template", None):
+        return TOOL_FORMAT, unproven, None
+    from wizard.verlspec.toolcall import probe
+
+    key = (id(tok), tok.chat_template)  # load_tokenizer caches per folder and stamp: probe each template once
+    found = _PROBES[key] if key in _PROBES else _PROBES.setdefault(key, probe(tok))
+    if found.rendered is None:
+        return TOOL_FORMAT, f"{model}'s chat template writes no tool call ({found.reason[:80]})", []
+    turn = " ".join(found.rendered.split())[:60]
+    if not found.readers:
+        return TOOL_FORMAT, f"it writes {turn!r}", []
+    pick = TOOL_FORMAT if TOOL_FORMAT in found.readers else found.readers[0]
+    return pick, f"verl's {pick} parser reads the tool call {model}'s chat template writes ({turn!r})", found.readers
 
 
 def _tool_imports(b: Any, tool: str) -> None:
@@ -300,6 +339,6 @@ def keys(b: Any) -> None:
     s.set(f"{PRE}.rollout.multi_turn.max_tool_response_length", TOOL_RESPONSE_TOKENS,
           f"each tool reply cut to {TOOL_RESPONSE_TOKENS} characters (≤ as many tokens): {budget.tool_replies} replies take at most "
           f"{budget.tool_tokens} of the {budget.response_length} response tokens")
-    s.set(f"{PRE}.rollout.multi_turn.format", TOOL_FORMAT, "verl's hermes tool-call parser (Qwen chat templates)")
+    s.set(f"{PRE}.rollout.multi_turn.format", agent["format"], agent["format_why"])
     s.set(f"{PRE}.rollout.agent.default_agent_loop", "tool_agent",
           "rows without agent_name use the tool agent loop too (data/prepare_data.py also writes agent_name)", "answer")
