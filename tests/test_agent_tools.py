@@ -276,6 +276,25 @@ def test_check_finds_tools_that_never_fire(tmp_path):
     assert "VI855" not in check(str(bundle), [f"{PRE}.agent.default_agent_loop=single_turn_agent"]).ids()
 
 
+def test_check_finds_a_response_budget_too_short_for_the_turns():
+    """The planner's VI562 arithmetic on an existing script (VI866; real case verl#3619: 1024 response tokens for
+    10 turns). Written out: 10 turns → 9 tool replies × 256 characters (verl's default max_tool_response_length,
+    ≤ 256 tokens) = 2304 > 1024, nothing left for the model. 4096 and 3 turns: 4096 - 2 × 256 = 3584, 1194 a turn."""
+    from wizard.check.lint import check
+
+    base = ["actor_rollout_ref.model.path=Qwen/Qwen2.5-3B-Instruct", f"{PRE}.multi_turn.enable=true",
+            f"{PRE}.agent.default_agent_loop=tool_agent", "trainer.nnodes=1", "trainer.n_gpus_per_node=8"]
+    short = check(None, base + [f"{PRE}.multi_turn.max_assistant_turns=10", "data.max_response_length=1024"])
+    [hit] = [f.problem for f in short.findings if f.problem.rule == "VI866"]
+    assert hit.severity == "warning" and "9 tool replies of up to 256 characters" in hit.message
+    assert "data.max_response_length ≥ 3584" in hit.hint  # 2304 + 10 × 128
+    assert "max_assistant_turns ≤ 3" in hit.hint  # 1024 - 2 × 256 = 512: 170 a turn; 4 turns: 256 / 4 = 64 < 128
+    fits = check(None, base + [f"{PRE}.multi_turn.max_assistant_turns=3", "data.max_response_length=4096"])
+    assert "VI866" not in fits.ids()
+    unlimited = check(None, base + ["data.max_response_length=1024"])  # no turn limit: no worst case to count
+    assert "VI866" not in unlimited.ids()
+
+
 def test_check_finds_a_tool_class_that_does_not_import(tmp_path):
     from wizard.check.lint import check
 

@@ -245,6 +245,23 @@ def test_a_local_folder_config_wins_over_the_catalogue_and_its_context_is_respec
     assert resolve_shape(yarn).max_pos == 131072
 
 
+def test_qwen25_math_7b_has_a_4k_context():
+    """Qwen2.5-Math-7B is Qwen2.5-7B's shape with max_position_embeddings 4096 (its config.json; QwenLM/Qwen2.5-Math#59,
+    hkust-nlp/simpleRL-reason#70). verl sets the rollout's max_model_len to it (vllm_async_server.py:1096) and vLLM then
+    cuts each response at 4096 less its prompt: a real report (verl#1873) asked for 10,240 tokens."""
+    from wizard.check.lint import check
+
+    math, base = resolve_shape("Qwen/Qwen2.5-Math-7B"), resolve_shape("Qwen/Qwen2.5-7B-Instruct")
+    assert math.max_pos == 4096 and math.params_b == base.params_b
+    run = ["actor_rollout_ref.model.path=Qwen/Qwen2.5-Math-7B", "trainer.nnodes=1", "trainer.n_gpus_per_node=8"]
+    long = check(None, run + ["data.max_prompt_length=2048", "data.max_response_length=8192"])
+    assert [f.problem.severity for f in long.findings if f.problem.rule == "VI833"] == ["error"]
+    fits = check(None, run + ["data.max_prompt_length=1024", "data.max_response_length=2048"])  # verl's own example
+    assert "VI833" not in fits.ids()
+    with pytest.raises(WizardError, match=r"context of 4096"):
+        plan(answers(model="Qwen/Qwen2.5-Math-7B", max_prompt_length=2048, max_response_length=8192), base_dir="/r")
+
+
 def test_plan_command_json(cli_env):
     r = run_cli(["plan", "--profile", "single-node-8gpu", "--json"], env=cli_env)
     assert r.returncode == 0, r.stderr

@@ -56,7 +56,7 @@ RULES: dict[str, tuple[str, str]] = {
     "VI848": ("reward model / group filtering settings", "reward_model.py:47-71 and trainer_base.py:195-203, checked only after Ray starts"),
     "VI850": ("gpu_memory_utilization out of range", "must be in (0, 1]; verl passes it to vLLM/SGLang unchecked"),
     "VI851": ("rollout.n below 1", "n=0 passes validate_config (0 % x == 0)"),
-    "VI852": ("temperature 0 with sampling", "do_sample with temperature ≤ 0: identical samples (verl checks only the validation settings)"),
+    "VI852": ("temperature 0 with sampling", "do_sample with temperature ≤ 0: identical samples (an error for the training rollout; a warning for validation, whose val_kwargs.temperature validate_config does not check)"),
     "VI853": ("rollout mode sync", "removed in verl 0.9: RolloutConfig raises"),
     "VI854": ("policy-loss parameters", "dual-clip needs clip_ratio_c > 1; the dro loss needs dro_beta > 0 (core_algos.py)"),
     "VI855": ("tools that never fire", "tools configured (multi_turn.*) but the default agent loop is single_turn_agent and rows name none (agent_loop.py:610)"),
@@ -137,5 +137,8 @@ RULES: dict[str, tuple[str, str]] = {
               "rollout.multi_turn.format names gives back no call from the assistant turn the model's own chat "
               "template writes for one tool call (tool_agent_loop.py:300-308 then ends the turn with no tool called); "
               "the hint names the parser verl registers that reads it"),
+    "VI866": ("multi-turn responses too short for the turns", "data.max_response_length holds the whole conversation: "
+              "max_assistant_turns - 1 tool replies of up to max_tool_response_length characters leave under 128 "
+              "tokens a turn of the model's own (verl ends the conversation when the response is full)"),
     "VI877": ("--deep could not run", "no bubblewrap sandbox here (--deep and --verl refuse), or verl's code on the config stopped at a sandbox bound (time, memory, processes, output)"),
 }

@@ -28,6 +28,7 @@ ROWS = 4  # rows read from each data file
 MARK = "VI-DEEP "
 RULES = {"reward": "VI875", "data": "VI876", "tools": "VI863"}
 FORMAT = "actor_rollout_ref.rollout.multi_turn.format"
+NO_PROCESSOR = "no processor here"  # a multimodal model whose processor does not build on this machine
 
 
 def _msg(exc: BaseException) -> str:
@@ -104,21 +105,38 @@ def _first_row(files: list[str]) -> dict[str, Any]:
     return {}
 
 
-def _tokenizer(cfg: Any, model_dir: str | None, p: Phases) -> Any:
+def _tokenizer(cfg: Any, model_dir: str | None, p: Phases) -> tuple[Any, Any]:
+    """(tokenizer, processor) from the model's folder, as verl's HFModelConfig loads them (workers/config/model.py:
+    160-171): the processor is verl's hf_processor, None for a text model, with the tokenizer's chat template when it
+    has none of its own."""
     path = _local(cfg.actor_rollout_ref.model.get("tokenizer_path")) or _local(cfg.actor_rollout_ref.model.path)
     path = path or model_dir
     if not path:
         p.notes.append("the model is not a local folder and no --model-dir was given: the reward manager and the "
                        "dataset, which need its tokenizer, were not built")
-        return None
+        return None, None
     from transformers import AutoTokenizer
 
+    remote = bool(cfg.data.get("trust_remote_code", False))
     try:
-        return AutoTokenizer.from_pretrained(path, trust_remote_code=bool(cfg.data.get("trust_remote_code", False)))
+        tok = AutoTokenizer.from_pretrained(path, trust_remote_code=remote)
     except Exception as exc:  # noqa: BLE001
         p.notes.append(f"the tokenizer in {path} does not load ({_msg(exc)}): the reward manager and dataset were "
                        "not built")
-        return None
+        return None, None
+    from verl.utils import hf_processor
+
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        proc = hf_processor(path, trust_remote_code=remote)  # None, with a warning, when it cannot build one
+    if proc is not None and not getattr(proc, "chat_template", None) and getattr(tok, "chat_template", None):
+        proc.chat_template = tok.chat_template
+    if proc is None and os.path.isfile(os.path.join(path, "preprocessor_config.json")):
+        why = next((str(w.message) for w in said if "processor" in str(w.message)), "no reason given")
+        p.notes.append(f"verl's hf_processor does not build {path}'s processor here ({why[:200]}): rows with images "
+                       "were not built (verl would stop on them on a machine like this one)")
+        proc = NO_PROCESSOR
+    return tok, proc
 
 
 def reward_phase(cfg: Any, tok: Any, row: dict[str, Any], p: Phases) -> None:
@@ -174,7 +192,7 @@ def reward_phase(cfg: Any, tok: Any, row: dict[str, Any], p: Phases) -> None:
                "return a float, or {'score': float, ...}")
 
 
-def data_phase(cfg: Any, tok: Any, files: list[str], p: Phases, where: str) -> None:
+def data_phase(cfg: Any, tok: Any, files: list[str], p: Phases, where: str, proc: Any = None) -> None:
     from verl.utils.dataset.rl_dataset import get_dataset_class
 
     keys = ["data.custom_cls.path", "data.custom_cls.name"] if cfg.data.get("custom_cls", {}).get("path") else \
@@ -193,7 +211,9 @@ def data_phase(cfg: Any, tok: Any, files: list[str], p: Phases, where: str) -> N
         key = "data.train_files"
         try:
             head = _head(path, ROWS, where)
-            ds = cls(data_files=[head], tokenizer=tok, config=cfg.data, processor=None)
+            if proc is NO_PROCESSOR and _has_media(head, cfg.data):
+                continue
+            ds = cls(data_files=[head], tokenizer=tok, config=cfg.data, processor=None if proc is NO_PROCESSOR else proc)
             for i in range(min(len(ds), ROWS)):
                 ds[i]
         except Exception as exc:  # noqa: BLE001
@@ -201,6 +221,53 @@ def data_phase(cfg: Any, tok: Any, files: list[str], p: Phases, where: str) -> N
                    f"verl's {getattr(cls, '__name__', 'dataset')} raised on the first rows of {path}: {_msg(exc)}",
                    "fix the rows (data.prompt_key, the chat format) or the data.* keys; `verl-init validate-dataset "
                    "FILE` names the row")
+            continue
+        _dropped(cfg, ds, _rows_in(head), path, p)
+
+
+def _has_media(head: str, data: Any) -> bool:
+    """A row of the head file carries images or videos under the keys verl's dataset reads (rl_dataset.py:315-316)."""
+    import datasets
+
+    keys = [data.get("image_key", "images"), data.get("video_key", "videos")]
+    rows = datasets.load_dataset("parquet" if head.endswith(".parquet") else "json", data_files=head, split="train")
+    return any(row.get(k) for row in rows for k in keys)
+
+
+def _rows_in(head: str) -> int:
+    try:
+        if head.endswith(".parquet"):
+            import pyarrow.parquet as pq
+
+            return int(pq.ParquetFile(head).metadata.num_rows)
+        if head.endswith(".jsonl"):
+            with open(head, "rb") as fh:
+                return sum(1 for line in fh if line.strip())
+        return 0  # a JSON document: the count is not worth a second parse
+    except Exception:  # noqa: BLE001 - the dataset read it: a count it cannot give is no finding
+        return 0
+
+
+def _dropped(cfg: Any, ds: Any, given: int, path: str, p: Phases) -> None:
+    """Rows verl's dataset drops without raising: filter_overlong_prompts keeps a row only when its prompt, as the
+    model's chat template and processor (images included) make it, fits max_prompt_length, and a row whose prompt
+    fails to process counts as too long (utils/dataset/rl_dataset.py:197-277, "skipping...")."""
+    try:
+        kept = len(ds)
+    except Exception:  # noqa: BLE001 - a custom class without a length
+        return
+    if not given or kept >= given:
+        return
+    limit = cfg.data.get("max_prompt_length")
+    what = (f"verl's dataset keeps {kept} of the first {given} rows of {path}: with data.filter_overlong_prompts it "
+            f"drops a row whose prompt (chat template, images and all) is longer than data.max_prompt_length={limit} "
+            "tokens, or fails to process, and says only 'skipping'")
+    if kept == 0:
+        p.fail("VI876", "data", ["data.max_prompt_length", "data.train_files"], what,
+               "raise data.max_prompt_length (image tokens count), or fix the rows: `verl-init validate-dataset "
+               "FILE` names the row")
+    else:
+        p.notes.append(what)
 
 
 def multi_turn(cfg: Any) -> bool:
@@ -246,6 +313,7 @@ def main(argv: list[str]) -> int:
     result: dict[str, Any] = {"verl": None, "findings": [], "notes": []}
     p = Phases()
     tok: Any = None
+    proc: Any = None
     from wizard.verify.harness import compose_bundle, verify_with_verl
 
     if "config" in phases:
@@ -266,11 +334,11 @@ def main(argv: list[str]) -> int:
                 files = _files(cfg)
                 if phase == "tools" and not multi_turn(cfg):
                     continue
-                tok, loaded = (tok, loaded) if loaded else (_tokenizer(cfg, model_dir, p), True)
+                (tok, proc), loaded = ((tok, proc), loaded) if loaded else (_tokenizer(cfg, model_dir, p), True)
                 if phase == "reward":
                     reward_phase(cfg, tok, _first_row(files), p)
                 elif phase == "data":
-                    data_phase(cfg, tok, files, p, os.environ.get("TMPDIR", "/tmp"))
+                    data_phase(cfg, tok, files, p, os.environ.get("TMPDIR", "/tmp"), proc)
                 else:
                     tools_phase(cfg, tok, p)
         except BaseException as exc:  # noqa: BLE001 - whatever verl or the user's code raises is the answer

@@ -126,3 +126,33 @@ def rule_agent(c: Ctx, f: Facts) -> None:
         problem = _tool_config_problem(c, tool_cfg)
         if problem is not None:
             c.add("VI858", "warning", (f"{R}.multi_turn.tool_config_path",), *problem)
+
+
+def rule_turn_budget(c: Ctx, f: Facts) -> None:
+    """VI866: the multi-turn response budget. data.max_response_length holds the whole
+    conversation after the prompt, tool replies included (tool_agent_loop.py:386-397, cut at :290 and :394), and each
+    reply is cut to max_tool_response_length characters (:499-505), at most as many tokens. With max_assistant_turns
+    turns, the worst case (wizard.verlspec.arithmetic.turn_budget, the planner's VI562 arithmetic) leaves each turn
+    of the model's own fewer tokens than it needs to reason, call a tool and answer."""
+    from wizard.planner.agent import MIN_TURN_TOKENS
+    from wizard.verlspec.arithmetic import turn_budget
+
+    keys = (f"{R}.multi_turn.max_assistant_turns", f"{R}.multi_turn.max_tool_response_length", "data.max_response_length")
+    enable, loop = bool(c.v(f"{R}.multi_turn.enable")), c.v(f"{R}.agent.default_agent_loop")
+    if not (enable or loop == "tool_agent") or c.unknown(*keys):
+        return
+    turns, reply, response = (c.int(k) for k in keys)
+    if not turns or turns < 2 or reply is None or not response:
+        return
+    budget = turn_budget(response, turns, reply)
+    if budget.per_turn >= MIN_TURN_TOKENS:
+        return
+    fit = max((t for t in range(1, turns) if turn_budget(response, t, reply).per_turn >= MIN_TURN_TOKENS), default=0)
+    need = budget.tool_tokens + turns * MIN_TURN_TOKENS
+    c.add("VI866", "warning", (keys[0], "data.max_response_length"),
+          f"max_response_length={response} holds the whole conversation of up to {turns} assistant turns: "
+          f"{budget.tool_replies} tool replies of up to {reply} characters (≤ {reply} tokens, max_tool_response_length "
+          f"counts characters) leave {max(budget.assistant_tokens, 0)} tokens of the model's own, under "
+          f"{MIN_TURN_TOKENS} a turn; verl ends the conversation when the response is full (tool_agent_loop.py:290)",
+          f"set data.max_response_length ≥ {need}" + (f", or {keys[0]} ≤ {fit}" if fit else ""))
+

@@ -186,8 +186,14 @@ def rule_values(c: Ctx, f: Facts) -> None:
                                        (f"{R}.val_kwargs.temperature", f"{R}.val_kwargs.do_sample", "validation")):
         t = c.num(temp_key)
         if t is not None and t <= 0 and bool(c.v(sample_key)):
-            c.add("VI852", "error", (temp_key, sample_key), f"{where} samples with temperature={t:g}: every sample of a "
-                  "prompt is the same greedy answer" + (" (validate_config rejects it)" if where == "validation" else ""),
+            # verl samples with rollout.temperature in training and val_kwargs.temperature in validation
+            # (experimental/agent_loop/agent_loop.py:591, :607); validate_config checks only rollout.temperature
+            # when val_kwargs.do_sample (utils/config.py:200-203): the validation case passes silently
+            c.add("VI852", "error" if where == "rollout" else "warning", (temp_key, sample_key),
+                  f"{where} samples with temperature={t:g}: every sample of a prompt is the same greedy answer" +
+                  (" (GRPO-style groups then have no spread to learn from)" if where == "rollout" else
+                   f" (verl's validation samples with {temp_key}, agent_loop.py:607, which validate_config does not "
+                   "check)"),
                   f"set {temp_key} > 0 (1.0 is usual), or {sample_key}=false for greedy decoding")
     if c.v(f"{R}.mode") == "sync":
         c.add("VI853", "error", (f"{R}.mode",), "rollout mode 'sync' has been removed in verl 0.9 (RolloutConfig raises)",
