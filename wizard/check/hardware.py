@@ -4,6 +4,7 @@ bundle's verl-init.yaml, else the config's own trainer.nnodes × n_gpus_per_node
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +22,13 @@ class Hardware:
     gpu_memory_gb: float | None = None
     gpu_type: str | None = None
     source: str = "config"  # flags | bundle | config
+    per_node: tuple[int, ...] | None = None  # nodes of unequal size (--gpus-per-node 4,2): each node's GPUs
+
+    @property
+    def label(self) -> str:
+        if self.per_node:
+            return f"nodes of {'+'.join(str(n) for n in self.per_node)} GPUs"
+        return f"{self.nnodes}×{self.gpus_per_node} GPUs"
 
     @property
     def given(self) -> bool:
@@ -38,12 +46,33 @@ def _bundle_nodes(ans: dict[str, Any]) -> Any:
     return nnodes
 
 
-def resolve_hardware(src: Source, res_flat: dict[str, Any], nnodes: int | None, gpus_per_node: int | None,
-                     gpu_memory_gb: float | None, gpu_type: str | None) -> tuple[Hardware, list[Problem]]:
+def node_gpus(text: str) -> int | tuple[int, ...]:
+    """--gpus-per-node: one count (every node), or one count per node, comma-separated (nodes of unequal size)."""
+    try:
+        counts = tuple(int(t) for t in str(text).split(","))
+    except ValueError:
+        raise ValueError(f"--gpus-per-node={text!r}: give a count (8) or one count per node (4,2)") from None
+    if not counts or min(counts) < 1:
+        raise ValueError(f"--gpus-per-node={text!r}: every node has at least one GPU")
+    return counts[0] if len(counts) == 1 else counts
+
+
+def resolve_hardware(src: Source, res_flat: dict[str, Any], nnodes: int | None,
+                     gpus_per_node: int | Sequence[int] | None, gpu_memory_gb: float | None,
+                     gpu_type: str | None) -> tuple[Hardware, list[Problem]]:
     """The hardware to check against, and a VI861 info when the GPU memory comes from --gpu-type (or
-    --gpu-type names no GPU whose memory is known)."""
+    --gpu-type names no GPU whose memory is known). Unequal nodes (a count per node) give nnodes = their number and
+    gpus_per_node = the largest."""
     notes: list[Problem] = []
-    hw = Hardware(nnodes, gpus_per_node, gpu_memory_gb, gpu_type, "flags")
+    per_node = None
+    if isinstance(gpus_per_node, Sequence) and not isinstance(gpus_per_node, str):
+        per_node = tuple(int(g) for g in gpus_per_node)
+        if nnodes is not None and nnodes != len(per_node):
+            raise UserError(f"--nnodes={nnodes} but --gpus-per-node names {len(per_node)} nodes: give one count per "
+                            "node, or drop --nnodes")
+        nnodes, gpus_per_node = len(per_node), max(per_node)
+        per_node = per_node if len(set(per_node)) > 1 else None
+    hw = Hardware(nnodes, gpus_per_node, gpu_memory_gb, gpu_type, "flags", per_node)
     if nnodes is None and gpus_per_node is None and src.bundle_dir is not None:
         try:
             doc = read_yaml(src.bundle_dir / "verl-init.yaml") or {}

@@ -65,7 +65,7 @@ from wizard.verlspec.keys import load_snapshot
 
 
 def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: int | None = None,
-          gpus_per_node: int | None = None, gpu_memory_gb: float | None = None, gpu_type: str | None = None,
+          gpus_per_node: int | Sequence[int] | None = None, gpu_memory_gb: float | None = None, gpu_type: str | None = None,
           defaults: str = "auto", env: Mapping[str, str] | None = None, workdir: str | None = None,
           run_verl: bool = False, model_dir: str | None = None, config_name: str | None = None,
           response_length_mean: float | None = None, deep: bool = False) -> Report:
@@ -170,6 +170,17 @@ def run_verl_checks(src: Source, *, model_dir: str | None = None) -> Any:
     return report
 
 
+def _node_gpus(text: str) -> Any:
+    import argparse
+
+    from wizard.check.hardware import node_gpus
+
+    try:
+        return node_gpus(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def cli(argv: Iterable[str]) -> int:
     """`verl-init check [TARGET] [--json] [--verl] [--fix [PATH]] [hardware] [-- OVERRIDES...]`."""
     import argparse
@@ -189,7 +200,9 @@ def cli(argv: Iterable[str]) -> int:
     p.add_argument("target", nargs="?", help="verl YAML, bundle folder or launch script (omit to check only overrides)")
     p.add_argument("--mode", choices=("config",), default="config", help="config (default); cluster: see --mode cluster")
     p.add_argument("--nnodes", type=int, help="nodes you have (default: trainer.nnodes)")
-    p.add_argument("--gpus-per-node", type=int, help="GPUs per node you have (default: trainer.n_gpus_per_node)")
+    p.add_argument("--gpus-per-node", type=_node_gpus, metavar="N[,N...]",
+                   help="GPUs per node you have (default: trainer.n_gpus_per_node); nodes of unequal size: one count "
+                        "per node, e.g. 4,2")
     p.add_argument("--gpu-memory-gb", type=float, help="memory of one GPU in GB (enables the memory-fit check)")
     p.add_argument("--gpu-type", help="GPU model, e.g. H100 (gives the memory when --gpu-memory-gb is not set)")
     p.add_argument("--response-length-mean", type=float, metavar="TOKENS",
@@ -223,6 +236,9 @@ def cli(argv: Iterable[str]) -> int:
         p.error(f"--response-length-mean {ns.response_length_mean:g}: give the mean tokens per response, a positive number")
     if ns.target is None and not extra:
         p.error("give a verl YAML, a bundle folder, a launch script, or overrides after --")
+    if isinstance(ns.gpus_per_node, tuple) and ns.nnodes is not None and ns.nnodes != len(ns.gpus_per_node):
+        p.error(f"--nnodes {ns.nnodes} but --gpus-per-node names {len(ns.gpus_per_node)} nodes: give one count per "
+                "node, or drop --nnodes")
     if ns.fix not in (None, "-") and os.path.exists(ns.fix):
         if ns.target is not None and os.path.exists(ns.target) and os.path.samefile(ns.fix, ns.target):
             p.error(f"--fix {ns.fix}: that is the file being checked; --fix writes an override list: give a new file name")

@@ -147,7 +147,7 @@ def fixed_overrides(report: Report) -> tuple[list[str], list[str]]:
 
 def format_report(report: Report) -> str:
     hw = report.hardware
-    hw_text = f"{hw.nnodes}×{hw.gpus_per_node} GPUs" if hw.nnodes and hw.gpus_per_node else "GPUs unresolved"
+    hw_text = hw.label if hw.nnodes and hw.gpus_per_node else "GPUs unresolved"
     if hw.gpu_memory_gb:
         hw_text += f" × {hw.gpu_memory_gb:g} GB"
     hw_text += {"flags": " (from the flags)", "bundle": " (from the bundle's verl-init.yaml)",

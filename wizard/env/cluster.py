@@ -453,7 +453,9 @@ def compare(exp: Expected, obs: Observed) -> list[Problem]:
                (f": nnodes=1, gpus_per_node={obs.gpus}" if obs.gpus else "")),
         ))
     elif gpn > 0:
-        fit_gpu = sum(n.gpus // gpn for n in alive)
+        from wizard.verlspec.arithmetic import placement_groups
+
+        fit_gpu = placement_groups([n.gpus for n in alive], gpn)
         fit = sum(min(n.gpus // gpn, n.cpus // (CPUS_PER_GPU_BUNDLE * gpn)) for n in alive)
         if fit_gpu < exp.nnodes:
             out.append(Problem(

@@ -10,7 +10,7 @@ pass them. Each function names the verl 0.9.1 line it mirrors. Only the standard
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 
@@ -523,3 +523,10 @@ def turn_budget(response_length: int, turns: int, tool_response_length: int) -> 
     tool_tokens = replies * tool_response_length
     left = response_length - tool_tokens
     return TurnBudget(response_length, turns, replies, tool_tokens, left, left // turns if turns else left)
+
+
+def placement_groups(node_gpus: Sequence[int], size: int) -> int:
+    """verl's placement groups of `size` GPUs (one per trainer node, STRICT_PACK: each on one node,
+    single_controller/ray/base.py:131-160) that nodes of `node_gpus` GPUs hold."""
+    return sum(n // size for n in node_gpus) if size > 0 else 0
+

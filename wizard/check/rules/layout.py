@@ -107,9 +107,21 @@ def rule_hardware(c: Ctx, f: Facts) -> None:
         k = (c.int("distillation.n_gpus_per_node") or 0) * (c.int("distillation.nnodes") or 0)
         want += k
         extra.append(f"{k} for teacher models")
-    label = f"{hw.nnodes}×{hw.gpus_per_node} GPUs ({'--nnodes/--gpus-per-node' if hw.source == 'flags' else 'the bundle'})"
+    if hw.per_node:
+        have = sum(hw.per_node)
+    label = f"{hw.label} ({'--nnodes/--gpus-per-node' if hw.source == 'flags' else 'the bundle'})"
     keys = ("trainer.nnodes", "trainer.n_gpus_per_node")
-    if f.gpn > (hw.gpus_per_node or 0):
+    held = rc.placement_groups(hw.per_node, f.gpn) if hw.per_node else None
+    if hw.per_node and f.nnodes and f.gpn <= max(hw.per_node) and held < f.nnodes:
+        best = max(range(1, max(hw.per_node) + 1), key=lambda g: (g * rc.placement_groups(hw.per_node, g), g))
+        groups = rc.placement_groups(hw.per_node, best)
+        c.add("VI814", "error", keys, f"verl asks Ray for trainer.nnodes={f.nnodes} placement groups of "
+              f"n_gpus_per_node={f.gpn} GPUs, each packed on one node (STRICT_PACK, single_controller/ray/base.py:"
+              f"131-160); {label} hold {held} such group(s), so Ray waits forever (verl's own check compares only "
+              "the total GPUs, base.py:227-242)",
+              f"set trainer.nnodes={groups} trainer.n_gpus_per_node={best} (Ray places {best * groups} of the {have} "
+              "GPUs that way; re-check the batch sizes), or run on nodes of equal size")
+    elif f.gpn > (hw.gpus_per_node or 0):
         c.add("VI814", "error", keys, f"trainer.n_gpus_per_node={f.gpn} but a node has {hw.gpus_per_node} GPUs: verl's "
               "placement groups never fit (Ray waits forever)", f"set trainer.n_gpus_per_node ≤ {hw.gpus_per_node}")
     elif want > have:
@@ -118,7 +130,8 @@ def rule_hardware(c: Ctx, f: Facts) -> None:
               "lower trainer.nnodes / n_gpus_per_node or give more nodes")
     elif want < have:
         c.add("VI814", "warning", keys, f"the config uses {want} of the {have} GPUs of {label}",
-              f"set trainer.nnodes={hw.nnodes} trainer.n_gpus_per_node={hw.gpus_per_node} to use them all "
+              (f"set trainer.nnodes={hw.nnodes} trainer.n_gpus_per_node={hw.gpus_per_node} to use them all " if not
+               hw.per_node else "nodes of unequal size: verl gives every node n_gpus_per_node GPUs; ") +
               "(re-check the batch sizes)")
 
 
