@@ -140,5 +140,8 @@ RULES: dict[str, tuple[str, str]] = {
     "VI866": ("multi-turn responses too short for the turns", "data.max_response_length holds the whole conversation: "
               "max_assistant_turns - 1 tool replies of up to max_tool_response_length characters leave under 128 "
               "tokens a turn of the model's own (verl ends the conversation when the response is full)"),
+    "VI867": ("prompts longer than max_prompt_length", "counted with the model's local tokenizer on the local data: with "
+              "filter_overlong_prompts off verl 0.9.1 cuts their start (data.truncation is not read; a warning); with "
+              "it on, a training set left under one batch empties the train dataloader (an error)"),
     "VI877": ("--deep could not run", "no bubblewrap sandbox here (--deep and --verl refuse), or verl's code on the config stopped at a sandbox bound (time, memory, processes, output)"),
 }

@@ -142,14 +142,15 @@ def _lengths(tok: Any, chats: list[Any]) -> list[int]:
 
 
 def count(path: str, tok: Any, max_prompt_length: int, needed: int, *, prep: Optional[dataprep.DataPrep] = None,
-          val_fraction: float = 0.0, seed: int = 0, total_rows: Optional[int] = None) -> Count:
+          val_fraction: float = 0.0, seed: int = 0, total_rows: Optional[int] = None,
+          prompt_key: str = "prompt") -> Count:
     """_count, remembered per file version, tokenizer and settings (complete or early-stopped counts only)."""
     key = (os.path.abspath(path), _stamp(path), id(tok), max_prompt_length, needed, prep, val_fraction, seed,
-           total_rows)
+           total_rows, prompt_key)
     if key in _COUNTS:
         return _COUNTS[key]
     result = _count(path, tok, max_prompt_length, needed, prep=prep, val_fraction=val_fraction, seed=seed,
-                    total_rows=total_rows)
+                    total_rows=total_rows, prompt_key=prompt_key)
     if result.complete or result.enough:
         if len(_COUNTS) > 64:
             _COUNTS.clear()
@@ -158,10 +159,11 @@ def count(path: str, tok: Any, max_prompt_length: int, needed: int, *, prep: Opt
 
 
 def _count(path: str, tok: Any, max_prompt_length: int, needed: int, *, prep: Optional[dataprep.DataPrep] = None,
-           val_fraction: float = 0.0, seed: int = 0, total_rows: Optional[int] = None) -> Count:
+           val_fraction: float = 0.0, seed: int = 0, total_rows: Optional[int] = None,
+           prompt_key: str = "prompt") -> Count:
     """Count the prompts of `path` longer than max_prompt_length. `prep`: the file is a local data file that
     data/prepare_data.py turns into train/val (prompts built, rows skipped and split as it does); None: a file
-    in verl's schema, read as it is (`prompt` column). Stops early once `needed` training rows are certain to
+    in verl's schema, read as it is (the `prompt_key` column). Stops early once `needed` training rows are certain to
     survive (`total_rows`, the file's row count, bounds the validation share), or at MAX_ROWS / MAX_SECONDS."""
     start = time.monotonic()
     held_max = 0
@@ -189,7 +191,7 @@ def _count(path: str, tok: Any, max_prompt_length: int, needed: int, *, prep: Op
                 except dataprep.Skip:
                     continue
             else:
-                pending.append(row.get("prompt") if isinstance(row, dict) else None)
+                pending.append(row.get(prompt_key) if isinstance(row, dict) else None)
             if len(pending) >= BATCH:
                 flush()
                 if held_max >= 0 and short >= needed + held_max:

@@ -1,0 +1,81 @@
+"""Prompt lengths against data.max_prompt_length (VI867), counted with the model's own tokenizer on the local data
+files as verl's overlong filter counts them (wizard.planner.overlong: the chat template with the generation prompt,
+rl_dataset.py:197-277; a prompt the template refuses counts as too long).
+
+- data.filter_overlong_prompts off (verl 0.9.1's default, trainer/config/data/legacy_data.yaml:83): nothing refuses
+  a longer prompt. RLHFDataset stores data.truncation (rl_dataset.py:118) and nothing reads it; the agent loop keeps
+  the prompt's last rollout.prompt_length tokens (= data.max_prompt_length, rollout.yaml:35), cutting its start (the
+  system prompt, the task) with a log line (agent_loop.py:437-445), and raises for a prompt with images (:352-361).
+- filter on: those rows are dropped at start-up; a training set left with fewer rows than one batch empties the
+  train dataloader (drop_last=True), and verl stops: "Train dataloader is empty!" (ray_trainer.py:409, :427).
+Only when the model's tokenizer is a local folder and the files are local; the count is bounded as the planner's is.
+"""
+
+from __future__ import annotations
+
+from wizard.check.rules.context import M, Ctx, Facts, local_path
+from wizard.check.shellargs import PLACEHOLDER
+
+UNBOUNDED = 1 << 60  # `needed` for overlong.count: never stop early, count every row (within its own bounds)
+
+
+def _tokenizer(c: Ctx):
+    from wizard.planner import overlong
+
+    for key in (f"{M}.tokenizer_path", f"{M}.path"):
+        value = c.v(key)
+        if isinstance(value, str) and value and not c.unknown(key) and PLACEHOLDER not in value:
+            local = local_path(c, value)
+            folder = overlong.local_tokenizer(str(local)) if local is not None else None
+            if folder is not None:
+                return overlong.load_tokenizer(folder)[0]
+            return None
+    return None
+
+
+def _files(c: Ctx) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for key in ("data.train_files", "data.val_files"):
+        value = c.v(key)
+        if c.unknown(key) or value is None:
+            continue
+        for path in [value] if isinstance(value, str) else value if isinstance(value, list) else []:
+            if isinstance(path, str) and PLACEHOLDER not in path:
+                local = local_path(c, path)
+                if local is not None and local.is_file() and local.suffix in (".parquet", ".jsonl", ".json") and \
+                        str(local) not in {p for _, p in out}:  # a file named twice is counted once
+                    out.append((key, str(local)))
+    return out
+
+
+def rule_prompt_lengths(c: Ctx, f: Facts) -> None:
+    limit = c.int("data.max_prompt_length")
+    files = _files(c) if limit and not c.unknown("data.max_prompt_length") else []
+    tok = _tokenizer(c) if files else None
+    if tok is None:
+        return
+    from wizard.planner import overlong
+
+    key = c.v("data.prompt_key") if isinstance(c.v("data.prompt_key"), str) else "prompt"
+    filtering = bool(c.v("data.filter_overlong_prompts"))
+    batch = c.int("data.train_batch_size")
+    for files_key, path in files:
+        # with the filter on, only the training set's size matters: the count may stop once a batch survives
+        needed = batch if filtering and batch else UNBOUNDED
+        n = overlong.count(path, tok, limit, needed, prompt_key=key)
+        if not n.complete or not n.rows:
+            continue
+        over = n.rows - n.train_kept
+        if not filtering and over:
+            c.add("VI867", "warning", ("data.max_prompt_length", "data.filter_overlong_prompts", files_key),
+                  f"{over} of the {n.rows} prompts of {path} are longer than data.max_prompt_length={limit} tokens "
+                  "under the model's chat template, and data.filter_overlong_prompts is off: verl 0.9.1 keeps each "
+                  "one's last tokens, cutting its start (agent_loop.py:437-445; data.truncation is not read), and "
+                  "stops on one with images (:352-361)",
+                  "set data.filter_overlong_prompts=true to drop them, or raise data.max_prompt_length")
+        if filtering and files_key == "data.train_files" and batch and n.train_kept < batch:
+            c.add("VI867", "error", ("data.max_prompt_length", files_key),
+                  f"only {n.train_kept} of the {n.rows} prompts of {path} fit data.max_prompt_length={limit} tokens: "
+                  f"verl's overlong filter drops the rest, and fewer rows than one batch of {batch} leave the train "
+                  "dataloader empty (drop_last; 'Train dataloader is empty!', ray_trainer.py:427)",
+                  "raise data.max_prompt_length" + (f" (≥ {n.kth_length} keeps {batch})" if n.kth_length else ""))
