@@ -143,5 +143,7 @@ RULES: dict[str, tuple[str, str]] = {
     "VI867": ("prompts longer than max_prompt_length", "counted with the model's local tokenizer on the local data: with "
               "filter_overlong_prompts off verl 0.9.1 cuts their start (data.truncation is not read; a warning); with "
               "it on, a training set left under one batch empties the train dataloader (an error)"),
+    "VI868": ("PPO clip settings with one update per batch", "clip_ratio* set, but one mini-batch in one epoch updates from "
+              "the weights old_log_prob was just computed with: the ratio is 1 and no clip bound binds"),
     "VI877": ("--deep could not run", "no bubblewrap sandbox here (--deep and --verl refuse), or verl's code on the config stopped at a sandbox bound (time, memory, processes, output)"),
 }

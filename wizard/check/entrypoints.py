@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from wizard.check.recipes import module_of
 
@@ -134,3 +135,14 @@ def guess_tree(name: str, entry: Entry | None = None) -> str:
     if "megatron" in name.lower() and megatron in CONFIGS:
         return megatron
     return entry.config_name
+
+
+def verl_config_dir() -> Path:
+    """verl's trainer config folder (verl/trainer/config), found without importing verl (nor torch)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("verl")
+    if spec is None or spec.origin is None:
+        raise ImportError("verl")
+    return Path(spec.origin).parent / "trainer" / "config"
+

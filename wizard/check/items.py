@@ -92,12 +92,11 @@ def bundle_doc(src: Source, items: list[Item], *, only_valid: bool, with_overrid
     """A verl-init-style primary config holding the user's settings (for Hydra and for --verl), composed on verl's
     ppo_trainer; when the launch names an entry point's own tree (fully_async_ppo_trainer, one_step_off_ppo_trainer in
     verl/experimental/*/config: ppo_trainer and a body of their own), that body is the primary config's too."""
-    from wizard.check.entrypoints import CONFIGS
+    from wizard.check.entrypoints import CONFIGS, verl_config_dir
 
     own = None  # the entry point's own YAML, which becomes the primary config (Hydra takes hydra.searchpath only there)
     if src.yaml_path is None and src.config_name in CONFIGS and CONFIGS[src.config_name][1].startswith("experimental/"):
         from wizard.check.source import read_yaml
-        from wizard.check.verltree import verl_config_dir
 
         own = read_yaml(verl_config_dir().parent.parent / CONFIGS[src.config_name][1] / f"{src.config_name}.yaml")
     defaults: list[Any] = ["ppo_trainer"]

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from wizard.check.entrypoints import CONFIGS, PPO_TREES
+from wizard.check.entrypoints import CONFIGS, PPO_TREES, verl_config_dir
 from wizard.check.items import Item, bundle_doc
 from wizard.check.source import Source, write_yaml
 
@@ -129,15 +129,6 @@ def _no_import(entry: str, here: Path) -> str:
 
     init = module_file(entry[len("pkg://"):].strip("/").replace("/", "."), [str(here), *installed_folders()])
     return f"file://{init.parent}" if init is not None and init.name == "__init__.py" else ""
-
-
-def verl_config_dir() -> Path:
-    import importlib.util
-
-    spec = importlib.util.find_spec("verl")  # finds the package without importing it (nor torch)
-    if spec is None or spec.origin is None:
-        raise ImportError("verl")
-    return Path(spec.origin).parent / "trainer" / "config"
 
 
 def _searchpath(name: str) -> list[str]:

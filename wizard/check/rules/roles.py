@@ -60,15 +60,8 @@ def rule_roles(c: Ctx, f: Facts) -> None:
                   f"the critic loads verl's default {VERL_DEFAULT_CRITIC_PATH}, not the policy: critic.model.path is not "
                   "taken from actor_rollout_ref.model.path", f"set critic.model.path={policy}",
                   fix=Fix(set={"critic.model.path": policy}))
-    if f.n is not None and f.n < 2 and adv in GROUP_ESTIMATORS and f.n >= 1:
-        distill = bool(c.v("distillation.enabled")) and not bool(c.v("distillation.distillation_loss.use_task_rewards"))
-        if not distill:
-            raw = adv in ("grpo", "grpo_vectorized", "rloo", "rloo_vectorized")
-            c.add("VI847", "warning", (f"{R}.n", "algorithm.adv_estimator"),
-                  f"{adv} compares the samples of each prompt's group but rollout.n={f.n}: there is no group"
-                  + (" — verl 0.9.1 then takes each sample's raw score as its advantage (core_algos.py: a group of one"
-                     " gets mean 0, std 1), plain REINFORCE without a baseline" if raw else ""),
-                  f"set {R}.n ≥ 2 (5-16 is usual), or choose reinforce_plus_plus / remax for one sample per prompt")
+    if f.n == 1:
+        _one_sample(c, adv)
     rm = "reward.reward_model"
     if bool(c.v(f"{rm}.enable")):
         if not c.v(f"{rm}.model_path"):
@@ -95,3 +88,35 @@ def rule_roles(c: Ctx, f: Facts) -> None:
             c.add("VI848", "error", ("algorithm.filter_groups.enable", f"{rm}.enable_resource_pool"),
                   "group filtering needs rewards at sampling time, which a colocated reward model computes only later "
                   "(trainer_base.py:199)", f"set {rm}.enable_resource_pool=true, or use a rule-based reward")
+
+
+def estimator_outcomes() -> dict[str, dict[str, str]]:
+    """What verl's own compute_advantage gives each registered estimator with 1 and 4 samples per prompt
+    (scripts/verl_estimators.py → data/verl_estimators.json): zero, raw, relative, needs, or raises: <message>."""
+    import json
+    from importlib import resources
+
+    text = resources.files("wizard.check").joinpath("data/verl_estimators.json").read_text(encoding="utf-8")
+    return json.loads(text)["estimators"]
+
+
+def _one_sample(c: Ctx, adv: object) -> None:
+    """VI847: rollout.n=1 with an estimator that compares a prompt's samples; its outcome is verl's own, computed."""
+    distill = bool(c.v("distillation.enabled")) and not bool(c.v("distillation.distillation_loss.use_task_rewards"))
+    got = estimator_outcomes().get(str(adv), {}).get("1", "")
+    if distill or not (adv in GROUP_ESTIMATORS or got == "zero" or got.startswith("raises")):
+        return
+    keys, hint = (f"{R}.n", "algorithm.adv_estimator"), \
+        f"set {R}.n ≥ 2 (5-16 is usual), or choose reinforce_plus_plus / remax for one sample per prompt"
+    computed = "verl's own compute_advantage on a batch of one sample per prompt (scripts/verl_estimators.py)"
+    if got == "zero":
+        c.add("VI847", "error", keys, f"{adv} with rollout.n=1 gives every sample an advantage of 0 ({computed}): "
+              "the policy never learns", hint)
+    elif got.startswith("raises"):
+        c.add("VI847", "error", keys, f"{adv} with rollout.n=1: verl stops in the first step's advantage "
+              f"({got[len('raises: '):]})", hint)
+    else:
+        c.add("VI847", "warning", keys, f"{adv} compares the samples of each prompt's group but rollout.n=1: there "
+              "is no group" + (f"; each sample's advantage is then its own raw score ({computed}), plain REINFORCE "
+                               "without a baseline" if got == "raw" else ""), hint)
+

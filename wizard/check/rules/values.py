@@ -226,3 +226,22 @@ def rule_values(c: Ctx, f: Facts) -> None:
     if c.v("trainer.device") == "cpu":
         c.add("VI857", "info", ("trainer.device",), "trainer.device=cpu is rewritten to cuda by verl's auto_set_device "
               "when no accelerator is found; verl 0.9.1 cannot train on CPU", "run on GPUs")
+
+
+def rule_inert_clip(c: Ctx, f: Facts) -> None:
+    """VI868: PPO's clip settings on a run that takes one optimizer step per batch. verl recomputes old_log_prob with
+    the actor's current weights (algorithm.rollout_correction.bypass_mode off, its default), and one mini-batch in
+    one epoch updates from exactly those weights: the ratio is 1 and no clip bound binds (core_algos.py:1319-1329)."""
+    keys = [f"{A}.{k}" for k in ("clip_ratio", "clip_ratio_low", "clip_ratio_high", "clip_ratio_c")]
+    given = [k for k in keys if c.set_by_user(k)]
+    epochs, tbs, mini = c.int(f"{A}.ppo_epochs"), f.tbs, f.mini
+    if not given or c.v("algorithm.rollout_correction.bypass_mode") is not False or c.unknown(f"{A}.ppo_epochs"):
+        return
+    if epochs == 1 and tbs and mini and mini >= tbs:
+        c.add("VI868", "info", (*given, f"{A}.ppo_mini_batch_size"),
+              f"{', '.join(k.rsplit('.', 1)[1] for k in given)} set, but each batch of {tbs} prompts is one "
+              f"mini-batch (ppo_mini_batch_size={mini}) in one epoch: verl updates from the weights it just computed "
+              "old_log_prob with, so the ratio is 1 and no clip bound binds (core_algos.py:1319-1329)",
+              f"lower {A}.ppo_mini_batch_size to take several steps per batch (DAPO: 512 prompts, mini-batches of "
+              "32), or drop the clip settings")
+
