@@ -145,5 +145,8 @@ RULES: dict[str, tuple[str, str]] = {
               "it on, a training set left under one batch empties the train dataloader (an error)"),
     "VI868": ("PPO clip settings with one update per batch", "clip_ratio* set, but one mini-batch in one epoch updates from "
               "the weights old_log_prob was just computed with: the ratio is 1 and no clip bound binds"),
+    "VI869": ("total_training_steps the epochs never reach", "trainer.total_training_steps above total_epochs × the "
+              "training file's batches: training ends first, without the last step's checkpoint and validation, and "
+              "the learning-rate schedule is sized for steps that never run"),
     "VI877": ("--deep could not run", "no bubblewrap sandbox here (--deep and --verl refuse), or verl's code on the config stopped at a sandbox bound (time, memory, processes, output)"),
 }

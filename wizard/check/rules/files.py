@@ -70,6 +70,34 @@ def _rule_enough_rows(c: Ctx) -> None:
               "batch and trains 0 steps", f"use more data, or data.train_batch_size ≤ {max(total, 1)}")
 
 
+def _rule_steps_reached(c: Ctx) -> None:
+    """VI869: trainer.total_training_steps beyond what the epochs hold. verl takes it as given (ray_trainer.py:435-
+    449: the LR schedule is sized for it), but its loop runs trainer.total_epochs epochs of rows // train_batch_size
+    batches (:1465, drop_last) and marks the last step only at global_steps >= total_training_steps (:1507): a run
+    whose epochs end first never saves or validates that last step. The file's rows bound the batches from above
+    (the overlong filter can only drop more)."""
+    key, batch, steps = "data.train_files", c.int("data.train_batch_size"), c.int("trainer.total_training_steps")
+    epochs, value = c.int("trainer.total_epochs"), c.v(key)
+    if not batch or not steps or not epochs or value is None or c.unknown(key, "trainer.total_epochs"):
+        return
+    needed = batch * -(-steps // epochs)  # rows for `steps` steps in `epochs` epochs
+    total = 0
+    for path in ([value] if isinstance(value, str) else value if isinstance(value, list) else []):
+        local = local_path(c, path) if isinstance(path, str) and PLACEHOLDER not in path else None
+        rows = _count_rows(local, needed) if local is not None and local.is_file() else None
+        if rows is None:
+            return
+        total += rows
+    reached = total // batch * epochs
+    if 0 < reached < steps:
+        c.add("VI869", "warning", ("trainer.total_training_steps", "trainer.total_epochs", key),
+              f"trainer.total_training_steps={steps} but {total} rows make at most {total // batch} batches of "
+              f"{batch} an epoch, {reached} in total_epochs={epochs}: training ends at step {reached} or before, "
+              "never reaching the last step verl saves and validates (ray_trainer.py:1507), with the learning-rate "
+              f"schedule sized for {steps} steps", f"set trainer.total_epochs ≥ {-(-steps // (total // batch))} or "
+              f"trainer.total_training_steps ≤ {reached} (or leave it null: verl then counts it)")
+
+
 def _saved_folder(c: Ctx, key: str, path: str) -> None:
     """VI972: verl's RLHFDataset reads a .parquet file with load_dataset("parquet"), a .json/.jsonl one with
     load_dataset("json"), and raises ValueError("Unsupported file format") for anything else
@@ -119,6 +147,7 @@ def rule_files(c: Ctx, f: Facts) -> None:
                 missing(key, path, "data file", data=True)
                 _saved_folder(c, key, path)
     _rule_enough_rows(c)
+    _rule_steps_reached(c)
     models = [(f"{M}.path", True), ("critic.model.path", f.use_critic),
               ("reward.reward_model.model_path", bool(c.v("reward.reward_model.enable"))),
               (f"{M}.tokenizer_path", True)]
