@@ -148,5 +148,7 @@ RULES: dict[str, tuple[str, str]] = {
     "VI869": ("total_training_steps the epochs never reach", "trainer.total_training_steps above total_epochs × the "
               "training file's batches: training ends first, without the last step's checkpoint and validation, and "
               "the learning-rate schedule is sized for steps that never run"),
+    "VI886": ("a model that needs trust_remote_code", "the local model folder's config.json maps a model_type the "
+              "installed transformers does not know to its own code (auto_map), and model.trust_remote_code is false"),
     "VI877": ("--deep could not run", "no bubblewrap sandbox here (--deep and --verl refuse), or verl's code on the config stopped at a sandbox bound (time, memory, processes, output)"),
 }
