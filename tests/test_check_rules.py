@@ -312,6 +312,7 @@ def test_every_rule_has_a_test():
     tested |= {"VI849"}  # LoRA on a vision tower vLLM ignores: tests/test_vlm_lora.py (peft and transformers as oracles)
     tested |= {"VI835"}  # micro-batches under the interleaved schedule: tests/test_check_interleaved.py
     tested |= {"VI839"}  # resume_from_path against verl's own _load_checkpoint: tests/test_check_resume.py
+    tested |= {"VI828"}  # the critic's unread batching keys: tests/test_critic_budget.py (verl's source read)
     tested |= {"VI886"}  # custom model code without trust_remote_code: tests/test_check_remote_code.py
     tested |= {"VI869"}  # total_training_steps beyond the epochs: tests/test_check_steps.py
     tested |= {"VI868"}  # clip settings with one update per batch: tests/test_estimators.py (verl's ratio, computed)

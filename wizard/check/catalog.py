@@ -150,5 +150,8 @@ RULES: dict[str, tuple[str, str]] = {
               "the learning-rate schedule is sized for steps that never run"),
     "VI886": ("a model that needs trust_remote_code", "the local model folder's config.json maps a model_type the "
               "installed transformers does not know to its own code (auto_map), and model.trust_remote_code is false"),
+    "VI828": ("critic batching keys verl does not read", "critic.ppo_micro_batch_size_per_gpu / use_dynamic_bsz / "
+              "ppo_max_token_len_per_gpu set, but verl 0.9.1's trainer sizes the critic's engine from "
+              "critic.ppo_infer_max_token_len_per_gpu alone (default 32768 tokens, dynamic batching on)"),
     "VI877": ("--deep could not run", "no bubblewrap sandbox here (--deep and --verl refuse), or verl's code on the config stopped at a sandbox bound (time, memory, processes, output)"),
 }

@@ -53,8 +53,7 @@ MEGATRON_WEIGHT_BYTES, MEGATRON_GRAD_BYTES, MEGATRON_OPTIM_BYTES = 2, 4, 12
 # a HybridDeviceOptimizer) keeps the share f of those states in host memory for good; verl's optimizer_offload
 # moves the rest out between updates (utils/megatron_utils.py offload_megatron_optimizer / load_megatron_optimizer).
 # The precision-aware optimizer (optim.use_precision_aware_optimizer) keeps Adam's m and v, and with main_grads_dtype
-# bf16 the gradient buffer, in the dtypes it names (utils/megatron/optimizer.py:188; transformer_impl.py:455
-# _resolve_override_ddp_config); the master weights stay fp32.
+# bf16 the gradient buffer, in the dtypes it names (utils/megatron/optimizer.py:188; transformer_impl.py:455), fp32 masters.
 # torch.optim.AdamW: m and v in the weights' dtype (fp32): 8 B per trained parameter (tests/test_memory.py checks).
 ADAM_BYTES = 8
 # Logits per token and vocabulary entry in a training micro-batch: the bf16 logits (2 B) the loss keeps for
@@ -90,16 +89,14 @@ CHECKPOINT_BYTES_PER_HIDDEN, SELECTIVE_BYTES_PER_HIDDEN = 2, 34
 # max_prompt_length + max_response_length on average (GSM8K/MATH runs D01–D10 fit ±20 % with it; a batch of
 # full-length responses costs up to twice the activations, which the upper end of the band shows).
 MEAN_FILL = 0.5
-# The caching allocator's reserve above live tensors (reserved − allocated), as a share of the largest
-# activation + logits working set: measured 12–48 GiB against working sets of 20–45 GiB (D01–D10 notes:
-# max_memory_allocated vs max_memory_reserved). The phases around the rollout carry the last update's reserve:
-# verl empties the cache before it resumes the engine (engine_workers.py:769), yet the 7B runs (D04, D10) peak
-# 15–25 % above engine reservation + fp32 shard, which that reserve accounts for (kept until a verl 0.9.1 log
-# with per-phase peaks says otherwise).
+# The caching allocator's reserve above live tensors (reserved − allocated), as a share of the largest activation +
+# logits working set: measured 12–48 GiB against working sets of 20–45 GiB (D01–D10 notes: max_memory_allocated vs
+# max_memory_reserved). The phases around the rollout carry the last update's reserve: verl empties the cache before
+# it resumes the engine (engine_workers.py:769), yet the 7B runs (D04, D10) peak 15–25 % above engine reservation +
+# fp32 shard, which that reserve accounts for (kept until a verl 0.9.1 log with per-phase peaks says otherwise).
 ALLOCATOR_RESERVE = 0.25
-# Outside torch's allocator (not in the measured peaks), on the card: the CUDA context (~0.5 GiB), the rollout
-# engine's CUDA graphs (outside gpu_memory_utilization, ~0.5 GiB) and NCCL's communicator buffers (~0.5 GiB,
-# none on a single GPU).
+# Outside torch's allocator (not in the measured peaks), on the card: the CUDA context (~0.5 GiB), the rollout engine's
+# CUDA graphs (outside gpu_memory_utilization, ~0.5 GiB) and NCCL's communicator buffers (~0.5 GiB, none on one GPU).
 CUDA_CONTEXT_GIB = 1.5
 SINGLE_GPU_CONTEXT_GIB = 1.0
 # What a sleeping rollout engine keeps during training: vLLM's sleep mode offloads its weights and discards its KV
@@ -152,6 +149,7 @@ class Layout:
     lora_adapter_sync: bool = False
     critic: Optional[ModelShape] = None
     critic_offload: Optional[bool] = None  # None: as the actor
+    critic_tokens: int = 0  # tokens per critic micro-batch, both passes (its engine's one budget); 0: the actor's
     replica_batch: int = 1  # sequences one rollout replica generates per step
     reward: Optional[ModelShape] = None  # a reward model served beside the policy
     reward_gmu: float = 0.0  # share of each GPU its engine reserves (0: no colocated reward model)
@@ -497,6 +495,7 @@ class _State:
     critic_g: float = 0.0
     critic_o: float = 0.0
     critic_tok: float = 0.0
+    critic_tokens: float = 0.0  # the critic's micro-batch tokens on one GPU (0: the actor's)
     critic_off: bool = False
 
     @property
@@ -589,7 +588,8 @@ def _estimate(s: ModelShape, L: Layout, *, full: bool) -> Estimate:
     t_fwd = _tokens(L, L.logprob_tokens, full=full)
     acts = t_train * train_bytes_per_token(s, L) + (fusedhead.for_layout(s, L, train=True)[1] if t_train else 0.0)
     fwd = t_fwd * forward_bytes_per_token(s, L) + (fusedhead.for_layout(s, L, train=False)[1] if t_fwd else 0.0)
-    critic_acts = t_train * st.critic_tok
+    st.critic_tokens = _tokens(L, L.critic_tokens, full=True)  # a token budget: packed, not mean-filled
+    critic_acts = (st.critic_tokens or t_train) * st.critic_tok
     reserve = ALLOCATOR_RESERVE * max(acts, fwd, critic_acts)
     carried = ALLOCATOR_RESERVE * max(acts, critic_acts)  # what the last update leaves cached into the next sync
 

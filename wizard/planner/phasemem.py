@@ -139,10 +139,12 @@ class Role:
 
 def passes(actor: Role, c: Coeffs, *, train_tokens: float, logprob_tokens: float, critic: Optional[Role] = None,
            critic_c: Optional[Coeffs] = None, ref: Optional[Role] = None, entropy: bool = False,
-           rollout_between_steps: bool = True, ref_in_actor: bool = False) -> dict[str, Pass]:
+           rollout_between_steps: bool = True, ref_in_actor: bool = False,
+           critic_tokens: Optional[float] = None) -> dict[str, Pass]:
     """Every pass of one step with its allocated and reserved peak (bytes). `ref_in_actor`: LoRA's reference is
     the actor with its adapters disabled (trainer/ppo/ray_trainer.py:360 ref_in_actor; the actor's engine runs it
-    under engine.disable_adapter(), workers/engine_workers.py:403-425): no weights of its own."""
+    under engine.disable_adapter(), workers/engine_workers.py:403-425): no weights of its own. `critic_tokens`: the
+    critic's micro-batch tokens in both its passes (verl 0.9.1 sizes its engine from one budget); None: the actor's."""
     resident = actor.resident + (critic.resident if critic else 0.0)
     out: dict[str, Pass] = {}
 
@@ -171,9 +173,10 @@ def passes(actor: Role, c: Coeffs, *, train_tokens: float, logprob_tokens: float
         c_load = critic.weights if critic.offload_params else 0.0
         add("values", [("critic", "weights loaded for its pass (offloaded)", c_load),
                        ("critic", "gathered layers", critic.gathered(False)),
-                       ("critic", "activations (forward, value head)", critic_c.value_forward.bytes(logprob_tokens, critic.layers))],
+                       ("critic", "activations (forward, value head)",
+                        critic_c.value_forward.bytes(critic_tokens or logprob_tokens, critic.layers))],
             {"critic": c_load})
-        c_acts = critic_c.value_train.bytes(train_tokens, critic.layers)
+        c_acts = critic_c.value_train.bytes(critic_tokens or train_tokens, critic.layers)
         c_opt = critic_c.opt_temp_per_param * critic.trained / critic.shards
         c_step = c_opt > c_acts + critic.gathered(True)
         add("update_critic", [("critic", "weights + Adam loaded for its update (offloaded)", critic.loaded),
@@ -297,6 +300,7 @@ def fsdp_training_phases(e: Any, s: Any, L: Any, st: Any, terms: Callable, t_tra
         critic_c = training_coeffs(L.critic, L, analytic)
         critic = _role(L.critic, replace(L, lora_rank=0), offload_params=st.critic_off, offload_optimizer=st.critic_off)
     ps = passes(actor, c, train_tokens=t_train, logprob_tokens=t_fwd, critic=critic, critic_c=critic_c,
+                critic_tokens=st.critic_tokens or None,
                 ref=ref, entropy=L.update_entropy, rollout_between_steps=L.rollout_between_steps,
                 ref_in_actor=bool(L.lora_rank and L.use_ref))
     traced = all("analytic" not in x.source for x in (c, critic_c) if x is not None)

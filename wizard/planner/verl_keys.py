@@ -304,12 +304,14 @@ def critic_keys(b: Build) -> None:
           given_reason("critic_model", given, "initialised from the policy model"), source_of("critic_model", given))
     s.set("critic.optim.lr", a.critic_learning_rate or 1e-5,
           given_reason("critic_learning_rate", given, "critics learn faster than the policy"), source_of("critic_learning_rate", given))
-    if b.dynamic:
-        # the V1 trainer sizes the critic's engine from ppo_infer_max_token_len_per_gpu only (trainer_base.py:267-268)
-        s.set("critic.ppo_infer_max_token_len_per_gpu", b.critic_tokens,
-              "the actor's token budget: the memory estimate's critic update")
-    else:
-        s.set("critic.ppo_micro_batch_size_per_gpu", b.micro, "same split as the actor")
+    # verl 0.9.1's trainer sizes the critic's engine from ppo_infer_max_token_len_per_gpu alone, with dynamic
+    # batching on whatever critic.use_dynamic_bsz says (trainer_base.py:267-268, EngineConfig.use_dynamic_bsz=True)
+    s.set("critic.ppo_infer_max_token_len_per_gpu", b.critic_tokens,
+          "the actor's token budget: the memory estimate's critic passes" if b.dynamic else
+          f"the critic runs token budgets in verl 0.9.1 (its micro-batch is not read): {b.micro} × the sequence, "
+          "as the memory estimate counts it")
+    if not b.dynamic:
+        s.set("critic.ppo_micro_batch_size_per_gpu", b.micro, "same split as the actor (verl's CriticConfig checks it)")
     critic_off = "same as the actor: the memory estimate offloads both or neither"
     if not b.megatron:
         # verl 0.9 builds the critic's engine from critic.fsdp; critic.ulysses_sequence_parallel_size is

@@ -8,6 +8,9 @@ from typing import Any
 from wizard.check.rules.context import REF, A, M, R, Ctx, Facts, model_shape
 
 
+# CriticConfig.ppo_infer_max_token_len_per_gpu's default (workers/config/critic.py:89; no YAML carries it): the
+# critic's token budget when the config does not set it (tests/test_critic_budget.py reads verl's dataclass)
+CRITIC_ENGINE_TOKENS = 32768
 _MOE_NAME = re.compile(r"(?<![a-z0-9])a\d+(\.\d+)?b(?![a-z0-9])|moe|\d+x\d+(\.\d+)?b|gpt-oss|mixtral|deepseek-v[2-4]",
                        re.IGNORECASE)
 
@@ -87,6 +90,13 @@ def _layout(c: Ctx, f: Facts, shape: Any, hw: Any, tp: int, gmu: float) -> tuple
         lp_tokens = (c.int(f"{R}.log_prob_max_token_len_per_gpu") or seq) * (1 if f.megatron else f.sp)
     else:
         lp_tokens = (c.int(f"{R}.log_prob_micro_batch_size_per_gpu") or 1) * seq
+    # the critic: verl 0.9.1's trainer runs it with dynamic batching on one budget, its micro-batch unread
+    # (trainer_base.py:267-268; EngineConfig.use_dynamic_bsz defaults to true), at most the tokens a GPU gets a step
+    critic_tokens = 0
+    if f.use_critic and c.src.entry in ("ppo", "fully_async", "one_step_off"):
+        critic_tokens = (c.int("critic.ppo_infer_max_token_len_per_gpu") or CRITIC_ENGINE_TOKENS) * f.token_sp[2]
+        if f.tbs and f.n and f.dp:
+            critic_tokens = min(critic_tokens, -(-f.tbs * f.n // f.dp) * seq)
     # remove-padding (verl's default) packs real tokens: a static micro-batch is mean-filled
     static = not f.dynamic and c.v(f"{M}.use_remove_padding") is not False
     if static and lp_dynamic:  # the layout's one fill applies to both passes: a log-prob budget is not filled
@@ -148,7 +158,7 @@ def _layout(c: Ctx, f: Facts, shape: Any, hw: Any, tp: int, gmu: float) -> tuple
                     static_micro=static,
                     checkpointing=c.v(f"{M}.enable_gradient_checkpointing") is not False,
                     offload_params=off_p, offload_optimizer=off_o, ref_resident=ref_resident, use_ref=f.use_ref,
-                    lora_rank=f.lora, critic=critic,
+                    lora_rank=f.lora, critic=critic, critic_tokens=critic_tokens,
                     # Megatron LoRA synced as adapters to an engine that loaded the real base (memory.Layout)
                     lora_adapter_sync=bool(f.megatron and f.lora and not c.v(f"{M}.lora.merge")
                                            and "dummy" not in str(c.v(f"{R}.load_format") or "dummy")), critic_offload=None if critic_off is None else bool(critic_off),

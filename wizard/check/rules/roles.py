@@ -62,6 +62,8 @@ def rule_roles(c: Ctx, f: Facts) -> None:
                   fix=Fix(set={"critic.model.path": policy}))
     if f.n == 1:
         _one_sample(c, adv)
+    if f.use_critic and c.src.entry in ("ppo", "fully_async", "one_step_off"):
+        _critic_budget(c, f)
     rm = "reward.reward_model"
     if bool(c.v(f"{rm}.enable")):
         if not c.v(f"{rm}.model_path"):
@@ -119,4 +121,30 @@ def _one_sample(c: Ctx, adv: object) -> None:
         c.add("VI847", "warning", keys, f"{adv} compares the samples of each prompt's group but rollout.n=1: there "
               "is no group" + (f"; each sample's advantage is then its own raw score ({computed}), plain REINFORCE "
                                "without a baseline" if got == "raw" else ""), hint)
+
+
+def _critic_budget(c: Ctx, f: Facts) -> None:
+    """VI828: the critic's batching keys verl 0.9.1's trainer does not read. It builds the critic's engine with
+    max_token_len_per_gpu = infer_max_token_len_per_gpu = critic.ppo_infer_max_token_len_per_gpu (trainer_base.py:
+    267-268) and leaves the engine's use_dynamic_bsz at its default, true (workers/config/engine.py:100): the critic's
+    micro-batch, use_dynamic_bsz and ppo_max_token_len_per_gpu never reach it, and an unset budget is 32768 tokens."""
+    from wizard.check.rules.memory import CRITIC_ENGINE_TOKENS
+
+    if c.set_by_user("critic.ppo_infer_max_token_len_per_gpu"):
+        return
+    unread = [k for k in ("critic.ppo_micro_batch_size_per_gpu", "critic.use_dynamic_bsz", "critic.ppo_max_token_len_per_gpu",
+                          "critic.forward_micro_batch_size_per_gpu", "critic.forward_max_token_len_per_gpu")
+              if c.set_by_user(k)]
+    if not unread:
+        return
+    micro, budget = c.int("critic.ppo_micro_batch_size_per_gpu"), c.int("critic.ppo_max_token_len_per_gpu")
+    meant = budget if c.set_by_user("critic.ppo_max_token_len_per_gpu") and budget else \
+        (micro * f.seq if micro and f.seq else None)
+    c.add("VI828", "warning", ("critic.ppo_infer_max_token_len_per_gpu",),  # VI890 names the unread keys themselves
+          f"{', '.join(unread)} {'is' if len(unread) == 1 else 'are'} not read by verl 0.9.1's trainer: it runs the "
+          "critic with dynamic batching on critic.ppo_infer_max_token_len_per_gpu alone, unset here, so "
+          f"{CRITIC_ENGINE_TOKENS} tokens per micro-batch in both critic passes (trainer_base.py:267-268, "
+          "EngineConfig.use_dynamic_bsz=true); the memory estimate counts that",
+          f"set +critic.ppo_infer_max_token_len_per_gpu={meant}" if meant else
+          "set +critic.ppo_infer_max_token_len_per_gpu to the tokens one critic micro-batch may hold")
 

@@ -151,6 +151,9 @@ def micro_batches(b: Build) -> None:
                        "(verl's workers assert it: engine/utils.py:123)", micro_hint)
         else:
             b.micro = largest_divisor_at_most(b.per_rank, cap)
+        # verl 0.9.1's trainer runs the critic with dynamic batching whatever its micro-batch says, on one budget
+        # (trainer_base.py:267-268; EngineConfig.use_dynamic_bsz defaults to true): the micro-batch's full tokens
+        b.critic_tokens = max(b.micro * seq // sp, rc.min_token_budget(seq, sp))
         step = rc.step_batch(b.prompts, b.n, b.dp, b.mini, b.mini if b.algo.critic else None)
         b.logprob_micro = largest_divisor_at_most(step.per_rank, max(b.micro, fit_lp_tokens // seq))
         if decision is not None and b.shape is not None and not f.errors:  # the fastest that fits (planner.layouts)
@@ -162,7 +165,8 @@ def micro_batches(b: Build) -> None:
         assert b.shape is not None
         final = replace(decision.layout,
                         train_tokens=b.tokens * sp if b.dynamic else b.micro * seq,
-                        logprob_tokens=b.logprob_tokens * sp if b.dynamic else b.logprob_micro * seq)
+                        logprob_tokens=b.logprob_tokens * sp if b.dynamic else b.logprob_micro * seq,
+                        critic_tokens=b.critic_tokens * sp if b.algo.critic else 0)
         memory = estimate(b.shape, final)
         if memory.plan_verdict == "does not fit":
             knob = "max_tokens_per_gpu" if b.dynamic else "micro_batch_per_gpu"
