@@ -104,3 +104,20 @@ def test_one_count_or_equal_counts_are_the_plain_flag(cli_env):
     r = run_cli(["check", "--gpus-per-node", "4,4", "--", *SCRIPT, "trainer.nnodes=2", "trainer.n_gpus_per_node=4"],
                 env=cli_env)
     assert "2×4 GPUs (from the flags)" in r.stdout and "VI814" not in r.stdout
+
+
+def test_a_separate_rollout_adds_its_gpus_to_what_the_run_needs(tmp_path):
+    """Fully async / one-step-off: the rollout's replicas take rollout.nnodes × rollout.n_gpus_per_node GPUs beside
+    the trainer's pool (each replica's own pool, workers/rollout/replica.py:189-207; real case verl#2886: 1 + 1 GPUs
+    on a one-GPU machine)."""
+    from wizard.check.lint import check
+
+    script = tmp_path / "async.sh"
+    script.write_text("python3 -m verl.experimental.fully_async_policy.fully_async_main \\\n    " + " \\\n    ".join(
+        [*SCRIPT, "trainer.nnodes=1", "trainer.n_gpus_per_node=1", "rollout.nnodes=1", "rollout.n_gpus_per_node=1",
+         "actor_rollout_ref.actor.ppo_mini_batch_size=4"]) + "\n", encoding="utf-8")
+    short = check(str(script), gpus_per_node=1, nnodes=1)
+    [hit] = [f.problem for f in short.findings if f.problem.rule == "VI814" and f.problem.severity == "error"]
+    assert "needs 2 GPUs" in hit.message and "1 for the rollout's own replicas" in hit.message
+    enough = check(str(script), gpus_per_node=2, nnodes=1)
+    assert not [f for f in enough.findings if f.problem.rule == "VI814" and f.problem.severity == "error"]

@@ -103,6 +103,13 @@ def rule_hardware(c: Ctx, f: Facts) -> None:
         k = (c.int("reward.reward_model.n_gpus_per_node") or 0) * (c.int("reward.reward_model.nnodes") or 0)
         want += k
         extra.append(f"{k} for the reward model")
+    if c.src.entry in ("fully_async", "one_step_off"):
+        # the rollout on GPUs of its own beside the trainer's pool (fully_async_main.py:235-236, one_step_off_policy/
+        # main_ppo.py:121-122): each standalone replica creates its own resource pool when it starts
+        # (workers/rollout/replica.py:189-207), after the trainer's pool took its GPUs (separation/utils.py:33-59)
+        k = (c.int("rollout.n_gpus_per_node") or 0) * (c.int("rollout.nnodes") or 0)
+        want += k
+        extra.append(f"{k} for the rollout's own replicas, whose pools verl checks only as they start")
     if bool(c.v("distillation.enabled")):
         k = (c.int("distillation.n_gpus_per_node") or 0) * (c.int("distillation.nnodes") or 0)
         want += k
