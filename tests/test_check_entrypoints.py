@@ -241,3 +241,14 @@ def test_a_script_that_launches_no_entry_point_is_refused_naming_every_one(tmp_p
     line = next(x for x in r.stderr.splitlines() if "does not launch" in x)
     for e in ENTRIES[1:]:
         assert e.module.rsplit(".", 1)[-1] in line, (e.module, line)
+
+
+@pytest.mark.parametrize("flag", ["deep", "run_verl"])
+def test_deep_and_verl_do_not_judge_an_sft_launch_by_ppo_code(tmp_path, flag):
+    """--deep / --verl run verl's PPO-family code; an sft_trainer launch (its own tree, sft_trainer_engine) used to
+    get PPO's Hydra errors ('Could not override data.messages_key'). It is checked on its own tree and says so."""
+    launch, _, _, overrides, _, _ = CASES["sft_trainer"]
+    path = _script(tmp_path, launch, [*overrides, "data.messages_key=messages"])
+    report = check(str(path), **{flag: True})
+    assert not report.errors, [f.problem.line() for f in report.errors]
+    assert any("checked against its own tree only" in n for n in report.deep_notes)

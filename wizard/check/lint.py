@@ -120,6 +120,12 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_memory(c, f, shape, why)
         rule_time(c, f, shape, response_length_mean)
     deep_notes: list[str] = []
+    if (deep or run_verl) and src.entry in NOT_PPO_CODE:
+        # their trees are not ppo_trainer's and verl's PPO validation does not apply: nothing of theirs is composed
+        # or run (rather than PPO errors about an SFT config); the static rules above read them with their own tree
+        deep_notes = [f"--deep / --verl run verl's PPO-family code (main_ppo, fully async, one-step-off, generation): "
+                      f"this {src.entry} launch was checked against its own tree only, with no verl code run"]
+        deep = run_verl = False
     if deep or run_verl:
         from wizard.check.deep import PHASES, run_deep, verify_report
 
@@ -140,6 +146,9 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         report.verl = verify_report(ran.verl, src.label)
     report.deep_notes = deep_notes
     return report
+
+
+NOT_PPO_CODE = ("sft", "eval")  # entry points (wizard.check.entrypoints) whose own code --deep / --verl do not run
 
 
 def _verl_version() -> str:
