@@ -74,17 +74,22 @@ def _binds(src: Source, doc: Any, model_dir: str | None) -> list[tuple[str, str]
 
 
 def run_deep(src: Source, *, model_dir: str | None = None, phases: tuple[str, ...] = PHASES,
-             limits: _sandbox.Limits = LIMITS) -> Deep:
+             limits: _sandbox.Limits = LIMITS, sft: dict[str, Any] | None = None) -> Deep:
     """verl's code on `src`'s config, in the sandbox; what raised, as findings (VI874 config, VI875 reward,
-    VI876 data, VI863 tools; VI877 when the run itself stopped at a bound)."""
+    VI876 data, VI863 tools; VI877 when the run itself stopped at a bound). phases=("sft",): an sft_trainer launch,
+    `sft` its resolved {"data": ..., "model": ...} keys, built into verl's SFT dataset (VI876)."""
     refuse_without_sandbox("--deep" if set(phases) != {"config"} else "--verl")
-    items, engine, _ = user_items(src)
-    doc = bundle_doc(src, items, only_valid=False, with_overrides=False, engine=engine)
+    if phases == ("sft",):  # an sft_trainer launch: its resolved data and model keys, for verl's SFT dataset
+        doc, overrides = dict(sft or {}), []
+    else:
+        items, engine, _ = user_items(src)
+        doc = bundle_doc(src, items, only_valid=False, with_overrides=False, engine=engine)
+        overrides = hydra_overrides(src, items)
     root = str(Path(__file__).resolve().parents[2])  # the folder holding verl-init's own package
     workdir = str(src.workdir.resolve()) if src.workdir.is_dir() else "/tmp"
     with tempfile.TemporaryDirectory(prefix="verl-init-deep-") as tmp:
         write_yaml(Path(tmp) / "verl_config.yaml", doc)
-        (Path(tmp) / OVERRIDES_FILE).write_text(json.dumps(hydra_overrides(src, items)), encoding="utf-8")
+        (Path(tmp) / OVERRIDES_FILE).write_text(json.dumps(overrides), encoding="utf-8")
         bundle = f"{_sandbox.BIN}/bundle"
         binds = [(tmp, bundle), *_binds(src, doc, model_dir)]
         binds += _sandbox.binds_back([root])

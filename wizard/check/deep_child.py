@@ -9,6 +9,8 @@ Three phases, in the order verl meets them:
   training row (its data_source and ground truth), as the reward loop calls it;
 - data: verl's dataset class (utils/dataset/rl_dataset.py:get_dataset_class, a custom class included) built on the
   first rows of each reachable data file, and its first items read, as the trainer's dataloader reads them;
+- sft (an sft_trainer launch, alone): verl's SFT dataset (trainer/sft_trainer.py:create_sft_dataset, a custom class
+  included) built on the first rows of each reachable data file with the model's tokenizer, its items read;
 - tools (multi-turn runs): verl's tool-call parsers on the assistant turn the model's own chat template writes for
   one tool call (wizard.verlspec.toolcall): the parser multi_turn.format names must read it.
 What raises is reported with the phase and verl's message; one JSON line goes back to the host on the original
@@ -304,6 +306,45 @@ def tools_phase(cfg: Any, tok: Any, p: Phases) -> None:
                "(verl/experimental/agent_loop/tool_parser.py) for this one")
 
 
+def sft_phase(bundle: str, model_dir: str | None, p: Phases, where: str) -> None:
+    """verl's SFT dataset on the first rows of each data file, as sft_trainer builds it (create_sft_dataset:
+    data.custom_cls, else MultiTurnSFTDataset) and reads its items (multiturn_sft_dataset.py asserts, among others,
+    that the messages tokenized turn by turn equal the whole conversation under the chat template)."""
+    from omegaconf import OmegaConf
+
+    from wizard.check.source import read_yaml
+
+    cfg = OmegaConf.create(read_yaml(os.path.join(bundle, "verl_config.yaml")) or {})
+    data = cfg.get("data") or OmegaConf.create({})
+    model = cfg.get("model") or OmegaConf.create({})
+    files = [f for f in (_local(v) for k in ("train_files", "val_files")
+                         for v in ([data.get(k)] if isinstance(data.get(k), str) else list(data.get(k) or [])))
+             if f is not None and os.path.isfile(f)]
+    path = _local(model.get("tokenizer_path")) or _local(model.get("path")) or model_dir
+    if not files or not path:
+        p.notes.append("no data file or no local model folder here: verl's SFT dataset was not built")
+        return
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(path, trust_remote_code=bool(model.get("trust_remote_code", False)))
+    if data.get("custom_cls", {}).get("path"):
+        from verl.utils.import_utils import load_extern_object
+
+        cls = load_extern_object(data.custom_cls.path, data.custom_cls.name)
+    else:
+        from verl.utils.dataset.multiturn_sft_dataset import MultiTurnSFTDataset as cls
+    for f in dict.fromkeys(files):
+        try:
+            head = _head(f, ROWS, where)
+            ds = cls(parquet_files=[head], tokenizer=tok, config=data, processor=None)
+            for i in range(min(len(ds), ROWS)):
+                ds[i]
+        except Exception as exc:  # noqa: BLE001 - what verl raises is the answer
+            p.fail("VI876", "data", ["data.train_files", "data.messages_key"],
+                   f"verl's {getattr(cls, '__name__', 'SFT dataset')} raised on the first rows of {f}: {_msg(exc)}",
+                   "fix what verl's message names (the data keys, the rows, or the setting it asks for)")
+
+
 def main(argv: list[str]) -> int:
     bundle, model_dir, phases = argv[0], argv[1] or None, set(argv[2].split(","))
     out = os.dup(1)
@@ -316,6 +357,14 @@ def main(argv: list[str]) -> int:
     proc: Any = None
     from wizard.verify.harness import compose_bundle, verify_with_verl
 
+    if phases == {"sft"}:
+        try:
+            with warnings.catch_warnings(), contextlib.redirect_stdout(sys.stderr):
+                warnings.simplefilter("ignore")
+                sft_phase(bundle, model_dir, p, os.environ.get("TMPDIR", "/tmp"))
+        except BaseException as exc:  # noqa: BLE001 - whatever verl or the user's code raises is the answer
+            p.fail("VI876", "data", [], f"verl's SFT data code stopped: {_msg(exc)}", "fix the key verl's message names")
+        phases = set()
     if "config" in phases:
         try:
             rep = verify_with_verl(bundle, model_dir=model_dir)

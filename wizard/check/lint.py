@@ -121,10 +121,22 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_time(c, f, shape, response_length_mean)
     deep_notes: list[str] = []
     if (deep or run_verl) and src.entry in NOT_PPO_CODE:
-        # their trees are not ppo_trainer's and verl's PPO validation does not apply: nothing of theirs is composed
-        # or run (rather than PPO errors about an SFT config); the static rules above read them with their own tree
-        deep_notes = [f"--deep / --verl run verl's PPO-family code (main_ppo, fully async, one-step-off, generation): "
-                      f"this {src.entry} launch was checked against its own tree only, with no verl code run"]
+        # their trees are not ppo_trainer's and verl's PPO validation does not apply (rather than PPO errors about an
+        # SFT config): the static rules above read them with their own tree; --deep builds an SFT launch's dataset
+        deep_notes = [f"verl's config code (--verl, --deep's config phase) runs for PPO-family launches only: this "
+                      f"{src.entry} launch's config was checked against its own tree"
+                      + ("; --deep built verl's SFT dataset" if deep and src.entry == "sft" else "")]
+        if deep and src.entry == "sft":
+            from wizard.check.deep import run_deep
+            from wizard.check.tree import set_key
+
+            sft = {}
+            for key, value in res.flat.items():
+                if key.split(".")[0] in ("data", "model") and not c.unknown(key):
+                    set_key(sft, key, value)
+            ran = run_deep(src, model_dir=model_dir, phases=("sft",), sft=sft)
+            findings += [Finding(p) for p in ran.problems]
+            deep_notes += ran.notes
         deep = run_verl = False
     if deep or run_verl:
         from wizard.check.deep import PHASES, run_deep, verify_report
