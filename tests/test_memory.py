@@ -408,3 +408,19 @@ def test_a_weight_sync_over_only_by_the_kv_cache_is_tight_not_a_refusal():
     assert est(85.0, 4.0).verdict == "does not fit"  # over even without the KV cache
     assert est(85.0, 10.0, rollout_gib=81.0).verdict == "does not fit"  # another phase is over
     assert est(60.0, 10.0, rollout_gib=50.0).verdict == "fits"
+
+
+def test_a_fixed_micro_batch_holds_no_more_samples_than_a_gpu_has():
+    """8 prompts × 5 samples over 8 GPUs: 5 samples a GPU. A log-prob micro-batch of 20 cannot hold 20 of them (verl
+    asserts before it runs, VI824); the estimate counts the 5 that exist, 5 × 3072 tokens, not 20 × 3072 (a real
+    report, verl#2450, whose log-prob phase the estimate put at 47 GiB of activations)."""
+    from wizard.check.lint import check
+
+    run = ["actor_rollout_ref.model.path=Qwen/Qwen2.5-3B-Instruct", "actor_rollout_ref.rollout.name=vllm",
+           "algorithm.adv_estimator=grpo", "data.train_batch_size=8", "actor_rollout_ref.rollout.n=5",
+           "data.max_prompt_length=1024", "data.max_response_length=2048",
+           "actor_rollout_ref.actor.ppo_mini_batch_size=8", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1",
+           "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=20", "trainer.nnodes=1",
+           "trainer.n_gpus_per_node=8"]
+    layout = check(None, run, gpu_memory_gb=80).memory.layout
+    assert layout.logprob_tokens == 5 * 3072 and layout.train_tokens == 1 * 3072

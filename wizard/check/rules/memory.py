@@ -81,15 +81,19 @@ def _layout(c: Ctx, f: Facts, shape: Any, hw: Any, tp: int, gmu: float) -> tuple
     seq = f.seq
     # token counts per micro-batch: the budget under dynamic batching (verl packs up to it; × SP, split back over
     # the SP group by the estimate), else micro-batch × max length (the estimate applies its mean fill)
+    # a fixed micro-batch holds at most the samples a GPU has: a mini-batch's share for the update, the step's for a
+    # log-prob pass (a larger one is VI824's error; the estimate counts what could run)
+    step_share = -(-f.tbs * f.n // f.dp) if f.tbs and f.n and f.dp else None
+    mini_share = -(-f.mini * f.n // f.dp) if f.mini and f.n and f.dp else step_share
     if f.dynamic:
         train_tokens = (c.int(f"{A}.ppo_max_token_len_per_gpu") or seq) * (1 if f.megatron else f.sp)
     else:
-        train_tokens = (c.int(f"{A}.ppo_micro_batch_size_per_gpu") or 1) * seq
+        train_tokens = min(c.int(f"{A}.ppo_micro_batch_size_per_gpu") or 1, mini_share or 1 << 30) * seq
     lp_dynamic = bool(c.v(f"{R}.log_prob_use_dynamic_bsz"))
     if lp_dynamic:
         lp_tokens = (c.int(f"{R}.log_prob_max_token_len_per_gpu") or seq) * (1 if f.megatron else f.sp)
     else:
-        lp_tokens = (c.int(f"{R}.log_prob_micro_batch_size_per_gpu") or 1) * seq
+        lp_tokens = min(c.int(f"{R}.log_prob_micro_batch_size_per_gpu") or 1, step_share or 1 << 30) * seq
     # the critic: verl 0.9.1's trainer runs it with dynamic batching on one budget, its micro-batch unread
     # (trainer_base.py:267-268; EngineConfig.use_dynamic_bsz defaults to true), at most the tokens a GPU gets a step
     critic_tokens = 0
