@@ -9,9 +9,6 @@ so every advantage is 0 (real case verl PR #7581); Pass@k GRPO raises on a group
 
 from __future__ import annotations
 
-import importlib.util
-import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -33,12 +30,10 @@ def _vi847(adv: str) -> list:
 
 @pytest.mark.verl
 def test_regenerating_gives_the_committed_table():
-    sys.path.insert(0, str(ROOT / "scripts"))
-    spec = importlib.util.spec_from_file_location("verl_estimators", ROOT / "scripts" / "verl_estimators.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    fresh = json.dumps(mod.build(), indent=1, sort_keys=True) + "\n"
-    assert fresh == (ROOT / "wizard" / "check" / "data" / "verl_estimators.json").read_text(encoding="utf-8")
+    from helpers_scripts import regenerated
+
+    assert regenerated("verl_estimators") == \
+        (ROOT / "wizard" / "check" / "data" / "verl_estimators.json").read_text(encoding="utf-8")
 
 
 def test_the_table_agrees_with_the_arithmetic_in_verls_code():

@@ -3,9 +3,6 @@ VI892 (a value an assert / raise rejects or verl divides by) and VI893 (keys ver
 
 from __future__ import annotations
 
-import importlib.util
-import json
-import sys
 from pathlib import Path
 
 from wizard.check.lint import check
@@ -25,11 +22,9 @@ def _found(report, rule: str) -> list[tuple[str, ...]]:
 
 
 def test_regenerating_gives_the_committed_table():
-    sys.path.insert(0, str(ROOT / "scripts"))
-    spec = importlib.util.spec_from_file_location("verl_requirements", ROOT / "scripts" / "verl_requirements.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    fresh = json.dumps(mod.build(), indent=1, sort_keys=True) + "\n"
+    from helpers_scripts import regenerated
+
+    fresh = regenerated("verl_requirements")
     assert fresh == (ROOT / "wizard" / "check" / "data" / "verl_requirements.json").read_text(encoding="utf-8")
 
 
