@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.verl
+pytestmark = [pytest.mark.verl, pytest.mark.slow]  # each test runs verl's code in the sandbox
 
 WORDS = 200  # words in a long prompt: far above the LIMIT tokens of max_prompt_length below
 LIMIT = 64

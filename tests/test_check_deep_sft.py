@@ -15,7 +15,7 @@ import pytest
 
 from wizard.check.lint import check
 
-pytestmark = pytest.mark.verl
+pytestmark = [pytest.mark.verl, pytest.mark.slow]  # each test runs verl's code in the sandbox
 THINKING_LAST = ("{% for m in messages %}{% if m['role'] == 'assistant' and loop.last %}"
                  "{{ '<|im_start|>assistant\\n<think>\\n\\n</think>\\n\\n' + m['content'] + '<|im_end|>\\n' }}"
                  "{% else %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}{% endif %}"

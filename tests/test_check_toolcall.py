@@ -110,6 +110,7 @@ def _tools(report) -> list:
     return [f.problem for f in report.findings if f.problem.rule == "VI863"]
 
 
+@pytest.mark.slow  # verl's code in the sandbox, three times
 def test_deep_names_the_parser_that_reads_the_models_calls(tmp_path, tiny_model):
     """End to end, in the sandbox: Qwen3-Coder's template with verl's default hermes parser is an error whose fix
     names qwen3_coder; with qwen3_coder, or without multi-turn, there is nothing to say."""
@@ -126,6 +127,7 @@ def test_deep_names_the_parser_that_reads_the_models_calls(tmp_path, tiny_model)
     assert not _tools(check(_config(tmp_path, model, "hermes", multi_turn=False), deep=True))
 
 
+@pytest.mark.slow  # verl's code in the sandbox
 def test_deep_says_when_no_parser_reads_the_models_calls(tmp_path):
     from wizard.check.lint import check
     from wizard.smoketest.tiny import build_tiny_model
