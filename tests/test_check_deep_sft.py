@@ -63,7 +63,7 @@ def test_a_template_that_thinks_on_the_last_turn_stops_verls_sft_dataset(tmp_pat
 def test_the_setting_verl_names_and_a_plain_template_pass(tmp_path, tiny_model):
     found, report = _check(tmp_path, _model(tmp_path, tiny_model, THINKING_LAST), "data.ignore_input_ids_mismatch=true")
     assert not found, [p.message for p in found]
-    assert any("built verl's SFT dataset" in n for n in report.deep_notes)
+    assert any("MultiTurnSFTDataset built and read the first rows" in n for n in report.deep_notes)
     other = tmp_path / "plain"
     other.mkdir()
     plain, _ = _check(other, _model(other, tiny_model, None))  # one template for every turn: nothing to say

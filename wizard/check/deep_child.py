@@ -333,6 +333,7 @@ def sft_phase(bundle: str, model_dir: str | None, p: Phases, where: str) -> None
         cls = load_extern_object(data.custom_cls.path, data.custom_cls.name)
     else:
         from verl.utils.dataset.multiturn_sft_dataset import MultiTurnSFTDataset as cls
+    name = getattr(cls, "__name__", "SFT dataset")
     for f in dict.fromkeys(files):
         try:
             head = _head(f, ROWS, where)
@@ -341,8 +342,10 @@ def sft_phase(bundle: str, model_dir: str | None, p: Phases, where: str) -> None
                 ds[i]
         except Exception as exc:  # noqa: BLE001 - what verl raises is the answer
             p.fail("VI876", "data", ["data.train_files", "data.messages_key"],
-                   f"verl's {getattr(cls, '__name__', 'SFT dataset')} raised on the first rows of {f}: {_msg(exc)}",
+                   f"verl's {name} raised on the first rows of {f}: {_msg(exc)}",
                    "fix what verl's message names (the data keys, the rows, or the setting it asks for)")
+            continue
+        p.notes.append(f"verl's {name} built and read the first rows of {f}")
 
 
 def main(argv: list[str]) -> int:

@@ -124,8 +124,7 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         # their trees are not ppo_trainer's and verl's PPO validation does not apply (rather than PPO errors about an
         # SFT config): the static rules above read them with their own tree; --deep builds an SFT launch's dataset
         deep_notes = [f"verl's config code (--verl, --deep's config phase) runs for PPO-family launches only: this "
-                      f"{src.entry} launch's config was checked against its own tree"
-                      + ("; --deep built verl's SFT dataset" if deep and src.entry == "sft" else "")]
+                      f"{src.entry} launch's config was checked against its own tree"]
         if deep and src.entry == "sft":
             from wizard.check.deep import run_deep
             from wizard.check.tree import set_key

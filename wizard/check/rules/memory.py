@@ -85,22 +85,25 @@ def _layout(c: Ctx, f: Facts, shape: Any, hw: Any, tp: int, gmu: float) -> tuple
     # log-prob pass (a larger one is VI824's error; the estimate counts what could run)
     step_share = -(-f.tbs * f.n // f.dp) if f.tbs and f.n and f.dp else None
     mini_share = -(-f.mini * f.n // f.dp) if f.mini and f.n and f.dp else step_share
+
+    def at_most(micro: int, share: int | None) -> int:
+        return min(micro, share) if share else micro
+
     if f.dynamic:
         train_tokens = (c.int(f"{A}.ppo_max_token_len_per_gpu") or seq) * (1 if f.megatron else f.sp)
     else:
-        train_tokens = min(c.int(f"{A}.ppo_micro_batch_size_per_gpu") or 1, mini_share or 1 << 30) * seq
+        train_tokens = at_most(c.int(f"{A}.ppo_micro_batch_size_per_gpu") or 1, mini_share) * seq
     lp_dynamic = bool(c.v(f"{R}.log_prob_use_dynamic_bsz"))
     if lp_dynamic:
         lp_tokens = (c.int(f"{R}.log_prob_max_token_len_per_gpu") or seq) * (1 if f.megatron else f.sp)
     else:
-        lp_tokens = min(c.int(f"{R}.log_prob_micro_batch_size_per_gpu") or 1, step_share or 1 << 30) * seq
+        lp_tokens = at_most(c.int(f"{R}.log_prob_micro_batch_size_per_gpu") or 1, step_share) * seq
     # the critic: verl 0.9.1's trainer runs it with dynamic batching on one budget, its micro-batch unread
     # (trainer_base.py:267-268; EngineConfig.use_dynamic_bsz defaults to true), at most the tokens a GPU gets a step
     critic_tokens = 0
     if f.use_critic and c.src.entry in ("ppo", "fully_async", "one_step_off"):
-        critic_tokens = (c.int("critic.ppo_infer_max_token_len_per_gpu") or CRITIC_ENGINE_TOKENS) * f.token_sp[2]
-        if f.tbs and f.n and f.dp:
-            critic_tokens = min(critic_tokens, -(-f.tbs * f.n // f.dp) * seq)
+        budget = (c.int("critic.ppo_infer_max_token_len_per_gpu") or CRITIC_ENGINE_TOKENS) * f.token_sp[2]
+        critic_tokens = at_most(budget, step_share * seq if step_share else None)
     # remove-padding (verl's default) packs real tokens: a static micro-batch is mean-filled
     static = not f.dynamic and c.v(f"{M}.use_remove_padding") is not False
     if static and lp_dynamic:  # the layout's one fill applies to both passes: a log-prob budget is not filled
