@@ -137,6 +137,12 @@ RULES: dict[str, tuple[str, str]] = {
               "rollout.multi_turn.format names gives back no call from the assistant turn the model's own chat "
               "template writes for one tool call (tool_agent_loop.py:300-308 then ends the turn with no tool called); "
               "the hint names the parser verl registers that reads it"),
+    "VI864": ("bf16 rollout on a card without bf16", "--gpu-type names an NVIDIA card below compute capability 8.0 "
+              "(V100, T4, Turing, Pascal): vLLM refuses rollout.dtype=bfloat16 when its server starts "
+              "(vllm/platforms/cuda.py check_if_supports_dtype)"),
+    "VI865": ("flash-attn on a card below compute capability 8.0", "--gpu-type names an NVIDIA card below 8.0 and an "
+              "FSDP actor or critic loads the model with flash_attention_2 (verl's default, workers/config/model.py:185): "
+              "flash-attn stops the first training pass (flash_api.cpp: Ampere GPUs or newer)"),
     "VI866": ("multi-turn responses too short for the turns", "data.max_response_length holds the whole conversation: "
               "max_assistant_turns - 1 tool replies of up to max_tool_response_length characters leave under 128 "
               "tokens a turn of the model's own (verl ends the conversation when the response is full)"),

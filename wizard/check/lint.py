@@ -39,6 +39,7 @@ from wizard.check.report import Finding, Fix, Report, dedupe, fixed_overrides, f
 from wizard.check.resolve import resolve
 from wizard.check.rules.agent import rule_agent, rule_turn_budget
 from wizard.check.rules.prompts import rule_prompt_lengths
+from wizard.check.rules.precision import rule_precision
 from wizard.check.rules.remote_code import rule_remote_code
 from wizard.check.rules.sandbox import rule_sandbox
 from wizard.check.rules.batches import rule_batches, rule_deprecated_micro, rule_dynamic_flags
@@ -95,10 +96,10 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
     # resolving); main_generation_server reads only the rollout, model, data files and hardware of it
     # (trainer/main_generation_server.py)
     generation = (rule_unresolved, rule_choices, rule_layout, rule_hardware, rule_rollout_parallel, rule_device,
-                  rule_values)
+                  rule_precision, rule_values)
     ppo_rules = () if src.entry in ("sft", "eval") else generation if src.entry == "generation" else (
         rule_unresolved, rule_required, rule_deprecated_micro, rule_choices, rule_layout, rule_hardware,
-        rule_rollout_parallel, rule_device, rule_batches, rule_dynamic_flags, rule_tokens, rule_context_parallel_budget, rule_roles,
+        rule_rollout_parallel, rule_device, rule_precision, rule_batches, rule_dynamic_flags, rule_tokens, rule_context_parallel_budget, rule_roles,
         rule_values, rule_inert_clip, rule_files, rule_data_content, rule_prompt_lengths, rule_remote_code, rule_bundle_files, rule_agent, rule_turn_budget, rule_lora,
         rule_sandbox,
         rule_reward_model, rule_value_model, rule_resume)

@@ -56,7 +56,7 @@ class Answers(BaseModel):
     nnodes: int = Field(1, ge=1, le=1024, description="Number of nodes (machines) in the run.")
     gpus_per_node: int = Field(8, ge=1, le=16, description="GPUs on each node; verl needs the same count on every node.")
     gpu_memory_gb: float = Field(80.0, gt=0, le=1024, description="Memory of one GPU in GB (e.g. 24, 40, 80, 141).")
-    gpu_type: str = Field("H100", min_length=1, description="GPU model name, for the plan and cluster manifests.")
+    gpu_type: str = Field("H100", min_length=1, description="GPU model name: the step time, the cluster manifests, and fp16 with PyTorch attention on a card below compute capability 8.0 (V100, T4).")
     accelerator: Accelerator = Field(
         "nvidia", description="Accelerator vendor: nvidia (CUDA), amd (ROCm) or ascend (Huawei NPU); sets verl's device "
                               "and the Ray, Kubernetes and Slurm resource names.",

@@ -19,7 +19,7 @@ import os
 from typing import Optional, Sequence
 
 from wizard.intent.answers import Answers
-from wizard.planner import agent, genrm, verl_keys
+from wizard.planner import agent, genrm, precision, verl_keys
 from wizard.planner.stages import algorithm, batches, checkpoints, data, fit, hardware, layout, overrides, vision
 from wizard.planner.state import Build, Plan, Stages, settle, with_absolute_paths
 
@@ -37,7 +37,7 @@ RULE_STAGES: Stages = (
 # The key stages: verl's keys, in the order they appear in verl_config.yaml.
 KEY_STAGES: Stages = (
     verl_keys.algorithm_keys, verl_keys.data_keys, verl_keys.model_keys, verl_keys.actor_keys, verl_keys.rollout_keys,
-    agent.keys, verl_keys.ref_keys, verl_keys.critic_keys, verl_keys.reward_keys, verl_keys.genrm_keys,
+    agent.keys, verl_keys.ref_keys, verl_keys.critic_keys, precision.keys, verl_keys.reward_keys, verl_keys.genrm_keys,
     verl_keys.trainer_keys, verl_keys.vision_keys, verl_keys.override_keys, verl_keys.describe_roles,
 )
 

@@ -345,6 +345,8 @@ def _unknown_keys(bundle: str | os.PathLike[str], config_name: str) -> None:
         for i, part in enumerate(parts):
             if i == len(parts) - 1 and isinstance(node, dict) and part in _dataclass_fields(node.get("_target_")):
                 break  # a field of the dataclass verl builds from this node (omega_conf_to_dataclass) the YAML omits
+            if i < len(parts) - 1 and isinstance(node, dict) and part in _dataclass_fields(node.get("_target_"), True):
+                break  # inside a mapping field the YAML omits (FSDPEngineConfig.mixed_precision): its keys are free
             if not isinstance(node, dict) or part not in node:
                 siblings = [str(s) for s in node] if isinstance(node, dict) else []
                 close = difflib.get_close_matches(part, siblings, n=1)
@@ -356,11 +358,14 @@ def _unknown_keys(bundle: str | os.PathLike[str], config_name: str) -> None:
         raise KeyError("not in verl's config tree: " + ", ".join(unknown))
 
 
-def _dataclass_fields(target: Any) -> set[str]:
+def _dataclass_fields(target: Any, mappings: bool = False) -> set[str]:
     """The fields of the dataclass a verl config node names in `_target_` (e.g. critic.ppo_infer_max_token_len_per_gpu
-    is a field of FSDPCriticConfig that critic.yaml does not list: verl/workers/config/critic.py:89), else none."""
+    is a field of FSDPCriticConfig that critic.yaml does not list: verl/workers/config/critic.py:89), else none.
+    `mappings`: only the fields typed as a mapping (FSDPEngineConfig.mixed_precision: Optional[dict[str, Any]],
+    workers/config/engine.py:291), whose keys verl does not list."""
     import dataclasses
     import importlib
+    import typing
 
     if not isinstance(target, str) or "." not in target:
         return set()
@@ -369,7 +374,20 @@ def _dataclass_fields(target: Any) -> set[str]:
         cls = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError):
         return set()
-    return {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
+    if not dataclasses.is_dataclass(cls):
+        return set()
+    if not mappings:
+        return {f.name for f in dataclasses.fields(cls)}
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception:  # noqa: BLE001 - an annotation that does not resolve here: no mapping field known
+        return set()
+
+    def is_mapping(tp: Any) -> bool:
+        origin = typing.get_origin(tp)
+        return tp is dict or origin is dict or (origin is typing.Union and any(is_mapping(t) for t in typing.get_args(tp)))
+
+    return {f.name for f in dataclasses.fields(cls) if is_mapping(hints.get(f.name))}
 
 
 def registered_names(module_dir: str, decorator: str) -> set[str]:

@@ -13,7 +13,7 @@ from typing import Optional
 # --gpu-type → memory (GB) where the name pins it down
 GPU_MEMORY_GB = {"H100": 80, "H800": 80, "H200": 141, "H20": 96, "B200": 180, "L40S": 48, "L40": 48, "A10": 24,
                  "A10G": 24, "L4": 24, "RTX 4090": 24, "4090": 24, "RTX 3090": 24, "A6000": 48, "RTX A6000": 48,
-                 "L20": 48, "GB200": 186, "B300": 288,
+                 "L20": 48, "GB200": 186, "B300": 288, "T4": 16,
                  # AMD Instinct (HBM per device as ROCm/amdsmi reports it; an MI250X module shows as two 64 GB GCDs)
                  "MI300X": 192, "MI325X": 256, "MI355X": 288, "MI250X": 64, "MI210": 64,
                  # Huawei Ascend (the NPU chip's HBM)
@@ -43,7 +43,7 @@ ACCELERATORS: dict[str, Accelerator] = {
         "nvidia", "NVIDIA GPU", "nvidia", "cuda", "GPU", "nvidia.com/gpu", "gpu", "CUDA_VISIBLE_DEVICES",
         ("vllm", "sglang"), ("fsdp", "fsdp2", "megatron"),
         ("H100", "H800", "H200", "H20", "B200", "L40S", "L40", "A10", "A10G", "L4", "RTX 4090", "4090", "RTX 3090",
-         "A6000", "RTX A6000", "L20", "GB200", "B300"),
+         "A6000", "RTX A6000", "L20", "GB200", "B300", "T4"),
         "verl's default platform (platform_cuda.py)"),
     "amd": Accelerator(
         "amd", "AMD Instinct GPU (ROCm)", "amd", "cuda", "GPU", "amd.com/gpu", "gpu", "HIP_VISIBLE_DEVICES",
@@ -70,7 +70,7 @@ ACCELERATORS: dict[str, Accelerator] = {
 # RTX A6000 49140, A100 40GB 40960). torch can reserve at most this less the CUDA context.
 GPU_MIB = {"H100": 81559, "H800": 81559, "H200": 143771, "H20": 97871, "B200": 183359, "L40S": 46068, "L40": 46068,
            "A10": 23028, "A10G": 23028, "L4": 23034, "RTX 4090": 24564, "4090": 24564, "RTX 3090": 24576, "A6000": 49140,
-           "RTX A6000": 49140,
+           "RTX A6000": 49140, "T4": 15360,  # Tesla T4: nvidia-smi lists 15360 MiB
            # AMD Instinct as rocm-smi reports VRAM Total (MI300X 206141652992 B = 196592 MiB; MI250X GCD and MI210
            # 68702699520 B = 65520 MiB); MI325X taken as its nominal 256 GiB less 0.5 %, like an unlisted card
            "MI300X": 196592, "MI250X": 65520, "MI210": 65520, "MI325X": 260833,
@@ -190,6 +190,9 @@ GPU_PEAK: dict[str, Peak] = {
     "MI210": Peak(181, 1.6, "AMD Instinct MI210 datasheet (181 TFLOPS bf16, 1.6 TB/s)"),
     "Ascend910B": Peak(313, 1.6, "Huawei Ascend 910B (about 313 TFLOPS fp16, 1.6 TB/s HBM2e; public spec sheets)"),
     "GH200": Peak(989, 4.0, "NVIDIA GH200 datasheet (H100 compute, 4 TB/s HBM3 on the 96 GB part)"),
+    # no bf16 below compute capability 8.0: these cards run fp16 (wizard.planner.precision), at their fp16 tensor peak
+    "V100": Peak(125, 0.9, "NVIDIA V100 datasheet (SXM2: 125 TFLOPS fp16 tensor, 900 GB/s HBM2; no bf16)"),
+    "T4": Peak(65, 0.32, "NVIDIA T4 datasheet (65 TFLOPS fp16 tensor, 320 GB/s GDDR6; no bf16)"),
 }
 DEFAULT_PEAK_GPU = "H100"  # the step time's assumption when the GPU type is not known (it is named where used)
 
@@ -207,3 +210,48 @@ def peak_of_gpu_type(gpu_type: str | None) -> tuple[str, Peak] | None:
         if re.search(rf"(?<![a-z0-9])(?:{pat})(?![a-z0-9])", low):
             return k, GPU_PEAK[k]
     return None
+
+
+# NVIDIA compute capability by card name, from NVIDIA's list of CUDA GPUs (developer.nvidia.com/cuda-gpus) and each
+# architecture's whitepaper: Pascal 6.x, Volta 7.0, Turing 7.5, Ampere 8.0/8.6, Ada 8.9, Hopper 9.0, Blackwell 10.x.
+# What depends on it (verl 0.9.1's defaults on a card below 8.0):
+# - vLLM refuses a bf16 model: CudaPlatformBase.check_if_supports_dtype (vllm/platforms/cuda.py) raises "Bfloat16 is
+#   only supported on GPUs with compute capability of at least 8.0" when the server starts; rollout.dtype is
+#   bfloat16 (trainer/config/rollout/rollout.yaml:43) and verl passes it to the server (vllm_async_server.py:326);
+# - flash-attn 2 runs only on 8.0 and later (flash-attn's csrc/flash_attn/flash_api.cpp: "FlashAttention only
+#   supports Ampere GPUs or newer"), verl's default attention for the FSDP engines (workers/config/model.py:185).
+# "Quadro RTX 6000" (Turing, 7.5) is not "RTX 6000 Ada" (8.9) nor "RTX A6000" (8.6): the longest name wins, and a bare
+# "RTX 6000" is left unknown.
+GPU_COMPUTE_CAPABILITY: dict[str, tuple[int, int]] = {
+    "P100": (6, 0), "P40": (6, 1), "P4": (6, 1), "GTX 1080 Ti": (6, 1), "TITAN Xp": (6, 1),
+    "V100": (7, 0), "V100S": (7, 0), "TITAN V": (7, 0),
+    "T4": (7, 5), "RTX 2080 Ti": (7, 5), "RTX 2080": (7, 5), "TITAN RTX": (7, 5), "Quadro RTX 6000": (7, 5),
+    "Quadro RTX 8000": (7, 5),
+    "A100": (8, 0), "A800": (8, 0), "A30": (8, 0),
+    "A10": (8, 6), "A10G": (8, 6), "A40": (8, 6), "A16": (8, 6), "A2": (8, 6), "RTX 3090": (8, 6), "RTX 3090 Ti": (8, 6),
+    "A6000": (8, 6), "RTX A6000": (8, 6), "RTX A5000": (8, 6), "RTX A4000": (8, 6),
+    "L4": (8, 9), "L40": (8, 9), "L40S": (8, 9), "L20": (8, 9), "RTX 4090": (8, 9), "4090": (8, 9), "RTX 6000 Ada": (8, 9),
+    "H100": (9, 0), "H100 PCIe": (9, 0), "H800": (9, 0), "H200": (9, 0), "H20": (9, 0), "GH200": (9, 0),
+    "B200": (10, 0), "GB200": (10, 0), "B300": (10, 3),
+}
+BF16_MIN_CAPABILITY = (8, 0)  # vLLM's bf16 check and flash-attn 2 (both above)
+
+
+def compute_capability_of_gpu_type(gpu_type: str | None) -> tuple[str, tuple[int, int]] | None:
+    """(name, (major, minor)) of the longest GPU_COMPUTE_CAPABILITY name in `gpu_type` ("Tesla V100-SXM2-32GB",
+    "8xT4") as a whole word, case-insensitively, a space matching a hyphen, an underscore or nothing; None when no
+    known name is in it."""
+    if not gpu_type:
+        return None
+    low = _lower_without_count(gpu_type)
+    for k in sorted(GPU_COMPUTE_CAPABILITY, key=len, reverse=True):
+        if re.search(rf"(?<![a-z0-9]){_spaced(k)}(?![a-z0-9])", low):
+            return k, GPU_COMPUTE_CAPABILITY[k]
+    return None
+
+
+def without_bf16(gpu_type: str | None) -> tuple[str, tuple[int, int]] | None:
+    """(name, capability) when `gpu_type` is an NVIDIA card below compute capability 8.0 (no bf16 in vLLM, no
+    flash-attn 2); else None (a newer card, or one not known)."""
+    found = compute_capability_of_gpu_type(gpu_type)
+    return found if found is not None and found[1] < BF16_MIN_CAPABILITY else None
