@@ -120,6 +120,10 @@ CASES = {
     "Megatron LoRA without Megatron-Bridge": Case("VI881", "actor_rollout_ref.model.lora.rank",
                                                   with_("model_engine=megatron", "actor_rollout_ref.model.lora.rank=16",
                                                         f"{A}.megatron.vanilla_mbridge=True")),
+    # a card below compute capability 8.0 (tests/test_precision.py has verl's verdict on the fixed list)
+    "bf16 rollout on a V100": Case("VI864", f"{R}.dtype", with_(), options={"gpu_type": "Tesla V100-SXM2-32GB"}),
+    "flash-attn on a T4": Case("VI865", "actor_rollout_ref.model.override_config.attn_implementation",
+                               with_(f"{R}.dtype=float16"), options={"gpu_type": "T4"}),
 }
 
 
@@ -132,24 +136,25 @@ def test_every_fix_site_has_a_case():
 def _apply(case: Case, tmp_path: Path) -> tuple[Any, Any]:
     """(report before, report after applying --fix's list as the user would)."""
     extra = list(case.options.get("extra", []))
+    hw = {"gpu_type": case.options["gpu_type"]} if "gpu_type" in case.options else {}
     if case.yaml is not None:
         target = tmp_path / "cfg.yaml"
         target.write_text(YAML_HEAD + case.yaml, encoding="utf-8")
-        before = check(str(target), extra, defaults="snapshot", workdir=str(tmp_path))
+        before = check(str(target), extra, defaults="snapshot", workdir=str(tmp_path), **hw)
         fixed, _ = fixed_overrides(before)
-        return before, check(str(target), fixed, defaults="snapshot", workdir=str(tmp_path))
+        return before, check(str(target), fixed, defaults="snapshot", workdir=str(tmp_path), **hw)
     if case.script:
         target = tmp_path / "run.sh"
         target.write_text("#!/bin/bash\npython3 -m verl.trainer.main_ppo " + " ".join(f"'{o}'" for o in case.overrides)
                           + "\n", encoding="utf-8")
-        before = check(str(target), defaults="snapshot", workdir=str(tmp_path))
+        before = check(str(target), defaults="snapshot", workdir=str(tmp_path), **hw)
         fixed, _ = fixed_overrides(before)  # the launch's whole list: it replaces the script's
         target.write_text("#!/bin/bash\npython3 -m verl.trainer.main_ppo " + " ".join(f"'{o}'" for o in fixed)
                           + "\n", encoding="utf-8")
-        return before, check(str(target), defaults="snapshot", workdir=str(tmp_path))
-    before = check(None, case.overrides + extra, defaults="snapshot", workdir=str(tmp_path))
+        return before, check(str(target), defaults="snapshot", workdir=str(tmp_path), **hw)
+    before = check(None, case.overrides + extra, defaults="snapshot", workdir=str(tmp_path), **hw)
     fixed, _ = fixed_overrides(before)
-    return before, check(None, fixed, defaults="snapshot", workdir=str(tmp_path))
+    return before, check(None, fixed, defaults="snapshot", workdir=str(tmp_path), **hw)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

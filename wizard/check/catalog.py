@@ -61,7 +61,8 @@ RULES: dict[str, tuple[str, str]] = {
     "VI854": ("policy-loss parameters", "dual-clip needs clip_ratio_c > 1; the dro loss needs dro_beta > 0 (core_algos.py)"),
     "VI855": ("tools that never fire", "tools configured (multi_turn.*) but the default agent loop is single_turn_agent and rows name none (agent_loop.py:610)"),
     "VI856": ("LoRA rank and vLLM", "vLLM serves LoRA ranks up to 512 and reserves the next of 1,8,16,32,64,128,256,320,512"),
-    "VI857": ("deprecated or rewritten setting", "data.val_batch_size (deprecated), trainer.device=cpu (rewritten to cuda)"),
+    "VI857": ("deprecated or rewritten setting", "data.val_batch_size (verl calls it deprecated and still reads it), "
+              "trainer.device=cpu (rewritten to cuda)"),
     "VI858": ("tool config verl cannot load", "multi_turn.tool_config_path missing, without a native `tools:` list, or a class_name that does not import here"),
     "VI859": ("tool agent loop without tools", "default_agent_loop=tool_agent or multi_turn.enable with no tool_config_path / function_tool_path"),
     "VI860": ("memory does not fit / is tight", "a phase's estimated peak per GPU (rollout, weight sync, log-prob, update; GiB, wizard.planner.memory) is over the card: error; only its ±20% band is: warning naming the phase"),
@@ -71,7 +72,8 @@ RULES: dict[str, tuple[str, str]] = {
               "replicate them evenly) over the rollout's tensor_model_parallel_size: a size that does not divide them fails "
               "at engine start (QKVParallelLinear divide(); vLLM ModelConfig.verify_with_parallel_config)"),
     "VI839": ("resume from a path verl cannot read", "resume_mode=resume_path needs a global_step_N folder, its step the "
-              "text after the last 'global_step_' (int() at fit start), with an actor/ folder (trainer_base.py:866-881)"),
+              "text after the last 'global_step_' (int() at fit start), with an actor/ folder (trainer_base.py:866-881); "
+              "sft_trainer: the global_step_N folder itself, with the engine's shards (checkpoint_handler.py:164-216)"),
     "VI849": ("LoRA on a vision tower vLLM ignores", "FSDP LoRA on a vision-language model whose target_modules reach the "
               "vision tower and exclude_modules does not exclude it: vLLM serves LoRA on the language model only"),
     "VI835": ("micro-batches under the interleaved schedule", "Megatron with virtual pipeline > 1 and fixed micro-batches: "
@@ -94,7 +96,7 @@ RULES: dict[str, tuple[str, str]] = {
     "VI888": ("judge function without a reward model", "the custom reward function requires reward_router_address (a generative judge's) but reward.reward_model.enable is false"),
     "VI889": ("reward model without enough GPUs", "a reward-model replica (TP×DP×PP) larger than its pool, or enable_resource_pool with n_gpus_per_node/nnodes ≤ 0 (verl fails after Ray starts)"),
     "VI879": ("cluster file disagrees with verl_config.yaml", "a bundle's RayJob/RayCluster GPUs, ConfigMap or Slurm nodes describe another job than its verl_config.yaml (a file left from an earlier render)"),
-    "VI878": ("garbled data rows", "a data file's first rows: a chat stored as JSON text, an empty prompt, a system message not first, no ground truth, or a data_source no scorer knows"),
+    "VI878": ("garbled data rows", "a data file's first rows: a chat stored as JSON text, an empty prompt, a system message not first, no ground truth, a data_source no scorer knows, or <image>/<video>/<audio> placeholders that do not match the row's media"),
     "VI872": ("fewer training rows than one batch", "verl drops the incomplete batch (drop_last) and trains 0 steps"),
     "VI883": ("sandbox bypassed by a custom reward function", "reward.sandbox_fusion.url with reward.custom_reward_function.path: verl binds the sandbox into its default scorer only (ppo/reward.py:134)"),
     "VI884": ("sandbox URL verl cannot or should not use", "reward.sandbox_fusion.url not http(s) (every call fails, rewards 0) or with credentials in it (shown redacted)"),

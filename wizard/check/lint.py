@@ -45,7 +45,7 @@ from wizard.check.rules.sandbox import rule_sandbox
 from wizard.check.rules.batches import rule_batches, rule_deprecated_micro, rule_dynamic_flags
 from wizard.check.rules.context import M, Ctx, facts, model_shape
 from wizard.check.rules.bundlefiles import rule_bundle_files
-from wizard.check.rules.checkpoints import rule_resume
+from wizard.check.rules.checkpoints import rule_resume, rule_resume_sft
 from wizard.check.rules.datacontent import rule_data_content
 from wizard.check.rules.files import rule_files
 from wizard.check.rules.layout import (rule_device, rule_hardware, rule_layout, rule_megatron, rule_rollout_dp_nodes,
@@ -103,8 +103,9 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_values, rule_inert_clip, rule_files, rule_data_content, rule_prompt_lengths, rule_remote_code, rule_bundle_files, rule_agent, rule_turn_budget, rule_lora,
         rule_sandbox,
         rule_reward_model, rule_value_model, rule_resume)
+    sft_rules = (rule_resume_sft,) if src.entry == "sft" else ()
     with tool_imports(deep):  # check's agent rules import a tool module only with --deep, in the sandbox
-        for rule in (*ppo_rules, rule_unread, rule_requirements):
+        for rule in (*ppo_rules, *sft_rules, rule_unread, rule_requirements):
             rule(c, f)
     if ppo_rules:
         rule_rollout_heads(c, f, shape)

@@ -65,3 +65,21 @@ def chat_problems(chat: list[dict[str, Any]]) -> list[tuple[str, str]]:
     if late:
         out.append(("VI545", f"system message at position {late[0]}"))
     return out
+
+
+PLACEHOLDERS = {"image": "<image>", "video": "<video>", "audio": "<audio>"}
+
+
+def media_mismatches(chat: list[dict[str, Any]], media: dict[str, Any]) -> list[tuple[str, int, int]]:
+    """(kind, placeholders, items) for each kind whose count verl 0.9.1 refuses in one row, as RLHFDataset.
+    _build_messages pairs them (utils/dataset/rl_dataset.py:313-383): only in a row with any media at all (a text-only
+    row keeps "<image>" as text), only in messages whose content is a string (a structured content list is taken as
+    it is), the n-th placeholder of a kind with the n-th item of that kind's column; the offsets must end equal to
+    the lengths (rl_dataset.py:381-383). `media`: kind → the row's value of data.<kind>_key (None: empty)."""
+    items = {kind: value if isinstance(value, (list, tuple)) else [] for kind, value in media.items() if value}
+    if not any(items.values()):
+        return []
+    texts = [m.get("content") for m in chat if isinstance(m, dict) and isinstance(m.get("content"), str)]
+    counts = {kind: sum(t.count(PLACEHOLDERS[kind]) for t in texts) for kind in media}
+    return [(kind, counts[kind], len(items.get(kind, []))) for kind in media
+            if counts[kind] != len(items.get(kind, []))]

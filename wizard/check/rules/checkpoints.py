@@ -11,6 +11,8 @@ the trainers look for the newest checkpoint under default_local_dir and never re
 
 from __future__ import annotations
 
+import re
+
 from wizard.check.rules.context import Ctx, Facts, local_path
 
 MODE, PATH = "trainer.resume_mode", "trainer.resume_from_path"
@@ -41,4 +43,43 @@ def rule_resume(c: Ctx, f: Facts) -> None:
         c.add("VI839", "warning", (PATH,),
               f"{path} exists here but holds no actor/ folder, which verl loads the actor from "
               "(v1/trainer_base.py:881): an exported Hugging Face model is not a checkpoint verl can resume",
+              "give the global_step_N folder that trainer.default_local_dir's checkpoints wrote")
+
+
+# verl 0.9.1's SFT trainer (trainer/sft_trainer.py:83-96 → utils/checkpoint/checkpoint_handler.py) reads the same two
+# keys another way: resume_path, and auto with a path given, assert that the path exists and holds "global_step_"
+# (checkpoint_handler.py:203-216); the step is the FIRST global_step_<digits> in it (extract_step, :33-37); the
+# engine then loads the checkpoint from that folder itself (:164), where the FSDP engine reads
+# model_world_size_<W>_rank_<R>.pt (utils/checkpoint/fsdp_checkpoint_manager.py:213).
+SFT_STEP = re.compile(r"global_step_(\d+)")
+
+
+def rule_resume_sft(c: Ctx, f: Facts) -> None:
+    mode, path = c.v(MODE), c.v(PATH)
+    if c.unknown(MODE, PATH) or mode not in ("resume_path", "auto") or (mode == "auto" and path is None):
+        return
+    if not isinstance(path, str) or "global_step_" not in path:
+        c.add("VI839", "error", (PATH, MODE),
+              f"{MODE}={mode} with {PATH}={path!r}: verl's SFT trainer asserts the path holds 'global_step_' "
+              "(utils/checkpoint/checkpoint_handler.py:208-216)",
+              f"set {PATH}=<trainer.default_local_dir>/global_step_N" + (", or leave it null: auto finds the newest"
+                                                                            if mode == "auto" else ""))
+        return
+    folder = path.rstrip("/").rsplit("/", 1)[-1]
+    found = SFT_STEP.search(path)
+    if not re.fullmatch(r"global_step_\d+", folder):
+        head = path[: found.end()] if found else path
+        c.add("VI839", "error", (PATH,),
+              f"{PATH}={path}: verl's SFT trainer loads the checkpoint from this folder itself "
+              "(checkpoint_handler.py:164) and takes the step from its first 'global_step_N' "
+              f"({found.group(0) if found else 'none'}, :33-37): inside or beside a checkpoint folder the engine "
+              "finds no model shards (fsdp_checkpoint_manager.py:213)",
+              f"point it at the checkpoint folder itself: {head}")
+        return
+    local = local_path(c, path)
+    if local is not None and local.is_dir() and not any(local.glob("model_world_size_*_rank_*.pt")) \
+            and c.v("engine.strategy") in ("fsdp", "fsdp2"):
+        c.add("VI839", "warning", (PATH,),
+              f"{path} exists here but holds no model_world_size_*_rank_*.pt shards, which verl's FSDP engine loads "
+              "(fsdp_checkpoint_manager.py:213): an exported Hugging Face model is not a checkpoint it can resume",
               "give the global_step_N folder that trainer.default_local_dir's checkpoints wrote")

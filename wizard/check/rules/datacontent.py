@@ -1,7 +1,8 @@
 """Data content rule (VI878): the first rows of every training/validation file `check` can reach here, read as
 verl reads them (data.prompt_key), with validate-dataset's content checks (wizard.planner.datacontent: a message
 holding a JSON chat, an empty prompt, a system message not first) and the scorer's needs (a ground truth for the
-scorer, a data_source verl's default scoring knows unless a custom reward function is set). One finding per file,
+scorer, a data_source verl's default scoring knows unless a custom reward function is set) and, in a row with
+images, videos or audio, one placeholder per item (RLHFDataset._build_messages). One finding per file,
 naming the first problem and its row; `verl-init validate-dataset FILE` lists them all.
 """
 
@@ -40,8 +41,9 @@ def file_rows(path: Path) -> Iterator[dict[str, Any]]:
                     yield row
 
 
-def _row_problem(row: dict[str, Any], prompt_key: str, custom_reward: bool) -> tuple[str, str] | None:
-    """(what is wrong, why it matters) for one row, or None."""
+def _row_problem(row: dict[str, Any], prompt_key: str, custom_reward: bool,
+                 media_keys: dict[str, str] | None = None) -> tuple[str, str] | None:
+    """(what is wrong, why it matters) for one row, or None. `media_keys`: kind → data.<kind>_key."""
     from wizard.planner import datacontent
     from wizard.planner.dataprep import scorer_for
 
@@ -60,6 +62,16 @@ def _row_problem(row: dict[str, Any], prompt_key: str, custom_reward: bool) -> t
         if problems:
             rule, detail = problems[0]
             return f"{datacontent.MESSAGES[rule]} ({detail})", f"{datacontent.HINTS[rule]} [{rule}]"
+        keys = media_keys or {}
+        wrong = datacontent.media_mismatches(prompt, {kind: row.get(key) for kind, key in keys.items()})
+        if wrong:
+            kind, marks, items = wrong[0]
+            return (f"{marks} {datacontent.PLACEHOLDERS[kind]} placeholder(s) in {prompt_key!r} for {items} "
+                    f"{kind}(s) in {keys[kind]!r}: verl pairs them one to one and asserts the counts "
+                    "(utils/dataset/rl_dataset.py:381-383). With data.filter_overlong_prompts on, its length count "
+                    "catches that assert and drops the row as if overlong (rl_dataset.py:241-244), and a file of "
+                    "such rows leaves no data; with it off, the run stops at the first batch holding the row",
+                    f"put one {datacontent.PLACEHOLDERS[kind]} in the prompt per {kind}, in order [VI576]")
     else:
         return f"{prompt_key!r} is not a non-empty list of chat messages", "write [{\"role\": \"user\", ...}] [VI522]"
     rm = row.get("reward_model")
@@ -79,6 +91,8 @@ def rule_data_content(c: Ctx, f: Facts) -> None:
     prompt_key = c.v("data.prompt_key")
     prompt_key = prompt_key if isinstance(prompt_key, str) else "prompt"
     custom = bool(c.v("reward.custom_reward_function.path"))
+    media_keys = {kind: key for kind in ("image", "video", "audio")
+                  if isinstance(key := c.v(f"data.{kind}_key", f"{kind}s"), str)}
     for key in ("data.train_files", "data.val_files"):
         value = c.v(key)
         if c.unknown(key) or value is None:
@@ -94,7 +108,7 @@ def rule_data_content(c: Ctx, f: Facts) -> None:
                 for n, row in enumerate(file_rows(local)):
                     if n >= SAMPLE_ROWS:
                         break
-                    problem = _row_problem(row, prompt_key, custom)
+                    problem = _row_problem(row, prompt_key, custom, media_keys)
                     if problem is not None:
                         message, hint = problem
                         c.add("VI878", "error", (key, "data.prompt_key"), f"{path} row {n}: {message}",

@@ -221,8 +221,11 @@ def rule_values(c: Ctx, f: Facts) -> None:
             c.add("VI856", "warning", (key,), f"vLLM reserves adapters of rank {up} for lora_rank={rank}",
                   f"use one of {', '.join(map(str, VLLM_LORA_RANKS))} to waste no memory")
     if c.v("data.val_batch_size") is not None and c.set_by_user("data.val_batch_size"):
-        c.add("VI857", "info", ("data.val_batch_size",), "data.val_batch_size is deprecated: verl validates the whole "
-              "validation set at once", "remove it", fix=Fix(delete=["data.val_batch_size"]))
+        c.add("VI857", "info", ("data.val_batch_size",), "data.val_batch_size: verl 0.9.1 prints that it is deprecated "
+              "(utils/config.py:194) but still reads it: validation runs in batches of this many prompts, every batch "
+              "kept (ray_trainer.py:414-422, trainer/ppo/v1/trainer_base.py:754); unset, the whole set is one batch",
+              "remove it to send the whole validation set at once (the inference engines schedule it), or keep it to "
+              "bound each validation batch", fix=Fix(delete=["data.val_batch_size"]))
     if c.v("trainer.device") == "cpu":
         c.add("VI857", "info", ("trainer.device",), "trainer.device=cpu is rewritten to cuda by verl's auto_set_device "
               "when no accelerator is found; verl 0.9.1 cannot train on CPU", "run on GPUs")
