@@ -68,6 +68,12 @@ f="$VI_TRACE_OUT/launch-0"
 if [ -f "$f" ] && [ ! -L "$f" ]; then
   printf 'launch ' >&3; head -c "$((VI_ARGV_BYTES + 1))" -- "$f" | base64 -w0 >&3; printf '\n' >&3
 fi
+for part in via names; do
+  f="$VI_TRACE_OUT/$part-0"
+  if [ -f "$f" ] && [ ! -L "$f" ]; then
+    printf '%s ' "$part" >&3; head -c 65536 -- "$f" | base64 -w0 >&3; printf '\n' >&3
+  fi
+done
 f="$VI_TRACE_OUT/.stderr"
 if [ -f "$f" ] && [ ! -L "$f" ]; then
   printf 'stderr ' >&3; tail -c 4096 -- "$f" | base64 -w0 >&3; printf '\n' >&3
@@ -92,8 +98,13 @@ for a in "$@"; do
   esac
 done
 if [ -n "$found" ]; then
-  n=$(ls "$VI_TRACE_OUT" | wc -l)
+  n=0
+  for f in "$VI_TRACE_OUT"/launch-*; do [ -e "$f" ] && n=$((n + 1)); done
   { printf '%s\0' "${@:found}"; } > "$VI_TRACE_OUT/launch-$n"
+  # how it was started (the launcher and its words before the entry point: `ray job submit ... -- python3 -m`) and
+  # the NAMES of the variables exported to it (never their values)
+  { printf '%s\0' "$name" "${@:1:found-1}"; } > "$VI_TRACE_OUT/via-$n"
+  compgen -e > "$VI_TRACE_OUT/names-$n"
   exit 0
 fi
 if [ "$name" != python ] && [ "$name" != python3 ]; then  # uv run ... python3 ARGS acts as that python
@@ -144,6 +155,8 @@ class Traced:
     status: int | None = None
     reason: str = ""
     error: str = ""  # bash's last line on stderr when it stopped before a launch (bounded)
+    via: list[str] = field(default_factory=list)  # the launcher and its words before the entry point ("ray", "job", ...)
+    env_names: list[str] = field(default_factory=list)  # the variables exported to the launch: names only
     needed: list[str] = field(default_factory=list)  # variables given UNSET_<NAME> because the script stopped without
 
     @property
@@ -226,13 +239,15 @@ def _parse(result: sandbox_run.Result) -> Traced:
     fields: dict[str, str] = {}
     for line in result.stdout.decode("ascii", errors="replace").splitlines():
         key, _, value = line.partition(" ")
-        if key in ("status", "launches", "launch", "stderr") and key not in fields:
+        if key in ("status", "launches", "launch", "stderr", "via", "names") and key not in fields:
             fields[key] = value.strip()
     try:
         status = int(fields.get("status", ""))
         count = int(fields.get("launches", "0"))
         raw = base64.b64decode(fields.get("launch", ""), validate=False)
         err = base64.b64decode(fields.get("stderr", ""), validate=False)
+        via = base64.b64decode(fields.get("via", ""), validate=False).decode("utf-8", errors="replace")
+        names = base64.b64decode(fields.get("names", ""), validate=False).decode("ascii", errors="replace")
     except (ValueError, binascii.Error):
         return Traced(status=result.status, reason="bash's trace could not be read")
     tail = err.decode("utf-8", errors="replace").strip().splitlines()
@@ -244,4 +259,5 @@ def _parse(result: sandbox_run.Result) -> Traced:
     words = raw.decode("utf-8", errors="replace").split("\0")[:-1]
     if not words:
         return Traced(status=status, reason="empty launch")
-    return Traced(module=words[0], args=words[1:], launches=count, status=status)
+    return Traced(module=words[0], args=words[1:], launches=count, status=status, via=via.split("\0")[:-1][:256],
+                  env_names=[n for n in names.split() if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", n)][:4096])

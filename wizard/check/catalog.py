@@ -139,6 +139,10 @@ RULES: dict[str, tuple[str, str]] = {
               "rollout.multi_turn.format names gives back no call from the assistant turn the model's own chat "
               "template writes for one tool call (tool_agent_loop.py:300-308 then ends the turn with no tool called); "
               "the hint names the parser verl registers that reads it"),
+    "VI829": ("variables exported before `ray job submit` never reach the job", "bash's run of the script: a "
+              "variable a verl job reads (CUDA_VISIBLE_DEVICES, VLLM_*, NCCL_*, HF_*, WANDB_*, PYTHONPATH, ...) exported "
+              "before `ray job submit` and not in the job's runtime env: Ray starts the job with the cluster's "
+              "environment and the runtime env's env_vars"),
     "VI864": ("bf16 rollout on a card without bf16", "--gpu-type names an NVIDIA card below compute capability 8.0 "
               "(V100, T4, Turing, Pascal): vLLM refuses rollout.dtype=bfloat16 when its server starts "
               "(vllm/platforms/cuda.py check_if_supports_dtype)"),

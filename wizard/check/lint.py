@@ -39,6 +39,7 @@ from wizard.check.report import Finding, Fix, Report, dedupe, fixed_overrides, f
 from wizard.check.resolve import resolve
 from wizard.check.rules.agent import rule_agent, rule_turn_budget
 from wizard.check.rules.prompts import rule_prompt_lengths
+from wizard.check.rules.launchenv import rule_launch_env
 from wizard.check.rules.precision import rule_precision
 from wizard.check.rules.remote_code import rule_remote_code
 from wizard.check.rules.sandbox import rule_sandbox
@@ -105,7 +106,7 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_reward_model, rule_value_model, rule_resume)
     sft_rules = (rule_resume_sft,) if src.entry == "sft" else ()
     with tool_imports(deep):  # check's agent rules import a tool module only with --deep, in the sandbox
-        for rule in (*ppo_rules, *sft_rules, rule_unread, rule_requirements):
+        for rule in (*ppo_rules, *sft_rules, rule_launch_env, rule_unread, rule_requirements):
             rule(c, f)
     if ppo_rules:
         rule_rollout_heads(c, f, shape)

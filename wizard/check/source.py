@@ -337,6 +337,7 @@ def load_source(target: str | None, extra: Sequence[str] = (), *, env: Mapping[s
                 ex = Extraction(launch=None, script=str(p))
             if traced is not None:
                 adopt_traced(ex, traced.module or "", traced.args, traced.needed)
+                ex.via, ex.env_names = list(traced.via), list(traced.env_names)
             if ex.launch is None:
                 others = ", ".join(dict.fromkeys(".".join(e.module.split(".")[-2:]) if e.module.endswith(".main_ppo")
                                                  else e.module.rsplit(".", 1)[-1] for e in ENTRIES[1:]))

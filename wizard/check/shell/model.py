@@ -54,6 +54,10 @@ class Extraction:
     notes: list[str] = field(default_factory=list)
     workdir: str | None = None  # a top-level `cd DIR` before the launch (DIR resolved)
     script: str | None = None
+    # from bash's own run (wizard.check.bashtrace) only: the launcher and its words before the entry point, and the
+    # names of the variables exported to the launch
+    via: list[str] = field(default_factory=list)
+    env_names: list[str] = field(default_factory=list)
 
     @property
     def overrides(self) -> list[str]:

@@ -1,0 +1,82 @@
+"""Variables a launch script exports before `ray job submit` (VI829): they stay in the submitting shell.
+
+Ray's job submission starts the entrypoint on the cluster, from the job supervisor, with the cluster's environment and
+the job's runtime env (`--runtime-env FILE`, `--runtime-env-json JSON`: its `env_vars`), not the environment of the
+`ray job submit` process (Ray's job_manager / job_supervisor; the test holds a real Ray cluster to it). So
+`export VLLM_...=...` before the submit changes nothing in the job, and `export CUDA_VISIBLE_DEVICES=2,5,6,7`
+does not pick GPUs: verl's workers get the GPUs of the Ray nodes (real case verl#1472).
+
+Only bash's own run of the script sees what it exported (wizard.check.bashtrace records the names, never the
+values); the static reader alone says nothing here. Only variables a verl job reads are named (JOB_VARS).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from wizard.check.rules.context import Ctx, Facts
+
+# Read by the job's processes (verl, vLLM/SGLang, NCCL, torch, transformers/hub, loggers, Python's import path); the
+# submit command's own variables (RAY_ADDRESS, RAY_JOB_HEADERS, ...) are not among them
+JOB_VARS = re.compile(r"CUDA_VISIBLE_DEVICES|(VLLM|SGLANG|NCCL|TORCH|PYTORCH|CUDA|HF|HUGGINGFACE|TRANSFORMERS|WANDB|"
+                      r"SWANLAB|MLFLOW|VERL|HCCL|ASCEND)_[A-Z0-9_]+|TOKENIZERS_PARALLELISM|HYDRA_FULL_ERROR|PYTHONPATH")
+MAX_RUNTIME_ENV_BYTES = 1 << 20
+
+
+def _flag(words: list[str], name: str) -> str | None:
+    for i, w in enumerate(words):
+        if w == name and i + 1 < len(words):
+            return words[i + 1]
+        if w.startswith(name + "="):
+            return w[len(name) + 1:]
+    return None
+
+
+def _forwarded(c: Ctx, words: list[str]) -> tuple[set[str], str]:
+    """(env_vars names the job's runtime env sets, why that set may be incomplete: "" when it is known)."""
+    from wizard._io import UnsafeInput, read_user_file, safe_json, safe_yaml
+
+    doc: Any = None
+    text = _flag(words, "--runtime-env-json")
+    where = ""
+    try:
+        if text is not None:
+            doc = safe_json(text)
+        elif (path := _flag(words, "--runtime-env")) is not None:
+            file = Path(path) if Path(path).is_absolute() else c.src.workdir / path
+            try:
+                doc = safe_yaml(read_user_file(str(file), MAX_RUNTIME_ENV_BYTES).decode("utf-8"))
+            except OSError:
+                where = f"the runtime env {path} is not readable here"
+    except (ValueError, UnsafeInput, UnicodeError):
+        where = "the job's runtime env cannot be read"
+    env = doc.get("env_vars") if isinstance(doc, dict) else None
+    return (set(env) if isinstance(env, dict) else set()), where
+
+
+def rule_launch_env(c: Ctx, f: Facts) -> None:
+    ex = c.src.extraction
+    via = ex.via if ex is not None else []
+    if via[:3] != ["ray", "job", "submit"]:
+        return
+    exported = {n for n in ex.env_names if JOB_VARS.fullmatch(n)} - set(c.env)
+    forwarded, unsure = _forwarded(c, via)
+    missing = sorted(exported - forwarded)
+    if not missing:
+        return
+    unless = f" ({unsure}: unless it sets them)" if unsure else ""
+    gpus = "CUDA_VISIBLE_DEVICES" in missing
+    others = [n for n in missing if n != "CUDA_VISIBLE_DEVICES"]
+    fixes = (["pin the GPUs where the cluster starts (CUDA_VISIBLE_DEVICES=... ray start ...), not in the runtime env, "
+              "where Ray replaces it per worker"] if gpus else []) + (
+        [f"put {', '.join(others)} in the runtime env's env_vars (--runtime-env-json '{{\"env_vars\": {{...}}}}' or "
+         "the --runtime-env YAML)"] if others else [])
+    c.add("VI829", "warning", ("target",),
+          f"the script exports {', '.join(missing)} before `ray job submit`, and the job's runtime env does not "
+          f"set {'it' if len(missing) == 1 else 'them'}{unless}: Ray starts the job on the cluster with the cluster's "
+          "environment and the runtime env's env_vars only, so the job never sees "
+          f"{'it' if len(missing) == 1 else 'them'}"
+          + ("; CUDA_VISIBLE_DEVICES there picks no GPUs: verl's workers take the GPUs of the Ray nodes" if gpus else ""),
+          "; ".join(fixes))
