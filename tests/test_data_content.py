@@ -145,3 +145,14 @@ def test_a_garbled_verl_format_file_fails_the_smoke_with_one_line(tmp_path):
     report = wizard.smoke(bundle, options=SmokeOptions(engine="cpu"))
     assert report.failure is not None and report.failure.phase == "data", report.failure
     assert "[VI543]" in report.failure.message and "\n" not in report.failure.message
+
+
+def test_check_names_each_kind_of_problem_at_its_first_row(tmp_path):
+    """A raw Hugging Face file (real case verl#758: text prompts, no reward_model): both problems, each once, at the
+    first row that has it; the same kind again in a later row is not repeated."""
+    rows = [row(0), row(1, prompt="What is 2+3?"), row(2, gt=" "), row(3, prompt="What is 4+4?", gt=" ")]
+    bad = write(tmp_path / "train.jsonl", rows)  # (a parquet column cannot mix text and chat prompts)
+    good = _parquet(tmp_path / "val.parquet", [row(0)])
+    hits = [f.problem for f in _check(bad, good).findings if f.problem.rule == "VI878"]
+    assert sorted((h.message.split(": ", 1)[0], h.hint.split("[")[1][:5]) for h in hits) == [
+        (f"{bad} row 1", "VI522"), (f"{bad} row 2", "VI523")], [h.line() for h in hits]

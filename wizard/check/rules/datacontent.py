@@ -2,8 +2,8 @@
 verl reads them (data.prompt_key), with validate-dataset's content checks (wizard.planner.datacontent: a message
 holding a JSON chat, an empty prompt, a system message not first) and the scorer's needs (a ground truth for the
 scorer, a data_source verl's default scoring knows unless a custom reward function is set) and, in a row with
-images, videos or audio, one placeholder per item (RLHFDataset._build_messages). One finding per file,
-naming the first problem and its row; `verl-init validate-dataset FILE` lists them all.
+images, videos or audio, one placeholder per item (RLHFDataset._build_messages). One finding per kind of problem
+in a file, at its first row; `verl-init validate-dataset FILE` lists every row.
 """
 
 from __future__ import annotations
@@ -41,50 +41,51 @@ def file_rows(path: Path) -> Iterator[dict[str, Any]]:
                     yield row
 
 
-def _row_problem(row: dict[str, Any], prompt_key: str, custom_reward: bool,
-                 media_keys: dict[str, str] | None = None) -> tuple[str, str] | None:
-    """(what is wrong, why it matters) for one row, or None. `media_keys`: kind → data.<kind>_key."""
+def _row_problems(row: dict[str, Any], prompt_key: str, custom_reward: bool,
+                  media_keys: dict[str, str] | None = None) -> Iterator[tuple[str, str]]:
+    """(what is wrong, why it matters [its rule]) for each independent problem of one row: the prompt's (the first),
+    the media placeholders', the ground truth's, the data_source's. `media_keys`: kind → data.<kind>_key."""
     from wizard.planner import datacontent
     from wizard.planner.dataprep import scorer_for
 
     prompt = row.get(prompt_key)
     if prompt is None:
-        return None  # not verl's row format at all: the file's columns are other rules' business
+        return  # not verl's row format at all: the file's columns are other rules' business
     if isinstance(prompt, str):
         if datacontent.json_chat(prompt) is not None:
-            return (f"{prompt_key!r} is the JSON text of a chat, not the chat itself",
-                    "write it as a list of {role, content} messages (verl-init's data/prepare_data.py with "
-                    "messages_field=<column> does) [VI543]")
-        return (f"{prompt_key!r} is text, not a list of chat messages",
-                "verl applies the chat template to a list of {role, content} messages [VI522]")
-    if isinstance(prompt, list) and prompt and all(isinstance(m, dict) for m in prompt):
+            yield (f"{prompt_key!r} is the JSON text of a chat, not the chat itself",
+                   "write it as a list of {role, content} messages (verl-init's data/prepare_data.py with "
+                   "messages_field=<column> does) [VI543]")
+        else:
+            yield (f"{prompt_key!r} is text, not a list of chat messages",
+                   "verl applies the chat template to a list of {role, content} messages [VI522]")
+    elif isinstance(prompt, list) and prompt and all(isinstance(m, dict) for m in prompt):
         problems = datacontent.chat_problems(prompt)
         if problems:
             rule, detail = problems[0]
-            return f"{datacontent.MESSAGES[rule]} ({detail})", f"{datacontent.HINTS[rule]} [{rule}]"
+            yield f"{datacontent.MESSAGES[rule]} ({detail})", f"{datacontent.HINTS[rule]} [{rule}]"
         keys = media_keys or {}
         wrong = datacontent.media_mismatches(prompt, {kind: row.get(key) for kind, key in keys.items()})
         if wrong:
             kind, marks, items = wrong[0]
-            return (f"{marks} {datacontent.PLACEHOLDERS[kind]} placeholder(s) in {prompt_key!r} for {items} "
-                    f"{kind}(s) in {keys[kind]!r}: verl pairs them one to one and asserts the counts "
-                    "(utils/dataset/rl_dataset.py:381-383). With data.filter_overlong_prompts on, its length count "
-                    "catches that assert and drops the row as if overlong (rl_dataset.py:241-244), and a file of "
-                    "such rows leaves no data; with it off, the run stops at the first batch holding the row",
-                    f"put one {datacontent.PLACEHOLDERS[kind]} in the prompt per {kind}, in order [VI576]")
+            yield (f"{marks} {datacontent.PLACEHOLDERS[kind]} placeholder(s) in {prompt_key!r} for {items} "
+                   f"{kind}(s) in {keys[kind]!r}: verl pairs them one to one and asserts the counts "
+                   "(utils/dataset/rl_dataset.py:381-383). With data.filter_overlong_prompts on, its length count "
+                   "catches that assert and drops the row as if overlong (rl_dataset.py:241-244), and a file of "
+                   "such rows leaves no data; with it off, the run stops at the first batch holding the row",
+                   f"put one {datacontent.PLACEHOLDERS[kind]} in the prompt per {kind}, in order [VI576]")
     else:
-        return f"{prompt_key!r} is not a non-empty list of chat messages", "write [{\"role\": \"user\", ...}] [VI522]"
+        yield f"{prompt_key!r} is not a non-empty list of chat messages", "write [{\"role\": \"user\", ...}] [VI522]"
     rm = row.get("reward_model")
     gt = rm.get("ground_truth") if isinstance(rm, dict) else None
     if gt is None or (isinstance(gt, str) and not gt.strip()):
-        return ("reward_model.ground_truth is missing or empty",
-                "verl's scorers compare the response with it: every reward would be 0 [VI523]")
+        yield ("reward_model.ground_truth is missing or empty",
+               "verl's scorers compare the response with it: every reward would be 0 [VI523]")
     ds = row.get("data_source")
     if not custom_reward and isinstance(ds, str) and scorer_for(ds) is None:
-        return (f"data_source {ds!r} has no scorer in verl's default scoring",
-                "rewards fail with NotImplementedError at the first step: use a data_source verl knows or set "
-                "reward.custom_reward_function [VI526]")
-    return None
+        yield (f"data_source {ds!r} has no scorer in verl's default scoring",
+               "rewards fail with NotImplementedError at the first step: use a data_source verl knows or set "
+               "reward.custom_reward_function [VI526]")
 
 
 def rule_data_content(c: Ctx, f: Facts) -> None:
@@ -104,18 +105,18 @@ def rule_data_content(c: Ctx, f: Facts) -> None:
             if local is None or not (local.is_file() and local.suffix in (".parquet", ".jsonl")
                                      or saved_dataset(str(local))):
                 continue
+            first: dict[str, tuple[int, str, str]] = {}  # each kind of problem at its first row
             try:
                 for n, row in enumerate(file_rows(local)):
                     if n >= SAMPLE_ROWS:
                         break
-                    problem = _row_problem(row, prompt_key, custom, media_keys)
-                    if problem is not None:
-                        message, hint = problem
-                        c.add("VI878", "error", (key, "data.prompt_key"), f"{path} row {n}: {message}",
-                              f"{hint}; list every such row with `verl-init validate-dataset {path}`")
-                        break
+                    for message, hint in _row_problems(row, prompt_key, custom, media_keys):
+                        first.setdefault(hint[hint.rfind("["):], (n, message, hint))
             except DecodeCapExceeded as exc:  # a decompression bomb: one line
                 c.add("VI878", "error", (key,), f"{path} cannot be read within verl-init's bounds: {exc}",
                       f"check the file with `verl-init validate-dataset {path}`")
             except Exception:  # noqa: BLE001 - a file pyarrow cannot read: not this rule's business (verl's loader)
                 continue
+            for n, message, hint in first.values():
+                c.add("VI878", "error", (key, "data.prompt_key"), f"{path} row {n}: {message}",
+                      f"{hint}; list every such row with `verl-init validate-dataset {path}`")
