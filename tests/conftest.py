@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -12,6 +15,10 @@ HAS_VERL = importlib.util.find_spec("verl") is not None
 
 # Tests never reach a model hub.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# an empty Hugging Face cache: `check` reads a hub model's files from this machine's cache (model_folder), so a
+# developer's own cache must not change what the tests see (tests that need a cached model build one)
+os.environ["HF_HUB_CACHE"] = _EMPTY_HF_CACHE = tempfile.mkdtemp(prefix="vi-empty-hf-cache-")
+atexit.register(shutil.rmtree, _EMPTY_HF_CACHE, True)
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # an architecture without catalogue coefficients is traced on demand (minutes): the suite runs on the catalogue data,
 # and tests/test_memory_trace.py turns tracing on where it tests it

@@ -207,8 +207,8 @@ def model_shape(c: Ctx, key: str) -> tuple[Any, str]:
     path = c.v(key)
     if not isinstance(path, str) or c.unknown(key):
         return None, f"{key} is unresolved"
-    local = local_path(c, path)
-    name = str(local) if local is not None and local.is_dir() else path
+    folder = model_folder(c, path)
+    name = str(folder) if folder is not None else path
     try:
         shape = resolve_shape(name)
     except Exception as exc:  # noqa: BLE001 - a broken local config.json
@@ -232,3 +232,25 @@ def local_path(c: Ctx, path: str) -> Path | None:
         path = home + path[1:]
     p = Path(path)
     return p if p.is_absolute() else c.src.workdir / p
+
+
+HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def model_folder(c: Ctx, path: str) -> Path | None:
+    """The folder a model path's files are in on this machine: the path itself when it is a local folder; for a hub id
+    ("Qwen/Qwen2.5-7B-Instruct") that is not one, its snapshot in this machine's Hugging Face cache when config.json is
+    there (huggingface_hub.try_to_load_from_cache: the cache's refs, no network, nothing downloaded; HF_HUB_CACHE /
+    HF_HOME say where it is, as for verl's own loads). None otherwise."""
+    local = local_path(c, path)
+    if local is not None and local.is_dir():
+        return local
+    if local is None or not HUB_ID.fullmatch(path):
+        return None
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        found = try_to_load_from_cache(path, "config.json")
+    except Exception:  # noqa: BLE001 - an unreadable cache, a malformed id: as if not cached
+        return None
+    return Path(found).parent if isinstance(found, str) else None

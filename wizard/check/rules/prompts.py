@@ -13,7 +13,7 @@ Only when the model's tokenizer is a local folder and the files are local; the c
 
 from __future__ import annotations
 
-from wizard.check.rules.context import M, Ctx, Facts, local_path
+from wizard.check.rules.context import M, Ctx, Facts, local_path, model_folder
 from wizard.check.shellargs import PLACEHOLDER
 
 UNBOUNDED = 1 << 60  # `needed` for overlong.count: never stop early, count every row (within its own bounds)
@@ -25,7 +25,7 @@ def _tokenizer(c: Ctx):
     for key in (f"{M}.tokenizer_path", f"{M}.path"):
         value = c.v(key)
         if isinstance(value, str) and value and not c.unknown(key) and PLACEHOLDER not in value:
-            local = local_path(c, value)
+            local = model_folder(c, value)
             folder = overlong.local_tokenizer(str(local)) if local is not None else None
             if folder is not None:
                 return overlong.load_tokenizer(folder)[0]

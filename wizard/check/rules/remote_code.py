@@ -2,12 +2,13 @@
 model_type the installed transformers does not know. transformers then loads it only with trust_remote_code=True,
 and verl passes actor_rollout_ref.model.trust_remote_code (default false) to every load of the model, its tokenizer
 and its processor (workers/config/model.py:160-200): the workers stop with transformers' "requires you to execute the
-configuration file" error. Only a local folder is read (config.json, at most 1 MiB); a hub id is not fetched.
+configuration file" error. Only a local folder or a hub id's snapshot in this machine's Hugging Face cache is read
+(config.json, at most 1 MiB); nothing is fetched.
 """
 
 from __future__ import annotations
 
-from wizard.check.rules.context import M, Ctx, Facts, local_path
+from wizard.check.rules.context import M, Ctx, Facts, model_folder
 from wizard.check.shellargs import PLACEHOLDER
 
 MAX_CONFIG_BYTES = 1 << 20
@@ -36,8 +37,8 @@ def rule_remote_code(c: Ctx, f: Facts) -> None:
     path, flag = c.v(f"{M}.path"), f"{M}.trust_remote_code"
     if not isinstance(path, str) or c.unknown(f"{M}.path", flag) or PLACEHOLDER in path or bool(c.v(flag)):
         return
-    folder = local_path(c, path)
-    if folder is None or not folder.is_dir():
+    folder = model_folder(c, path)
+    if folder is None:
         return
     model_type = custom_model_type(folder)
     if model_type is not None:

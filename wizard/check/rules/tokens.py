@@ -118,12 +118,12 @@ IMAGE_ROWS = 200  # rows of a local training file whose images VI837 reads (thei
 def _images(c: Ctx, shape: Any) -> tuple[float, float, str]:
     """(patches per image, images per sequence, what they come from): the local training file's images, their
     patches as the model's image processor makes them; else one 512 × 512 image a sequence."""
-    from wizard.check.rules.context import local_path
+    from wizard.check.rules.context import local_path, model_folder
     from wizard.check.rules.datacontent import file_rows
 
     model = c.v(f"{M}.path")
-    folder = local_path(c, model) if isinstance(model, str) and not c.unknown(f"{M}.path") else None
-    bounds = patch_embed.pixel_bounds(shape, folder if folder is not None and folder.is_dir() else None)
+    folder = model_folder(c, model) if isinstance(model, str) and not c.unknown(f"{M}.path") else None
+    bounds = patch_embed.pixel_bounds(shape, folder)
     key = c.v("data.image_key") if isinstance(c.v("data.image_key"), str) else "images"
     files = c.v("data.train_files")
     for path in ([files] if isinstance(files, str) else files if isinstance(files, list) else []):
