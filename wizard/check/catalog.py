@@ -143,6 +143,8 @@ RULES: dict[str, tuple[str, str]] = {
               "variable a verl job reads (CUDA_VISIBLE_DEVICES, VLLM_*, NCCL_*, HF_*, WANDB_*, PYTHONPATH, ...) exported "
               "before `ray job submit` and not in the job's runtime env: Ray starts the job with the cluster's "
               "environment and the runtime env's env_vars"),
+    "VI832": ("token budget ignored", "*_max_token_len_per_gpu set while its use_dynamic_bsz is off: verl reads the "
+              "budget only when it packs micro-batches by tokens (engine/utils.py:108-128)"),
     "VI864": ("bf16 rollout on a card without bf16", "--gpu-type names an NVIDIA card below compute capability 8.0 "
               "(V100, T4, Turing, Pascal): vLLM refuses rollout.dtype=bfloat16 when its server starts "
               "(vllm/platforms/cuda.py check_if_supports_dtype)"),

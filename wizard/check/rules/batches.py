@@ -147,6 +147,36 @@ def rule_dynamic_flags(c: Ctx, f: Facts) -> None:
                       "micro-batches by the token budget", "remove it, or tune *_max_token_len_per_gpu instead")
 
 
+def rule_ignored_budgets(c: Ctx, f: Facts) -> None:
+    """VI832: a token budget set with dynamic batching off. verl reads *_max_token_len_per_gpu only when it packs
+    micro-batches by tokens (workers/engine/utils.py:108-121); otherwise it cuts each mini-batch into
+    *_micro_batch_size_per_gpu sequences (:122-128), however short they are (real case verl#2753: a budget of 2 × 9K
+    tokens beside micro-batches of 2, the update ~90 % of the step). A warning on the FSDP engines, where dynamic
+    batching is the usual fix; an info elsewhere (verl's Megatron and VeOmni examples keep it off on purpose)."""
+    fsdp = c.v(f"{A}.strategy") in ("fsdp", "fsdp2")
+    ignored: list[tuple[str, str, int | None]] = []
+    for dyn_key, budget_key, micro_key in (
+            (f"{A}.use_dynamic_bsz", f"{A}.ppo_max_token_len_per_gpu", f"{A}.ppo_micro_batch_size_per_gpu"),
+            (f"{R}.log_prob_use_dynamic_bsz", f"{R}.log_prob_max_token_len_per_gpu",
+             f"{R}.log_prob_micro_batch_size_per_gpu"),
+            (f"{REF}.log_prob_use_dynamic_bsz", f"{REF}.log_prob_max_token_len_per_gpu",
+             f"{REF}.log_prob_micro_batch_size_per_gpu")):
+        budget = c.v(budget_key)
+        if c.unknown(dyn_key, budget_key) or bool(c.v(dyn_key)) or budget is None or not c.set_by_user(budget_key):
+            continue
+        ignored.append((budget_key, dyn_key, c.int(micro_key)))
+    if not ignored:
+        return
+    micros = sorted({m for _, _, m in ignored if m})
+    c.add("VI832", "warning" if fsdp else "info", tuple(k for b, d, _ in ignored for k in (b, d)),
+          f"{', '.join(b for b, _, _ in ignored)} {'is' if len(ignored) == 1 else 'are'} ignored: "
+          f"{', '.join(d for _, d, _ in ignored)} {'is' if len(ignored) == 1 else 'are'} off, so verl cuts each "
+          f"mini-batch into micro-batches of {' / '.join(map(str, micros)) or 'the fixed size'} sequence(s) whatever "
+          "their length and reads a budget only when it packs by tokens (workers/engine/utils.py:108-128)",
+          f"set {', '.join(d for _, d, _ in ignored)}=true to pack micro-batches up to the budget (short sequences "
+          "then share a pass), or remove the budget")
+
+
 def _interleaved_micro_batches(c: Ctx, f: Facts, passes: list[tuple[str, str, int]]) -> None:
     """VI835: Megatron's interleaved schedule (virtual_pipeline_model_parallel_size > 1) with fixed micro-batches:
     verl asserts the micro-batch count of every pass divides by microbatch_group_size_per_vp_stage

@@ -112,6 +112,26 @@ def _saved_folder(c: Ctx, key: str, path: str) -> None:
               f"or write it out once: datasets.load_from_disk({path!r}).to_parquet('train.parquet')")
 
 
+def _no_files(c: Ctx) -> None:
+    """VI870: no training or validation file at all. Both PPO trainers build the validation dataset whatever
+    test_freq and val_before_train say (trainer/ppo/v1/trainer_base.py:718-725, ray_trainer.py:386-393), and
+    verl's RLHFDataset stops on a null (TypeError: 'NoneType' object is not subscriptable) or an empty list
+    ("Unable to concatenate an empty list of datasets") at start-up. A data.custom_cls may accept either."""
+    if c.v("data.custom_cls.path"):
+        return
+    for key in ("data.train_files", "data.val_files"):
+        value = c.v(key)
+        if c.unknown(key) or not (value is None or value == []):
+            continue
+        skip = (" (to skip validation, keep a small file here and set trainer.test_freq=-1 "
+                "trainer.val_before_train=false)" if key == "data.val_files" else "")
+        c.add("VI870", "error", (key,),
+              f"{key}={'null' if value is None else '[]'}: verl builds this dataset at start-up whatever "
+              "trainer.test_freq says (trainer/ppo/v1/trainer_base.py:710-725) and its RLHFDataset stops on "
+              f"{'a null' if value is None else 'an empty list'} (utils/dataset/rl_dataset.py:97-101)",
+              f"give {key} a .parquet/.json/.jsonl file{skip}")
+
+
 def rule_files(c: Ctx, f: Facts) -> None:
     def missing(key: str, path: str, what: str, *, data: bool = False) -> None:
         local = local_path(c, path)
@@ -134,6 +154,7 @@ def rule_files(c: Ctx, f: Facts) -> None:
               "check the path" + (f" (relative paths start from the folder verl is launched in: {c.src.workdir}; "
                                   "see --workdir)" if relative else ""))
 
+    _no_files(c)
     for key in ("data.train_files", "data.val_files"):
         value = c.v(key)
         if c.unknown(key) or value is None:
