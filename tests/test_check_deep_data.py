@@ -111,3 +111,19 @@ def test_a_processor_that_does_not_build_here_is_a_note_not_a_finding(tmp_path, 
     assert not _data_findings(report)
     assert any("does not build" in n and "rows with images were not built" in n for n in report.deep_notes), \
         report.deep_notes
+
+
+def test_every_row_failing_for_want_of_a_template_names_it(tmp_path, tiny_model):
+    """A model with no chat template (verl#390): verl's filter drops every row because applying the template raises;
+    the --deep finding names the template, not the prompt length."""
+    import shutil
+
+    from wizard.check.lint import check
+
+    base = tmp_path / "base"
+    shutil.copytree(tiny_model, base)
+    (base / "chat_template.jinja").unlink()
+    _rows(tmp_path / "train.parquet", long=0, short=4)
+    [dropped] = _data_findings(check(_config(tmp_path, base, 4096), deep=True))
+    assert "keeps 0 of the first 4 rows" in dropped.message and "no chat template" in dropped.message
+    assert dropped.keys[0] == "actor_rollout_ref.model.custom_chat_template"

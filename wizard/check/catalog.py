@@ -145,6 +145,9 @@ RULES: dict[str, tuple[str, str]] = {
               "environment and the runtime env's env_vars"),
     "VI832": ("token budget ignored", "*_max_token_len_per_gpu set while its use_dynamic_bsz is off: verl reads the "
               "budget only when it packs micro-batches by tokens (engine/utils.py:108-128)"),
+    "VI908": ("model without a chat template", "the model's tokenizer (a local folder or the Hugging Face cache) has no "
+              "chat template and neither model.custom_chat_template nor data.apply_chat_template_kwargs gives one: "
+              "verl drops every row (overlong filter) or stops at the first rollout"),
     "VI864": ("bf16 rollout on a card without bf16", "--gpu-type names an NVIDIA card below compute capability 8.0 "
               "(V100, T4, Turing, Pascal): vLLM refuses rollout.dtype=bfloat16 when its server starts "
               "(vllm/platforms/cuda.py check_if_supports_dtype)"),

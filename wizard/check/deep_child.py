@@ -264,7 +264,16 @@ def _dropped(cfg: Any, ds: Any, given: int, path: str, p: Phases) -> None:
     what = (f"verl's dataset keeps {kept} of the first {given} rows of {path}: with data.filter_overlong_prompts it "
             f"drops a row whose prompt (chat template, images and all) is longer than data.max_prompt_length={limit} "
             "tokens, or fails to process, and says only 'skipping'")
-    if kept == 0:
+    tok, proc = getattr(ds, "tokenizer", None), getattr(ds, "processor", None)
+    untemplated = tok is not None and not getattr(tok, "chat_template", None) and not (
+        proc is not None and getattr(proc, "chat_template", None)) and not cfg.data.get("apply_chat_template_kwargs",
+                                                                                         {}).get("chat_template")
+    if kept == 0 and untemplated:  # every row failed to process: the template verl applies is missing (VI908)
+        p.fail("VI876", "data", ["actor_rollout_ref.model.custom_chat_template", "data.train_files"],
+               what + "; here every row fails: the model's tokenizer has no chat template",
+               "set actor_rollout_ref.model.custom_chat_template (a base model's own format), or use the model's "
+               "instruct variant")
+    elif kept == 0:
         p.fail("VI876", "data", ["data.max_prompt_length", "data.train_files"], what,
                "raise data.max_prompt_length (image tokens count), or fix the rows: `verl-init validate-dataset "
                "FILE` names the row")
