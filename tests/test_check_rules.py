@@ -313,6 +313,7 @@ def test_every_rule_has_a_test():
     tested |= {"VI835"}  # micro-batches under the interleaved schedule: tests/test_check_interleaved.py
     tested |= {"VI839"}  # resume_from_path against verl's own _load_checkpoint: tests/test_check_resume.py
     tested |= {"VI828"}  # the critic's unread batching keys: tests/test_critic_budget.py (verl's source read)
+    tested |= {"VI909"}  # the FSDP mesh: tests/test_check_fsdp_mesh.py (torch's FSDP1/FSDP2 on the CPU)
     tested |= {"VI908"}  # no chat template: tests/test_check_chat_template.py (verl's RLHFDataset keeps no row)
     tested |= {"VI832"}  # a token budget with dynamic batching off: tests/test_check_ignored_budget.py (verl's split)
     tested |= {"VI829"}  # variables exported before `ray job submit`: tests/test_check_launch_env.py (a real Ray job)

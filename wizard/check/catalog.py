@@ -148,6 +148,8 @@ RULES: dict[str, tuple[str, str]] = {
     "VI908": ("model without a chat template", "the model's tokenizer (a local folder or the Hugging Face cache) has no "
               "chat template and neither model.custom_chat_template nor data.apply_chat_template_kwargs gives one: "
               "verl drops every row (overlong filter) or stops at the first rollout"),
+    "VI909": ("FSDP device mesh that breaks training", "fsdp_size that does not divide the trainer's GPUs (a rank is "
+              "left out), or fsdp_size 1 with FSDP1, whose gradients are then never averaged across the GPUs"),
     "VI864": ("bf16 rollout on a card without bf16", "--gpu-type names an NVIDIA card below compute capability 8.0 "
               "(V100, T4, Turing, Pascal): vLLM refuses rollout.dtype=bfloat16 when its server starts "
               "(vllm/platforms/cuda.py check_if_supports_dtype)"),

@@ -39,6 +39,7 @@ from wizard.check.report import Finding, Fix, Report, dedupe, fixed_overrides, f
 from wizard.check.resolve import resolve
 from wizard.check.rules.agent import rule_agent, rule_turn_budget
 from wizard.check.rules.prompts import rule_chat_template, rule_prompt_lengths
+from wizard.check.rules.fsdp_mesh import rule_fsdp_mesh
 from wizard.check.rules.launchenv import rule_launch_env
 from wizard.check.rules.precision import rule_precision
 from wizard.check.rules.remote_code import rule_remote_code
@@ -100,7 +101,7 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
                   rule_precision, rule_values)
     ppo_rules = () if src.entry in ("sft", "eval") else generation if src.entry == "generation" else (
         rule_unresolved, rule_required, rule_deprecated_micro, rule_choices, rule_layout, rule_hardware,
-        rule_rollout_parallel, rule_device, rule_precision, rule_batches, rule_dynamic_flags, rule_ignored_budgets, rule_tokens, rule_context_parallel_budget, rule_roles,
+        rule_rollout_parallel, rule_device, rule_precision, rule_fsdp_mesh, rule_batches, rule_dynamic_flags, rule_ignored_budgets, rule_tokens, rule_context_parallel_budget, rule_roles,
         rule_values, rule_inert_clip, rule_files, rule_data_content, rule_prompt_lengths, rule_chat_template, rule_remote_code, rule_bundle_files, rule_agent, rule_turn_budget, rule_lora,
         rule_sandbox,
         rule_reward_model, rule_value_model, rule_resume)
