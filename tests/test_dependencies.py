@@ -17,6 +17,7 @@ OPTIONAL = {"verl", "ray", "torch", "transformers", "tokenizers", "tensordict", 
             "amdsmi", "codetiming",
             "PIL",  # validate-dataset's image check: decodes with Pillow when present, else checks the file signature
             "peft",  # the cpu smoke of a LoRA bundle (verify/smoke need verl's stack, which brings peft)
+            "huggingface_hub",  # check's read of the local model cache (transformers brings it; without it: not read)
             "pydantic_core"}  # (pydantic_core: installed by pydantic itself)
 IMPORT_NAME = {"nvidia-ml-py": "pynvml", "pyyaml": "yaml", "jinja2": "jinja2"}
 
