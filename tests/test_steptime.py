@@ -215,6 +215,27 @@ def test_vi896_small_logprob_micro_batch_that_memory_could_grow():
     assert "VI896" not in _ids(["actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=32"])
 
 
+def test_vi834_update_budget_that_memory_could_grow():
+    """The real case's class (verl#7847: verl's example budget of 3,000 tokens on 183 GB B200s): a dynamic update
+    budget memory allows to grow 4×, whose growth the model predicts saves ≥ 5 % of the step: a warning naming the
+    4× budget, replacing the static note. Controls: a budget 4× larger, and the same small budget on a card where 4×
+    does not fit."""
+    seven = ["actor_rollout_ref.model.path=Qwen/Qwen3-8B", "actor_rollout_ref.actor.use_dynamic_bsz=true",
+             "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=true", "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=8192",
+             "data.max_prompt_length=1024", "data.max_response_length=1024"]
+    small = _b200(seven + ["actor_rollout_ref.actor.ppo_max_token_len_per_gpu=3000"])
+    hit = small.get("VI834")
+    assert hit is not None and hit.severity == "warning" and "ppo_max_token_len_per_gpu=12000" in hit.hint, small.get("VI834")
+    assert "VI834" not in _b200(seven + ["actor_rollout_ref.actor.ppo_max_token_len_per_gpu=12000"])
+    tight = _ids(seven + ["actor_rollout_ref.actor.ppo_max_token_len_per_gpu=3000"], gpu_memory_gb=24)
+    assert "VI834" not in tight or tight["VI834"].severity == "info"
+
+
+def _b200(extra):
+    r = check(None, BASE + extra, gpu_type="B200", gpu_memory_gb=183)
+    return {f.problem.rule: f.problem for f in r.findings}
+
+
 def test_vi898_padded_training_passes():
     """use_remove_padding=false: the passes compute max_prompt + max_response tokens per sequence (1536 here, about
     467 of them real with the default mean response): flagged, with the step packed sequences would take. Controls:

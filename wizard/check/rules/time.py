@@ -1,5 +1,5 @@
 """Time rules: the predicted step time per phase (wizard.planner.steptime) and the imbalances it can prove
-(VI895-VI899)."""
+(VI895-VI899; VI834's memory-aware form)."""
 
 from __future__ import annotations
 
@@ -77,6 +77,7 @@ def rule_time(c: Ctx, f: Facts, shape: Any, response_mean: Optional[float] = Non
           + (f"; assumed {'; '.join(said)}" if said else ""),
           "pass --response-length-mean TOKENS and --gpu-type NAME for your run" if said else "")
     _logprob_micro(c, f, shape, w, pred, layout)
+    _update_budget(c, f, shape, w, pred, layout)
     _idle(c, f, shape, w, pred, est)
     _padding(c, w, pred)
     _split(c, f, shape, w)
@@ -107,6 +108,34 @@ def _logprob_micro(c: Ctx, f: Facts, shape: Any, w: Any, pred: Any, layout: Any)
           f"{pred.phases['old log-prob']:.0f} s → {faster.phases['old log-prob']:.0f} s each",
           f"set {key}={w.logprob_micro * GROW}, or {R}.log_prob_use_dynamic_bsz=true with "
           f"{R}.log_prob_max_token_len_per_gpu")
+
+
+def _update_budget(c: Ctx, f: Facts, shape: Any, w: Any, pred: Any, layout: Any) -> None:
+    """VI834 (warning): a dynamic token budget for the update that the card's memory allows to grow GROW× and whose
+    growth the step-time model predicts saves at least 5 % of the step (and a second): its micro-batches spend that on
+    per-micro-batch costs (real case verl#7847: verl's example budget of 3,000 tokens on 183 GB B200s). The budget is
+    the only cap verl packs by (workers/engine/utils.py:108-121)."""
+    from wizard.planner import steptime as st
+    from wizard.planner.memory import estimate
+
+    if not w.dynamic_bsz or layout is None or "update actor" not in pred.phases or not w.train_tokens:
+        return
+    share = st.micro_share(pred, "update actor")
+    bigger = estimate(shape, replace(layout, train_tokens=layout.train_tokens * GROW))
+    if bigger.plan_verdict != "fits":
+        return
+    faster = st.predict(replace(w, train_tokens=w.train_tokens * GROW))
+    if pred.phases["update actor"] - faster.phases["update actor"] < max(1.0, 0.05 * pred.step_s):
+        return
+    key = f"{A}.ppo_max_token_len_per_gpu"
+    # the static note on the same budget (tokens.py: under 2 × a sequence) says less than this: this one replaces it
+    c.findings[:] = [x for x in c.findings if not (x.problem.rule == "VI834" and x.problem.keys[:1] == (key,))]
+    c.add("VI834", "warning", (key, f"{A}.use_dynamic_bsz"),
+          f"{key}={w.train_tokens}: update micro-batches of at most {w.train_tokens} tokens spend {share:.0%} of the "
+          f"update on per-micro-batch costs, not on the model; memory allows {GROW}× the budget (update peak "
+          f"{bigger.phase_gib('update'):.1f} GiB of {bigger.capacity_gib:.1f}): update {pred.phases['update actor']:.0f} s "
+          f"→ {faster.phases['update actor']:.0f} s a step",
+          f"set {key}={w.train_tokens * GROW}")
 
 
 def _idle(c: Ctx, f: Facts, shape: Any, w: Any, pred: Any, est: Any) -> None:
