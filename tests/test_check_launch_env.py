@@ -40,6 +40,11 @@ def test_exported_gpu_mask_before_a_submit_is_named(tmp_path):
     assert "2,5,6,7" not in hit.message + hit.hint  # names only, never values
 
 
+def test_a_submit_behind_a_launcher_is_the_same(tmp_path):
+    [hit] = _vi829(tmp_path, "export HF_HOME=/cache\nuv run " + SUBMIT.format(flags=""))
+    assert "HF_HOME" in hit.message
+
+
 def test_the_runtime_env_forwards_what_it_lists(tmp_path):
     (tmp_path / "runtime_env.yaml").write_text("env_vars:\n  VLLM_USE_V1: '1'\n  WANDB_API_KEY: x\n")
     body = "export VLLM_USE_V1=1 WANDB_API_KEY=secret\n" + SUBMIT.format(flags="--runtime-env=runtime_env.yaml")

@@ -96,7 +96,7 @@ def rule_batches(c: Ctx, f: Facts) -> None:
         elif s.micro_ok is False:
             c.add("VI823", "error", (micro_key, key),
                   f"{micro_key}={micro} does not divide the {s.per_rank} samples each GPU gets per {role} update "
-                  "(asserted only inside the Ray workers, engine/utils.py:123)",
+                  "(asserted only inside the Ray workers, engine/utils.py:125)",
                   f"nearest valid: {join_or(nearest(divisors(s.per_rank), micro or 1))}")
     if not ok_split:
         return
@@ -117,7 +117,7 @@ def rule_batches(c: Ctx, f: Facts) -> None:
             if used and lp and per % lp:
                 c.add("VI824", "error", (key, tkey, nkey),
                       f"{key}={lp} does not divide the {per} samples each GPU scores per step "
-                      "(asserted only inside the Ray workers, engine/utils.py:123)",
+                      "(asserted only inside the Ray workers, engine/utils.py:125)",
                       f"nearest valid: {join_or(nearest(divisors(per), lp))}")
             elif used and lp:
                 _interleaved_micro_batches(c, f, [("reference" if key.startswith(REF) else "actor", key, per // lp)])

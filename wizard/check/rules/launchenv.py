@@ -58,9 +58,13 @@ def _forwarded(c: Ctx, words: list[str]) -> tuple[set[str], str]:
 
 def rule_launch_env(c: Ctx, f: Facts) -> None:
     ex = c.src.extraction
-    via = ex.via if ex is not None else []
-    if via[:3] != ["ray", "job", "submit"]:
+    words = ex.via if ex is not None else []
+    # `ray job submit ...`, also behind a launcher (`uv run ray job submit ...`, `/opt/venv/bin/ray job submit ...`)
+    at = next((i for i in range(len(words) - 2)
+               if words[i].rsplit("/", 1)[-1] == "ray" and words[i + 1:i + 3] == ["job", "submit"]), None)
+    if at is None:
         return
+    via = words[at:]
     exported = {n for n in ex.env_names if JOB_VARS.fullmatch(n)} - set(c.env)
     forwarded, unsure = _forwarded(c, via)
     missing = sorted(exported - forwarded)
