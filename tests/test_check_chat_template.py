@@ -84,3 +84,28 @@ def test_a_template_given_in_the_config_is_enough(tmp_path, base_model):
 
 def test_a_hub_model_not_here_is_not_judged(tmp_path):
     assert not _vi908(Path("meta-llama/Meta-Llama-3-8B"), _data(tmp_path))
+
+
+def _answers(model: Path, **more):
+    from wizard.intent.answers import make_answers
+
+    return make_answers(dict(nnodes=1, gpus_per_node=1, gpu_memory_gb=80, gpu_type="H100", model=str(model),
+                             model_params_b=0.001, dataset="gsm8k", max_prompt_length=128, max_response_length=64,
+                             prompts_per_step=8, samples_per_prompt=4, updates_per_step=2, total_steps=1, **more))
+
+
+def test_the_planner_refuses_a_local_model_without_a_template(tmp_path, base_model, tiny_model, monkeypatch):
+    """The planner's side (VI549): the bundle's overlong filter would drop every row (the test above holds verl's
+    dataset to it). A template given as an override, or the model with its template, plans."""
+    import wizard
+    from wizard.intent.errors import WizardError
+
+    monkeypatch.setenv("VERL_INIT_TRACE_MEMORY", "0")
+    with pytest.raises(WizardError) as err:
+        wizard.plan(_answers(base_model), base_dir=str(tmp_path))
+    assert "VI549" in str(err.value) and "custom_chat_template" in str(err.value)
+    template = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    plan = wizard.plan(_answers(base_model, overrides=[f"actor_rollout_ref.model.custom_chat_template={template!r}"]),
+                       base_dir=str(tmp_path))
+    assert plan is not None
+    assert wizard.plan(_answers(tiny_model), base_dir=str(tmp_path)) is not None

@@ -136,6 +136,7 @@ RULES: dict[str, tuple[str, str]] = {
     "VI545": ("reward & data", "a system message that is not the first message of the prompt"),
     "VI546": ("reward & data", "a column named in the answers (question_field, messages_field, image_key, ...) the data lacks"),
     "VI548": ("reward & data", "a model id in neither the catalogue nor the local Hugging Face cache (did-you-mean for a near miss)"),
+    "VI549": ("reward & data", "a local model folder with no chat template, none given: verl's overlong filter drops every row"),
     "VI970": ("reward & data", "a named per-row column (data_source_field, agent_name_field, image_key) holds another kind"),
     "VI971": ("reward & data", "agent_name_field: a row's agent_name is not one of verl's agent loops"),
     "VI547": ("reward & data", "no column mapping given and the local data file's schema is ambiguous (the candidates are named)"),

@@ -82,3 +82,28 @@ def check(b: Any) -> None:
         found = problem(value)
         if found is not None:
             b.f.warning("VI548", (key,), f"{key} {found[0]}", found[1])
+    _chat_template(b)
+
+
+TEMPLATE_KEYS = ("actor_rollout_ref.model.custom_chat_template", "data.apply_chat_template_kwargs.chat_template")
+
+
+def _chat_template(b: Any) -> None:
+    """VI549: a local model folder with no chat template (a base model's), none given in the overrides. verl applies
+    one to every prompt: the plan's overlong filter would drop every row (check's VI908 has the sources)."""
+    import os
+
+    from wizard.planner.overlong import has_chat_template
+    from wizard.verlspec.hydra_overrides import parse_override
+
+    model = b.a.model
+    if not (isinstance(model, str) and os.path.isdir(model)) or has_chat_template(model) is not False:
+        return
+    given = {ov.key for ov in map(parse_override, b.a.overrides) if ov is not None}
+    if given & set(TEMPLATE_KEYS):
+        return
+    b.f.error("VI549", ("model", "overrides"),
+              f"model {model} has no chat template (tokenizer_config.json has none, nor chat_template.jinja/.json): "
+              "verl applies one to every prompt, and the plan's overlong filter would drop every row as if too long",
+              "give one: --override actor_rollout_ref.model.custom_chat_template='<Jinja template>' (the base "
+              "model's own format), or use the model's instruct variant")

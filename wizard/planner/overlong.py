@@ -55,6 +55,28 @@ def local_tokenizer(model: str) -> Optional[str]:
     return path if any(os.path.isfile(os.path.join(path, f)) for f in TOKENIZER_FILES) else None
 
 
+# Where a chat template can be: the tokenizer's config, its own file (transformers >= 4.43 saves chat_template.jinja),
+# the processor's (chat_template.json, which verl's HFModelConfig also reads through hf_processor)
+TEMPLATE_FILES = ("chat_template.jinja", "chat_template.json")
+MAX_TOKENIZER_CONFIG_BYTES = 4 << 20
+
+
+def has_chat_template(folder: Any) -> Optional[bool]:
+    """Whether a model folder holds a chat template anywhere verl's loads look; None when it cannot be read."""
+    from pathlib import Path
+
+    from wizard._io import UnsafeInput, read_user_file, safe_json
+
+    folder = Path(folder)
+    if any((folder / name).is_file() for name in TEMPLATE_FILES):
+        return True
+    try:
+        doc = safe_json(read_user_file(str(folder / "tokenizer_config.json"), MAX_TOKENIZER_CONFIG_BYTES))
+    except (OSError, ValueError, UnsafeInput):
+        return None
+    return bool(doc.get("chat_template")) if isinstance(doc, dict) else None
+
+
 _TOKENIZERS: dict[tuple[str, int], tuple[Any, str]] = {}
 _COUNTS: dict[tuple[Any, ...], Count] = {}  # the wizard plans many times per walk: count each file once
 

@@ -81,25 +81,6 @@ def rule_prompt_lengths(c: Ctx, f: Facts) -> None:
                   "raise data.max_prompt_length" + (f" (≥ {n.kth_length} keeps {batch})" if n.kth_length else ""))
 
 
-# Where a chat template can be: the tokenizer's config, its own file (transformers >= 4.43 saves chat_template.jinja),
-# the processor's (chat_template.json, which verl's HFModelConfig also reads through hf_processor)
-TEMPLATE_FILES = ("chat_template.jinja", "chat_template.json")
-MAX_TOKENIZER_CONFIG_BYTES = 4 << 20
-
-
-def _has_template(folder) -> bool | None:
-    """Whether the model folder holds a chat template anywhere verl's loads look; None when it cannot be read."""
-    from wizard._io import UnsafeInput, read_user_file, safe_json
-
-    if any((folder / name).is_file() for name in TEMPLATE_FILES):
-        return True
-    try:
-        doc = safe_json(read_user_file(str(folder / "tokenizer_config.json"), MAX_TOKENIZER_CONFIG_BYTES))
-    except (OSError, ValueError, UnsafeInput):
-        return None
-    return bool(doc.get("chat_template")) if isinstance(doc, dict) else None
-
-
 def rule_chat_template(c: Ctx, f: Facts) -> None:
     """VI908: a model whose tokenizer has no chat template (a base model's), with none given. verl applies the template
     to every prompt: with data.filter_overlong_prompts on, its length count catches the error and drops the row as if
@@ -110,8 +91,10 @@ def rule_chat_template(c: Ctx, f: Facts) -> None:
     path = c.v(key)
     if given or not isinstance(path, str) or c.unknown(key) or PLACEHOLDER in path:
         return
+    from wizard.planner.overlong import has_chat_template
+
     folder = model_folder(c, path)
-    if folder is None or _has_template(folder) is not False:
+    if folder is None or has_chat_template(folder) is not False:
         return
     c.add("VI908", "error", (key, f"{M}.custom_chat_template"),
           f"{path} has no chat template (tokenizer_config.json has none, nor chat_template.jinja/.json) and none is "
