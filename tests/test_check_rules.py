@@ -469,3 +469,19 @@ def test_vi861_unknown_gpu_type_is_said_not_ignored(data):
     assert "--gpu-type FOO-9000 does not name a GPU" in hit.message and "--gpu-memory-gb" in hit.hint
     known = run(data, [], hw={"gpu_memory_gb": None}, gpu_type="H100")
     assert any("assuming 80 GB per GPU" in f.problem.message for f in known.findings if f.problem.rule == "VI861")
+
+
+def test_vi833_names_a_rope_override_the_rollout_never_sees():
+    """verl's docs (advance/rope.rst) lengthen the context with YaRN in model.override_config; verl 0.9.1 applies it
+    to the training engines' config (workers/config/model.py:215-219) and its vLLM server sends only quantization
+    overrides (vllm_async_server.py:305-346): the error says so and points at config.json (real case: PR verl#1522)."""
+    from wizard.check.lint import check
+
+    long = ["actor_rollout_ref.model.path=Qwen/Qwen2.5-7B-Instruct", "data.max_prompt_length=2048",
+            "data.max_response_length=41000", "actor_rollout_ref.rollout.name=vllm"]
+    plain = [f.problem for f in check(None, long).findings if f.problem.rule == "VI833" and f.problem.severity == "error"]
+    assert plain and "override_config" not in plain[0].message
+    rope = [*long, "+actor_rollout_ref.model.override_config.rope_scaling.type=yarn",
+            "+actor_rollout_ref.model.override_config.rope_scaling.factor=4.0"]
+    [hit] = [f.problem for f in check(None, rope).findings if f.problem.rule == "VI833" and f.problem.severity == "error"]
+    assert "never receives" in hit.message and "config.json" in hit.hint

@@ -91,10 +91,22 @@ def rule_context(c: Ctx, f: Facts, shape: Any) -> None:
     # a shape scaled from the size in the model's name carries a placeholder context, not the model's: no verdict
     if shape is None or not shape.max_pos or f.seq is None or shape.source not in ("catalogue", "local"):
         return
+    # a longer context through override_config (YaRN's rope_scaling, max_position_embeddings: verl's docs/advance/
+    # rope.rst): verl's training engines see it (HFModelConfig applies it, workers/config/model.py:215-219), its
+    # vLLM server does not (it sends only quantization hf_overrides, vllm_async_server.py:305-346) and reads the
+    # model's config.json, where its own check also looks (:1101-1111 through HFModelConfig; vLLM's derived length)
+    scaled = [k for k in ("rope_scaling", "rope_parameters", "max_position_embeddings")
+              if any(key == f"{M}.override_config.{k}" or key.startswith(f"{M}.override_config.{k}.")
+                     for key in c.res.flat)]
+    rope = (f"; {M}.override_config sets {', '.join(scaled)}, which verl's training engines apply "
+            "(workers/config/model.py:215-219) but its vLLM server never receives (only quantization overrides, "
+            "vllm_async_server.py:305-346): the rollout reads the model's config.json" if scaled else "")
     if f.seq > shape.max_pos:
         c.add("VI833", "error", ("data.max_prompt_length", "data.max_response_length"),
-              f"prompt + response = {f.seq} tokens exceeds {shape.name}'s context of {shape.max_pos}",
-              f"keep max_prompt_length + max_response_length ≤ {shape.max_pos}")
+              f"prompt + response = {f.seq} tokens exceeds {shape.name}'s context of {shape.max_pos}{rope}",
+              (f"put {' and '.join(scaled)} in the model's own config.json (a copy of the model folder), so the "
+               "rollout and training use the same context; or " if scaled else "")
+              + f"keep max_prompt_length + max_response_length ≤ {shape.max_pos}")
     mml = c.int(f"{R}.max_model_len")
     if mml and mml > shape.max_pos:
         c.add("VI833", "error", (f"{R}.max_model_len",), f"rollout.max_model_len={mml} is above {shape.name}'s "
