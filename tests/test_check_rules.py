@@ -485,3 +485,16 @@ def test_vi833_names_a_rope_override_the_rollout_never_sees():
             "+actor_rollout_ref.model.override_config.rope_scaling.factor=4.0"]
     [hit] = [f.problem for f in check(None, rope).findings if f.problem.rule == "VI833" and f.problem.severity == "error"]
     assert "never receives" in hit.message and "config.json" in hit.hint
+
+
+def test_vi846_says_when_the_critic_comes_from_an_unset_estimator():
+    """PRIME-RL/PRIME#11: adv_estimator never set (verl's default gae) with a group of samples per prompt: the critic
+    on verl's default model is the error, and the message names the unset estimator; with gae set, it does not."""
+    from wizard.check.lint import check
+
+    base = ["actor_rollout_ref.model.path=Qwen/Qwen2.5-7B-Instruct", "actor_rollout_ref.rollout.n=5",
+            "actor_rollout_ref.rollout.name=vllm"]
+    [hit] = [f.problem for f in check(None, base).findings if f.problem.rule == "VI846"]
+    assert "adv_estimator is unset" in hit.message and "adv_estimator=grpo" in hit.hint
+    [hit] = [f.problem for f in check(None, [*base, "algorithm.adv_estimator=gae"]).findings if f.problem.rule == "VI846"]
+    assert "adv_estimator" not in hit.message

@@ -56,9 +56,18 @@ def rule_roles(c: Ctx, f: Facts) -> None:
     if f.use_critic and not c.set_by_user("critic.model.path") and c.v("critic.model.path") == VERL_DEFAULT_CRITIC_PATH:
         policy = c.v(f"{M}.path")
         if policy != VERL_DEFAULT_CRITIC_PATH and not c.unknown(f"{M}.path"):
+            # GAE only because algorithm.adv_estimator was left at verl's default, with a group of samples per prompt
+            # (the group-relative estimators' setting): perhaps GRPO was meant (real case PRIME-RL/PRIME#11)
+            unset = not c.set_by_user("algorithm.adv_estimator") and c.v("algorithm.adv_estimator") == "gae"
+            group = f.n is not None and f.n > 1
             c.add("VI846", "error", ("critic.model.path", f"{M}.path"),
                   f"the critic loads verl's default {VERL_DEFAULT_CRITIC_PATH}, not the policy: critic.model.path is not "
-                  "taken from actor_rollout_ref.model.path", f"set critic.model.path={policy}",
+                  "taken from actor_rollout_ref.model.path"
+                  + (f"; the critic is there because algorithm.adv_estimator is unset (verl's default, gae), while "
+                     f"rollout.n={f.n} samples a group per prompt, as the group-relative estimators do"
+                     if unset and group else ""),
+                  f"set critic.model.path={policy}" + (", or algorithm.adv_estimator=grpo if GRPO was meant (no critic)"
+                                                       if unset and group else ""),
                   fix=Fix(set={"critic.model.path": policy}))
     if f.n == 1:
         _one_sample(c, adv)
