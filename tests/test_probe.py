@@ -441,3 +441,19 @@ def test_probe_module_imports_only_the_standard_library():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parent.parent)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_gpu_below_compute_capability_8_is_named(monkeypatch):
+    """NVML's compute capability (nvmlDeviceGetCudaComputeCapability) of a Tesla V100: 7.0, below what vLLM's bf16 and
+    flash-attn 2 need (check's VI864/VI865 have the sources); the probe says so once, naming the GPU and the fix. The
+    name of that card plans fp16 (wizard.planner.precision); an H100 machine gets no such finding."""
+    from wizard.verlspec.hardware import without_bf16
+
+    install(monkeypatch, FakeNVML([FakeGpu("Tesla V100-SXM2-32GB", 31.75, cc=(7, 0)) for _ in range(2)]))
+    r = probe_gpus()
+    [hit] = [p for p in r.findings() if p.rule == "VI763"]
+    assert hit.severity == "warning" and "GPU 0 (Tesla V100-SXM2-32GB)" in hit.message and "7.0" in hit.message
+    assert "rollout.dtype=float16" in hit.hint
+    assert without_bf16(r.gpus[0].short_name) is not None  # the name the wizard answers gpu_type with plans fp16
+    install(monkeypatch, h100_nvswitch())
+    assert not [p for p in probe_gpus().findings() if p.rule == "VI763"]

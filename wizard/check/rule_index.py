@@ -221,6 +221,7 @@ RULES: dict[str, tuple[str, str]] = {
     "VI747": ("probe & doctor", "the Ray cluster's GPU nodes have different GPU counts"),
     "VI748": ("probe & doctor", "the Ray dashboard wants a token or refused it: the cluster cannot be seen"),
     "VI749": ("probe & doctor", "/dev/shm is smaller than 8 GB"),
+    "VI763": ("probe & doctor", "a GPU below compute capability 8.0 (V100, T4): no bf16 in vLLM, no flash-attn 2"),
     "VI750": ("probe & doctor", "an NCCL transport is disabled in the environment (NCCL_P2P/IB/SHM_DISABLE)"),
     "VI751": ("probe & doctor", "other NCCL_* variables are set in the environment"),
     "VI752": ("probe & doctor", "RAY_DEDUP_LOGS=0: identical log lines printed once per worker"),

@@ -196,7 +196,7 @@ class GpuReport:
         return f"PCIe only (worst path: {worst})"
 
     def findings(self) -> list[Problem]:
-        """What a verl user should know about these GPUs (VI740-VI745)."""
+        """What a verl user should know about these GPUs (VI740-VI745, VI763)."""
         out: list[Problem] = []
         if not self.found:
             # the reason (NVML's own words) is the GPUs line's (describe); said once, not again here
@@ -223,6 +223,16 @@ class GpuReport:
                 out.append(Problem("VI743", "warning", ("gpu_memory_gb",),
                                    f"GPU {g.index} has {used:.1f} of {g.memory_total_gb:.1f} GB in use by other processes",
                                    "stop them (nvidia-smi shows which) before the run: verl's plan assumes empty GPUs"))
+        old = [g for g in self.whole_gpus if _capability(g.compute_capability) < (8, 0)]
+        if old:
+            g = old[0]
+            out.append(Problem(
+                "VI763", "warning", ("gpu_type",),
+                f"GPU {g.index} ({g.name}) has compute capability {g.compute_capability}, below 8.0: no bf16 in vLLM "
+                "(it refuses verl's default rollout dtype) and no flash-attn 2 (verl's default attention)",
+                "plans for it write fp16 and sdpa when gpu_type names the card (V100, T4, ...); in a config of your "
+                "own: actor_rollout_ref.rollout.dtype=float16 and "
+                "+actor_rollout_ref.model.override_config.attn_implementation=sdpa (`verl-init check` VI864/VI865)"))
         n = len(self.whole_gpus)
         if n >= 2 and self.ancestor:
             idx = [g.index for g in self.whole_gpus]
@@ -254,6 +264,15 @@ class GpuReport:
                 "levels": self.levels(),
             },
         }
+
+
+def _capability(text: str | None) -> tuple[int, int]:
+    """"7.5" → (7, 5); unknown → (99, 0) (never below a bound)."""
+    try:
+        major, minor = (int(x) for x in str(text).split(".", 1))
+    except ValueError:
+        return (99, 0)
+    return major, minor
 
 
 def short_gpu_name(name: str) -> str:
