@@ -70,7 +70,7 @@ def test_verls_defaults_on_a_card_without_bf16_are_two_errors(gpu_type):
     _, hits = _hits([], gpu_type)
     assert set(hits) == {"VI864", "VI865"}
     assert hits["VI864"].problem.severity == "error" and hits["VI864"].problem.keys == (f"{R}.dtype",)
-    assert "bfloat16" in hits["VI864"].problem.message and "float16" in hits["VI864"].problem.hint
+    assert "bfloat16" in hits["VI864"].problem.message and "mixed_precision.param_dtype=fp16" in hits["VI864"].problem.hint
     assert hits["VI865"].problem.keys == (ATTN,) and "flash_attention_2" in hits["VI865"].problem.message
     assert hits["VI865"].fix is not None and hits["VI865"].fix.set == {"+" + ATTN: "sdpa"}
 
@@ -107,6 +107,7 @@ def test_megatron_reads_no_attn_implementation():
     transformers); the Megatron engine builds its own layers: VI865 stays out, VI864 (the rollout) stays."""
     _, hits = _hits([], "V100", config_name="ppo_megatron_trainer")
     assert set(hits) == {"VI864"}
+    assert "megatron.dtype=float16" in hits["VI864"].problem.hint and "fsdp_config" not in hits["VI864"].problem.hint
 
 
 @pytest.mark.verl

@@ -36,7 +36,9 @@ def rule_precision(c: Ctx, f: Facts) -> None:
               "(vllm/platforms/cuda.py check_if_supports_dtype; verl passes rollout.dtype to it, "
               "vllm_async_server.py:326)",
               f"set {R}.dtype=float16 (and train in fp16 too, so the synced weights keep their precision: "
-              f"+{A}.fsdp_config.mixed_precision.param_dtype=fp16; verl's FSDP engine scales the loss for fp16)",
+              + (f"+{A}.fsdp_config.mixed_precision.param_dtype=fp16; verl's FSDP engine scales the loss for fp16)"
+                 if c.v(f"{A}.strategy") in FSDP_STRATEGIES else
+                 f"{A}.megatron.dtype=float16, Megatron's fp16 mode, megatron/transformer_impl.py:292-335)"),
               fix=Fix(set={f"{R}.dtype": "float16"}))
     roles = [("actor", f"{A}.strategy", M)]
     if c.v("critic.enable") is True:
