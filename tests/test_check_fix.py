@@ -9,9 +9,10 @@ checking again no longer reports it. Misspelled keys are renamed when the sugges
 from __future__ import annotations
 
 import ast
+import json
 import textwrap
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +121,19 @@ CASES = {
     "Megatron LoRA without Megatron-Bridge": Case("VI881", "actor_rollout_ref.model.lora.rank",
                                                   with_("model_engine=megatron", "actor_rollout_ref.model.lora.rank=16",
                                                         f"{A}.megatron.vanilla_mbridge=True")),
+    "Megatron without Megatron-Bridge": Case("VI912", f"{A}.megatron.use_mbridge",
+                                             with_("model_engine=megatron", f"{A}.megatron.use_mbridge=False")),
+    "SGLang rollout DP without DP attention": Case("VI913", f"{R}.data_parallel_size",
+                                                   with_(f"{R}.name=sglang", "trainer.n_gpus_per_node=4",
+                                                         f"{R}.tensor_model_parallel_size=2",
+                                                         f"{R}.data_parallel_size=2")),
+    # a pre-trained adapter (tests/test_lora_adapter.py has peft's own adapter): its rank from its adapter_config.json
+    "adapter without a LoRA rank": Case("VI880", "actor_rollout_ref.model.lora_adapter_path",
+                                        with_("+actor_rollout_ref.model.lora_adapter_path=ADAPTER"),
+                                        options={"adapter_r": 16}),
+    "adapter above vLLM's slots": Case("VI880", "actor_rollout_ref.model.lora_adapter_path",
+                                       with_("+actor_rollout_ref.model.lora_adapter_path=ADAPTER",
+                                             "actor_rollout_ref.model.lora_rank=8"), options={"adapter_r": 16}),
     # a card below compute capability 8.0 (tests/test_precision.py has verl's verdict on the fixed list)
     "bf16 rollout on a V100": Case("VI864", f"{R}.dtype", with_(), options={"gpu_type": "Tesla V100-SXM2-32GB"}),
     "flash-attn on a T4": Case("VI865", "actor_rollout_ref.model.override_config.attn_implementation",
@@ -136,6 +150,11 @@ def test_every_fix_site_has_a_case():
 def _apply(case: Case, tmp_path: Path) -> tuple[Any, Any]:
     """(report before, report after applying --fix's list as the user would)."""
     extra = list(case.options.get("extra", []))
+    if "adapter_r" in case.options:  # a peft adapter folder here, named where the case says ADAPTER
+        folder = tmp_path / "adapter"
+        folder.mkdir()
+        (folder / "adapter_config.json").write_text(json.dumps({"r": case.options["adapter_r"], "lora_alpha": 32}))
+        case = replace(case, overrides=[o.replace("ADAPTER", str(folder)) for o in case.overrides])
     hw = {"gpu_type": case.options["gpu_type"]} if "gpu_type" in case.options else {}
     if case.yaml is not None:
         target = tmp_path / "cfg.yaml"

@@ -307,6 +307,9 @@ def test_every_rule_has_a_test():
     tested |= {"VI972"}  # a save_to_disk folder as train_files: tests/test_data_saved.py
     tested |= {"VI899"}  # verl's own skewed and balanced rollout/trainer splits: tests/test_split.py
     tested |= {"VI907"}  # Ulysses SP on a Gated DeltaNet model: tests/test_hybrid_shapes.py
+    tested |= {"VI912"}  # Megatron without Megatron-Bridge: tests/test_mbridge.py
+    tested |= {"VI913"}  # SGLang rollout DP without DP attention: tests/test_sglang_dp.py
+    tested |= {"VI914"}  # data paths verl cannot read, against verl's RLHFDataset: tests/test_data_format.py
     tested |= {"VI837"}  # the Conv3d patch embedding on the installed torch: tests/test_patch_embed.py
     tested |= {"VI838"}  # rollout TP against the attention heads: tests/test_rollout_heads.py (vLLM and SGLang)
     tested |= {"VI849"}  # LoRA on a vision tower vLLM ignores: tests/test_vlm_lora.py (peft and transformers as oracles)

@@ -150,6 +150,12 @@ RULES: dict[str, tuple[str, str]] = {
               "verl drops every row (overlong filter) or stops at the first rollout"),
     "VI909": ("FSDP device mesh that breaks training", "fsdp_size that does not divide the trainer's GPUs (a rank is "
               "left out), or fsdp_size 1 with FSDP1, whose gradients are then never averaged across the GPUs"),
+    "VI912": ("Megatron without Megatron-Bridge", "megatron.use_mbridge=False on a Megatron actor, reference or "
+              "critic: verl 0.9.1's Megatron engine asserts use_mbridge when its worker starts"),
+    "VI913": ("SGLang rollout data parallel without DP attention", "rollout.data_parallel_size > 1 on SGLang without "
+              "engine_kwargs.sglang.enable_dp_attention: SGLang launches DP groups of TP × DP GPUs each"),
+    "VI914": ("data file verl cannot read", "a data.train_files/val_files path that is not a .parquet, .json or "
+              ".jsonl file (a folder of shards, a .csv): verl's RLHFDataset raises 'Unsupported file format'"),
     "VI864": ("bf16 rollout on a card without bf16", "--gpu-type names an NVIDIA card below compute capability 8.0 "
               "(V100, T4, Turing, Pascal): vLLM refuses rollout.dtype=bfloat16 when its server starts "
               "(vllm/platforms/cuda.py check_if_supports_dtype)"),

@@ -21,9 +21,10 @@ class Fix:
     set: dict[str, Any] = field(default_factory=dict)
     delete: list[str] = field(default_factory=list)
     strip_plus: list[str] = field(default_factory=list)
+    plus: list[str] = field(default_factory=list)  # keys of `set` not in verl's tree: appended as +key=value
 
     def describe(self) -> str:
-        parts = [f"{k}={format_value(v)}" for k, v in self.set.items()]
+        parts = [f"{'+' if k in self.plus else ''}{k}={format_value(v)}" for k, v in self.set.items()]
         parts += [f"remove {k}" for k in self.delete]
         parts += [f"{k} without +" for k in self.strip_plus]
         return "; ".join(parts)
@@ -102,6 +103,7 @@ def fixed_overrides(report: Report) -> tuple[list[str], list[str]]:
     sets: dict[str, Any] = {}
     deletes: set[str] = set()
     strip: set[str] = set()
+    plus: set[str] = set()
     renames: dict[str, str] = {}  # old key -> new key: the new override takes the old one's place in the list
     for fd in fixes:
         fx = fd.fix
@@ -111,6 +113,7 @@ def fixed_overrides(report: Report) -> tuple[list[str], list[str]]:
         sets.update(fx.set)
         deletes.update(fx.delete)
         strip.update(fx.strip_plus)
+        plus.update(fx.plus)
         changes.append(f"{fd.problem.rule} {', '.join(fd.problem.keys)}: {fx.describe()}")
     out: list[str] = []
     done: set[str] = set()
@@ -141,7 +144,7 @@ def fixed_overrides(report: Report) -> tuple[list[str], list[str]]:
             out.append(f"~{key}")
     for key, value in sets.items():
         if key not in done:
-            out.append(f"{key}={format_value(value)}")
+            out.append(f"{'+' if key in plus else ''}{key}={format_value(value)}")
     return out, changes
 
 

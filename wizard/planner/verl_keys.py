@@ -243,6 +243,11 @@ def rollout_keys(b: Build) -> None:
                            f"{rtp * b.rdp} GPUs per replica) holds the bf16 weights in each engine's reservation "
                            "(replica = TP × DP GPUs filling whole nodes: replica.py:108, vllm_async_server.py:384)"
                            if b.rdp > 1 else "1: one engine per replica; the experts fit its TP GPUs"), source_of("rollout_dp", given))
+    if a.rollout_engine == "sglang" and b.rdp > 1:
+        s.set(f"{PRE}.rollout.engine_kwargs.sglang.enable_dp_attention", True,
+              f"rollout data_parallel_size {b.rdp} on SGLang: verl starts one SGLang server with tp_size = TP × DP "
+              "(async_sglang_server.py:313-323), which SGLang splits into DP groups only with DP attention (without "
+              "it each of the DP groups takes tp_size GPUs of its own: check VI913)")
     if shape is not None and shape.experts or b.rep > 1:
         s.set(f"{PRE}.rollout.expert_parallel_size", b.rep,
               given_reason("rollout_ep", given,

@@ -119,14 +119,11 @@ def _vllm_lora_fallback():
     if importlib.util.find_spec("vllm") is not None or name in sys.modules:
         yield False
         return
-    from typing import Literal, get_args
+    from wizard.verlspec.lora import vllm_slots
 
     def get_vllm_max_lora_rank(lora_rank: int) -> int:
         assert lora_rank > 0, f"lora_rank must be greater than 0, get {lora_rank}"
-        ranks = sorted(get_args(Literal[1, 8, 16, 32, 64, 128, 256, 320, 512]))
-        if lora_rank > ranks[-1]:
-            raise ValueError(f"lora_rank must be less than or equal to {ranks[-1]}, but got {lora_rank}")
-        return next(r for r in ranks if lora_rank <= r)
+        return vllm_slots(lora_rank)
 
     module = types.ModuleType(name)
     module.get_vllm_max_lora_rank = get_vllm_max_lora_rank  # type: ignore[attr-defined]

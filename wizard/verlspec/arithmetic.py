@@ -215,16 +215,19 @@ def rollout_world(tp: int, dp: int = 1, pp: int = 1) -> int:
     return tp * dp * pp
 
 
-def rollout_layout(n_gpus: int, gpus_per_node: int, tp: int, dp: int = 1, pp: int = 1) -> list[str]:
+def rollout_layout(n_gpus: int, gpus_per_node: int, tp: int, dp: int = 1, pp: int = 1,
+                   engine: str = "vllm") -> list[str]:
     """What verl's workers assert about the rollout layout (empty when it is fine):
-    engine_workers.py:659 (n_gpus % world), replica.py:113 (a multi-node replica fills whole nodes) and
-    vllm_async_server.py:385 (DP > 1 needs gpus_per_node % TP == 0)."""
+    engine_workers.py:659 (n_gpus % world), replica.py:113 (a multi-node replica fills whole nodes) and, for the
+    vLLM server only, vllm_async_server.py:385 (DP > 1 needs gpus_per_node % TP == 0)."""
     w = rollout_world(tp, dp, pp)
     out = []
     if w < 1 or n_gpus % w:
         out.append(f"rollout world size {w} (TP {tp} × DP {dp} × PP {pp}) does not divide the {n_gpus} GPUs")
     if w > gpus_per_node and w % gpus_per_node:
         out.append(f"a replica of {w} GPUs spans nodes of {gpus_per_node} without filling them")
+    if engine != "vllm":
+        return out
     if dp > 1 and gpus_per_node % tp:
         out.append(f"with rollout data parallel, TP {tp} must divide the {gpus_per_node} GPUs per node")
     elif dp > 1 and w < gpus_per_node:

@@ -35,6 +35,17 @@ from typing import Any
 MEGATRON_TARGET_MODULES = ("linear_qkv", "linear_proj", "linear_fc1", "linear_fc2")
 # The FSDP engines' model.target_modules default (hf_model.yaml): peft's every linear layer.
 FSDP_TARGET_MODULES = "all-linear"
+# vLLM's allowed max_lora_rank values as verl falls back to them without vLLM's own MaxLoRARanks
+# (workers/rollout/vllm_rollout/utils.py:90-94; tests/test_lora_adapter.py reads the literal from verl's source)
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
+
+def vllm_slots(rank: int) -> int:
+    """max_lora_rank verl starts vLLM with for a LoRA rank (get_vllm_max_lora_rank, utils.py:83-102): the rank rounded
+    up to vLLM's allowed ranks (ValueError above the largest, as verl)."""
+    if rank > VLLM_LORA_RANKS[-1]:
+        raise ValueError(f"lora_rank must be less than or equal to {VLLM_LORA_RANKS[-1]}, but got {rank}")
+    return next(r for r in VLLM_LORA_RANKS if rank <= r)
 
 
 def _int(value: Any) -> int:

@@ -5,7 +5,10 @@ function missing from its file (VI871) and fewer training rows than one batch (V
 from __future__ import annotations
 
 import difflib
+import glob
+import itertools
 import os
+import re
 from pathlib import Path
 
 from wizard.check.rules.context import M, R, Ctx, Facts, local_path
@@ -132,10 +135,58 @@ def _no_files(c: Ctx) -> None:
               f"give {key} a .parquet/.json/.jsonl file{skip}")
 
 
+GLOB = re.compile(r"[*?\[]")
+MAX_MATCHES = 10_000  # a pattern's matches looked at (bounded: the folder is the user's)
+
+
+def matches(c: Ctx, path: str) -> list[Path] | None:
+    """The local files a data path names: itself, or a glob pattern's matches (datasets' load_dataset expands the
+    patterns verl passes it as data_files, utils/dataset/rl_dataset.py:173-176); None for a remote path."""
+    local = local_path(c, path)
+    if local is None:
+        return None
+    if not GLOB.search(str(local)):
+        return [local]
+    return [Path(p) for p in itertools.islice(glob.iglob(str(local), recursive=True), MAX_MATCHES)]
+
+
+def _format(c: Ctx, key: str, path: str) -> None:
+    """VI914: verl's RLHFDataset reads a data path ending in .parquet with load_dataset("parquet"), in .json/.jsonl
+    with load_dataset("json"), and raises ValueError("Unsupported file format") for any other name
+    (utils/dataset/rl_dataset.py:171-178); a folder (Spark's train.parquet/ of part files included) is not found by
+    load_dataset (FileNotFoundError), while a pattern such as folder/*.parquet is. A data.custom_cls reads what it
+    likes; a `datasets` save_to_disk folder is VI972's."""
+    from wizard._parquet import saved_dataset
+
+    local = local_path(c, path)
+    if local is not None and local.is_dir():
+        if saved_dataset(str(local)):
+            return
+        shards = sorted({p.suffix for p in itertools.islice(local.iterdir(), MAX_MATCHES)
+                         if p.suffix in (".parquet", ".json", ".jsonl")})
+        pattern = f"{path.rstrip('/')}/*{shards[0]}" if len(shards) == 1 else None
+        c.add("VI914", "error", (key,), f"{key} names the folder {path}: verl passes it to datasets' load_dataset, "
+              "which finds no data file in a folder path (FileNotFoundError at start-up, utils/dataset/rl_dataset.py:"
+              "173-176)", f"name the files: {key}='{pattern}' (datasets expands the pattern)" if pattern else
+              f"name the .parquet/.json/.jsonl files in it, as a list or a pattern such as {path.rstrip('/')}/*.parquet")
+        return
+    name = path.rstrip("/")
+    if not name.endswith((".parquet", ".json", ".jsonl")):
+        c.add("VI914", "error", (key,), f"{key}={path}: verl's RLHFDataset reads only names ending in .parquet, .json "
+              "or .jsonl and raises 'Unsupported file format' for any other at start-up (utils/dataset/rl_dataset.py:"
+              "171-178)", "convert it to parquet (pandas: pd.read_csv(...).to_parquet('train.parquet')), or rename a "
+              "JSON Lines file to .jsonl")
+
+
 def rule_files(c: Ctx, f: Facts) -> None:
     def missing(key: str, path: str, what: str, *, data: bool = False) -> None:
         local = local_path(c, path)
         if local is None or local.exists():
+            return
+        if data and GLOB.search(str(local)):
+            if not matches(c, path):
+                c.add("VI870", "warning", (key,), f"{what} pattern {path} matches no file here; verl fails at start-up "
+                      "if it matches none where the job runs", "check the pattern")
             return
         bundle = c.src.bundle_dir
         if data and bundle is not None and (bundle / "data" / "prepare_data.py").is_file() and \
@@ -167,6 +218,8 @@ def rule_files(c: Ctx, f: Facts) -> None:
             if isinstance(path, str) and PLACEHOLDER not in path:
                 missing(key, path, "data file", data=True)
                 _saved_folder(c, key, path)
+                if not c.v("data.custom_cls.path"):
+                    _format(c, key, path)
     _rule_enough_rows(c)
     _rule_steps_reached(c)
     models = [(f"{M}.path", True), ("critic.model.path", f.use_critic),

@@ -23,7 +23,8 @@ def rule_layout(c: Ctx, f: Facts) -> None:
     tp, rdp, pp = (c.int(k) or 1 for k in keys)
     gpn = f.gpn
     rgpn = c.int(f"{R}.n_gpus_per_node") or gpn
-    problems = rc.rollout_layout(f.n_gpus, rgpn, tp, rdp, pp)
+    # the DP asserts are the vLLM server's (SGLang's has none: VI913 is its DP rule); an unset name keeps them
+    problems = rc.rollout_layout(f.n_gpus, rgpn, tp, rdp, pp, engine="sglang" if c.v(f"{R}.name") == "sglang" else "vllm")
     if problems:
         valid = rc.valid_rollout_tp(f.n_gpus, gpn)
         fix = Fix(set={keys[0]: valid[0]}) if len(valid) == 1 and rdp == 1 and pp == 1 else None
@@ -41,6 +42,28 @@ def rule_layout(c: Ctx, f: Facts) -> None:
         c.add("VI811", "warning", (keys[0], "trainer.n_gpus_per_node"),
               f"rollout replicas of {w} GPUs do not divide the {gpn} GPUs of a node: some replicas straddle two nodes",
               f"nearest valid: {join_or(nearest(divisors(gpn), w))}")
+
+
+def rule_sglang_dp(c: Ctx, f: Facts) -> None:
+    """VI913: SGLang rollout data parallel without DP attention. verl starts each replica as one SGLang server with
+    tp_size = TP × DP and dp_size = DP (sglang_rollout/async_sglang_server.py:313-323; engine_kwargs.sglang goes to
+    the server as is, :276, :340). Without enable_dp_attention, SGLang's DataParallelController launches dp_size
+    scheduler groups of tp_size GPUs each, the next group's base_gpu_id tp_size GPUs further
+    (sglang/srt/managers/data_parallel_controller.py: launch_dp_schedulers), so a replica of TP × DP GPUs asks for
+    DP × TP × DP of them; with DP attention it launches one group of tp_size GPUs (launch_dp_attention_schedulers)."""
+    keys = (f"{R}.data_parallel_size", f"{R}.engine_kwargs.sglang.enable_dp_attention")
+    if c.v(f"{R}.name") != "sglang" or c.unknown(keys[0]):
+        return
+    rdp, tp = c.int(keys[0]) or 1, c.int(f"{R}.tensor_model_parallel_size") or 1
+    if rdp <= 1 or c.v(keys[1]) is True:
+        return
+    c.add("VI913", "error", keys,
+          f"rollout data_parallel_size={rdp} on SGLang without DP attention: verl starts a replica of {tp * rdp} GPUs as "
+          f"one SGLang server with tp_size={tp * rdp} and dp_size={rdp} (async_sglang_server.py:313-323), and SGLang "
+          f"then launches {rdp} groups of {tp * rdp} GPUs each ({tp * rdp * rdp} GPUs; data_parallel_controller.py "
+          "launch_dp_schedulers): the server fails on GPUs the replica does not have",
+          f"set +{keys[1]}=true (SGLang's DP attention splits the {tp * rdp} GPUs into {rdp} groups), or "
+          f"{keys[0]}=1 (verl then builds a replica per {tp} GPUs)", fix=Fix(set={keys[1]: True}, plus=[] if keys[1] in c.res.defaults_flat else [keys[1]]))
 
 
 def rule_rollout_dp_nodes(c: Ctx, f: Facts, shape: Any) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from wizard.check.report import Fix
-from wizard.check.rules.context import A, M, R, Ctx, Facts
+from wizard.check.rules.context import A, M, R, Ctx, Facts, local_path
 from wizard.verlspec import lora
 
 # the FSDP engines' flat LoRA keys (workers/config/model.py:122-135) and the Megatron block's keys the FSDP engines
@@ -80,6 +80,9 @@ def rule_lora(c: Ctx, f: Facts) -> None:
                   f"reads (it reads {'model.lora.*' if megatron else 'model.lora_rank, lora_alpha, target_modules'})",
                   "remove them" + (f", or set the matching {M}.lora.* keys" if megatron else
                                    f", or set the matching {M}.lora_rank / lora_alpha / target_modules"))
+    adapter = model.get("lora_adapter_path")
+    if not megatron and not other and isinstance(adapter, str) and not c.unknown(f"{M}.lora_adapter_path"):
+        _fsdp_adapter(c, f, adapter, rank)
     # VI881: Megatron LoRA needs Megatron-Bridge (actor, and a critic with its own LoRA)
     roles = [(M, A, megatron, rank)]
     if f.use_critic and c.v("critic.strategy") == "megatron":
@@ -105,6 +108,50 @@ def rule_lora(c: Ctx, f: Facts) -> None:
               "checkpoint_engine.backend=delta_sharded with Megatron LoRA: verl asserts 'megatron delta_sharded does "
               "not support LoRA' at the first weight sync (megatron/transformer_impl.py:1077)",
               "use another checkpoint_engine.backend (naive for a colocated run), or train without LoRA")
+
+
+def _adapter_rank(c: Ctx, adapter: str) -> tuple[int, Any] | None:
+    """(r, lora_alpha) from a local adapter folder's adapter_config.json (peft's), or None."""
+    from wizard._io import read_user_file, safe_json
+
+    folder = local_path(c, adapter)
+    config = folder / "adapter_config.json" if folder is not None else None
+    if config is None or not config.is_file():
+        return None
+    try:
+        data = safe_json(read_user_file(str(config), 1 << 20))
+    except (OSError, ValueError):
+        return None
+    r = data.get("r") if isinstance(data, dict) else None
+    return (r, data.get("lora_alpha")) if isinstance(r, int) and not isinstance(r, bool) and r > 0 else None
+
+
+def _fsdp_adapter(c: Ctx, f: Facts, adapter: str, rank: int) -> None:
+    """VI880, FSDP engines, model.lora_adapter_path (workers/config/model.py:135):
+    - with lora_rank 0 the engine builds no LoRA (fsdp/transformer_impl.py:162 `_is_lora = lora_rank > 0`, :598), and
+      _build_lora_module (:340-352) is the only reader of the adapter path: the adapter is never loaded and all weights
+      train; the trainer still counts the run as LoRA (`ref_in_actor`, trainer/ppo/v1/trainer_base.py:237), so the
+      reference pass calls disable_adapter on a model without adapters (engine_workers.py:425, transformer_impl.py:1095);
+    - with lora_rank set, the engine trains the adapter at its own rank (peft's PeftModel.from_pretrained, :350), while
+      vLLM sizes its adapter slots from lora_rank (vllm_async_server.py:418-431): a larger adapter does not fit."""
+    key = f"{M}.lora_adapter_path"
+    found = _adapter_rank(c, adapter)
+    if not rank:
+        fix = Fix(set={f"{M}.lora_rank": found[0], **({f"{M}.lora_alpha": found[1]} if found[1] else {})}) if found else None
+        c.add("VI880", "error", (key, f"{M}.lora_rank"),
+              f"{key} is set but {M}.lora_rank is 0: the FSDP engine builds LoRA only for lora_rank > 0 "
+              "(workers/engine/fsdp/transformer_impl.py:162, :598), so the adapter is never loaded and all weights "
+              "train; verl still treats the run as LoRA (trainer/ppo/v1/trainer_base.py:237)"
+              + (" and the first reference pass calls disable_adapter on a model without adapters "
+                 "(engine_workers.py:425)" if f.use_ref else ""),
+              f"set {M}.lora_rank={found[0]} (the adapter's r in its adapter_config.json)" if found else
+              f"set {M}.lora_rank to the adapter's r (its adapter_config.json)", fix=fix)
+    elif found and c.v(f"{R}.name") == "vllm" and rank <= lora.VLLM_LORA_RANKS[-1] and found[0] > lora.vllm_slots(rank):
+        c.add("VI880", "error", (key, f"{M}.lora_rank"),
+              f"the adapter at {adapter} has r={found[0]} (adapter_config.json), above {M}.lora_rank={rank}: the "
+              "FSDP engine trains the adapter at its own rank (fsdp/transformer_impl.py:350), but vLLM's adapter "
+              f"slots hold rank {lora.vllm_slots(rank)} (lora_rank rounded up to vLLM's ranks, vllm_async_server.py:418-431, "
+              "vllm_rollout/utils.py:83-102), and vLLM refuses the larger adapter at the first weight sync", f"set {M}.lora_rank={found[0]}", fix=Fix(set={f"{M}.lora_rank": found[0]}))
 
 
 def rule_vision_lora(c: Ctx, f: Facts, shape: Any) -> None:
