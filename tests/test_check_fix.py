@@ -127,6 +127,8 @@ CASES = {
                                                    with_(f"{R}.name=sglang", "trainer.n_gpus_per_node=4",
                                                          f"{R}.tensor_model_parallel_size=2",
                                                          f"{R}.data_parallel_size=2")),
+    "GSPO with token-level clip bounds": Case("VI915", f"{A}.policy_loss.loss_mode",
+                                              with_(f"{A}.policy_loss.loss_mode=gspo", f"{A}.ppo_mini_batch_size=4")),
     # a pre-trained adapter (tests/test_lora_adapter.py has peft's own adapter): its rank from its adapter_config.json
     "adapter without a LoRA rank": Case("VI880", "actor_rollout_ref.model.lora_adapter_path",
                                         with_("+actor_rollout_ref.model.lora_adapter_path=ADAPTER"),

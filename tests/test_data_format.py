@@ -61,6 +61,7 @@ def test_a_folder_of_shards_is_an_error_and_its_pattern_is_read(tmp_path, shards
     found = _findings(pattern, str(shards))
     assert [p.keys for p in found["VI914"]] == [("data.val_files",)] and "VI870" not in found
     assert found["VI914"][0].severity == "error" and f"data.val_files='{pattern}'" in found["VI914"][0].hint
+    assert "FileNotFoundError" in found["VI914"][0].message
 
 
 def test_a_csv_file_is_an_error(tmp_path, shards):
@@ -83,3 +84,11 @@ def test_a_pattern_that_matches_nothing_is_named(tmp_path):
 def test_a_custom_dataset_class_reads_what_it_likes(tmp_path, shards):
     assert "VI914" not in _findings(str(shards), str(tmp_path / "val.csv"), "data.custom_cls.path=/x/ds.py",
                                     "data.custom_cls.name=MyDataset")
+
+
+def test_a_folder_without_a_data_suffix_is_verls_unsupported_format(tmp_path, shards):
+    plain = shards.rename(tmp_path / "shards")
+    with pytest.raises(ValueError, match="Unsupported file format"):
+        _verl_rows(tmp_path, str(plain))
+    (problem,) = _findings(f"{plain}/*.parquet", str(plain))["VI914"]
+    assert "Unsupported file format" in problem.message and f"'{plain}/*.parquet'" in problem.hint

@@ -156,6 +156,8 @@ RULES: dict[str, tuple[str, str]] = {
               "engine_kwargs.sglang.enable_dp_attention: SGLang launches DP groups of TP × DP GPUs each"),
     "VI914": ("data file verl cannot read", "a data.train_files/val_files path that is not a .parquet, .json or "
               ".jsonl file (a folder of shards, a .csv): verl's RLHFDataset raises 'Unsupported file format'"),
+    "VI915": ("GSPO with token-level clip bounds", "policy_loss.loss_mode=gspo with clip bounds ≥ 0.05: the sequence "
+              "ratio GSPO clips barely moves, so the off-policy updates go unclipped (verl's GSPO examples: 3e-4 / 4e-4)"),
     "VI864": ("bf16 rollout on a card without bf16", "--gpu-type names an NVIDIA card below compute capability 8.0 "
               "(V100, T4, Turing, Pascal): vLLM refuses rollout.dtype=bfloat16 when its server starts "
               "(vllm/platforms/cuda.py check_if_supports_dtype)"),

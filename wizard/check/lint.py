@@ -62,7 +62,8 @@ from wizard.check.rules.time import rule_time
 from wizard.check.rules.reward_model import rule_reward_model
 from wizard.check.rules.roles import rule_roles
 from wizard.check.rules.tokens import rule_context, rule_context_parallel_budget, rule_patch_embed, rule_tokens, rule_vision
-from wizard.check.rules.values import rule_choices, rule_inert_clip, rule_required, rule_unresolved, rule_values
+from wizard.check.rules.values import (rule_choices, rule_gspo_clip, rule_inert_clip, rule_required, rule_unresolved,
+                                      rule_values)
 from wizard.check.source import Source, load_source, write_yaml
 from wizard.intent.errors import Problem
 from wizard.planner.agent import tool_imports
@@ -103,7 +104,7 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
     ppo_rules = () if src.entry in ("sft", "eval") else generation if src.entry == "generation" else (
         rule_unresolved, rule_required, rule_deprecated_micro, rule_choices, rule_layout, rule_sglang_dp, rule_hardware,
         rule_rollout_parallel, rule_device, rule_precision, rule_fsdp_mesh, rule_batches, rule_dynamic_flags, rule_ignored_budgets, rule_tokens, rule_context_parallel_budget, rule_roles,
-        rule_values, rule_inert_clip, rule_files, rule_data_content, rule_prompt_lengths, rule_chat_template, rule_remote_code, rule_bundle_files, rule_agent, rule_turn_budget, rule_lora, rule_mbridge,
+        rule_values, rule_inert_clip, rule_gspo_clip, rule_files, rule_data_content, rule_prompt_lengths, rule_chat_template, rule_remote_code, rule_bundle_files, rule_agent, rule_turn_budget, rule_lora, rule_mbridge,
         rule_sandbox,
         rule_reward_model, rule_value_model, rule_resume)
     sft_rules = (rule_resume_sft,) if src.entry == "sft" else ()

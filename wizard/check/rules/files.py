@@ -165,9 +165,12 @@ def _format(c: Ctx, key: str, path: str) -> None:
         shards = sorted({p.suffix for p in itertools.islice(local.iterdir(), MAX_MATCHES)
                          if p.suffix in (".parquet", ".json", ".jsonl")})
         pattern = f"{path.rstrip('/')}/*{shards[0]}" if len(shards) == 1 else None
-        c.add("VI914", "error", (key,), f"{key} names the folder {path}: verl passes it to datasets' load_dataset, "
-              "which finds no data file in a folder path (FileNotFoundError at start-up, utils/dataset/rl_dataset.py:"
-              "173-176)", f"name the files: {key}='{pattern}' (datasets expands the pattern)" if pattern else
+        named = path.rstrip("/").endswith((".parquet", ".json", ".jsonl"))
+        why = ("verl passes it to datasets' load_dataset, which finds no data file in a folder path "
+               "(FileNotFoundError at start-up, utils/dataset/rl_dataset.py:173-176)" if named else
+               "verl's RLHFDataset raises 'Unsupported file format' for it at start-up (utils/dataset/rl_dataset.py:"
+               "171-178)")
+        c.add("VI914", "error", (key,), f"{key} names the folder {path}: {why}", f"name the files: {key}='{pattern}' (datasets expands the pattern)" if pattern else
               f"name the .parquet/.json/.jsonl files in it, as a list or a pattern such as {path.rstrip('/')}/*.parquet")
         return
     name = path.rstrip("/")

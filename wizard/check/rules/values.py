@@ -248,3 +248,34 @@ def rule_inert_clip(c: Ctx, f: Facts) -> None:
               f"lower {A}.ppo_mini_batch_size to take several steps per batch (DAPO: 512 prompts, mini-batches of "
               "32), or drop the clip settings")
 
+
+
+GSPO_BOUNDS = (3e-4, 4e-4)  # verl's GSPO examples (examples/gspo_trainer/README.md "Key Flags"), the GSPO paper's
+TOKEN_SCALE = 0.05  # bounds at or above this are token-level PPO's scale (verl's default clip_ratio: 0.2)
+
+
+def rule_gspo_clip(c: Ctx, f: Facts) -> None:
+    """VI915: GSPO with token-level clip bounds. compute_policy_loss_gspo clips the sequence ratio, the geometric
+    mean of the response's token ratios (exp of the mean token log-ratio, trainer/ppo/core_algos.py:1580-1596), with
+    clip_ratio_low/high (else clip_ratio, :1575-1576). Averaging L token log-ratios shrinks their spread about √L
+    times, so bounds sized for one token's ratio (verl's default 0.2, workers/config/actor.py:158) bind on almost no
+    sequence: the update is unclipped (tests/test_gspo_clip.py measures it with verl's own function). verl's GSPO
+    examples use 3e-4 / 4e-4. On a run whose single update is on-policy the ratio is 1 anyway (VI868)."""
+    if c.v(f"{A}.policy_loss.loss_mode") != "gspo" or c.unknown(f"{A}.clip_ratio", f"{A}.ppo_epochs"):
+        return
+    epochs, tbs, mini = c.int(f"{A}.ppo_epochs"), f.tbs, f.mini
+    if epochs == 1 and tbs and mini and mini >= tbs and c.v("algorithm.rollout_correction.bypass_mode") is False:
+        return
+    base = c.v(f"{A}.clip_ratio")
+    low, high = (c.v(f"{A}.clip_ratio_{s}") for s in ("low", "high"))
+    low, high = (base if low is None else low), (base if high is None else high)
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (low, high)) or min(low, high) < TOKEN_SCALE:
+        return
+    keys = [f"{A}.clip_ratio_low", f"{A}.clip_ratio_high"]
+    c.add("VI915", "warning", (f"{A}.policy_loss.loss_mode", *keys),
+          f"policy_loss.loss_mode=gspo with clip bounds {low:g} / {high:g}: GSPO clips the sequence ratio, the geometric "
+          "mean of the response's token ratios (trainer/ppo/core_algos.py:1580-1596), whose spread is about 1/√length of "
+          "a token's, so bounds sized for token-level PPO almost never bind and the off-policy updates go unclipped",
+          f"set {keys[0]}={GSPO_BOUNDS[0]:g} {keys[1]}={GSPO_BOUNDS[1]:g} (verl's GSPO examples, "
+          "examples/gspo_trainer/README.md)",
+          fix=Fix(set={keys[0]: GSPO_BOUNDS[0], keys[1]: GSPO_BOUNDS[1]}))
