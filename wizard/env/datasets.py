@@ -326,12 +326,7 @@ class _FileCheck:
                              "reads paths and bytes and writes bytes").add(row_no, f"image {i}")
         if chat is None:
             return
-        if images:  # verl pairs them only in a row with media (planner/datacontent.media_mismatches)
-            mismatch = datacontent.media_mismatches(chat, {"image": list(images)})
-            placeholders = mismatch[0][1] if mismatch else len(images)
-        else:  # a text-only row keeps "<image>" as text: a warning, not verl's assert
-            placeholders = sum(m.get("content", "").count("<image>") for m in chat
-                               if isinstance(m, dict) and isinstance(m.get("content"), str))
+        placeholders = sum(m.get("content", "").count("<image>") for m in chat if isinstance(m.get("content"), str))
         if placeholders != len(images):
             zero = not images
             what = ("<image> placeholders but the row has no images" if zero else
