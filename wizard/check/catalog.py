@@ -150,6 +150,10 @@ RULES: dict[str, tuple[str, str]] = {
               "verl drops every row (overlong filter) or stops at the first rollout"),
     "VI909": ("FSDP device mesh that breaks training", "fsdp_size that does not divide the trainer's GPUs (a rank is "
               "left out), or fsdp_size 1 with FSDP1, whose gradients are then never averaged across the GPUs"),
+    "VI911": ("reward function looks for special tokens", "the custom reward file's string constants contain a token "
+              "the model's tokenizer marks special (added_tokens special=true, or its eos/pad/...): verl's reward "
+              "managers decode the response with skip_special_tokens=True (reward_manager/naive.py:55), so "
+              "solution_str never holds it and a format reward that needs it is 0 for every response"),
     "VI864": ("bf16 rollout on a card without bf16", "--gpu-type names an NVIDIA card below compute capability 8.0 "
               "(V100, T4, Turing, Pascal): vLLM refuses rollout.dtype=bfloat16 when its server starts "
               "(vllm/platforms/cuda.py check_if_supports_dtype)"),
