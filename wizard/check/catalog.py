@@ -158,6 +158,10 @@ RULES: dict[str, tuple[str, str]] = {
               ".jsonl file (a folder of shards, a .csv): verl's RLHFDataset raises 'Unsupported file format'"),
     "VI915": ("GSPO with token-level clip bounds", "policy_loss.loss_mode=gspo with clip bounds ≥ 0.05: the sequence "
               "ratio GSPO clips barely moves, so the off-policy updates go unclipped (verl's GSPO examples: 3e-4 / 4e-4)"),
+    "VI911": ("reward function looks for special tokens", "the custom reward file's string constants contain a token "
+              "the model's tokenizer marks special (added_tokens special=true, or its eos/pad/...): verl's reward "
+              "managers decode the response with skip_special_tokens=True (reward_manager/naive.py:55), so "
+              "solution_str never holds it and a format reward that needs it is 0 for every response"),
     "VI864": ("bf16 rollout on a card without bf16", "--gpu-type names an NVIDIA card below compute capability 8.0 "
               "(V100, T4, Turing, Pascal): vLLM refuses rollout.dtype=bfloat16 when its server starts "
               "(vllm/platforms/cuda.py check_if_supports_dtype)"),

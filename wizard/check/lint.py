@@ -60,6 +60,7 @@ from wizard.check.rules.valuehead import rule_value_model
 from wizard.check.rules.memory import rule_memory
 from wizard.check.rules.time import rule_time
 from wizard.check.rules.reward_model import rule_reward_model
+from wizard.check.rules.reward_tokens import rule_reward_special_tokens
 from wizard.check.rules.roles import rule_roles
 from wizard.check.rules.tokens import rule_context, rule_context_parallel_budget, rule_patch_embed, rule_tokens, rule_vision
 from wizard.check.rules.values import (rule_choices, rule_gspo_clip, rule_inert_clip, rule_required, rule_unresolved,
@@ -106,7 +107,7 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_rollout_parallel, rule_device, rule_precision, rule_fsdp_mesh, rule_batches, rule_dynamic_flags, rule_ignored_budgets, rule_tokens, rule_context_parallel_budget, rule_roles,
         rule_values, rule_inert_clip, rule_gspo_clip, rule_files, rule_data_content, rule_prompt_lengths, rule_chat_template, rule_remote_code, rule_bundle_files, rule_agent, rule_turn_budget, rule_lora, rule_mbridge,
         rule_sandbox,
-        rule_reward_model, rule_value_model, rule_resume)
+        rule_reward_model, rule_reward_special_tokens, rule_value_model, rule_resume)
     sft_rules = (rule_resume_sft,) if src.entry == "sft" else ()
     with tool_imports(deep):  # check's agent rules import a tool module only with --deep, in the sandbox
         for rule in (*ppo_rules, *sft_rules, rule_launch_env, rule_unread, rule_requirements):
