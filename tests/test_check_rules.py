@@ -329,6 +329,7 @@ def test_every_rule_has_a_test():
     tested |= {"VI866"}  # the multi-turn response budget: tests/test_agent_tools.py (the planner's VI562 arithmetic)
     tested |= {"VI863"}  # --deep tools phase, verl's parsers on the model's template: tests/test_check_toolcall.py
     tested |= {"VI911"}  # reward file vs the tokenizer's special tokens: tests/test_reward_special_tokens.py (verl's naive manager)
+    tested |= {"VI910"}  # the same comparison in the default check, verl's parsers as oracles: tests/test_tool_format.py
     assert tested == set(RULES), sorted(set(RULES) ^ tested)
 
 

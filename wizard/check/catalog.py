@@ -184,5 +184,11 @@ RULES: dict[str, tuple[str, str]] = {
     "VI828": ("critic batching keys verl does not read", "critic.ppo_micro_batch_size_per_gpu / use_dynamic_bsz / "
               "ppo_max_token_len_per_gpu set, but verl 0.9.1's trainer sizes the critic's engine from "
               "critic.ppo_infer_max_token_len_per_gpu alone (default 32768 tokens, dynamic batching on)"),
+    "VI910": ("the tool-call parser does not read the model's tool calls", "multi-turn runs with the model's tokenizer "
+              "on this machine and verl installed: verl's parser that rollout.multi_turn.format names (default hermes) "
+              "gives back no call from the assistant turn the model's own chat template writes for one tool call, so "
+              "tool_agent_loop.py:300-308 ends every episode after its first turn with no tool called; an error naming "
+              "the verl parser that reads it, a warning when none does (an info when the format was chosen), an info "
+              "when the template writes no tool call"),
     "VI877": ("--deep could not run", "no bubblewrap sandbox here (--deep and --verl refuse), or verl's code on the config stopped at a sandbox bound (time, memory, processes, output)"),
 }

@@ -59,6 +59,7 @@ from wizard.check.rules.requirements import rule_requirements
 from wizard.check.rules.valuehead import rule_value_model
 from wizard.check.rules.memory import rule_memory
 from wizard.check.rules.time import rule_time
+from wizard.check.rules.toolformat import rule_tool_format
 from wizard.check.rules.reward_model import rule_reward_model
 from wizard.check.rules.reward_tokens import rule_reward_special_tokens
 from wizard.check.rules.roles import rule_roles
@@ -105,7 +106,7 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
     ppo_rules = () if src.entry in ("sft", "eval") else generation if src.entry == "generation" else (
         rule_unresolved, rule_required, rule_deprecated_micro, rule_choices, rule_layout, rule_sglang_dp, rule_hardware,
         rule_rollout_parallel, rule_device, rule_precision, rule_fsdp_mesh, rule_batches, rule_dynamic_flags, rule_ignored_budgets, rule_tokens, rule_context_parallel_budget, rule_roles,
-        rule_values, rule_inert_clip, rule_gspo_clip, rule_files, rule_data_content, rule_prompt_lengths, rule_chat_template, rule_remote_code, rule_bundle_files, rule_agent, rule_turn_budget, rule_lora, rule_mbridge,
+        rule_values, rule_inert_clip, rule_gspo_clip, rule_files, rule_data_content, rule_prompt_lengths, rule_chat_template, rule_remote_code, rule_bundle_files, rule_agent, rule_turn_budget, rule_tool_format, rule_lora, rule_mbridge,
         rule_sandbox,
         rule_reward_model, rule_reward_special_tokens, rule_value_model, rule_resume)
     sft_rules = (rule_resume_sft,) if src.entry == "sft" else ()
@@ -151,6 +152,8 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         if deep:
             findings += [Finding(p) for p in ran.problems]
             deep_notes = ran.notes
+            if any(p.rule == "VI863" for p in ran.problems):  # the tools phase said it, from verl's run: drop the echo
+                findings = [fd for fd in findings if fd.problem.rule != "VI910"]
         elif any(p.rule == "VI877" for p in ran.problems):
             findings += [Finding(p) for p in ran.problems if p.rule == "VI877"]
     order = {"error": 0, "warning": 1, "info": 2}
