@@ -134,8 +134,13 @@ def test_deep_says_when_no_parser_reads_the_models_calls(tmp_path):
 
     model = build_tiny_model(tmp_path / "llama")
     _tokenizer(model, HEAD + CALLS["llama"] + TAIL)
-    [none] = _tools(check(_config(tmp_path, model, "hermes"), deep=True))
-    assert "no parser verl registers reads it" in none.message and "register a ToolParser" in none.hint
+    report = check(_config(tmp_path, model, "hermes"), deep=True)
+    # no parser reads the rendering, which is then no proof (gpt-oss's own template renders calls in another order
+    # than the model writes them): the sandbox notes it, and the default check's VI910 says it (an info: this config
+    # names the format itself)
+    assert not _tools(report)
+    [none] = [f.problem for f in report.findings if f.problem.rule == "VI910"]
+    assert none.severity == "info" and "no parser verl registers reads it" in none.message
 
 
 # --- the planner: the format the bundle writes ---------------------------------------------------------------
