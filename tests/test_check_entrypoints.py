@@ -243,6 +243,26 @@ def test_a_script_that_launches_no_entry_point_is_refused_naming_every_one(tmp_p
         assert e.module.rsplit(".", 1)[-1] in line, (e.module, line)
 
 
+@pytest.mark.verl
+def test_a_removed_entry_point_is_named_with_its_successor(tmp_path):
+    """verl.trainer.main_generation (real case verl#5593): the installed verl has no such module (importlib, the
+    oracle), and check names the entry point closest by name instead of listing every one."""
+    import importlib.util
+
+    from conftest import run_cli
+
+    assert importlib.util.find_spec("verl.trainer.main_generation") is None
+    assert importlib.util.find_spec("verl.trainer.main_generation_server") is not None
+    path = tmp_path / "gen.sh"
+    path.write_text("python3 -m verl.trainer.main_generation trainer.nnodes=1 data.path=test.parquet "
+                    "data.n_samples=4 model.path=Qwen/Qwen2.5-0.5B-Instruct rollout.temperature=1.0\n", encoding="utf-8")
+    r = run_cli(["check", str(path)], env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    assert r.returncode != 0 and "[VI800]" in r.stderr
+    line = next(x for x in r.stderr.splitlines() if "[VI800]" in x)
+    assert "`python -m verl.trainer.main_generation`, which verl" in line
+    assert "launch verl.trainer.main_generation_server" in line
+
+
 @pytest.mark.parametrize("flag", ["deep", "run_verl"])
 def test_deep_and_verl_do_not_judge_an_sft_launch_by_ppo_code(tmp_path, flag):
     """--deep / --verl run verl's PPO-family code; an sft_trainer launch (its own tree, sft_trainer_engine) used to

@@ -309,6 +309,7 @@ def test_every_rule_has_a_test():
     tested |= {"VI907"}  # Ulysses SP on a Gated DeltaNet model: tests/test_hybrid_shapes.py
     tested |= {"VI912"}  # Megatron without Megatron-Bridge: tests/test_mbridge.py
     tested |= {"VI915"}  # GSPO with token-level clip bounds, against verl's own losses: tests/test_gspo_clip.py
+    tested |= {"VI916", "VI917", "VI918"}  # saving and offload settings verl ignores: tests/test_saving_rules.py
     tested |= {"VI913"}  # SGLang rollout DP without DP attention: tests/test_sglang_dp.py
     tested |= {"VI914"}  # data paths verl cannot read, against verl's RLHFDataset: tests/test_data_format.py
     tested |= {"VI837"}  # the Conv3d patch embedding on the installed torch: tests/test_patch_embed.py

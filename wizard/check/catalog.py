@@ -162,6 +162,12 @@ RULES: dict[str, tuple[str, str]] = {
               "the model's tokenizer marks special (added_tokens special=true, or its eos/pad/...): verl's reward "
               "managers decode the response with skip_special_tokens=True (reward_manager/naive.py:55), so "
               "solution_str never holds it and a format reward that needs it is 0 for every response"),
+    "VI916": ("no checkpoint saved", "trainer.save_freq ≤ 0 (verl's default -1): the PPO trainers save nothing, not "
+              "even the last step"),
+    "VI917": ("CPU offload policy on FSDP1", "fsdp_config.offload_policy=True with strategy=fsdp: only verl's fsdp2 "
+              "engine reads it, so nothing is offloaded"),
+    "VI918": ("checkpoint deletion that deletes nothing", "trainer.del_local_ckpt_after_load=True: verl's checkpoint "
+              "managers delete only hdfs:// paths, and test the local copy they loaded"),
     "VI864": ("bf16 rollout on a card without bf16", "--gpu-type names an NVIDIA card below compute capability 8.0 "
               "(V100, T4, Turing, Pascal): vLLM refuses rollout.dtype=bfloat16 when its server starts "
               "(vllm/platforms/cuda.py check_if_supports_dtype)"),

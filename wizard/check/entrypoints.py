@@ -146,3 +146,25 @@ def verl_config_dir() -> Path:
         raise ImportError("verl")
     return Path(spec.origin).parent / "trainer" / "config"
 
+
+
+_VERL_MODULE = re.compile(r"(?<![\w.])-m\s+(verl(?:\.\w+)+)")
+
+
+def missing_verl_module(text: str) -> tuple[str, str | None] | None:
+    """(module, the closest entry point) for the first `python -m verl.…` in a script that the installed verl does not
+    have (verl 0.9.1 removed verl.trainer.main_generation, for one: its successor main_generation_server is the
+    closest entry by name), or None (every such module is there, none is named, or verl is not installed here)."""
+    import difflib
+    import importlib.util
+
+    if importlib.util.find_spec("verl") is None:
+        return None
+    root = verl_config_dir().parents[1]  # site-packages/verl
+    for module in dict.fromkeys(_VERL_MODULE.findall(text)):
+        rel = Path(*module.split(".")[1:])
+        if (root / rel).with_suffix(".py").is_file() or (root / rel / "__init__.py").is_file():
+            continue
+        close = difflib.get_close_matches(module, [e.module for e in ENTRIES], n=1, cutoff=0.6)
+        return module, close[0] if close else None
+    return None

@@ -48,6 +48,7 @@ from wizard.check.rules.batches import rule_batches, rule_deprecated_micro, rule
 from wizard.check.rules.context import M, Ctx, facts, model_shape
 from wizard.check.rules.bundlefiles import rule_bundle_files
 from wizard.check.rules.checkpoints import rule_resume, rule_resume_sft
+from wizard.check.rules.saving import rule_fsdp1_offload_policy, rule_saving
 from wizard.check.rules.datacontent import rule_data_content
 from wizard.check.rules.files import rule_files
 from wizard.check.rules.layout import (rule_device, rule_hardware, rule_layout, rule_megatron, rule_rollout_dp_nodes,
@@ -108,7 +109,7 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_rollout_parallel, rule_device, rule_precision, rule_fsdp_mesh, rule_batches, rule_dynamic_flags, rule_ignored_budgets, rule_tokens, rule_context_parallel_budget, rule_roles,
         rule_values, rule_inert_clip, rule_gspo_clip, rule_files, rule_data_content, rule_prompt_lengths, rule_chat_template, rule_remote_code, rule_bundle_files, rule_agent, rule_turn_budget, rule_tool_format, rule_lora, rule_mbridge,
         rule_sandbox,
-        rule_reward_model, rule_reward_special_tokens, rule_value_model, rule_resume)
+        rule_reward_model, rule_reward_special_tokens, rule_value_model, rule_resume, rule_saving, rule_fsdp1_offload_policy)
     sft_rules = (rule_resume_sft,) if src.entry == "sft" else ()
     with tool_imports(deep):  # check's agent rules import a tool module only with --deep, in the sandbox
         for rule in (*ppo_rules, *sft_rules, rule_launch_env, rule_unread, rule_requirements):

@@ -50,6 +50,21 @@ MAX_YAML_NODES = 1_000_000  # values the document holds once its aliases are exp
 MAX_OVERRIDES = 20_000
 
 
+def _missing_module(p: Path, text: str) -> None:
+    """A script that launches a verl module the installed verl does not have (a removed entry point): say which."""
+    from importlib.metadata import version
+
+    from wizard.check.entrypoints import missing_verl_module
+
+    found = missing_verl_module(text)
+    if found is not None:
+        module, close = found
+        raise UserError(f"{p} launches `python -m {module}`, which verl {version('verl')} does not have",
+                        f"launch {close}, verl's entry point closest by name" if close
+                        else "launch one of verl's entry points (verl-init check --help lists them)",
+                        rule="VI800", keys=("target",))
+
+
 def _limit(what: str, path: Path | str, hint: str = "check the file") -> UserError:
     return UserError(f"{path}: {what}", hint, rule="VI800", keys=("target",))
 
@@ -339,6 +354,7 @@ def load_source(target: str | None, extra: Sequence[str] = (), *, env: Mapping[s
                 adopt_traced(ex, traced.module or "", traced.args, traced.needed)
                 ex.via, ex.env_names = list(traced.via), list(traced.env_names)
             if ex.launch is None:
+                _missing_module(p, text)
                 others = ", ".join(dict.fromkeys(".".join(e.module.split(".")[-2:]) if e.module.endswith(".main_ppo")
                                                  else e.module.rsplit(".", 1)[-1] for e in ENTRIES[1:]))
                 raise UserError(f"{p} does not launch `python -m verl.trainer.main_ppo` (nor another of verl's entry "
