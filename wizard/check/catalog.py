@@ -196,5 +196,12 @@ RULES: dict[str, tuple[str, str]] = {
               "tool_agent_loop.py:300-308 ends every episode after its first turn with no tool called; an error naming "
               "the verl parser that reads it, a warning when none does (an info when the format was chosen), an info "
               "when the template writes no tool call"),
+    "VI974": ("LoRA with hf_model in the checkpoint contents", "FSDP LoRA (model.lora_rank > 0) with 'hf_model' in "
+              "actor.checkpoint.save_contents: verl save_pretrained()s the PEFT-wrapped state dict unmerged "
+              "(fsdp_checkpoint_manager.py:422-462), so actor/huggingface holds base_layer / lora_A / lora_B keys that "
+              "from_pretrained does not load (verl#4761); export with verl.model_merger instead"),
+    "VI975": ("reward model served but never consulted", "reward.reward_model.enable with reward.custom_reward_function.path "
+              "whose function never reads reward_router_address: verl's reward loop scores with the function alone and "
+              "calls the reward model only without one (reward_loop.py:145-155, verl#2934)"),
     "VI877": ("--deep could not run", "no bubblewrap sandbox here (--deep and --verl refuse), or verl's code on the config stopped at a sandbox bound (time, memory, processes, output)"),
 }

@@ -1,11 +1,18 @@
 """Reward-model rules: a reward model served by verl's reward loop (a classifier, or a generative judge with a custom
-reward function) that verl would refuse only once Ray is up (VI887-VI889).
+reward function) that verl would refuse only once Ray is up (VI887-VI889), or serves and never consults (VI975).
 
 verl 0.9.1 (paths under verl/):
 - With `reward.reward_model.enable`, the reward manager calls the custom reward function with two more keywords,
   `reward_router_address` and `reward_model_tokenizer` (experimental/reward_loop/reward_manager/naive.py:56-63, as
   dapo.py, gdpo.py, remote.py); without a reward model it passes neither. A function that does not take them (or
   **kwargs) fails with TypeError at the first reward; one that needs them without a reward model, too.
+- With a custom reward function set, the reward loop scores every sample with it alone: `compute_score` returns
+  `reward_manager.run_single(data)` when reward.custom_reward_function.path is set and calls the discriminative
+  model's `compute_score_disrm` only without one (experimental/reward_loop/reward_loop.py:145-155, verl#2934). The
+  reward model is still served (its GPUs and memory), and reached only by a function that posts to
+  `reward_router_address` itself, as verl's own generative-judge function does (docs/advance/reward_loop.rst,
+  tests/experimental/reward_loop/reward_fn.py in verl's repository). A reward manager of the user's own
+  (`source: importlib`) may consult it itself: nothing is said then.
 - The reward model's replicas have TP×DP×PP GPUs each; its GPUs are its own pool (`enable_resource_pool`:
   n_gpus_per_node × nnodes) or the trainer's (trainer/ppo/v1/trainer_base.py:823-835). Fewer GPUs than one replica:
   `Not enough GPUs to run the reward model` (experimental/reward_loop/reward_model.py:60-64), after the cluster and
@@ -28,6 +35,7 @@ def rule_reward_model(c: Ctx, f: Facts) -> None:
     enabled = bool(c.v(f"{RM}.enable"))
     _rule_function_kwargs(c, enabled)
     if enabled:
+        _rule_unused(c)
         _rule_pool(c, f)
 
 
@@ -75,6 +83,75 @@ def _rule_function_kwargs(c: Ctx, enabled: bool) -> None:
               f"{RM}.enable is false: verl passes no router, so every reward call fails with TypeError",
               f"set {RM}.enable=true with {RM}.model_path (the judge) and {RM}.rollout.name, or give the parameters "
               "defaults")
+
+
+def _function(path: Path, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The top-level function `name` of a Python file, read as text (bounded) and parsed, never imported; None when
+    the file cannot be read or parsed or `name` is not a plain top-level def (an alias, a partial, a class)."""
+    try:
+        if path.stat().st_size > 4 << 20:
+            return None
+        tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    found = [n for n in tree.body if getattr(n, "name", None) == name or
+             (isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in n.targets))]
+    last = found[-1] if found else None  # the binding verl's import sees
+    return last if isinstance(last, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+
+
+def reads_router(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Whether the function can reach the reward model's router: it uses its `reward_router_address` parameter, names
+    the key as a string (kwargs["reward_router_address"], kwargs.get(...), pop(...)), or hands its **kwargs (or
+    locals()/vars()) on to other code, which might. A parameter it never uses does not count."""
+    var_kw = fn.args.kwarg.arg if fn.args.kwarg else None
+    body = [n for stmt in fn.body for n in ast.walk(stmt)]
+    for n in body:
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+            if n.id == "reward_router_address" or (n.id == var_kw and not _only_looked_up(n, body)):
+                return True
+        elif isinstance(n, ast.Constant) and n.value == "reward_router_address":
+            return True
+        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("locals", "vars"):
+            return True
+    return False
+
+
+def _only_looked_up(name: ast.Name, body: list[ast.AST]) -> bool:
+    """Whether this use of **kwargs only reads another key out of it (kwargs["x"], kwargs.get("x"), "x" in kwargs)."""
+    for n in body:
+        if isinstance(n, ast.Subscript) and n.value is name and isinstance(n.slice, ast.Constant):
+            return True
+        if isinstance(n, ast.Attribute) and n.value is name and n.attr in ("get", "pop", "setdefault", "keys"):
+            return True
+        if isinstance(n, ast.Compare) and name in n.comparators and all(isinstance(o, (ast.In, ast.NotIn)) for o in n.ops):
+            return True
+    return False
+
+
+def _rule_unused(c: Ctx) -> None:
+    """VI975 (the module's docstring has verl's side): a registered reward manager, a local reward file whose function
+    never reads reward_router_address."""
+    path, name = c.v(f"{FN}.path"), c.v(f"{FN}.name") or "compute_score"
+    source = c.v("reward.reward_manager.source") or "register"
+    if not isinstance(path, str) or not path or source != "register" or \
+            c.unknown(f"{FN}.path", f"{FN}.name", "reward.reward_manager.source"):
+        return
+    local = local_path(c, path)
+    fn = _function(local, str(name)) if local is not None and local.is_file() else None
+    if fn is None or reads_router(fn):
+        return
+    model = c.v(f"{RM}.model_path") or "the reward model"
+    c.add("VI975", "warning", (f"{RM}.enable", f"{FN}.path", f"{FN}.name"),
+          f"{RM}.enable with {FN}.path: verl's reward loop scores every sample with {Path(path).name}:{name} alone and "
+          f"calls the reward model ({model}) only when no custom function is set "
+          "(experimental/reward_loop/reward_loop.py:145-155); the model is served, with its GPUs and memory, but "
+          f"{name} never reads reward_router_address, so no reward comes from it (verl#2934)",
+          f"to score with the reward model alone, remove {FN}.path (verl then calls it for every sample); to combine "
+          f"it with your rule, have {name} post to http://{{reward_router_address}} (a keyword verl passes it: "
+          "naive.py:58-65) as compute_score_disrm does (/classify on vLLM, /v1/embeddings on SGLang: "
+          f"reward_loop.py:231-249; /v1/chat/completions for a generative judge); or set {RM}.enable=False and free "
+          "its GPUs")
 
 
 def _rule_pool(c: Ctx, f: Facts) -> None:
