@@ -68,6 +68,11 @@ class Case:
 
 
 A, R = "actor_rollout_ref.actor", "actor_rollout_ref.rollout"
+DISTILL = ["distillation.enabled=True", *(f"+distillation.teacher_models.{t}.{k}={v}" for t, key in
+                                          (("gsm8k", "openai/gsm8k"), ("geo3k", "hiyouga/geometry3k"))
+                                          for k, v in (("key", key), ("model_path", "Qwen/Qwen3-32B"),
+                                                       ("num_replicas", 1),
+                                                       ("inference.tensor_model_parallel_size", 2)))]
 YAML_TAIL = "trainer: {nnodes: 1, n_gpus_per_node: 1, logger: [console]%s}\n"
 YAML_ARR = """\
 actor_rollout_ref:
@@ -129,6 +134,13 @@ CASES = {
                                                          f"{R}.data_parallel_size=2")),
     "GSPO with token-level clip bounds": Case("VI915", f"{A}.policy_loss.loss_mode",
                                               with_(f"{A}.policy_loss.loss_mode=gspo", f"{A}.ppo_mini_batch_size=4")),
+    # the distillation teacher pool (tests/test_distill_pool.py has verl's DistillationConfig on the same arithmetic):
+    # two teachers of 1 replica × TP 2 hold 4 GPUs; the pool's node count, else its GPUs a node, is set to hold them
+    "teacher pool over two nodes (PR#6358)": Case("VI973", "distillation.n_gpus_per_node",
+                                                  with_(*DISTILL, "distillation.n_gpus_per_node=4",
+                                                        "distillation.nnodes=2")),
+    "teacher pool of 8 GPUs a node": Case("VI973", "distillation.n_gpus_per_node",
+                                          with_(*DISTILL, "distillation.n_gpus_per_node=8", "distillation.nnodes=1")),
     # a pre-trained adapter (tests/test_lora_adapter.py has peft's own adapter): its rank from its adapter_config.json
     "adapter without a LoRA rank": Case("VI880", "actor_rollout_ref.model.lora_adapter_path",
                                         with_("+actor_rollout_ref.model.lora_adapter_path=ADAPTER"),

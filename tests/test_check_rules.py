@@ -308,6 +308,8 @@ def test_every_rule_has_a_test():
     tested |= {"VI899"}  # verl's own skewed and balanced rollout/trainer splits: tests/test_split.py
     tested |= {"VI907"}  # Ulysses SP on a Gated DeltaNet model: tests/test_hybrid_shapes.py
     tested |= {"VI912"}  # Megatron without Megatron-Bridge: tests/test_mbridge.py
+    tested |= {"VI919"}  # a relative file:// search path from the launch folder: tests/test_searchpath.py
+    tested |= {"VI973"}  # distillation teacher pool vs the teachers: tests/test_distill_pool.py
     tested |= {"VI915"}  # GSPO with token-level clip bounds, against verl's own losses: tests/test_gspo_clip.py
     tested |= {"VI916", "VI917", "VI918"}  # saving and offload settings verl ignores: tests/test_saving_rules.py
     tested |= {"VI913"}  # SGLang rollout DP without DP attention: tests/test_sglang_dp.py

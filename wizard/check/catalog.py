@@ -203,5 +203,13 @@ RULES: dict[str, tuple[str, str]] = {
     "VI975": ("reward model served but never consulted", "reward.reward_model.enable with reward.custom_reward_function.path "
               "whose function never reads reward_router_address: verl's reward loop scores with the function alone and "
               "calls the reward model only without one (reward_loop.py:145-155, verl#2934)"),
+    "VI919": ("Hydra search path that does not resolve from the launch folder", "a relative `file://` entry of the "
+              "config's hydra.searchpath (verl's one-step-off YAMLs: `file://verl/trainer/config`) is read from the "
+              "folder the run starts in; where that folder lacks the config the `defaults:` list needs, Hydra stops "
+              "with \"Could not load 'ppo_trainer'\" before anything runs (pkg:// entries resolve anywhere)"),
+    "VI973": ("distillation teacher pool that does not match the teachers", "with distillation.enabled, the sum over "
+              "teachers of num_replicas × TP×DP×PP must equal distillation.n_gpus_per_node × nnodes (one teacher: its "
+              "TP×DP×PP must divide it); verl's DistillationConfig raises it inside the Ray job, after the GPUs are "
+              "booked (workers/config/distillation.py:281-286, 300-305)"),
     "VI877": ("--deep could not run", "no bubblewrap sandbox here (--deep and --verl refuse), or verl's code on the config stopped at a sandbox bound (time, memory, processes, output)"),
 }

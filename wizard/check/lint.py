@@ -44,12 +44,14 @@ from wizard.check.rules.launchenv import rule_launch_env
 from wizard.check.rules.precision import rule_precision
 from wizard.check.rules.remote_code import rule_remote_code
 from wizard.check.rules.sandbox import rule_sandbox
+from wizard.check.rules.searchpath import rule_searchpath
 from wizard.check.rules.batches import rule_batches, rule_deprecated_micro, rule_dynamic_flags, rule_ignored_budgets
 from wizard.check.rules.context import M, Ctx, facts, model_shape
 from wizard.check.rules.bundlefiles import rule_bundle_files
 from wizard.check.rules.checkpoints import rule_resume, rule_resume_sft
 from wizard.check.rules.saving import rule_fsdp1_offload_policy, rule_saving
 from wizard.check.rules.datacontent import rule_data_content
+from wizard.check.rules.distill import rule_distill_pool
 from wizard.check.rules.files import rule_files
 from wizard.check.rules.layout import (rule_device, rule_hardware, rule_layout, rule_megatron, rule_rollout_dp_nodes,
                                       rule_rollout_heads, rule_rollout_parallel, rule_sequence_parallel, rule_sglang_dp)
@@ -109,11 +111,11 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_unresolved, rule_required, rule_deprecated_micro, rule_choices, rule_layout, rule_sglang_dp, rule_hardware,
         rule_rollout_parallel, rule_device, rule_precision, rule_fsdp_mesh, rule_batches, rule_dynamic_flags, rule_ignored_budgets, rule_tokens, rule_context_parallel_budget, rule_roles,
         rule_values, rule_inert_clip, rule_gspo_clip, rule_files, rule_data_content, rule_prompt_lengths, rule_chat_template, rule_remote_code, rule_bundle_files, rule_agent, rule_turn_budget, rule_tool_format, rule_lora, rule_lora_export, rule_mbridge,
-        rule_sandbox,
+        rule_sandbox, rule_distill_pool,
         rule_reward_model, rule_reward_special_tokens, rule_value_model, rule_resume, rule_saving, rule_fsdp1_offload_policy)
     sft_rules = (rule_resume_sft,) if src.entry == "sft" else ()
     with tool_imports(deep):  # check's agent rules import a tool module only with --deep, in the sandbox
-        for rule in (*ppo_rules, *sft_rules, rule_launch_env, rule_unread, rule_requirements):
+        for rule in (*ppo_rules, *sft_rules, rule_searchpath, rule_launch_env, rule_unread, rule_requirements):
             rule(c, f)
     if ppo_rules:
         rule_rollout_heads(c, f, shape)
@@ -247,7 +249,7 @@ def cli(argv: Iterable[str]) -> int:
                    help="resolve with verl's own Hydra tree (verl), the shipped snapshot (snapshot), or verl when installed (auto)")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                    help="environment variable the launch script reads (repeatable); only HOME is taken from here")
-    p.add_argument("--workdir", help="folder verl is launched from (relative data/reward paths); default: the "
+    p.add_argument("--workdir", help="folder verl is launched from (relative data/reward paths, Hydra search paths); default: the "
                    "config's folder, or the script's `cd`")
     p.add_argument("--config-name", help="verl's config the overrides apply to: ppo_trainer (default) or "
                    "ppo_megatron_trainer, as main_ppo's --config-name")

@@ -39,6 +39,7 @@ class Source:
     # migrate_legacy_reward_impl; fully_async_main is known by its entry); "" where it does not, or is not known
     migrates_legacy_reward: str = ""
     workdir: Path = field(default_factory=Path.cwd)
+    workdir_known: bool = False  # workdir is the launch's own: a script's `cd` or --workdir (else a guess)
     extraction: Extraction | None = None
     bundle_dir: Path | None = None
     placeholders: dict[str, str] = field(default_factory=dict)  # UNSET_X -> reason
@@ -368,6 +369,7 @@ def load_source(target: str | None, extra: Sequence[str] = (), *, env: Mapping[s
             src.overrides = list(ex.overrides)
             src.origins = [f"{p.name}:{ex.launch.line}"] * len(ex.overrides)
             src.workdir = Path(ex.workdir) if ex.workdir else Path.cwd()
+            src.workdir_known = bool(ex.workdir)
             for u in ex.unresolved:
                 src.placeholders.setdefault(u.placeholder, u.reason)
             _script_config(src, ex, p, workdir)
@@ -403,7 +405,7 @@ def load_source(target: str | None, extra: Sequence[str] = (), *, env: Mapping[s
         src.overrides += list(extra)
         src.origins += ["argument"] * len(extra)
     if workdir:
-        src.workdir = Path(workdir)
+        src.workdir, src.workdir_known = Path(workdir), True
     for text in src.overrides + [json.dumps(src.yaml_body, default=str)]:
         for m in re.finditer(r"UNSET_([A-Za-z0-9_]+)", text):
             src.placeholders.setdefault(m.group(0), "placeholder for a value the launch takes from its environment")
