@@ -292,7 +292,7 @@ def tools_phase(cfg: Any, tok: Any, p: Phases) -> None:
     """The parser multi_turn.format names, on the tool call the model's own chat template writes."""
     if tok is None:
         return
-    from wizard.verlspec.toolcall import probe
+    from wizard.verlspec.toolcall import probe, shown
 
     fmt = str((cfg.actor_rollout_ref.rollout.get("multi_turn") or {}).get("format") or "hermes")
     found = probe(tok)
@@ -302,8 +302,7 @@ def tools_phase(cfg: Any, tok: Any, p: Phases) -> None:
         return
     if fmt in found.readers:
         return
-    turn = " ".join(found.rendered.split())
-    turn = turn if len(turn) <= 120 else turn[:117] + "..."
+    turn = shown(found.rendered)
     what = (f"verl's {fmt!r} tool-call parser does not read the tool call this model's chat template writes "
             f"({turn!r}): each turn would end with no tool called, silently")
     if found.readers:

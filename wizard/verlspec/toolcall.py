@@ -36,6 +36,12 @@ class Probe:
     reason: str = ""  # why nothing was rendered
 
 
+def shown(rendered: str, limit: int = 120) -> str:
+    """A rendered turn on one line, cut to `limit` characters, as a finding quotes it."""
+    turn = " ".join(rendered.split())
+    return turn if len(turn) <= limit else turn[:limit - 3] + "..."
+
+
 def assistant_turn(tok: Any) -> tuple[str | None, str]:
     """The text the chat template writes after the generation prompt for one tool call, and why it is None.
     The call's arguments go as a mapping (Qwen, Llama, GLM templates) or, where that does not render, as JSON text."""

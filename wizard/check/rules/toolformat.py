@@ -73,7 +73,7 @@ def rule_tool_format(c: Ctx, f: Facts) -> None:
     if found is None:
         return
     key, tok = found
-    from wizard.verlspec.toolcall import probe
+    from wizard.verlspec.toolcall import probe, shown
 
     try:
         names = _registered()
@@ -91,8 +91,7 @@ def rule_tool_format(c: Ctx, f: Facts) -> None:
         return
     if fmt in result.readers:
         return
-    turn = " ".join(result.rendered.split())
-    turn = turn if len(turn) <= 120 else turn[:117] + "..."
+    turn = shown(result.rendered)
     what = (f"verl's {fmt!r} tool-call parser does not read the tool call {model}'s chat template writes ({turn!r}): "
             "it returns no call, and the tool agent loop ends each episode after its first turn with no tool called, "
             "silently (tool_parser.py, tool_agent_loop.py:300-308)")
