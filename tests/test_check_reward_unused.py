@@ -141,6 +141,7 @@ CONSULTS = {"rule_kwargs": False, "rule_plain": False, "unused_params": False, "
 
 
 @pytest.mark.verl
+@pytest.mark.slow  # verl's reward loop worker, once per reward file
 @pytest.mark.parametrize("name", sorted(FILES))
 def test_check_warns_exactly_when_verls_reward_loop_never_consults_the_rm(tmp_path, tiny_model, router, name):
     reward = _file(tmp_path, name)
@@ -154,6 +155,7 @@ def test_check_warns_exactly_when_verls_reward_loop_never_consults_the_rm(tmp_pa
 
 
 @pytest.mark.verl
+@pytest.mark.slow  # verl's reward loop worker
 def test_without_a_custom_function_verl_calls_the_rm_and_check_is_quiet(tiny_model, router):
     consulted, _ = _verl_consults_rm(tiny_model, None, router)
     assert consulted  # compute_score_disrm (reward_loop.py:150-153)

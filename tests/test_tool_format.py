@@ -188,6 +188,7 @@ def test_deep_keeps_its_own_finding(monkeypatch, models):
     assert "VI863" in rules and "VI910" not in rules
 
 
+@pytest.mark.slow  # the CLI in a subprocess, tokenizer and verl's parsers loaded
 def test_the_cli_flags_a_launch_script(tmp_path, models, cli_env):
     from conftest import run_cli
 
