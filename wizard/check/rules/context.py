@@ -254,3 +254,19 @@ def model_folder(c: Ctx, path: str) -> Path | None:
     except Exception:  # noqa: BLE001 - an unreadable cache, a malformed id: as if not cached
         return None
     return Path(found).parent if isinstance(found, str) else None
+
+
+def parse_module(path: Path, limit: int = 1 << 20) -> Any:
+    """A Python file the config names (a reward function, a tool), read as text up to `limit` bytes and parsed with
+    ast, never imported; None when it is larger or cannot be read. A SyntaxError is raised for the caller to report
+    (VI871) or to pass over."""
+    import ast
+
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(limit + 1)
+        if len(data) > limit:
+            return None
+        return ast.parse(data.decode("utf-8", errors="replace"))
+    except (OSError, RecursionError, MemoryError, ValueError):
+        return None

@@ -11,7 +11,7 @@ import os
 import re
 from pathlib import Path
 
-from wizard.check.rules.context import M, R, Ctx, Facts, local_path
+from wizard.check.rules.context import M, R, Ctx, Facts, local_path, parse_module
 from wizard.check.shellargs import PLACEHOLDER
 
 
@@ -284,16 +284,12 @@ def _check_function(c: Ctx, path: Path, name: str) -> None:
 
     key = "reward.custom_reward_function.name"
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(MODULE_BYTES + 1)
-        if len(data) > MODULE_BYTES:
-            return
-        tree = ast.parse(data.decode("utf-8", errors="replace"))
+        tree = parse_module(path, MODULE_BYTES)
     except SyntaxError as exc:
         c.add("VI871", "error", ("reward.custom_reward_function.path",), f"{path} is not valid Python (line {exc.lineno})",
               "fix the syntax error; verl imports the file when the reward loop starts")
         return
-    except (OSError, RecursionError, MemoryError, ValueError):
+    if tree is None:
         return
     names = set()
     functions = []

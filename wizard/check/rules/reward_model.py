@@ -24,7 +24,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from wizard.check.rules.context import Ctx, Facts, local_path
+from wizard.check.rules.context import Ctx, Facts, local_path, parse_module
 
 RM = "reward.reward_model"
 FN = "reward.custom_reward_function"
@@ -39,16 +39,20 @@ def rule_reward_model(c: Ctx, f: Facts) -> None:
         _rule_pool(c, f)
 
 
+def _tree(path: Path) -> ast.Module | None:
+    """The reward file parsed (context.parse_module; bounded at 4 MB: a reward function file, not a data file); None
+    when it cannot be read or parsed (VI870 / VI871 say why)."""
+    try:
+        return parse_module(path, 4 << 20)
+    except SyntaxError:
+        return None
+
+
 def _signature(path: Path, name: str) -> tuple[set[str], set[str], bool] | None:
     """(parameters, parameters without a default, takes **kwargs) of a top-level function `name` in a Python file; None
     when the file cannot be read or parsed (VI870 / VI871 say why) or defines no such function."""
-    try:
-        if path.stat().st_size > 4 << 20:  # a reward function file, not a data file: bounded
-            return None
-        tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
-    except (OSError, SyntaxError, ValueError):
-        return None
-    for node in tree.body:
+    tree = _tree(path)
+    for node in tree.body if tree is not None else []:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
             a = node.args
             positional = a.posonlyargs + a.args
@@ -88,11 +92,8 @@ def _rule_function_kwargs(c: Ctx, enabled: bool) -> None:
 def _function(path: Path, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
     """The top-level function `name` of a Python file, read as text (bounded) and parsed, never imported; None when
     the file cannot be read or parsed or `name` is not a plain top-level def (an alias, a partial, a class)."""
-    try:
-        if path.stat().st_size > 4 << 20:
-            return None
-        tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
-    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+    tree = _tree(path)
+    if tree is None:
         return None
     found = [n for n in tree.body if getattr(n, "name", None) == name or
              (isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in n.targets))]

@@ -23,7 +23,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from wizard.check.rules.context import M, Ctx, Facts, local_path, model_folder
+from wizard.check.rules.context import M, Ctx, Facts, local_path, model_folder, parse_module
 from wizard.check.shellargs import PLACEHOLDER
 
 FN = "reward.custom_reward_function"
@@ -116,12 +116,10 @@ def tokens_looked_for(path: Path, specials: set[str]) -> dict[str, list[int]]:
     from wizard.planner.agent import MODULE_BYTES
 
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(MODULE_BYTES + 1)
-        if len(data) > MODULE_BYTES:
-            return {}
-        tree = ast.parse(data.decode("utf-8", errors="replace"))
-    except (OSError, SyntaxError, RecursionError, MemoryError, ValueError):
+        tree = parse_module(path, MODULE_BYTES)
+    except SyntaxError:
+        return {}
+    if tree is None:
         return {}
     parent: dict[ast.AST, ast.AST] = {}
     docs: set[int] = set()
