@@ -251,7 +251,10 @@ def rule_inert_clip(c: Ctx, f: Facts) -> None:
 
 
 GSPO_BOUNDS = (3e-4, 4e-4)  # verl's GSPO examples (examples/gspo_trainer/README.md "Key Flags"), the GSPO paper's
-TOKEN_SCALE = 0.05  # bounds at or above this are token-level PPO's scale (verl's default clip_ratio: 0.2)
+# Bounds at or above this are called token-level: a quarter of verl's default clip_ratio 0.2 (workers/config/actor.py:158).
+# Not verl's number but ours; tests/test_gspo_clip.py shows verl's GSPO loss clips nothing at it, on a drift verl's
+# token-level loss clips at 0.2 / 0.28 (per-token log-ratio spread 0.15, 512-token responses).
+TOKEN_SCALE = 0.05
 
 
 def rule_gspo_clip(c: Ctx, f: Facts) -> None:
