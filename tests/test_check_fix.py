@@ -132,6 +132,9 @@ CASES = {
                                                    with_(f"{R}.name=sglang", "trainer.n_gpus_per_node=4",
                                                          f"{R}.tensor_model_parallel_size=2",
                                                          f"{R}.data_parallel_size=2")),
+    # tests/test_check_profiling.py holds the count to verl's worker group and Nsight profiler
+    "nsys whole-step capture end (verl#4920)": Case("VI976", "global_profiler.global_tool_config.nsys.worker_nsight_options.capture-range-end",
+                                                  with_("global_profiler.tool=nsys", "global_profiler.steps=[1,2]")),
     "GSPO with token-level clip bounds": Case("VI915", f"{A}.policy_loss.loss_mode",
                                               with_(f"{A}.policy_loss.loss_mode=gspo", f"{A}.ppo_mini_batch_size=4")),
     # the distillation teacher pool (tests/test_distill_pool.py has verl's DistillationConfig on the same arithmetic):

@@ -211,5 +211,9 @@ RULES: dict[str, tuple[str, str]] = {
               "teachers of num_replicas × TP×DP×PP must equal distillation.n_gpus_per_node × nnodes (one teacher: its "
               "TP×DP×PP must divide it); verl's DistillationConfig raises it inside the Ray job, after the GPUs are "
               "booked (workers/config/distillation.py:281-286, 300-305)"),
+    "VI976": ("nsys report never written", "global_profiler.tool=nsys in whole-step mode (nsys.discrete=False) with "
+              "worker_nsight_options.capture-range-end null: verl waits for repeat-shutdown:6×len(steps) profiler "
+              "ranges (single_controller/ray/base.py:466-467) while each worker opens one a profiled step, so no report "
+              "is written after the profiled steps (verl#4920)"),
     "VI877": ("--deep could not run", "no bubblewrap sandbox here (--deep and --verl refuse), or verl's code on the config stopped at a sandbox bound (time, memory, processes, output)"),
 }
