@@ -135,6 +135,8 @@ CASES = {
     # tests/test_check_profiling.py holds the count to verl's worker group and Nsight profiler
     "nsys whole-step capture end (verl#4920)": Case("VI976", "global_profiler.global_tool_config.nsys.worker_nsight_options.capture-range-end",
                                                   with_("global_profiler.tool=nsys", "global_profiler.steps=[1,2]")),
+    "Slurm job with Ray's own CPU count (PR#1009)": Case("VI977", "ray_kwargs.ray_init.num_cpus", with_(), script=True,
+                                                        options={"header": "#SBATCH --cpus-per-task=8\n"}),
     "GSPO with token-level clip bounds": Case("VI915", f"{A}.policy_loss.loss_mode",
                                               with_(f"{A}.policy_loss.loss_mode=gspo", f"{A}.ppo_mini_batch_size=4")),
     # the distillation teacher pool (tests/test_distill_pool.py has verl's DistillationConfig on the same arithmetic):
@@ -159,7 +161,8 @@ CASES = {
 
 
 def test_every_fix_site_has_a_case():
-    have = Counter(c.rule for c in CASES.values() if not c.script)  # the script case repeats an override case
+    # the plain script case repeats an override case; a script case with a header is a case of its own
+    have = Counter(c.rule for c in CASES.values() if not c.script or c.options.get("header"))
     missing = {rule: n - have[rule] for rule, n in fix_sites().items() if have[rule] < n}
     assert not missing, f"fixable findings without a --fix round-trip case here: {missing}"
 
@@ -181,11 +184,12 @@ def _apply(case: Case, tmp_path: Path) -> tuple[Any, Any]:
         return before, check(str(target), fixed, defaults="snapshot", workdir=str(tmp_path), **hw)
     if case.script:
         target = tmp_path / "run.sh"
-        target.write_text("#!/bin/bash\npython3 -m verl.trainer.main_ppo " + " ".join(f"'{o}'" for o in case.overrides)
+        head = "#!/bin/bash\n" + case.options.get("header", "")  # lines before the launch (#SBATCH options)
+        target.write_text(head + "python3 -m verl.trainer.main_ppo " + " ".join(f"'{o}'" for o in case.overrides)
                           + "\n", encoding="utf-8")
         before = check(str(target), defaults="snapshot", workdir=str(tmp_path), **hw)
         fixed, _ = fixed_overrides(before)  # the launch's whole list: it replaces the script's
-        target.write_text("#!/bin/bash\npython3 -m verl.trainer.main_ppo " + " ".join(f"'{o}'" for o in fixed)
+        target.write_text(head + "python3 -m verl.trainer.main_ppo " + " ".join(f"'{o}'" for o in fixed)
                           + "\n", encoding="utf-8")
         return before, check(str(target), defaults="snapshot", workdir=str(tmp_path), **hw)
     before = check(None, case.overrides + extra, defaults="snapshot", workdir=str(tmp_path), **hw)

@@ -215,5 +215,9 @@ RULES: dict[str, tuple[str, str]] = {
               "worker_nsight_options.capture-range-end null: verl waits for repeat-shutdown:6×len(steps) profiler "
               "ranges (single_controller/ray/base.py:466-467) while each worker opens one a profiled step, so no report "
               "is written after the profiled steps (verl#4920)"),
+    "VI977": ("Slurm job where Ray counts the node's cores", "a script with #SBATCH options that lets verl's ray.init "
+              "start Ray with ray_kwargs.ray_init.num_cpus=null (no `ray start`, RAY_ADDRESS or job submit): Ray counts "
+              "the node's cores, not the job's CPUs, and its workers fail to register or hang (verl's YAML: \"Use a "
+              "fixed number instead of null when using SLURM\", ppo_trainer.yaml:514)"),
     "VI877": ("--deep could not run", "no bubblewrap sandbox here (--deep and --verl refuse), or verl's code on the config stopped at a sandbox bound (time, memory, processes, output)"),
 }

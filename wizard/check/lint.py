@@ -46,6 +46,7 @@ from wizard.check.rules.precision import rule_precision
 from wizard.check.rules.remote_code import rule_remote_code
 from wizard.check.rules.sandbox import rule_sandbox
 from wizard.check.rules.searchpath import rule_searchpath
+from wizard.check.rules.slurm import rule_slurm_cpus
 from wizard.check.rules.batches import rule_batches, rule_deprecated_micro, rule_dynamic_flags, rule_ignored_budgets
 from wizard.check.rules.context import M, Ctx, facts, model_shape
 from wizard.check.rules.bundlefiles import rule_bundle_files
@@ -117,7 +118,7 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_nsys_range)
     sft_rules = (rule_resume_sft,) if src.entry == "sft" else ()
     with tool_imports(deep):  # check's agent rules import a tool module only with --deep, in the sandbox
-        for rule in (*ppo_rules, *sft_rules, rule_searchpath, rule_launch_env, rule_unread, rule_requirements):
+        for rule in (*ppo_rules, *sft_rules, rule_searchpath, rule_launch_env, rule_slurm_cpus, rule_unread, rule_requirements):
             rule(c, f)
     if ppo_rules:
         rule_rollout_heads(c, f, shape)
