@@ -137,6 +137,11 @@ CASES = {
                                                   with_("global_profiler.tool=nsys", "global_profiler.steps=[1,2]")),
     "Slurm job with Ray's own CPU count (PR#1009)": Case("VI977", "ray_kwargs.ray_init.num_cpus", with_(), script=True,
                                                         options={"header": "#SBATCH --cpus-per-task=8\n"}),
+    # tests/test_rollout_engine_settings.py holds both to verl's servers and agent loop
+    "flat engine argument (PR#1442)": Case("VI988", f"{R}.engine_kwargs.swap_space", with_(f"+{R}.engine_kwargs.swap_space=32")),
+    "greedy validation by do_sample (verl#6202)": Case("VI989", f"{R}.val_kwargs.do_sample",
+                                                       with_(f"{R}.val_kwargs.do_sample=False",
+                                                             f"{R}.val_kwargs.temperature=0.6")),
     "GSPO with token-level clip bounds": Case("VI915", f"{A}.policy_loss.loss_mode",
                                               with_(f"{A}.policy_loss.loss_mode=gspo", f"{A}.ppo_mini_batch_size=4")),
     # the distillation teacher pool (tests/test_distill_pool.py has verl's DistillationConfig on the same arithmetic):

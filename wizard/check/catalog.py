@@ -219,5 +219,12 @@ RULES: dict[str, tuple[str, str]] = {
               "start Ray with ray_kwargs.ray_init.num_cpus=null (no `ray start`, RAY_ADDRESS or job submit): Ray counts "
               "the node's cores, not the job's CPUs, and its workers fail to register or hang (verl's YAML: \"Use a "
               "fixed number instead of null when using SLURM\", ppo_trainer.yaml:514)"),
+    "VI988": ("rollout engine argument verl never hands to the engine", "a key directly under a rollout's "
+              "engine_kwargs (not under its engine's child: vllm, sglang, trtllm) is accepted and dropped; keys under "
+              "another engine's child are not read by this run's engine (vllm_async_server.py:287, "
+              "async_sglang_server.py:276)"),
+    "VI989": ("do_sample=False that the agent loop ignores", "rollout.do_sample / val_kwargs.do_sample=False with a "
+              "temperature > 0: verl's agent loop builds sampling parameters from temperature/top_p/top_k only "
+              "(agent_loop.py:588-606), so the run samples anyway; greedy validation needs val_kwargs.temperature=0"),
     "VI877": ("--deep could not run", "no bubblewrap sandbox here (--deep and --verl refuse), or verl's code on the config stopped at a sandbox bound (time, memory, processes, output)"),
 }

@@ -45,6 +45,7 @@ from wizard.check.rules.launchenv import rule_launch_env
 from wizard.check.rules.precision import rule_precision
 from wizard.check.rules.remote_code import rule_remote_code
 from wizard.check.rules.sandbox import rule_sandbox
+from wizard.check.rules.sampling import rule_ignored_do_sample
 from wizard.check.rules.searchpath import rule_searchpath
 from wizard.check.rules.slurm import rule_slurm_cpus
 from wizard.check.rules.batches import rule_batches, rule_deprecated_micro, rule_dynamic_flags, rule_ignored_budgets
@@ -54,6 +55,7 @@ from wizard.check.rules.checkpoints import rule_resume, rule_resume_sft
 from wizard.check.rules.saving import rule_fsdp1_offload_policy, rule_saving
 from wizard.check.rules.datacontent import rule_data_content
 from wizard.check.rules.distill import rule_distill_pool
+from wizard.check.rules.engine_kwargs import rule_engine_kwargs
 from wizard.check.rules.files import rule_files
 from wizard.check.rules.layout import (rule_device, rule_hardware, rule_layout, rule_megatron, rule_rollout_dp_nodes,
                                       rule_rollout_heads, rule_rollout_parallel, rule_sequence_parallel, rule_sglang_dp)
@@ -115,7 +117,7 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_values, rule_inert_clip, rule_gspo_clip, rule_files, rule_data_content, rule_prompt_lengths, rule_chat_template, rule_remote_code, rule_bundle_files, rule_agent, rule_turn_budget, rule_tool_format, rule_lora, rule_lora_export, rule_mbridge,
         rule_sandbox, rule_distill_pool,
         rule_reward_model, rule_reward_special_tokens, rule_value_model, rule_resume, rule_saving, rule_fsdp1_offload_policy,
-        rule_nsys_range)
+        rule_nsys_range, rule_engine_kwargs, rule_ignored_do_sample)
     sft_rules = (rule_resume_sft,) if src.entry == "sft" else ()
     with tool_imports(deep):  # check's agent rules import a tool module only with --deep, in the sandbox
         for rule in (*ppo_rules, *sft_rules, rule_searchpath, rule_launch_env, rule_slurm_cpus, rule_unread, rule_requirements):

@@ -194,7 +194,9 @@ def rule_values(c: Ctx, f: Facts) -> None:
                   (" (GRPO-style groups then have no spread to learn from)" if where == "rollout" else
                    f" (verl's validation samples with {temp_key}, agent_loop.py:607, which validate_config does not "
                    "check)"),
-                  f"set {temp_key} > 0 (1.0 is usual), or {sample_key}=false for greedy decoding")
+                  f"set {temp_key} > 0 (1.0 is usual; the actor divides the logits by it)" if where == "rollout" else
+                  f"set {temp_key} > 0 to sample, or keep it at 0 and set {sample_key}=false for greedy validation "
+                  "(verl's agent loop reads only the temperature, VI989)")
     if c.v(f"{R}.mode") == "sync":
         c.add("VI853", "error", (f"{R}.mode",), "rollout mode 'sync' has been removed in verl 0.9 (RolloutConfig raises)",
               f"set {R}.mode=async or remove it", fix=Fix(set={f"{R}.mode": "async"}))
