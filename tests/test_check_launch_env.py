@@ -93,3 +93,10 @@ def test_a_real_ray_job_does_not_see_the_submitting_shells_exports(tmp_path):
         head.stop()
     assert seen["VLLM_USE_V1"] is None and seen["CUDA_VISIBLE_DEVICES"] != "2,5"  # exported, not forwarded
     assert seen["NCCL_DEBUG"] == "INFO"  # the runtime env's env_vars are
+
+
+def test_a_variable_verls_own_code_reads_is_named(tmp_path):
+    """verl#1853: TENSORBOARD_DIR exported before the submit; verl's tracking reads it in the job. The name comes from
+    the table scripts/verl_env_reads.py builds from verl's source (tests/test_verl_env_reads.py)."""
+    [hit] = _vi829(tmp_path, "export TENSORBOARD_DIR=/logs/tb\nexport MY_OWN_FLAG=1\n" + SUBMIT.format(flags=""))
+    assert "TENSORBOARD_DIR" in hit.message and "MY_OWN_FLAG" not in hit.message

@@ -254,6 +254,10 @@ def validate_keys(items: list[Item], base: dict[str, Any], add: Callable[..., No
             continue  # a real dataclass field the YAML does not list
         if read_elsewhere is not None and read_elsewhere(key):
             continue  # a key of the recipe's own, read by its code
+        env = _env_twin(key)
+        if env:  # verl reads this setting from the environment, not from its config (verl#1853: TENSORBOARD_DIR)
+            dym = f"verl reads it from the environment variable {env}: set {env} where the job runs" + (
+                f"; {dym}" if dym else "")
         if it.override is None:
             add("VI801", "warning" if read_elsewhere is not None else "error", (key,),
                 f"{key} is not in verl's config tree: Hydra merges it and verl ignores it"
@@ -263,6 +267,15 @@ def validate_keys(items: list[Item], base: dict[str, Any], add: Callable[..., No
             add("VI802", "warning", (key,), f"+{key} adds a key verl never reads: it is silently ignored"
                 + (", and the recipe's own code never names it" if read_elsewhere is not None else ""), dym,
                 fix=rename)
+
+
+def _env_twin(key: str) -> str | None:
+    """The environment variable verl's own code reads for this key's name (trainer.tensorboard_dir →
+    TENSORBOARD_DIR, verl/utils/tracking.py), from wizard/check/data/verl_env_reads.json."""
+    from wizard.check.rules.launchenv import verl_env_reads
+
+    name = key.rsplit(".", 1)[-1].upper()
+    return name if "_" in name and name in verl_env_reads() else None
 
 
 # Words an entry point's code takes in place of a number (read from verl 0.9.1): the SFT trainers turn

@@ -7,11 +7,15 @@ the job's runtime env (`--runtime-env FILE`, `--runtime-env-json JSON`: its `env
 does not pick GPUs: verl's workers get the GPUs of the Ray nodes (real case verl#1472).
 
 Only bash's own run of the script sees what it exported (wizard.check.bashtrace records the names, never the
-values); the static reader alone says nothing here. Only variables a verl job reads are named (JOB_VARS).
+values); the static reader alone says nothing here. Only variables a verl job reads are named: those verl's own code
+reads (wizard/check/data/verl_env_reads.json, generated from verl's source by scripts/verl_env_reads.py; verl#1853:
+TENSORBOARD_DIR) and the families its engines and libraries read (JOB_VARS).
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -23,6 +27,19 @@ from wizard.check.rules.context import Ctx, Facts
 JOB_VARS = re.compile(r"CUDA_VISIBLE_DEVICES|(VLLM|SGLANG|NCCL|TORCH|PYTORCH|CUDA|HF|HUGGINGFACE|TRANSFORMERS|WANDB|"
                       r"SWANLAB|MLFLOW|VERL|HCCL|ASCEND)_[A-Z0-9_]+|TOKENIZERS_PARALLELISM|HYDRA_FULL_ERROR|PYTHONPATH")
 MAX_RUNTIME_ENV_BYTES = 1 << 20
+
+
+@functools.lru_cache(maxsize=1)
+def verl_env_reads() -> frozenset[str]:
+    """The variables verl's own code reads (scripts/verl_env_reads.py → wizard/check/data/verl_env_reads.json)."""
+    from importlib import resources
+
+    text = resources.files("wizard.check").joinpath("data/verl_env_reads.json").read_text(encoding="utf-8")
+    return frozenset(json.loads(text)["reads"])
+
+
+def job_var(name: str) -> bool:
+    return bool(JOB_VARS.fullmatch(name)) or name in verl_env_reads()
 
 
 def _flag(words: list[str], name: str) -> str | None:
@@ -65,7 +82,7 @@ def rule_launch_env(c: Ctx, f: Facts) -> None:
     if at is None:
         return
     via = words[at:]
-    exported = {n for n in ex.env_names if JOB_VARS.fullmatch(n)} - set(c.env)
+    exported = {n for n in ex.env_names if job_var(n)} - set(c.env)
     forwarded, unsure = _forwarded(c, via)
     missing = sorted(exported - forwarded)
     if not missing:
