@@ -311,6 +311,7 @@ def test_every_rule_has_a_test():
     tested |= {"VI919"}  # a relative file:// search path from the launch folder: tests/test_searchpath.py
     tested |= {"VI977"}  # a Slurm batch script where Ray counts the node's cores: tests/test_check_slurm.py
     tested |= {"VI988", "VI989"}  # engine_kwargs / do_sample verl never reads: tests/test_rollout_engine_settings.py
+    tested |= {"VI990"}  # FP8 rollout shards against vLLM's block rule: tests/test_fp8_rollout.py
     tested |= {"VI976"}  # nsys whole-step capture range, against verl's worker group and profiler: tests/test_check_profiling.py
     tested |= {"VI973"}  # distillation teacher pool vs the teachers: tests/test_distill_pool.py
     tested |= {"VI915"}  # GSPO with token-level clip bounds, against verl's own losses: tests/test_gspo_clip.py

@@ -226,5 +226,9 @@ RULES: dict[str, tuple[str, str]] = {
     "VI989": ("do_sample=False that the agent loop ignores", "rollout.do_sample / val_kwargs.do_sample=False with a "
               "temperature > 0: verl's agent loop builds sampling parameters from temperature/top_p/top_k only "
               "(agent_loop.py:588-606), so the run samples anyway; greedy validation needs val_kwargs.temperature=0"),
+    "VI990": ("FP8 rollout shards that are not whole 128-blocks", "rollout.quantization=fp8 (verl asks for 128×128 "
+              "FP8 blocks): every row-parallel slice (o_proj's heads × head_dim, down_proj's intermediate size, the "
+              "experts' intermediate size) over the rollout TP must be a multiple of 128, or the engine refuses the "
+              "model at load (vLLM's validate_fp8_block_shape)"),
     "VI877": ("--deep could not run", "no bubblewrap sandbox here (--deep and --verl refuse), or verl's code on the config stopped at a sandbox bound (time, memory, processes, output)"),
 }

@@ -62,6 +62,7 @@ from wizard.check.rules.layout import (rule_device, rule_hardware, rule_layout, 
 from wizard.check.rules.lora import rule_lora, rule_vision_lora
 from wizard.check.rules.lora_export import rule_lora_export
 from wizard.check.rules.mbridge import rule_mbridge
+from wizard.check.rules.quant import rule_fp8_blocks
 from wizard.check.rules.readers import rule_unread
 from wizard.check.rules.requirements import rule_requirements
 from wizard.check.rules.valuehead import rule_value_model
@@ -124,6 +125,7 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
             rule(c, f)
     if ppo_rules:
         rule_rollout_heads(c, f, shape)
+        rule_fp8_blocks(c, f, shape)
     if ppo_rules and src.entry == "generation":
         rule_context(c, f, shape)
     elif ppo_rules:
