@@ -230,5 +230,19 @@ RULES: dict[str, tuple[str, str]] = {
               "FP8 blocks): every row-parallel slice (o_proj's heads × head_dim, down_proj's intermediate size, the "
               "experts' intermediate size) over the rollout TP must be a multiple of 128, or the engine refuses the "
               "model at load (vLLM's validate_fp8_block_shape)"),
+    "VI981": ("optimizer key Megatron never receives", "an optim key of a Megatron actor/critic that verl's "
+              "init_megatron_optim_config and LR scheduler do not pass on in this configuration "
+              "(utils/megatron/optimizer.py:120-268), e.g. optim.betas: Adam runs with Megatron-Core's own betas; "
+              "Megatron's fields go through optim.override_optimizer_config (adam_beta1/adam_beta2, verl#2937)"),
+    "VI982": ("FSDP-section key the FSDP engine never reads", "an fsdp_config key of an FSDP role that only another "
+              "engine reads, e.g. fsdp_config.dtype (read only by the Megatron engine, megatron/transformer_impl.py:292): "
+              "the FSDP engine computes in mixed_precision.param_dtype, bf16 when unset (fsdp/transformer_impl.py:391-403)"),
+    "VI983": ("critic attention override ignored", "critic.model.override_config.attn_implementation set to a "
+              "non-flash attention: verl's load_valuehead_model hard-codes flash_attention_2 (utils/model.py:649, 674), "
+              "so the critic still needs flash-attn and an Ampere or newer GPU (verl#5210, PR#6495)"),
+    "VI984": ("trained model kept in 16 bits", "fsdp_config.model_dtype=bf16/fp16 on a trained FSDP actor/critic: "
+              "the optimizer is built on 16-bit parameters (fsdp/transformer_impl.py:258-264, 496-499), no fp32 "
+              "master weights, so updates below half a unit in the last place (lr/|w| ≤ 2^-9 for bf16) round away "
+              "(verl#5308)"),
     "VI877": ("--deep could not run", "no bubblewrap sandbox here (--deep and --verl refuse), or verl's code on the config stopped at a sandbox bound (time, memory, processes, output)"),
 }

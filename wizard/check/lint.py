@@ -63,6 +63,7 @@ from wizard.check.rules.lora import rule_lora, rule_vision_lora
 from wizard.check.rules.lora_export import rule_lora_export
 from wizard.check.rules.mbridge import rule_mbridge
 from wizard.check.rules.quant import rule_fp8_blocks
+from wizard.check.rules.optim import rule_critic_attention, rule_fsdp_unread, rule_half_master, rule_megatron_optim
 from wizard.check.rules.readers import rule_unread
 from wizard.check.rules.requirements import rule_requirements
 from wizard.check.rules.valuehead import rule_value_model
@@ -116,6 +117,7 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_unresolved, rule_required, rule_deprecated_micro, rule_choices, rule_layout, rule_sglang_dp, rule_hardware,
         rule_rollout_parallel, rule_device, rule_precision, rule_fsdp_mesh, rule_batches, rule_dynamic_flags, rule_ignored_budgets, rule_tokens, rule_context_parallel_budget, rule_roles,
         rule_values, rule_inert_clip, rule_gspo_clip, rule_files, rule_data_content, rule_prompt_lengths, rule_chat_template, rule_remote_code, rule_bundle_files, rule_agent, rule_turn_budget, rule_tool_format, rule_lora, rule_lora_export, rule_mbridge,
+        rule_megatron_optim, rule_fsdp_unread, rule_critic_attention, rule_half_master,
         rule_sandbox, rule_distill_pool,
         rule_reward_model, rule_reward_special_tokens, rule_value_model, rule_resume, rule_saving, rule_fsdp1_offload_policy,
         rule_nsys_range, rule_engine_kwargs, rule_ignored_do_sample)

@@ -15,6 +15,7 @@ import difflib
 from collections.abc import Callable
 from typing import Any
 
+from wizard.check.envreads import env_hint
 from wizard.check.items import Item
 from wizard.check.overrides import format_value
 from wizard.check.report import Fix
@@ -143,6 +144,9 @@ def _legacy_reward_key(it: Item, legacy: str, base: dict[str, Any], items: list[
         fix=Fix(set={**_placed(legacy, it.value, base, items), **_implied(key, it.value, base, items)}, delete=[key]))
 
 
+SPELLING = "check the spelling against `python -m verl.trainer.main_ppo --cfg job`"
+
+
 def validate_keys(items: list[Item], base: dict[str, Any], add: Callable[..., None],
                   use_critic_hint: bool | None, migrates_legacy_reward: str = "",
                   read_elsewhere: Callable[[str], str | None] | None = None, legacy_reward: bool = True) -> None:
@@ -223,7 +227,7 @@ def validate_keys(items: list[Item], base: dict[str, Any], add: Callable[..., No
             continue
         suggestions += 1
         hint, sure = _did_you_mean(base, key) if suggestions <= DID_YOU_MEAN else ("", False)
-        dym = f"did you mean {hint}?" if hint else "check the spelling against `python -m verl.trainer.main_ppo --cfg job`"
+        dym = env_hint(key, f"did you mean {hint}?" if hint else SPELLING)  # or the variable verl reads for it
         # --fix renames a sure misspelling, unless the right key is given too (which value wins is the user's call)
         # or a mapping would replace a value (or the reverse)
         rename = Fix(set={hint: it.value}, delete=[key]) if sure and hint not in given and \
@@ -254,10 +258,6 @@ def validate_keys(items: list[Item], base: dict[str, Any], add: Callable[..., No
             continue  # a real dataclass field the YAML does not list
         if read_elsewhere is not None and read_elsewhere(key):
             continue  # a key of the recipe's own, read by its code
-        env = _env_twin(key)
-        if env:  # verl reads this setting from the environment, not from its config (verl#1853: TENSORBOARD_DIR)
-            dym = f"verl reads it from the environment variable {env}: set {env} where the job runs" + (
-                f"; {dym}" if dym else "")
         if it.override is None:
             add("VI801", "warning" if read_elsewhere is not None else "error", (key,),
                 f"{key} is not in verl's config tree: Hydra merges it and verl ignores it"
@@ -267,15 +267,6 @@ def validate_keys(items: list[Item], base: dict[str, Any], add: Callable[..., No
             add("VI802", "warning", (key,), f"+{key} adds a key verl never reads: it is silently ignored"
                 + (", and the recipe's own code never names it" if read_elsewhere is not None else ""), dym,
                 fix=rename)
-
-
-def _env_twin(key: str) -> str | None:
-    """The environment variable verl's own code reads for this key's name (trainer.tensorboard_dir →
-    TENSORBOARD_DIR, verl/utils/tracking.py), from wizard/check/data/verl_env_reads.json."""
-    from wizard.check.rules.launchenv import verl_env_reads
-
-    name = key.rsplit(".", 1)[-1].upper()
-    return name if "_" in name and name in verl_env_reads() else None
 
 
 # Words an entry point's code takes in place of a number (read from verl 0.9.1): the SFT trainers turn

@@ -14,12 +14,12 @@ TENSORBOARD_DIR) and the families its engines and libraries read (JOB_VARS).
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from pathlib import Path
 from typing import Any
 
+from wizard.check.envreads import verl_env_reads
 from wizard.check.rules.context import Ctx, Facts
 
 # Read by the job's processes (verl, vLLM/SGLang, NCCL, torch, transformers/hub, loggers, Python's import path); the
@@ -27,15 +27,6 @@ from wizard.check.rules.context import Ctx, Facts
 JOB_VARS = re.compile(r"CUDA_VISIBLE_DEVICES|(VLLM|SGLANG|NCCL|TORCH|PYTORCH|CUDA|HF|HUGGINGFACE|TRANSFORMERS|WANDB|"
                       r"SWANLAB|MLFLOW|VERL|HCCL|ASCEND)_[A-Z0-9_]+|TOKENIZERS_PARALLELISM|HYDRA_FULL_ERROR|PYTHONPATH")
 MAX_RUNTIME_ENV_BYTES = 1 << 20
-
-
-@functools.lru_cache(maxsize=1)
-def verl_env_reads() -> frozenset[str]:
-    """The variables verl's own code reads (scripts/verl_env_reads.py → wizard/check/data/verl_env_reads.json)."""
-    from importlib import resources
-
-    text = resources.files("wizard.check").joinpath("data/verl_env_reads.json").read_text(encoding="utf-8")
-    return frozenset(json.loads(text)["reads"])
 
 
 def job_var(name: str) -> bool:
