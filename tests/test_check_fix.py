@@ -137,6 +137,10 @@ CASES = {
                                                   with_("global_profiler.tool=nsys", "global_profiler.steps=[1,2]")),
     "Slurm job with Ray's own CPU count (PR#1009)": Case("VI977", "ray_kwargs.ray_init.num_cpus", with_(), script=True,
                                                         options={"header": "#SBATCH --cpus-per-task=8\n"}),
+    # tests/test_check_algorithm.py holds the skip to verl's own gates (trainer_base.py:1765-1771, ray_trainer.py:1651)
+    "token TIS without rollout log-probs (PR#3984)": Case("VI979", f"{R}.calculate_log_probs",
+                                                         with_(f"{R}.calculate_log_probs=False",
+                                                               "algorithm.rollout_correction.rollout_is=token")),
     "GSPO with token-level clip bounds": Case("VI915", f"{A}.policy_loss.loss_mode",
                                               with_(f"{A}.policy_loss.loss_mode=gspo", f"{A}.ppo_mini_batch_size=4")),
     # the distillation teacher pool (tests/test_distill_pool.py has verl's DistillationConfig on the same arithmetic):
