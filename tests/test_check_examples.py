@@ -1,7 +1,8 @@
 """`verl-init check` on verl's own example configs (tests/data/reference/verl-examples.json).
 
 verl 0.9.1 accepts every one of them on the hardware it declares (trainer.nnodes × n_gpus_per_node),
-so the checker must report no error. UNSET_* values are placeholders for what the scripts take from
+so the checker must report no error, but for ALLOWED_ERRORS below: errors true of an example that validates
+and then stops at its first step. UNSET_* values are placeholders for what the scripts take from
 their environment: they are reported as info (VI800). The warnings we allow, each with its reason:
 """
 
@@ -47,6 +48,31 @@ ALLOWED_WARNINGS = {
 }
 
 
+# Errors that are true of a v0.9.0 example run on verl 0.9.1, by example, each with its reason. The examples pass
+# verl 0.9.1's config validation (the premise of verl-examples.json), but these ones stop at the first training step:
+ALLOWED_ERRORS = {
+    # ReMax launched with verl.trainer.main_ppo on the default V1 trainer (trainer.use_v1=true): V1 never generates the
+    # greedy baseline, and verl's compute_advantage raises TypeError: missing 'reward_baselines' at the first step
+    # (tests/test_check_algorithm.py runs verl's compute_advantage on V1's batch); only trainer.use_v1=False runs it.
+    "remax_trainer/run_qwen3_8b_fsdp.sh": {"VI980"},
+    "remax_trainer/run_qwen2.5_math_7b_sync_fsdp.sh": {"VI980"},
+}
+
+
+def _errors(config: dict, report) -> list[str]:
+    allowed = ALLOWED_ERRORS.get(config["source"].split(":", 1)[1].removeprefix("examples/"), set())
+    return [f.problem.line() for f in report.errors if f.problem.rule not in allowed]
+
+
+def test_allowed_errors_are_still_reported():
+    """Each allowance above still matches a real error on its example (a narrowed rule is noticed)."""
+    for config in EXAMPLES:
+        name = config["source"].split(":", 1)[1].removeprefix("examples/")
+        if name in ALLOWED_ERRORS:
+            assert ALLOWED_ERRORS[name] <= _report(config, "snapshot").ids("error"), name
+    assert set(ALLOWED_ERRORS) <= set(IDS)
+
+
 def _report(config: dict, defaults: str):
     return check(None, config["overrides"], defaults=defaults, env=ENV)
 
@@ -54,7 +80,7 @@ def _report(config: dict, defaults: str):
 @pytest.mark.parametrize("config", EXAMPLES, ids=IDS)
 def test_no_error_on_verls_examples_snapshot(config):
     report = _report(config, "snapshot")
-    assert not report.errors, [f.problem.line() for f in report.errors]
+    assert not _errors(config, report), _errors(config, report)
     assert report.ids("warning") <= ALLOWED_WARNINGS, [f.problem.line() for f in report.warnings]
     # the hardware is the example's own declaration
     assert str(report.config["trainer.nnodes"]) == config["nnodes"]
@@ -82,7 +108,7 @@ def test_placeholder_model_paths_skip_memory_with_an_info():
 def test_no_error_on_verls_examples_with_verls_hydra_tree(config):
     report = _report(config, "verl")
     assert report.defaults.startswith("verl "), report.defaults
-    assert not report.errors, [f.problem.line() for f in report.errors]
+    assert not _errors(config, report), _errors(config, report)
     assert report.ids("warning") <= ALLOWED_WARNINGS
 
 

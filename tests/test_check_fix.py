@@ -142,6 +142,10 @@ CASES = {
     "greedy validation by do_sample (verl#6202)": Case("VI989", f"{R}.val_kwargs.do_sample",
                                                        with_(f"{R}.val_kwargs.do_sample=False",
                                                              f"{R}.val_kwargs.temperature=0.6")),
+    # tests/test_check_algorithm.py holds the skip to verl's own gates (trainer_base.py:1765-1771, ray_trainer.py:1651)
+    "token TIS without rollout log-probs (PR#3984)": Case("VI979", f"{R}.calculate_log_probs",
+                                                         with_(f"{R}.calculate_log_probs=False",
+                                                               "algorithm.rollout_correction.rollout_is=token")),
     "GSPO with token-level clip bounds": Case("VI915", f"{A}.policy_loss.loss_mode",
                                               with_(f"{A}.policy_loss.loss_mode=gspo", f"{A}.ppo_mini_batch_size=4")),
     # the distillation teacher pool (tests/test_distill_pool.py has verl's DistillationConfig on the same arithmetic):

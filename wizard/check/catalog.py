@@ -244,5 +244,17 @@ RULES: dict[str, tuple[str, str]] = {
               "the optimizer is built on 16-bit parameters (fsdp/transformer_impl.py:258-264, 496-499), no fp32 "
               "master weights, so updates below half a unit in the last place (lr/|w| ≤ 2^-9 for bf16) round away "
               "(verl#5308)"),
+    "VI978": ("adaptive KL horizon read as steps", "algorithm.use_kl_in_reward with kl_ctrl.type=adaptive: verl updates "
+              "the controller with n_steps = the batch's samples (ray_trainer.py:96,112), value *= 1 + clip(kl/target-1, "
+              "±0.2)·n_steps/horizon (core_algos.py:172-174): horizon ≤ 0.2×samples turns the coefficient ≤ 0 after the "
+              "first step (error), a horizon below one batch swings it more than ±20% a step (warning)"),
+    "VI979": ("rollout correction without rollout log-probs", "algorithm.rollout_correction.rollout_is / rollout_rs / "
+              "bypass_mode with rollout.calculate_log_probs=False: the decoupled correction runs only when "
+              "rollout_log_probs are in the batch and is skipped silently (trainer_base.py:1765-1771), bypass mode "
+              "raises (rollout_corr_helper.py:1131-1135)"),
+    "VI980": ("ReMax on a trainer without its greedy baseline", "algorithm.adv_estimator=remax needs reward_baselines "
+              "(core_algos.py:734-741), which only the legacy trainer (main_ppo with trainer.use_v1=False, "
+              "ray_trainer.py:1493-1535) generates; V1 (the default), one_step_off and fully_async raise TypeError at "
+              "the first advantage computation"),
     "VI877": ("--deep could not run", "no bubblewrap sandbox here (--deep and --verl refuse), or verl's code on the config stopped at a sandbox bound (time, memory, processes, output)"),
 }

@@ -411,6 +411,11 @@ def trainer_keys(b: Build) -> None:
             for role in ("actor", "ref"):
                 s.set(f"actor_rollout_ref.{role}.use_torch_compile", False,
                       "accelerator=ascend: torch.compile off, as verl's own Ascend runs set it")
+    if b.algo.adv_estimator == "remax":
+        # only the legacy trainer generates ReMax's greedy baseline (verl-init check VI980, rules/algorithm.py)
+        s.set("trainer.use_v1", False,
+              "ReMax: verl 0.9.1's V1 trainer never generates the greedy baseline (reward_baselines) the estimator "
+              "needs; the legacy trainer does (trainer/ppo/ray_trainer.py:1493-1535), with a deprecation warning")
     s.set("trainer.nnodes", a.nnodes, "nnodes", source_of("nnodes", given))
     s.set("trainer.n_gpus_per_node", a.gpus_per_node, "gpus_per_node", source_of("gpus_per_node", given))
     s.set("trainer.logger", list(a.logger), "logger", source_of("logger", given))
