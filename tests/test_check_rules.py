@@ -337,6 +337,9 @@ def test_every_rule_has_a_test():
     tested |= {"VI910"}  # the same comparison in the default check, verl's parsers as oracles: tests/test_tool_format.py
     tested |= {"VI974"}  # FSDP LoRA with hf_model: tests/test_check_lora_export.py (verl's checkpoint manager on gloo)
     tested |= {"VI975"}  # an RM no reward comes from: tests/test_check_reward_unused.py (verl's RewardLoopWorker)
+    tested |= {"VI985"}  # val_only without val_before_train: tests/test_check_validation.py (the trainers' fit, read)
+    tested |= {"VI986"}  # the SFT loop's crashes: tests/test_check_validation.py (verl's SFT trainers, run on the CPU)
+    tested |= {"VI987"}  # a resumed launch's new W&B run: tests/test_check_tracking.py (verl's Tracking, read)
     assert tested == set(RULES), sorted(set(RULES) ^ tested)
 
 
