@@ -80,6 +80,9 @@ actor_rollout_ref:
   actor: {%s: 8, use_dynamic_bsz: true}
   rollout: {name: vllm, n: 4, tensor_model_parallel_size: 1}
 """
+SFT_LAUNCH = "torchrun --standalone --nnodes=1 --nproc_per_node=8 -m verl.trainer.sft_trainer"
+SFT_ARGS = ["data.train_files=/data/train.parquet", "data.messages_key=messages", "data.micro_batch_size_per_gpu=2",
+            "model.path=Qwen/Qwen2.5-0.5B-Instruct", "trainer.n_gpus_per_node=8", "trainer.logger=[console]"]
 MISSPELLED = with_(f"{A}.ppo_mini_batch_sise=8", drop=(f"{A}.ppo_mini_batch_size",))
 CASES = {
     "legacy reward key": Case("VI805", "custom_reward_function.name", with_("custom_reward_function.name=score")),
@@ -146,6 +149,15 @@ CASES = {
     "token TIS without rollout log-probs (PR#3984)": Case("VI979", f"{R}.calculate_log_probs",
                                                          with_(f"{R}.calculate_log_probs=False",
                                                                "algorithm.rollout_correction.rollout_is=token")),
+    # tests/test_check_validation.py holds VI985 to the trainers' fit and VI986 to verl's SFT loop, run
+    "val_only without val_before_train (verl#5483)": Case(
+        "VI985", "trainer.val_before_train", with_("trainer.val_before_train=False", "trainer.val_only=True")),
+    "SFT test_freq 0": Case("VI986", "trainer.test_freq", SFT_ARGS + ["data.val_files=/data/val.parquet",
+                                                                       "trainer.test_freq=0"],
+                            script=True, options={"launch": SFT_LAUNCH}),
+    "SFT validation without a val set (verl#7545)": Case("VI986", "trainer.test_freq",
+                                                          SFT_ARGS + ["data.val_files=null", "trainer.test_freq=10"],
+                                                          script=True, options={"launch": SFT_LAUNCH}),
     "GSPO with token-level clip bounds": Case("VI915", f"{A}.policy_loss.loss_mode",
                                               with_(f"{A}.policy_loss.loss_mode=gspo", f"{A}.ppo_mini_batch_size=4")),
     # the distillation teacher pool (tests/test_distill_pool.py has verl's DistillationConfig on the same arithmetic):
@@ -170,8 +182,9 @@ CASES = {
 
 
 def test_every_fix_site_has_a_case():
-    # the plain script case repeats an override case; a script case with a header is a case of its own
-    have = Counter(c.rule for c in CASES.values() if not c.script or c.options.get("header"))
+    # the plain script case repeats an override case; a script case with a header or another entry point is a case
+    # of its own
+    have = Counter(c.rule for c in CASES.values() if not c.script or c.options.get("header") or c.options.get("launch"))
     missing = {rule: n - have[rule] for rule, n in fix_sites().items() if have[rule] < n}
     assert not missing, f"fixable findings without a --fix round-trip case here: {missing}"
 
@@ -194,13 +207,13 @@ def _apply(case: Case, tmp_path: Path) -> tuple[Any, Any]:
     if case.script:
         target = tmp_path / "run.sh"
         head = "#!/bin/bash\n" + case.options.get("header", "")  # lines before the launch (#SBATCH options)
-        target.write_text(head + "python3 -m verl.trainer.main_ppo " + " ".join(f"'{o}'" for o in case.overrides)
-                          + "\n", encoding="utf-8")
-        before = check(str(target), defaults="snapshot", workdir=str(tmp_path), **hw)
+        launch = case.options.get("launch", "python3 -m verl.trainer.main_ppo") + " "  # another entry point's launch
+        tree = "verl" if "launch" in case.options else "snapshot"  # the snapshot holds main_ppo's trees only
+        target.write_text(head + launch + " ".join(f"'{o}'" for o in case.overrides) + "\n", encoding="utf-8")
+        before = check(str(target), defaults=tree, workdir=str(tmp_path), **hw)
         fixed, _ = fixed_overrides(before)  # the launch's whole list: it replaces the script's
-        target.write_text(head + "python3 -m verl.trainer.main_ppo " + " ".join(f"'{o}'" for o in fixed)
-                          + "\n", encoding="utf-8")
-        return before, check(str(target), defaults="snapshot", workdir=str(tmp_path), **hw)
+        target.write_text(head + launch + " ".join(f"'{o}'" for o in fixed) + "\n", encoding="utf-8")
+        return before, check(str(target), defaults=tree, workdir=str(tmp_path), **hw)
     before = check(None, case.overrides + extra, defaults="snapshot", workdir=str(tmp_path), **hw)
     fixed, _ = fixed_overrides(before)
     return before, check(None, fixed, defaults="snapshot", workdir=str(tmp_path), **hw)

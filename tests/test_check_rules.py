@@ -343,6 +343,9 @@ def test_every_rule_has_a_test():
     tested |= {"VI978"}  # adaptive KL horizon vs the batch rows: tests/test_check_algorithm.py (verl's apply_kl_penalty)
     tested |= {"VI979"}  # rollout correction without rollout log-probs: tests/test_check_algorithm.py (verl's gates)
     tested |= {"VI980"}  # ReMax under V1: tests/test_check_algorithm.py (verl's compute_advantage, the trainers' source)
+    tested |= {"VI985"}  # val_only without val_before_train: tests/test_check_validation.py (the trainers' fit, read)
+    tested |= {"VI986"}  # the SFT loop's crashes: tests/test_check_validation.py (verl's SFT trainers, run on the CPU)
+    tested |= {"VI987"}  # a resumed launch's new W&B run: tests/test_check_tracking.py (verl's Tracking, read)
     assert tested == set(RULES), sorted(set(RULES) ^ tested)
 
 

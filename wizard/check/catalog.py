@@ -256,5 +256,16 @@ RULES: dict[str, tuple[str, str]] = {
               "(core_algos.py:734-741), which only the legacy trainer (main_ppo with trainer.use_v1=False, "
               "ray_trainer.py:1493-1535) generates; V1 (the default), one_step_off and fully_async raise TypeError at "
               "the first advantage computation"),
+    "VI985": ("val_only that trains", "trainer.val_only=True with trainer.val_before_train=False: every PPO-family "
+              "trainer reads val_only only inside its val_before_train block (trainer/ppo/v1/trainer_base.py:439-448, "
+              "ray_trainer.py:1438-1446, one_step_off_policy/ray_trainer.py:290-296), so nothing is validated and a full "
+              "training run starts (verl#5483); the fully async entry point never reads val_only"),
+    "VI986": ("SFT loop that crashes at a step", "verl's SFT trainer computes global_step % test_freq and % save_freq "
+              "before testing them for > 0 (sft_trainer.py:413-414): a 0 stops it at step 1 (ZeroDivisionError); and "
+              "with data.val_files null a test_freq > 0 still enters validation (sft_trainer.py:417-420): TypeError at "
+              "step test_freq, after the steps before it are paid (verl#7545)"),
+    "VI987": ("relaunch opens a new W&B run", "trainer.resume_mode=auto (named in the launch) or resume_path with the "
+              "wandb logger and no WANDB_RUN_ID/WANDB_RESUME: verl's Tracking calls wandb.init without id= or resume= "
+              "(utils/tracking.py:85), so each relaunch that resumes a checkpoint logs to a new W&B run (verl#2783)"),
     "VI877": ("--deep could not run", "no bubblewrap sandbox here (--deep and --verl refuse), or verl's code on the config stopped at a sandbox bound (time, memory, processes, output)"),
 }

@@ -67,6 +67,7 @@ from wizard.check.rules.quant import rule_fp8_blocks
 from wizard.check.rules.optim import rule_critic_attention, rule_fsdp_unread, rule_half_master, rule_megatron_optim
 from wizard.check.rules.readers import rule_unread
 from wizard.check.rules.requirements import rule_requirements
+from wizard.check.rules.validation import rule_sft_loop, rule_val_only
 from wizard.check.rules.valuehead import rule_value_model
 from wizard.check.rules.memory import rule_memory
 from wizard.check.rules.time import rule_time
@@ -74,6 +75,7 @@ from wizard.check.rules.toolformat import rule_tool_format
 from wizard.check.rules.reward_model import rule_reward_model
 from wizard.check.rules.reward_tokens import rule_reward_special_tokens
 from wizard.check.rules.roles import rule_roles
+from wizard.check.rules.tracking import rule_wandb_resume
 from wizard.check.rules.tokens import rule_context, rule_context_parallel_budget, rule_patch_embed, rule_tokens, rule_vision
 from wizard.check.rules.values import (rule_choices, rule_gspo_clip, rule_inert_clip, rule_required, rule_unresolved,
                                       rule_values)
@@ -122,8 +124,8 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_sandbox, rule_distill_pool,
         rule_reward_model, rule_reward_special_tokens, rule_value_model, rule_resume, rule_saving, rule_fsdp1_offload_policy,
         rule_nsys_range, rule_engine_kwargs, rule_ignored_do_sample,
-        rule_kl_horizon, rule_rollout_correction_logprobs, rule_remax_baseline)
-    sft_rules = (rule_resume_sft,) if src.entry == "sft" else ()
+        rule_kl_horizon, rule_rollout_correction_logprobs, rule_remax_baseline, rule_val_only, rule_wandb_resume)
+    sft_rules = (rule_resume_sft, rule_sft_loop, rule_wandb_resume) if src.entry == "sft" else ()
     with tool_imports(deep):  # check's agent rules import a tool module only with --deep, in the sandbox
         for rule in (*ppo_rules, *sft_rules, rule_searchpath, rule_launch_env, rule_slurm_cpus, rule_unread, rule_requirements):
             rule(c, f)
