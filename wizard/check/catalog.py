@@ -267,5 +267,9 @@ RULES: dict[str, tuple[str, str]] = {
     "VI987": ("relaunch opens a new W&B run", "trainer.resume_mode=auto (named in the launch) or resume_path with the "
               "wandb logger and no WANDB_RUN_ID/WANDB_RESUME: verl's Tracking calls wandb.init without id= or resume= "
               "(utils/tracking.py:85), so each relaunch that resumes a checkpoint logs to a new W&B run (verl#2783)"),
+    "VI991": ("rollout log-probs of another distribution than the actor's", "algorithm.rollout_correction "
+              "(rollout_is / rollout_rs / bypass_mode) on vLLM with a truncating training rollout (top_p < 1, top_k > 0) "
+              "and processed log-probs, or a temperature ≠ 1 and raw ones: verl's actor scores the full vocabulary with "
+              "the temperature only (transformer_impl.py:98-103), so every ratio is biased (verl#6240)"),
     "VI877": ("--deep could not run", "no bubblewrap sandbox here (--deep and --verl refuse), or verl's code on the config stopped at a sandbox bound (time, memory, processes, output)"),
 }

@@ -60,6 +60,7 @@ from wizard.check.rules.engine_kwargs import rule_engine_kwargs
 from wizard.check.rules.files import rule_files
 from wizard.check.rules.layout import (rule_device, rule_hardware, rule_layout, rule_megatron, rule_rollout_dp_nodes,
                                       rule_rollout_heads, rule_rollout_parallel, rule_sequence_parallel, rule_sglang_dp)
+from wizard.check.rules.logprobs import rule_rollout_logprob_contract
 from wizard.check.rules.lora import rule_lora, rule_vision_lora
 from wizard.check.rules.lora_export import rule_lora_export
 from wizard.check.rules.mbridge import rule_mbridge
@@ -124,7 +125,8 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_sandbox, rule_distill_pool,
         rule_reward_model, rule_reward_special_tokens, rule_value_model, rule_resume, rule_saving, rule_fsdp1_offload_policy,
         rule_nsys_range, rule_engine_kwargs, rule_ignored_do_sample,
-        rule_kl_horizon, rule_rollout_correction_logprobs, rule_remax_baseline, rule_val_only, rule_wandb_resume)
+        rule_kl_horizon, rule_rollout_correction_logprobs, rule_remax_baseline, rule_val_only, rule_wandb_resume,
+        rule_rollout_logprob_contract)
     sft_rules = (rule_resume_sft, rule_sft_loop, rule_wandb_resume) if src.entry == "sft" else ()
     with tool_imports(deep):  # check's agent rules import a tool module only with --deep, in the sandbox
         for rule in (*ppo_rules, *sft_rules, rule_searchpath, rule_launch_env, rule_slurm_cpus, rule_unread, rule_requirements):
