@@ -98,3 +98,34 @@ def test_del_local_ckpt_after_load_is_named():
     (hit,) = _ids("trainer.del_local_ckpt_after_load=True")["VI918"]
     assert hit.severity == "warning" and "hdfs://" in hit.message
     assert "VI918" not in _ids()
+
+
+@needs_verl
+def test_verls_retention_forgets_what_an_earlier_process_saved(tmp_path, monkeypatch):
+    """verl#7395: verl's own BaseCheckpointManager retention, across a restart (a new manager, as a new process
+    builds, with torch.distributed's rank faked at the library boundary)."""
+    import torch.distributed as dist
+    from verl.utils.checkpoint.checkpoint_manager import BaseCheckpointManager
+
+    monkeypatch.setattr(dist, "get_rank", lambda *a, **k: 0)
+    monkeypatch.setattr(dist, "get_world_size", lambda *a, **k: 1)
+
+    def run(steps: range) -> None:
+        manager = BaseCheckpointManager(None, None, checkpoint_config={})
+        for step in steps:
+            path = tmp_path / f"global_step_{step}" / "actor"
+            manager.ensure_checkpoint_capacity(1)
+            path.mkdir(parents=True)
+            manager.register_checkpoint(str(path), 1)
+
+    run(range(1, 4))  # one process: the limit holds
+    assert sorted(p.parent.name for p in tmp_path.glob("*/actor")) == ["global_step_3"]
+    run(range(4, 6))  # the restart resumes from step 3 and saves 4 and 5
+    assert sorted(p.parent.name for p in tmp_path.glob("*/actor")) == ["global_step_3", "global_step_5"]
+
+
+def test_a_retention_limit_on_a_resuming_run_is_an_info():
+    [hit] = _ids("trainer.max_actor_ckpt_to_keep=1")["VI992"]
+    assert hit.severity == "info" and "resume_mode=auto" in hit.message
+    assert "VI992" not in _ids("trainer.max_actor_ckpt_to_keep=1", "trainer.resume_mode=disable")
+    assert "VI992" not in _ids()  # no limit: every checkpoint is kept anyway

@@ -271,5 +271,8 @@ RULES: dict[str, tuple[str, str]] = {
               "(rollout_is / rollout_rs / bypass_mode) on vLLM with a truncating training rollout (top_p < 1, top_k > 0) "
               "and processed log-probs, or a temperature ≠ 1 and raw ones: verl's actor scores the full vocabulary with "
               "the temperature only (transformer_impl.py:98-103), so every ratio is biased (verl#6240)"),
+    "VI992": ("checkpoint limit that restarts do not keep", "max_actor/critic_ckpt_to_keep (SFT: max_ckpt_to_keep) "
+              "with resume_mode auto or resume_path: verl prunes only checkpoints the running process saved "
+              "(checkpoint_manager.py:59, 166-194), so each restart leaves older ones on disk (verl#7395)"),
     "VI877": ("--deep could not run", "no bubblewrap sandbox here (--deep and --verl refuse), or verl's code on the config stopped at a sandbox bound (time, memory, processes, output)"),
 }

@@ -53,7 +53,7 @@ from wizard.check.rules.batches import rule_batches, rule_deprecated_micro, rule
 from wizard.check.rules.context import M, Ctx, facts, model_shape
 from wizard.check.rules.bundlefiles import rule_bundle_files
 from wizard.check.rules.checkpoints import rule_resume, rule_resume_sft
-from wizard.check.rules.saving import rule_fsdp1_offload_policy, rule_saving
+from wizard.check.rules.saving import rule_fsdp1_offload_policy, rule_retention_across_restarts, rule_saving
 from wizard.check.rules.datacontent import rule_data_content
 from wizard.check.rules.distill import rule_distill_pool
 from wizard.check.rules.engine_kwargs import rule_engine_kwargs
@@ -126,8 +126,8 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_reward_model, rule_reward_special_tokens, rule_value_model, rule_resume, rule_saving, rule_fsdp1_offload_policy,
         rule_nsys_range, rule_engine_kwargs, rule_ignored_do_sample,
         rule_kl_horizon, rule_rollout_correction_logprobs, rule_remax_baseline, rule_val_only, rule_wandb_resume,
-        rule_rollout_logprob_contract)
-    sft_rules = (rule_resume_sft, rule_sft_loop, rule_wandb_resume) if src.entry == "sft" else ()
+        rule_rollout_logprob_contract, rule_retention_across_restarts)
+    sft_rules = (rule_resume_sft, rule_sft_loop, rule_wandb_resume, rule_retention_across_restarts) if src.entry == "sft" else ()
     with tool_imports(deep):  # check's agent rules import a tool module only with --deep, in the sandbox
         for rule in (*ppo_rules, *sft_rules, rule_searchpath, rule_launch_env, rule_slurm_cpus, rule_unread, rule_requirements):
             rule(c, f)

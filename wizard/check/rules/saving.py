@@ -9,6 +9,12 @@
   path, utils/fs.py:34-43) holds for the copy it loaded, which copy_to_local has made local
   (utils/checkpoint/fsdp_checkpoint_manager.py:213-214, 257-261); the Megatron manager reads it only for a
   Megatron-FSDP checkpoint, under the same test (megatron_checkpoint_manager.py:766-768).
+- VI992 (info): a checkpoint retention limit on a run that resumes (resume_mode auto, verl's default, or
+  resume_path). The checkpoint managers prune only the paths this process saved: `previous_saved_paths` starts empty
+  in every process (utils/checkpoint/checkpoint_manager.py:59), register_checkpoint / ensure_checkpoint_capacity trim
+  that list (:166-194), and loading a checkpoint does not add its path (fsdp_checkpoint_manager.py:176,
+  megatron_checkpoint_manager.py). So each restart leaves the checkpoint it resumed from, and those before it, on
+  disk for good (verl#7395; the fix, PR#7396, is not in 0.9.1).
 """
 
 from __future__ import annotations
@@ -49,3 +55,24 @@ def rule_fsdp1_offload_policy(c: Ctx, f: Facts) -> None:
                   "(:423-447): nothing is offloaded",
                   f"set {strategy}=fsdp2 (torch's CPUOffloadPolicy), or use the FSDP1 offloads "
                   f"{key.rsplit('.', 1)[0]}.param_offload / optimizer_offload")
+
+
+RETENTION = {"ppo": ("trainer.max_actor_ckpt_to_keep", "trainer.max_critic_ckpt_to_keep"),
+             "sft": ("trainer.max_ckpt_to_keep",)}
+
+
+def rule_retention_across_restarts(c: Ctx, f: Facts) -> None:
+    keys = [k for k in RETENTION.get("sft" if c.src.entry == "sft" else "ppo", ())
+            if k in c.res.flat and isinstance(c.v(k), int) and not isinstance(c.v(k), bool) and c.v(k) > 0]
+    if c.src.entry != "sft" and c.v("trainer.remove_previous_ckpt_in_save") is True:
+        keys.append("trainer.remove_previous_ckpt_in_save")
+    mode = c.v("trainer.resume_mode")
+    if not keys or mode not in ("auto", "resume_path") or c.unknown("trainer.resume_mode"):
+        return
+    c.add("VI992", "info", (*keys, "trainer.resume_mode"),
+          f"{', '.join(keys)} bounds only the checkpoints one process saves: verl's checkpoint managers start each "
+          "process with an empty list of saved paths and do not add the one they resume from "
+          f"(utils/checkpoint/checkpoint_manager.py:59, 166-194), so with resume_mode={mode} every restart leaves the "
+          "checkpoints from before it on disk (verl#7395)",
+          "budget the disk for the limit plus one checkpoint per restart, or delete old global_step_* folders "
+          "between restarts")

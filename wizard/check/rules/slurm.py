@@ -62,8 +62,6 @@ def rule_slurm_cpus(c: Ctx, f: Facts) -> None:
     ex = c.src.extraction
     if c.src.kind != "script" or ex is None or not ex.script or NUM_CPUS not in c.res.flat:
         return
-    if c.v(NUM_CPUS) is not None or c.res.flat.get("ray_kwargs.ray_init.address"):
-        return
     from wizard._io import read_user_file
 
     try:
@@ -71,6 +69,8 @@ def rule_slurm_cpus(c: Ctx, f: Facts) -> None:
     except (OSError, ValueError):
         return
     options = sbatch_options(text)
+    if not options or c.v(NUM_CPUS) is not None or c.res.flat.get("ray_kwargs.ray_init.address"):
+        return  # (the keys are read, and reported as read, for a Slurm batch script only)
     via = [w.rsplit("/", 1)[-1] for w in ex.via]
     if not options or OWN_CLUSTER.search(text) or "RAY_ADDRESS" in ex.env_names or \
             any(via[i:i + 3] == ["ray", "job", "submit"] for i in range(len(via))):
