@@ -339,3 +339,28 @@ def test_a_planned_remax_bundle_runs_the_legacy_trainer(tmp_path):
     assert p.value("trainer.use_v1") is False
     bundle = wizard.write_bundle(wizard.render(p), tmp_path / "b")
     assert "VI980" not in check(str(bundle / "verl_config.yaml"), defaults="snapshot").ids()
+
+
+@pytest.mark.verl
+def test_verls_checkpoints_hold_no_kl_controller():
+    """VI774 (verl#2653): the controller starts at kl_coef, and no trainer's save or load names it."""
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo import core_algos
+
+    ctrl = core_algos.get_kl_controller(OmegaConf.create({"type": "adaptive", "kl_coef": 0.01, "target_kl": 0.1,
+                                                         "horizon": 10000}))
+    ctrl.update(current_kl=0.5, n_steps=1000)
+    assert ctrl.value != 0.01  # it moves while the run lasts
+    assert core_algos.get_kl_controller(OmegaConf.create({"type": "adaptive", "kl_coef": 0.01, "target_kl": 0.1,
+                                                         "horizon": 10000})).value == 0.01  # and starts over
+    for rel in ("trainer/ppo/v1/trainer_base.py", "trainer/ppo/ray_trainer.py"):
+        for name in ("_save_checkpoint", "_load_checkpoint"):
+            assert "kl_ctrl" not in ast.unparse(_find(_tree(rel), name)), (rel, name)
+
+
+def test_adaptive_kl_on_a_resuming_run_is_an_info():
+    saving = [*KL_REWARD, "algorithm.kl_ctrl.type=adaptive", "trainer.save_freq=10"]
+    [hit] = _hits("VI774", [*BASE, *saving])
+    assert hit.problem.severity == "info" and "kl_coef" in hit.problem.message
+    assert not _hits("VI774", [*BASE, *saving, "trainer.resume_mode=disable"])
+    assert not _hits("VI774", [*BASE, *KL_REWARD, "algorithm.kl_ctrl.type=fixed", "trainer.save_freq=10"])

@@ -274,5 +274,8 @@ RULES: dict[str, tuple[str, str]] = {
     "VI992": ("checkpoint limit that restarts do not keep", "max_actor/critic_ckpt_to_keep (SFT: max_ckpt_to_keep) "
               "with resume_mode auto or resume_path: verl prunes only checkpoints the running process saved "
               "(checkpoint_manager.py:59, 166-194), so each restart leaves older ones on disk (verl#7395)"),
+    "VI774": ("adaptive KL coefficient lost on resume", "use_kl_in_reward with kl_ctrl.type=adaptive on a run that "
+              "saves and resumes: the trainers' checkpoints hold no KL controller state, so a restart begins again at "
+              "kl_coef (trainer_base.py:850-1000, verl#2653)"),
     "VI877": ("--deep could not run", "no bubblewrap sandbox here (--deep and --verl refuse), or verl's code on the config stopped at a sandbox bound (time, memory, processes, output)"),
 }

@@ -29,6 +29,10 @@ advantage estimator need from the rest of the config (paths under site-packages/
   (V1's _compute_advantage selects no such field, trainer_base.py:1743-1787), nor do one_step_off's and fully_async's
   own _fit_generate (one_step_off_policy/ray_trainer.py:385, fully_async_trainer.py:643): the first advantage
   computation raises TypeError: missing 'reward_baselines' (verl#3089 for the legacy loop, since fixed there).
+- VI774 (info): an adaptive KL controller on a run that resumes. The trainers build it with value = kl_coef
+  (core_algos.py:160-163, get_kl_controller) when they start, and neither their _save_checkpoint nor their
+  _load_checkpoint names it (trainer/ppo/v1/trainer_base.py:850-1000, ray_trainer.py:983-1110): each restart goes
+  back to kl_coef, whatever the coefficient had become (verl#2653).
 """
 
 from __future__ import annotations
@@ -140,3 +144,18 @@ def rule_remax_baseline(c: Ctx, f: Facts) -> None:
               "(core_algos.py:734-741): the first step raises TypeError",
               "run ReMax with verl.trainer.main_ppo and trainer.use_v1=False (ray_trainer.py:1493-1535), or choose an "
               "estimator without a greedy baseline (rloo, grpo, reinforce_plus_plus)")
+
+
+def rule_kl_resume(c: Ctx, f: Facts) -> None:
+    if c.src.entry != "ppo" or c.src.recipe or c.v("algorithm.use_kl_in_reward") is not True or \
+            c.v(f"{KL}.type") != "adaptive":
+        return
+    mode, freq = c.v("trainer.resume_mode"), c.int("trainer.save_freq")
+    if mode not in ("auto", "resume_path") or not freq or freq <= 0:
+        return  # nothing is saved, or nothing is resumed
+    c.add("VI774", "info", (f"{KL}.type", "trainer.resume_mode"),
+          f"{KL}.type=adaptive with resume_mode={mode}: verl saves and loads the model, optimizer and dataloader but "
+          "not the KL controller (trainer/ppo/v1/trainer_base.py:850-1000), so each restart sets the coefficient back "
+          f"to {KL}.kl_coef={c.v(f'{KL}.kl_coef')} (verl#2653)",
+          f"after a restart, pass the coefficient the run had reached as {KL}.kl_coef (it is logged as "
+          "actor/reward_kl_penalty_coeff), or use kl_ctrl.type=fixed")
