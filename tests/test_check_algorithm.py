@@ -364,3 +364,28 @@ def test_adaptive_kl_on_a_resuming_run_is_an_info():
     assert hit.problem.severity == "info" and "kl_coef" in hit.problem.message
     assert not _hits("VI774", [*BASE, *saving, "trainer.resume_mode=disable"])
     assert not _hits("VI774", [*BASE, *KL_REWARD, "algorithm.kl_ctrl.type=fixed", "trainer.save_freq=10"])
+
+
+@pytest.mark.verl
+def test_verls_summed_losses_grow_with_the_response_length():
+    """VI775 (verl#957): verl's agg_loss on the same per-token loss at two response lengths."""
+    import torch
+    from verl.trainer.ppo.core_algos import agg_loss
+
+    def loss(mode: str, length: int) -> float:
+        mat, mask = torch.ones(4, length), torch.ones(4, length)
+        return float(agg_loss(mat, mask, loss_agg_mode=mode, loss_scale_factor=4096))
+
+    for mode in ("token-sum", "seq-mean-token-sum"):  # summed, divided by no length: L× the per-token loss
+        assert loss(mode, 4000) / loss(mode, 4) == pytest.approx(1000) and loss(mode, 4000) >= 4000
+    for mode in ("token-mean", "seq-mean-token-mean"):  # a mean: the per-token loss at any length
+        assert loss(mode, 4000) == pytest.approx(loss(mode, 4)) == pytest.approx(1.0)
+    # Dr.GRPO's: summed too (every token weighs the same), but divided by a constant: never above token-mean's
+    assert loss("seq-mean-token-sum-norm", 4000) == pytest.approx(4000 / 4096)
+
+
+def test_a_summed_loss_is_an_info_and_dr_grpos_is_not():
+    [hit] = _hits("VI775", [*TIS, f"{A}.loss_agg_mode=seq-mean-token-sum"])
+    assert hit.problem.severity == "info" and "seq-mean-token-sum-norm" in hit.problem.hint
+    assert not _hits("VI775", [*TIS, f"{A}.loss_agg_mode=seq-mean-token-sum-norm"])
+    assert not _hits("VI775", TIS)

@@ -277,5 +277,8 @@ RULES: dict[str, tuple[str, str]] = {
     "VI774": ("adaptive KL coefficient lost on resume", "use_kl_in_reward with kl_ctrl.type=adaptive on a run that "
               "saves and resumes: the trainers' checkpoints hold no KL controller state, so a restart begins again at "
               "kl_coef (trainer_base.py:850-1000, verl#2653)"),
+    "VI775": ("policy loss summed over tokens", "actor.loss_agg_mode token-sum / seq-mean-token-sum: verl's agg_loss "
+              "divides by no length (core_algos.py:1176-1193), so the loss grows with the response length; Dr.GRPO's "
+              "aggregation is seq-mean-token-sum-norm (verl#957)"),
     "VI877": ("--deep could not run", "no bubblewrap sandbox here (--deep and --verl refuse), or verl's code on the config stopped at a sandbox bound (time, memory, processes, output)"),
 }

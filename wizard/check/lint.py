@@ -39,7 +39,7 @@ from wizard.check.report import Finding, Fix, Report, dedupe, fixed_overrides, f
 from wizard.check.resolve import resolve
 from wizard.check.rules.agent import rule_agent, rule_turn_budget
 from wizard.check.rules.algorithm import (rule_kl_horizon, rule_kl_resume, rule_remax_baseline,
-                                          rule_rollout_correction_logprobs)
+                                          rule_rollout_correction_logprobs, rule_summed_loss)
 from wizard.check.rules.profiling import rule_nsys_range
 from wizard.check.rules.prompts import rule_chat_template, rule_prompt_lengths
 from wizard.check.rules.fsdp_mesh import rule_fsdp_mesh
@@ -127,7 +127,8 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_reward_model, rule_reward_special_tokens, rule_value_model, rule_resume, rule_saving, rule_fsdp1_offload_policy,
         rule_nsys_range, rule_engine_kwargs, rule_ignored_do_sample,
         rule_kl_horizon, rule_rollout_correction_logprobs, rule_remax_baseline, rule_val_only, rule_wandb_resume,
-        rule_rollout_logprob_contract, rule_retention_across_restarts, rule_kl_resume)
+        rule_rollout_logprob_contract, rule_retention_across_restarts, rule_kl_resume,
+        rule_summed_loss)
     sft_rules = (rule_resume_sft, rule_sft_loop, rule_wandb_resume, rule_retention_across_restarts) if src.entry == "sft" else ()
     with tool_imports(deep):  # check's agent rules import a tool module only with --deep, in the sandbox
         for rule in (*ppo_rules, *sft_rules, rule_searchpath, rule_launch_env, rule_slurm_cpus, rule_unread, rule_requirements):

@@ -33,6 +33,11 @@ advantage estimator need from the rest of the config (paths under site-packages/
   (core_algos.py:160-163, get_kl_controller) when they start, and neither their _save_checkpoint nor their
   _load_checkpoint names it (trainer/ppo/v1/trainer_base.py:850-1000, ray_trainer.py:983-1110): each restart goes
   back to kl_coef, whatever the coefficient had become (verl#2653).
+- VI775 (info): a policy loss summed over tokens (loss_agg_mode token-sum or seq-mean-token-sum). verl's agg_loss
+  sums each response's token losses there without dividing by a length (core_algos.py:1176-1193), so the loss and its
+  gradient grow with the response length, up to max_response_length times token-mean's (verl's default), at the
+  same lr and grad_clip. Dr.GRPO's aggregation, seq-mean-token-sum-norm, sums the same way but divides by a
+  constant (the response horizon or loss_scale_factor, :1189-1193), which keeps it at token-mean's scale (verl#957).
 """
 
 from __future__ import annotations
@@ -159,3 +164,20 @@ def rule_kl_resume(c: Ctx, f: Facts) -> None:
           f"to {KL}.kl_coef={c.v(f'{KL}.kl_coef')} (verl#2653)",
           f"after a restart, pass the coefficient the run had reached as {KL}.kl_coef (it is logged as "
           "actor/reward_kl_penalty_coeff), or use kl_ctrl.type=fixed")
+
+
+SUMMED = ("token-sum", "seq-mean-token-sum")
+
+
+def rule_summed_loss(c: Ctx, f: Facts) -> None:
+    key = "actor_rollout_ref.actor.loss_agg_mode"
+    mode = c.v(key)
+    if mode not in SUMMED or c.src.recipe:
+        return
+    length = c.int("data.max_response_length")
+    c.add("VI775", "info", (key,),
+          f"{key}={mode} sums each response's token losses without dividing by a length (core_algos.py:1176-1193): "
+          f"the loss and its gradient grow with the response length, up to {length or 'max_response_length'}× "
+          "token-mean's at the same lr and grad_clip",
+          "for Dr.GRPO's length-unbiased loss use seq-mean-token-sum-norm (with algorithm.norm_adv_by_std_in_grpo="
+          "False); keep token-sum only with an lr scaled for it")
