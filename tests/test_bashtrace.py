@@ -196,10 +196,21 @@ def _verls_key(message: str) -> str | None:
     return next((g for g in m.groups() if g), None) if m else None
 
 
+def _allowed(entry: dict) -> set[str]:
+    """Errors true of a script whose config verl accepts and that then stops at its first step: the same
+    allowances as verl's example configs (tests/test_check_examples.py ALLOWED_ERRORS, each with its reason)."""
+    from test_check_examples import ALLOWED_ERRORS
+
+    name = entry["file"].rsplit("verl-project__verl__examples__", 1)[-1].replace("__", "/")
+    return ALLOWED_ERRORS.get(name, set())
+
+
 @pytest.mark.parametrize("entry", ACCEPTED, ids=lambda e: e["id"])
 def test_no_error_on_scripts_verl_accepts(entry):
     report = check(str(SCRIPTS / entry["file"]), env={"HOME": "$HOME"}, defaults="snapshot")
-    assert not report.errors, [f.problem.line() for f in report.errors]
+    allowed = _allowed(entry)
+    assert not [f for f in report.errors if f.problem.rule not in allowed], [f.problem.line() for f in report.errors]
+    assert not allowed or allowed <= {f.problem.rule for f in report.errors}  # an allowance still matches
 
 
 @pytest.mark.parametrize("entry", REJECTED, ids=lambda e: e["id"])
