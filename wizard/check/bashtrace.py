@@ -68,7 +68,7 @@ f="$VI_TRACE_OUT/launch-0"
 if [ -f "$f" ] && [ ! -L "$f" ]; then
   printf 'launch ' >&3; head -c "$((VI_ARGV_BYTES + 1))" -- "$f" | base64 -w0 >&3; printf '\n' >&3
 fi
-for part in via names; do
+for part in via names temp; do
   f="$VI_TRACE_OUT/$part-0"
   if [ -f "$f" ] && [ ! -L "$f" ]; then
     printf '%s ' "$part" >&3; head -c 65536 -- "$f" | base64 -w0 >&3; printf '\n' >&3
@@ -105,6 +105,11 @@ if [ -n "$found" ]; then
   # the NAMES of the variables exported to it (never their values)
   { printf '%s\0' "$name" "${@:1:found-1}"; } > "$VI_TRACE_OUT/via-$n"
   compgen -e > "$VI_TRACE_OUT/names-$n"
+  # and the VALUES of Ray's temp-root variables only (paths; VI773 measures Ray's socket paths under them)
+  exported=$'\n'$(compgen -e)$'\n'
+  for v in RAY_TMPDIR TMPDIR; do
+    case "$exported" in *$'\n'"$v"$'\n'*) printf '%s=%s\0' "$v" "${!v}" ;; esac
+  done > "$VI_TRACE_OUT/temp-$n"
   exit 0
 fi
 if [ "$name" != python ] && [ "$name" != python3 ]; then  # uv run ... python3 ARGS acts as that python
@@ -158,6 +163,7 @@ class Traced:
     via: list[str] = field(default_factory=list)  # the launcher and its words before the entry point ("ray", "job", ...)
     env_names: list[str] = field(default_factory=list)  # the variables exported to the launch: names only
     needed: list[str] = field(default_factory=list)  # variables given UNSET_<NAME> because the script stopped without
+    temp_env: dict[str, str] = field(default_factory=dict)  # RAY_TMPDIR / TMPDIR as exported to the launch (values)
 
     @property
     def ok(self) -> bool:
@@ -239,7 +245,7 @@ def _parse(result: sandbox_run.Result) -> Traced:
     fields: dict[str, str] = {}
     for line in result.stdout.decode("ascii", errors="replace").splitlines():
         key, _, value = line.partition(" ")
-        if key in ("status", "launches", "launch", "stderr", "via", "names") and key not in fields:
+        if key in ("status", "launches", "launch", "stderr", "via", "names", "temp") and key not in fields:
             fields[key] = value.strip()
     try:
         status = int(fields.get("status", ""))
@@ -248,6 +254,7 @@ def _parse(result: sandbox_run.Result) -> Traced:
         err = base64.b64decode(fields.get("stderr", ""), validate=False)
         via = base64.b64decode(fields.get("via", ""), validate=False).decode("utf-8", errors="replace")
         names = base64.b64decode(fields.get("names", ""), validate=False).decode("ascii", errors="replace")
+        temp = base64.b64decode(fields.get("temp", ""), validate=False).decode("utf-8", errors="replace")
     except (ValueError, binascii.Error):
         return Traced(status=result.status, reason="bash's trace could not be read")
     tail = err.decode("utf-8", errors="replace").strip().splitlines()
@@ -260,4 +267,6 @@ def _parse(result: sandbox_run.Result) -> Traced:
     if not words:
         return Traced(status=status, reason="empty launch")
     return Traced(module=words[0], args=words[1:], launches=count, status=status, via=via.split("\0")[:-1][:256],
-                  env_names=[n for n in names.split() if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", n)][:4096])
+                  env_names=[n for n in names.split() if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", n)][:4096],
+                  temp_env={k: v[:4096] for k, _, v in (p.partition("=") for p in temp.split("\0")[:-1])
+                            if k in ("RAY_TMPDIR", "TMPDIR")})

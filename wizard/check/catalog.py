@@ -280,5 +280,16 @@ RULES: dict[str, tuple[str, str]] = {
     "VI775": ("policy loss summed over tokens", "actor.loss_agg_mode token-sum / seq-mean-token-sum: verl's agg_loss "
               "divides by no length (core_algos.py:1176-1193), so the loss grows with the response length; Dr.GRPO's "
               "aggregation is seq-mean-token-sum-norm (verl#957)"),
+    "VI770": ("checkpoints split across nodes", "trainer.default_local_dir relative on a multi-node run (or a Ray job "
+              "with a working_dir): every rank writes its shard in its own node's working folder (the job's "
+              "working_dir copy, or where `ray start` ran), so no folder holds a whole checkpoint (verl#625, verl#1535)"),
+    "VI771": ("working_dir too large to upload", "`ray job submit` with a working_dir (--working-dir, the runtime env) "
+              "holding model weights, not excluded, past Ray's package limit (GCS_STORAGE_MAX_SIZE of the installed "
+              "Ray): the upload is refused and the job never starts (verl#696)"),
+    "VI772": ("variables exported before joining a running cluster", "bash's run of the script: NCCL_*, GLOO_*, TP_*, "
+              "VLLM_*, ... exported before a main_ppo that joins a running cluster (RAY_ADDRESS, ray_init.address, "
+              "nnodes > 1): verl's workers get only the cluster's environment and verl's runtime env (verl#967)"),
+    "VI773": ("Ray's socket path too long", "RAY_TMPDIR / TMPDIR (exported by the script or #SBATCH --export) so long "
+              "that Ray's plasma store socket passes the 107-byte AF_UNIX limit: verl's ray.init fails (verl#1120)"),
     "VI877": ("--deep could not run", "no bubblewrap sandbox here (--deep and --verl refuse), or verl's code on the config stopped at a sandbox bound (time, memory, processes, output)"),
 }

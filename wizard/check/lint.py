@@ -43,6 +43,7 @@ from wizard.check.rules.algorithm import (rule_kl_horizon, rule_kl_resume, rule_
 from wizard.check.rules.profiling import rule_nsys_range
 from wizard.check.rules.prompts import rule_chat_template, rule_prompt_lengths
 from wizard.check.rules.fsdp_mesh import rule_fsdp_mesh
+from wizard.check.rules.cluster import rule_checkpoint_nodes, rule_ray_socket_path, rule_working_dir_upload
 from wizard.check.rules.launchenv import rule_launch_env
 from wizard.check.rules.precision import rule_precision
 from wizard.check.rules.remote_code import rule_remote_code
@@ -128,10 +129,10 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_nsys_range, rule_engine_kwargs, rule_ignored_do_sample,
         rule_kl_horizon, rule_rollout_correction_logprobs, rule_remax_baseline, rule_val_only, rule_wandb_resume,
         rule_rollout_logprob_contract, rule_retention_across_restarts, rule_kl_resume,
-        rule_summed_loss)
+        rule_summed_loss, rule_checkpoint_nodes)
     sft_rules = (rule_resume_sft, rule_sft_loop, rule_wandb_resume, rule_retention_across_restarts) if src.entry == "sft" else ()
     with tool_imports(deep):  # check's agent rules import a tool module only with --deep, in the sandbox
-        for rule in (*ppo_rules, *sft_rules, rule_searchpath, rule_launch_env, rule_slurm_cpus, rule_unread, rule_requirements):
+        for rule in (*ppo_rules, *sft_rules, rule_searchpath, rule_launch_env, rule_working_dir_upload, rule_ray_socket_path, rule_slurm_cpus, rule_unread, rule_requirements):
             rule(c, f)
     if ppo_rules:
         rule_rollout_heads(c, f, shape)

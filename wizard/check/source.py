@@ -354,6 +354,7 @@ def load_source(target: str | None, extra: Sequence[str] = (), *, env: Mapping[s
             if traced is not None:
                 adopt_traced(ex, traced.module or "", traced.args, traced.needed)
                 ex.via, ex.env_names = list(traced.via), list(traced.env_names)
+                ex.temp_env = dict(traced.temp_env)
             if ex.launch is None:
                 _missing_module(p, text)
                 others = ", ".join(dict.fromkeys(".".join(e.module.split(".")[-2:]) if e.module.endswith(".main_ppo")

@@ -58,6 +58,7 @@ class Extraction:
     # names of the variables exported to the launch
     via: list[str] = field(default_factory=list)
     env_names: list[str] = field(default_factory=list)
+    temp_env: dict[str, str] = field(default_factory=dict)  # RAY_TMPDIR / TMPDIR exported to the launch: values
 
     @property
     def overrides(self) -> list[str]:

@@ -26,6 +26,17 @@ def checkpoint_dir(a: Answers) -> str:
     return posixpath.join("checkpoints", a.project_name, experiment_name(a))
 
 
+def node_relative(where: str) -> bool:
+    """A checkpoint folder each node resolves against its own working folder (not absolute, no interpolation)."""
+    return not where.startswith(("/", "${"))
+
+
+# VI556's wording, shared with check's VI770 (wizard.check.rules.cluster)
+WORKING_DIR_COPY = ("inside the Ray job's working_dir, a temporary copy of the {what} on each node: they are lost when "
+                    "the job ends, and a relaunch (resume=auto) finds none")
+SHARED_STORAGE = "an absolute path on storage every node mounts"
+
+
 def checkpoints(b: Build) -> None:
     """Resume mode (auto / a path / disable) and where checkpoints land per cluster type (VI555-VI557)."""
     a, f = b.a, b.f
@@ -51,9 +62,8 @@ def checkpoints(b: Build) -> None:
                   "saves no checkpoint", "set save_freq to a step count, or remove keep_checkpoints")
     if a.save_freq <= 0:
         return
-    relative = not where.startswith(("/", "${"))
+    relative = node_relative(where)
     if a.cluster == "ray" and relative:
-        f.warning("VI556", ("checkpoint_dir", "cluster"), f"checkpoints go to {where} inside the Ray job's working_dir, "
-                  "a temporary copy of the bundle on each node: they are lost when the job ends, and a relaunch "
-                  "(resume=auto) finds none", "set checkpoint_dir to an absolute path on storage every node mounts, "
+        f.warning("VI556", ("checkpoint_dir", "cluster"), f"checkpoints go to {where} "
+                  + WORKING_DIR_COPY.format(what="bundle"), f"set checkpoint_dir to {SHARED_STORAGE}, "
                   f"e.g. /mnt/shared/{where}")
