@@ -319,6 +319,7 @@ def test_every_rule_has_a_test():
     tested |= {"VI973"}  # distillation teacher pool vs the teachers: tests/test_distill_pool.py
     tested |= {"VI915"}  # GSPO with token-level clip bounds, against verl's own losses: tests/test_gspo_clip.py
     tested |= {"VI916", "VI917", "VI918", "VI992"}  # saving and offload settings verl ignores: tests/test_saving_rules.py
+    tested |= {"VI996", "VI997", "VI998", "VI999"}  # reward managers' reads, DAPO sampling: tests/test_reward_managers.py
     tested |= {"VI913"}  # SGLang rollout DP without DP attention: tests/test_sglang_dp.py
     tested |= {"VI914"}  # data paths verl cannot read, against verl's RLHFDataset: tests/test_data_format.py
     tested |= {"VI837"}  # the Conv3d patch embedding on the installed torch: tests/test_patch_embed.py

@@ -291,5 +291,17 @@ RULES: dict[str, tuple[str, str]] = {
               "nnodes > 1): verl's workers get only the cluster's environment and verl's runtime env (verl#967)"),
     "VI773": ("Ray's socket path too long", "RAY_TMPDIR / TMPDIR (exported by the script or #SBATCH --export) so long "
               "that Ray's plasma store socket passes the 107-byte AF_UNIX limit: verl's ray.init fails (verl#1120)"),
+    "VI996": ("reward_kwargs the reward manager never reads", "reward.reward_kwargs keys (overlong_buffer_cfg, "
+              "max_resp_len) that the configured reward manager does not read: only the dapo manager reads them "
+              "(reward_manager/dapo.py:33-35), so with naive the overlong penalty is silently skipped (verl#4268)"),
+    "VI997": ("data.reward_fn_key that nothing reads", "data.reward_fn_key other than data_source: every reward-loop "
+              "manager passes the data_source column (reward_manager/naive.py:42); only the legacy managers main_ppo "
+              "no longer builds read the key (verl PR#975)"),
+    "VI998": ("DAPO gen_batch_size the V1 trainer overrides", "data.gen_batch_size with filter_groups (or an async "
+              "mode): the V1 trainer sets it to 1 (trainer_base.py:727-739); generation ahead is "
+              "filter_groups.max_inflight_gen_batches (verl#876)"),
+    "VI999": ("DAPO metric the reward function never returns", "filter_groups.metric names a key missing from every "
+              "dict the custom reward function returns (acc is added only for a number): the replay buffer stops "
+              "with 'Finished groups are missing DAPO metric' (replay_buffer.py:296-307, verl#2318)"),
     "VI877": ("--deep could not run", "no bubblewrap sandbox here (--deep and --verl refuse), or verl's code on the config stopped at a sandbox bound (time, memory, processes, output)"),
 }
