@@ -274,5 +274,16 @@ RULES: dict[str, tuple[str, str]] = {
     "VI992": ("checkpoint limit that restarts do not keep", "max_actor/critic_ckpt_to_keep (SFT: max_ckpt_to_keep) "
               "with resume_mode auto or resume_path: verl prunes only checkpoints the running process saved "
               "(checkpoint_manager.py:59, 166-194), so each restart leaves older ones on disk (verl#7395)"),
+    "VI993": ("separate_async precondition verl asserts", "trainer.v1.trainer_mode=separate_async with "
+              "train_batch_size ≠ parameter_sync_step × ppo_mini_batch_size, no standalone rollout pool "
+              "(actor_rollout_ref.rollout.nnodes / n_gpus_per_node ≤ 0), checkpoint_engine.backend=naive, or a "
+              "colocated reward model: PPOTrainerSeparateAsync.__init__ asserts each (trainer_separate_async.py:55-76)"),
+    "VI994": ("checkpoint engine backend verl replaces with naive", "actor_rollout_ref.rollout.checkpoint_engine.backend "
+              "≠ naive under trainer_mode sync / colocate_async: the only weight sync there is the hybrid manager, "
+              "whose backend verl sets to naive (trainer_base.py:380-383)"),
+    "VI995": ("one-step-off setting its entry point overrides or rejects", "the one-step-off entry point with "
+              "actor_rollout_ref.hybrid_engine not False (bare assert, one_step_off_policy/ray_trainer.py:87-88), or "
+              "with actor_rollout_ref.rollout.nnodes / n_gpus_per_node that its main() overwrites from the top-level "
+              "rollout.* keys (main_ppo.py:121-122)"),
     "VI877": ("--deep could not run", "no bubblewrap sandbox here (--deep and --verl refuse), or verl's code on the config stopped at a sandbox bound (time, memory, processes, output)"),
 }
