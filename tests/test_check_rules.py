@@ -321,6 +321,7 @@ def test_every_rule_has_a_test():
     tested |= {"VI916", "VI917", "VI918", "VI992"}  # saving and offload settings verl ignores: tests/test_saving_rules.py
     tested |= {"VI996", "VI997", "VI998", "VI999"}  # reward managers' reads, DAPO sampling: tests/test_reward_managers.py
     tested |= {"VI913"}  # SGLang rollout DP without DP attention: tests/test_sglang_dp.py
+    tested |= {"VI993", "VI994", "VI995"}  # trainer-mode preconditions, run in verl's own code: tests/test_check_modes.py
     tested |= {"VI914"}  # data paths verl cannot read, against verl's RLHFDataset: tests/test_data_format.py
     tested |= {"VI837"}  # the Conv3d patch embedding on the installed torch: tests/test_patch_embed.py
     tested |= {"VI838"}  # rollout TP against the attention heads: tests/test_rollout_heads.py (vLLM and SGLang)

@@ -303,5 +303,16 @@ RULES: dict[str, tuple[str, str]] = {
     "VI999": ("DAPO metric the reward function never returns", "filter_groups.metric names a key missing from every "
               "dict the custom reward function returns (acc is added only for a number): the replay buffer stops "
               "with 'Finished groups are missing DAPO metric' (replay_buffer.py:296-307, verl#2318)"),
+    "VI993": ("separate_async precondition verl asserts", "trainer.v1.trainer_mode=separate_async with "
+              "train_batch_size ≠ parameter_sync_step × ppo_mini_batch_size, no standalone rollout pool "
+              "(actor_rollout_ref.rollout.nnodes / n_gpus_per_node ≤ 0), checkpoint_engine.backend=naive, or a "
+              "colocated reward model: PPOTrainerSeparateAsync.__init__ asserts each (trainer_separate_async.py:55-76)"),
+    "VI994": ("checkpoint engine backend verl replaces with naive", "actor_rollout_ref.rollout.checkpoint_engine.backend "
+              "≠ naive under trainer_mode sync / colocate_async: the only weight sync there is the hybrid manager, "
+              "whose backend verl sets to naive (trainer_base.py:380-383)"),
+    "VI995": ("one-step-off setting its entry point overrides or rejects", "the one-step-off entry point with "
+              "actor_rollout_ref.hybrid_engine not False (bare assert, one_step_off_policy/ray_trainer.py:87-88), or "
+              "with actor_rollout_ref.rollout.nnodes / n_gpus_per_node that its main() overwrites from the top-level "
+              "rollout.* keys (main_ppo.py:121-122)"),
     "VI877": ("--deep could not run", "no bubblewrap sandbox here (--deep and --verl refuse), or verl's code on the config stopped at a sandbox bound (time, memory, processes, output)"),
 }

@@ -1,5 +1,6 @@
 """GPU layout rules: rollout tiling (VI810-VI811), rollout TP against the attention heads (VI838), rollout data parallel across nodes for a dense model (VI905), Ulysses SP (VI812, VI816), Megatron (VI813, VI818, VI819), the
-config against the given hardware (VI814), rollout parallelism verl cannot run (VI815) and a rollout engine
+config against the given hardware (VI814; with the standalone rollout pools of one_step_off, fully_async and V1
+separate_async, rules/modes.py), rollout parallelism verl cannot run (VI815) and a rollout engine
 without a build for the device (VI817).
 """
 
@@ -9,6 +10,7 @@ from typing import Any
 
 from wizard.check.report import Fix
 from wizard.check.rules.context import A, M, R, Ctx, Facts, divisors, join_or, nearest
+from wizard.check.rules.modes import separate_pool
 from wizard.verlspec import arithmetic as rc
 from wizard.verlspec.hardware import ACCELERATORS, accelerator_of_gpu_type
 from wizard.verlspec.keys import ROLLOUT_NAMES
@@ -133,6 +135,13 @@ def rule_hardware(c: Ctx, f: Facts) -> None:
         k = (c.int("rollout.n_gpus_per_node") or 0) * (c.int("rollout.nnodes") or 0)
         want += k
         extra.append(f"{k} for the rollout's own replicas, whose pools verl checks only as they start")
+    pool = separate_pool(c)
+    if pool is not None:
+        # V1 separate_async: a standalone LLMServerManager on rollout.nnodes × n_gpus_per_node GPUs of its own
+        # (trainer/ppo/v1/trainer_separate_async.py:154-156, rollout/llm_server.py:455-460; counted beside the
+        # trainer's pool at trainer_separate_async.py:395-401); VI993 reports an empty one
+        want += pool
+        extra.append(f"{pool} for the standalone rollout of trainer_mode=separate_async")
     if bool(c.v("distillation.enabled")):
         k = (c.int("distillation.n_gpus_per_node") or 0) * (c.int("distillation.nnodes") or 0)
         want += k
