@@ -13,12 +13,13 @@ Variables only verl's tests read (PYTEST_*) are left out.
 
 from __future__ import annotations
 
-import argparse
 import ast
-import json
 import sys
 from collections import defaultdict
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _table import table_main  # noqa: E402 - this folder, for a run as a file or a load by path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "wizard" / "check" / "data" / "verl_env_reads.json"
@@ -63,18 +64,8 @@ def build() -> dict[str, object]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--check", action="store_true", help="exit 1 if the shipped table differs from a fresh one")
-    ns = p.parse_args(argv)
-    text = json.dumps(build(), indent=1, sort_keys=True) + "\n"
-    if ns.check:
-        same = OUT.is_file() and OUT.read_text(encoding="utf-8") == text
-        print("verl_env_reads.json is up to date" if same else "verl_env_reads.json is stale: run scripts/verl_env_reads.py")
-        return 0 if same else 1
-    OUT.write_text(text, encoding="utf-8")
-    print(f"wrote {OUT}")
-    return 0
+    return table_main(__doc__, build, OUT, argv)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -20,11 +20,12 @@ with a group.
 
 from __future__ import annotations
 
-import argparse
 import ast
-import json
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _table import table_main  # noqa: E402 - this folder, for a run as a file or a load by path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "wizard" / "check" / "data" / "verl_estimators.json"
@@ -87,18 +88,8 @@ def build() -> dict:
     return {"computed_by": where, "scores": list(SCORES), "estimators": table}
 
 
-def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--check", action="store_true", help="write nothing; exit 1 when the committed table differs")
-    args = p.parse_args(argv)
-    text = json.dumps(build(), indent=1, sort_keys=True) + "\n"
-    if args.check:
-        same = OUT.is_file() and OUT.read_text(encoding="utf-8") == text
-        print("up to date" if same else f"{OUT} differs from the installed verl: regenerate it")
-        return 0 if same else 1
-    OUT.write_text(text, encoding="utf-8")
-    print(f"wrote {OUT}")
-    return 0
+def main(argv: list[str] | None = None) -> int:
+    return table_main(__doc__, build, OUT, argv)
 
 
 if __name__ == "__main__":

@@ -20,15 +20,16 @@ user sets that only modules of inactive scopes read.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import importlib.util
-import json
 import re
 import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _table import table_main  # noqa: E402 - this folder, for a run as a file or a load by path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -248,19 +249,8 @@ def build() -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--check", action="store_true", help="exit 1 if the shipped table differs from a fresh one")
-    ns = p.parse_args(argv)
-    text = json.dumps(build(), indent=1, sort_keys=True) + "\n"
-    if ns.check:
-        same = OUT.is_file() and OUT.read_text(encoding="utf-8") == text
-        print("verl_readers.json is up to date" if same else "verl_readers.json is stale: run scripts/verl_readers.py")
-        return 0 if same else 1
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(text, encoding="utf-8")
-    print(f"wrote {OUT}")
-    return 0
+    return table_main(__doc__, build, OUT, argv)
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,25 @@
+"""The command line every table generator here shares (scripts/verl_*.py): write the table built from the
+installed verl's source, or with --check only compare it with the committed one."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+def table_main(doc: str | None, build: Callable[[], Any], out: Path, argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=(doc or "").splitlines()[0] if doc else None)
+    p.add_argument("--check", action="store_true", help="write nothing; exit 1 when the committed table differs")
+    ns = p.parse_args(argv)
+    text = json.dumps(build(), indent=1, sort_keys=True) + "\n"
+    if ns.check:
+        same = out.is_file() and out.read_text(encoding="utf-8") == text
+        print(f"{out.name} is up to date" if same else f"{out.name} is stale: run the script that writes it")
+        return 0 if same else 1
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    print(f"wrote {out}")
+    return 0
