@@ -9,7 +9,6 @@ verl/trainer/config/_generated_ppo_*trainer.yaml.
 from __future__ import annotations
 
 import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,11 +22,9 @@ SCRIPT = ROOT / "scripts" / "verl_key_history.py"
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("verl_key_history", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("verl_key_history", mod)
-    spec.loader.exec_module(mod)
-    return mod
+    from helpers_scripts import load_script
+
+    return load_script("verl_key_history")
 
 
 def test_file_loads_and_is_consistent():

@@ -3,9 +3,7 @@ which VI829 names when a script exports them before `ray job submit`."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 
 import pytest
 from conftest import ROOT
@@ -14,11 +12,9 @@ SCRIPT = ROOT / "scripts" / "verl_env_reads.py"
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("verl_env_reads", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("verl_env_reads", mod)
-    spec.loader.exec_module(mod)
-    return mod
+    from helpers_scripts import load_script
+
+    return load_script("verl_env_reads")
 
 
 @pytest.mark.verl

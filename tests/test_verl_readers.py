@@ -4,9 +4,7 @@ points read with their own trees (wizard.check.entrypoints)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 from wizard.check.lint import check
@@ -21,11 +19,9 @@ BASE = ["actor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B-Instruct", "actor_rollou
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("verl_readers", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("verl_readers", mod)
-    spec.loader.exec_module(mod)
-    return mod
+    from helpers_scripts import load_script
+
+    return load_script("verl_readers")
 
 
 def _vi890(report) -> dict[str, str]:
