@@ -37,7 +37,9 @@ CASES = {
         "async_training.staleness_threshold", "async_training.stalenes_threshold=0.5"),
     "one_step_off": (
         "python3 -m verl.experimental.one_step_off_policy.main_ppo", "one_step_off", "one_step_off_ppo_trainer",
-        [*PPO, "rollout.nnodes=1", "rollout.n_gpus_per_node=4"], "rollout.n_gpus_per_node",
+        # hybrid_engine off: the one-step-off trainer asserts it (VI995; every one-step-off script verl ships sets it)
+        [*PPO, "rollout.nnodes=1", "rollout.n_gpus_per_node=4", "actor_rollout_ref.hybrid_engine=False"],
+        "rollout.n_gpus_per_node",
         "rollout.n_gpu_per_node=4"),
     "main_eval": (
         "python3 -m verl.trainer.main_eval", "eval", "evaluation",
