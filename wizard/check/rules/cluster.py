@@ -30,7 +30,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from wizard.check.rules.context import Ctx, Facts
+from wizard.check.rules.context import Ctx, Facts, script_text, submit_words
 from wizard.check.rules.slurm import OWN_CLUSTER, sbatch_options
 
 LOCAL_DIR = "trainer.default_local_dir"
@@ -38,7 +38,6 @@ WEIGHTS = (".safetensors", ".bin", ".pt", ".pth")
 MAX_ENTRIES = 50_000  # files and folders the VI771 walk looks at
 MAX_DEPTH = 12
 MAX_IGNORE_BYTES = 1 << 16
-MAX_SCRIPT_BYTES = 1 << 20
 MAX_RUNTIME_ENV_BYTES = 1 << 20
 # Ray's socket path, from ray/_private/node.py: the session folder's name and the longest default socket name
 SESSION_STAMP = "%Y-%m-%d_%H-%M-%S_%f"  # node.py:203-205
@@ -56,30 +55,9 @@ def _flag(words: list[str], name: str) -> str | None:
     return None
 
 
-def submit_words(c: Ctx) -> list[str] | None:
-    """The words from `ray job submit` on (also behind a launcher), or None when the script does not submit."""
-    ex = c.src.extraction
-    words = ex.via if ex is not None else []
-    at = next((i for i in range(len(words) - 2)
-               if words[i].rsplit("/", 1)[-1] == "ray" and words[i + 1:i + 3] == ["job", "submit"]), None)
-    return None if at is None else words[at:]
-
-
 def script_commands(c: Ctx) -> str:
     """The script's lines that are not comments."""
-    return "\n".join(line for line in script_text(c).splitlines() if not line.lstrip().startswith("#"))
-
-
-def script_text(c: Ctx) -> str:
-    ex = c.src.extraction
-    if c.src.kind != "script" or ex is None or not ex.script:
-        return ""
-    from wizard._io import read_user_file
-
-    try:
-        return read_user_file(ex.script, MAX_SCRIPT_BYTES).decode("utf-8", errors="replace")
-    except (OSError, ValueError):
-        return ""
+    return "\n".join(line for line in (script_text(c) or "").splitlines() if not line.lstrip().startswith("#"))
 
 
 def joins_cluster(c: Ctx) -> str:
@@ -95,22 +73,27 @@ def joins_cluster(c: Ctx) -> str:
 
 
 def job_runtime_env(c: Ctx, words: list[str]) -> tuple[dict[str, Any], str]:
-    """The job's runtime env (--runtime-env FILE / --runtime-env-json, --working-dir on top) and its base folder."""
+    """The job's runtime env (--runtime-env FILE / --runtime-env-json, --working-dir on top) and why it could not be
+    read ("" when it was, or when the submit names none)."""
     from wizard._io import UnsafeInput, read_user_file, safe_json, safe_yaml
 
     doc: Any = None
+    why = ""
     try:
         if (text := _flag(words, "--runtime-env-json")) is not None:
             doc = safe_json(text)
         elif (path := _flag(words, "--runtime-env")) is not None:
             file = Path(path) if Path(path).is_absolute() else c.src.workdir / path
-            doc = safe_yaml(read_user_file(str(file), MAX_RUNTIME_ENV_BYTES).decode("utf-8"))
-    except (OSError, ValueError, UnsafeInput, UnicodeError):
-        doc = None
+            try:
+                doc = safe_yaml(read_user_file(str(file), MAX_RUNTIME_ENV_BYTES).decode("utf-8"))
+            except OSError:
+                why = f"the runtime env {path} is not readable here"
+    except (ValueError, UnsafeInput, UnicodeError):
+        why = "the job's runtime env cannot be read"
     env = dict(doc) if isinstance(doc, dict) else {}
     if (wd := _flag(words, "--working-dir")) is not None:
         env["working_dir"] = wd
-    return env, str(c.src.workdir)
+    return env, why
 
 
 def rule_checkpoint_nodes(c: Ctx, f: Facts) -> None:
@@ -248,10 +231,11 @@ def weights_uploaded(root: Path, excludes: list[str]) -> tuple[int, list[tuple[i
 def rule_working_dir_upload(c: Ctx, f: Facts) -> None:
     """VI771."""
     words = submit_words(c)
+    base = str(c.src.workdir)
     if words is not None:
-        env, base = job_runtime_env(c, words)
+        env = job_runtime_env(c, words)[0]
     else:
-        env, base = c.res.flat.get("ray_kwargs.ray_init.runtime_env") or {}, str(c.src.workdir)
+        env = c.res.flat.get("ray_kwargs.ray_init.runtime_env") or {}
         if not isinstance(env, dict):
             return
         if "working_dir" not in env and "ray_kwargs.ray_init.runtime_env.working_dir" in c.res.flat:

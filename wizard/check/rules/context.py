@@ -270,3 +270,29 @@ def parse_module(path: Path, limit: int = 1 << 20) -> Any:
         return ast.parse(data.decode("utf-8", errors="replace"))
     except (OSError, RecursionError, MemoryError, ValueError):
         return None
+
+
+MAX_SCRIPT_BYTES = 1 << 20  # a launch script's text, read for what bash's run does not record (#SBATCH, `ray start`)
+
+
+def script_text(c: Ctx) -> str | None:
+    """The launch script's text, up to MAX_SCRIPT_BYTES: "" when the target is not a script, None when unreadable."""
+    ex = c.src.extraction
+    if c.src.kind != "script" or ex is None or not ex.script:
+        return ""
+    from wizard._io import read_user_file
+
+    try:
+        return read_user_file(ex.script, MAX_SCRIPT_BYTES).decode("utf-8", errors="replace")
+    except (OSError, ValueError):
+        return None
+
+
+def submit_words(c: Ctx) -> list[str] | None:
+    """The launcher's words from `ray job submit` on (also behind a launcher: `uv run ray job submit ...`,
+    `/opt/venv/bin/ray job submit ...`), as bash's run recorded them; None when the script does not submit."""
+    ex = c.src.extraction
+    words = ex.via if ex is not None else []
+    at = next((i for i in range(len(words) - 2)
+               if words[i].rsplit("/", 1)[-1] == "ray" and words[i + 1:i + 3] == ["job", "submit"]), None)
+    return None if at is None else words[at:]

@@ -22,14 +22,11 @@ workers get the raylet's environment and that runtime env, not the driver's (ver
 
 from __future__ import annotations
 
-import json
 import re
-from pathlib import Path
-from typing import Any
 
 from wizard.check.envreads import verl_env_reads
-from wizard.check.rules.cluster import MAX_RUNTIME_ENV_BYTES, OWN_CLUSTER, _flag, joins_cluster, script_commands
-from wizard.check.rules.context import Ctx, Facts
+from wizard.check.rules.cluster import OWN_CLUSTER, job_runtime_env, joins_cluster, script_commands
+from wizard.check.rules.context import Ctx, Facts, submit_words
 
 # Read by the job's processes (verl, vLLM/SGLang, NCCL, torch, transformers/hub, loggers, Python's import path); the
 # submit command's own variables (RAY_ADDRESS, RAY_JOB_HEADERS, ...) are not among them
@@ -48,36 +45,17 @@ def job_var(name: str) -> bool:
 
 def _forwarded(c: Ctx, words: list[str]) -> tuple[set[str], str]:
     """(env_vars names the job's runtime env sets, why that set may be incomplete: "" when it is known)."""
-    from wizard._io import UnsafeInput, read_user_file, safe_json, safe_yaml
-
-    doc: Any = None
-    text = _flag(words, "--runtime-env-json")
-    where = ""
-    try:
-        if text is not None:
-            doc = safe_json(text)
-        elif (path := _flag(words, "--runtime-env")) is not None:
-            file = Path(path) if Path(path).is_absolute() else c.src.workdir / path
-            try:
-                doc = safe_yaml(read_user_file(str(file), MAX_RUNTIME_ENV_BYTES).decode("utf-8"))
-            except OSError:
-                where = f"the runtime env {path} is not readable here"
-    except (ValueError, UnsafeInput, UnicodeError):
-        where = "the job's runtime env cannot be read"
-    env = doc.get("env_vars") if isinstance(doc, dict) else None
-    return (set(env) if isinstance(env, dict) else set()), where
+    env, why = job_runtime_env(c, words)
+    given = env.get("env_vars")
+    return (set(given) if isinstance(given, dict) else set()), why
 
 
 def rule_launch_env(c: Ctx, f: Facts) -> None:
     ex = c.src.extraction
-    words = ex.via if ex is not None else []
-    # `ray job submit ...`, also behind a launcher (`uv run ray job submit ...`, `/opt/venv/bin/ray job submit ...`)
-    at = next((i for i in range(len(words) - 2)
-               if words[i].rsplit("/", 1)[-1] == "ray" and words[i + 1:i + 3] == ["job", "submit"]), None)
-    if at is None:
+    via = submit_words(c)
+    if ex is None or via is None:
         _joined_cluster(c, f)
         return
-    via = words[at:]
     exported = {n for n in ex.env_names if job_var(n)} - set(c.env)
     forwarded, unsure = _forwarded(c, via)
     missing = sorted(exported - forwarded)

@@ -260,8 +260,8 @@ def _rule_fn_key(c: Ctx, name: str, reads: Reads) -> None:
           f"passes each row's data_source column to the reward function ({WHERE}{reads.data_source_at}), not the "
           f"{key!r} column; only the legacy workers/reward_manager classes, which main_ppo no longer builds, honour "
           "the key: rows are scored (or routed) by data_source, a wrong score or a scorer's error (verl PR#975)",
-          f"write the label your function routes on into the data_source column when you build the parquet (or into "
-          f"extra_info, which verl passes as extra_info=), and remove data.reward_fn_key")
+          "write the label your function routes on into the data_source column when you build the parquet (or into "
+          "extra_info, which verl passes as extra_info=), and remove data.reward_fn_key")
 
 
 def _v1_trainer(c: Ctx) -> bool:

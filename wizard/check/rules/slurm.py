@@ -20,10 +20,9 @@ import re
 import shlex
 
 from wizard.check.report import Fix
-from wizard.check.rules.context import Ctx, Facts
+from wizard.check.rules.context import Ctx, Facts, script_text, submit_words
 
 NUM_CPUS = "ray_kwargs.ray_init.num_cpus"
-MAX_SCRIPT_BYTES = 1 << 20
 SBATCH = re.compile(r"^#SBATCH[ \t]+(.*)$", re.M)
 OWN_CLUSTER = re.compile(r"\bray[ \t]+start\b|\bRAY_ADDRESS\b")
 
@@ -62,18 +61,13 @@ def rule_slurm_cpus(c: Ctx, f: Facts) -> None:
     ex = c.src.extraction
     if c.src.kind != "script" or ex is None or not ex.script or NUM_CPUS not in c.res.flat:
         return
-    from wizard._io import read_user_file
-
-    try:
-        text = read_user_file(ex.script, MAX_SCRIPT_BYTES).decode("utf-8", errors="replace")
-    except (OSError, ValueError):
+    text = script_text(c)
+    if not text:
         return
     options = sbatch_options(text)
     if not options or c.v(NUM_CPUS) is not None or c.res.flat.get("ray_kwargs.ray_init.address"):
         return  # (the keys are read, and reported as read, for a Slurm batch script only)
-    via = [w.rsplit("/", 1)[-1] for w in ex.via]
-    if not options or OWN_CLUSTER.search(text) or "RAY_ADDRESS" in ex.env_names or \
-            any(via[i:i + 3] == ["ray", "job", "submit"] for i in range(len(via))):
+    if not options or OWN_CLUSTER.search(text) or "RAY_ADDRESS" in ex.env_names or submit_words(c) is not None:
         return
     cpus = options.get("cpus-per-task", "")
     count = int(cpus) if cpus.isdigit() and int(cpus) > 0 else None

@@ -15,12 +15,11 @@
 
 from __future__ import annotations
 
-from wizard.check.rules.context import Ctx, Facts
+from wizard.check.rules.context import Ctx, Facts, script_text
 
 MODE, PATH, LOGGER = "trainer.resume_mode", "trainer.resume_from_path", "trainer.logger"
 WANDB_BACKENDS = ("wandb", "tracking")  # utils/tracking.py:76: both reach wandb.init
 RESUME_VARS = ("WANDB_RUN_ID", "WANDB_RESUME")
-MAX_SCRIPT_BYTES = 1 << 20
 
 
 def _loggers(value: object) -> list[str]:
@@ -41,15 +40,8 @@ def _names_resume(c: Ctx) -> bool:
         return False
     if any(n in ex.env_names for n in RESUME_VARS) or any(n in w for w in ex.via for n in RESUME_VARS):
         return True
-    if ex.script:
-        from wizard._io import read_user_file
-
-        try:
-            text = read_user_file(ex.script, MAX_SCRIPT_BYTES).decode("utf-8", errors="replace")
-        except (OSError, ValueError):
-            return True  # unread: say nothing
-        return any(n in text for n in RESUME_VARS)
-    return False
+    text = script_text(c)
+    return text is None or any(n in text for n in RESUME_VARS)  # unread: say nothing
 
 
 def rule_wandb_resume(c: Ctx, f: Facts) -> None:
