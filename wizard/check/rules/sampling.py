@@ -15,12 +15,11 @@ from __future__ import annotations
 
 from wizard.check.report import Fix
 from wizard.check.rules.context import R, Ctx, Facts
-
-AGENT_LOOP_ENGINES = ("vllm", "sglang", "trtllm")
+from wizard.check.rules.engine_kwargs import engine_names
 
 
 def rule_ignored_do_sample(c: Ctx, f: Facts) -> None:
-    if c.v(f"{R}.name") not in AGENT_LOOP_ENGINES:
+    if c.v(f"{R}.name") not in engine_names(c):  # the server engines (vllm, sglang, trtllm): all run the agent loop
         return
     for prefix, where in ((f"{R}.val_kwargs", "validation"), (R, "the training rollout")):
         key, temp_key = f"{prefix}.do_sample", f"{prefix}.temperature"
