@@ -280,6 +280,17 @@ RULES: dict[str, tuple[str, str]] = {
     "VI775": ("policy loss summed over tokens", "actor.loss_agg_mode token-sum / seq-mean-token-sum: verl's agg_loss "
               "divides by no length (core_algos.py:1176-1193), so the loss grows with the response length; Dr.GRPO's "
               "aggregation is seq-mean-token-sum-norm (verl#957)"),
+    "VI776": ("policy-loss key the loss mode never reads", "an actor key some policy_loss.loss_mode reads (clip_ratio*, "
+              "clip_ratio_c, tau_pos/neg, policy_loss.*) set beside a mode whose registered function never reads it "
+              "(wizard/check/data/verl_policy_loss_reads.json, from core_algos.py): kl_cov reads no clip key, so its "
+              "off-policy mini-batches run without a trust region (verl#2216)"),
+    "VI777": ("KL loss with zero expected gradient", "use_kl_loss=True with kl_loss_type kl / k1: verl's kl_penalty "
+              "gives logprob - ref_logprob (core_algos.py:2228-2229), whose gradient on sampled tokens averages to 0, "
+              "so the KL loss regularises nothing (verl PR#2953; k1+, k2, low_var_kl do)"),
+    "VI778": ("entropy chunking on a path that ignores it", "entropy_from_logits_with_chunking=True on the FSDP engine "
+              "with model.use_remove_padding=False or use_fused_kernels=True: only the remove-padding, unfused branch "
+              "calls the chunked entropy (fsdp/transformer_impl.py:1397-1405, :1489-1491), so the full-vocabulary "
+              "entropy is materialised anyway (verl PR#7582)"),
     "VI770": ("checkpoints split across nodes", "trainer.default_local_dir relative on a multi-node run (or a Ray job "
               "with a working_dir): every rank writes its shard in its own node's working folder (the job's "
               "working_dir copy, or where `ray start` ran), so no folder holds a whole checkpoint (verl#625, verl#1535)"),

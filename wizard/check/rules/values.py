@@ -238,7 +238,10 @@ def rule_inert_clip(c: Ctx, f: Facts) -> None:
     the actor's current weights (algorithm.rollout_correction.bypass_mode off, its default), and one mini-batch in
     one epoch updates from exactly those weights: the ratio is 1 and no clip bound binds (core_algos.py:1319-1329)."""
     keys = [f"{A}.{k}" for k in ("clip_ratio", "clip_ratio_low", "clip_ratio_high", "clip_ratio_c")]
-    given = [k for k in keys if c.set_by_user(k)]
+    from wizard.check.rules.losses import mode_reads
+
+    reads = mode_reads(c.v(f"{A}.policy_loss.loss_mode", "vanilla"))  # a key the loss mode never reads is VI776's
+    given = [k for k in keys if c.set_by_user(k) and (reads is None or k.rsplit(".", 1)[1] in reads)]
     epochs, tbs, mini = c.int(f"{A}.ppo_epochs"), f.tbs, f.mini
     if not given or c.v("algorithm.rollout_correction.bypass_mode") is not False or c.unknown(f"{A}.ppo_epochs"):
         return
