@@ -135,6 +135,8 @@ CASES = {
                                                    with_(f"{R}.name=sglang", "trainer.n_gpus_per_node=4",
                                                          f"{R}.tensor_model_parallel_size=2",
                                                          f"{R}.data_parallel_size=2")),
+    # tests/test_critic_rules.py holds the skipped updates to verl's need_critic and the trainers' guard
+    "critic warmup without a critic (R22-05)": Case("VI782", "trainer.critic_warmup", with_("trainer.critic_warmup=10")),
     # tests/test_check_profiling.py holds the count to verl's worker group and Nsight profiler
     "nsys whole-step capture end (verl#4920)": Case("VI976", "global_profiler.global_tool_config.nsys.worker_nsight_options.capture-range-end",
                                                   with_("global_profiler.tool=nsys", "global_profiler.steps=[1,2]")),

@@ -53,6 +53,7 @@ from wizard.check.rules.searchpath import rule_searchpath
 from wizard.check.rules.slurm import rule_slurm_cpus
 from wizard.check.rules.batches import rule_batches, rule_deprecated_micro, rule_dynamic_flags, rule_ignored_budgets
 from wizard.check.rules.context import M, Ctx, facts, model_shape
+from wizard.check.rules.critic import rule_critic_vocab, rule_discount
 from wizard.check.rules.bundlefiles import rule_bundle_files
 from wizard.check.rules.checkpoints import rule_resume, rule_resume_sft
 from wizard.check.rules.saving import rule_fsdp1_offload_policy, rule_retention_across_restarts, rule_saving
@@ -129,7 +130,7 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_values, rule_inert_clip, rule_gspo_clip, rule_files, rule_data_content, rule_prompt_lengths, rule_chat_template, rule_remote_code, rule_bundle_files, rule_agent, rule_turn_budget, rule_tool_format, rule_lora, rule_lora_export, rule_mbridge,
         rule_megatron_optim, rule_fsdp_unread, rule_critic_attention, rule_half_master,
         rule_sandbox, rule_distill_pool,
-        rule_reward_model, rule_reward_special_tokens, rule_reward_managers, rule_value_model, rule_resume, rule_saving, rule_fsdp1_offload_policy,
+        rule_reward_model, rule_reward_special_tokens, rule_reward_managers, rule_value_model, rule_discount, rule_critic_vocab, rule_resume, rule_saving, rule_fsdp1_offload_policy,
         rule_nsys_range, rule_engine_kwargs, rule_ignored_do_sample,
         rule_kl_horizon, rule_rollout_correction_logprobs, rule_remax_baseline, rule_val_only, rule_wandb_resume,
         rule_rollout_logprob_contract, rule_retention_across_restarts, rule_kl_resume,

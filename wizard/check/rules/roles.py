@@ -1,4 +1,14 @@
-"""Role rules: critic, reference and reward model against the algorithm (VI840-VI848)."""
+"""Role rules: critic, reference and reward model against the algorithm (VI840-VI848, VI782).
+
+VI782 (verl 0.9.1, paths under site-packages/verl): trainer.critic_warmup holds the actor back whether or not a
+critic exists. verl builds a critic only when need_critic says so (trainer/ppo/utils.py:96-107: critic.enable, else
+adv_estimator == gae), but every trainer guards the actor update with the warmup alone: V1
+`if self.config.trainer.critic_warmup <= self.global_steps: self._update_actor(...)` (trainer/ppo/v1/trainer_base.py:
+608-610), legacy `if critic_warmup > global_steps: update_weights only, else _update_actor` (trainer/ppo/ray_trainer.py:
+1683-1690), separation (experimental/separation/ray_trainer.py:646, 657: no actor update and no weight sync).
+global_steps is 1 at the first step (trainer_base.py:454, ray_trainer.py:1451), so steps 1 .. critic_warmup-1 train
+nothing. VI841 reports the critic.* keys without a critic ("no effect"); trainer.critic_warmup does have an effect.
+"""
 
 from __future__ import annotations
 
@@ -21,6 +31,7 @@ def rule_roles(c: Ctx, f: Facts) -> None:
               f"critic.enable=true with adv_estimator={adv}: the critic is built and trained every step but {adv} never "
               "uses its values", "set critic.enable=false (or null), or use adv_estimator=gae")
     elif not f.use_critic:
+        _warmup_without_critic(c, adv)
         stray = sorted(k for k in c.res.user if k.startswith("critic.") and k != "critic.enable")
         if stray:
             c.add("VI841", "warning", stray[:6], f"{len(stray)} critic setting(s) have no effect: {adv} trains no critic",
@@ -99,6 +110,24 @@ def rule_roles(c: Ctx, f: Facts) -> None:
             c.add("VI848", "error", ("algorithm.filter_groups.enable", f"{rm}.enable_resource_pool"),
                   "group filtering needs rewards at sampling time, which a colocated reward model computes only later "
                   "(trainer_base.py:199)", f"set {rm}.enable_resource_pool=true, or use a rule-based reward")
+
+
+def _warmup_without_critic(c: Ctx, adv: object) -> None:
+    """VI782: trainer.critic_warmup ≥ 2 in a run without a critic skips the actor update of steps 1..warmup-1."""
+    key = "trainer.critic_warmup"
+    warmup = c.int(key)
+    if c.unknown(key, "critic.enable") or warmup is None or warmup < 2:
+        return
+    total = c.int("trainer.total_training_steps")
+    never = total is not None and 0 < total < warmup
+    lost = f"all {total} steps" if never else "step 1" if warmup == 2 else f"steps 1-{warmup - 1}"
+    c.add("VI782", "error" if never else "warning", (key, "algorithm.adv_estimator", "critic.enable"),
+          f"{key}={warmup} with adv_estimator={adv} and no critic (need_critic, trainer/ppo/utils.py:96-107): verl "
+          f"still skips the actor update while critic_warmup > global_steps (trainer/ppo/v1/trainer_base.py:608; legacy "
+          f"ray_trainer.py:1684; separation ray_trainer.py:646), so {lost} generate and score rollouts and train "
+          + ("nothing: the actor never trains" if never else "nothing"),
+          f"set {key}=0: the warmup is for a critic, and this run has none",
+          fix=Fix(set={key: 0}))
 
 
 def estimator_outcomes() -> dict[str, dict[str, str]]:
