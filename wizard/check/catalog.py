@@ -66,7 +66,7 @@ RULES: dict[str, tuple[str, str]] = {
     "VI856": ("LoRA rank and vLLM", "vLLM serves LoRA ranks up to 512 and reserves the next of 1,8,16,32,64,128,256,320,512"),
     "VI857": ("deprecated or rewritten setting", "data.val_batch_size (verl calls it deprecated and still reads it), "
               "trainer.device=cpu (rewritten to cuda)"),
-    "VI858": ("tool config verl cannot load", "multi_turn.tool_config_path missing, without a native `tools:` list, or a class_name that does not import here"),
+    "VI858": ("tool config verl cannot load", "multi_turn.tool_config_path missing, without a native `tools:` list, or a class_name that does not import here (an error where verl's registry fails for certain: config.type not native, a verl module 0.9.1 does not ship)"),
     "VI859": ("tool agent loop without tools", "default_agent_loop=tool_agent or multi_turn.enable with no tool_config_path / function_tool_path"),
     "VI860": ("memory does not fit / is tight", "a phase's estimated peak per GPU (rollout, weight sync, log-prob, update; GiB, wizard.planner.memory) is over the card: error; only its ±20% band is: warning naming the phase"),
     "VI861": ("memory not estimated", "no GPU memory size, or no model shape (placeholder, unknown model)"),
@@ -328,5 +328,12 @@ RULES: dict[str, tuple[str, str]] = {
               "actor_rollout_ref.hybrid_engine not False (bare assert, one_step_off_policy/ray_trainer.py:87-88), or "
               "with actor_rollout_ref.rollout.nnodes / n_gpus_per_node that its main() overwrites from the top-level "
               "rollout.* keys (main_ppo.py:121-122)"),
+    "VI780": ("generation batch not divisible by the agent-loop workers", "the legacy trainer (trainer.use_v1=False) "
+              "with train_batch_size (or gen_batch_size) × rollout.n (+ the ReMax baselines) not a multiple of "
+              "rollout.agent.num_workers: DataProto.chunk asserts an equal split at the first step "
+              "(agent_loop.py:1247, protocol.py:870-873, verl#6801)"),
+    "VI781": ("tool schema keys verl drops", "a tool_config_path tool_schema with JSON-schema keys verl's schema "
+              "models do not declare (minimum, maximum, default, pattern, items, ...): pydantic drops them and the "
+              "chat template gets the rest, so the model never sees the constraints (tools/schemas.py:21-55, verl#7505)"),
     "VI877": ("--deep could not run", "no bubblewrap sandbox here (--deep and --verl refuse), or verl's code on the config stopped at a sandbox bound (time, memory, processes, output)"),
 }

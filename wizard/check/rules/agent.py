@@ -51,26 +51,48 @@ def _rows_pick_agent(c: Ctx) -> bool | None:
     return all(found) if found else None
 
 
-def _tool_config_problem(c: Ctx, path: str) -> tuple[str, str] | None:
-    """(message, hint) when the tool config cannot give verl its tools, or None. A class that cannot be found is
-    reported too: by reading the module file in the folder verl runs in or the installed packages (never run), or,
-    with `check --deep`, by importing it in the sandbox (wizard._sandbox). It may exist only where verl runs."""
+def _verl_lacks(module: str) -> bool:
+    """Whether `module` is a verl submodule that the verl 0.9.1 installed here does not ship (so not the one the
+    user's 0.9.1 runs either: R23-01's verl.tools.sandbox_fusion_tools, removed before 0.9.1). Read from the
+    installed distribution's metadata and files, never imported."""
+    if module.split(".")[0] != "verl":
+        return False
+    try:
+        from importlib import metadata
+
+        if metadata.version("verl") != "0.9.1":
+            return False
+        files = metadata.files("verl") or []
+    except Exception:  # noqa: BLE001 - no verl here: nothing is certain
+        return False
+    shipped = {str(f).removesuffix(".py").removesuffix("/__init__").replace("/", ".") for f in files
+               if str(f).endswith(".py")}
+    return "verl" in shipped and module not in shipped
+
+
+def _tool_config_problem(c: Ctx, path: str) -> tuple[str, str, str] | None:
+    """(severity, message, hint) when the tool config cannot give verl its tools, or None. A class that cannot be
+    found is reported too: by reading the module file in the folder verl runs in or the installed packages (never
+    run), or, with `check --deep`, by importing it in the sandbox (wizard._sandbox). It may exist only where verl runs
+    (a warning), except a verl module verl 0.9.1 does not ship, and a config.type other than native: ToolType has
+    NATIVE only (tools/tool_registry.py:36-38) and ToolType(config.type) raises ValueError (:62) in every
+    AgentLoopWorker before any tool code runs (errors, certain from verl's source)."""
     from wizard.check.source import read_yaml
 
     local = local_path(c, path)
     if local is None:
         return None
     if not local.is_file():
-        return (f"tool_config_path {path} does not exist here ({local})",
+        return ("warning", f"tool_config_path {path} does not exist here ({local})",
                 "write the tool config there (a `tools:` list of {class_name, config: {type: native}, tool_schema}), "
                 "or fix the path (relative paths resolve from the folder verl runs in)")
     try:
         doc: Any = read_yaml(local)
     except Exception as exc:  # noqa: BLE001 - bad YAML, too large, unreadable
-        return f"tool_config_path {path} cannot be read: {exc}", "fix the YAML"
+        return "warning", f"tool_config_path {path} cannot be read: {exc}", "fix the YAML"
     tools = doc.get("tools") if isinstance(doc, dict) else None
     if not isinstance(tools, list) or not tools:
-        return (f"tool_config_path {path} holds no `tools:` list: verl's tool registry reads tools_config.tools",
+        return ("warning", f"tool_config_path {path} holds no `tools:` list: verl's tool registry reads tools_config.tools",
                 "write tools: [{class_name: module.Class, config: {type: native}, tool_schema: ...}]")
     from wizard.planner.agent import NOT_TRIED, import_problem, imports_allowed, installed_folders, static_problem
 
@@ -79,10 +101,13 @@ def _tool_config_problem(c: Ctx, path: str) -> tuple[str, str] | None:
         name = tool.get("class_name") if isinstance(tool, dict) else None
         kind = (tool.get("config") or {}).get("type") if isinstance(tool, dict) and isinstance(tool.get("config"), dict) else None
         if not isinstance(name, str) or "." not in name:
-            return (f"tool {i} in {path} has no class_name module.Class", "set class_name to your BaseTool subclass")
+            return ("warning", f"tool {i} in {path} has no class_name module.Class", "set class_name to your BaseTool subclass")
         if kind != "native":
-            return (f"tool {i} ({name}) in {path} has config.type={kind!r}: verl 0.9.1 loads only native tools "
-                    "(ToolType in tool_registry.py)", "set config: {type: native}")
+            certain = not (isinstance(kind, str) and "${" in kind)  # an interpolation resolves where verl runs
+            return ("error" if certain else "warning",
+                    f"tool {i} ({name}) in {path} has config.type={kind!r}: verl 0.9.1 loads only native tools "
+                    "(ToolType has NATIVE only, tools/tool_registry.py:36-38; ToolType(config.type) raises ValueError "
+                    "at :62 in every agent-loop worker at start-up)", "set config: {type: native}")
         if deep:
             why = import_problem(name, str(c.src.workdir))
         else:
@@ -90,11 +115,43 @@ def _tool_config_problem(c: Ctx, path: str) -> tuple[str, str] | None:
             if why is False:
                 why = f"no module file for {name.rpartition('.')[0]} in {c.src.workdir} or the installed packages"
             why = None if why is None else f"{why}; {NOT_TRIED}"
+        if why is not None and not deep and _verl_lacks(name.rpartition(".")[0]):
+            return ("error", f"tool class {name} (in {path}): verl 0.9.1 ships no module {name.rpartition('.')[0]}, "
+                    "so its tool registry fails to load it in every agent-loop worker at start-up "
+                    "(tools/tool_registry.py:41-45)",
+                    "use a tool class of your own (a BaseTool subclass in a module on the workers' sys.path), or "
+                    "an older verl that still ships it")
         if why is not None:
-            return (f"tool class {name} (in {path}) does not import here: {why}",
+            return ("warning", f"tool class {name} (in {path}) does not import here: {why}",
                     "install its package where verl runs, or put its module in the folder verl runs in (on the "
                     "workers' sys.path)")
     return None
+
+
+def registered_agent_loops(c: Ctx) -> tuple[tuple[str, ...], str | None]:
+    """The names rollout.agent.agent_loop_config_path registers, and why they could not be read (None when read, or
+    when no file is set). verl loads the file in every AgentLoopWorker and registers each entry's `name`
+    (experimental/agent_loop/agent_loop.py:533-539: OmegaConf.load, then _agent_loop_registry[cfg.name]); a relative
+    path is tried in the folder verl runs in, then under verl's install (utils/import_utils.py:91-125). The file is
+    read here bounded (wizard.check.source.read_yaml), never its classes."""
+    from wizard.check.source import read_yaml
+
+    key = f"{R}.agent.agent_loop_config_path"
+    value = c.v(key)
+    if value is None or value == "":
+        return (), None
+    if c.unknown(key) or not isinstance(value, str) or PLACEHOLDER in value:
+        return (), f"{key} is not known here"
+    local = local_path(c, value)
+    if local is None or not local.is_file():
+        return (), f"{key}={value} is not a file here" + (f" ({local})" if local is not None else "")
+    try:
+        doc: Any = read_yaml(local)
+    except Exception as exc:  # noqa: BLE001 - bad YAML, too large, unreadable
+        return (), f"{key}={value} cannot be read: {exc}"
+    if not isinstance(doc, list):
+        return (), f"{key}={value} is not a list of agent loops (verl iterates it: agent_loop.py:538)"
+    return tuple(e["name"] for e in doc if isinstance(e, dict) and isinstance(e.get("name"), str)), None
 
 
 def rule_agent(c: Ctx, f: Facts) -> None:
@@ -125,7 +182,7 @@ def rule_agent(c: Ctx, f: Facts) -> None:
     if isinstance(tool_cfg, str) and tool_cfg and PLACEHOLDER not in tool_cfg:
         problem = _tool_config_problem(c, tool_cfg)
         if problem is not None:
-            c.add("VI858", "warning", (f"{R}.multi_turn.tool_config_path",), *problem)
+            c.add("VI858", problem[0], (f"{R}.multi_turn.tool_config_path",), *problem[1:])
 
 
 def rule_turn_budget(c: Ctx, f: Facts) -> None:

@@ -76,7 +76,8 @@ def rule_required(c: Ctx, f: Facts) -> None:
             c.add("VI807", "error", keys, message, hint)
 
 
-def _enum(c: Ctx, key: str, allowed: Sequence[str], what: str, *, when: bool = True, plus_suffix: bool = False) -> None:
+def _enum(c: Ctx, key: str, allowed: Sequence[str], what: str, *, when: bool = True, plus_suffix: bool = False,
+          also: str = "") -> None:
     if not when or c.unknown(key):
         return
     value = c.v(key)
@@ -95,7 +96,7 @@ def _enum(c: Ctx, key: str, allowed: Sequence[str], what: str, *, when: bool = T
         close = difflib.get_close_matches(check, list(allowed), n=1)
         article = "an" if what[0] in "aeiou" else "a"
         c.add("VI809", "error", (key,), f"{key}={text} is not {article} {what} verl 0.9.1 knows",
-              (f"did you mean {close[0]}? " if close else "") + f"choose from {', '.join(allowed)}")
+              (f"did you mean {close[0]}? " if close else "") + f"choose from {', '.join(allowed)}" + also)
 
 
 # VERL_USE_EXTERNAL_MODULES=a,b in a launch script (exported, or given to the command)
@@ -128,6 +129,30 @@ def _unloaded_rollout(c: Ctx, key: str, value: str, where: str) -> None:
           f"export VERL_USE_EXTERNAL_MODULES={module} before the launch")
 
 
+def _agent_loop(c: Ctx) -> None:
+    """VI809 for rollout.agent.default_agent_loop: verl's own loops plus every name the agent_loop_config_path file
+    registers (experimental/agent_loop/agent_loop.py:533-539, read by wizard.check.rules.agent.registered_agent_loops).
+    A file that cannot be read here leaves the name unverified (info), never unknown."""
+    from wizard.check.rules.agent import registered_agent_loops
+
+    key = f"{R}.agent.default_agent_loop"
+    value = c.v(key)
+    if c.unknown(key) or value is None or str(value) in AGENT_LOOPS:
+        return
+    names, why = registered_agent_loops(c)
+    if str(value) in names:
+        return
+    if why is not None:
+        c.add("VI809", "info", (key, f"{R}.agent.agent_loop_config_path"),
+              f"{key}={value} is not one of verl's own agent loops and cannot be verified: {why}",
+              f"make sure the file verl reads registers `name: {value}` (agent_loop.py:533-539)")
+        return
+    path = c.v(f"{R}.agent.agent_loop_config_path")
+    _enum(c, key, (*AGENT_LOOPS, *names), "agent loop",
+          also=f" (verl's own and those {path} registers)" if path else
+          f", or register yours in a YAML list of {{name, _target_}} named by {R}.agent.agent_loop_config_path")
+
+
 def rule_choices(c: Ctx, f: Facts) -> None:
     _enum(c, "algorithm.adv_estimator", ADV_ESTIMATORS, "advantage estimator")
     _enum(c, f"{A}.policy_loss.loss_mode", LOSS_MODES, "policy loss")
@@ -145,7 +170,7 @@ def rule_choices(c: Ctx, f: Facts) -> None:
     _enum(c, "trainer.resume_mode", RESUME_MODES, "resume mode")
     _enum(c, f"{A}.strategy", STRATEGIES, "training strategy")
     _enum(c, "critic.strategy", CRITIC_STRATEGIES, "critic strategy", when=f.use_critic)
-    _enum(c, f"{R}.agent.default_agent_loop", AGENT_LOOPS, "agent loop")
+    _agent_loop(c)
     if c.v(f"{A}.strategy") in ("fsdp", "fsdp2", "fsdp_turbo"):
         _enum(c, f"{A}.optim.lr_scheduler_type", FSDP_SCHEDULERS, "learning-rate schedule for FSDP (bare assert in FSDPOptimizerConfig)")
     if c.v("reward.reward_manager.source") == "importlib" and not c.v("reward.reward_manager.module.path"):
