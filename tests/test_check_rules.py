@@ -315,6 +315,7 @@ def test_every_rule_has_a_test():
     tested |= {"VI981", "VI982", "VI983", "VI984"}  # optimizer/precision keys verl does not act on: tests/test_check_optim.py
     tested |= {"VI991"}  # rollout log-probs vs the actor's, against verl's engine: tests/test_rollout_logprobs.py
     tested |= {"VI774", "VI775"}  # adaptive KL coefficient lost on resume: tests/test_check_algorithm.py
+    tested |= {"VI779"}  # colocated Megatron engines with different layouts: tests/test_megatron_pool.py
     tested |= {"VI976"}  # nsys whole-step capture range, against verl's worker group and profiler: tests/test_check_profiling.py
     tested |= {"VI973"}  # distillation teacher pool vs the teachers: tests/test_distill_pool.py
     tested |= {"VI915"}  # GSPO with token-level clip bounds, against verl's own losses: tests/test_gspo_clip.py
