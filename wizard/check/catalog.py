@@ -305,6 +305,10 @@ RULES: dict[str, tuple[str, str]] = {
               "nnodes > 1): verl's workers get only the cluster's environment and verl's runtime env (verl#967)"),
     "VI773": ("Ray's socket path too long", "RAY_TMPDIR / TMPDIR (exported by the script or #SBATCH --export) so long "
               "that Ray's plasma store socket passes the 107-byte AF_UNIX limit: verl's ray.init fails (verl#1120)"),
+    "VI779": ("colocated Megatron engines with different layouts", "two Megatron engines in one process (actor, "
+              "reference, critic: all in the global pool, fused by create_colocated_worker_cls) whose TP/PP/VPP/CP/EP/"
+              "ETP sizes or dynamic_context_parallel differ: _init_device_mesh returns early once megatron's parallel "
+              "state exists (transformer_impl.py:240-256), so the later engine runs on the first one's groups (verl#653)"),
     "VI996": ("reward_kwargs the reward manager never reads", "reward.reward_kwargs keys (overlong_buffer_cfg, "
               "max_resp_len) that the configured reward manager does not read: only the dapo manager reads them "
               "(reward_manager/dapo.py:33-35), so with naive the overlong penalty is silently skipped (verl#4268)"),

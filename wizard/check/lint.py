@@ -42,6 +42,7 @@ from wizard.check.rules.agentworkers import rule_agent_workers
 from wizard.check.rules.algorithm import (rule_kl_horizon, rule_kl_resume, rule_remax_baseline,
                                           rule_rollout_correction_logprobs, rule_summed_loss)
 from wizard.check.rules.profiling import rule_nsys_range
+from wizard.check.rules.megatron_pool import rule_megatron_pool
 from wizard.check.rules.prompts import rule_chat_template, rule_prompt_lengths
 from wizard.check.rules.fsdp_mesh import rule_fsdp_mesh
 from wizard.check.rules.cluster import rule_checkpoint_nodes, rule_ray_socket_path, rule_working_dir_upload
@@ -133,7 +134,7 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_megatron_optim, rule_fsdp_unread, rule_critic_attention, rule_half_master,
         rule_sandbox, rule_distill_pool,
         rule_reward_model, rule_reward_special_tokens, rule_reward_managers, rule_value_model, rule_discount, rule_critic_vocab, rule_resume, rule_saving, rule_fsdp1_offload_policy,
-        rule_nsys_range, rule_engine_kwargs, rule_ignored_do_sample,
+        rule_nsys_range, rule_megatron_pool, rule_engine_kwargs, rule_ignored_do_sample,
         rule_kl_horizon, rule_rollout_correction_logprobs, rule_remax_baseline, rule_val_only, rule_wandb_resume,
         rule_rollout_logprob_contract, rule_retention_across_restarts, rule_kl_resume,
         rule_summed_loss, rule_checkpoint_nodes, rule_separate_async, rule_forced_naive, rule_one_step_off,

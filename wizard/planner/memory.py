@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional
 
-from wizard.planner import fusedhead
+from wizard.planner import fusedhead, inflight
 from wizard.planner.megatron_lora import megatron_lora_params, megatron_lora_per_gpu  # noqa: F401 (re-exported)
 from wizard.planner.shapes import ModelShape
 from wizard.verlspec import arithmetic as rc
@@ -132,7 +132,8 @@ class Layout:
     megatron_cp: int = 1
     megatron_ep: int = 1  # expert parallel: MoE experts split over EP × ETP ranks instead of TP
     megatron_etp: Optional[int] = None  # expert tensor parallel (None: as TP, Megatron's default)
-    megatron_vpp: Optional[int] = None  # virtual pipeline stages (interleaved schedule): carried, no memory term here
+    megatron_vpp: Optional[int] = None  # virtual pipeline stages: the interleaved warmup (pipeline_in_flight)
+    pp_micro_batches: int = 0  # update micro-batches per mini-batch per DP rank (0: unknown, ≥ PP): pipeline_in_flight
     recompute: bool = False  # Megatron recompute_granularity=full
     checkpointing: bool = True  # FSDP model.enable_gradient_checkpointing (verl's default: true)
     train_tokens: int = 0  # tokens per training micro-batch per GPU (before the SP/CP split): a budget, or micro × seq
@@ -383,7 +384,7 @@ def _tokens(L: Layout, tokens: int, *, full: bool = False) -> float:
 
 
 def train_bytes_per_token(s: ModelShape, L: Layout) -> float:
-    """Activations + logits per token of a training micro-batch on one GPU."""
+    """Activations + logits per token of a training micro-batch on one GPU (PP > 1: the busier stage, inflight.py)."""
     tp = L.megatron_tp if L.megatron else 1
     layers = math.ceil(s.layers / L.megatron_pp) if L.megatron else s.layers
     inter = s.moe_intermediate * max(s.active_experts, 1) if s.experts else s.intermediate
@@ -399,7 +400,8 @@ def train_bytes_per_token(s: ModelShape, L: Layout) -> float:
         logits = s.vocab * LOGIT_BYTES_TRAIN / tp
     else:
         logits = s.vocab * (MEGATRON_LOGIT_BYTES_NO_ENTROPY if L.megatron else LOGIT_BYTES_TRAIN - ENTROPY_SOFTMAX_BYTES) / tp
-    return stored + working + logits + _vision_bytes_per_token(s, L, train=True)
+    flight = inflight.pipeline_in_flight(L.megatron_pp, L.megatron_vpp, L.pp_micro_batches) if L.megatron else 1.0
+    return max(flight * stored, stored + logits) + working + _vision_bytes_per_token(s, L, train=True)
 
 
 def _router_bytes_per_token(s: ModelShape, L: Layout) -> float:
@@ -422,7 +424,6 @@ def forward_bytes_per_token(s: ModelShape, L: Layout) -> float:
     inter = s.moe_intermediate * max(s.active_experts, 1) if s.experts else s.intermediate
     logits = fusedhead.for_layout(s, L, train=False)[0] if L.fused_logits else s.vocab * LOGIT_BYTES_FORWARD / tp
     return (10 * s.hidden + 4 * inter) * 2 / tp + logits + _vision_bytes_per_token(s, L, train=False)
-
 
 
 def _critic_bytes_per_token(c: ModelShape, L: Layout) -> float:
@@ -715,7 +716,6 @@ def reward_layout(reward: ModelShape, gpu_gb: float, seq_len: int, gpus_per_node
     sizes = [t for t in rc.pow2_divisors(gpus_per_node) if reward.engine_tp_ok(t)] or [1]
     tp = next((t for t in sizes if reward_engine_share(reward, gpu_gb, seq_len, t) <= 0.3), sizes[-1])
     return tp, reward_engine_share(reward, gpu_gb, seq_len, tp)
-
 
 
 @dataclass

@@ -104,6 +104,14 @@ def _layout(c: Ctx, f: Facts, shape: Any, hw: Any, tp: int, gmu: float) -> tuple
     if f.use_critic and c.src.entry in ("ppo", "fully_async", "one_step_off"):
         budget = (c.int("critic.ppo_infer_max_token_len_per_gpu") or CRITIC_ENGINE_TOKENS) * f.token_sp[2]
         critic_tokens = at_most(budget, step_share * seq if step_share else None)
+    # the update's micro-batches per mini-batch on one DP rank: how many Megatron's 1F1B schedule can keep in flight
+    # (memory.Layout.pp_micro_batches); a token budget packs the rank's mean-filled sequences (MEAN_FILL)
+    if not mini_share:
+        pp_micro = 0
+    elif f.dynamic:
+        pp_micro = -(-int(mini_share * seq * MEAN_FILL) // max(1, train_tokens))
+    else:
+        pp_micro = -(-mini_share // max(1, c.int(f"{A}.ppo_micro_batch_size_per_gpu") or 1))
     # remove-padding (verl's default) packs real tokens: a static micro-batch is mean-filled
     static = not f.dynamic and c.v(f"{M}.use_remove_padding") is not False
     if static and lp_dynamic:  # the layout's one fill applies to both passes: a log-prob budget is not filled
@@ -160,7 +168,8 @@ def _layout(c: Ctx, f: Facts, shape: Any, hw: Any, tp: int, gmu: float) -> tuple
     layout = Layout(gpu_gb=float(hw.gpu_memory_gb), n_gpus=f.n_gpus, gpus_per_node=f.gpn or f.n_gpus, seq_len=seq,
                     rollout_tp=tp, gmu=float(gmu), dp=f.dp, sp=1 if f.megatron else f.sp, megatron=f.megatron,
                     megatron_tp=mtp, megatron_pp=mpp, megatron_cp=cp, megatron_ep=ep, megatron_etp=etp,
-                    recompute=recompute,
+                    recompute=recompute, pp_micro_batches=pp_micro,
+                    megatron_vpp=c.int(f"{A}.megatron.virtual_pipeline_model_parallel_size") if f.megatron else None,
                     train_tokens=train_tokens, logprob_tokens=lp_tokens,
                     static_micro=static,
                     checkpointing=c.v(f"{M}.enable_gradient_checkpointing") is not False,
@@ -216,6 +225,13 @@ def _report(c: Ctx, est: Any, shape: Any, hw: Any, keys: tuple, tp: int, gmu: fl
             if not off_p:
                 hints.append("offload the actor (fsdp_config/megatron param_offload and optimizer_offload)")
             hints.append(f"lower {keys[1]} (now {gmu:g})")
+        elif phase == "update" and _recompute_fits(shape, est):
+            # Megatron without full recompute keeps 34·hidden B per layer and token for up to PP micro-batches in
+            # flight (memory.train_bytes_per_token, planner/inflight.py); full recompute keeps each layer's input
+            o = f"{A}.megatron.override_transformer_config"
+            hints.append(f"recompute activations: +{o}.recompute_granularity=full +{o}.recompute_method=uniform "
+                         f"+{o}.recompute_num_layers=1 (verl's engine/megatron.yaml leaves recompute_granularity null; "
+                         "the estimate with full recompute fits)")
         else:
             hints.append("lower the micro-batch / token budget, or raise sequence/tensor parallelism")
         hints.append("use more GPUs or LoRA")
@@ -238,6 +254,19 @@ def _report(c: Ctx, est: Any, shape: Any, hw: Any, keys: tuple, tp: int, gmu: fl
                    f"{high - est.capacity_gib:.1f} GiB over the {est.capacity_gib:.1f} GiB card")
         c.add("VI860", sev, (f"{M}.path", keys[1], "trainer.n_gpus_per_node"), msg, "; ".join(hints))
     c.memory = est
+
+
+def _recompute_fits(shape: Any, est: Any) -> bool:
+    """A Megatron actor without full recompute whose update would fit with it (VI860's recompute hint)."""
+    from dataclasses import replace
+
+    from wizard.planner.memory import estimate
+
+    L = est.layout
+    if L is None or not L.megatron or L.recompute:
+        return False
+    again = estimate(shape, replace(L, recompute=True))
+    return again.phase_gib("update") <= again.capacity_gib
 
 
 _DTYPE_BYTES = {"fp32": 4, "float32": 4, "torch.float32": 4, "bf16": 2, "bfloat16": 2, "torch.bfloat16": 2,
