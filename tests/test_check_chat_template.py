@@ -61,6 +61,7 @@ def _vi908(model: Path, data: Path, *extra: str):
     return [f.problem for f in report.findings if f.problem.rule == "VI908"]
 
 
+@pytest.mark.slow
 @pytest.mark.verl
 def test_verl_keeps_no_row_and_check_says_why(tmp_path, base_model, tiny_model):
     from transformers import AutoTokenizer

@@ -120,6 +120,7 @@ def test_vi772_exports_before_joining_a_cluster(tmp_path):
     [hit] = _ids(tmp_path, "export RAY_ADDRESS=10.0.0.1:6379 " + body[7:] + LAUNCH.format(extra=""), "VI772")
 
 
+@pytest.mark.slow
 @needs_bash
 def test_vi773_long_tmpdir(tmp_path):
     [hit] = _ids(tmp_path, f"export TMPDIR={LONG}\n" + LAUNCH.format(extra=""), "VI773")

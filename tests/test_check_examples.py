@@ -118,6 +118,7 @@ def test_no_error_on_verls_examples_with_verls_hydra_tree(config):
     assert report.ids("warning") <= ALLOWED_WARNINGS
 
 
+@pytest.mark.slow
 @pytest.mark.verl
 def test_snapshot_resolves_every_example_exactly_like_hydra():
     """The shipped snapshot + verl-init's own interpolation resolver give the same ~900 keys as Hydra."""

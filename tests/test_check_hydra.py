@@ -99,6 +99,7 @@ def test_json_carries_the_memory_estimate_when_the_gpu_is_known(tmp_path, cli_en
     assert "memory" not in overrides_only  # no GPU memory known: no estimate claimed
 
 
+@pytest.mark.slow
 def test_a_dataclass_field_the_yaml_lacks_needs_a_plus():
     """RolloutConfig fields that verl's rollout.yaml does not list (verl 0.9.1 itself is the oracle: Hydra's compose
     on verl's config folder, and the dataclass's fields): without `+` Hydra refuses the override, with it the config

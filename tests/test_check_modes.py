@@ -200,6 +200,7 @@ def _lines(report, rule="VI993"):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.verl
 def test_the_rule_knows_every_assert_of_verls_constructor(verl_runs):
     assert verl_runs["asserts"] == sorted(SEPARATE_ASYNC_ASSERTS)

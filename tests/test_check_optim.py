@@ -158,6 +158,7 @@ def test_bf16_adamw_loses_updates_below_the_mantissa():
 
 # --- check --------------------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_vi981_megatron_betas_and_the_override_control():
     [hit] = _hits("VI981", f"{A}.optim.betas=[0.9,0.95]", config=MEGATRON)
     assert hit.severity == "warning" and "adam_beta2=0.95" in hit.hint
@@ -178,6 +179,7 @@ def test_vi982_fsdp_dtype():
     assert not _hits("VI982", f"{A}.megatron.dtype=float16", config=MEGATRON)
 
 
+@pytest.mark.slow
 def test_vi983_critic_attention():
     critic = ["algorithm.adv_estimator=gae", "critic.model.path=Qwen/Qwen2.5-0.5B-Instruct", "critic.optim.lr=1e-5"]
     [hit] = _hits("VI983", *critic, "+critic.model.override_config.attn_implementation=sdpa")

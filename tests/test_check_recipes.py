@@ -441,6 +441,7 @@ def pick(config):
 '''
 
 
+@pytest.mark.slow
 def test_names_a_recipe_registers_or_handles_are_values_verl_accepts_under_it(tmp_path, reader):
     """verl-recipe's dynamo registers a rollout (recipe/dynamo/register.py: RolloutReplicaRegistry.register and
     _ROLLOUT_REGISTRY), spo an agent loop (`@register("spo_tool_agent")`), gvpo handles its own loss mode
@@ -513,6 +514,7 @@ def test_a_recipe_that_runs_verls_evaluation_with_its_own_copy_is_checked_as_mai
     assert ppo.source.entry == "ppo" and "VI807" in ppo.ids(), _lines(ppo)
 
 
+@pytest.mark.slow
 def test_a_rollout_registered_in_a_module_nothing_imports_is_a_warning(tmp_path):
     """verl-recipe's dynamo registers its rollout in recipe/dynamo/register.py, which neither its main nor its
     package imports: verl loads it only where VERL_USE_EXTERNAL_MODULES names it (verl/__init__.py:49), as

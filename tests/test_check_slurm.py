@@ -55,6 +55,7 @@ def _findings(tmp_path, script: str):
     return [f for f in check(str(path)).findings if f.problem.rule == "VI977"]
 
 
+@pytest.mark.slow
 def test_check_warns_and_fixes_from_the_allocation(tmp_path):
     [hit] = _findings(tmp_path, HEAD + LAUNCH.format(extra=""))
     assert hit.problem.severity == "warning" and hit.fix.set == {NUM_CPUS: 8}

@@ -110,6 +110,7 @@ def test_no_other_verl_code_reads_val_only_and_fully_async_never_does():
     assert _fit(fully_async / "fully_async_trainer.py", "FullyAsyncTrainer") is not None  # its own fit, not the base's
 
 
+@pytest.mark.slow
 @pytest.mark.verl
 @pytest.mark.parametrize("entry", ["ppo", "one_step_off", "fully_async"])
 def test_check_errs_on_val_only_without_val_before_train(entry, tmp_path):

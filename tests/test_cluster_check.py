@@ -248,6 +248,7 @@ def test_local_bundle_without_address_is_compared_with_this_machine(tmp_path):
     assert "VI712" in _rules(report.errors)  # this CPU box has no 8 GPUs
 
 
+@pytest.mark.slow
 def test_cli_json_and_exit_codes(bundle, cli_env):
     r = run_cli(["check", "--mode", "cluster", str(bundle), "--address", "http://127.0.0.1:9", "--json"], env=cli_env)
     assert r.returncode == 1, r.stderr

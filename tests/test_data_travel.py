@@ -16,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from conftest import run_cli
 from test_cluster_crd import validate_manifest
@@ -153,6 +154,7 @@ def test_kuberay_with_shared_pvc_and_local_data_says_to_copy_it_first(tmp_path, 
     assert "copy that onto PVC `rl-shared` for the pods" in (tmp_path / "b" / "PLAN.md").read_text()
 
 
+@pytest.mark.slow
 def test_cluster_check_flags_manifests_whose_pods_lose_data_or_checkpoints(tmp_path, cli_env):
     """An edited (or older) bundle: the working folder is an emptyDir, no prepare-data, no checkpoint PVC."""
     r = run_cli(["--profile", "cluster-8gpu", "--out", "b"], env=cli_env, cwd=tmp_path)

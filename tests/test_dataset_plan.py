@@ -268,6 +268,7 @@ def _write(answers_obj, out: Path) -> Path:
     return wizard.write_bundle(wizard.render(wizard.plan(answers_obj, base_dir=str(out.parent))), out)
 
 
+@pytest.mark.slow
 @pytest.mark.verl
 @pytest.mark.parametrize("profile", PROFILES)
 def test_every_profile_bundle_is_accepted_by_verl(profile, tmp_path, tiny_model):

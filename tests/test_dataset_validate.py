@@ -239,6 +239,7 @@ def test_summary_table_and_rows_in_text_output(tok):
 # -- the command line -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_cli_exit_codes_and_json(cli_env, tok_dir):
     r = run_cli(["validate-dataset", str(BAD / "good.jsonl"), "--tokenizer", str(tok_dir)], env=cli_env)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -253,6 +254,7 @@ def test_cli_exit_codes_and_json(cli_env, tok_dir):
     assert r.returncode == 0, r.stdout
 
 
+@pytest.mark.slow
 def test_cli_bad_tokenizer_is_one_line(cli_env, tmp_path):
     r = run_cli(["validate-dataset", str(BAD / "good.jsonl"), "--tokenizer", str(tmp_path / "none")], env=cli_env)
     assert r.returncode == 2 and "Traceback" not in r.stderr

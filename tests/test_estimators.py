@@ -44,6 +44,7 @@ def test_the_table_agrees_with_the_arithmetic_in_verls_code():
     assert got["reinforce_plus_plus"]["1"] == "relative"  # whitened over the batch: no group needed
 
 
+@pytest.mark.slow
 def test_check_says_what_verl_does_with_one_sample():
     [zero] = _vi847("rloo_vectorized")
     assert zero.severity == "error" and "advantage of 0" in zero.message

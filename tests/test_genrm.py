@@ -349,6 +349,7 @@ def genrm_bundle(tmp_path_factory) -> Path:
     return _bundle(tmp, answers(reward="genrm", reward_model=JUDGE))
 
 
+@pytest.mark.slow
 def test_check_is_clean_on_a_genrm_bundle(genrm_bundle):
     assert not _check(genrm_bundle).ids("error") & {"VI887", "VI888", "VI889"}
     assert not _check(genrm_bundle).errors

@@ -137,6 +137,7 @@ def test_verl_batch_arithmetic_lives_only_in_verlspec():
 MIRRORED = {"VI811": "VI305", "VI856": "VI408", "VI847": "VI401", "VI860": "VI607", "VI907": "VI320"}
 
 
+@pytest.mark.slow
 def test_checker_finds_nothing_wrong_in_any_plan(tmp_path):
     from sampler import write_sample_files
 

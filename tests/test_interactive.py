@@ -266,6 +266,7 @@ def test_a_model_that_fits_with_no_lora_rank_is_refused_at_once(tmp_path, monkey
     assert r.answers()["model"] == "Qwen/Qwen2.5-0.5B-Instruct"
 
 
+@pytest.mark.slow
 def test_when_only_lora_fits_the_rank_question_offers_the_ranks_that_fit(tmp_path, monkeypatch):
     from wizard.cli.interactive import questions as qs
 
@@ -280,6 +281,7 @@ def test_when_only_lora_fits_the_rank_question_offers_the_ranks_that_fit(tmp_pat
     assert rank in offered and rank != 0  # typing 0 matches no offered rank: Enter takes one that fits
 
 
+@pytest.mark.slow
 def test_changing_the_algorithm_drops_answers_that_no_longer_apply(tmp_path, monkeypatch):
     r = drive(tmp_path, monkeypatch, {
         "advanced": "y", "algorithm": ["ppo" + ENTER, "grpo" + ENTER], "critic_model": typed("Qwen/Qwen2.5-0.5B"),
@@ -347,6 +349,7 @@ def test_when_no_value_fits_an_earlier_answer_can_be_changed(tmp_path, monkeypat
     assert a["dataset"] == "gsm8k" and "question_field" not in a and a["prompts_per_step"] == 256
 
 
+@pytest.mark.slow
 def test_a_question_refused_twice_offers_to_change_the_answer_the_error_names(tmp_path, monkeypatch):
     """No model fits 2 GB GPUs: after two refusals the wizard offers to go back to the GPU memory."""
     r = drive(tmp_path, monkeypatch, {
@@ -394,6 +397,7 @@ def test_a_late_rejection_asks_again_without_the_refused_value(tmp_path, monkeyp
     assert r.answers()["prompts_per_step"] == 256
 
 
+@pytest.mark.slow
 def test_a_rule_of_the_cluster_files_is_checked_at_once(tmp_path, monkeypatch):
     """Cluster rules run on the KubeRay files' layout (VI703: /dev/shm must stay below the pod's memory)."""
     r = drive(tmp_path, monkeypatch, {
@@ -408,6 +412,7 @@ def test_a_rule_of_the_cluster_files_is_checked_at_once(tmp_path, monkeypatch):
 # --- inline validation ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_typed_values_are_checked_before_they_are_accepted(tmp_path, monkeypatch):
     r = drive(tmp_path, monkeypatch, {
         **other_gpus(2, 80), "gpus_per_node": [typed("abc"), typed("99"), typed("2")],
@@ -472,6 +477,7 @@ def test_a_mig_gpu_defaults_to_one_slice_and_warns(tmp_path, monkeypatch):
     assert "topology" not in r.out.split("Roles")[1]  # no pairs to place
 
 
+@pytest.mark.slow
 def test_pcie_machine_uses_its_topology(tmp_path, monkeypatch):
     r = drive(tmp_path, monkeypatch, {"model": typed("Qwen/Qwen2.5-7B-Instruct"), "prompts_per_step": "64" + ENTER},
               gpu_probes(monkeypatch, pcie_two_numa))
@@ -580,6 +586,7 @@ def test_no_terminal_and_no_profile_prints_one_line_and_fails(tmp_path, cli_env)
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 @pytest.mark.verl
 @pytest.mark.skipif(not HAS_VERL, reason="verl is not installed")
 def test_in_process_bundles_pass_verl(tmp_path, monkeypatch, tiny_model):
@@ -596,6 +603,7 @@ def test_module_environment_is_offline():
     assert os.environ.get("HF_HUB_OFFLINE") == "1"
 
 
+@pytest.mark.slow
 @pytest.mark.verl
 @pytest.mark.skipif(not HAS_VERL, reason="verl is not installed")
 def test_verify_flag_runs_verl_on_the_written_bundle(tmp_path, monkeypatch, tiny_model, capsys):

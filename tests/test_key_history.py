@@ -189,6 +189,7 @@ def _renamed_scalars(limit: int = 12) -> list[tuple[str, str, object]]:
     return out[:limit]
 
 
+@pytest.mark.slow
 def test_check_names_the_versions_and_fix_gives_a_list_verl_accepts(tmp_path):
     """Old keys added to a plan verl accepts: check names the releases and 0.9.1's name; --fix's list then has
     no key error and verl 0.9.1's own validation accepts it."""

@@ -137,6 +137,7 @@ def test_megatron_lora_weight_sync_loads_only_adapters_when_offloaded():
     assert full_sync.gib("weight sync", "actor", sync) > 7
 
 
+@pytest.mark.slow
 def test_check_counts_megatron_lora_memory_like_the_plan(tmp_path):
     """`check` reads model.lora.rank for a Megatron bundle (it read lora.rank only without merge, and FSDP's
     model.lora_rank first): the lora-megatron bundle's estimate is the plan's."""

@@ -57,6 +57,7 @@ def test_the_reference_keeps_its_sources():
         print("skipped (not expressible):", reason)
 
 
+@pytest.mark.slow
 def test_oom_cases_are_judged_not_to_fit():
     ooms = [c for c in CASES if c["outcome"] == "oom" and c.get("expressible", True)]
     assert ooms
@@ -72,6 +73,7 @@ def test_oom_cases_are_judged_not_to_fit():
     assert hit >= 0.9 * len(ooms), verdicts
 
 
+@pytest.mark.slow
 def test_cases_that_ran_are_never_judged_not_to_fit():
     ran = [c for c in CASES if c["outcome"] == "ran" and c.get("expressible", True)]
     verdicts = {}

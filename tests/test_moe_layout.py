@@ -191,6 +191,7 @@ def test_rollout_dp_answer_is_held_with_ep_tp_times_dp():
     assert p.settings[R + "data_parallel_size"].source == "answer", p.settings[R + "data_parallel_size"]
 
 
+@pytest.mark.slow
 def test_235b_rollout_takes_the_least_data_parallel_that_fits():
     """Qwen3-235B-A22B on 8 × 8 H200: the bf16 weights do not fit a TP 8 engine beside the resident training
     state, so the plan spreads the experts over TP 8 × DP > 1 GPUs (verl's run_qwen3_235b_a22b_megatron.sh: TP 8 ×
@@ -362,6 +363,7 @@ def _sample(seed: int) -> dict[str, Any]:
     return data
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chunk", range(4))
 def test_planned_moe_layouts_pass_megatron_and_check(chunk, tmp_path):
     from wizard.check.lint import check

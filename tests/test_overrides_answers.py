@@ -37,6 +37,7 @@ def _files(folder) -> dict[str, bytes]:
 
 # --- round trip -------------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_render_records_overrides_and_replay_is_byte_identical(tmp_path, cli_env):
     first, again = tmp_path / "first", tmp_path / "again"
     r = run_cli(["--profile", "single-node-8gpu", "--out", str(first), *_override_args(ACCEPTED)],
@@ -52,6 +53,7 @@ def test_render_records_overrides_and_replay_is_byte_identical(tmp_path, cli_env
         assert one[name] == two[name], name
 
 
+@pytest.mark.slow
 def test_overrides_land_in_the_config_in_their_place_and_are_listed(tmp_path, cli_env):
     out = tmp_path / "b"
     r = run_cli(["--profile", "single-node-8gpu", "--out", str(out), *_override_args(ACCEPTED)], env=cli_env)
@@ -93,6 +95,7 @@ def test_override_on_the_command_line_replaces_the_answers_files_one(tmp_path):
 
 # --- refused before anything is written -------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_misspelled_key_refused_before_writing(tmp_path, cli_env):
     out = tmp_path / "never"
     r = run_cli(["--profile", "single-node-8gpu", "--out", str(out),
@@ -120,6 +123,7 @@ def test_misspelled_key_refused_before_writing(tmp_path, cli_env):
     ("hydra.run.dir=/tmp", "VI550", "Hydra's own settings"),
     ("val_before_train=false", "VI550", "not a dotted verl config key"),
 ])
+@pytest.mark.slow
 def test_bad_override_refused_with_its_rule(item, rule, words, tmp_path, cli_env):
     out = tmp_path / "never"
     r = run_cli(["--profile", "single-node-8gpu", "--out", str(out), "--override", item], env=cli_env)
@@ -153,6 +157,7 @@ def test_interpolation_and_non_list_refused(tmp_path):
         merge_answers(answers_path=answers)
 
 
+@pytest.mark.slow
 def test_dry_run_lints_overrides_too(cli_env, tmp_path):
     r = run_cli(["--profile", "single-gpu", "--dry-run", "--override", "trainer.val_before_trian=false"], env=cli_env,
                 cwd=tmp_path)
@@ -176,6 +181,7 @@ def test_a_derived_value_override_breaking_the_arithmetic_is_named():
 
 # --- accepted by verl ----------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.verl
 def test_accepted_overrides_compose_and_validate_with_verl(tmp_path, cli_env, tiny_model):
     from wizard.verify.harness import compose_bundle, verify_with_verl
@@ -197,6 +203,7 @@ def test_accepted_overrides_compose_and_validate_with_verl(tmp_path, cli_env, ti
     assert not [f for f in bundle_report.findings if f.problem.severity == "error"], bundle_report.findings
 
 
+@pytest.mark.slow
 @pytest.mark.verl
 @pytest.mark.parametrize("profile", ["single-gpu", "ppo-16gpu", "megatron-64gpu", "cluster-8gpu"])
 def test_planned_config_plus_overrides_is_the_rendered_config(profile, tmp_path):
@@ -228,6 +235,7 @@ def test_planned_config_plus_overrides_is_the_rendered_config(profile, tmp_path)
 
 # --- the table of keys answers own ----------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_every_key_a_plan_takes_from_an_answer_is_refused_as_an_override(tmp_path):
     seen: set[str] = set()
     sets = [wizard.load_profile(p).model_dump(exclude_unset=True) for p in

@@ -133,6 +133,7 @@ def _check(tmp_path, model, *extra):
     return {f.problem.rule: f.problem for f in check(str(script)).findings}
 
 
+@pytest.mark.slow
 def test_check_prices_the_fallback_for_a_qwen_vl_model_on_the_torch_installed_here_vi837(tmp_path, monkeypatch):
     _metadata(monkeypatch, {"torch": "2.9.1", "nvidia-cudnn-cu12": "9.10.2.21", "nvidia-cudnn-cu13": None})
     found = _check(tmp_path, "Qwen/Qwen3.5-9B")
@@ -242,6 +243,7 @@ def test_check_prices_the_training_files_own_images_vi837(tmp_path, monkeypatch)
     assert f"add {20 * 1.5 * per_image:.0f} s to each of the 3 passes" in p.message
 
 
+@pytest.mark.slow
 def test_checks_step_time_counts_the_fallback_in_each_training_pass(tmp_path, monkeypatch):
     """The step time `check` predicts (VI895, the `time` object) adds what VI837 prices: a rank's sequences × the
     seconds of their images, in the old log-prob, reference and update passes; nothing on a torch without it."""

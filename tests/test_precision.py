@@ -80,6 +80,7 @@ def test_a_card_with_bf16_or_an_unknown_one_is_not_flagged(gpu_type):
     assert not _hits([], gpu_type)[1]
 
 
+@pytest.mark.slow
 def test_each_setting_that_runs_there_silences_its_rule():
     assert set(_hits([f"{R}.dtype=float16"], "V100")[1]) == {"VI865"}
     assert set(_hits([f"{R}.name=sglang"], "V100")[1]) == {"VI865"}  # vLLM's check; SGLang's is not on record
@@ -134,6 +135,7 @@ def _bundle(tmp_path: Path, name: str, **changes) -> tuple[wizard.Plan, Path]:
     return plan, wizard.write_bundle(wizard.render(plan), tmp_path / name)
 
 
+@pytest.mark.slow
 @pytest.mark.verl
 def test_a_v100_plan_trains_in_fp16_with_pytorch_attention_and_verl_accepts_it(tmp_path, tiny_model):
     from omegaconf import OmegaConf

@@ -83,6 +83,7 @@ SCRIPTS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SCRIPTS))
 def test_hostile_script_stops_at_the_first_bound(name, tmp_path):
     body, says = SCRIPTS[name]

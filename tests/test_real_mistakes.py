@@ -15,6 +15,9 @@ import pytest
 
 from wizard.check.lint import check
 
+# every case runs check once (the module fixture `reports`): minutes on 2 cores, so the whole module is slow
+pytestmark = pytest.mark.slow
+
 CASES = json.loads((Path(__file__).parent / "data" / "reference" / "real-mistakes.json").read_text(encoding="utf-8"))
 
 # case → the rule (mechanism) that names it

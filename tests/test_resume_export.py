@@ -136,6 +136,7 @@ def test_auto_resume_finds_the_checkpoint_where_plan_md_says(tmp_path):
     assert find_latest_ckpt_path(str(bundle / local_dir)) == str(bundle / where / "global_step_20")
 
 
+@pytest.mark.slow
 def test_run_sh_refuses_a_missing_resume_checkpoint(tmp_path):
     bundle = wizard.write_bundle(wizard.render(wizard.plan(wizard.load_profile("ppo-resume"),
                                                            base_dir=str(tmp_path))), tmp_path / "b")
@@ -184,6 +185,7 @@ def _fsdp_checkpoint(root: Path, model_dir: Path, step: int) -> dict:
     return state
 
 
+@pytest.mark.slow
 @pytest.mark.verl
 def test_export_hf_sh_merges_a_checkpoint_with_verls_merger(tmp_path, tiny_model):
     import torch

@@ -86,6 +86,7 @@ def _write(tmp_path: Path, name: str, text: str) -> Path:
 
 # ---- VI996: reward_kwargs only the dapo manager reads ----
 
+@pytest.mark.slow
 @pytest.mark.verl
 def test_verl_applies_the_overlong_penalty_only_where_check_says_the_manager_reads_it(tiny_model, tmp_path):
     from transformers import AutoTokenizer
@@ -185,6 +186,7 @@ def replay_buffer_module(monkeypatch):
     return module
 
 
+@pytest.mark.slow
 @pytest.mark.verl
 def test_verl_overrides_gen_batch_size_under_dapo(replay_buffer_module):
     import logging
@@ -229,6 +231,7 @@ def test_check_gen_batch_size_controls():
 
 # ---- VI999: filter_groups.metric the reward function never returns ----
 
+@pytest.mark.slow
 @pytest.mark.verl
 def test_verl_stops_on_a_metric_the_dict_reward_lacks(tiny_model, tmp_path, replay_buffer_module):
     from transformers import AutoTokenizer

@@ -132,6 +132,7 @@ def test_tags_in_a_comment_or_docstring_are_not_looked_for(tmp_path, models):
     assert not _vi911(models["special"], _file(tmp_path, COMMENT_ONLY))
 
 
+@pytest.mark.slow
 @pytest.mark.verl
 def test_the_eos_removed_is_harmless_looked_for_is_reported(tmp_path, models):
     removed, looked_for = _file(tmp_path, EOS_REMOVED, "removed.py"), _file(tmp_path, EOS_LOOKED_FOR, "looked.py")
@@ -149,6 +150,7 @@ def test_the_tokenizer_read_is_tokenizer_path_when_given(tmp_path, models):
     assert not _vi911(models["special"], reward, f"{M}.tokenizer_path={models['plain']}")
 
 
+@pytest.mark.slow
 def test_each_registered_manager_is_named_and_a_manager_of_ones_own_is_not_judged(tmp_path, models):
     reward = _file(tmp_path, REWARD)
     [hit] = _vi911(models["special"], reward, "reward.reward_manager.name=dapo")

@@ -77,6 +77,7 @@ def test_each_server_reads_only_its_engines_child_and_the_config_takes_anything(
     assert cfg.engine_kwargs["swap_space"] == 32 and cfg.engine_kwargs.get("vllm") == {}
 
 
+@pytest.mark.slow
 def test_check_moves_a_flat_engine_argument_under_the_engine():
     [hit] = _hits("VI988", f"+{R}.engine_kwargs.swap_space=32")
     assert hit.problem.severity == "warning"

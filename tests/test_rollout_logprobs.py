@@ -83,6 +83,7 @@ def _vi991(*extra: str):
     return [f.problem for f in check(None, [*BASE, *extra]).findings if f.problem.rule == "VI991"]
 
 
+@pytest.mark.slow
 def test_check_warns_on_each_mismatch():
     [hit] = _vi991(f"{R}.top_p=0.95", f"{R}.top_k=20", f"{R}.temperature=0.6")
     assert hit.severity == "warning" and "top_p=0.95 and top_k=20" in hit.message and "top_p=1.0" in hit.hint

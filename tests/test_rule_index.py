@@ -56,6 +56,7 @@ def test_every_code_id_is_indexed():
     assert not missing, f"rule IDs emitted by wizard/ but absent from wizard/rule_index.RULES: {missing}"
 
 
+@pytest.mark.slow
 def test_no_stale_entries():
     used = _code_ids()
     stale = sorted(set(rule_index.RULES) - used)

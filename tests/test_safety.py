@@ -54,6 +54,7 @@ def _omegaconf_value(text: str, key: str):
     return OmegaConf.select(OmegaConf.create(yaml.safe_load(text)), key)
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(model=HOSTILE.filter(lambda s: not os.path.expanduser(s).startswith("~") or s.startswith("~/")),
        experiment=HOSTILE, project=HOSTILE, gpu_type=HOSTILE)

@@ -193,6 +193,7 @@ def test_check_finds_named_classes_by_reading(tmp_path, listener):
     _nothing_escaped(canary, hits, marker)
 
 
+@pytest.mark.slow
 def test_cli_check_modes_and_render_run_nothing(tmp_path, listener, cli_env):
     from conftest import run_cli
 
@@ -226,6 +227,7 @@ def test_render_import_tool_imports_in_the_sandbox(tmp_path, listener, cli_env):
     _nothing_escaped(canary, hits, marker, r.stdout + r.stderr)
 
 
+@pytest.mark.slow
 def test_deep_runs_hostile_modules_only_inside(tmp_path, listener, cli_env, tiny_model):
     from conftest import run_cli
 
@@ -297,6 +299,7 @@ def _rows(path: Path, key: str = "prompt") -> None:
     pq.write_table(pa.Table.from_pylist(rows), path)
 
 
+@pytest.mark.slow
 def test_deep_reports_each_phase_with_verls_message(tmp_path, tiny_model):
     from wizard.check.lint import check
 

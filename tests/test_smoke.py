@@ -262,6 +262,7 @@ def test_smoke_help_imports_nothing_heavy():
     assert not (mods & heavy), sorted(mods & heavy)
 
 
+@pytest.mark.slow
 @pytest.mark.verl
 def test_bad_prompts_argument_is_a_user_error(tmp_path, cli_env):
     b = bundle_of(tmp_path)
@@ -510,6 +511,7 @@ def test_verl_engine_needs_the_model_on_this_machine(tmp_path):
     assert "does not exist on this machine" in report.failure.message and "--model-dir" in report.failure.hint
 
 
+@pytest.mark.slow
 @pytest.mark.verl
 def test_prepared_gpu_smoke_builds_a_tiny_model_offline_and_runs_the_verl_engine(tmp_path, monkeypatch, cli_env):
     """scripts/gpu_smoke.py: a tiny random-initialised model of the bundle's architecture (no hub), the bundle's data

@@ -178,6 +178,7 @@ def test_check_json_says_why_it_has_no_time():
     assert "time_not_predicted" not in json.loads(run_cli(["check", "--json", "--gpu-type", "H100", "--", *BASE]).stdout)
 
 
+@pytest.mark.slow
 def test_check_json_does_not_time_a_rollout_whose_engine_holds_no_sequence():
     """Qwen2.5-72B at rollout TP 1: 145 GB of bf16 weights in half of an 80 GB GPU leave no KV cache; the decode
     model would run one token at a time, so check says why there is no time instead of a meaningless one."""
@@ -236,6 +237,7 @@ def _b200(extra):
     return {f.problem.rule: f.problem for f in r.findings}
 
 
+@pytest.mark.slow
 def test_vi898_padded_training_passes():
     """use_remove_padding=false: the passes compute max_prompt + max_response tokens per sequence (1536 here, about
     467 of them real with the default mean response): flagged, with the step packed sequences would take. Controls:
@@ -258,6 +260,7 @@ def test_vi898_padded_training_passes():
     assert "VI898" in gdn and "megatron-core 0.18" in gdn["VI898"].hint, sorted(gdn)
 
 
+@pytest.mark.slow
 def test_vi897_replicas_without_sequences_and_a_tp_larger_than_needed():
     idle = _ids(["data.train_batch_size=8", "actor_rollout_ref.rollout.n=1", "actor_rollout_ref.actor.ppo_mini_batch_size=8",
                  "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1", "trainer.nnodes=4",

@@ -108,6 +108,7 @@ def test_the_metrics_cost_every_padded_response_slot_in_the_old_log_prob_pass_on
     assert "old log-prob" not in bypass.phases and bypass.detail["old log-prob driver metrics s"] == 0.0
 
 
+@pytest.mark.slow
 def test_check_reads_calculate_log_probs_and_the_loss_mode_from_the_composed_config():
     """verl 0.9.1's defaults (token-mean, calculate_log_probs True) cost both; the overrides change the rate:
     256 × 8 × 16,384 padded slots."""

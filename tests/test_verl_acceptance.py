@@ -50,6 +50,7 @@ def test_sampled_answers_rejected_by_rules_or_accepted_by_verl(seed, tmp_path, t
     assert report.ok, f"verl-init accepted {data} but verl rejects it: {report.summary()}"
 
 
+@pytest.mark.slow
 def test_sampler_covers_both_outcomes(tmp_path):
     """The sample is not all one-sided: enough of the sampled answer sets plan (and so reach verl's own checks
     above) and enough are refused by the rules. Counted here by planning each sample (cheap, no verl), so the
@@ -122,6 +123,7 @@ def test_harness_rejects_broken_configs(case, tmp_path, tiny_model):
     assert any(failing in c.name for c in report.failures), report.summary()
 
 
+@pytest.mark.slow
 def test_without_the_critics_model_and_no_hub_the_verdict_is_not_verified(tmp_path, cli_env):
     """verl's validate_config loads the critic's config: offline, with no --model-dir, verl-init says it could not
     verify (one line naming the fix), instead of retrying the hub for half a minute and calling it rejected."""
@@ -139,6 +141,7 @@ def test_without_the_critics_model_and_no_hub_the_verdict_is_not_verified(tmp_pa
     assert r.returncode == 1 and "NOT VERIFIED" in r.stdout and "REJECTED" not in r.stdout
 
 
+@pytest.mark.slow
 def test_verify_separates_verls_code_from_replicas(tmp_path, tiny_model, cli_env):
     """verl's own functions (composition, validate_config, dataclasses, registries, the micro-batch splitter and
     token-budget packing) and verl-init's replicas of worker-time asserts are reported apart."""

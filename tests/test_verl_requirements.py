@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from wizard.check.lint import check
 from wizard.check.rules import requirements
 
@@ -21,6 +23,7 @@ def _found(report, rule: str) -> list[tuple[str, ...]]:
     return [f.problem.keys for f in report.findings if f.problem.rule == rule]
 
 
+@pytest.mark.slow
 def test_regenerating_gives_the_committed_table():
     from helpers_scripts import regenerated
 
