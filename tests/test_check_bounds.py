@@ -43,6 +43,7 @@ CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_hostile_input_ends_with_one_line_naming_the_bound(name, tmp_path, cli_env):
     body, says, where = CASES[name]

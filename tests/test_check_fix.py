@@ -268,6 +268,7 @@ def test_a_rename_keeps_the_overrides_place():
     assert changes == [f"VI801 {A}.ppo_mini_batch_sise: {A}.ppo_mini_batch_size=8; remove {A}.ppo_mini_batch_sise"]
 
 
+@pytest.mark.slow
 @pytest.mark.verl
 def test_cli_fix_renames_a_misspelled_key_with_verls_tree(tmp_path, cli_env):
     """As a user runs it, with verl's own Hydra tree: script and YAML both get the rename, and say how to use it."""

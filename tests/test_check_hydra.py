@@ -79,6 +79,7 @@ def test_grpo_with_one_sample_is_a_warning_saying_what_verl_does():
     assert finding.problem.severity == "warning" and "raw score" in finding.problem.message
 
 
+@pytest.mark.slow
 def test_json_carries_the_memory_estimate_when_the_gpu_is_known(tmp_path, cli_env):
     import json
 

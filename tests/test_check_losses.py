@@ -174,6 +174,7 @@ def test_vi777_fires_on_k1_as_a_loss():
         assert hit.severity == "warning" and f"kl_loss_type={kind}" in hit.message and f"{kind}+" in hit.hint
 
 
+@pytest.mark.slow
 def test_vi777_is_silent_on_estimators_with_a_gradient_and_off_the_loss():
     for kind in ("low_var_kl", "k3", "k2", "mse", "abs", "k1+", "kl+", "low_var_kl+"):
         assert not _hits("VI777", f"{A}.use_kl_loss=True", f"{A}.kl_loss_type={kind}"), kind

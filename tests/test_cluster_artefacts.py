@@ -395,6 +395,7 @@ def _shell_value(text: str, var: str) -> str:
     return r.stdout.decode("utf-8", "surrogateescape")
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(image=HOSTILE, experiment=HOSTILE, project=HOSTILE, data=HOSTILE)
 def test_hostile_answers_stay_single_values(image, experiment, project, data):
@@ -498,6 +499,7 @@ def test_k8s_submit_refuses_a_missing_secret(tmp_path):
     assert not submitted.exists()
 
 
+@pytest.mark.slow
 def test_k8s_submit_waits_for_gpus_then_fails_clearly(tmp_path):
     r, _, submitted = _k8s_submit(tmp_path, gpus=4, gpu_wait_timeout_s=10)
     assert r.returncode == 1

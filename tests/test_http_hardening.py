@@ -259,6 +259,7 @@ def test_redirect_to_another_origin_never_carries_the_token(name, code, serve, b
 # --- (b) dripping and endless answers: bounded in time and memory --------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", COMMANDS)
 @pytest.mark.parametrize("kind", ["drip", "endless"])
 def test_slow_or_endless_answers_end_with_a_clear_error(kind, name, serve, bundle, base_env, tmp_path):

@@ -119,6 +119,7 @@ def test_estimate_is_within_20_percent_of_the_measured_peak(case):
     assert low - CUDA_CONTEXT_GIB <= measured_gib <= high, (low, high, measured_gib)
 
 
+@pytest.mark.slow
 def test_a_config_and_its_oom_twin_get_different_verdicts():
     """The benchmark table's rows differ in one or two settings: offload (G09 ran, G10 OOM) and Megatron TP with
     the rollout engine's share (G07 ran at TP 4, G10 OOM at TP 2): the verdicts must tell them apart."""
