@@ -148,9 +148,13 @@ def test_check_warns_when_the_reward_fades_before_the_first_token():
     assert "0.99·0.95" in hit.problem.message and "4095" in hit.problem.message
     assert f"{first_token_factors(0.99, 0.95, 4096)[1]:.2g}" in hit.problem.message
     assert "gamma=1.0" in hit.problem.hint and "lam=1.0" in hit.problem.hint
-    # the bound the hint gives for lam keeps the factor at FADED
-    lam = float(re.search(r"≥ ([0-9.]+)", hit.problem.hint).group(1))
-    assert first_token_factors(1.0, lam + 1e-4, 4096)[1] >= FADED
+    # at gamma 0.99 no lam can keep FADED over 4095 tokens (0.99^4095 alone is 1e-18): the hint says to raise gamma
+    assert "raise gamma too" in hit.problem.hint
+    # where some lam can, the bound the hint gives keeps the factor at FADED with the run's own gamma, and less does not
+    [near] = _hits("VI783", [*PPO, "algorithm.gamma=0.9999", "algorithm.lam=0.9", "data.max_response_length=4096"])
+    lam = float(re.search(r"lam ≥ ([0-9.]+)", near.problem.hint).group(1))
+    assert first_token_factors(0.9999, lam + 1e-4, 4096)[1] >= FADED
+    assert first_token_factors(0.9999, lam - 1e-3, 4096)[1] < FADED
     [rpp] = _hits("VI783", [*GRPO, "algorithm.adv_estimator=reinforce_plus_plus", "algorithm.gamma=0.99",
                             "data.max_response_length=1024"])
     assert "REINFORCE++" in rpp.problem.message

@@ -64,8 +64,11 @@ def rule_discount(c: Ctx, f: Facts) -> None:
                 f"first targets ({half_gae:.2g} at L={max(length // 2, 1)}), gamma^(L-1) = {ret:.2g} in a trained "
                 "critic's target (core_algos.py:250-256, 261)")
         keys: tuple[str, ...] = ("algorithm.gamma", "algorithm.lam", "data.max_response_length")
+        lam_min = FADED ** (1 / max(length - 1, 1)) / gamma if gamma > 0 else 2.0  # (gamma·lam)^(L-1) ≥ FADED
+        keep = (f"lam ≥ {lam_min:.4f} keeps {FADED:g} at {length} tokens with gamma={gamma:g}" if lam_min <= 1 else
+                f"no lam keeps {FADED:g} at {length} tokens with gamma={gamma:g}: raise gamma too")
         hint = ("set algorithm.gamma=1.0 and algorithm.lam=1.0 (verl's defaults, as in its PPO examples), or lam close "
-                f"to 1 (≥ {FADED ** (1 / max(length - 1, 1)):.4f} keeps {FADED:g} at {length} tokens)")
+                f"to 1 ({keep})")
     else:
         what = f"gamma^(L-1) = {gamma:g}^{length - 1} = {ret:.2g} in REINFORCE++'s return ({half_ret:.2g} at " \
                f"L={max(length // 2, 1)}; core_algos.py:715-724)"
