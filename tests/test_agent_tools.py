@@ -159,6 +159,7 @@ def test_users_own_tool_class_is_named_in_the_tool_config(tmp_path):
     assert "VI563" not in {p.rule for p in again.findings}  # the bundle folder carries it now
 
 
+@pytest.mark.slow
 @pytest.mark.verl
 def test_multiturn_profile_is_accepted_by_verl(tmp_path, tiny_model):
     from wizard.verify.harness import compose_bundle, verify_with_verl

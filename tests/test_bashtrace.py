@@ -160,6 +160,7 @@ python3 -m verl.trainer.main_ppo trainer.nnodes=1
         server.shutdown()
 
 
+@pytest.mark.slow
 def test_runaway_scripts_are_bounded(tmp_path):
     cases = {
         "loop.sh": "while true; do :; done\n",

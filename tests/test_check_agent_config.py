@@ -124,6 +124,7 @@ def test_the_legacy_trainer_chunks_unpadded_and_validation_pads():
     assert "prompts.chunk(len(self.agent_loop_workers))" in manager
 
 
+@pytest.mark.slow
 def test_check_flags_the_legacy_unequal_split():
     legacy = ("trainer.use_v1=False", "data.train_batch_size=12", f"{R}.n=5", "actor_rollout_ref.actor.ppo_mini_batch_size=4")
     [hit] = _hits("VI780", *legacy)

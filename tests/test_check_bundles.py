@@ -73,6 +73,7 @@ def test_bundle_folder_means_its_verl_config(bundles):
     _clean(report)
 
 
+@pytest.mark.slow
 def test_run_sh_and_yaml_resolve_the_same(bundles):
     for name in PROFILES:
         bundle, _ = bundles[name]

@@ -136,6 +136,7 @@ def test_a_dataclass_field_the_yaml_lacks_needs_a_plus():
         assert not {"VI801", "VI802", "VI804"} & set(_rules(plus, key)), name
 
 
+@pytest.mark.slow
 def test_a_key_under_a_free_form_mapping_is_passed_on_not_gone():
     """rollout.engine_kwargs.sglang is a free-form mapping in verl 0.9.1 (rollout.yaml `sglang: {}`), which verl hands to
     SGLang as it is (async_sglang_server.py reads engine_kwargs.sglang); verl 0.4-0.5 listed attention_backend there. The

@@ -45,6 +45,7 @@ def test_vi835_where_the_count_does_not_divide_by_the_pipeline(mini, micro):
     assert fires == (count % 2 != 0), (mini, micro, count)
 
 
+@pytest.mark.slow
 def test_no_vi835_without_interleaving_with_dynamic_batching_or_a_group_that_divides():
     assert "VI835" not in _check(1, 1, vpp=None).ids()
     assert "VI835" not in _check(1, 1, dynamic=True).ids()  # verl pads the count up then

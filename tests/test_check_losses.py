@@ -119,6 +119,7 @@ def test_vi776_names_other_modes_and_keys():
     assert "vanilla" in hit.message and hit.keys[1:] == (f"{A}.tau_pos",)
 
 
+@pytest.mark.slow
 def test_vi776_is_silent_on_keys_the_mode_reads():
     assert not _hits("VI776", f"{A}.clip_ratio_low=0.2", f"{A}.clip_ratio_high=0.28", f"{A}.clip_ratio_c=3.0")
     assert not _hits("VI776", f"{A}.policy_loss.loss_mode=kl_cov", f"{A}.policy_loss.kl_cov_ratio=0.002")

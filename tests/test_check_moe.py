@@ -90,6 +90,7 @@ def test_scripts_that_need_a_larger_card_are_refused_at_80_gb_by_their_update(ri
     assert report.memory.gib("update", "actor", "optimizer states") > 0
 
 
+@pytest.mark.slow
 def test_moe_scripts_of_catalogue_models_are_estimated():
     estimated = {e["id"] for e in MOE if _check(e).memory is not None}
     # Qwen3-30B-A3B (Megatron and FSDP), Qwen3-235B-A22B, DeepSeek-V3 671B, Moonlight-16B-A3B

@@ -156,6 +156,7 @@ def test_rules_explains_an_id_and_refuses_an_unknown_one(cli_env):
     assert f"'{unused}' is not a verl-init rule ID" in r.stderr
 
 
+@pytest.mark.slow
 def test_next_command_matches_the_cluster(tmp_path, cli_env):
     expected = {"single-gpu": "./run.sh", "cluster-8gpu": "kubectl apply -f k8s/configmap.yaml -f k8s/rayjob.yaml",
                 "ppo-16gpu": "ray/submit.sh --address http://HEAD:8265", "dapo-32gpu": "sbatch slurm/job.sbatch"}
@@ -167,6 +168,7 @@ def test_next_command_matches_the_cluster(tmp_path, cli_env):
         assert "./run.sh" not in next_line or profile == "single-gpu"
 
 
+@pytest.mark.slow
 def test_dry_run_names_a_folder_in_the_way_and_force_refuses_the_current_folder(tmp_path, cli_env):
     out = tmp_path / "full"
     out.mkdir()

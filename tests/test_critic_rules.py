@@ -62,6 +62,7 @@ def _trained_steps(test: ast.expr, when: bool, warmup: int, steps: int) -> list[
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.verl
 def test_verl_builds_no_critic_for_grpo_and_still_holds_the_actor_back():
     import warnings
@@ -253,6 +254,7 @@ def test_check_warns_on_the_same_size_with_other_tokens(actor, tmp_path):
     assert hit.problem.severity == "warning" and "60 of the actor's 63 ids" in hit.problem.message
 
 
+@pytest.mark.slow
 def test_check_is_silent_where_the_critic_reads_the_actor_ids(actor, tmp_path):
     import shutil
 

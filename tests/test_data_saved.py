@@ -114,6 +114,7 @@ def test_a_datasetdict_without_train_among_several_splits_is_named(tmp_path):
 # --- plan, wizard, prepare_data.py ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.verl
 @pytest.mark.parametrize("how", HOW)
 def test_plan_maps_a_saved_folder_and_prepare_data_loads_it_for_verl(tmp_path, how, tiny_model):

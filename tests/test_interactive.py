@@ -197,6 +197,7 @@ def test_a_machine_without_gpus_does_not_lend_its_host_memory_to_the_gpu_nodes(t
     assert r.asked.count("model") == 1
 
 
+@pytest.mark.slow
 def test_ppo_asks_for_the_critic_and_keeps_it_separate(tmp_path, monkeypatch):
     r = drive(tmp_path, monkeypatch, {"algorithm": "ppo" + ENTER, **other_gpus(4, 80), "advanced": "y"})
     assert r.rc == 0, r.out
@@ -208,6 +209,7 @@ def test_ppo_asks_for_the_critic_and_keeps_it_separate(tmp_path, monkeypatch):
     assert "critic" in r.out
 
 
+@pytest.mark.slow
 def test_kuberay_questions_only_for_kuberay(tmp_path, monkeypatch):
     r = drive(tmp_path, monkeypatch, {
         "cluster": "kuberay" + ENTER, "nnodes": typed("2"), "gpus": "A100 80" + ENTER, "advanced": "y",
@@ -458,6 +460,7 @@ def test_a_local_data_file_asks_for_its_columns(tmp_path, monkeypatch):
     assert (a["question_field"], a["answer_field"], a["answer_format"]) == ("q", "a", "number")
 
 
+@pytest.mark.slow
 def test_an_unsized_model_asks_for_its_size(tmp_path, monkeypatch):
     r = drive(tmp_path, monkeypatch, {"gpus_per_node": typed("8"), "gpu_memory_gb": typed("80"),
                                       "model": typed("my-org/house-policy"), "model_params_b": typed("1.5")})

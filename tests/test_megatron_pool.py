@@ -130,6 +130,7 @@ def test_check_fires_on_the_critic_layout_and_is_silent_on_controls():
     assert not _hit("algorithm.adv_estimator=grpo")
 
 
+@pytest.mark.slow
 def test_check_fires_on_a_hand_set_reference_layout():
     grpo = ["algorithm.adv_estimator=grpo", "actor_rollout_ref.actor.use_kl_loss=True"]
     hits = _hit(*grpo, "actor_rollout_ref.ref.megatron.pipeline_model_parallel_size=1")

@@ -157,6 +157,7 @@ def test_r24_01_fits_only_with_full_recompute():
     assert good.phase_gib("update") <= good.capacity_gib
 
 
+@pytest.mark.slow
 def test_check_names_the_recompute_keys():
     hits = [f for f in _check().findings if f.problem.rule == "VI860"]
     assert hits and hits[0].problem.severity == "error" and "update phase" in hits[0].problem.message

@@ -245,6 +245,7 @@ def test_deep_runs_hostile_modules_only_inside(tmp_path, listener, cli_env, tiny
     assert took < 300
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tail,bound", [
     ("while True:\n    pass", "took longer than 3 s"),
     ("while True:\n    sys.stdout.write('x' * (1 << 20))", "took longer than 3 s"),
@@ -374,6 +375,7 @@ def test_the_host_opens_nothing_the_script_planted(tmp_path, monkeypatch, plant)
     assert not traced.ok or traced.args == ["a=1"]
 
 
+@pytest.mark.slow
 def test_limits_hold_for_the_whole_tree(tmp_path, monkeypatch):
     # processes: a fork tree is stopped at the limit (pids cgroup / RLIMIT_NPROC) or the whole run is killed
     traced, took = _trace(tmp_path, "for i in $(seq 3000); do sleep 30 & done 2>/dev/null\n"

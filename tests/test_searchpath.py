@@ -86,6 +86,7 @@ def test_one_step_off_launched_where_the_entry_resolves_is_clean(tmp_path, monke
     assert _vi919(report) == [] and not report.errors, [f.problem.line() for f in report.findings]
 
 
+@pytest.mark.slow
 def test_the_pkg_searchpath_resolves_anywhere(tmp_path, monkeypatch):
     """The fix the hint gives (a command-line search path replaces the YAML's) and verl's fully-async config, whose own
     search path is pkg:// (R14-07's control): Hydra composes both from the project folder, check is silent."""

@@ -491,6 +491,7 @@ def test_verl_engine_critic_without_gradient_fails(tmp_path, tiny_model):
                                                                        "critic_updated", "rewards_vary"}
 
 
+@pytest.mark.slow
 @pytest.mark.verl
 def test_verl_engine_stops_a_hung_main_ppo(tmp_path, tiny_model):
     import time

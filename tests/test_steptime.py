@@ -155,6 +155,7 @@ def test_run_gpu_hours_are_steps_times_step_times_gpus():
 
 
 # -- check ----------------------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_check_json_has_the_time_contract_and_takes_the_response_length():
     r = run_cli(["check", "--json", "--gpu-type", "H100", "--", *BASE])
     doc = json.loads(r.stdout)
@@ -169,6 +170,7 @@ def test_check_json_has_the_time_contract_and_takes_the_response_length():
     assert given["assumptions"]["response_length_mean"] == 900 and given["step_s"] > t["step_s"]
 
 
+@pytest.mark.slow
 def test_check_json_says_why_it_has_no_time():
     """A model check cannot size gives no `time`; --json says why, where a sized one has no such key."""
     unknown = [o for o in BASE if not o.startswith("actor_rollout_ref.model.path=")] + [

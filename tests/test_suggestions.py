@@ -133,6 +133,7 @@ def grid_sample(seed: int) -> dict[str, Any]:
 _TAKEN: dict[str, int] = {}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chunk", range(8))
 def test_every_suggestion_passes_when_taken(chunk):
     for seed in range(chunk, N_SAMPLES, 8):

@@ -17,6 +17,7 @@ def _script():
     return load_script("verl_env_reads")
 
 
+@pytest.mark.slow
 @pytest.mark.verl
 def test_regenerating_gives_the_committed_table():
     fresh = json.dumps(_script().build(), indent=1, sort_keys=True) + "\n"
