@@ -156,6 +156,7 @@ def test_every_suggestion_passes_when_taken(chunk):
                 _TAKEN[problem.rule] = _TAKEN.get(problem.rule, 0) + 1
 
 
+@pytest.mark.slow  # runs with the slow chunks above (it reads what they took)
 def test_the_grid_exercises_the_suggestions():
     """Runs after the chunks (file order): the sample reached the batch rules many times, so the property is not
     vacuous."""
