@@ -59,6 +59,29 @@ def test_a_key_the_trainer_mode_decides():
     assert not _vi890(check(None, BASE + [key, "trainer.use_v1=false"]))
 
 
+def test_balance_batch_true_on_v1_is_what_runs_anyway():
+    """The V1 trainer balances every batch outside any condition (the oracle: verl's own step, parsed); so
+    balance_batch=True there, as in verl's examples, is a note, and False (which V1 ignores) stays a warning."""
+    import ast
+    import importlib.util
+
+    verl_dir = Path(importlib.util.find_spec("verl").origin).parent  # the module imports what a GPU node has: read it
+    tree = ast.parse((verl_dir / "trainer" / "ppo" / "v1" / "trainer_base.py").read_text(encoding="utf-8"))
+    calls = [(n, p) for p in ast.walk(tree) for n in ast.iter_child_nodes(p)
+             if isinstance(n, (ast.Assign, ast.Expr)) and isinstance(getattr(n, "value", None), ast.Call)
+             and getattr(n.value.func, "attr", "") == "_balance_batch"]
+    assert any(isinstance(parent, ast.FunctionDef) for _, parent in calls)  # a call straight in a method's body
+
+    def severity(value: str) -> str:
+        report = check(None, BASE + [f"trainer.balance_batch={value}"])
+        [hit] = [f for f in report.findings if f.problem.rule == "VI890" and f.problem.keys[0] == "trainer.balance_batch"]
+        return hit.problem.severity
+
+    assert severity("true") == "info" and severity("false") == "warning"
+    assert not any(f.problem.rule == "VI890" and f.problem.keys[0] == "trainer.balance_batch"
+                   for f in check(None, BASE + ["trainer.balance_batch=true", "trainer.use_v1=false"]).findings)
+
+
 def test_planted_fault_in_the_table_is_seen(monkeypatch):
     """The rule follows the table: a key whose only reader is moved to an inactive scope gets a finding."""
     table = json.loads(json.dumps(readers.readers_table()))

@@ -31,6 +31,14 @@ EQUIVALENT: dict[tuple[str, str], str] = {
 }
 
 
+# Unread keys whose value the running code carries out anyway: the V1 trainer balances every batch without reading
+# trainer.balance_batch (trainer/ppo/v1/trainer_base.py:582, outside any condition), so `balance_batch=True` there, as
+# in verl's own examples, changes nothing and is worth a note; `False` is still a warning (V1 balances regardless).
+DONE_ANYWAY: dict[str, tuple[Any, str]] = {
+    "trainer.balance_batch": (True, "the V1 trainer balances every batch without reading it (trainer_base.py:582)"),
+}
+
+
 @functools.lru_cache(maxsize=1)
 def readers_table() -> dict[str, Any]:
     text = resources.files("wizard.check").joinpath("data/verl_readers.json").read_text(encoding="utf-8")
@@ -154,6 +162,9 @@ def rule_unread(c: Ctx, f: Facts) -> None:
         hint = f"set {instead} instead" if instead else "remove it: verl 0.9.1 ignores it" if set(scopes) == {"ignored"} \
             else \
             f"remove it, or run the configuration that reads it ({', '.join(sorted(scopes))})"
-        c.add("VI890", "warning", (key, *[d for d in deciding if d != "entry point"]),
-              f"{key} is read only by modules this configuration does not run, so it has no effect — read by {where}",
-              hint)
+        anyway = DONE_ANYWAY.get(key)
+        done = anyway is not None and c.res.flat.get(key) is anyway[0] and c.res.flat.get("trainer.use_v1") is True
+        note = f" ({key}={anyway[0]} is what runs anyway: {anyway[1]})" if done and anyway else ""
+        c.add("VI890", "info" if done else "warning", (key, *[d for d in deciding if d != "entry point"]),
+              f"{key} is read only by modules this configuration does not run, so it has no effect{note} — read by "
+              f"{where}", hint)
