@@ -29,8 +29,10 @@ PPO = ["actor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B-Instruct", "actor_rollout
 CASES = {
     "sft_trainer": (
         "torchrun --nnodes=1 --nproc_per_node=8 -m verl.trainer.sft_trainer", "sft", "sft_trainer_engine",
+        # fixed micro-batches: with the SFT default use_dynamic_bsz=True verl ignores the micro batch size (VI786)
         ["model.path=Qwen/Qwen2.5-0.5B-Instruct", "trainer.n_gpus_per_node=8", "data.micro_batch_size_per_gpu=2",
-         "data.max_length=2048"], "data.micro_batch_size_per_gpu", "data.micro_batch_size_per_gpus=2"),
+         "data.max_length=2048", "data.use_dynamic_bsz=false"], "data.micro_batch_size_per_gpu",
+        "data.micro_batch_size_per_gpus=2"),
     "fully_async": (
         "python3 -m verl.experimental.fully_async_policy.fully_async_main", "fully_async", "fully_async_ppo_trainer",
         [*PPO, "rollout.nnodes=1", "rollout.n_gpus_per_node=4", "async_training.staleness_threshold=0.5"],

@@ -160,6 +160,11 @@ CASES = {
     "SFT validation without a val set (verl#7545)": Case("VI986", "trainer.test_freq",
                                                           SFT_ARGS + ["data.val_files=null", "trainer.test_freq=10"],
                                                           script=True, options={"launch": SFT_LAUNCH}),
+    # tests/test_check_sft_data.py holds VI785 to verl's FSDP engine's assert, run on the CPU
+    "SFT right padding the engines refuse (R27-03)": Case("VI785", "data.pad_mode",
+                                                          SFT_ARGS + ["data.pad_mode=right",
+                                                                      "model.use_remove_padding=false"],
+                                                          script=True, options={"launch": SFT_LAUNCH}),
     "GSPO with token-level clip bounds": Case("VI915", f"{A}.policy_loss.loss_mode",
                                               with_(f"{A}.policy_loss.loss_mode=gspo", f"{A}.ppo_mini_batch_size=4")),
     # the distillation teacher pool (tests/test_distill_pool.py has verl's DistillationConfig on the same arithmetic):

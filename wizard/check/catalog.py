@@ -267,6 +267,16 @@ RULES: dict[str, tuple[str, str]] = {
               "before testing them for > 0 (sft_trainer.py:413-414): a 0 stops it at step 1 (ZeroDivisionError); and "
               "with data.val_files null a test_freq > 0 still enters validation (sft_trainer.py:417-420): TypeError at "
               "step test_freq, after the steps before it are paid (verl#7545)"),
+    "VI785": ("SFT pad mode the engine refuses", "data.pad_mode other than no_padding in verl's SFT trainer: every "
+              "engine's forward accepts only no_padding (fsdp/transformer_impl.py:1166 assert, megatron/"
+              "transformer_impl.py:1329-1332 NotImplementedError) though the dataset accepts 'right': the run dies at "
+              "the first micro-batch"),
+    "VI786": ("SFT micro batch size ignored under dynamic batching", "data.micro_batch_size_per_gpu set while "
+              "data.use_dynamic_bsz is on (the SFT default): verl packs micro-batches up to max_token_len_per_gpu × "
+              "Ulysses size and reads the micro batch size only with dynamic batching off (engine/utils.py:106-128)"),
+    "VI787": ("SFT left truncation that cuts the end", "data.truncation=left with data.pad_mode=no_padding: verl's "
+              "MultiTurnSFTDataset keeps the first max_length tokens in its no_padding branch whatever the truncation "
+              "(multiturn_sft_dataset.py:404-411), so over-length samples lose their final assistant turn(s)"),
     "VI987": ("relaunch opens a new W&B run", "trainer.resume_mode=auto (named in the launch) or resume_path with the "
               "wandb logger and no WANDB_RUN_ID/WANDB_RESUME: verl's Tracking calls wandb.init without id= or resume= "
               "(utils/tracking.py:85), so each relaunch that resumes a checkpoint logs to a new W&B run (verl#2783)"),

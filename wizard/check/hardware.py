@@ -1,5 +1,6 @@
 """The hardware a config is checked against: `--nnodes/--gpus-per-node/--gpu-memory-gb/--gpu-type`, else the
-bundle's verl-init.yaml, else the config's own trainer.nnodes × n_gpus_per_node.
+bundle's verl-init.yaml, else the config's own trainer.nnodes × n_gpus_per_node; for verl.trainer.sft_trainer under torchrun, torchrun's own
+--nnodes × --nproc-per-node (wizard.check.torchrun).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ class Hardware:
     gpus_per_node: int | None = None
     gpu_memory_gb: float | None = None
     gpu_type: str | None = None
-    source: str = "config"  # flags | bundle | config
+    source: str = "config"  # flags | bundle | config | torchrun
     per_node: tuple[int, ...] | None = None  # nodes of unequal size (--gpus-per-node 4,2): each node's GPUs
 
     @property
@@ -57,6 +58,25 @@ def node_gpus(text: str) -> int | tuple[int, ...]:
     return counts[0] if len(counts) == 1 else counts
 
 
+TORCHRUN_ENTRY = "verl.trainer.sft_trainer"  # its world is torchrun's (wizard.check.torchrun's docstring)
+
+
+def _torchrun_hardware(src: Source, hw: Hardware) -> None:
+    """For verl.trainer.sft_trainer under torchrun: the nodes and GPUs per node are torchrun's --nnodes and
+    --nproc-per-node (sft_trainer.py:453-455 takes WORLD_SIZE from torchrun), not trainer.* (which it never reads);
+    unresolved where torchrun counts them only at launch (--nproc-per-node=auto)."""
+    from wizard.check.torchrun import torchrun_world
+
+    ex = src.extraction
+    if src.entry != "sft" or ex is None or ex.launch is None or ex.launch.module != TORCHRUN_ENTRY:
+        return
+    world = torchrun_world(ex.via, ex.env_names)
+    if world is None:
+        return
+    hw.source = "torchrun"
+    hw.nnodes, hw.gpus_per_node = world if world else (None, None)
+
+
 def resolve_hardware(src: Source, res_flat: dict[str, Any], nnodes: int | None,
                      gpus_per_node: int | Sequence[int] | None, gpu_memory_gb: float | None,
                      gpu_type: str | None) -> tuple[Hardware, list[Problem]]:
@@ -86,6 +106,7 @@ def resolve_hardware(src: Source, res_flat: dict[str, Any], nnodes: int | None,
         nn, g = res_flat.get("trainer.nnodes"), res_flat.get("trainer.n_gpus_per_node")
         hw.nnodes = nn if isinstance(nn, int) else None
         hw.gpus_per_node = g if isinstance(g, int) else None
+        _torchrun_hardware(src, hw)
     elif hw.source == "flags":
         if hw.nnodes is None:
             hw.nnodes = 1

@@ -154,7 +154,7 @@ def format_report(report: Report) -> str:
     if hw.gpu_memory_gb:
         hw_text += f" × {hw.gpu_memory_gb:g} GB"
     hw_text += {"flags": " (from the flags)", "bundle": " (from the bundle's verl-init.yaml)",
-                "config": " (from trainer.*)"}[hw.source]
+                "config": " (from trainer.*)", "torchrun": " (from torchrun's --nnodes × --nproc-per-node)"}[hw.source]
     lines = [f"verl-init check: {report.source.label}", f"  resolved with the {report.defaults}; {hw_text}"]
     if report.source.extraction is not None and report.source.extraction.launch is not None:
         la = report.source.extraction.launch
