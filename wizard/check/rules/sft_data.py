@@ -11,11 +11,12 @@ pads, truncates and micro-batches its data (paths under site-packages/verl):
   after the model has loaded (real case R27-03: pad_mode=right to avoid varlen packing without flash-attn;
   use_remove_padding=false does not need it: the no_padding path pads its nested tensors itself,
   fsdp/transformer_impl.py:1190-1198).
-- VI786 (warning): data.micro_batch_size_per_gpu set while data.use_dynamic_bsz is on (the SFT default,
+- VI786 (info): data.micro_batch_size_per_gpu set while data.use_dynamic_bsz is on (the SFT default,
   sft_trainer_engine.yaml:18-20). prepare_micro_batches (workers/engine/utils.py:106-121) packs micro-batches up to
   max_token_len_per_gpu × the Ulysses size and reads micro_batch_size_per_gpu only in its else branch (:122-128),
   so the micro batch the user chose is ignored (real case R27-07: MB=1 for an OOM smoke test packed ~8 samples a
-  pass). The PPO analogue is VI827 (rules/batches.py, an info: PPO's dynamic batching is opt-in).
+  pass). A note, not a warning: 9 of verl's 15 v0.9.0 examples/sft scripts set it so, and the run works; the PPO
+  analogue VI827 (rules/batches.py) is an info too.
 - VI787 (warning): data.truncation=left with data.pad_mode=no_padding (the default) and verl's own dataset.
   MultiTurnSFTDataset honours 'left' only in its right-pad branch (multiturn_sft_dataset.py:379-384); the
   no_padding branch keeps `input_ids[: self.max_length]` whatever the truncation (:404-411), so an over-length
@@ -63,7 +64,7 @@ def rule_sft_micro_ignored(c: Ctx, f: Facts) -> None:
     budget, sp = c.int(BUDGET), c.int(SP) or 1
     tokens = f"{budget * sp} tokens ({BUDGET}={budget}" + (f" × Ulysses {sp})" if sp > 1 else ")") \
         if budget else f"{BUDGET} × the Ulysses size"
-    c.add("VI786", "warning", (MICRO, DYN),
+    c.add("VI786", "info", (MICRO, DYN),
           f"{MICRO}={c.v(MICRO)} is ignored: {DYN} is on ({'set' if c.set_by_user(DYN) else 'the SFT default'}, "
           "trainer/config/sft_trainer_engine.yaml:20), so verl packs each micro-batch up to "
           f"{tokens} and reads the micro batch size only with dynamic batching off (workers/engine/utils.py:106-128): "
