@@ -55,7 +55,7 @@ def sample(seed: int) -> dict[str, Any]:
     if rng.random() < 0.3:
         out["learning_rate"] = rng.choice([1e-6, 5e-6])
     if out["dataset"].endswith(".jsonl") and rng.random() < 0.5:
-        out["val_files"] = "./data/val.jsonl"
+        out["val_files"] = "./data/val.parquet"  # verl's schema (a raw file is VI518)
     # Most sets respect the obvious couplings (so that many reach verl); some do not (so rules fire).
     def tidy() -> bool:
         return rng.random() < 0.85
@@ -126,7 +126,7 @@ def sample(seed: int) -> dict[str, Any]:
 
 
 def write_sample_files(folder) -> None:
-    """The local files sampled answers name (./data/train.jsonl, ./data/train.parquet, ./data/val.jsonl,
+    """The local files sampled answers name (./data/train.jsonl, ./data/train.parquet, ./data/val.parquet,
     ./reward.py), relative to the plan's base_dir `folder`: a missing one is VI539 / VI506."""
     import json
     from pathlib import Path
@@ -137,10 +137,10 @@ def write_sample_files(folder) -> None:
     base = Path(folder)
     (base / "data").mkdir(parents=True, exist_ok=True)
     rows = [{"question": f"What is {i} + 1?", "answer": f"#### {i + 1}"} for i in range(600)]
-    for name in ("train.jsonl", "val.jsonl"):
-        (base / "data" / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (base / "data" / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     verl_rows = [{"data_source": "openai/gsm8k", "prompt": [{"role": "user", "content": r["question"]}],
                   "ability": "math", "reward_model": {"style": "rule", "ground_truth": r["answer"][5:]}} for r in rows]
-    pq.write_table(pa.Table.from_pylist(verl_rows), base / "data" / "train.parquet")
+    for name in ("train.parquet", "val.parquet"):
+        pq.write_table(pa.Table.from_pylist(verl_rows), base / "data" / name)
     (base / "reward.py").write_text(
         "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n    return 0.0\n")

@@ -36,9 +36,12 @@ def runs_folder(tmp_path_factory):
     global RUNS
     RUNS = tmp_path_factory.mktemp("runs")
     rows = _qa_rows()
+    # verl's schema: what train_files / val_files name (a raw file there is VI518)
+    ready = [{"data_source": "openai/gsm8k", "prompt": [{"role": "user", "content": r["question"]}],
+              "reward_model": {"style": "rule", "ground_truth": r["answer"].split("#### ")[-1]}} for r in rows]
     for name in ("qa.jsonl", "sub/qa.jsonl", "my_qa.jsonl", "data/val.jsonl"):
         (RUNS / name).parent.mkdir(parents=True, exist_ok=True)
-        (RUNS / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (RUNS / name).write_text("".join(json.dumps(r) + "\n" for r in (ready if name.startswith("data/") else rows)))
     (RUNS / "qa.json").write_text(json.dumps(rows))
     for name in ("qa.csv", "train.csv", "val.csv"):
         with open(RUNS / name, "w", newline="") as fh:
@@ -47,7 +50,7 @@ def runs_folder(tmp_path_factory):
             w.writerows(rows)
     for name in ("qa.parquet", "t.parquet", "v.parquet", "mine/train.parquet"):
         (RUNS / name).parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(pa.Table.from_pylist(rows), RUNS / name)
+        pq.write_table(pa.Table.from_pylist(rows if name == "qa.parquet" else ready), RUNS / name)
     chats = [{"messages": [{"role": "user", "content": r["question"]}], "answer": r["answer"]} for r in rows]
     (RUNS / "chat.jsonl").write_text("".join(json.dumps(r) + "\n" for r in chats))
     yield RUNS

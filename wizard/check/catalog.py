@@ -99,7 +99,7 @@ RULES: dict[str, tuple[str, str]] = {
     "VI888": ("judge function without a reward model", "the custom reward function requires reward_router_address (a generative judge's) but reward.reward_model.enable is false"),
     "VI889": ("reward model without enough GPUs", "a reward-model replica (TP×DP×PP) larger than its pool, or enable_resource_pool with n_gpus_per_node/nnodes ≤ 0 (verl fails after Ray starts)"),
     "VI879": ("cluster file disagrees with verl_config.yaml", "a bundle's RayJob/RayCluster GPUs, ConfigMap or Slurm nodes describe another job than its verl_config.yaml (a file left from an earlier render)"),
-    "VI878": ("garbled data rows", "a data file's first rows: a chat stored as JSON text, an empty prompt, a system message not first, no ground truth, a data_source no scorer knows, or <image>/<video>/<audio> placeholders that do not match the row's media"),
+    "VI878": ("garbled data rows", "a data file's first rows: no row with the data.prompt_key column, a chat stored as JSON text, an empty prompt, a system message not first, no ground truth, a data_source no scorer knows, or <image>/<video>/<audio> placeholders that do not match the row's media"),
     "VI872": ("fewer training rows than one batch", "verl drops the incomplete batch (drop_last) and trains 0 steps"),
     "VI883": ("sandbox bypassed by a custom reward function", "reward.sandbox_fusion.url with reward.custom_reward_function.path: verl binds the sandbox into its default scorer only (ppo/reward.py:134)"),
     "VI884": ("sandbox URL verl cannot or should not use", "reward.sandbox_fusion.url not http(s) (every call fails, rewards 0) or with credentials in it (shown redacted)"),

@@ -119,6 +119,7 @@ RULES: dict[str, tuple[str, str]] = {
     "VI515": ("reward & data", "both messages_field and question_field set"),
     "VI516": ("reward & data", "local-file data keys (question_field, val_fraction, ...) set for a built-in dataset"),
     "VI517": ("reward & data", "only one of train_files / val_files is yours: the other is the bundle's prepared file"),
+    "VI518": ("reward & data", "train_files / val_files, read by verl as they are, have no 'prompt' column (a raw file)"),
     "VI519": ("reward & data", "the local training data has fewer rows than one step's prompts: verl trains 0 steps"),
     "VI539": ("reward & data", "a local data file (dataset, train_files, val_files) is missing where it must exist"),
     "VI540": ("reward & data", "a relative data path cannot travel with the bundle (no common folder, or outside what travels)"),

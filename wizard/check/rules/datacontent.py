@@ -106,10 +106,13 @@ def rule_data_content(c: Ctx, f: Facts) -> None:
                                      or saved_dataset(str(local))):
                 continue
             first: dict[str, tuple[int, str, str]] = {}  # each kind of problem at its first row
+            rows, keyed, columns = 0, 0, set()
             try:
                 for n, row in enumerate(file_rows(local)):
                     if n >= SAMPLE_ROWS:
                         break
+                    rows, keyed = rows + 1, keyed + (prompt_key in row)
+                    columns |= set(row) if len(columns) < 64 else set()
                     for message, hint in _row_problems(row, prompt_key, custom, media_keys):
                         first.setdefault(hint[hint.rfind("["):], (n, message, hint))
             except DecodeCapExceeded as exc:  # a decompression bomb: one line
@@ -117,6 +120,25 @@ def rule_data_content(c: Ctx, f: Facts) -> None:
                       f"check the file with `verl-init validate-dataset {path}`")
             except Exception:  # noqa: BLE001 - a file pyarrow cannot read: not this rule's business (verl's loader)
                 continue
+            if rows and not keyed:
+                _missing_prompt_column(c, key, path, prompt_key, sorted(columns))
             for n, message, hint in first.values():
                 c.add("VI878", "error", (key, "data.prompt_key"), f"{path} row {n}: {message}",
                       f"{hint}; list every such row with `verl-init validate-dataset {path}`")
+
+
+def _missing_prompt_column(c: Ctx, key: str, path: str, prompt_key: str, columns: list[str]) -> None:
+    """No row read has the data.prompt_key column: verl's RLHFDataset reads example[prompt_key]
+    (utils/dataset/rl_dataset.py:313), a KeyError at the first batch; with data.filter_overlong_prompts on, the length
+    filter swallows that KeyError and scores every row as overlong (rl_dataset.py:259-266), so the file leaves no
+    rows and the run stops on an empty dataloader that never names the key."""
+    shown = ", ".join(repr(col) for col in columns[:12]) + (", ..." if len(columns) > 12 else "")
+    chat = next((col for col in ("prompt", "messages") if col in columns), None)
+    c.add("VI878", "error", (key, "data.prompt_key"),
+          f"{path}: no row has the column data.prompt_key={prompt_key!r} (its columns: {shown}); verl reads "
+          "example[prompt_key] (rl_dataset.py:313): a KeyError at the first batch, or, with "
+          "data.filter_overlong_prompts on, every row dropped as overlong (rl_dataset.py:259-266) and an empty "
+          "dataloader",
+          f"set data.prompt_key={chat}" if chat else
+          "set data.prompt_key to the column that holds the chat messages, or write the prompts under 'prompt' "
+          "(verl-init's data/prepare_data.py does)")

@@ -1,4 +1,4 @@
-"""Rule stage of the data: where verl reads it, the data rules (VI510-VI517), enough rows for one batch (VI519), the
+"""Rule stage of the data: where verl reads it, the data rules (VI510-VI518), enough rows for one batch (VI519), the
 model's context (VI604) and the plan-time data facts (wizard.planner.datafacts).
 """
 
@@ -149,6 +149,8 @@ def _data_files(a: Answers, base: str, f: Findings, stored: Optional[dict[str, s
                   f"{mine} is your file but {theirs} is the bundle's {val_default if theirs == 'val_files' else train_default}, "
                   f"written by data/prepare_data.py from {shown}",
                   f"set {theirs} too (val_files=<your train file> validates on the training data)")
+    for key in ("train_files", "val_files"):
+        _verl_schema(f, key, getattr(a, key), base, stored.get(key))
     train: tuple[str, str, Source] = (
         (stored.get("train_files") or resolve_path(a.train_files, base), "train_files (your answer)", "answer")
         if a.train_files
@@ -158,3 +160,33 @@ def _data_files(a: Answers, base: str, f: Findings, stored: Optional[dict[str, s
         if a.val_files
         else (val_default, why, "default"))
     return train, val
+
+
+def _verl_schema(f: Findings, key: str, value: Optional[str], base: str, shown: Optional[str]) -> None:
+    """A train_files/val_files answer is read by verl as it is (the answer is documented as "in verl's schema"):
+    verl's RLHFDataset reads example[data.prompt_key] (utils/dataset/rl_dataset.py:313), and the bundle keeps verl's
+    default prompt_key 'prompt'. A local file none of whose first rows has that column (a raw question/answer file)
+    is a KeyError at the first batch, or, with data.filter_overlong_prompts on, every row filtered out as overlong
+    (rl_dataset.py:259-266) and an empty dataloader: refused here, with the file's columns. Unreadable or absent
+    files are other rules' business (VI539, prepare_data.py, validate-dataset)."""
+    from wizard._parquet import saved_dataset
+    from wizard.planner.dataschema import read_schema
+
+    if not value or value.lower().endswith(".csv"):  # csv: VI511
+        return
+    path = resolve_path(value, base)
+    if not os.path.isfile(path) and not saved_dataset(path):
+        return
+    try:
+        schema = read_schema(path)
+    except Exception:  # noqa: BLE001 - unreadable here: validate-dataset says why
+        return
+    if not schema.columns or "prompt" in schema.columns:
+        return
+    f.error("VI518", (key,),
+            f"{key}={shown or value} has no 'prompt' column (its columns: {schema.listing()}): verl reads the file as "
+            "it is and would find no prompt in it (rl_dataset.py:313)",
+            (f"give it as dataset={value} (data/prepare_data.py converts it; val_fraction holds out validation rows)"
+             if key == "train_files" else
+             "leave val_files unset and set val_fraction (e.g. 0.05): data/prepare_data.py holds out rows of the dataset")
+            + "; or write it in verl's schema (a 'prompt' column of chat messages)")
