@@ -208,6 +208,26 @@ def test_check_names_the_tool_property_and_keys(tmp_path):
     assert not _hits("VI781", f"{R}.multi_turn.tool_config_path={kept}", f"{R}.agent.default_agent_loop=tool_agent")
 
 
+
+def test_one_check_reads_the_tool_config_once_and_a_changed_file_again(tmp_path, monkeypatch):
+    """VI858 and VI781 share one reader (wizard.check.rules.toolconfig): one read per check, and an edited file is
+    read afresh (the cache is keyed on its mtime and size, so a fixed file is not judged by its old text)."""
+    import os
+
+    from wizard.check import source
+
+    reads = []
+    real = source.read_yaml
+    monkeypatch.setattr(source, "read_yaml", lambda path, *a, **k: (reads.append(str(path)), real(path, *a, **k))[1])
+    path = _tool_config(tmp_path, SCHEMA)
+    args = (f"{R}.multi_turn.tool_config_path={path}", f"{R}.agent.default_agent_loop=tool_agent")
+    assert _hits("VI781", *args)
+    assert reads.count(str(path)) == 1, reads
+    _tool_config(tmp_path, KEPT)  # fixed in place
+    os.utime(path, ns=(os.stat(path).st_atime_ns, os.stat(path).st_mtime_ns + 10**9))
+    assert not _hits("VI781", *args)
+    assert reads.count(str(path)) == 2, reads
+
 # --- VI858: failures certain from verl's tool registry are errors ---------------------------------------------------
 
 @pytest.mark.verl

@@ -77,23 +77,14 @@ def _tool_config_problem(c: Ctx, path: str) -> tuple[str, str, str] | None:
     (a warning), except a verl module verl 0.9.1 does not ship, and a config.type other than native: ToolType has
     NATIVE only (tools/tool_registry.py:36-38) and ToolType(config.type) raises ValueError (:62) in every
     AgentLoopWorker before any tool code runs (errors, certain from verl's source)."""
-    from wizard.check.source import read_yaml
+    from wizard.check.rules.toolconfig import read_tools
 
-    local = local_path(c, path)
-    if local is None:
+    config = read_tools(c, path)
+    if config.local is None:
         return None
-    if not local.is_file():
-        return ("warning", f"tool_config_path {path} does not exist here ({local})",
-                "write the tool config there (a `tools:` list of {class_name, config: {type: native}, tool_schema}), "
-                "or fix the path (relative paths resolve from the folder verl runs in)")
-    try:
-        doc: Any = read_yaml(local)
-    except Exception as exc:  # noqa: BLE001 - bad YAML, too large, unreadable
-        return "warning", f"tool_config_path {path} cannot be read: {exc}", "fix the YAML"
-    tools = doc.get("tools") if isinstance(doc, dict) else None
-    if not isinstance(tools, list) or not tools:
-        return ("warning", f"tool_config_path {path} holds no `tools:` list: verl's tool registry reads tools_config.tools",
-                "write tools: [{class_name: module.Class, config: {type: native}, tool_schema: ...}]")
+    if config.problem is not None:
+        return ("warning", *config.problem)
+    tools = config.tools or []
     from wizard.planner.agent import NOT_TRIED, import_problem, imports_allowed, installed_folders, static_problem
 
     deep = imports_allowed()

@@ -8,7 +8,7 @@
   (experimental/agent_loop/tool_agent_loop.py:119). The model never reads the dropped constraints while the tool may
   still enforce them (real case verl#7505). The kept fields come from wizard/check/data/verl_tool_schema_fields.json,
   which scripts/verl_tool_schema_fields.py derives from verl's own models, so check needs no verl (nor imports it);
-  the file is read bounded (wizard.check.source.read_yaml), the tool's code is never imported.
+  the file is read once for both rules (wizard.check.rules.toolconfig), the tool's code is never imported.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import json
 from importlib import resources
 from typing import Any
 
-from wizard.check.rules.context import R, Ctx, Facts, local_path
+from wizard.check.rules.context import R, Ctx, Facts
 from wizard.check.shellargs import PLACEHOLDER
 
 KEY = f"{R}.multi_turn.tool_config_path"
@@ -56,20 +56,13 @@ def _where(path: str) -> str:
 
 
 def rule_tool_schema(c: Ctx, f: Facts) -> None:
-    from wizard.check.source import read_yaml
+    from wizard.check.rules.toolconfig import read_tools
 
     value = c.v(KEY)
     if not isinstance(value, str) or not value or PLACEHOLDER in value or c.unknown(KEY):
         return
-    local = local_path(c, value)
-    if local is None or not local.is_file():
-        return  # VI858 speaks about a missing file
-    try:
-        doc: Any = read_yaml(local)
-    except Exception:  # noqa: BLE001 - bad YAML, too large, unreadable: VI858 speaks about it
-        return
-    tools = doc.get("tools") if isinstance(doc, dict) else None
-    for i, tool in enumerate(tools if isinstance(tools, list) else []):
+    tools = read_tools(c, value).tools  # None: VI858 speaks about a missing, unreadable or empty file
+    for i, tool in enumerate(tools or []):
         schema = tool.get("tool_schema") if isinstance(tool, dict) else None
         lost = dropped_keys(schema)
         if not lost:
