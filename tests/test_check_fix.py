@@ -140,6 +140,12 @@ CASES = {
     # tests/test_check_profiling.py holds the count to verl's worker group and Nsight profiler
     "nsys whole-step capture end (verl#4920)": Case("VI976", "global_profiler.global_tool_config.nsys.worker_nsight_options.capture-range-end",
                                                   with_("global_profiler.tool=nsys", "global_profiler.steps=[1,2]")),
+    # tests/test_check_multimodal.py holds both to verl's RLHFDataset and agent loop
+    "image patch size unlike the model's (verl#6592)": Case("VI798", "data.image_patch_size", with_(
+        "actor_rollout_ref.model.path=Qwen/Qwen2.5-VL-3B-Instruct", "data.filter_overlong_prompts=True",
+        "data.image_patch_size=16")),
+    "image prompts with the overlong filter off (verl#856)": Case("VI799", "data.filter_overlong_prompts", with_(
+        "actor_rollout_ref.model.path=Qwen/Qwen2.5-VL-3B-Instruct", "data.filter_overlong_prompts=False")),
     "Slurm job with Ray's own CPU count (PR#1009)": Case("VI977", "ray_kwargs.ray_init.num_cpus", with_(), script=True,
                                                         options={"header": "#SBATCH --cpus-per-task=8\n"}),
     # tests/test_rollout_engine_settings.py holds both to verl's servers and agent loop

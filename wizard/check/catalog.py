@@ -153,6 +153,14 @@ RULES: dict[str, tuple[str, str]] = {
               "verl drops every row (overlong filter) or stops at the first rollout"),
     "VI909": ("FSDP device mesh that breaks training", "fsdp_size that does not divide the trainer's GPUs (a rank is "
               "left out), or fsdp_size 1 with FSDP1, whose gradients are then never averaged across the GPUs"),
+    "VI798": ("image patch size unlike the model's", "data.image_patch_size (verl's default 14) differs from the "
+              "model's vision patch (Qwen3-VL: 16) with the overlong filter on: the filter counts image tokens on "
+              "another grid than the rollout, keeps prompts the rollout refuses and drops prompts that fit"),
+    "VI799": ("image prompts with the overlong filter off", "a vision-language run with data.filter_overlong_prompts "
+              "off: verl's agent loop raises ValueError mid-training on the first image prompt longer than "
+              "rollout.prompt_length (it cuts only text prompts; data.truncation is not read)"),
+    "VI920": ("mm_processor_kwargs with the SGLang rollout", "data.mm_processor_kwargs with rollout.name=sglang: verl "
+              "forwards it to SGLangHttpServer.generate, which takes no such argument (TypeError at the first rollout)"),
     "VI912": ("Megatron without Megatron-Bridge", "megatron.use_mbridge=False on a Megatron actor, reference or "
               "critic: verl 0.9.1's Megatron engine asserts use_mbridge when its worker starts"),
     "VI913": ("SGLang rollout data parallel without DP attention", "rollout.data_parallel_size > 1 on SGLang without "

@@ -70,6 +70,7 @@ from wizard.check.rules.logprobs import rule_rollout_logprob_contract
 from wizard.check.rules.lora import rule_lora, rule_vision_lora
 from wizard.check.rules.lora_export import rule_lora_export
 from wizard.check.rules.mbridge import rule_mbridge
+from wizard.check.rules.multimodal import rule_image_patch, rule_sglang_mm_kwargs, rule_vlm_overlong
 from wizard.check.rules.modes import rule_forced_naive, rule_one_step_off, rule_separate_async
 from wizard.check.rules.quant import rule_fp8_blocks
 from wizard.check.rules.optim import rule_critic_attention, rule_fsdp_unread, rule_half_master, rule_megatron_optim
@@ -139,7 +140,7 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_kl_horizon, rule_rollout_correction_logprobs, rule_remax_baseline, rule_val_only, rule_wandb_resume,
         rule_rollout_logprob_contract, rule_retention_across_restarts, rule_kl_resume,
         rule_summed_loss, rule_checkpoint_nodes, rule_separate_async, rule_forced_naive, rule_one_step_off,
-        rule_policy_loss_keys, rule_kl_loss_gradient, rule_entropy_chunking)
+        rule_policy_loss_keys, rule_kl_loss_gradient, rule_entropy_chunking, rule_sglang_mm_kwargs)
     sft_rules = (rule_resume_sft, rule_sft_loop, rule_wandb_resume, rule_retention_across_restarts, rule_sft_pad_mode,
                  rule_sft_micro_ignored, rule_sft_left_truncation) if src.entry == "sft" else ()
     with tool_imports(deep):  # check's agent rules import a tool module only with --deep, in the sandbox
@@ -158,6 +159,8 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_vision(c, f, shape)
         rule_vision_lora(c, f, shape)
         rule_patch_embed(c, f, shape)
+        rule_image_patch(c, f, shape)
+        rule_vlm_overlong(c, f, shape)
         rule_memory(c, f, shape, why)
         rule_time(c, f, shape, response_length_mean)
     deep_notes: list[str] = []
