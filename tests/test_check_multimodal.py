@@ -147,6 +147,22 @@ def test_vi798_reads_the_patch_from_a_local_config(tmp_path):
     assert hit and hit[0].fix.set == {"data.image_patch_size": 12}
 
 
+
+@pytest.mark.parametrize("model,patch", [("Qwen/Qwen3-VL-8B-Instruct", 16), ("Qwen/Qwen2.5-VL-7B-Instruct", 14)])
+def test_the_planner_writes_the_models_patch(tmp_path, model, patch):
+    """verl-init's own bundle for a vision model sets data.image_patch_size to the model's patch (a bundle left at
+    verl's default 14 drew VI798 for Qwen3-VL), and check finds no VI798 in it."""
+    import wizard
+
+    p = wizard.plan(wizard.make_answers(dict(model=model, dataset="geo3k", nnodes=1, gpus_per_node=8,
+                                             gpu_memory_gb=80, gpu_type="H100", max_prompt_length=2048,
+                                             max_response_length=2048, image_max_pixels=1003520,
+                                             images_per_prompt=1)), base_dir=str(tmp_path))
+    assert p.value("data.image_patch_size") == patch
+    bundle = wizard.write_bundle(wizard.render(p), tmp_path / "b")
+    assert not [f for f in check(str(bundle / "verl_config.yaml"), defaults="snapshot").findings
+                if f.problem.rule == "VI798"]
+
 # ---- VI799: image prompts without the overlong filter --------------------------------------------------------------
 
 def _agent_loop_methods():

@@ -46,6 +46,13 @@ def data_keys(b: Build) -> None:
     s.set("data.max_response_length", a.max_response_length, "max_response_length", source_of("max_response_length", given))
     s.set("data.filter_overlong_prompts", True,
           "drop prompts longer than max_prompt_length at load time instead of truncating them mid-run")
+    if b.shape is not None and b.shape.vision:
+        # verl's YAML default (data/legacy_data.yaml:77: 14) wins over the processor's patch size (rl_dataset.py:
+        # 112-114), and only the overlong filter reads it (:216-219); the rollout resizes on the processor's grid
+        # (agent_loop.py:299-307). check's VI798 is the same fact.
+        s.set("data.image_patch_size", b.shape.vision_patch,
+              f"the model's vision patch (config.json vision_config.patch_size): the overlong filter counts image "
+              f"tokens on the rollout's {b.shape.vision_patch * b.shape.vision_merge}-pixel grid")
 
 
 def model_keys(b: Build) -> None:
