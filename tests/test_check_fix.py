@@ -137,6 +137,9 @@ CASES = {
                                                          f"{R}.data_parallel_size=2")),
     # tests/test_critic_rules.py holds the skipped updates to verl's need_critic and the trainers' guard
     "critic warmup without a critic (R22-05)": Case("VI782", "trainer.critic_warmup", with_("trainer.critic_warmup=10")),
+    # tests/test_check_ppo_updates.py holds both to verl's FSDP optimizer_step and make_iterator
+    "role-level grad_clip (verl PR#7923)": Case("VI791", f"{A}.grad_clip", with_(f"{A}.grad_clip=0.2")),
+    "ppo_epochs replaying one order (verl#3213)": Case("VI792", f"{A}.ppo_epochs", with_(f"{A}.ppo_epochs=4")),
     # tests/test_check_profiling.py holds the count to verl's worker group and Nsight profiler
     "nsys whole-step capture end (verl#4920)": Case("VI976", "global_profiler.global_tool_config.nsys.worker_nsight_options.capture-range-end",
                                                   with_("global_profiler.tool=nsys", "global_profiler.steps=[1,2]")),

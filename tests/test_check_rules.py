@@ -319,6 +319,7 @@ def test_every_rule_has_a_test():
     tested |= {"VI782", "VI783", "VI784"}  # critic warmup/discount/vocabulary, against verl's own code: tests/test_critic_rules.py
     tested |= {"VI779"}  # colocated Megatron engines with different layouts: tests/test_megatron_pool.py
     tested |= {"VI798", "VI799", "VI920"}  # vision-language data settings, against verl's dataset, agent loop and servers: tests/test_check_multimodal.py
+    tested |= {"VI791", "VI792", "VI793"}  # role grad_clip, epochs without shuffle, kl_cov on-policy: tests/test_check_ppo_updates.py
     tested |= {"VI976"}  # nsys whole-step capture range, against verl's worker group and profiler: tests/test_check_profiling.py
     tested |= {"VI973"}  # distillation teacher pool vs the teachers: tests/test_distill_pool.py
     tested |= {"VI915"}  # GSPO with token-level clip bounds, against verl's own losses: tests/test_gspo_clip.py

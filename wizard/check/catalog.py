@@ -305,6 +305,18 @@ RULES: dict[str, tuple[str, str]] = {
               "clip_ratio_c, tau_pos/neg, policy_loss.*) set beside a mode whose registered function never reads it "
               "(wizard/check/data/verl_policy_loss_reads.json, from core_algos.py): kl_cov reads no clip key, so its "
               "off-policy mini-batches run without a trust region (verl#2216)"),
+    "VI791": ("role-level grad_clip that verl never reads", "actor_rollout_ref.actor.grad_clip / critic.grad_clip set "
+              "to a value other than the role's optim.clip_grad: the keys are dataclass fields nothing reads "
+              "(workers/config/actor.py:308, critic.py:210); the engines clip with optim.clip_grad, default 1.0 "
+              "(fsdp/transformer_impl.py:795-811, verl PR#7923)"),
+    "VI792": ("PPO epochs replay one mini-batch order", "ppo_epochs > 1 over several mini-batches with shuffle=False "
+              "(verl's default; the critic's follows the actor's): make_iterator re-iterates one unshuffled "
+              "DataLoader, so each epoch takes the same mini-batches in the same order (tensordict_utils.py:603-610, "
+              "verl#3213)"),
+    "VI793": ("KL-Cov run strictly on-policy", "policy_loss.loss_mode=kl_cov with ppo_epochs=1 and "
+              "ppo_mini_batch_size = train_batch_size: one optimizer step a batch at log_prob = old_log_prob, so the "
+              "|log_prob - old_log_prob| penalty is 0 with zero gradient and the update is unclipped policy gradient "
+              "(core_algos.py:1887-1912, PRIME-RL/Entropy-Mechanism-of-RL#1)"),
     "VI777": ("KL loss with zero expected gradient", "use_kl_loss=True with kl_loss_type kl / k1: verl's kl_penalty "
               "gives logprob - ref_logprob (core_algos.py:2228-2229), whose gradient on sampled tokens averages to 0, "
               "so the KL loss regularises nothing (verl PR#2953; k1+, k2, low_var_kl do)"),

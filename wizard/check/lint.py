@@ -75,7 +75,9 @@ from wizard.check.rules.modes import rule_forced_naive, rule_one_step_off, rule_
 from wizard.check.rules.quant import rule_fp8_blocks
 from wizard.check.rules.optim import rule_critic_attention, rule_fsdp_unread, rule_half_master, rule_megatron_optim
 from wizard.check.rules.readers import rule_unread
-from wizard.check.rules.losses import rule_kl_loss_gradient, rule_policy_loss_keys
+from wizard.check.rules.gradclip import rule_role_grad_clip
+from wizard.check.rules.losses import rule_kl_cov_on_policy, rule_kl_loss_gradient, rule_policy_loss_keys
+from wizard.check.rules.minibatches import rule_epoch_shuffle
 from wizard.check.rules.entropy import rule_entropy_chunking
 from wizard.check.rules.requirements import rule_requirements
 from wizard.check.rules.sft_data import rule_sft_left_truncation, rule_sft_micro_ignored, rule_sft_pad_mode
@@ -140,7 +142,8 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_kl_horizon, rule_rollout_correction_logprobs, rule_remax_baseline, rule_val_only, rule_wandb_resume,
         rule_rollout_logprob_contract, rule_retention_across_restarts, rule_kl_resume,
         rule_summed_loss, rule_checkpoint_nodes, rule_separate_async, rule_forced_naive, rule_one_step_off,
-        rule_policy_loss_keys, rule_kl_loss_gradient, rule_entropy_chunking, rule_sglang_mm_kwargs)
+        rule_policy_loss_keys, rule_kl_loss_gradient, rule_entropy_chunking, rule_sglang_mm_kwargs,
+        rule_kl_cov_on_policy, rule_role_grad_clip, rule_epoch_shuffle)
     sft_rules = (rule_resume_sft, rule_sft_loop, rule_wandb_resume, rule_retention_across_restarts, rule_sft_pad_mode,
                  rule_sft_micro_ignored, rule_sft_left_truncation) if src.entry == "sft" else ()
     with tool_imports(deep):  # check's agent rules import a tool module only with --deep, in the sandbox

@@ -25,6 +25,7 @@ from importlib import resources
 from typing import Any
 
 from wizard.check.rules.context import A, Ctx, Facts
+from wizard.check.rules.minibatches import mini_batches
 
 LOSS = f"{A}.policy_loss.loss_mode"
 SOURCE = "verl/trainer/ppo/core_algos.py"
@@ -106,3 +107,23 @@ def rule_kl_loss_gradient(c: Ctx, f: Facts) -> None:
           "logged as if it did (verl PR#2953)",
           f"set {key}={kind}+ (the same logged value, the straight-through k2 gradient: the true KL gradient), "
           "k2, or low_var_kl as verl's examples use")
+
+
+def rule_kl_cov_on_policy(c: Ctx, f: Facts) -> None:
+    """VI793: KL-Cov with one optimizer step a batch, where its |log_prob - old_log_prob| penalty is 0."""
+    bypass = "algorithm.rollout_correction.bypass_mode"
+    if c.src.recipe or c.unknown(LOSS, f"{A}.ppo_epochs", bypass) or c.v(LOSS) != "kl_cov" or c.v(bypass) is True:
+        return
+    epochs, count = c.int(f"{A}.ppo_epochs"), mini_batches(f.tbs, f.mini)
+    if epochs != 1 or count != 1:
+        return
+    coef = c.num(f"{A}.policy_loss.ppo_kl_coef")
+    c.add("VI793", "warning", (LOSS, f"{A}.ppo_epochs", f"{A}.ppo_mini_batch_size"),
+          f"policy_loss.loss_mode=kl_cov with ppo_epochs=1 and ppo_mini_batch_size={f.mini} = data.train_batch_size "
+          "takes one optimizer step a batch, strictly on-policy: old_log_prob is the same weights' log-prob "
+          "(trainer_base.py:1634-1667), so KL-Cov's penalty ppo_kl_coef·|log_prob - old_log_prob| "
+          f"(ppo_kl_coef={coef if coef is not None else 'unset'}, {SOURCE}:1889-1894) is 0 with zero gradient and the "
+          "update is plain unclipped -A·ratio policy gradient, not KL-Cov",
+          f"take several optimizer steps a batch (ppo_mini_batch_size below {f.tbs}, or ppo_epochs > 1) so that "
+          "old_log_prob differs from log_prob and the penalty acts; strictly on-policy, kl_cov adds nothing to "
+          "unclipped policy gradient")
