@@ -156,3 +156,54 @@ def test_check_names_each_kind_of_problem_at_its_first_row(tmp_path):
     hits = [f.problem for f in _check(bad, good).findings if f.problem.rule == "VI878"]
     assert sorted((h.message.split(": ", 1)[0], h.hint.split("[")[1][:5]) for h in hits) == [
         (f"{bad} row 1", "VI522"), (f"{bad} row 2", "VI523")], [h.line() for h in hits]
+
+
+def _scored_by(enable: bool, custom: bool) -> str:
+    """Which path verl 0.9.1's reward loop takes for one sample: its own RewardLoopWorker.compute_score run with a
+    stand-in self (the reward manager and the reward model's request recorded, nothing served)."""
+    import asyncio
+    import types
+
+    from omegaconf import OmegaConf
+
+    from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
+
+    seen = []
+
+    async def manager(data):
+        seen.append("scorer")
+        return {}
+
+    async def disrm(data):
+        seen.append("reward model")
+        return {}
+
+    me = types.SimpleNamespace(
+        config=OmegaConf.create({"reward": {"custom_reward_function": {"path": "r.py" if custom else None},
+                                            "reward_model": {"enable": enable}}}),
+        reward_manager=types.SimpleNamespace(run_single=manager), compute_score_disrm=disrm)
+    asyncio.run(RewardLoopWorker.compute_score(me, [None]))
+    return seen[0]
+
+
+@pytest.mark.verl
+def test_rows_scored_by_a_reward_model_need_no_scorer_or_ground_truth(tmp_path):
+    """A discriminative reward model without a custom function scores every sample (verl never calls the default
+    scorer, so a row's data_source and ground truth are not read for the reward): VI878 says nothing about them then
+    (real case R30-05: a false VI878 on a reward-model run). The fault planted: the same rows without the reward model,
+    and with it beside a custom function, are flagged."""
+    assert _scored_by(enable=True, custom=False) == "reward model"
+    assert _scored_by(enable=False, custom=False) == "scorer"
+    assert _scored_by(enable=True, custom=True) == "scorer"
+
+    rows = [row(i, gt=" ", ds="my_private_data") for i in range(4)]
+    data = _parquet(tmp_path / "train.parquet", rows)
+    rm = ("reward.reward_model.enable=True", "reward.reward_model.model_path=Skywork/Skywork-Reward-V2-Llama-3.1-8B")
+
+    def vi878(*extra):
+        return {f.problem.message.split(": ", 1)[1][:40] for f in _check(data, data, *extra).findings
+                if f.problem.rule == "VI878"}
+
+    assert any("data_source" in m for m in vi878()) and any("ground_truth" in m for m in vi878())
+    assert not vi878(*rm)
+    assert any("ground_truth" in m for m in vi878(*rm, f"reward.custom_reward_function.path={tmp_path / 'r.py'}"))

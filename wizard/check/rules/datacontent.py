@@ -1,8 +1,8 @@
 """Data content rule (VI878): the first rows of every training/validation file `check` can reach here, read as
 verl reads them (data.prompt_key), with validate-dataset's content checks (wizard.planner.datacontent: a message
 holding a JSON chat, an empty prompt, a system message not first) and the scorer's needs (a ground truth for the
-scorer, a data_source verl's default scoring knows unless a custom reward function is set) and, in a row with
-images, videos or audio, one placeholder per item (RLHFDataset._build_messages). One finding per kind of problem
+scorer, a data_source verl's default scoring knows unless a custom reward function or a reward model scores) and,
+in a row with images, videos or audio, one placeholder per item (RLHFDataset._build_messages). One finding per kind of problem
 in a file, at its first row; `verl-init validate-dataset FILE` lists every row.
 """
 
@@ -42,9 +42,12 @@ def file_rows(path: Path) -> Iterator[dict[str, Any]]:
 
 
 def _row_problems(row: dict[str, Any], prompt_key: str, custom_reward: bool,
-                  media_keys: dict[str, str] | None = None) -> Iterator[tuple[str, str]]:
+                  media_keys: dict[str, str] | None = None, model_scored: bool = False) -> Iterator[tuple[str, str]]:
     """(what is wrong, why it matters [its rule]) for each independent problem of one row: the prompt's (the first),
-    the media placeholders', the ground truth's, the data_source's. `media_keys`: kind → data.<kind>_key."""
+    the media placeholders', the ground truth's, the data_source's. `media_keys`: kind → data.<kind>_key.
+    `model_scored`: a discriminative reward model scores every sample (reward.reward_model.enable without a custom
+    reward function: reward_loop.py:145-155 calls compute_score_disrm, never the default scorer), so the row's ground
+    truth and data_source are not read for the reward."""
     from wizard.planner import datacontent
     from wizard.planner.dataprep import scorer_for
 
@@ -76,6 +79,8 @@ def _row_problems(row: dict[str, Any], prompt_key: str, custom_reward: bool,
                    f"put one {datacontent.PLACEHOLDERS[kind]} in the prompt per {kind}, in order [VI576]")
     else:
         yield f"{prompt_key!r} is not a non-empty list of chat messages", "write [{\"role\": \"user\", ...}] [VI522]"
+    if model_scored:  # the reward model alone scores: no ground truth or scorer is read
+        return
     rm = row.get("reward_model")
     gt = rm.get("ground_truth") if isinstance(rm, dict) else None
     if gt is None or (isinstance(gt, str) and not gt.strip()):
@@ -92,6 +97,7 @@ def rule_data_content(c: Ctx, f: Facts) -> None:
     prompt_key = c.v("data.prompt_key")
     prompt_key = prompt_key if isinstance(prompt_key, str) else "prompt"
     custom = bool(c.v("reward.custom_reward_function.path"))
+    model_scored = not custom and bool(c.v("reward.reward_model.enable"))
     media_keys = {kind: key for kind in ("image", "video", "audio")
                   if isinstance(key := c.v(f"data.{kind}_key", f"{kind}s"), str)}
     for key in ("data.train_files", "data.val_files"):
@@ -113,7 +119,7 @@ def rule_data_content(c: Ctx, f: Facts) -> None:
                         break
                     rows, keyed = rows + 1, keyed + (prompt_key in row)
                     columns |= set(row) if len(columns) < 64 else set()
-                    for message, hint in _row_problems(row, prompt_key, custom, media_keys):
+                    for message, hint in _row_problems(row, prompt_key, custom, media_keys, model_scored):
                         first.setdefault(hint[hint.rfind("["):], (n, message, hint))
             except DecodeCapExceeded as exc:  # a decompression bomb: one line
                 c.add("VI878", "error", (key,), f"{path} cannot be read within verl-init's bounds: {exc}",
