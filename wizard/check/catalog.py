@@ -99,7 +99,7 @@ RULES: dict[str, tuple[str, str]] = {
     "VI888": ("judge function without a reward model", "the custom reward function requires reward_router_address (a generative judge's) but reward.reward_model.enable is false"),
     "VI889": ("reward model without enough GPUs", "a reward-model replica (TP×DP×PP) larger than its pool, or enable_resource_pool with n_gpus_per_node/nnodes ≤ 0 (verl fails after Ray starts)"),
     "VI879": ("cluster file disagrees with verl_config.yaml", "a bundle's RayJob/RayCluster GPUs, ConfigMap or Slurm nodes describe another job than its verl_config.yaml (a file left from an earlier render)"),
-    "VI878": ("garbled data rows", "a data file's first rows: no row with the data.prompt_key column, a chat stored as JSON text, an empty prompt, a system message not first, no ground truth, a data_source no scorer knows, or <image>/<video>/<audio> placeholders that do not match the row's media"),
+    "VI878": ("garbled data rows", "a data file's first rows: no row with the data.prompt_key column, a chat stored as JSON text, an empty prompt, a system message not first, no ground truth, a non-string ground truth for a scorer that compares strings (gsm8k, MATH, math_dapo/aime), a data_source no scorer knows, or <image>/<video>/<audio> placeholders that do not match the row's media"),
     "VI872": ("fewer training rows than one batch", "verl drops the incomplete batch (drop_last) and trains 0 steps"),
     "VI883": ("sandbox bypassed by a custom reward function", "reward.sandbox_fusion.url with reward.custom_reward_function.path: verl binds the sandbox into its default scorer only (ppo/reward.py:134)"),
     "VI884": ("sandbox URL verl cannot or should not use", "reward.sandbox_fusion.url not http(s) (every call fails, rewards 0) or with credentials in it (shown redacted)"),
@@ -282,6 +282,15 @@ RULES: dict[str, tuple[str, str]] = {
     "VI786": ("SFT micro batch size ignored under dynamic batching", "data.micro_batch_size_per_gpu set while "
               "data.use_dynamic_bsz is on (the SFT default): verl packs micro-batches up to max_token_len_per_gpu × "
               "Ulysses size and reads the micro batch size only with dynamic batching off (engine/utils.py:106-128)"),
+    "VI794": ("tools_kwargs not keyed by tool name", "a data row's extra_info.tools_kwargs whose keys name no tool of "
+              "the tool config (e.g. {create_kwargs: ...} without the tool name above it): verl's tool agent loop "
+              "looks it up by tool name (tool_agent_loop.py:485) and creates the tool without its kwargs"),
+    "VI795": ("data.truncation that RL does not apply", "data.truncation=error/right/middle with "
+              "filter_overlong_prompts off in an RL run: verl 0.9.1 stores it and never reads it; the agent loop "
+              "keeps the last prompt_length tokens of a long prompt (agent_loop.py:437-445)"),
+    "VI796": ("chat-template kwarg the template never reads", "a data.apply_chat_template_kwargs key (enable_thinking, "
+              "...) that the local model's chat template never names: transformers passes it to the template, "
+              "which ignores it (a silent no-op)"),
     "VI787": ("SFT left truncation that cuts the end", "data.truncation=left with data.pad_mode=no_padding: verl's "
               "MultiTurnSFTDataset keeps the first max_length tokens in its no_padding branch whatever the truncation "
               "(multiturn_sft_dataset.py:404-411), so over-length samples lose their final assistant turn(s)"),

@@ -1,8 +1,9 @@
 """Data content rule (VI878): the first rows of every training/validation file `check` can reach here, read as
 verl reads them (data.prompt_key), with validate-dataset's content checks (wizard.planner.datacontent: a message
 holding a JSON chat, an empty prompt, a system message not first) and the scorer's needs (a ground truth for the
-scorer, a data_source verl's default scoring knows unless a custom reward function or a reward model scores) and,
-in a row with images, videos or audio, one placeholder per item (RLHFDataset._build_messages). One finding per kind of problem
+scorer, as a string where verl's default scorer compares strings: STRING_GT_SCORERS; a data_source verl's default
+scoring knows; neither when a custom reward function or a reward model scores) and, in a row with images, videos or
+audio, one placeholder per item (RLHFDataset._build_messages). One finding per kind of problem
 in a file, at its first row; `verl-init validate-dataset FILE` lists every row.
 """
 
@@ -16,6 +17,20 @@ from typing import Any
 from wizard._parquet import DecodeCapExceeded, saved_dataset
 from wizard.check.rules.context import Ctx, Facts, local_path
 from wizard.check.shellargs import PLACEHOLDER
+
+# verl 0.9.1's built-in scorers (utils/reward_score/__init__.py:44-104) that take the ground truth as a string, and
+# what a number (or any non-string) does there. prime_math converts it (prime_math/__init__.py:391: str(ground_truth));
+# geo3k (mathruler), prime_code (JSON test cases) and search_r1 (a {"target": [...]} mapping) expect other shapes.
+STRING_GT_SCORERS = {
+    "gsm8k": "it compares the extracted answer string with == (utils/reward_score/gsm8k.py:69), which no "
+             "non-string equals: every reward is 0, with no error",
+    "math_reward": "is_equiv's string normalising fails on it and falls back to == (utils/reward_score/"
+                   "math_reward.py:32-47): every reward is 0, with no error",
+    "math_dapo": "normalize_final_answer calls ground_truth.split (utils/reward_score/math_dapo.py:133): "
+                 "AttributeError at the first reward",
+}
+
+GT_TYPE = "[ground truth type]"  # the tag of that finding (validate-dataset does not list it)
 
 SAMPLE_ROWS = 1000  # rows read per file (bounded: parquet decoding is capped, JSONL lines are capped)
 
@@ -87,7 +102,12 @@ def _row_problems(row: dict[str, Any], prompt_key: str, custom_reward: bool,
         yield ("reward_model.ground_truth is missing or empty",
                "verl's scorers compare the response with it: every reward would be 0 [VI523]")
     ds = row.get("data_source")
-    if not custom_reward and isinstance(ds, str) and scorer_for(ds) is None:
+    scorer = scorer_for(ds) if isinstance(ds, str) and not custom_reward else None
+    if scorer in STRING_GT_SCORERS and gt is not None and not isinstance(gt, str):
+        yield (f"reward_model.ground_truth is {type(gt).__name__} {gt!r}, not a string, and data_source {ds!r} is "
+               f"scored by verl's {scorer} scorer: {STRING_GT_SCORERS[scorer]}",
+               f"write the ground truth as a string (str(answer)) when preparing the data {GT_TYPE}")
+    if not custom_reward and isinstance(ds, str) and scorer is None:
         yield (f"data_source {ds!r} has no scorer in verl's default scoring",
                "rewards fail with NotImplementedError at the first step: use a data_source verl knows or set "
                "reward.custom_reward_function [VI526]")
@@ -130,6 +150,7 @@ def rule_data_content(c: Ctx, f: Facts) -> None:
                 _missing_prompt_column(c, key, path, prompt_key, sorted(columns))
             for n, message, hint in first.values():
                 c.add("VI878", "error", (key, "data.prompt_key"), f"{path} row {n}: {message}",
+                      hint if hint.endswith(GT_TYPE) else
                       f"{hint}; list every such row with `verl-init validate-dataset {path}`")
 
 
