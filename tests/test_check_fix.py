@@ -174,6 +174,11 @@ CASES = {
                                                           SFT_ARGS + ["data.pad_mode=right",
                                                                       "model.use_remove_padding=false"],
                                                           script=True, options={"launch": SFT_LAUNCH}),
+    # tests/test_check_sft_parallel.py holds VI812's SFT side to verl's apply_monkey_patch and FSDP engine source
+    "SFT Ulysses without remove padding": Case("VI812", "model.use_remove_padding",
+                                               SFT_ARGS + ["engine.ulysses_sequence_parallel_size=2",
+                                                           "model.use_remove_padding=false"],
+                                               script=True, options={"launch": SFT_LAUNCH}),
     "GSPO with token-level clip bounds": Case("VI915", f"{A}.policy_loss.loss_mode",
                                               with_(f"{A}.policy_loss.loss_mode=gspo", f"{A}.ppo_mini_batch_size=4")),
     # the distillation teacher pool (tests/test_distill_pool.py has verl's DistillationConfig on the same arithmetic):

@@ -357,6 +357,8 @@ def test_every_rule_has_a_test():
     tested |= {"VI985"}  # val_only without val_before_train: tests/test_check_validation.py (the trainers' fit, read)
     tested |= {"VI986"}  # the SFT loop's crashes: tests/test_check_validation.py (verl's SFT trainers, run on the CPU)
     tested |= {"VI785", "VI786", "VI787"}  # SFT pad mode / micro batch / truncation: tests/test_check_sft_data.py
+    tested |= {"VI788", "VI789"}  # SFT val set of no batch / placeholder lr: tests/test_check_sft_parallel.py (verl's
+    # SFTTrainer._build_dataloader on the CPU, verl's composed sft_trainer_engine optimizer)
     tested |= {"VI987"}  # a resumed launch's new W&B run: tests/test_check_tracking.py (verl's Tracking, read)
     tested |= {"VI780"}  # legacy trainer's unequal agent-loop split: tests/test_check_agent_config.py (verl's DataProto.chunk)
     tested |= {"VI781"}  # tool_schema keys verl drops: tests/test_check_agent_config.py (verl's schema models, dumped)

@@ -19,7 +19,7 @@ RULES: dict[str, tuple[str, str]] = {
     "VI809": ("value not in verl's choices", "estimators, losses, KL types, rollout engines, loggers, reward managers, strategies, schedulers, ..."),
     "VI810": ("rollout layout does not tile the GPUs", "engine_workers.py:659 / replica.py:113 / vllm_async_server.py:385"),
     "VI811": ("rollout TP crosses nodes", "a tensor-parallel group spans or straddles nodes: valid, but its traffic crosses the network"),
-    "VI812": ("Ulysses sequence parallel", "SP must divide the GPUs and the attention heads, and needs use_remove_padding (validate_config)"),
+    "VI812": ("Ulysses sequence parallel", "SP must divide the GPUs and the attention heads, and needs use_remove_padding (validate_config; for verl's SFT trainer engine.ulysses_sequence_parallel_size: fsdp/transformer_impl.py:148-152, monkey_patch.py:343-350)"),
     "VI813": ("Megatron layout", "TP×PP×CP and the expert grid ETP×EP×PP must divide the GPUs, VPP needs PP > 1, layers over "
                                  "PP×VPP, experts over EP (validate_config, Megatron-core); TP stays inside a node"),
     "VI818": ("Megatron TP and the attention heads", "num_attention_heads and num_query_groups (KV heads) must divide by "
@@ -294,6 +294,14 @@ RULES: dict[str, tuple[str, str]] = {
     "VI787": ("SFT left truncation that cuts the end", "data.truncation=left with data.pad_mode=no_padding: verl's "
               "MultiTurnSFTDataset keeps the first max_length tokens in its no_padding branch whatever the truncation "
               "(multiturn_sft_dataset.py:404-411), so over-length samples lose their final assistant turn(s)"),
+    "VI788": ("SFT validation set that makes no batch", "verl's SFT trainers batch validation like training: "
+              "data.train_batch_size // dp rows a rank with drop_last=True (sft_trainer.py:240-241, 255-267): a val "
+              "set with fewer rows than that per rank yields no batch and val/loss is nan (sft_trainer.py:419-429, "
+              "verl#7464)"),
+    "VI789": ("SFT learning rate left at the placeholder default", "optim.lr not set for a full-parameter SFT run: "
+              "verl's SFT tree takes the generic optimizer lr (optim/fsdp.yaml:12, 1e-3; 'Must be specified', "
+              "workers/config/optimizer.py:38) with a constant schedule and no warmup, 100x verl's earlier SFT "
+              "default 1e-5; LoRA runs are not flagged"),
     "VI987": ("relaunch opens a new W&B run", "trainer.resume_mode=auto (named in the launch) or resume_path with the "
               "wandb logger and no WANDB_RUN_ID/WANDB_RESUME: verl's Tracking calls wandb.init without id= or resume= "
               "(utils/tracking.py:85), so each relaunch that resumes a checkpoint logs to a new W&B run (verl#2783)"),

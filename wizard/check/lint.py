@@ -83,6 +83,8 @@ from wizard.check.rules.minibatches import rule_epoch_shuffle
 from wizard.check.rules.entropy import rule_entropy_chunking
 from wizard.check.rules.requirements import rule_requirements
 from wizard.check.rules.sft_data import rule_sft_left_truncation, rule_sft_micro_ignored, rule_sft_pad_mode
+from wizard.check.rules.sft_optim import rule_sft_default_lr
+from wizard.check.rules.sft_parallel import rule_sft_sequence_parallel, rule_sft_val_batches
 from wizard.check.rules.validation import rule_sft_loop, rule_val_only
 from wizard.check.rules.valuehead import rule_value_model
 from wizard.check.rules.memory import rule_memory
@@ -148,10 +150,13 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_policy_loss_keys, rule_kl_loss_gradient, rule_entropy_chunking, rule_sglang_mm_kwargs,
         rule_kl_cov_on_policy, rule_role_grad_clip, rule_epoch_shuffle)
     sft_rules = (rule_resume_sft, rule_sft_loop, rule_wandb_resume, rule_retention_across_restarts, rule_sft_pad_mode,
-                 rule_sft_micro_ignored, rule_sft_left_truncation) if src.entry == "sft" else ()
+                 rule_sft_micro_ignored, rule_sft_left_truncation, rule_sft_val_batches, rule_sft_default_lr) \
+        if src.entry == "sft" else ()
     with tool_imports(deep):  # check's agent rules import a tool module only with --deep, in the sandbox
         for rule in (*ppo_rules, *sft_rules, rule_searchpath, rule_launch_env, rule_working_dir_upload, rule_ray_socket_path, rule_slurm_cpus, rule_unread, rule_requirements):
             rule(c, f)
+    if sft_rules:
+        rule_sft_sequence_parallel(c, f, model_shape(c, "model.path")[0])
     if ppo_rules:
         rule_rollout_heads(c, f, shape)
         rule_fp8_blocks(c, f, shape)
