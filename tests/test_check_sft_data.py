@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from wizard.check.lint import check
-from wizard.check.torchrun import torchrun_world
+from wizard.check.torchrun import UNKNOWN, torchrun_world
 
 LAUNCH = "torchrun --standalone --nnodes=1 --nproc_per_node=8 -m verl.trainer.sft_trainer"
 ARGS = ["data.train_files=/data/train.parquet", "data.messages_key=messages", "model.path=Qwen/Qwen2.5-0.5B-Instruct",
@@ -53,7 +53,7 @@ def test_torchrun_world_is_torchs_own_reading(argv, monkeypatch):
     try:
         args = run.get_args_parser().parse_args([*argv, "-m", "verl.trainer.sft_trainer", "data.x=1"])
     except SystemExit:  # torch refuses it (an ambiguous abbreviation): the count is not one we may state
-        assert ours == "", argv
+        assert not ours.known, argv
         return
     lo, hi = run.parse_min_max_nnodes(args.nnodes)
     try:
@@ -61,8 +61,8 @@ def test_torchrun_world_is_torchs_own_reading(argv, monkeypatch):
     except ValueError:  # auto / gpu / cpu: counted on the node at launch
         per = None
     if per is None or lo != hi:
-        assert ours == "", argv
-    elif ours == "":  # an abbreviation torch takes: ours says "unknown", never a wrong count
+        assert not ours.known, argv
+    elif not ours.known:  # an abbreviation torch takes: ours says "unknown", never a wrong count
         assert any(not w.split("=")[0] in ("--nnodes", "--nproc-per-node", "--nproc_per_node")
                    for w in argv if w.startswith("--n")), argv
     else:
@@ -75,7 +75,7 @@ def test_torchrun_world_other_launchers():
     assert torchrun_world(["/opt/venv/bin/torchrun", "--nnodes=2", "--nproc-per-node=8", "-m"]) == (2, 8)
     assert torchrun_world(["python3"]) is None and torchrun_world([]) is None
     # PET_* in the launch's environment set what no flag gives (torch's action=env, run.py:425-438)
-    assert torchrun_world(["torchrun", "-m"], ["PET_NPROC_PER_NODE"]) == ""
+    assert torchrun_world(["torchrun", "-m"], ["PET_NPROC_PER_NODE"]) == UNKNOWN
     assert torchrun_world(["torchrun", "--nproc_per_node=2", "-m"], ["PET_NPROC_PER_NODE"]) == (1, 2)
 
 

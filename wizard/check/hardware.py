@@ -74,7 +74,7 @@ def _torchrun_hardware(src: Source, hw: Hardware) -> None:
     if world is None:
         return
     hw.source = "torchrun"
-    hw.nnodes, hw.gpus_per_node = world if world else (None, None)
+    hw.nnodes, hw.gpus_per_node = world
 
 
 def resolve_hardware(src: Source, res_flat: dict[str, Any], nnodes: int | None,

@@ -15,6 +15,7 @@ torchrun's environment (utils/distributed.py:62-75); trainer.nnodes / trainer.n_
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 NNODES = ("--nnodes",)
 NPROC = ("--nproc-per-node", "--nproc_per_node")
@@ -44,9 +45,24 @@ def _value(words: Sequence[str], i: int, names: tuple[str, ...]) -> tuple[str | 
     return None
 
 
-def torchrun_world(via: Sequence[str], env_names: Sequence[str] = ()) -> tuple[int, int] | None | str:
-    """(nnodes, nproc_per_node) a torchrun launch gives its workers; "" where the launch is torchrun's but the count
-    is not known before it runs (auto/gpu, an elastic MIN:MAX with MIN != MAX, an abbreviated option, the PET_*
+class TorchrunWorld(NamedTuple):
+    """The nodes and processes per node a torchrun launch gives its workers; both None (`known` false) where the
+    count is set only when the launch runs."""
+
+    nnodes: int | None
+    nproc_per_node: int | None
+
+    @property
+    def known(self) -> bool:
+        return self.nnodes is not None and self.nproc_per_node is not None
+
+
+UNKNOWN = TorchrunWorld(None, None)
+
+
+def torchrun_world(via: Sequence[str], env_names: Sequence[str] = ()) -> TorchrunWorld | None:
+    """The world a torchrun launch gives its workers; UNKNOWN where the launch is torchrun's but the count is not
+    known before it runs (auto/gpu, an elastic MIN:MAX with MIN != MAX, an abbreviated option, the PET_*
     environment); None where `via` does not launch torchrun."""
     at = _launcher_at(via)
     if at is None:
@@ -71,18 +87,18 @@ def torchrun_world(via: Sequence[str], env_names: Sequence[str] = ()) -> tuple[i
             continue
         head = w.split("=", 1)[0]
         if len(head) > 2 and any(n.startswith(head) for n in (*NNODES, *NPROC)):
-            return ""  # an abbreviation argparse may take (or refuse as ambiguous): not read here
+            return UNKNOWN  # an abbreviation argparse may take (or refuse as ambiguous): not read here
         i += 1
     if ("nnodes" not in seen and "PET_NNODES" in env_names) or ("nproc" not in seen and "PET_NPROC_PER_NODE" in env_names):
-        return ""
+        return UNKNOWN
     if nnodes is None or nproc is None:
-        return ""
+        return UNKNOWN
     parts = nnodes.split(":")
     try:
         lo, hi = (int(parts[0]), int(parts[0])) if len(parts) == 1 else (int(parts[0]), int(parts[1]))
         per = int(nproc)
     except (ValueError, IndexError):
-        return ""
+        return UNKNOWN
     if len(parts) > 2 or lo != hi or lo < 1 or per < 1:
-        return ""
-    return lo, per
+        return UNKNOWN
+    return TorchrunWorld(lo, per)
