@@ -303,6 +303,7 @@ def test_every_rule_has_a_test():
     tested |= {"VI873", "VI874", "VI875", "VI876", "VI877"}  # tests/test_sandbox_boundary.py (static read, --deep)
     tested |= {"VI878", "VI879"}  # VI878: test_data_content.py, VI879: test_force_stale.py
     tested |= {"VI794", "VI795", "VI796"}  # tests/test_check_rl_data.py (VI878's ground-truth type there too)
+    tested |= {"VI765", "VI766", "VI922"}  # tests/test_check_reward_scoring.py (and VI875's worker-thread call)
     tested |= {"VI891"}  # a missing --config-path config needs a launch script: tests/test_verl_readers.py
     tested |= {"VI904", "VI905", "VI906"}  # tests/test_check_mechanisms.py (each class twice, with a valid control)
     tested |= {"VI972"}  # a save_to_disk folder as train_files: tests/test_data_saved.py

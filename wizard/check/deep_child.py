@@ -192,6 +192,50 @@ def reward_phase(cfg: Any, tok: Any, row: dict[str, Any], p: Phases) -> None:
         p.fail("VI875", "reward", keys, f"the score function returned {type(score).__name__} "
                f"{str(score)[:80]!r}: verl's reward managers need a number or a dict with 'score'",
                "return a float, or {'score': float, ...}")
+        return
+    if fn is not None and not _is_async(fn):
+        _thread_score(fn, dict(data_source=source, solution_str=answer, ground_truth=truth, extra_info=extra),
+                      value, keys, p)
+
+
+def _is_async(fn: Any) -> bool:
+    import inspect
+
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "func", None))
+
+
+def _thread_score(fn: Any, kwargs: dict[str, Any], main: float, keys: list[str], p: Phases) -> None:
+    """The function called as verl's reward-loop managers call a synchronous one: `loop.run_in_executor(None, ...)`,
+    in a worker thread (experimental/reward_loop/reward_manager/naive.py:74-84). A score that differs from the
+    main thread's (signal.alarm timeouts: signal.signal raises ValueError off the main thread, and math_verify
+    returns 0 for it) is what every sample of the run gets (verl PR#5635)."""
+    import asyncio
+
+    async def in_executor() -> Any:
+        return await asyncio.get_running_loop().run_in_executor(None, lambda: fn(**kwargs))
+
+    try:
+        score = asyncio.run(in_executor())
+    except Exception as exc:  # noqa: BLE001
+        p.fail("VI875", "reward", keys, f"your reward function returns {main!r} in the main thread but raises in a "
+               f"worker thread, where verl's reward managers call it (reward_manager/naive.py:74-84): {_msg(exc)}",
+               "drop signal-based timeouts (signal.alarm; math_verify's parsing_timeout/timeout_seconds=None), or "
+               "make the function async def")
+        return
+    value = score.get("score") if isinstance(score, dict) else score
+    if value != main:
+        try:  # a function that scores at random (or keeps state) is not this finding's business
+            again = fn(**kwargs)
+        except Exception:  # noqa: BLE001
+            return
+        if (again.get("score") if isinstance(again, dict) else again) != main:
+            return
+        p.fail("VI875", "reward", keys, f"your reward function scores a correct sample {main!r} in the main thread "
+               f"but {value!r} in a worker thread, where verl's reward managers call it (loop.run_in_executor, "
+               "reward_manager/naive.py:74-84): signal-based timeouts (signal.alarm, math_verify's defaults) fail "
+               "there, so every reward of the run is the worker thread's (verl PR#5635)",
+               "drop signal-based timeouts (math_verify.parse(..., parsing_timeout=None), verify(..., "
+               "timeout_seconds=None), no signal.alarm), or make the function async def")
 
 
 def data_phase(cfg: Any, tok: Any, files: list[str], p: Phases, where: str, proc: Any = None) -> None:

@@ -4,7 +4,9 @@ holding a JSON chat, an empty prompt, a system message not first) and the scorer
 scorer, as a string where verl's default scorer compares strings: STRING_GT_SCORERS; a data_source verl's default
 scoring knows; neither when a custom reward function or a reward model scores) and, in a row with images, videos or
 audio, one placeholder per item (RLHFDataset._build_messages). One finding per kind of problem
-in a file, at its first row; `verl-init validate-dataset FILE` lists every row.
+in a file, at its first row; `verl-init validate-dataset FILE` lists every row. The same rows feed VI766 (a prompt
+asking for an answer format its scorer does not accept) and VI922 (one set mixing data_sources whose scorers give
+different reward_extra_info keys): wizard/check/rules/scorer_formats.py says why.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from wizard._parquet import DecodeCapExceeded, saved_dataset
+from wizard.check.rules import scorer_formats
 from wizard.check.rules.context import Ctx, Facts, local_path
 from wizard.check.shellargs import PLACEHOLDER
 
@@ -120,10 +123,12 @@ def rule_data_content(c: Ctx, f: Facts) -> None:
     model_scored = not custom and bool(c.v("reward.reward_model.enable"))
     media_keys = {kind: key for kind in ("image", "video", "audio")
                   if isinstance(key := c.v(f"data.{kind}_key", f"{kind}s"), str)}
+    builtin = not custom and not model_scored  # the row's data_source picks verl's built-in scorer
     for key in ("data.train_files", "data.val_files"):
         value = c.v(key)
         if c.unknown(key) or value is None:
             continue
+        sources: dict[str, str] = {}  # data_source -> the first file naming it, over this set's files
         for path in ([value] if isinstance(value, str) else value if isinstance(value, list) else []):
             if not isinstance(path, str) or PLACEHOLDER in path:
                 continue
@@ -141,6 +146,8 @@ def rule_data_content(c: Ctx, f: Facts) -> None:
                     columns |= set(row) if len(columns) < 64 else set()
                     for message, hint in _row_problems(row, prompt_key, custom, media_keys, model_scored):
                         first.setdefault(hint[hint.rfind("["):], (n, message, hint))
+                    if builtin:
+                        _scorer_row(row, prompt_key, n, first, sources, path)
             except DecodeCapExceeded as exc:  # a decompression bomb: one line
                 c.add("VI878", "error", (key,), f"{path} cannot be read within verl-init's bounds: {exc}",
                       f"check the file with `verl-init validate-dataset {path}`")
@@ -148,10 +155,52 @@ def rule_data_content(c: Ctx, f: Facts) -> None:
                 continue
             if rows and not keyed:
                 _missing_prompt_column(c, key, path, prompt_key, sorted(columns))
+            wrong_format = first.pop("[VI766]", None)
+            if wrong_format:
+                c.add("VI766", "warning", (key, "data.prompt_key"), f"{path} row {wrong_format[0]}: {wrong_format[1]}",
+                      wrong_format[2])
             for n, message, hint in first.values():
                 c.add("VI878", "error", (key, "data.prompt_key"), f"{path} row {n}: {message}",
                       hint if hint.endswith(GT_TYPE) else
                       f"{hint}; list every such row with `verl-init validate-dataset {path}`")
+        if builtin:
+            _mixed_scorers(c, key, sources)
+
+
+def _scorer_row(row: dict[str, Any], prompt_key: str, n: int, first: dict[str, tuple[int, str, str]],
+                sources: dict[str, str], path: str) -> None:
+    """VI766's check of one row (kept under the tag "[VI766]" in `first`), and its data_source noted for VI922."""
+    ds = row.get("data_source")
+    if isinstance(ds, str):
+        sources.setdefault(ds, path)
+    if "[VI766]" in first:
+        return
+    wrong = scorer_formats.format_mismatch(row.get(prompt_key), ds)
+    if wrong:
+        named, accepted = wrong
+        first["[VI766]"] = (n, f"the prompt asks for {' / '.join(map(repr, named))} but data_source {ds!r} is scored by verl's "
+                            f"built-in scorer, which gives full marks only to {' or '.join(map(repr, accepted))} (run on the same "
+                            "correct answer in each format: wizard/check/data/verl_scorer_formats.json; gsm8k's "
+                            "extracts '#### N' only, utils/reward_score/gsm8k.py:20-31): a model that follows the "
+                            "prompt scores 0 on every sample, with no error (verl#2150)",
+                            f"ask for {' or '.join(map(repr, accepted))} in the prompt, or set reward.custom_reward_function to a "
+                            "scorer that reads the format the prompt asks for [VI766]")
+
+
+def _mixed_scorers(c: Ctx, key: str, sources: dict[str, str]) -> None:
+    groups = scorer_formats.mixed_extra_info(list(sources))
+    if not groups:
+        return
+    shown = "; ".join(f"{', '.join(repr(ds) for ds in names[:3])} -> {{{', '.join(keys)}}}"
+                      for keys, names in groups.items())
+    c.add("VI922", "warning", (key,),
+          f"{key} mixes data_sources whose built-in scorers give reward_extra_info different keys ({shown}; a float "
+          "score becomes {acc}, a dict keeps its keys: experimental/reward_loop/reward_manager/naive.py:86-95). verl "
+          "takes the keys from the first sample of each chunk (experimental/agent_loop/agent_loop.py:1107-1111, "
+          "reward_loop.py:365-369): a chunk whose first sample has a key another lacks stops with KeyError (e.g. "
+          "'score'), the other order drops the keys (verl#1031)",
+          "score every data_source with one reward.custom_reward_function that returns the same keys for all (e.g. "
+          "{'score': s, 'acc': a} for each), or train on one scorer's data_sources per run")
 
 
 def _missing_prompt_column(c: Ctx, key: str, path: str, prompt_key: str, columns: list[str]) -> None:
