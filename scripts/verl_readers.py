@@ -16,6 +16,19 @@ Each file lies in a *scope*: the configuration under which verl runs it (an engi
 server, a trainer mode, an entry point other than main_ppo), from verl's dispatch code cited in SCOPES below;
 files outside every scope run for every configuration of main_ppo. wizard.check.rules.readers warns on a key the
 user sets that only modules of inactive scopes read.
+
+`dead` is the strict subset of `unread` that no code of verl can act on (wizard.check.rules.deadkeys, VI797): a key
+whose leaf name (1) is declared as a field of a config dataclass (verl/workers/config, verl/trainer/config), (2) occurs
+nowhere else in verl's code outside tests/ -- not as a name, an attribute, a keyword, a parameter, an import, nor a
+word of any string (getattr(x, "leaf"), .get("leaf"), docstrings) -- and (3) whose declaring dataclass is never
+iterated field by field: no `fields(x)` / `asdict(x)` / `astuple(x)` / `vars(x)` on a parameter annotated with that
+class or one of its bases (VeOmniEngineConfig: workers/engine/veomni/transformer_impl.py:77 forwards every
+`*_implementation` field to VeOmni). The other wholesale conversions in verl are of whole trees for logging or of
+other libraries' objects (OmegaConf.to_container(config) for the trackers and pprint; Megatron's TransformerConfig at
+utils/checkpoint/megatron_checkpoint_manager.py:111), and none of them is of a dataclass declaring a dead key's leaf
+by construction of (2): a `**` or to_container of a sub-tree handed to a callee in verl would need the callee to name
+the leaf. Keys whose whole subtree verl passes on (override_transformer_config.*, ray_kwargs.ray_init.*, ...) are
+not dataclass fields, so (1) leaves them out. Each dead key lists its declaration(s) as evidence.
 """
 
 from __future__ import annotations
@@ -190,6 +203,92 @@ def key_paths() -> list[str]:
     return sorted(keys)
 
 
+CONFIG_DIRS = ("workers/config/", "trainer/config/")
+WHOLESALE_CALLS = ("fields", "asdict", "astuple", "vars")
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _declarations(root: Path) -> tuple[dict[str, list[tuple[str, str]]], dict[str, list[str]], set[tuple[str, int]]]:
+    """leaf -> [(file:line, class)] of the config dataclasses' fields; class -> its base names; the declaring
+    (file, line) pairs, which are not uses."""
+    decl: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    bases: dict[str, list[str]] = {}
+    spots: set[tuple[str, int]] = set()
+    for d in CONFIG_DIRS:
+        for path in sorted((root / d).rglob("*.py")):
+            rel = path.relative_to(root).as_posix()
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if not isinstance(node, ast.ClassDef):
+                    continue
+                bases[node.name] = [ast.unparse(b).rsplit(".", 1)[-1] for b in node.bases]
+                for stmt in node.body:
+                    if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+                        decl[stmt.target.id].append((f"verl/{rel}:{stmt.lineno}", node.name))
+                        spots.add((rel, stmt.lineno))
+    return decl, bases, spots
+
+
+def _uses_and_wholesale(root: Path, spots: set[tuple[str, int]]) -> tuple[set[str], dict[str, str]]:
+    """Every word verl's code (tests/ left out) names outside the field declarations, and the classes whose
+    instances it iterates field by field (class -> file:line)."""
+    words: set[str] = set()
+    wholesale: dict[str, str] = {}
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith("tests/"):
+            continue
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except (SyntaxError, UnicodeDecodeError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name):
+                if (rel, node.lineno) not in spots or not isinstance(node.ctx, ast.Store):
+                    words.add(node.id)
+            elif isinstance(node, ast.Attribute):
+                words.add(node.attr)
+            elif isinstance(node, ast.keyword) and node.arg:
+                words.add(node.arg)
+            elif isinstance(node, ast.arg):
+                words.add(node.arg)
+            elif isinstance(node, ast.alias):
+                words.update(_WORD.findall(f"{node.name} {node.asname or ''}"))
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                words.update(_WORD.findall(node.value))
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                ann = {a.arg: ast.unparse(a.annotation) for a in [*node.args.args, *node.args.kwonlyargs]
+                       if a.annotation is not None}
+                for call in ast.walk(node):
+                    if (isinstance(call, ast.Call) and call.args and isinstance(call.args[0], ast.Name)
+                            and ast.unparse(call.func).rsplit(".", 1)[-1] in WHOLESALE_CALLS
+                            and call.args[0].id in ann):
+                        for cls in _WORD.findall(ann[call.args[0].id]):
+                            wholesale.setdefault(cls, f"verl/{rel}:{call.lineno}")
+    return words, wholesale
+
+
+def dead_keys(root: Path, keys: list[str], unread: list[str]) -> dict[str, dict[str, Any]]:
+    """The unread keys nothing in verl can act on (the module docstring's criterion), with the evidence."""
+    decl, bases, spots = _declarations(root)
+    words, wholesale = _uses_and_wholesale(root, spots)
+
+    def iterated(cls: str, seen: frozenset[str] = frozenset()) -> str | None:
+        if cls in wholesale:
+            return wholesale[cls]
+        return next((w for b in bases.get(cls, ()) if b not in seen
+                     if (w := iterated(b, seen | {cls})) is not None), None)
+
+    out: dict[str, dict[str, Any]] = {}
+    for k in unread:
+        leaf = k.rsplit(".", 1)[-1]
+        if leaf not in decl or leaf in words:
+            continue
+        if any(iterated(cls) for _, cls in decl[leaf]):
+            continue
+        out[k] = {"declared": sorted({f"{where} ({cls})" for where, cls in decl[leaf]})}
+    return out
+
+
 def build() -> dict[str, Any]:
     from importlib.metadata import version
 
@@ -245,6 +344,7 @@ def build() -> dict[str, Any]:
                    for n, s in {**SCOPES, **_ENGINE_SCOPES}.items()} | managers,
         "keys": {k: {s: v for s, v in sorted(found[k].items())} for k in keys if k in found},
         "unread": [k for k in keys if k not in found],
+        "dead": dead_keys(root, keys, [k for k in keys if k not in found]),
     }
 
 

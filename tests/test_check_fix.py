@@ -143,6 +143,9 @@ CASES = {
     # tests/test_check_profiling.py holds the count to verl's worker group and Nsight profiler
     "nsys whole-step capture end (verl#4920)": Case("VI976", "global_profiler.global_tool_config.nsys.worker_nsight_options.capture-range-end",
                                                   with_("global_profiler.tool=nsys", "global_profiler.steps=[1,2]")),
+    # tests/test_layered_summon.py holds it to verl's collect_lora_params and the worker's base_sync_done
+    "LoRA layered_summon with dummy weights (verl#3516)": Case("VI790", f"{R}.layered_summon", with_(
+        "actor_rollout_ref.model.lora_rank=64", "actor_rollout_ref.model.lora_alpha=32", f"{R}.layered_summon=True")),
     # tests/test_check_multimodal.py holds both to verl's RLHFDataset and agent loop
     "image patch size unlike the model's (verl#6592)": Case("VI798", "data.image_patch_size", with_(
         "actor_rollout_ref.model.path=Qwen/Qwen2.5-VL-3B-Instruct", "data.filter_overlong_prompts=True",

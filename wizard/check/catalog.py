@@ -329,6 +329,18 @@ RULES: dict[str, tuple[str, str]] = {
               "to a value other than the role's optim.clip_grad: the keys are dataclass fields nothing reads "
               "(workers/config/actor.py:308, critic.py:210); the engines clip with optim.clip_grad, default 1.0 "
               "(fsdp/transformer_impl.py:795-811, verl PR#7923)"),
+    "VI790": ("layered_summon that fails or does nothing", "rollout.layered_summon=True: with FSDP LoRA adapters synced "
+              "to the rollout (lora_rank > 0, lora.merge False, naive checkpoint engine) and a dummy load_format, the "
+              "first weight sync raises ValueError (workers/engine_workers.py:673, utils/fsdp_utils.py:725-730, "
+              "verl#3516); anywhere else nothing reads it (fsdp/transformer_impl.py:977, vllm_rollout.py:125-127)"),
+    "VI797": ("config key no code of verl reads", "a key set to a non-default value that verl declares as a config "
+              "dataclass field and never reads anywhere (the `dead` list of wizard/check/data/verl_readers.json, e.g. "
+              "rollout.over_sample_rate of PR#2929, workers/config/rollout.py:179): the run behaves as with the default "
+              "(info where the value is what verl does anyway: rollout.multi_stage_wake_up=True)"),
+    "VI921": ("rollout without CUDA graphs", "rollout.enforce_eager=True with vLLM/SGLang turns the engine's CUDA graphs "
+              "off (vllm_async_server.py:339, async_sglang_server.py:318); freeing the engine does not need it (sleep "
+              "reads only free_cache_engine, vllm_async_server.py:853-861); rollout.cudagraph_capture_sizes trims the "
+              "graph memory instead (verl#1414)"),
     "VI792": ("PPO epochs replay one mini-batch order", "ppo_epochs > 1 over several mini-batches with shuffle=False "
               "(verl's default; the critic's follows the actor's): make_iterator re-iterates one unshuffled "
               "DataLoader, so each epoch takes the same mini-batches in the same order (tensordict_utils.py:603-610, "

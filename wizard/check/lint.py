@@ -42,6 +42,9 @@ from wizard.check.rules.agentworkers import rule_agent_workers
 from wizard.check.rules.algorithm import (rule_kl_horizon, rule_kl_resume, rule_remax_baseline,
                                           rule_rollout_correction_logprobs, rule_summed_loss)
 from wizard.check.rules.profiling import rule_nsys_range
+from wizard.check.rules.layered_summon import rule_layered_summon
+from wizard.check.rules.cudagraphs import rule_enforce_eager
+from wizard.check.rules.deadkeys import rule_dead_keys
 from wizard.check.rules.megatron_pool import rule_megatron_pool
 from wizard.check.rules.prompts import rule_chat_template, rule_prompt_lengths
 from wizard.check.rules.fsdp_mesh import rule_fsdp_mesh
@@ -149,7 +152,8 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_rollout_logprob_contract, rule_retention_across_restarts, rule_kl_resume,
         rule_summed_loss, rule_checkpoint_nodes, rule_separate_async, rule_forced_naive, rule_one_step_off,
         rule_policy_loss_keys, rule_kl_loss_gradient, rule_entropy_chunking, rule_sglang_mm_kwargs,
-        rule_kl_cov_on_policy, rule_role_grad_clip, rule_epoch_shuffle)
+        rule_kl_cov_on_policy, rule_role_grad_clip, rule_epoch_shuffle, rule_layered_summon, rule_enforce_eager,
+        rule_dead_keys)
     sft_rules = (rule_resume_sft, rule_sft_loop, rule_wandb_resume, rule_retention_across_restarts, rule_sft_pad_mode,
                  rule_sft_micro_ignored, rule_sft_left_truncation, rule_sft_val_batches, rule_sft_default_lr) \
         if src.entry == "sft" else ()
