@@ -18,6 +18,7 @@ import pytest
 
 from wizard.check.lint import check
 from wizard.check.rules.sft_parallel import val_batches
+from test_check_validation import HTTP_STUBS
 
 ARGS = ["data.messages_key=messages", "trainer.logger=[console]", "optim.lr=1e-5"]
 
@@ -135,14 +136,9 @@ def test_verls_fsdp_engine_refuses_sp_without_remove_padding():
 
 # --- VI788 ---------------------------------------------------------------------------------------------------------
 
-ORACLE = r'''
+ORACLE = HTTP_STUBS + r'''
 import json, sys, types
 from unittest import mock
-for name in ("uvicorn", "fastapi"):  # the rollout server's HTTP modules: imported by verl.workers, unused by SFT
-    try:
-        __import__(name)
-    except ImportError:
-        sys.modules[name] = mock.MagicMock()
 from omegaconf import OmegaConf
 from verl.trainer import sft_trainer, sft_trainer_ray
 

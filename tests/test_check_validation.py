@@ -152,14 +152,20 @@ def test_check_is_silent_on_the_real_valid_control(tmp_path):
 
 # --- VI986: verl's SFT loop, run ---------------------------------------------------------------------------------
 
-ORACLE = r'''
-import json, os, sys, tempfile, types
+# verl.workers imports the rollout server's HTTP modules; an SFT child process stubs them where absent
+HTTP_STUBS = r'''
+import sys
 from unittest import mock
 for name in ("uvicorn", "fastapi"):  # the rollout server's HTTP modules: imported by verl.workers, unused by SFT
     try:
         __import__(name)
     except ImportError:
         sys.modules[name] = mock.MagicMock()
+'''
+
+ORACLE = HTTP_STUBS + r'''
+import json, os, sys, tempfile, types
+from unittest import mock
 import torch
 import verl
 from hydra import compose, initialize_config_dir
