@@ -122,6 +122,7 @@ def test_the_two_grids_count_different_tokens(monkeypatch):
     assert counts[14] < counts[16]  # the filter under-counts: a prompt at the limit passes it and stops the rollout
 
 
+@pytest.mark.slow
 def test_vi798_fires_on_the_class_and_is_silent_on_controls():
     hit = _hits("VI798", QWEN3_VL, ON, "data.image_patch_size=14")
     assert hit and hit[0].problem.severity == "warning" and hit[0].fix.set == {"data.image_patch_size": 16}
@@ -199,6 +200,7 @@ def test_verl_raises_on_a_long_image_prompt_and_cuts_a_text_one():
     assert src.count("self.truncation") == 1 and "self.truncation = config.get(" in src
 
 
+@pytest.mark.slow
 def test_vi799_fires_on_the_class_and_is_silent_on_controls():
     hit = _hits("VI799", QWEN3_VL)  # verl's default: filter off
     assert hit and hit[0].problem.severity == "warning" and hit[0].fix.set == {"data.filter_overlong_prompts": True}
@@ -250,6 +252,7 @@ def test_sglang_server_refuses_the_keyword_verl_forwards():
     sglang.bind(None, **{k: v for k, v in call.items() if k != "mm_processor_kwargs"})  # control: without it
 
 
+@pytest.mark.slow
 def test_vi920_fires_on_the_class_and_is_silent_on_controls():
     sg = "actor_rollout_ref.rollout.name=sglang"
     hit = _hits("VI920", QWEN25_VL, ON, sg, "+data.mm_processor_kwargs.max_pixels=802816")

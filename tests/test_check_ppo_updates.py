@@ -37,6 +37,7 @@ def _compose(overrides: list[str]):
 
 # ---- VI791: grad_clip ------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.verl
 def test_verl_reads_grad_clip_only_as_optim_alias():
     """Every `.grad_clip` attribute, getattr/get("grad_clip") and "grad_clip" string in verl's code: the only reads
@@ -55,6 +56,7 @@ def test_verl_reads_grad_clip_only_as_optim_alias():
     assert reads and all(r.startswith("workers/config/optimizer.py:") for r in reads), reads
 
 
+@pytest.mark.slow
 @pytest.mark.verl
 def test_verl_engine_clips_with_optim_clip_grad_not_grad_clip():
     import types
@@ -80,6 +82,7 @@ def test_verl_engine_clips_with_optim_clip_grad_not_grad_clip():
         assert before > 1.0 and after == pytest.approx(VERL_CLIP_DEFAULT, rel=1e-4)  # 1.0, not 0.2
 
 
+@pytest.mark.slow
 def test_check_warns_on_role_grad_clip_and_moves_it():
     [actor] = _hits("VI791", f"{A}.grad_clip=0.2")
     assert actor.problem.severity == "warning" and "max_norm=1.0, not 0.2" in actor.problem.message
@@ -123,6 +126,7 @@ def test_verl_replays_the_same_mini_batches_each_epoch_without_shuffle():
     assert len({tuple(epoch) for epoch in orders[True]}) > 1
 
 
+@pytest.mark.slow
 def test_check_notes_replayed_epochs_for_actor_and_critic():
     [actor] = _hits("VI792", f"{A}.ppo_epochs=4")
     assert actor.problem.severity == "info" and "same 2 mini-batches" in actor.problem.message

@@ -35,6 +35,7 @@ def _vi878(report) -> list:
     return [f.problem for f in report.findings if f.problem.rule == "VI878" and "no row has the column" in f.problem.message]
 
 
+@pytest.mark.slow
 @pytest.mark.verl
 def test_verl_keeps_no_row_and_check_names_the_key(tmp_path, tiny_model):
     data = _parquet(tmp_path / "train.parquet", [row(i) for i in range(4)])  # chats under 'prompt'
@@ -59,6 +60,7 @@ def test_a_key_some_rows_have_is_not_this_finding(tmp_path):
     assert not _vi878(_check(data, data))
 
 
+@pytest.mark.slow
 @pytest.mark.verl
 @pytest.mark.parametrize("key", ["train_files", "val_files"])
 def test_the_planner_refuses_a_raw_file_verl_would_read_as_is(tmp_path, tiny_model, key):

@@ -94,6 +94,7 @@ def _plain_score(data_source, solution_str, ground_truth, extra_info=None):
     return 1.0 if ground_truth in solution_str else 0.0
 
 
+@pytest.mark.slow
 @pytest.mark.verl
 def test_verl_runs_a_sync_reward_function_off_the_main_thread():
     assert _alarm_score("x", "#### 72", "72") == 1.0  # the main thread: fine

@@ -63,6 +63,7 @@ SOLUTIONS = {"gsm8k": "So 100 + 8 = 108.\n#### 108", "math_reward": "The sum is 
              "math_dapo": "The sum is 108.\nAnswer: 108", "prime_math": "The sum is \\boxed{108}"}
 
 
+@pytest.mark.slow
 @pytest.mark.verl
 def test_verl_scores_a_numeric_ground_truth_as_wrong_or_raises():
     from verl.utils.reward_score import default_compute_score
@@ -160,6 +161,7 @@ def agent_loop_oracle():
     return json.loads(line[len("ORACLE"):])
 
 
+@pytest.mark.slow
 @pytest.mark.verl
 def test_verls_tool_loop_gives_a_flat_tools_kwargs_to_no_tool(agent_loop_oracle):
     from wizard.check.rules.toolkwargs import misplaced_keys

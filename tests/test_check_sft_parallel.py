@@ -85,6 +85,7 @@ def _verl_accepts_sp(model_dir: Path, sp: int) -> bool:
     return True
 
 
+@pytest.mark.slow
 @pytest.mark.verl
 @pytest.mark.parametrize("sp", SPS)
 def test_sft_ulysses_heads_match_verls_monkey_patch(sp, tmp_path):
@@ -104,6 +105,7 @@ def test_sft_ulysses_heads_match_verls_monkey_patch(sp, tmp_path):
             assert _verl_accepts_sp(model, valid), heads[0].hint
 
 
+@pytest.mark.slow
 def test_r27_06_qwen25_7b_sp8_from_the_catalogue_and_the_world(tmp_path):
     """The real case, with the model on the hub (heads from verl-init's catalogue), and SP against torchrun's world."""
     _bash_or_skip()
@@ -176,6 +178,7 @@ def _verls_val_batches(cases: list) -> list[list[int]]:
     return json.loads(line.removeprefix("RESULTS "))
 
 
+@pytest.mark.slow
 @pytest.mark.verl
 def test_val_batches_is_verls_dataloader():
     pytest.importorskip("verl")

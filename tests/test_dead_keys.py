@@ -56,6 +56,7 @@ def _dead() -> dict:
     return readers_table()["dead"]
 
 
+@pytest.mark.slow
 @pytest.mark.verl
 def test_each_dead_keys_name_occurs_only_where_verl_declares_it():
     dead = _dead()

@@ -54,6 +54,7 @@ def test_verl_maps_enforce_eager_to_the_graph_switch_and_frees_without_it():
         assert any(k.endswith(name) and "free_cache_engine" in v for k, v in sleeps.items()), name
 
 
+@pytest.mark.slow
 @pytest.mark.verl
 def test_nothing_else_in_verl_reads_enforce_eager():
     root = _verl()

@@ -97,6 +97,7 @@ def test_verls_worker_asks_for_the_base_sync_exactly_when_load_format_is_dummy()
     assert "per_tensor_param, _ = self.actor.engine.get_per_tensor_param()" in update
 
 
+@pytest.mark.slow
 @pytest.mark.verl
 def test_only_the_fsdp_engines_and_vllms_unread_sleep_level_take_layered_summon():
     root = _verl()
@@ -133,6 +134,7 @@ def test_only_the_fsdp_engines_and_vllms_unread_sleep_level_take_layered_summon(
         root / "workers" / "engine" / "fsdp" / "fsdp_turbo_impl.py").read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_check_reports_lora_layered_summon_with_a_dummy_format():
     (hit,) = _hits(*LORA, f"{LS}=True")
     assert hit.problem.severity == "error" and "fsdp_utils.py:725-730" in hit.problem.message
@@ -159,5 +161,6 @@ def test_check_notes_layered_summon_that_nothing_reads(extra):
     assert [h.problem.severity for h in hits] == ["info"], hits
 
 
+@pytest.mark.slow
 def test_check_is_silent_without_layered_summon():
     assert _hits(*LORA) == [] and _hits() == []
