@@ -28,6 +28,7 @@ from typing import Any
 
 from wizard.check.rules.context import M, Ctx, Facts, model_folder
 from wizard.check.shellargs import PLACEHOLDER
+from wizard.planner.reasoning import MAX_TEMPLATE_BYTES  # the bound the planner reads chat templates with
 
 TRUNC, FILTER = "data.truncation", "data.filter_overlong_prompts"
 KWARGS = "data.apply_chat_template_kwargs"
@@ -36,7 +37,6 @@ KWARGS = "data.apply_chat_template_kwargs"
 CALL_PARAMETERS = frozenset({"conversation", "tools", "documents", "chat_template", "add_generation_prompt",
                              "continue_final_message", "tokenize", "padding", "truncation", "max_length",
                              "return_tensors", "return_dict", "return_assistant_tokens_mask", "tokenizer_kwargs"})
-MAX_TEMPLATE_BYTES = 4 << 20
 
 
 def rule_truncation(c: Ctx, f: Facts) -> None:
