@@ -25,7 +25,7 @@ from wizard.intent.errors import WizardError
 PKG = ROOT / "wizard"
 # Lower layers never import higher ones. Modules directly under wizard/ (the API, the version) are the top.
 # wizard/_version.py and wizard/resources.py (package data) are the ground floor.
-LAYERS = {"_version": -1, "resources": -1, "_io": -1, "_sandbox": -1, "_parquet": -1, "intent": 0, "verlspec": 0, "planner": 1, "renderer": 2, "check": 3, "verify": 3, "smoketest": 3,
+LAYERS = {"_version": -1, "resources": -1, "_io": -1, "_sandbox": -1, "_parquet": -1, "_chat_templates": -1, "intent": 0, "verlspec": 0, "planner": 1, "renderer": 2, "check": 3, "verify": 3, "smoketest": 3,
           "env": 3, "cli": 4}
 
 

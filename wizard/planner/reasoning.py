@@ -16,6 +16,8 @@ import os
 import re
 from typing import Optional
 
+from wizard._chat_templates import MAX_TEMPLATE_BYTES  # noqa: F401  (the bound every chat-template read uses)
+
 # checkpoint names (a hub id's or a folder's last part) whose model thinks by default, and why (each family's model
 # card on huggingface.co)
 THINKING_IDS: tuple[tuple[str, str], ...] = (
@@ -28,32 +30,20 @@ THINKING_IDS: tuple[tuple[str, str], ...] = (
     (r"deepseek-r1", "DeepSeek-R1 and its distills reason in a <think> block (their chat template opens it)"),
     (r"^gpt-oss-", "gpt-oss reasons in its analysis channel (harmony format, medium effort by default)"),
 )
-MAX_TEMPLATE_BYTES = 4 << 20
 _THINKS = re.compile(r"<think>")
 # a template whose thinking waits to be switched on (enable_thinking false unless the caller sets it)
 _OPT_IN = re.compile(r"enable_thinking\s*(?:is\s+(?:defined\s+and\s+enable_thinking\s+is\s+)?true|\|\s*default\(\s*false)")
 
 
 def _local_template(path: str) -> Optional[str]:
-    """The chat template of a local model folder, or None (no folder, no template, unreadable)."""
+    """The chat template of a local model folder (its named templates joined), or None (no folder, no template,
+    unreadable). The tokenizer's templates only: the processor's chat_template.json does not decide thinking."""
     if not path or not os.path.isdir(path):
         return None
-    from wizard._io import read_user_file, safe_json
+    from wizard._chat_templates import folder_templates
 
-    jinja = os.path.join(path, "chat_template.jinja")
-    try:
-        if os.path.isfile(jinja):
-            return read_user_file(jinja, MAX_TEMPLATE_BYTES).decode("utf-8", errors="replace")
-        cfg = os.path.join(path, "tokenizer_config.json")
-        if not os.path.isfile(cfg):
-            return None
-        data = safe_json(read_user_file(cfg, MAX_TEMPLATE_BYTES))
-    except (OSError, ValueError):
-        return None
-    tpl = data.get("chat_template") if isinstance(data, dict) else None
-    if isinstance(tpl, list):  # named templates: [{"name": ..., "template": ...}]
-        tpl = " ".join(str(t.get("template", "")) for t in tpl if isinstance(t, dict))
-    return tpl if isinstance(tpl, str) else None
+    templates = folder_templates(path, processor=False, errors="replace")
+    return " ".join(templates) if templates else None
 
 
 def thinks_by_default(model: Optional[str]) -> Optional[str]:

@@ -23,17 +23,15 @@ site-packages/verl):
 from __future__ import annotations
 
 import re
-from pathlib import Path
-from typing import Any
 
 from wizard.check.rules.context import M, Ctx, Facts, model_folder
 from wizard.check.shellargs import PLACEHOLDER
-from wizard.planner.reasoning import MAX_TEMPLATE_BYTES  # the bound the planner reads chat templates with
+from wizard._chat_templates import folder_templates  # the planner reads templates with the same reader
 
 TRUNC, FILTER = "data.truncation", "data.filter_overlong_prompts"
 KWARGS = "data.apply_chat_template_kwargs"
 # transformers' apply_chat_template's own parameters (PreTrainedTokenizerBase.apply_chat_template): not template
-# variables (tests/test_prompt_options.py compares this with transformers' signature)
+# variables (tests/test_check_rl_data.py compares this with transformers' signature)
 CALL_PARAMETERS = frozenset({"conversation", "tools", "documents", "chat_template", "add_generation_prompt",
                              "continue_final_message", "tokenize", "padding", "truncation", "max_length",
                              "return_tensors", "return_dict", "return_assistant_tokens_mask", "tokenizer_kwargs"})
@@ -63,37 +61,6 @@ def template_kwargs(c: Ctx) -> list[str]:
     prefix = KWARGS + "."
     keys = {k[len(prefix):].split(".", 1)[0] for k in c.res.user if k.startswith(prefix)}
     return sorted(k for k in keys if k not in CALL_PARAMETERS and not c.unknown(prefix + k))
-
-
-def folder_templates(folder: Path) -> list[str] | None:
-    """Every chat template of a model folder that transformers or verl's processor load could render with, or None
-    when one of the files cannot be read."""
-    from wizard._io import UnsafeInput, read_user_file, safe_json
-
-    out: list[str] = []
-    try:
-        jinja = folder / "chat_template.jinja"
-        if jinja.is_file():  # transformers reads it over tokenizer_config.json's (tokenization_utils_base.py)
-            out.append(read_user_file(str(jinja), MAX_TEMPLATE_BYTES).decode("utf-8"))
-        else:
-            cfg = folder / "tokenizer_config.json"
-            doc = safe_json(read_user_file(str(cfg), MAX_TEMPLATE_BYTES)) if cfg.is_file() else {}
-            out += _templates(doc.get("chat_template") if isinstance(doc, dict) else None)
-        proc = folder / "chat_template.json"
-        if proc.is_file():
-            doc = safe_json(read_user_file(str(proc), MAX_TEMPLATE_BYTES))
-            out += _templates(doc.get("chat_template") if isinstance(doc, dict) else None)
-    except (OSError, ValueError, UnicodeDecodeError, UnsafeInput):
-        return None
-    return out
-
-
-def _templates(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, list):  # named templates: [{name, template}]
-        return [t["template"] for t in value if isinstance(t, dict) and isinstance(t.get("template"), str)]
-    return []
 
 
 _GENERATION = re.compile(r"\{%-?\s*(end)?generation\s*-?%\}")  # transformers' AssistantTracker tags
