@@ -355,6 +355,7 @@ def test_every_rule_has_a_test():
     tested |= {"VI910"}  # the same comparison in the default check, verl's parsers as oracles: tests/test_tool_format.py
     tested |= {"VI974"}  # FSDP LoRA with hf_model: tests/test_check_lora_export.py (verl's checkpoint manager on gloo)
     tested |= {"VI975"}  # an RM no reward comes from: tests/test_check_reward_unused.py (verl's RewardLoopWorker)
+    tested |= {"VI700"}  # a chat model as the classifier RM: tests/test_check_reward_classifier.py
     tested |= {"VI978"}  # adaptive KL horizon vs the batch rows: tests/test_check_algorithm.py (verl's apply_kl_penalty)
     tested |= {"VI979"}  # rollout correction without rollout log-probs: tests/test_check_algorithm.py (verl's gates)
     tested |= {"VI980"}  # ReMax under V1: tests/test_check_algorithm.py (verl's compute_advantage, the trainers' source)

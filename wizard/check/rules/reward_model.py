@@ -17,6 +17,15 @@ verl 0.9.1 (paths under verl/):
   n_gpus_per_node × nnodes) or the trainer's (trainer/ppo/v1/trainer_base.py:823-835). Fewer GPUs than one replica:
   `Not enough GPUs to run the reward model` (experimental/reward_loop/reward_model.py:60-64), after the cluster and
   the policy's workers have started.
+- VI700: without a custom reward function, the reward loop scores with the model as a classifier: on vLLM it posts to
+  `/classify` (experimental/reward_loop/reward_loop.py:231-241) and raises on any 4xx answer without retrying
+  (:165-172). verl starts the reward model's vLLM server with the user's engine_kwargs.vllm only
+  (workers/rollout/vllm_rollout/vllm_async_server.py:287-349: no runner or convert of its own), so vLLM picks the
+  runner from the checkpoint (vllm/config/model.py, ModelConfig._get_default_runner_type and _SUFFIX_TO_DEFAULTS):
+  a Sentence-Transformers pooling config (modules.json) → pooling; else an architecture ending in ForCausalLM,
+  ForConditionalGeneration, ChatModel or LMHeadModel → the generate runner, which serves no /classify. A chat model
+  given as the reward model therefore fails at the first reward, after the GPUs are booked. SGLang's path
+  (/v1/embeddings) is not judged here.
 """
 
 from __future__ import annotations
@@ -31,12 +40,18 @@ FN = "reward.custom_reward_function"
 ROUTER_KWARGS = ("reward_router_address", "reward_model_tokenizer")
 
 
+# vLLM's architecture suffixes that select its generate runner (vllm/config/model.py _SUFFIX_TO_DEFAULTS, the
+# ("generate", "none") rows; the list's earlier rows win, and every pooling suffix comes after these)
+GENERATE_SUFFIXES = ("ForCausalLM", "ForConditionalGeneration", "ChatModel", "LMHeadModel")
+
+
 def rule_reward_model(c: Ctx, f: Facts) -> None:
     enabled = bool(c.v(f"{RM}.enable"))
     _rule_function_kwargs(c, enabled)
     if enabled:
         _rule_unused(c)
         _rule_pool(c, f)
+        _rule_classifier(c)
 
 
 def _tree(path: Path) -> ast.Module | None:
@@ -153,6 +168,51 @@ def _rule_unused(c: Ctx) -> None:
           "naive.py:58-65) as compute_score_disrm does (/classify on vLLM, /v1/embeddings on SGLang: "
           f"reward_loop.py:231-249; /v1/chat/completions for a generative judge); or set {RM}.enable=False and free "
           "its GPUs")
+
+
+def generating_architectures(folder: Path) -> list[str] | None:
+    """The checkpoint's architectures when vLLM would serve it with its generate runner (every one ends in a
+    generate suffix and no modules.json makes it a Sentence-Transformers pooling model), else None; None too when
+    config.json cannot be read (bounded, never run)."""
+    from wizard._io import read_user_file, safe_json
+
+    if (folder / "modules.json").is_file():
+        return None  # vLLM's get_pooling_config: pooling, whatever the architecture
+    try:
+        doc = safe_json(read_user_file(str(folder / "config.json"), 1 << 20))
+    except (OSError, ValueError):
+        return None
+    archs = doc.get("architectures") if isinstance(doc, dict) else None
+    if not isinstance(archs, list) or not archs or not all(isinstance(a, str) for a in archs):
+        return None
+    return archs if all(a.endswith(GENERATE_SUFFIXES) for a in archs) else None
+
+
+def _rule_classifier(c: Ctx) -> None:
+    """VI700 (the module's docstring has verl's and vLLM's side)."""
+    from wizard.check.rules.context import model_folder
+
+    path, engine = c.v(f"{RM}.model_path"), c.v(f"{RM}.rollout.name")
+    engine_kwargs = f"{RM}.rollout.engine_kwargs.vllm"
+    if engine != "vllm" or c.v(f"{FN}.path") or not isinstance(path, str) or not path or \
+            c.unknown(f"{RM}.model_path", f"{RM}.rollout.name", f"{FN}.path"):
+        return
+    if c.v(f"{engine_kwargs}.runner") or c.v(f"{engine_kwargs}.convert") or \
+            c.unknown(f"{engine_kwargs}.runner", f"{engine_kwargs}.convert"):
+        return  # the user chose vLLM's runner: not judged
+    folder = model_folder(c, path)
+    archs = generating_architectures(folder) if folder is not None else None
+    if archs is None:
+        return
+    c.add("VI700", "error", (f"{RM}.model_path", f"{FN}.path"),
+          f"{RM}.model_path={path} is a generative model ({', '.join(archs)} in its config.json), but with no "
+          f"{FN}.path verl scores with it as a classifier: it posts to vLLM's /classify "
+          "(experimental/reward_loop/reward_loop.py:231-241), which vLLM serves only for a classification or reward "
+          "checkpoint; for this one it picks the generate runner (vllm/config/model.py _get_default_runner_type), so "
+          "the first reward fails with an HTTP error after the GPUs are booked",
+          f"set {RM}.model_path to a reward model with a scoring head (architectures *ForSequenceClassification or "
+          f"*RewardModel), or use this model as a generative judge: set {FN}.path to a function that posts "
+          "/v1/chat/completions to its reward_router_address and parses the score")
 
 
 def _rule_pool(c: Ctx, f: Facts) -> None:
