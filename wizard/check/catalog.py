@@ -402,5 +402,15 @@ RULES: dict[str, tuple[str, str]] = {
     "VI781": ("tool schema keys verl drops", "a tool_config_path tool_schema with JSON-schema keys verl's schema "
               "models do not declare (minimum, maximum, default, pattern, items, ...): pydantic drops them and the "
               "chat template gets the rest, so the model never sees the constraints (tools/schemas.py:21-55, verl#7505)"),
+    "VI941": ("bypass-mode settings the V1 trainer ignores", "algorithm.rollout_correction.bypass_mode=True on the "
+              "default V1 trainer with rollout_rs, loss_type=reinforce, rollout_is or rollout_is_batch_normalize: only "
+              "apply_bypass_mode (legacy trainer) selects the bypass loss that reads them; V1 runs plain PPO-clip "
+              "against the rollout log-probs (trainer_base.py:1640-1648, verl#4912)"),
+    "VI942": ("negative KL coefficient", "actor.kl_loss_coef < 0 with use_kl_loss, or algorithm.kl_ctrl.kl_coef < 0 "
+              "with use_kl_in_reward: verl applies the sign unchecked, so the policy is pushed away from the reference "
+              "(workers/utils/losses.py:140, ray_trainer.py:106; rllm#111)"),
+    "VI943": ("rollout-correction value verl rejects at the first step", "a rollout_rs option outside verl's list "
+              "(e.g. the pre-0.9 `geometric`), rollout_rs without rollout_rs_threshold, or a threshold verl cannot "
+              "parse: ValueError inside the first training step (rollout_corr_helper.py:77-89, 93-194, 250-255)"),
     "VI877": ("--deep could not run", "no bubblewrap sandbox here (--deep and --verl refuse), or verl's code on the config stopped at a sandbox bound (time, memory, processes, output)"),
 }

@@ -72,6 +72,8 @@ from wizard.check.rules.files import rule_files
 from wizard.check.rules.layout import (rule_device, rule_hardware, rule_layout, rule_megatron, rule_rollout_dp_nodes,
                                       rule_rollout_heads, rule_rollout_parallel, rule_sequence_parallel, rule_sglang_dp)
 from wizard.check.rules.logprobs import rule_rollout_logprob_contract
+from wizard.check.rules.klsign import rule_negative_kl_coef
+from wizard.check.rules.rollout_corr import rule_rollout_corr_values, rule_v1_bypass_ignored
 from wizard.check.rules.lora import rule_lora, rule_vision_lora
 from wizard.check.rules.lora_export import rule_lora_export
 from wizard.check.rules.mbridge import rule_mbridge
@@ -153,7 +155,7 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_summed_loss, rule_checkpoint_nodes, rule_separate_async, rule_forced_naive, rule_one_step_off,
         rule_policy_loss_keys, rule_kl_loss_gradient, rule_entropy_chunking, rule_sglang_mm_kwargs,
         rule_kl_cov_on_policy, rule_role_grad_clip, rule_epoch_shuffle, rule_layered_summon, rule_enforce_eager,
-        rule_dead_keys)
+        rule_dead_keys, rule_v1_bypass_ignored, rule_negative_kl_coef, rule_rollout_corr_values)
     sft_rules = (rule_resume_sft, rule_sft_loop, rule_wandb_resume, rule_retention_across_restarts, rule_sft_pad_mode,
                  rule_sft_micro_ignored, rule_sft_left_truncation, rule_sft_val_batches, rule_sft_default_lr) \
         if src.entry == "sft" else ()
