@@ -71,6 +71,7 @@ def test_verl_registers_the_files_names(tmp_path):
     assert _verl_registers(path) == {"math_expression"}
 
 
+@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_check_accepts_a_loop_the_file_registers(tmp_path):
     path = tmp_path / "agent_loops.yaml"
     path.write_text(LOOPS)

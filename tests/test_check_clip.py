@@ -46,6 +46,7 @@ def test_verls_loss_ignores_the_clip_bounds_at_ratio_one():
     assert moved_clipped > 0 and moved_a != moved_b
 
 
+@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_check_says_the_clip_settings_have_no_effect_with_one_update_per_batch():
     one = check(None, BASE + [HIGH, "actor_rollout_ref.actor.ppo_mini_batch_size=64"])
     [hit] = [f.problem for f in one.findings if f.problem.rule == "VI868"]

@@ -32,6 +32,7 @@ def _verl_builds(paths, data_config, tokenizer) -> bool:
 
 @pytest.mark.verl
 @pytest.mark.parametrize("value, text", [(None, "null"), ([], "[]")])
+@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_check_errs_where_verls_dataset_cannot_be_built(tmp_path, tiny_model, verl_data_config, value, text):
     import pyarrow as pa
     import pyarrow.parquet as pq

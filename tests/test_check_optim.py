@@ -191,6 +191,7 @@ def test_vi983_critic_attention():
     assert not _hits("VI983", "+actor_rollout_ref.model.override_config.attn_implementation=sdpa", *critic)
 
 
+@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_vi984_bf16_trained_actor():
     [hit] = _hits("VI984", f"{A}.fsdp_config.model_dtype=bf16")
     assert "0.000512" in hit.message and hit.severity == "warning"

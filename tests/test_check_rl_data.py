@@ -205,6 +205,7 @@ def test_check_flags_tools_kwargs_without_the_tool_name(tmp_path):
 
 
 @pytest.mark.verl
+@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_verl_stores_truncation_and_the_agent_loop_cuts_the_start(agent_loop_oracle):
     import verl
 

@@ -313,6 +313,7 @@ def test_dapo_is_not_offered_a_reward_model(tmp_path, monkeypatch):
     assert why is not None and why.startswith("algorithm=dapo filters groups by reward at sampling time") and "[VI505]" in why
 
 
+@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_a_rule_that_names_no_asked_question_offers_a_choice(tmp_path, monkeypatch):
     """A rejection whose keys are all unasked (here kl_coef) falls back to "which answer do you want to change?"."""
     from wizard.planner import pipeline as planner
@@ -336,6 +337,7 @@ def test_a_rule_that_names_no_asked_question_offers_a_choice(tmp_path, monkeypat
     assert r.answers()["gpu_memory_gb"] == 40
 
 
+@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_when_no_value_fits_an_earlier_answer_can_be_changed(tmp_path, monkeypatch):
     """A file of 3 rows holds no batch for 8 GPUs: prompts_per_step cannot be answered, so after the refusal the
     wizard offers to change the answer the error names (dataset) instead of asking the same question forever."""
@@ -429,6 +431,7 @@ def test_typed_values_are_checked_before_they_are_accepted(tmp_path, monkeypatch
     assert "✗ refused dataset = my-data" in r.out and "[VI510]" in r.out
 
 
+@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_a_missing_data_file_is_refused_and_asked_again_without_it(tmp_path, monkeypatch):
     seen: list[str] = []
     real = Prompter.text
@@ -472,6 +475,7 @@ def test_an_unsized_model_asks_for_its_size(tmp_path, monkeypatch):
 # --- probes shape the defaults ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_a_mig_gpu_defaults_to_one_slice_and_warns(tmp_path, monkeypatch):
     r = drive(tmp_path, monkeypatch, {"Write this bundle?": "quit" + ENTER}, gpu_probes(monkeypatch, mig_a100))
     assert r.rc == 1
@@ -490,6 +494,7 @@ def test_pcie_machine_uses_its_topology(tmp_path, monkeypatch):
     assert r.answers()["gpus_per_node"] == 4 and r.answers()["gpu_memory_gb"] == 25.7
 
 
+@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_six_gpus_get_a_prompts_per_step_that_divides(tmp_path, monkeypatch):
     r = drive(tmp_path, monkeypatch, other_gpus(6, 80))
     assert r.rc == 0, r.out
@@ -513,6 +518,7 @@ def test_a_small_data_file_offers_only_batches_it_holds(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("where", ["cluster", "algorithm", "prompts_per_step", "Bundle folder"])
+@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_ctrl_c_anywhere_leaves_nothing_on_disk(tmp_path, monkeypatch, where):
     r = drive(tmp_path, monkeypatch, {"gpus_per_node": typed("8"), "gpu_memory_gb": typed("80"), where: CTRL_C})
     assert isinstance(r.error, KeyboardInterrupt) and r.rc is None
@@ -536,6 +542,7 @@ def test_quit_at_the_summary_writes_nothing(tmp_path, monkeypatch):
     assert r.rc == 1 and "Nothing was written." in r.out and r.files() == []
 
 
+@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_an_occupied_folder_is_never_overwritten(tmp_path, monkeypatch):
     taken = tmp_path / "runs" / "grpo-qwen2.5-0.5b-instruct"
     taken.mkdir(parents=True)
@@ -568,6 +575,7 @@ def test_out_flag_on_a_non_empty_folder_is_explained_then_asked(tmp_path, monkey
     assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["x"]
 
 
+@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_out_and_force_replace_the_folder(tmp_path, monkeypatch):
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "x").write_text("x")

@@ -259,6 +259,7 @@ def test_verls_megatron_e2e_with_lora_on_has_no_lora_error():
     (lambda m: (m["model"].update(lora_rank=m["model"]["lora"].pop("rank")), m["model"]["lora"].pop("alpha")),
      "ray_trainer.py:360"),
 ])
+@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_verify_rejects_megatron_lora_that_verl_fails_at_worker_time(tmp_path, tiny_model, edit, failing):
     import yaml
 

@@ -120,6 +120,7 @@ def _hit(*extra):
     return [f for f in report.findings if f.problem.rule == "VI779"]
 
 
+@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_check_fires_on_the_critic_layout_and_is_silent_on_controls():
     hits = _hit()
     assert len(hits) == 1 and hits[0].problem.severity == "error"

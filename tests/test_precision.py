@@ -112,6 +112,7 @@ def test_megatron_reads_no_attn_implementation():
 
 
 @pytest.mark.verl
+@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_the_fix_is_accepted_by_verl_and_leaves_nothing_to_flag():
     report, hits = _hits([], "V100", defaults="verl")
     assert set(hits) == {"VI864", "VI865"}

@@ -33,6 +33,7 @@ ANSWERS = {
 
 
 @pytest.mark.parametrize("name", sorted(ANSWERS))
+@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_hostile_answers_file_is_one_line(name, tmp_path):
     body, says = ANSWERS[name]
     (tmp_path / name).write_text(body)
@@ -116,6 +117,7 @@ def _chattr(path: Path, flag: str) -> bool:
     return shutil.which("chattr") is not None and subprocess.run(["chattr", flag, str(path)], capture_output=True).returncode == 0
 
 
+@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_immutable_file_under_force_is_refused_and_leaves_nothing(tmp_path):
     r = run_measured(["--profile", PROFILE, "--out", "b"], tmp_path)
     assert r["rc"] == 0, r["stderr"]

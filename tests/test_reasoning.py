@@ -110,6 +110,7 @@ def test_the_calibration_reports_of_reasoning_models_use_it():
 
 
 @pytest.mark.verl
+@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_check_assumes_the_reasoning_default_for_a_script_of_a_thinking_model(tmp_path):
     """`check` on a launch script: the model's hub id decides the default it states; --response-length-mean wins."""
     from pathlib import Path

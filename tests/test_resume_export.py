@@ -97,6 +97,7 @@ def test_where_checkpoints_live_per_cluster(answers, warned, tmp_path):
 # --- the ppo-resume profile, accepted by verl -----------------------------------------------------------------
 
 @pytest.mark.verl
+@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_ppo_resume_profile_is_accepted_by_verl(tmp_path, tiny_model):
     from wizard.verify.harness import compose_bundle, verify_with_verl
 

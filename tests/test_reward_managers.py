@@ -119,6 +119,7 @@ def test_check_warns_on_reward_kwargs_the_manager_never_reads():
     ["reward.reward_manager.source=importlib", "reward.reward_manager.name=MyManager", *OVERLONG],  # the user's class
     ["reward.custom_reward_function.reward_kwargs.alpha=0.5"],  # keywords for the function: another key
 ])
+@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_check_is_silent_where_the_kwargs_are_read_or_unknown(extra):
     assert not _ids(check(None, [*BASE, *extra]), "VI996")
 
@@ -142,6 +143,7 @@ def test_verl_routes_on_the_data_source_column_whatever_reward_fn_key_says(tiny_
     assert hits and "naive.py:42" in hits[0].message
 
 
+@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_check_reward_fn_key_controls():
     assert not _ids(check(None, [*BASE]), "VI997")
     assert not _ids(check(None, [*BASE, "data.reward_fn_key=data_source"]), "VI997")
@@ -223,6 +225,7 @@ def test_verl_overrides_gen_batch_size_under_dapo(replay_buffer_module):
             assert "max_inflight_gen_batches=3" in hits[0].hint
 
 
+@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_check_gen_batch_size_controls():
     assert not _ids(check(None, [*BASE, "algorithm.filter_groups.enable=True"]), "VI998")
     assert not _ids(check(None, [*BASE, "+data.gen_batch_size=1", "algorithm.filter_groups.enable=True"]), "VI998")
@@ -280,6 +283,7 @@ def test_check_is_silent_unless_every_return_is_a_literal_without_the_metric(tmp
     assert not _ids(report, "VI999")
 
 
+@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_check_metric_controls(tmp_path):
     fn = _write(tmp_path, "r.py", DICT_FN)
     common = [*BASE, f"reward.custom_reward_function.path={fn}"]

@@ -109,6 +109,7 @@ def test_the_agent_loop_never_reads_do_sample():
         assert f'sampling_params["{knob}"] = config.val_kwargs.{knob}' in text
 
 
+@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_check_warns_that_do_sample_false_still_samples():
     [val] = _hits("VI989", f"{R}.val_kwargs.do_sample=False", f"{R}.val_kwargs.temperature=0.6")
     assert val.problem.severity == "warning" and val.fix.set == {f"{R}.val_kwargs.temperature": 0}

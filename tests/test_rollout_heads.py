@@ -48,6 +48,7 @@ def _check(model: str, tp: int, engine: str = "vllm"):
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])
+@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_check_refuses_a_rollout_tp_the_heads_do_not_split(engine):
     # the real case: DeepSeek-R1-Distill-Qwen-7B (28 heads) at rollout TP 8, "28 must be divisible by 8"
     report = _check("deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", 8, engine)

@@ -44,6 +44,7 @@ def _code_ids(*, skip_lint_table: bool = False) -> set[str]:
     return found
 
 
+@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_scanner_sees_the_code():
     ids = _code_ids()
     assert len(ids) > 50

@@ -188,6 +188,7 @@ def _spawn(args: list[str], env: dict[str, str], step: str, cwd: Path, code: str
 
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
 @pytest.mark.parametrize("step, expected", [("tmp", OLD), ("written", OLD), ("swapped", NEW)])
+@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_interrupted_force_leaves_one_complete_bundle_and_says_which(tmp_path, cli_env, sig, step, expected):
     import signal
 
@@ -220,6 +221,7 @@ def test_interrupt_of_a_first_write_leaves_nothing(tmp_path, cli_env):
 
 
 @pytest.mark.parametrize("step, expected", [("tmp", OLD), ("written", OLD), ("swapped", NEW)])
+@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_sigkill_during_force_leaves_a_complete_bundle_at_out(tmp_path, cli_env, step, expected):
     out = tmp_path / "b"
     assert run_cli(_render_args(out, OLD), env=cli_env, cwd=tmp_path).returncode == 0
@@ -235,6 +237,7 @@ NO_EXCHANGE = ("import sys; import wizard.renderer.writer as w; w._exchange = la
                "from wizard.cli.app import main; sys.exit(main(sys.argv[1:]))")
 
 
+@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_sigkill_between_the_fallback_renames_leaves_the_old_bundle_at_the_printed_backup(tmp_path, cli_env):
     out = tmp_path / "b"
     assert run_cli(_render_args(out, OLD), env=cli_env, cwd=tmp_path).returncode == 0
@@ -249,6 +252,7 @@ def test_sigkill_between_the_fallback_renames_leaves_the_old_bundle_at_the_print
     assert {k: (backup / k).read_bytes() for k in mine} == mine
 
 
+@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_fallback_without_exchange_replaces_and_cleans_up(tmp_path, cli_env):
     out = tmp_path / "b"
     assert run_cli(_render_args(out, OLD), env=cli_env, cwd=tmp_path).returncode == 0
@@ -260,6 +264,7 @@ def test_fallback_without_exchange_replaces_and_cleans_up(tmp_path, cli_env):
     assert {k: (out / k).read_bytes() for k in mine} == mine
 
 
+@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_force_keeps_every_file_the_render_does_not_produce(tmp_path, cli_env):
     out = tmp_path / "b"
     assert run_cli(_render_args(out, OLD), env=cli_env, cwd=tmp_path).returncode == 0
@@ -275,6 +280,7 @@ def test_force_keeps_every_file_the_render_does_not_produce(tmp_path, cli_env):
     assert _leftovers(tmp_path) == []
 
 
+@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_force_refuses_when_a_user_file_is_in_the_way(tmp_path, cli_env):
     out = tmp_path / "b"
     assert run_cli(_render_args(out, OLD), env=cli_env, cwd=tmp_path).returncode == 0
@@ -303,6 +309,7 @@ def _one_line_naming(r, path: str) -> str:
     return line
 
 
+@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_out_under_a_regular_file_is_one_line(tmp_path, cli_env):
     (tmp_path / "file").write_text("x")
     line = _one_line_naming(run_cli(_render_args(tmp_path / "file" / "x", NEW), env=cli_env), str(tmp_path / "file"))
@@ -310,6 +317,7 @@ def test_out_under_a_regular_file_is_one_line(tmp_path, cli_env):
     _one_line_naming(run_cli(_render_args("/etc/hostname/x", NEW), env=cli_env), "/etc/hostname")
 
 
+@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_name_too_long_is_one_line_and_255_bytes_work(tmp_path, cli_env):
     line = _one_line_naming(run_cli(_render_args(tmp_path / ("a" * 300), NEW), env=cli_env), "aaaa")
     assert "too long" in line

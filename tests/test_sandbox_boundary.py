@@ -155,6 +155,7 @@ def _nothing_escaped(canary: Path, hits: list[bytes], marker: str, *outputs: str
 
 # --- without the flag: nothing runs -------------------------------------------------------------------------
 
+@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_check_runs_nothing_the_files_name(tmp_path, listener, monkeypatch):
     from wizard.check.lint import check
     from wizard.intent.errors import WizardError

@@ -233,6 +233,7 @@ def test_validate_dataset_flags_code_rows_verl_cannot_run(tmp_path):
 IN_CLUSTER = dict(cluster="kuberay", sandbox_url="http://sandbox-fusion:8080/run_code", shared_pvc="rl-data")
 
 
+@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_kuberay_renders_a_sandbox_deployment_and_service_that_validate():
     """The Deployment's pod template against the Kubernetes PodTemplateSpec schema embedded in KubeRay's CRD (the
     strict validator tests/test_cluster_crd.py uses), the Service's selector against the pods' labels, and the

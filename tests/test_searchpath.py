@@ -102,6 +102,7 @@ def test_the_pkg_searchpath_resolves_anywhere(tmp_path, monkeypatch):
     assert control.source.entry == "fully_async" and _vi919(control) == []
 
 
+@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_a_users_yaml_with_a_relative_searchpath(tmp_path, monkeypatch):
     """The user's own --config-path YAML: the relative entry is an error from the project folder, with the pkg://
     entry as the fix; the control: the same YAML naming verl's folder by its absolute path composes there."""
@@ -125,6 +126,7 @@ def test_a_users_yaml_with_a_relative_searchpath(tmp_path, monkeypatch):
     assert _vi919(report) == [], [f.problem.line() for f in report.findings]
 
 
+@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_without_a_cd_the_folder_is_a_guess_and_an_info(tmp_path, monkeypatch):
     """No `cd` before the launch and no --workdir: check's own folder stands for the launch's (an info); --workdir
     names it (then an error or nothing, as Hydra would do there)."""

@@ -86,6 +86,7 @@ def test_options_that_do_not_apply_are_one_line(tmp_path, capsys, monkeypatch):
 
 
 @pytest.mark.verl
+@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_measured_batch_keeps_the_bundles_micro_batches(tmp_path):
     from wizard.verify.harness import compose_bundle
 

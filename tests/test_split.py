@@ -139,6 +139,7 @@ def test_training_gpus_of_their_own_hold_no_rollout_engine():
 
 
 @pytest.mark.verl
+@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_legacy_reward_keys_take_effect_under_fully_async_only(tmp_path):
     """verl 0.9.1's fully_async_main maps the legacy reward keys onto reward.* (fully_async_main.py:237,
     migrate_legacy_reward_impl) and main_ppo does not: `reward_model.reward_manager=dapo` is a deprecation warning

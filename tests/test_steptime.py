@@ -212,12 +212,14 @@ def _ids(extra, **kw):
     return {f.problem.rule: f.problem for f in r.findings}
 
 
+@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_vi896_small_logprob_micro_batch_that_memory_could_grow():
     found = _ids(["actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1"])
     assert "VI896" in found and "log_prob_micro_batch_size_per_gpu=4" in found["VI896"].hint
     assert "VI896" not in _ids(["actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=32"])
 
 
+@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_vi834_update_budget_that_memory_could_grow():
     """The real case's class (verl#7847: verl's example budget of 3,000 tokens on 183 GB B200s): a dynamic update
     budget memory allows to grow 4×, whose growth the model predicts saves ≥ 5 % of the step: a warning naming the
@@ -281,6 +283,7 @@ def test_every_gpu_profile_has_time_in_plan_md(profile, tmp_path):
     assert "Predicted step" in section and "GPU-hours" in section and "rollout" in section and "update actor" in section
 
 
+@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_a_cpu_plan_says_why_it_has_no_time(tmp_path):
     """The CPU smoke profile has no GPU peaks to time: PLAN.md, `plan` and `plan --json` say so instead of leaving
     the section out silently; a GPU profile carries no such line."""
@@ -406,6 +409,7 @@ def test_a_rollout_tp_chosen_by_time_says_so(tmp_path):
             assert why.startswith(f"{tp}: smallest split inside a node")
 
 
+@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_check_reads_the_engine_knobs_that_set_decode_time():
     """enforce_eager (no CUDA graphs: kernels launched from Python every layer) and a small max_num_seqs (fewer
     sequences decoding at once) make the same run's rollout slower; check reads both from the config."""

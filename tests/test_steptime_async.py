@@ -86,6 +86,7 @@ def test_the_fully_async_trainer_takes_require_batches_mini_batches_and_streams(
 
 
 @pytest.mark.verl
+@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_check_times_a_one_step_off_script_with_its_own_rollout_gpus(tmp_path):
     """A one-step-off launch script (its own config tree; bypass_mode true there,
     one_step_off_ppo_trainer.yaml): 12 trainer GPUs and 4 rollout GPUs; `check` predicts no old log-prob pass, a step

@@ -211,6 +211,7 @@ def test_each_engine_reads_its_own_lora_keys():
     assert work({**base, f"{M}.lora_rank": 32, f"{M}.lora.merge": True}).adapter_tensors == 0
 
 
+@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_check_times_a_lora_script_as_lora(tmp_path):
     words = ["algorithm.adv_estimator=grpo", "actor_rollout_ref.model.path=Qwen/Qwen2.5-7B-Instruct",
              "actor_rollout_ref.rollout.name=vllm", "data.train_batch_size=256", "actor_rollout_ref.rollout.n=8",

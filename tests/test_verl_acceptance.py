@@ -25,6 +25,7 @@ def _bundle(answers, out: Path) -> Path:
 
 
 @pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_every_profile_is_accepted_by_verl(profile, tmp_path, tiny_model):
     bundle = _bundle(wizard.load_profile(profile), tmp_path / profile)
     report = verify_with_verl(bundle, model_dir=str(tiny_model))
@@ -35,6 +36,7 @@ def test_every_profile_is_accepted_by_verl(profile, tmp_path, tiny_model):
 
 
 @pytest.mark.parametrize("seed", range(N_SAMPLES))
+@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_sampled_answers_rejected_by_rules_or_accepted_by_verl(seed, tmp_path, tiny_model):
     from sampler import write_sample_files
 
