@@ -136,6 +136,9 @@ CASES = {
                                                          f"{R}.tensor_model_parallel_size=2",
                                                          f"{R}.data_parallel_size=2")),
     # tests/test_critic_rules.py holds the skipped updates to verl's need_critic and the trainers' guard
+    # tests/test_check_ckpt_store.py holds the tracker verl's trainer skips under async_save (verl#7952)
+    "async_save on an FSDP actor (R31-04)": Case("VI925", f"{A}.checkpoint.async_save",
+                                                 with_(f"{A}.checkpoint.async_save=True", "trainer.save_freq=10")),
     "critic warmup without a critic (R22-05)": Case("VI782", "trainer.critic_warmup", with_("trainer.critic_warmup=10")),
     # tests/test_check_ppo_updates.py holds both to verl's FSDP optimizer_step and make_iterator
     "role-level grad_clip (verl PR#7923)": Case("VI791", f"{A}.grad_clip", with_(f"{A}.grad_clip=0.2")),

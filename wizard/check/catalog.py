@@ -179,6 +179,21 @@ RULES: dict[str, tuple[str, str]] = {
               "solution_str never holds it and a format reward that needs it is 0 for every response"),
     "VI916": ("no checkpoint saved", "trainer.save_freq ≤ 0 (verl's default -1): the PPO trainers save nothing, not "
               "even the last step"),
+    "VI923": ("resume from HDFS verl has not implemented", "trainer.default_hdfs_dir on the legacy PPO trainer "
+              "(trainer.use_v1=False), the one-step-off-policy or the fully async trainer with resume_mode auto or "
+              "resume_path: its _load_checkpoint raises NotImplementedError('load from hdfs is not implemented yet') "
+              "after the workers are built (ray_trainer.py:1056-1058; verl#250)"),
+    "VI924": ("HDFS checkpoint folder nothing is copied to", "trainer.default_hdfs_dir with a non-Megatron actor or "
+              "critic: only verl's Megatron checkpoint manager uploads there (megatron_checkpoint_manager.py:1126-1134); "
+              "FSDPCheckpointManager ignores the path (fsdp_checkpoint_manager.py:272-290), so nothing reaches HDFS"),
+    "VI925": ("async checkpoint save that auto-resume cannot find", "actor.checkpoint.async_save=True with a "
+              "non-Megatron actor and resume_mode=auto: the trainer leaves latest_checkpointed_iteration.txt to the "
+              "checkpoint manager (trainer_base.py:1010-1020) and only Megatron's writes it, so a restart trains from "
+              "step 0 over its own checkpoints (verl#7952)"),
+    "VI926": ("checkpoint saved on a different number of GPUs", "the checkpoint a run resumes (resume_from_path, or "
+              "the one default_local_dir's tracker names) holds FSDP shards *_world_size_W_rank_*.pt for another W "
+              "than trainer.nnodes × n_gpus_per_node: verl opens its own world's files and stops with "
+              "FileNotFoundError (fsdp_checkpoint_manager.py:213-214; verl#2265)"),
     "VI917": ("CPU offload policy on FSDP1", "fsdp_config.offload_policy=True with strategy=fsdp: only verl's fsdp2 "
               "engine reads it, so nothing is offloaded"),
     "VI918": ("checkpoint deletion that deletes nothing", "trainer.del_local_ckpt_after_load=True: verl's checkpoint "

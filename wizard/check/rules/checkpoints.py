@@ -1,4 +1,4 @@
-"""Resume rules (VI839): what verl 0.9.1's trainers assert about trainer.resume_from_path when the run starts,
+"""Resume rules (VI839; VI926 below, the world a checkpoint was saved in): what verl 0.9.1's trainers assert about trainer.resume_from_path when the run starts,
 after the workers are built and the GPUs booked.
 
 Both PPO trainers read it the same way (site-packages/verl): with resume_mode=resume_path the path must be a string
@@ -83,3 +83,53 @@ def rule_resume_sft(c: Ctx, f: Facts) -> None:
               f"{path} exists here but holds no model_world_size_*_rank_*.pt shards, which verl's FSDP engine loads "
               "(fsdp_checkpoint_manager.py:213): an exported Hugging Face model is not a checkpoint it can resume",
               "give the global_step_N folder that trainer.default_local_dir's checkpoints wrote")
+
+
+# VI926: the FSDP checkpoint manager (behind the fsdp, fsdp2 and veomni engines: workers/engine/fsdp/
+# transformer_impl.py:217, veomni/transformer_impl.py:253) names every shard after the world it was saved in and opens
+# the one of its own world and rank: <role>/model_world_size_{W}_rank_{r}.pt, optim_…, extra_state_… (utils/checkpoint/
+# fsdp_checkpoint_manager.py:213-214, 232-233, 240-243). A checkpoint saved on a different number of GPUs has no such
+# file: FileNotFoundError on every rank once the workers are built (real case verl#2265). Which folder a PPO trainer
+# resumes: resume_path → resume_from_path; auto → the global_step_N that default_local_dir/
+# latest_checkpointed_iteration.txt names (trainer/ppo/v1/trainer_base.py:854-881, utils/checkpoint/
+# checkpoint_manager.py:222-252). Actor and critic train on the trainer's pool, trainer.nnodes × n_gpus_per_node.
+SHARD = re.compile(r"(?:model|optim|extra_state)_world_size_(\d+)_rank_\d+\.pt")
+FSDP_MANAGER = ("fsdp", "fsdp2", "veomni")
+
+
+def _resumed_folder(c: Ctx):
+    mode, path = c.v(MODE), c.v(PATH)
+    if mode == "resume_path":
+        return local_path(c, path) if isinstance(path, str) and "global_step_" in path else None
+    if mode != "auto" or not isinstance(c.v("trainer.default_local_dir"), str):
+        return None
+    root = local_path(c, c.v("trainer.default_local_dir"))
+    tracker = root / "latest_checkpointed_iteration.txt" if root is not None else None
+    if tracker is None or not tracker.is_file():
+        return None
+    step = tracker.read_text(encoding="utf-8", errors="replace").strip()
+    return root / f"global_step_{step}" if step.isdigit() else None
+
+
+def rule_resume_world(c: Ctx, f: Facts) -> None:
+    if f.n_gpus is None or c.unknown(MODE, PATH, "trainer.default_local_dir"):
+        return
+    folder = _resumed_folder(c)
+    if folder is None or not folder.is_dir():
+        return
+    for role, strategy_key, used in (("actor", "actor_rollout_ref.actor.strategy", True),
+                                     ("critic", "critic.strategy", f.use_critic)):
+        if not used or str(c.v(strategy_key) or "fsdp") not in FSDP_MANAGER or not (folder / role).is_dir():
+            continue
+        worlds = sorted({int(m.group(1)) for p in (folder / role).iterdir() if (m := SHARD.fullmatch(p.name))})
+        if not worlds or worlds == [f.n_gpus]:
+            continue
+        saved = "/".join(map(str, worlds))
+        c.add("VI926", "error", ("trainer.nnodes", "trainer.n_gpus_per_node", MODE),
+              f"{folder / role} holds shards saved by {saved} GPUs (*_world_size_{saved}_rank_*.pt) and this run trains "
+              f"the {role} on trainer.nnodes × n_gpus_per_node = {f.n_gpus}: verl's FSDP checkpoint manager opens "
+              f"model_world_size_{f.n_gpus}_rank_<r>.pt (utils/checkpoint/fsdp_checkpoint_manager.py:213-214), which "
+              "is not there: FileNotFoundError once the workers are built",
+              f"resume on {saved} GPUs (trainer.nnodes × n_gpus_per_node), or start a new run from its weights: "
+              f"`python -m verl.model_merger merge --backend fsdp --local_dir {folder / role} --target_dir <out>` "
+              f"then actor_rollout_ref.model.path=<out> and {MODE}=disable")
