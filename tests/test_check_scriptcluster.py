@@ -68,7 +68,8 @@ def test_vi932_quoted_node_list(tmp_path):
     assert _hits(tmp_path, inline, "VI932")
 
 
-@pytest.mark.parametrize("line", ["nodes_array=($nodes)\n", 'mapfile -t nodes_array < <(scontrol show hostnames "$SLURM_JOB_NODELIST")\n',
+@pytest.mark.parametrize("line", ["nodes_array=($nodes)\n",
+                                  'mapfile -t nodes_array < <(scontrol show hostnames "$SLURM_JOB_NODELIST")\n',
                                   '# nodes_array=("$nodes")\nnodes_array=($nodes)\n'])
 def test_vi932_silent_on_a_split_list(tmp_path, line):
     assert not _hits(tmp_path, _slurm(line), "VI932")
@@ -155,7 +156,8 @@ def test_verls_resource_check_counts_only_the_total(monkeypatch, nodes, want, fa
 @needs_bash
 def test_vi934_visible_devices_below_the_request(tmp_path):
     [hit] = _hits(tmp_path, "#!/bin/bash\nexport CUDA_VISIBLE_DEVICES=3\n" + _launch(gpn=8), "VI934")
-    assert hit.severity == "error" and "CUDA_VISIBLE_DEVICES=3" in hit.message and "trainer.n_gpus_per_node=1" in hit.hint
+    assert hit.severity == "error" and "CUDA_VISIBLE_DEVICES=3" in hit.message
+    assert "trainer.n_gpus_per_node=1" in hit.hint
     assert _hits(tmp_path, "#!/bin/bash\nCUDA_VISIBLE_DEVICES=0,1 " + _launch(gpn=4), "VI934")
 
 
