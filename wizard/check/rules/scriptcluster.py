@@ -7,14 +7,15 @@ keep the newlines, so the array has ONE element holding every hostname; `head_no
 empty, so no Ray worker starts (verl#548). verl 0.9.1's own tutorial carries it: examples/tutorial/slurm/
 ray_on_slurm.slurm:46-49 (then :83 the head's `ray start`, :92-103 the worker loop). The test runs bash on the lines.
 
-VI933 (warning): `ray start ... --temp-dir=DIR` on a multi-node launch, with DIR on a filesystem every node sees (line numbers
-of Ray 2.60.0, installed beside verl 0.9.1). A joining node takes the head's temp dir (ray/_private/node.py:298,
-762-771) and the head's session name, so all nodes use DIR/session_*/sockets; each picks its socket name by what already exists there (node.py:1060-1090
-_make_inc_temp, 1241-1270 _prepare_socket_file): the second node's raylet becomes raylet.1 beside the first one's,
-and a process reads another machine's AF_UNIX socket ("Could not connect to socket .../sockets/raylet.1", verl#158).
-verl's ray.init joins that cluster (trainer/main_ppo.py:57-74). A folder counts as shared when it sits under $HOME,
-/home or the top folder of a path every node must read (the model, the data, the checkpoints, #SBATCH --output);
-under /tmp, /dev/shm, /var/tmp, /run or $TMPDIR-style variables it is node-local; otherwise nothing is said.
+VI933 (warning): `ray start ... --temp-dir=DIR` on a multi-node launch, with DIR on a filesystem every node sees
+(line numbers of Ray 2.60.0, installed beside verl 0.9.1). A joining node takes the head's temp dir
+(ray/_private/node.py:298, 762-771) and the head's session name, so all nodes use DIR/session_*/sockets; each picks
+its socket name by what already exists there (node.py:1060-1090 _make_inc_temp, 1241-1270 _prepare_socket_file): the
+second node's raylet becomes raylet.1 beside the first one's, and a process reads another machine's AF_UNIX socket
+("Could not connect to socket .../sockets/raylet.1", verl#158). verl's ray.init joins that cluster
+(trainer/main_ppo.py:57-74). A folder counts as shared when it sits under $HOME, /home or the top folder of a path
+every node must read (the model, the data, the checkpoints, #SBATCH --output); under /tmp, /dev/shm, /var/tmp, /run
+or $TMPDIR-style variables it is node-local; otherwise nothing is said.
 
 VI934 (error): the script exports CUDA_VISIBLE_DEVICES to a launch where verl starts Ray itself (no `ray start`,
 RAY_ADDRESS, `ray job submit` or ray_kwargs.ray_init.address): ray.init (main_ppo.py:57-74) counts only the visible
