@@ -34,6 +34,8 @@ TIMEOUT_S = 5.0  # verl's own scripts take ~30 ms
 MEMORY_BYTES = 1 << 30
 FILE_BYTES = 64 << 20  # any file the run writes (its stderr, the recorded launch)
 ARGV_BYTES = 1 << 20
+# variables whose VALUES the trace keeps (every other exported variable: its name only)
+TRACED_VALUES = ("RAY_TMPDIR", "TMPDIR", "CUDA_VISIBLE_DEVICES")
 RETRIES = 16  # variables the script needs from its environment, added one at a time
 TOTAL_S = 10.0  # every try together (with the default per-try TIMEOUT_S; scaled with a caller's timeout)
 STUBS = ("python", "python3", "uv", "ray", "torchrun", "hf", "huggingface-cli", "pip", "pip3", "nvidia-smi",
@@ -105,9 +107,10 @@ if [ -n "$found" ]; then
   # the NAMES of the variables exported to it (never their values)
   { printf '%s\0' "$name" "${@:1:found-1}"; } > "$VI_TRACE_OUT/via-$n"
   compgen -e > "$VI_TRACE_OUT/names-$n"
-  # and the VALUES of Ray's temp-root variables only (paths; VI773 measures Ray's socket paths under them)
+  # and the VALUES of Ray's temp-root variables (paths; VI773 measures Ray's socket paths under them) and of
+  # CUDA_VISIBLE_DEVICES (device indices; VI934 counts the GPUs a Ray started by verl sees) only
   exported=$'\n'$(compgen -e)$'\n'
-  for v in RAY_TMPDIR TMPDIR; do
+  for v in RAY_TMPDIR TMPDIR CUDA_VISIBLE_DEVICES; do
     case "$exported" in *$'\n'"$v"$'\n'*) printf '%s=%s\0' "$v" "${!v}" ;; esac
   done > "$VI_TRACE_OUT/temp-$n"
   exit 0
@@ -163,7 +166,7 @@ class Traced:
     via: list[str] = field(default_factory=list)  # the launcher and its words before the entry point ("ray", "job", ...)
     env_names: list[str] = field(default_factory=list)  # the variables exported to the launch: names only
     needed: list[str] = field(default_factory=list)  # variables given UNSET_<NAME> because the script stopped without
-    temp_env: dict[str, str] = field(default_factory=dict)  # RAY_TMPDIR / TMPDIR as exported to the launch (values)
+    temp_env: dict[str, str] = field(default_factory=dict)  # TRACED_VALUES as exported to the launch (values)
 
     @property
     def ok(self) -> bool:
@@ -269,4 +272,4 @@ def _parse(result: sandbox_run.Result) -> Traced:
     return Traced(module=words[0], args=words[1:], launches=count, status=status, via=via.split("\0")[:-1][:256],
                   env_names=[n for n in names.split() if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", n)][:4096],
                   temp_env={k: v[:4096] for k, _, v in (p.partition("=") for p in temp.split("\0")[:-1])
-                            if k in ("RAY_TMPDIR", "TMPDIR")})
+                            if k in TRACED_VALUES})

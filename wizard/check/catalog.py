@@ -427,5 +427,18 @@ RULES: dict[str, tuple[str, str]] = {
     "VI943": ("rollout-correction value verl rejects at the first step", "a rollout_rs option outside verl's list "
               "(e.g. the pre-0.9 `geometric`), rollout_rs without rollout_rs_threshold, or a threshold verl cannot "
               "parse: ValueError inside the first training step (rollout_corr_helper.py:77-89, 93-194, 250-255)"),
+    "VI932": ("Slurm node list kept in one array element", "a script that reads `scontrol show hostnames` into an "
+              "array with quotes (nodes_array=(\"$nodes\")): one element holds every hostname, so `srun -w` on the "
+              "head fails and no Ray worker starts (verl#548; verl's examples/tutorial/slurm/ray_on_slurm.slurm:47)"),
+    "VI933": ("Ray's temp dir on a shared filesystem", "`ray start --temp-dir` on a multi-node launch under $HOME or the "
+              "shared folder of the run's model/data/logs: every node joins the head's session folder, their raylet "
+              "sockets collide (raylet.1, ...; ray/_private/node.py:762-771, 1060-1090) and processes reach another "
+              "machine's socket (verl#158)"),
+    "VI934": ("CUDA_VISIBLE_DEVICES hides GPUs verl asks for", "the script exports CUDA_VISIBLE_DEVICES with fewer "
+              "devices than trainer.nnodes × n_gpus_per_node to a launch where verl starts Ray itself: Ray sees only "
+              "those, and verl stops after Ray start (single_controller/ray/base.py:226-241, verl#372)"),
+    "VI935": ("Ray head started with no worker", "a script that runs `ray start --head` and no worker `ray start` but "
+              "sets trainer.nnodes > 1 (or n_gpus_per_node above the head's --num-gpus): a one-node cluster, so verl "
+              "stops at base.py:226-241 or Ray waits on placement groups (verl#242)"),
     "VI877": ("--deep could not run", "no bubblewrap sandbox here (--deep and --verl refuse), or verl's code on the config stopped at a sandbox bound (time, memory, processes, output)"),
 }

@@ -55,6 +55,8 @@ from wizard.check.rules.remote_code import rule_remote_code
 from wizard.check.rules.sandbox import rule_sandbox
 from wizard.check.rules.sampling import rule_ignored_do_sample
 from wizard.check.rules.searchpath import rule_searchpath
+from wizard.check.rules.scriptcluster import (rule_head_without_workers, rule_ray_temp_dir_shared,
+                                               rule_slurm_node_list, rule_visible_gpus)
 from wizard.check.rules.slurm import rule_slurm_cpus
 from wizard.check.rules.batches import rule_batches, rule_deprecated_micro, rule_dynamic_flags, rule_ignored_budgets
 from wizard.check.rules.context import M, Ctx, facts, model_shape
@@ -156,12 +158,13 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_summed_loss, rule_checkpoint_nodes, rule_separate_async, rule_forced_naive, rule_one_step_off,
         rule_policy_loss_keys, rule_kl_loss_gradient, rule_entropy_chunking, rule_sglang_mm_kwargs,
         rule_kl_cov_on_policy, rule_role_grad_clip, rule_epoch_shuffle, rule_layered_summon, rule_enforce_eager,
-        rule_dead_keys, rule_v1_bypass_ignored, rule_negative_kl_coef, rule_rollout_corr_values)
+        rule_dead_keys, rule_v1_bypass_ignored, rule_negative_kl_coef, rule_rollout_corr_values,
+        rule_visible_gpus, rule_head_without_workers)
     sft_rules = (rule_resume_sft, rule_sft_loop, rule_wandb_resume, rule_retention_across_restarts, rule_sft_pad_mode,
                  rule_sft_micro_ignored, rule_sft_left_truncation, rule_sft_val_batches, rule_sft_default_lr) \
         if src.entry == "sft" else ()
     with tool_imports(deep):  # check's agent rules import a tool module only with --deep, in the sandbox
-        for rule in (*ppo_rules, *sft_rules, rule_searchpath, rule_launch_env, rule_working_dir_upload, rule_ray_socket_path, rule_slurm_cpus, rule_unread, rule_requirements):
+        for rule in (*ppo_rules, *sft_rules, rule_searchpath, rule_launch_env, rule_working_dir_upload, rule_ray_socket_path, rule_slurm_cpus, rule_slurm_node_list, rule_ray_temp_dir_shared, rule_unread, rule_requirements):
             rule(c, f)
     if sft_rules:
         rule_sft_sequence_parallel(c, f, model_shape(c, "model.path")[0])
