@@ -518,7 +518,6 @@ def test_a_small_data_file_offers_only_batches_it_holds(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("where", ["cluster", "algorithm", "prompts_per_step", "Bundle folder"])
-@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_ctrl_c_anywhere_leaves_nothing_on_disk(tmp_path, monkeypatch, where):
     r = drive(tmp_path, monkeypatch, {"gpus_per_node": typed("8"), "gpu_memory_gb": typed("80"), where: CTRL_C})
     assert isinstance(r.error, KeyboardInterrupt) and r.rc is None

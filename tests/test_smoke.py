@@ -340,7 +340,6 @@ def verl_overrides(bundle: Path, model_dir: Path) -> tuple[list[str], object]:
 
 @pytest.mark.verl
 @pytest.mark.parametrize("profile", PROFILES)
-@pytest.mark.slow  # over 4.5 s in the quick loop (--durations, 2026-12-07): CI runs it
 def test_verl_engine_overrides_pass_verls_own_checks(profile, tmp_path, tiny_model):
     """main_ppo's driver checks (Hydra struct mode, validate_config) and the worker-time arithmetic
     (wizard.verify.harness.worker_time_checks, each reproducing a verl assert) all hold for the smoke step."""
