@@ -12,32 +12,14 @@ from __future__ import annotations
 
 import json
 import shutil
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
+from helpers_http import json_server
 from wizard.check.lint import check
 
 RM, FN = "reward.reward_model", "reward.custom_reward_function"
-
-
-class _GenerateRunner(BaseHTTPRequestHandler):
-    hits: list[str] = []
-
-    def do_POST(self):  # noqa: N802 (http.server's name)
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        _GenerateRunner.hits.append(self.path)
-        body = json.dumps({"detail": "Not Found"}).encode()
-        self.send_response(404)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
 
 
 def _folder(tiny_model: Path, tmp_path: Path, name: str, archs: list[str], pooling: bool = False) -> Path:
@@ -72,16 +54,14 @@ def test_verl_posts_to_classify_and_stops_at_the_first_4xx(tiny_model):
     from verl import DataProto
     from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _GenerateRunner)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
+    with json_server(404, {"detail": "Not Found"}) as (address, hits):  # as vLLM's generate runner: no /classify
         config = OmegaConf.create({
             "actor_rollout_ref": {"model": {"path": str(tiny_model), "tokenizer_path": None}},
             "reward": {"custom_reward_function": {"path": None, "name": "compute_score", "reward_kwargs": {}},
                        "reward_manager": {"source": "register", "name": "naive"},
                        "sandbox_fusion": {"url": None},
                        "reward_model": {"enable": True, "model_path": str(tiny_model), "rollout": {"name": "vllm"}}}})
-        worker = RewardLoopWorker(config, reward_router_address=f"127.0.0.1:{server.server_address[1]}")
+        worker = RewardLoopWorker(config, reward_router_address=address)
         tok = AutoTokenizer.from_pretrained(str(tiny_model))
         prompt, ids = tok("What is 2+2?", return_tensors="pt")["input_ids"], tok("4", return_tensors="pt")["input_ids"]
         raw_prompt = np.empty(1, dtype=object)
@@ -95,10 +75,7 @@ def test_verl_posts_to_classify_and_stops_at_the_first_4xx(tiny_model):
         with pytest.raises(aiohttp.ClientResponseError) as err:
             worker.loop.run_until_complete(worker.compute_score(data))
         assert err.value.status == 404
-        assert _GenerateRunner.hits == ["/classify"]  # one request, to /classify, and no retry
-    finally:
-        server.shutdown()
-        server.server_close()
+        assert hits == ["/classify"]  # one request, to /classify, and no retry
 
 
 @pytest.mark.verl

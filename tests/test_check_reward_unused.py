@@ -11,13 +11,11 @@ exactly when verl's worker never consults the reward model. check itself only pa
 
 from __future__ import annotations
 
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
+from helpers_http import json_server
 from wizard.check.lint import check
 
 RM, FN = "reward.reward_model", "reward.custom_reward_function"
@@ -54,31 +52,10 @@ FILES = {
 RESPONSE = "a response long enough for the rule to pass"
 
 
-class _Router(BaseHTTPRequestHandler):
-    hits: list[str] = []
-
-    def do_POST(self):  # noqa: N802 (http.server's name)
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        _Router.hits.append(self.path)
-        body = json.dumps({"score": 0.5}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture(scope="module")
 def router():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Router)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with json_server(200, {"score": 0.5}) as (address, hits):
+        yield address, hits
 
 
 def _file(tmp_path: Path, name: str) -> Path:
@@ -87,7 +64,7 @@ def _file(tmp_path: Path, name: str) -> Path:
     return path
 
 
-def _verl_consults_rm(model: Path, reward: Path | None, router: str) -> tuple[bool, str]:
+def _verl_consults_rm(model: Path, reward: Path | None, router: tuple[str, list[str]]) -> tuple[bool, str]:
     """(whether verl's RewardLoopWorker.compute_score reached the reward model for one sample, what it returned or
     raised): the router got a request or compute_score_disrm was called."""
     import numpy as np
@@ -105,7 +82,8 @@ def _verl_consults_rm(model: Path, reward: Path | None, router: str) -> tuple[bo
                    "reward_manager": {"source": "register", "name": "naive"},
                    "sandbox_fusion": {"url": None},
                    "reward_model": {"enable": True, "model_path": str(model), "rollout": {"name": "vllm"}}}})
-    worker = RewardLoopWorker(config, reward_router_address=router)
+    address, hits = router
+    worker = RewardLoopWorker(config, reward_router_address=address)
     disrm: list[int] = []
 
     async def spy(data):
@@ -121,12 +99,12 @@ def _verl_consults_rm(model: Path, reward: Path | None, router: str) -> tuple[bo
         non_tensors={"data_source": np.array(["math"], dtype=object),
                      "reward_model": np.array([{"ground_truth": "4"}], dtype=object),
                      "extra_info": np.array([{}], dtype=object)})
-    before = len(_Router.hits)
+    before = len(hits)
     try:
         out = repr(worker.loop.run_until_complete(worker.compute_score(data))["reward_score"])
     except TypeError as exc:  # the function without the router keywords (VI887)
         out = f"TypeError: {exc}"
-    return bool(disrm) or len(_Router.hits) > before, out
+    return bool(disrm) or len(hits) > before, out
 
 
 def _vi975(model: Path, reward: Path | None, *extra: str) -> list:
