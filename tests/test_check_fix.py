@@ -169,6 +169,8 @@ CASES = {
     # tests/test_check_validation.py holds VI985 to the trainers' fit and VI986 to verl's SFT loop, run
     "val_only without val_before_train (verl#5483)": Case(
         "VI985", "trainer.val_before_train", with_("trainer.val_before_train=False", "trainer.val_only=True")),
+    # tests/test_check_val_sampling.py holds VI937 to verl's process_validation_metrics and its agent loops' source
+    "val_kwargs.n greedy copies (verl#1352)": Case("VI937", f"{R}.val_kwargs.n", with_(f"{R}.val_kwargs.n=8")),
     "SFT test_freq 0": Case("VI986", "trainer.test_freq", SFT_ARGS + ["data.val_files=/data/val.parquet",
                                                                        "trainer.test_freq=0"],
                             script=True, options={"launch": SFT_LAUNCH}),

@@ -364,6 +364,8 @@ def test_every_rule_has_a_test():
     tested |= {"VI980"}  # ReMax under V1: tests/test_check_algorithm.py (verl's compute_advantage, the trainers' source)
     tested |= {"VI985"}  # val_only without val_before_train: tests/test_check_validation.py (the trainers' fit, read)
     tested |= {"VI986"}  # the SFT loop's crashes: tests/test_check_validation.py (verl's SFT trainers, run on the CPU)
+    tested |= {"VI936", "VI937"}  # val_max_samples head slice / n greedy copies: tests/test_check_val_sampling.py
+    # (verl's RLHFDataset and process_validation_metrics on the CPU)
     tested |= {"VI785", "VI786", "VI787"}  # SFT pad mode / micro batch / truncation: tests/test_check_sft_data.py
     tested |= {"VI788", "VI789"}  # SFT val set of no batch / placeholder lr: tests/test_check_sft_parallel.py (verl's
     # SFTTrainer._build_dataloader on the CPU, verl's composed sft_trainer_engine optimizer)

@@ -294,6 +294,15 @@ RULES: dict[str, tuple[str, str]] = {
               "before testing them for > 0 (sft_trainer.py:413-414): a 0 stops it at step 1 (ZeroDivisionError); and "
               "with data.val_files null a test_freq > 0 still enters validation (sft_trainer.py:417-420): TypeError at "
               "step test_freq, after the steps before it are paid (verl#7545)"),
+    "VI936": ("val_max_samples that keeps the head of val_files", "data.val_max_samples subsamples the validation "
+              "set by the training flag data.shuffle (utils/dataset/rl_dataset.py:156, 185-192; data.validation_shuffle "
+              "never reaches it, verl#7824): with data.shuffle=False it keeps the first rows of the concatenated "
+              "val_files, so a later file (a whole benchmark) may never be validated; with data.shuffle=True and "
+              "data.seed null the subset changes at every launch"),
+    "VI937": ("validation repeats at temperature 0", "rollout.val_kwargs.n > 1 with val_kwargs.temperature 0 (its "
+              "default): verl samples validation from val_kwargs.temperature alone (v1/agent_loop_tq.py:73-76, "
+              "agent_loop.py:604-607) and 0 is greedy, so n copies of one answer: n times the generation and "
+              "mean@n = best@n = the greedy score (verl#1352)"),
     "VI785": ("SFT pad mode the engine refuses", "data.pad_mode other than no_padding in verl's SFT trainer: every "
               "engine's forward accepts only no_padding (fsdp/transformer_impl.py:1166 assert, megatron/"
               "transformer_impl.py:1329-1332 NotImplementedError) though the dataset accepts 'right': the run dies at "

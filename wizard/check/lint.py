@@ -93,6 +93,8 @@ from wizard.check.rules.requirements import rule_requirements
 from wizard.check.rules.sft_data import rule_sft_left_truncation, rule_sft_micro_ignored, rule_sft_pad_mode
 from wizard.check.rules.sft_optim import rule_sft_default_lr
 from wizard.check.rules.sft_parallel import rule_sft_sequence_parallel, rule_sft_val_batches
+from wizard.check.rules.val_repeats import rule_val_repeats
+from wizard.check.rules.val_subset import rule_val_subset
 from wizard.check.rules.validation import rule_sft_loop, rule_val_only
 from wizard.check.rules.valuehead import rule_value_model
 from wizard.check.rules.memory import rule_memory
@@ -153,7 +155,8 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_sandbox, rule_distill_pool,
         rule_reward_model, rule_reward_special_tokens, rule_reward_managers, rule_reward_signals, rule_value_model, rule_discount, rule_critic_vocab, rule_resume, rule_resume_world, rule_hdfs_dir, rule_async_tracker, rule_saving, rule_fsdp1_offload_policy,
         rule_nsys_range, rule_megatron_pool, rule_engine_kwargs, rule_ignored_do_sample,
-        rule_kl_horizon, rule_rollout_correction_logprobs, rule_remax_baseline, rule_val_only, rule_wandb_resume,
+        rule_kl_horizon, rule_rollout_correction_logprobs, rule_remax_baseline, rule_val_only, rule_val_subset, rule_val_repeats,
+        rule_wandb_resume,
         rule_rollout_logprob_contract, rule_retention_across_restarts, rule_kl_resume,
         rule_summed_loss, rule_checkpoint_nodes, rule_separate_async, rule_forced_naive, rule_one_step_off,
         rule_policy_loss_keys, rule_kl_loss_gradient, rule_entropy_chunking, rule_sglang_mm_kwargs,
