@@ -201,6 +201,9 @@ RULES: dict[str, tuple[str, str]] = {
               "loss: verl 0.9.1 sets it to 'none' on the provider (transformer_impl.py:369) and Megatron's router takes "
               "the coefficient only for the type it names (TopKRouter.get_aux_loss_coeff), so no load-balancing loss "
               "is trained (verl#5232, verl PR#4103)"),
+    "VI928": ("overrides cut off the launch command", "a launch script whose backslash-continued launch ends early "
+              "(a # comment line inside it, a blank line, a missing backslash or a blank after one): the overrides "
+              "below it never reach verl and bash runs them as a command of their own (verl PR#4103)"),
     "VI917": ("CPU offload policy on FSDP1", "fsdp_config.offload_policy=True with strategy=fsdp: only verl's fsdp2 "
               "engine reads it, so nothing is offloaded"),
     "VI918": ("checkpoint deletion that deletes nothing", "trainer.del_local_ckpt_after_load=True: verl's checkpoint "

@@ -81,6 +81,7 @@ from wizard.check.rules.lora import rule_lora, rule_vision_lora
 from wizard.check.rules.lora_export import rule_lora_export
 from wizard.check.rules.mbridge import rule_mbridge
 from wizard.check.rules.moe_router import rule_moe_aux_loss
+from wizard.check.rules.launchbreak import rule_launch_break
 from wizard.check.rules.multimodal import rule_image_patch, rule_sglang_mm_kwargs, rule_vlm_overlong
 from wizard.check.rules.modes import rule_forced_naive, rule_one_step_off, rule_separate_async
 from wizard.check.rules.quant import rule_fp8_blocks
@@ -166,7 +167,7 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
                  rule_sft_micro_ignored, rule_sft_left_truncation, rule_sft_val_batches, rule_sft_default_lr) \
         if src.entry == "sft" else ()
     with tool_imports(deep):  # check's agent rules import a tool module only with --deep, in the sandbox
-        for rule in (*ppo_rules, *sft_rules, rule_searchpath, rule_launch_env, rule_working_dir_upload, rule_ray_socket_path, rule_slurm_cpus, rule_slurm_node_list, rule_ray_temp_dir_shared, rule_unread, rule_requirements):
+        for rule in (*ppo_rules, *sft_rules, rule_searchpath, rule_launch_break, rule_launch_env, rule_working_dir_upload, rule_ray_socket_path, rule_slurm_cpus, rule_slurm_node_list, rule_ray_temp_dir_shared, rule_unread, rule_requirements):
             rule(c, f)
     if sft_rules:
         rule_sft_sequence_parallel(c, f, model_shape(c, "model.path")[0])
