@@ -310,6 +310,8 @@ def test_every_rule_has_a_test():
     tested |= {"VI899"}  # verl's own skewed and balanced rollout/trainer splits: tests/test_split.py
     tested |= {"VI907"}  # Ulysses SP on a Gated DeltaNet model: tests/test_hybrid_shapes.py
     tested |= {"VI912"}  # Megatron without Megatron-Bridge: tests/test_mbridge.py
+    tested |= {"VI928"}  # overrides cut off the launch command, against bash's own run: tests/test_launch_break.py
+    tested |= {"VI927"}  # MoE aux-loss coefficient with no load-balancing type, against verl's engine: tests/test_moe_router.py
     tested |= {"VI919"}  # a relative file:// search path from the launch folder: tests/test_searchpath.py
     tested |= {"VI977"}  # a Slurm batch script where Ray counts the node's cores: tests/test_check_slurm.py
     tested |= {"VI932", "VI933", "VI934", "VI935"}  # the Ray cluster a script builds: tests/test_check_scriptcluster.py

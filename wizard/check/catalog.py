@@ -21,7 +21,9 @@ RULES: dict[str, tuple[str, str]] = {
     "VI811": ("rollout TP crosses nodes", "a tensor-parallel group spans or straddles nodes: valid, but its traffic crosses the network"),
     "VI812": ("Ulysses sequence parallel", "SP must divide the GPUs and the attention heads, and needs use_remove_padding (validate_config; for verl's SFT trainer engine.ulysses_sequence_parallel_size: fsdp/transformer_impl.py:148-152, monkey_patch.py:343-350)"),
     "VI813": ("Megatron layout", "TP×PP×CP and the expert grid ETP×EP×PP must divide the GPUs, VPP needs PP > 1, layers over "
-                                 "PP×VPP, experts over EP (validate_config, Megatron-core); TP stays inside a node"),
+                                 "PP×VPP (or, with override_transformer_config.num_layers_in_first/last_pipeline_stage, "
+                                 "the layers left over the stages left), experts over EP (validate_config, Megatron-core); "
+                                 "TP stays inside a node"),
     "VI818": ("Megatron TP and the attention heads", "num_attention_heads and num_query_groups (KV heads) must divide by "
                                                      "tensor_model_parallel_size (megatron-core's TransformerConfig)"),
     "VI819": ("expert group across nodes", "expert_tensor_parallel_size × expert_model_parallel_size consecutive ranks "
@@ -194,6 +196,14 @@ RULES: dict[str, tuple[str, str]] = {
               "the one default_local_dir's tracker names) holds FSDP shards *_world_size_W_rank_*.pt for another W "
               "than trainer.nnodes × n_gpus_per_node: verl opens its own world's files and stops with "
               "FileNotFoundError (fsdp_checkpoint_manager.py:213-214; verl#2265)"),
+    "VI927": ("MoE aux-loss coefficient the router never applies", "a Megatron actor/critic's "
+              "override_transformer_config.moe_aux_loss_coeff > 0 while moe_router_load_balancing_type names no aux "
+              "loss: verl 0.9.1 sets it to 'none' on the provider (transformer_impl.py:369) and Megatron's router takes "
+              "the coefficient only for the type it names (TopKRouter.get_aux_loss_coeff), so no load-balancing loss "
+              "is trained (verl#5232, verl PR#4103)"),
+    "VI928": ("overrides cut off the launch command", "a launch script whose backslash-continued launch ends early "
+              "(a # comment line inside it, a blank line, a missing backslash or a blank after one): the overrides "
+              "below it never reach verl and bash runs them as a command of their own (verl PR#4103)"),
     "VI917": ("CPU offload policy on FSDP1", "fsdp_config.offload_policy=True with strategy=fsdp: only verl's fsdp2 "
               "engine reads it, so nothing is offloaded"),
     "VI918": ("checkpoint deletion that deletes nothing", "trainer.del_local_ckpt_after_load=True: verl's checkpoint "

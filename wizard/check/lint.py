@@ -80,6 +80,8 @@ from wizard.check.rules.rollout_corr import rule_rollout_corr_values, rule_v1_by
 from wizard.check.rules.lora import rule_lora, rule_vision_lora
 from wizard.check.rules.lora_export import rule_lora_export
 from wizard.check.rules.mbridge import rule_mbridge
+from wizard.check.rules.moe_router import rule_moe_aux_loss
+from wizard.check.rules.launchbreak import rule_launch_break
 from wizard.check.rules.multimodal import rule_image_patch, rule_sglang_mm_kwargs, rule_vlm_overlong
 from wizard.check.rules.modes import rule_forced_naive, rule_one_step_off, rule_separate_async
 from wizard.check.rules.quant import rule_fp8_blocks
@@ -151,6 +153,7 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_rollout_parallel, rule_device, rule_precision, rule_fsdp_mesh, rule_batches, rule_dynamic_flags, rule_ignored_budgets, rule_tokens, rule_context_parallel_budget, rule_roles,
         rule_values, rule_inert_clip, rule_gspo_clip, rule_files, rule_data_content, rule_tools_kwargs, rule_prompt_lengths, rule_truncation,
         rule_template_kwargs, rule_chat_template, rule_remote_code, rule_bundle_files, rule_agent, rule_agent_workers, rule_tool_schema, rule_turn_budget, rule_tool_format, rule_lora, rule_lora_export, rule_mbridge,
+        rule_moe_aux_loss,
         rule_megatron_optim, rule_fsdp_unread, rule_critic_attention, rule_half_master,
         rule_sandbox, rule_distill_pool,
         rule_reward_model, rule_reward_special_tokens, rule_reward_managers, rule_reward_signals, rule_value_model, rule_discount, rule_critic_vocab, rule_resume, rule_resume_world, rule_hdfs_dir, rule_async_tracker, rule_saving, rule_fsdp1_offload_policy,
@@ -167,7 +170,7 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
                  rule_sft_micro_ignored, rule_sft_left_truncation, rule_sft_val_batches, rule_sft_default_lr) \
         if src.entry == "sft" else ()
     with tool_imports(deep):  # check's agent rules import a tool module only with --deep, in the sandbox
-        for rule in (*ppo_rules, *sft_rules, rule_searchpath, rule_launch_env, rule_working_dir_upload, rule_ray_socket_path, rule_slurm_cpus, rule_slurm_node_list, rule_ray_temp_dir_shared, rule_unread, rule_requirements):
+        for rule in (*ppo_rules, *sft_rules, rule_searchpath, rule_launch_break, rule_launch_env, rule_working_dir_upload, rule_ray_socket_path, rule_slurm_cpus, rule_slurm_node_list, rule_ray_temp_dir_shared, rule_unread, rule_requirements):
             rule(c, f)
     if sft_rules:
         rule_sft_sequence_parallel(c, f, model_shape(c, "model.path")[0])

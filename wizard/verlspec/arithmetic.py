@@ -415,7 +415,7 @@ def megatron_checks(world: int, g: MegatronGrid, *, gpus_per_node: int | None = 
     if layers is not None and (g.first is not None or g.last is not None):
         ends = [x for x in (g.first, g.last) if x is not None]
         left, rest = g.pp - len(ends), layers - sum(ends)
-        if g.vpp is not None or min(ends) < 1 or rest < left or (left > 0 and rest % left) or (left == 0 and rest):
+        if g.vpp is not None or min(ends) < 1 or left < 0 or rest < left or (left > 0 and rest % left) or (left == 0 and rest):
             out["layers"] = (f"the {layers} layers do not split into first {g.first} + last {g.last} layers and "
                              f"{max(left, 0)} equal middle stage(s)")
     elif layers is not None and chunks > 1 and layers % chunks:

@@ -261,6 +261,8 @@ def rule_megatron(c: Ctx, f: Facts, shape: Any = None) -> None:
         problems = rc.megatron_layout(f.n_gpus, tp, pp, cp, ep, etp, vpp,
                                       layers=shape.layers if exact and not uneven else None,
                                       experts=shape.experts if exact else None)
+        if exact and uneven:
+            _uneven_split(c, role, prefix, pp, vpp, shape.layers)
         for problem in problems[1:] if problems and problems[0].startswith("TP×PP×CP") else problems:
             if "expert grid" in problem:
                 ok = [e for e in divisors(f.n_gpus // max(1, (etp or tp) * pp)) if f.n_gpus % ((etp or tp) * e * pp) == 0]
@@ -303,6 +305,36 @@ def rule_megatron(c: Ctx, f: Facts, shape: Any = None) -> None:
                   f"{role} Megatron: {node}: the experts' token all-to-all crosses the network every layer",
                   f"keep expert_tensor_parallel_size × expert_model_parallel_size ≤ {f.gpn} and dividing it "
                   f"(e.g. {moe_keys[1]}=1)")
+
+
+def _uneven_split(c: Ctx, role: str, prefix: str, pp: int, vpp: int | None, layers: int) -> None:
+    """VI813 for an uneven pipeline split given as override_transformer_config.num_layers_in_first/last_pipeline_stage
+    (verl 0.9.1 copies override_transformer_config onto the provider unchecked, transformer_impl.py:371-372):
+    the layers left after the first/last stages must split evenly over the stages left (megatron-core
+    get_transformer_layer_offset / get_num_layers_to_build: rc.MEGATRON_CHECKS["layers"]); older megatron-core builds
+    only what the integer division gives and drops the rest silently (NVIDIA/Megatron-LM#2718: Qwen3-30B, PP=2,
+    11 + 13 of 48 layers). A custom pipeline_model_parallel_layout, account_for_* or VPP is left unjudged."""
+    otc = f"{prefix}.override_transformer_config"
+    names = [f"{otc}.{k}" for k in UNEVEN_PIPELINE]
+    if vpp is not None or any(k in c.res.flat for k in names[2:]) or c.unknown(*names[:2]):
+        return
+    first, last = (c.int(k) if k in c.res.flat and c.v(k) is not None else None for k in names[:2])
+    if first is None and last is None:
+        return
+    found = rc.megatron_checks(pp * 10**6, rc.MegatronGrid(pp=pp, first=first, last=last), layers=layers).get("layers")
+    if not found:
+        return
+    found = found.replace("first None + ", "").replace(" + last None", "")
+    left = pp - (first is not None) - (last is not None)
+    if pp < 2:
+        hint = f"remove {names[0]} / {names[1]} (they need pipeline_model_parallel_size > 1)"
+    else:
+        a = first if first is not None else (layers - (last or 0)) // (left + 1)
+        b = layers - a - max(left, 0) * ((layers - a) // (max(left, 0) + 1))
+        hint = f"make first + last + {max(left, 0)} × middle = {layers}, e.g. {names[0]}={a} {names[1]}={b}"
+    c.add("VI813", "error", [k for k in names[:2] if k in c.res.flat] + [f"{prefix}.pipeline_model_parallel_size"],
+          f"{role} Megatron: {found} over pipeline_model_parallel_size={pp} (megatron-core builds only the layers its "
+          "split gives and asserts in newer releases, inside the worker)", hint)
 
 
 def rule_device(c: Ctx, f: Facts) -> None:

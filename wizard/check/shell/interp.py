@@ -4,6 +4,7 @@ and takes the first `main_ppo` launch with its arguments expanded."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 
 from wizard.check.entrypoints import entry_words, launch_index
@@ -23,6 +24,8 @@ def _launch_index(words: list[str]) -> tuple[int, str] | None:
 
 
 _ENTRY_WORDS = entry_words()
+# a Hydra override as a command's first word (never a shell assignment: a dotted key is no variable name)
+_OVERRIDE_WORD = re.compile(r"^(\+\+|\+|~)?[A-Za-z_][\w-]*(\.[\w-]+)+=")
 _VALUE_FLAGS = {"--cfg", "-c", "--package", "-p", "--experimental-rerun"}
 
 
@@ -161,6 +164,9 @@ class _Interpreter:
             self.result.notes.append(f"line {rest[0].line}: `{head} ...` is not followed; what it sets stays unresolved")
             return
         raw = [t.text for t in rest if t.kind == "word"]
+        if self.result.launch is not None and _OVERRIDE_WORD.match(head):
+            self.result.stray.append((rest[0].line, head, sum(1 for w in raw if _OVERRIDE_WORD.match(w))))
+            return
         if head != "cd" and not any("$" in w or any(e in w for e in _ENTRY_WORDS) for w in raw):
             return
         exp = _Expander(state)
