@@ -58,7 +58,7 @@ class Extraction:
     # names of the variables exported to the launch
     via: list[str] = field(default_factory=list)
     env_names: list[str] = field(default_factory=list)
-    temp_env: dict[str, str] = field(default_factory=dict)  # RAY_TMPDIR / TMPDIR / CUDA_VISIBLE_DEVICES: values
+    temp_env: dict[str, str] = field(default_factory=dict)  # bashtrace.TRACED_VALUES as exported to the launch: values
 
     @property
     def overrides(self) -> list[str]:
