@@ -103,6 +103,24 @@ def test_the_critic_has_its_own_attention():
     assert not _hits([*gae, f"+{CRITIC_ATTN}=sdpa"], "V100")[1]
 
 
+@pytest.mark.verl
+def test_a_gae_critic_counts_without_critic_enable():
+    """verl runs a critic for adv_estimator=gae when critic.enable is unset (trainer/ppo/utils.py need_critic, the
+    oracle here): its flash-attn load is flagged as with critic.enable=true (verl#1633's GAE run on V100)."""
+    from omegaconf import OmegaConf
+
+    from verl.trainer.ppo.utils import need_critic
+
+    assert need_critic(OmegaConf.create({"critic": {"enable": None}, "algorithm": {"adv_estimator": "gae"}}))
+    gae = ["algorithm.adv_estimator=gae", "critic.ppo_micro_batch_size_per_gpu=2", f"+{ATTN}=sdpa",
+           f"{R}.dtype=float16"]
+    report, _ = _hits(gae, "V100")
+    [hit] = [f for f in report.findings if f.problem.rule == "VI865"]
+    assert hit.problem.keys == (CRITIC_ATTN,)
+    grpo = ["algorithm.adv_estimator=grpo", f"+{ATTN}=sdpa", f"{R}.dtype=float16"]
+    assert not _hits(grpo, "V100")[1]
+
+
 def test_megatron_reads_no_attn_implementation():
     """Only the FSDP engines load the model with override_config's attention (workers/config/model.py:185 feeds
     transformers); the Megatron engine builds its own layers: VI865 stays out, VI864 (the rollout) stays."""

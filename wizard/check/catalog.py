@@ -459,5 +459,16 @@ RULES: dict[str, tuple[str, str]] = {
     "VI935": ("Ray head started with no worker", "a script that runs `ray start --head` and no worker `ray start` but "
               "sets trainer.nnodes > 1 (or n_gpus_per_node above the head's --num-gpus): a one-node cluster, so verl "
               "stops at base.py:226-241 or Ray waits on placement groups (verl#242)"),
+    "VI944": ("ROCm visible-device variables verl's workers reject", "a ROCm launch that exports ROCR_VISIBLE_DEVICES "
+              "beside HIP/CUDA_VISIBLE_DEVICES, or CUDA_VISIBLE_DEVICES beside HIP_VISIBLE_DEVICES: each worker stops "
+              "while it sets up its device, after Ray placed it (single_controller/base/worker.py:240-267; Ray sets "
+              "each actor's own HIP_VISIBLE_DEVICES, amd_gpu.py:115-124; verl#1471)"),
+    "VI945": ("GeForce GPUs without NCCL's peer-to-peer switch", "--gpu-type names a GeForce card (RTX 20-50, GTX 10), "
+              "the run spans several GPUs and the launch exports neither NCCL_P2P_DISABLE=1 nor "
+              "NCCL_CUMEM_HOST_ENABLE=0: NCCL can stop with 'peer access is not supported' when verl's FSDP engine "
+              "broadcasts the weights (fsdp/transformer_impl.py:444, fsdp_utils.py:513; verl#2803, verl#1874)"),
+    "VI946": ("DeepEP dispatch on a card below Hopper", "moe_enable_deepep=True / moe_token_dispatcher_type=flex (or "
+              "automodel backend_config.dispatcher=deepep) with --gpu-type below compute capability 9.0: verl's images "
+              "build DeepEP for Hopper only (docs/perf/dpsk.md:29) and the first MoE dispatch fails (verl#4479)"),
     "VI877": ("--deep could not run", "no bubblewrap sandbox here (--deep and --verl refuse), or verl's code on the config stopped at a sandbox bound (time, memory, processes, output)"),
 }

@@ -41,7 +41,7 @@ def rule_precision(c: Ctx, f: Facts) -> None:
                  f"{A}.megatron.dtype=float16, Megatron's fp16 mode, megatron/transformer_impl.py:292-335)"),
               fix=Fix(set={f"{R}.dtype": "float16"}))
     roles = [("actor", f"{A}.strategy", M)]
-    if c.v("critic.enable") is True:
+    if f.use_critic:  # critic.enable, else adv_estimator=gae (verl's need_critic, trainer/ppo/utils.py:96-107)
         roles.append(("critic", "critic.strategy", "critic.model"))
     for role, strategy_key, model in roles:
         if c.v(strategy_key) not in FSDP_STRATEGIES:

@@ -58,7 +58,7 @@ class Extraction:
     # names of the variables exported to the launch
     via: list[str] = field(default_factory=list)
     env_names: list[str] = field(default_factory=list)
-    temp_env: dict[str, str] = field(default_factory=dict)  # RAY_TMPDIR / TMPDIR / CUDA_VISIBLE_DEVICES: values
+    temp_env: dict[str, str] = field(default_factory=dict)  # bashtrace.TRACED_VALUES as exported to the launch: values
     # commands after the launch whose name is a Hydra override (`+a.b=1 \\` ...): the launch command ended before
     # them; (line, that first word, how many override words the command holds). The static reader's only.
     stray: list[tuple[int, str, int]] = field(default_factory=list)
