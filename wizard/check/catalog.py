@@ -449,5 +449,12 @@ RULES: dict[str, tuple[str, str]] = {
     "VI935": ("Ray head started with no worker", "a script that runs `ray start --head` and no worker `ray start` but "
               "sets trainer.nnodes > 1 (or n_gpus_per_node above the head's --num-gpus): a one-node cluster, so verl "
               "stops at base.py:226-241 or Ray waits on placement groups (verl#242)"),
+    "VI938": ("launch script stops on an unset variable", "bash's run of the script: it reads a variable under "
+              "`set -u` that it never sets and the caller did not give (--env), so bash stops with 'unbound variable' "
+              "before the launch (verl PR#6430: ${DEVICE} in verl's own GRPO scripts)"),
+    "VI939": ("override the shell rewrites before Hydra reads it", "an unquoted override word with {a,b} braces "
+              "(brace expansion: one override per part, Hydra keeps the last) or, under zsh / bash failglob / "
+              "nullglob, [..] * ? glob characters (the script stops with 'no matches found', or the override "
+              "vanishes; verl PR#2509)"),
     "VI877": ("--deep could not run", "no bubblewrap sandbox here (--deep and --verl refuse), or verl's code on the config stopped at a sandbox bound (time, memory, processes, output)"),
 }
