@@ -349,6 +349,7 @@ def test_every_rule_has_a_test():
     tested |= {"VI908"}  # no chat template: tests/test_check_chat_template.py (verl's RLHFDataset keeps no row)
     tested |= {"VI832"}  # a token budget with dynamic batching off: tests/test_check_ignored_budget.py (verl's split)
     tested |= {"VI770", "VI771", "VI772", "VI773"}  # Ray cluster launches: tests/test_check_cluster.py
+    tested |= {"VI938", "VI939"}  # unset variable under set -u / shell-rewritten override: tests/test_check_shell_words.py (bash)
     tested |= {"VI829"}  # variables exported before `ray job submit`: tests/test_check_launch_env.py (a real Ray job)
     tested |= {"VI864", "VI865"}  # bf16 / flash-attn on a card below compute capability 8.0: tests/test_precision.py
     tested |= {"VI886"}  # custom model code without trust_remote_code: tests/test_check_remote_code.py

@@ -171,6 +171,8 @@ class Traced:
     env_names: list[str] = field(default_factory=list)  # the variables exported to the launch: names only
     needed: list[str] = field(default_factory=list)  # variables given UNSET_<NAME> because the script stopped without
     temp_env: dict[str, str] = field(default_factory=dict)  # TRACED_VALUES as exported to the launch (values)
+    # of `needed`: those bash stopped on as "unbound variable" (read under `set -u`, never set), with the line
+    unbound: list[tuple[str, int]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -192,17 +194,19 @@ def available() -> bool:
 
 
 _NEEDED = re.compile(r"line \d+: ([A-Za-z_][A-Za-z0-9_]*): ")
+_UNBOUND = re.compile(r"line (\d+): ([A-Za-z_][A-Za-z0-9_]*): unbound variable")
 
 
 def trace(script: str | os.PathLike[str], env: Mapping[str, str], *, workdir: str | None = None,
           timeout: float = TIMEOUT_S, _probe: bool = False) -> Traced:
     """Run `script` under bash in the sandbox; return the first main_ppo launch it made. A variable the
     script needs from its environment (`set -u`, `${X:?}`) and that `env` lacks is given the placeholder
-    UNSET_<NAME> and the script run again; `needed` names them."""
+    UNSET_<NAME> and the script run again; `needed` names them (`unbound`: those `set -u` stopped on, with the line)."""
     if not _probe and not available():
         return Traced(reason="no sandbox here (bubblewrap missing or not allowed)")
     env = dict(env)
     needed: list[str] = []
+    unbound: list[tuple[str, int]] = []
     deadline = time.monotonic() + TOTAL_S * timeout / TIMEOUT_S  # all tries together: a script cannot amplify retries
     for _ in range(RETRIES + 1):
         left = deadline - time.monotonic()
@@ -214,8 +218,11 @@ def trace(script: str | os.PathLike[str], env: Mapping[str, str], *, workdir: st
         if result.ok or not m or m.group(1) in env:
             break
         needed.append(m.group(1))
+        u = _UNBOUND.search(result.error)
+        if u is not None and u.group(2) == m.group(1):
+            unbound.append((u.group(2), int(u.group(1))))
         env[m.group(1)] = PLACEHOLDER + m.group(1)
-    result.needed = needed
+    result.needed, result.unbound = needed, unbound
     return result
 
 

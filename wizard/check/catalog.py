@@ -470,5 +470,12 @@ RULES: dict[str, tuple[str, str]] = {
     "VI946": ("DeepEP dispatch on a card below Hopper", "moe_enable_deepep=True / moe_token_dispatcher_type=flex (or "
               "automodel backend_config.dispatcher=deepep) with --gpu-type below compute capability 9.0: verl's images "
               "build DeepEP for Hopper only (docs/perf/dpsk.md:29) and the first MoE dispatch fails (verl#4479)"),
+    "VI938": ("launch script stops on an unset variable", "bash's run of the script: it reads a variable under "
+              "`set -u` that it never sets and the caller did not give (--env), so bash stops with 'unbound variable' "
+              "before the launch (verl PR#6430: ${DEVICE} in verl's own GRPO scripts)"),
+    "VI939": ("override the shell rewrites before Hydra reads it", "an unquoted override word with {a,b} braces "
+              "(brace expansion: one override per part, Hydra keeps the last) or, under zsh / bash failglob / "
+              "nullglob, [..] * ? glob characters (the script stops with 'no matches found', or the override "
+              "vanishes; verl PR#2509)"),
     "VI877": ("--deep could not run", "no bubblewrap sandbox here (--deep and --verl refuse), or verl's code on the config stopped at a sandbox bound (time, memory, processes, output)"),
 }

@@ -43,6 +43,8 @@ from wizard.check.rules.agentworkers import rule_agent_workers
 from wizard.check.rules.algorithm import (rule_kl_horizon, rule_kl_resume, rule_remax_baseline,
                                           rule_rollout_correction_logprobs, rule_summed_loss)
 from wizard.check.rules.deepep import rule_deepep_card
+from wizard.check.rules.globwords import rule_shell_rewritten_overrides
+from wizard.check.rules.nounset import rule_unbound_env
 from wizard.check.rules.profiling import rule_nsys_range
 from wizard.check.rules.layered_summon import rule_layered_summon
 from wizard.check.rules.cudagraphs import rule_enforce_eager
@@ -172,7 +174,9 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
                  rule_sft_micro_ignored, rule_sft_left_truncation, rule_sft_val_batches, rule_sft_default_lr) \
         if src.entry == "sft" else ()
     with tool_imports(deep):  # check's agent rules import a tool module only with --deep, in the sandbox
-        for rule in (*ppo_rules, *sft_rules, rule_searchpath, rule_launch_break, rule_launch_env, rule_working_dir_upload, rule_ray_socket_path, rule_slurm_cpus, rule_slurm_node_list, rule_ray_temp_dir_shared, rule_unread, rule_requirements,
+        for rule in (*ppo_rules, *sft_rules, rule_searchpath, rule_launch_break, rule_launch_env, rule_unbound_env,
+                     rule_shell_rewritten_overrides, rule_working_dir_upload, rule_ray_socket_path, rule_slurm_cpus,
+                     rule_slurm_node_list, rule_ray_temp_dir_shared, rule_unread, rule_requirements,
                      rule_rocm_visible_devices, rule_geforce_p2p, rule_deepep_card):
             rule(c, f)
     if sft_rules:

@@ -44,6 +44,8 @@ class Source:
     bundle_dir: Path | None = None
     placeholders: dict[str, str] = field(default_factory=dict)  # UNSET_X -> reason
     problems: list[Problem] = field(default_factory=list)
+    # variables bash stopped on as unbound (`set -u`, never set, not given with --env), with the line: VI938
+    unbound: list[tuple[str, int]] = field(default_factory=list)
 
 
 MAX_YAML_BYTES = 16 << 20
@@ -184,8 +186,8 @@ _VERL_PKG_PATHS = ("pkg://verl.trainer.config", "pkg://verl/trainer/config")
 
 
 def _traced(path: Path, env: Mapping[str, str], workdir: str | None) -> Any:
-    """bash's own reading of the script (wizard.check.bashtrace), or None where no sandbox can run it or
-    bash reached no launch (then the static reader's result stands). VERL_INIT_NO_SANDBOX=1 turns it off."""
+    """bash's own run of the script (wizard.check.bashtrace), or None where no sandbox can run it; its `ok` is false
+    when bash reached no launch (then the static reader's result stands). VERL_INIT_NO_SANDBOX=1 turns it off."""
     if os.environ.get("VERL_INIT_NO_SANDBOX"):
         return None
     from wizard.check import bashtrace
@@ -202,7 +204,7 @@ def _traced(path: Path, env: Mapping[str, str], workdir: str | None) -> Any:
         raise _limit(f"the sandboxed run of the script left output check does not read ({type(exc).__name__}: "
                      f"{one_line(str(exc))[:200]})", path, "check the script: it tampers with the sandbox's "
                      "output folder") from None
-    return traced if traced.ok else None
+    return traced
 
 
 def _recipe_config(src: Source, ex: Extraction, p: Path, entry: Entry, workdir: str | None = None) -> None:
@@ -335,7 +337,9 @@ def load_source(target: str | None, extra: Sequence[str] = (), *, env: Mapping[s
             limit: ShellLimitError | None = None
             # bash in the sandbox first; the static reader then only adds line numbers and `cd` (its limits do not
             # matter when bash answered), and reads alone where no sandbox can run
-            traced = _traced(p, env, workdir)
+            ran = _traced(p, env, workdir)
+            traced = ran if ran is not None and ran.ok else None
+            src.unbound = list(ran.unbound) if ran is not None else []
             try:
                 ex = extract_file(p, env=env)
             except ShellSyntaxError as exc:

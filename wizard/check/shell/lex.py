@@ -294,3 +294,15 @@ class _Lexer:
                     return text
             j += 1
         raise self.error(f"unterminated {s[start:start + skip]}")
+
+
+def raw_words(text: str, budget: Budget | None = None) -> list[tuple[str, int]]:
+    """Every word of the script as written (quotes and expansions kept raw), array elements included, with its
+    line; comments and heredoc bodies are not words. Raises ShellSyntaxError / ShellLimitError as the reader does."""
+    out: list[tuple[str, int]] = []
+    for tok in _Lexer(text, budget).tokens():
+        if tok.kind == "word":
+            out.append((tok.text, tok.line))
+        elif tok.kind == "array":
+            out.extend((item, tok.line) for item in tok.items)
+    return out
