@@ -126,6 +126,9 @@ RULES: dict[str, tuple[str, str]] = {
               "one_step_off_policy or fully_async_policy: verl 0.9.1's SeparateRayPPOTrainer._create_critic_class reads "
               "critic.model.fsdp_config (AttributeError) or rejects a non-fsdp strategy (NotImplementedError) once the "
               "GPUs are booked (verl#7822)"),
+    "VI952": ("critic tokenizer folder without a tokenizer", "critic.model.tokenizer_path (else critic.model.path) is a "
+              "local folder with no tokenizer files: verl loads the critic's tokenizer there (workers/config/model.py:"
+              "153-161): transformers < 5 raises after the GPUs are booked, 5 saves an empty tokenizer in critic checkpoints"),
     "VI972": ("data file is a `datasets` folder", "data.train_files/val_files names a folder written by save_to_disk: "
               "verl's RLHFDataset reads .parquet/.json/.jsonl files only (rl_dataset.py:173-178 raises ValueError)"),
     "VI904": ("context parallel that does not lower the tokens per GPU", "Megatron CP with dynamic batching packs "

@@ -62,6 +62,7 @@ from wizard.check.rules.slurm import rule_slurm_cpus
 from wizard.check.rules.batches import rule_batches, rule_deprecated_micro, rule_dynamic_flags, rule_ignored_budgets
 from wizard.check.rules.context import M, Ctx, facts, model_shape
 from wizard.check.rules.critic import rule_critic_vocab, rule_discount
+from wizard.check.rules.critic_tokenizer import rule_critic_tokenizer
 from wizard.check.rules.bundlefiles import rule_bundle_files
 from wizard.check.rules.checkpoints import rule_resume, rule_resume_sft, rule_resume_world
 from wizard.check.rules.ckpt_store import rule_async_tracker, rule_hdfs_dir
@@ -154,7 +155,7 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_template_kwargs, rule_chat_template, rule_remote_code, rule_bundle_files, rule_agent, rule_agent_workers, rule_tool_schema, rule_turn_budget, rule_tool_format, rule_lora, rule_lora_export, rule_mbridge,
         rule_megatron_optim, rule_fsdp_unread, rule_critic_attention, rule_half_master,
         rule_sandbox, rule_distill_pool,
-        rule_reward_model, rule_reward_special_tokens, rule_reward_managers, rule_reward_signals, rule_value_model, rule_separation_critic, rule_discount, rule_critic_vocab, rule_resume, rule_resume_world, rule_hdfs_dir, rule_async_tracker, rule_saving, rule_fsdp1_offload_policy,
+        rule_reward_model, rule_reward_special_tokens, rule_reward_managers, rule_reward_signals, rule_value_model, rule_separation_critic, rule_critic_tokenizer, rule_discount, rule_critic_vocab, rule_resume, rule_resume_world, rule_hdfs_dir, rule_async_tracker, rule_saving, rule_fsdp1_offload_policy,
         rule_nsys_range, rule_megatron_pool, rule_engine_kwargs, rule_ignored_do_sample,
         rule_kl_horizon, rule_rollout_correction_logprobs, rule_remax_baseline, rule_val_only, rule_val_subset, rule_val_repeats,
         rule_wandb_resume,
