@@ -124,6 +124,13 @@ RULES: dict[str, tuple[str, str]] = {
     "VI894": ("critic without a token-classification class", "verl's FSDP engine loads a value model with "
               "AutoModelForTokenClassification and falls back to trl's value head (utils/model.py:641-680); the installed "
               "transformers has no such class for the critic's model type"),
+    "VI951": ("critic under a separation-family trainer", "a run that builds a critic (GAE, or critic.enable=True) under "
+              "one_step_off_policy or fully_async_policy: verl 0.9.1's SeparateRayPPOTrainer._create_critic_class reads "
+              "critic.model.fsdp_config (AttributeError) or rejects a non-fsdp strategy (NotImplementedError) once the "
+              "GPUs are booked (verl#7822)"),
+    "VI952": ("critic tokenizer folder without a tokenizer", "critic.model.tokenizer_path (else critic.model.path) is a "
+              "local folder with no tokenizer files: verl loads the critic's tokenizer there (workers/config/model.py:"
+              "153-161): transformers < 5 raises after the GPUs are booked, 5 saves an empty tokenizer in critic checkpoints"),
     "VI972": ("data file is a `datasets` folder", "data.train_files/val_files names a folder written by save_to_disk: "
               "verl's RLHFDataset reads .parquet/.json/.jsonl files only (rl_dataset.py:173-178 raises ValueError)"),
     "VI904": ("context parallel that does not lower the tokens per GPU", "Megatron CP with dynamic batching packs "

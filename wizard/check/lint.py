@@ -61,10 +61,12 @@ from wizard.check.rules.sampling import rule_ignored_do_sample
 from wizard.check.rules.searchpath import rule_searchpath
 from wizard.check.rules.scriptcluster import (rule_head_without_workers, rule_ray_temp_dir_shared,
                                                rule_slurm_node_list, rule_visible_gpus)
+from wizard.check.rules.separation_critic import rule_separation_critic
 from wizard.check.rules.slurm import rule_slurm_cpus
 from wizard.check.rules.batches import rule_batches, rule_deprecated_micro, rule_dynamic_flags, rule_ignored_budgets
 from wizard.check.rules.context import M, Ctx, facts, model_shape
 from wizard.check.rules.critic import rule_critic_vocab, rule_discount
+from wizard.check.rules.critic_tokenizer import rule_critic_tokenizer
 from wizard.check.rules.bundlefiles import rule_bundle_files
 from wizard.check.rules.checkpoints import rule_resume, rule_resume_sft, rule_resume_world
 from wizard.check.rules.ckpt_store import rule_async_tracker, rule_hdfs_dir
@@ -160,7 +162,7 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_moe_aux_loss,
         rule_megatron_optim, rule_fsdp_unread, rule_critic_attention, rule_half_master,
         rule_sandbox, rule_distill_pool,
-        rule_reward_model, rule_reward_special_tokens, rule_reward_managers, rule_reward_signals, rule_value_model, rule_discount, rule_critic_vocab, rule_resume, rule_resume_world, rule_hdfs_dir, rule_async_tracker, rule_saving, rule_fsdp1_offload_policy,
+        rule_reward_model, rule_reward_special_tokens, rule_reward_managers, rule_reward_signals, rule_value_model, rule_separation_critic, rule_critic_tokenizer, rule_discount, rule_critic_vocab, rule_resume, rule_resume_world, rule_hdfs_dir, rule_async_tracker, rule_saving, rule_fsdp1_offload_policy,
         rule_nsys_range, rule_megatron_pool, rule_engine_kwargs, rule_ignored_do_sample,
         rule_kl_horizon, rule_rollout_correction_logprobs, rule_remax_baseline, rule_val_only, rule_val_subset, rule_val_repeats,
         rule_wandb_resume,
