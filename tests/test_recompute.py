@@ -68,8 +68,9 @@ def test_the_arithmetic_the_proof_rests_on():
     assert full_with < cap and mean_with * 1.2 < cap
 
 
-def _plan(tmp_path: Path, response: int) -> tuple[wizard.Plan, Path]:
-    plan = wizard.plan(make_answers({**ANSWERS, "max_response_length": response}), base_dir=str(tmp_path))
+def _plan(tmp_path: Path, response: int, **changes) -> tuple[wizard.Plan, Path]:
+    answers = {**ANSWERS, "max_response_length": response, **changes}
+    plan = wizard.plan(make_answers(answers), base_dir=str(tmp_path))
     return plan, wizard.write_bundle(wizard.render(plan), tmp_path / f"bundle-{response}")
 
 
@@ -157,20 +158,26 @@ def test_the_search_tries_recompute_before_offload():
 
 
 @pytest.mark.verl
-def test_verl_accepts_the_recompute_bundle(tmp_path, tiny_model):
+@pytest.mark.parametrize("algorithm", ["grpo", "ppo"])
+def test_verl_accepts_the_recompute_bundle(tmp_path, tiny_model, algorithm):
     """verl's own composition, validation and dataclasses take the rendered keys; the reference inherits the actor's
-    mapping (ref/megatron_ref.yaml:23 oc.select)."""
+    mapping (ref/megatron_ref.yaml:23 oc.select); PPO's Megatron critic gets its own."""
     from omegaconf import OmegaConf
 
     from verl.utils.config import omega_conf_to_dataclass
     from wizard.verify.harness import compose_bundle, verify_with_verl
 
-    plan, bundle = _plan(tmp_path, LONG)
+    plan, bundle = _plan(tmp_path, LONG, algorithm=algorithm)
     report = verify_with_verl(bundle, model_dir=str(tiny_model))
     assert report.ok, [c.line() for c in report.checks if not c.ok]
     cfg = compose_bundle(bundle)
-    engine = omega_conf_to_dataclass(cfg.actor_rollout_ref.actor.megatron)
-    assert engine.override_transformer_config["recompute_granularity"] == "full"
-    assert engine.override_transformer_config["recompute_method"] == "uniform"
-    assert engine.override_transformer_config["recompute_num_layers"] == 1
+    roles = [cfg.actor_rollout_ref.actor.megatron] + ([cfg.critic.megatron] if algorithm == "ppo" else [])
+    for section in roles:
+        engine = omega_conf_to_dataclass(section)
+        assert engine.override_transformer_config["recompute_granularity"] == "full"
+        assert engine.override_transformer_config["recompute_method"] == "uniform"
+        assert engine.override_transformer_config["recompute_num_layers"] == 1
     assert OmegaConf.select(cfg, "actor_rollout_ref.ref.megatron.override_transformer_config.recompute_granularity") == "full"
+    if algorithm == "grpo":
+        assert OmegaConf.select(cfg, "critic.megatron.override_transformer_config.recompute_granularity") is None
+    assert "actor and critic" in (bundle / "PLAN.md").read_text(encoding="utf-8") or algorithm == "grpo"

@@ -1,6 +1,6 @@
 """Memory per GPU, per role, per phase, for verl's colocated hybrid engine, in GiB (2^30 bytes, what torch and
 nvidia-smi count); and the choices that make a plan fit (rollout TP, gpu_memory_utilization, offload, sequence
-parallel, token budget, Megatron TP/PP).
+parallel, token budget, Megatron TP/PP, Megatron full recompute: wizard.planner.layout_search tries them).
 
 Four phases take turns on each GPU in one verl step (verl/trainer/ppo/ray_trainer.py, workers/engine_workers.py):
 - rollout: the engine is awake and reserves `gpu_memory_utilization × card` (weights + KV cache); the training

@@ -31,6 +31,10 @@ _WHY = {"recompute_granularity": "full activation recompute: each layer keeps on
         "recompute_num_layers": "1: every layer's input is the checkpoint (what the memory estimate counts)"}
 
 
+_OVER = {"does not fit": "the update is over", "tight": "the update's band (+20 %, full-length sequences) is over",
+         "fits": "the update also fits"}
+
+
 def on(b: Build) -> bool:
     """The plan's layout has Megatron full recompute."""
     return bool(b.megatron and b.decision is not None and b.decision.layout.recompute)
@@ -42,8 +46,10 @@ def actor_keys(b: Build) -> None:
         return
     note = summary(b)
     b.facts["megatron_recompute"] = note
+    note["critic"] = bool(b.algo.critic)
     for k, v in RECOMPUTE.items():
-        b.s.set(f"{PRE}.actor.megatron.override_transformer_config.{k}", v, f"{_WHY[k]}; {note['why']}")
+        why = f"{_WHY[k]}; {note['why']}" if k == "recompute_granularity" else _WHY[k]
+        b.s.set(f"{PRE}.actor.megatron.override_transformer_config.{k}", v, why)
 
 
 def critic_keys(b: Build) -> None:
@@ -76,22 +82,25 @@ def summary(b: Build) -> dict[str, Any]:
     assert d is not None and b.shape is not None
     plain_est = estimate(b.shape, replace(d.layout, recompute=False))
     with_gib, without_gib = d.estimate.phase_gib("update"), plain_est.phase_gib("update")
+    cap = d.estimate.capacity_gib  # the update phase's own verdict without recompute
+    update_without = ("does not fit" if without_gib > cap else "tight" if plain_est.band("update")[1] > cap
+                      else "fits")
     out: dict[str, Any] = {
         "update_gib": round(with_gib, 1), "update_without_gib": round(without_gib, 1),
-        "saved_gib": round(without_gib - with_gib, 1), "capacity_gib": round(d.estimate.capacity_gib, 1),
-        "verdict_without": plain_est.verdict, "without": b.facts.get("recompute_without"),
+        "saved_gib": round(without_gib - with_gib, 1), "capacity_gib": round(cap, 1),
+        "verdict_without": update_without, "without": b.facts.get("recompute_without"),
         "step_s": None, "extra_update_s": None}
     fast, slow = _step_seconds(b, d), _step_seconds(b, Decision(replace(d.layout, recompute=False), plain_est, {}))
     if fast is not None and slow is not None:
         out["step_s"] = round(fast.step_s, 1)
         out["extra_update_s"] = round(fast.phases.get("update actor", 0.0) - slow.phases.get("update actor", 0.0), 1)
     held = (f"the update holds {with_gib:.1f} GiB per GPU with it, {without_gib:.1f} GiB without "
-            f"({out['saved_gib']:g} GiB of activations saved; {out['verdict_without']} on the "
-            f"{out['capacity_gib']:g} GiB card without it)")
+            f"({out['saved_gib']:g} GiB of activations saved; without it {_OVER[out['verdict_without']]} the "
+            f"{out['capacity_gib']:g} GiB card)")
     if out["without"]:
         alt = f"; without recompute the planner needs {out['without']}, predicted slower"
     else:
-        alt = "; no layout verl-init can choose fits without it"
+        alt = "; without it no layout verl-init can choose fits with the ±20 % band under the card"
     out["why"] = held + alt
     return out
 
@@ -105,5 +114,6 @@ def plan_line(fx: dict[str, Any]) -> Optional[str]:
             f"{r['step_s']:g} s step." if r.get("extra_update_s") is not None else
             " It costs one more forward pass in every update (about a third more update compute).")
     return ("Activation recompute: on (megatron.override_transformer_config.recompute_granularity=full, "
-            "recompute_method=uniform, recompute_num_layers=1, actor and critic; the reference takes the actor's): "
+            f"recompute_method=uniform, recompute_num_layers=1, {'actor and critic' if r.get('critic') else 'actor'}; "
+            "the reference takes the actor's): "
             f"{r['why']}." + cost)

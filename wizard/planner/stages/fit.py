@@ -128,7 +128,8 @@ _VERDICTS = ("fits", "tight", "does not fit")
 def _fastest(b: Build, decision: Decision, tp_options: list[int], mp_options: list[rc.MegatronGrid]) -> Decision:
     """Among the layouts that fit, the fastest by predicted step time (wizard.planner.layouts.rank_layouts): every
     other rollout TP (its least-offload layout), offload forced on, and dynamic batching flipped when the user
-    left those open; b.facts["layout_ranking"] names the runner-up (PLAN.md)."""
+    left those open; a decision with Megatron full recompute against the layout found without it (the incumbent);
+    b.facts["layout_ranking"] names the runner-up (PLAN.md)."""
     from wizard.planner.layouts import describe, layout_step, rank_layouts
 
     a, shape = b.a, b.shape
@@ -180,7 +181,7 @@ def _fastest(b: Build, decision: Decision, tp_options: list[int], mp_options: li
     dynamic = b.dynamic
     chosen, b.dynamic, ranking = rank_layouts(incumbent, b.dynamic, alternatives, step)
     if chosen.layout.recompute:  # PLAN.md names the layout without recompute (wizard.planner.recompute.summary)
-        b.facts["recompute_without"] = describe(incumbent, dynamic) if incumbent is not decision else None
+        b.facts["recompute_without"] = describe(incumbent, dynamic) if not incumbent.layout.recompute else None
     b.facts["layout_ranking"] = ranking
     if chosen.layout.rollout_tp != incumbent.layout.rollout_tp:  # verl_keys.rollout_keys says why
         b.facts["rollout_tp_by_time"] = incumbent.layout.rollout_tp
