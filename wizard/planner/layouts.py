@@ -145,6 +145,7 @@ def describe(decision: Any, dynamic: bool) -> str:
     return (f"rollout TP {lay.rollout_tp}" + (f" × DP {lay.rollout_dp}" if lay.rollout_dp > 1 else "")
             + (f", Megatron TP {lay.megatron_tp} PP {lay.megatron_pp}" + (f" EP {lay.megatron_ep}" if lay.megatron_ep > 1 else "")
                if lay.megatron else "")
+            + (", full recompute" if lay.megatron and lay.recompute else "")
             + (", offload on" if lay.offload_params else ", offload off")
             + (", token budgets" if dynamic else ", fixed micro-batches"))
 

@@ -1,6 +1,6 @@
 """Memory per GPU, per role, per phase, for verl's colocated hybrid engine, in GiB (2^30 bytes, what torch and
 nvidia-smi count); and the choices that make a plan fit (rollout TP, gpu_memory_utilization, offload, sequence
-parallel, token budget, Megatron TP/PP).
+parallel, token budget, Megatron TP/PP, Megatron full recompute: wizard.planner.layout_search tries them).
 
 Four phases take turns on each GPU in one verl step (verl/trainer/ppo/ray_trainer.py, workers/engine_workers.py):
 - rollout: the engine is awake and reserves `gpu_memory_utilization × card` (weights + KV cache); the training
@@ -23,7 +23,7 @@ reserve (reserved − allocated, 12–48 GiB in those logs), and without the CUD
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from wizard.planner import fusedhead, inflight
@@ -723,78 +723,3 @@ class Decision:
     layout: Layout
     estimate: Estimate
     reasons: dict[str, str]
-
-
-def _gmu_range(s: ModelShape, L: Layout, other_gib: float, headroom: float = 1 + BAND) -> tuple[float, float]:
-    """(lowest useful, highest that fits) gpu_memory_utilization for this rollout TP; `other_gib` is what the
-    largest engine-awake phase holds besides the engine."""
-    cap = capacity_gib(L.gpu_gb, L.gpu_type)
-    per_seq = s.cache_bytes_per_seq(L.rollout_tp, L.seq_len)
-    want = min(MIN_KV_SEQS, max(1, L.replica_batch))
-    weights = rollout_weight_bytes(s, L)
-    # verl's rule of thumb: the reservation holds the bf16 weights twice (the rest is KV cache)
-    low = max(2 * weights, weights + ENGINE_OVERHEAD_GIB * GIB + want * per_seq) / GIB / cap
-    high = (cap / headroom - other_gib) / cap - L.reward_gmu
-    return low, high
-
-
-def choose(s: ModelShape, base: Layout, *, tp_options: list[int], offload_options: list[bool],
-           gmu_fixed: Optional[float], sp_options: list[int], token_cap: int,
-           mp_options: Optional[list[tuple[int, int] | rc.MegatronGrid]] = None, gmu_target: float = 0.6,
-           batch_samples: int = 1, min_gpu_tokens: int = 0, accept: tuple[str, ...] = ("fits",),
-           rollout_dps: Optional[Callable[[int], list[int]]] = None) -> Optional[Decision]:
-    """The first layout (least offload, smallest model parallelism) whose verdict is in `accept` with a training
-    micro-batch of at least one full sequence and `min_gpu_tokens` tokens per GPU, or None."""
-    grids = [g if isinstance(g, rc.MegatronGrid) else rc.MegatronGrid(*g)
-             for g in (mp_options or [(base.megatron_tp, base.megatron_pp)])]
-    cap = capacity_gib(base.gpu_gb, base.gpu_type)
-    headroom = 1 + BAND if "tight" not in accept else 1.0  # "fits": the band's high end stays under the card
-    for offload in offload_options:
-        for grid in grids:
-            for sp in sp_options:
-                dp = rc.data_parallel_size(base.n_gpus, megatron=base.megatron, sp=sp, tp=grid.tp, pp=grid.pp,
-                                           cp=grid.cp)
-                if not dp:
-                    continue
-                # a Megatron reference follows the actor's param_offload (verl's ref/megatron_ref.yaml:39) and its
-                # forward-only engine then keeps its weights on the host (megatron/transformer_impl.py:605)
-                lay = replace(base, offload_params=offload, offload_optimizer=offload, sp=sp, dp=dp,
-                              ref_resident=base.ref_resident and not offload,
-                              megatron_tp=grid.tp, megatron_pp=grid.pp, megatron_cp=grid.cp, megatron_ep=grid.ep,
-                              megatron_etp=grid.etp, megatron_vpp=grid.vpp)
-                # training tokens: as many as fit (with the band) in the update phase, up to the cap
-                probe = estimate(s, replace(lay, train_tokens=0, logprob_tokens=0, gmu=0.0, static_micro=False))
-                fixed = probe.phase_gib("update")
-                per_tok = train_bytes_per_token(s, lay) * (1 + ALLOCATOR_RESERVE)
-                room = (cap / headroom - fixed) * GIB
-                split = sp if not base.megatron else grid.cp  # tokens per micro-batch before the SP/CP split
-                max_tokens = int(room / per_tok * split) if room > 0 else 0
-                if max_tokens < base.seq_len or max_tokens // split < min_gpu_tokens:
-                    continue
-                tokens = min(token_cap, max_tokens)
-                lay = replace(lay, train_tokens=tokens, logprob_tokens=min(2 * tokens, max_tokens))
-                # the rollout engine: least data parallel first (a MoE's experts spread over TP × DP), then least TP
-                pairs = sorted(((rdp, tp) for tp in tp_options for rdp in (rollout_dps(tp) if rollout_dps else [1])),
-                               key=lambda p: p[0])
-                for rdp, tp in pairs:
-                    # each DP rank of a replica is its own engine with TP GPUs and its share of the sequences
-                    lay_tp = replace(lay, rollout_tp=tp, rollout_dp=rdp,
-                                     replica_batch=max(1, -(-batch_samples * tp // base.n_gpus)))
-                    bare = estimate(s, replace(lay_tp, gmu=0.0, reward_gmu=0.0))
-                    other = max(bare.phase_gib("rollout"), bare.phase_gib("weight sync"))
-                    low, high = _gmu_range(s, lay_tp, other, headroom)
-                    if gmu_fixed is not None:
-                        gmu = gmu_fixed
-                    else:
-                        if high < low:
-                            continue
-                        target = 0.85 if offload else gmu_target
-                        gmu = math.floor(min(target, high) * 20) / 20
-                        if gmu < low:
-                            gmu = math.floor(high * 100) / 100
-                    final = replace(lay_tp, gmu=gmu)
-                    est = estimate(s, final)
-                    if est.plan_verdict in accept:
-                        return Decision(final, est, {})
-    return None
-

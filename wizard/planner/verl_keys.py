@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from wizard.planner import dataprep, genrm, sandbox
+from wizard.planner import dataprep, genrm, recompute, sandbox
 from wizard.planner.memory import GIB, rollout_weight_bytes
 from wizard.planner.stages.checkpoints import RESUME_MODES
 from wizard.planner.stages.layout import exact_shape
@@ -140,6 +140,7 @@ def actor_keys(b: Build) -> None:
         _uneven_keys(b, f"{PRE}.actor.megatron")
         s.set(f"{PRE}.actor.megatron.param_offload", b.offload, off_reason, source_of("offload", given))
         s.set(f"{PRE}.actor.megatron.optimizer_offload", b.offload, off_reason, source_of("offload", given))
+        recompute.actor_keys(b)  # Megatron full recompute when the layout has it (wizard.planner.recompute)
         if a.lora_rank:
             s.set(f"{PRE}.actor.megatron.use_mbridge", True,
                   "LoRA needs Megatron-Bridge (workers/config/megatron_peft.py:26 asserts it)")
@@ -343,6 +344,7 @@ def critic_keys(b: Build) -> None:
             _uneven_keys(b, "critic.megatron", "same pipeline split as the actor")
         s.set("critic.megatron.param_offload", b.offload, critic_off, source_of("offload", given))
         s.set("critic.megatron.optimizer_offload", b.offload, critic_off, source_of("offload", given))
+        recompute.critic_keys(b)
 
 
 # DAPO's overlong buffer: a quarter of the response budget, at most the paper's 4,096 tokens (DAPO §3.4: 4,096 of

@@ -15,6 +15,7 @@ from typing import Any, Optional
 
 from wizard.planner import dataprep
 from wizard.planner.nextsteps import launch_commands
+from wizard.planner.recompute import plan_line
 from wizard.planner.state import Plan
 from wizard.verlspec.lora import MEGATRON_TARGET_MODULES
 
@@ -603,6 +604,9 @@ def megatron_layout_lines(fx: dict[str, Any], gpus_per_node: int, n_gpus: int) -
              + (f", each TP×CP group {tp * cp}" if cp > 1 else "")
              + (f"; uneven pipeline split: {fx['megatron_first']} layers in the first stage, {fx['megatron_last']} "
                 "in the last" if fx.get("megatron_first") is not None else "") + "."]
+    recompute = plan_line(fx)  # Megatron full recompute, when the layout has it
+    if recompute:
+        lines.append(recompute)
     if fx.get("moe_experts"):
         ep, etp = fx["megatron_ep"], fx["megatron_etp"] if fx["megatron_etp"] is not None else tp
         lines.append(f"Experts: {fx['moe_experts']} per MoE layer over EP={ep} × ETP={etp} = {ep * etp} consecutive GPUs "

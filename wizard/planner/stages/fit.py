@@ -1,4 +1,4 @@
-"""Rule stages of memory: the model's shape, the layout whose memory peak fits (wizard.planner.memory.choose; VI311,
+"""Rule stages of memory: the model's shape, the layout whose memory peak fits (wizard.planner.layout_search.choose; VI311,
 VI601, VI602, VI605, VI606; VI320 when it splits a Gated DeltaNet model with Ulysses) and the final plan's verdict
 (VI607).
 """
@@ -9,7 +9,8 @@ from typing import Any, Optional
 
 from wizard.intent.answers import Answers
 from wizard.planner import genrm
-from wizard.planner.memory import choose, Decision, Layout, reward_layout
+from wizard.planner.layout_search import choose
+from wizard.planner.memory import Decision, Layout, reward_layout
 from wizard.planner.shapes import ModelShape, resolve_shape
 from wizard.planner.stages.layout import (LINK_LEVELS, MEGATRON_ANSWERS, group_level, megatron_grids, megatron_options,
                                          rollout_dp_options, rollout_ep, rollout_tp_options)
@@ -127,18 +128,20 @@ _VERDICTS = ("fits", "tight", "does not fit")
 def _fastest(b: Build, decision: Decision, tp_options: list[int], mp_options: list[rc.MegatronGrid]) -> Decision:
     """Among the layouts that fit, the fastest by predicted step time (wizard.planner.layouts.rank_layouts): every
     other rollout TP (its least-offload layout), offload forced on, and dynamic batching flipped when the user
-    left those open; b.facts["layout_ranking"] names the runner-up (PLAN.md)."""
-    from wizard.planner.layouts import layout_step, rank_layouts
+    left those open; a decision with Megatron full recompute against the layout found without it (the incumbent);
+    b.facts["layout_ranking"] names the runner-up (PLAN.md)."""
+    from wizard.planner.layouts import describe, layout_step, rank_layouts
 
     a, shape = b.a, b.shape
     topology = b.topology
     if a.gpu_type == "cpu":  # no step time to rank by (steptime_plan.of_plan)
         return decision
 
-    def refit(tps: list[int], dynamic: bool, offload: Optional[bool] = None) -> Optional[Decision]:
+    def refit(tps: list[int], dynamic: bool, offload: Optional[bool] = None,
+              recompute: bool = True) -> Optional[Decision]:
         answers = a if offload is None else a.model_copy(update={"offload": offload})
         args = (b.critic_shape, b.n_gpus, b.seq, dynamic, b.megatron, b.use_ref, b.n, b.given)
-        return fit(answers, shape, *args, tps, fast_mp)
+        return fit(answers, shape, *args, tps, fast_mp, recompute=recompute)
 
     # on a probed topology, as memory_fit: TP and expert groups on fast links where such layouts exist
     fast = [t for t in tp_options if topology is None or group_level(topology, t) < 3] or tp_options
@@ -148,7 +151,8 @@ def _fastest(b: Build, decision: Decision, tp_options: list[int], mp_options: li
         (refit([t], b.dynamic), b.dynamic) for t in fast if t != decision.layout.rollout_tp]
     if a.offload is None and not decision.layout.offload_params:
         alternatives.append((refit([decision.layout.rollout_tp], b.dynamic, offload=True), b.dynamic))
-    if a.dynamic_batch is None and a.micro_batch_per_gpu is None and a.max_tokens_per_gpu is None:
+    flip = a.dynamic_batch is None and a.micro_batch_per_gpu is None and a.max_tokens_per_gpu is None
+    if flip:
         alternatives.append((refit([decision.layout.rollout_tp], not b.dynamic), not b.dynamic))
 
     def step(d: Decision, dynamic: bool):
@@ -161,10 +165,26 @@ def _fastest(b: Build, decision: Decision, tp_options: list[int], mp_options: li
     # speed never buys a worse verdict: a layout that is only "tight" does not compete with one that "fits"
     worst = _VERDICTS.index(decision.estimate.verdict)
     alternatives = [x for x in alternatives if x[0] is not None and _VERDICTS.index(x[0].estimate.verdict) <= worst]
-    chosen, b.dynamic, ranking = rank_layouts(decision, b.dynamic, alternatives, step)
+    incumbent = decision
+    if decision.layout.recompute:
+        # Megatron full recompute (layout_search.choose tries it before offload and more parallelism): the layout
+        # the search finds without it (offload, more model parallelism) is the incumbent, and recompute is planned
+        # only when predicted SWITCH_SHARE faster, or when nothing fits without it
+        plain = refit([decision.layout.rollout_tp], b.dynamic, recompute=False)
+        if plain is not None and _VERDICTS.index(plain.estimate.verdict) <= worst:
+            incumbent = plain
+            alternatives.append((decision, b.dynamic))
+            if flip:  # the layout without recompute with dynamic batching flipped, as the one with it
+                other = refit([decision.layout.rollout_tp], not b.dynamic, recompute=False)
+                if other is not None and _VERDICTS.index(other.estimate.verdict) <= worst:
+                    alternatives.append((other, not b.dynamic))
+    dynamic = b.dynamic
+    chosen, b.dynamic, ranking = rank_layouts(incumbent, b.dynamic, alternatives, step)
+    if chosen.layout.recompute:  # PLAN.md names the layout without recompute (wizard.planner.recompute.summary)
+        b.facts["recompute_without"] = describe(incumbent, dynamic) if not incumbent.layout.recompute else None
     b.facts["layout_ranking"] = ranking
-    if chosen.layout.rollout_tp != decision.layout.rollout_tp:  # verl_keys.rollout_keys says why
-        b.facts["rollout_tp_by_time"] = decision.layout.rollout_tp
+    if chosen.layout.rollout_tp != incumbent.layout.rollout_tp:  # verl_keys.rollout_keys says why
+        b.facts["rollout_tp_by_time"] = incumbent.layout.rollout_tp
     if b.dynamic != default:
         b.facts["dynamic_by_time"] = "(the faster by predicted step time: PLAN.md's Time and cost)"
     return chosen
@@ -197,8 +217,9 @@ def fit(a: Answers, shape: ModelShape, critic: Optional[ModelShape], n_gpus: int
         megatron: bool, use_ref: bool, n: int, given: set[str], tp_options: list[int],
         mp_options: list[rc.MegatronGrid], *, nnodes: Optional[int] = None, lora_rank: Optional[int] = None,
         gpus_per_node: Optional[int] = None, any_offload: bool = False,
-        host_limit: bool = True) -> Optional[Decision]:
-    """The least-offload, least-parallel layout whose memory peak fits (wizard.planner.memory.choose).
+        host_limit: bool = True, recompute: bool = True) -> Optional[Decision]:
+    """The least-offload, least-parallel layout whose memory peak fits (wizard.planner.layout_search.choose;
+    `recompute` False: no Megatron layout with full recompute).
     With other hardware (nnodes/gpus_per_node), every layout of that hardware is considered."""
     gpn = gpus_per_node or a.gpus_per_node
     n_all = gpn * (nnodes or a.nnodes)
@@ -242,7 +263,8 @@ def fit(a: Answers, shape: ModelShape, critic: Optional[ModelShape], n_gpus: int
         return options
 
     kw = dict(tp_options=tp_options, gmu_fixed=None if any_offload else a.gpu_memory_utilization, rollout_dps=rollout_dps,
-              sp_options=sp_options, token_cap=token_cap, mp_options=mp_options, batch_samples=a.prompts_per_step * n)
+              sp_options=sp_options, token_cap=token_cap, mp_options=mp_options, batch_samples=a.prompts_per_step * n,
+              recompute=recompute)
     # a layout whose every phase fits with the band first; one that is only tight (the band's high end over the
     # card) is the fallback
     for accept in (("fits",), ("fits", "tight")):
