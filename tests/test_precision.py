@@ -94,13 +94,37 @@ def test_an_explicit_flash_attention_is_fixed_in_place():
     assert hits["VI865"].fix.set == {ATTN: "sdpa"}
 
 
-def test_the_critic_has_its_own_attention():
+def test_an_fsdp_critic_cannot_run_there_whatever_its_attention():
     gae = ["algorithm.adv_estimator=gae", "critic.enable=true", "critic.ppo_micro_batch_size_per_gpu=2",
            f"+{ATTN}=sdpa", f"{R}.dtype=float16"]
-    report, hits = _hits(gae, "V100")
-    [hit] = [f for f in report.findings if f.problem.rule == "VI865"]
-    assert hit.problem.keys == (CRITIC_ATTN,) and "critic" in hit.problem.message
-    assert not _hits([*gae, f"+{CRITIC_ATTN}=sdpa"], "V100")[1]
+    for extra in ([], [f"+{CRITIC_ATTN}=sdpa"]):  # the override is not read for the critic (the oracle below)
+        report, hits = _hits([*gae, *extra], "V100")
+        [hit] = [f for f in report.findings if f.problem.rule == "VI865"]
+        assert hit.problem.keys == ("critic.strategy", CRITIC_ATTN) and "utils/model.py:649, 674" in hit.problem.message
+        assert hit.fix is None and "critic-free estimator" in hit.problem.hint
+    assert ("is not read for it" in hit.problem.message)  # the second round: sdpa given, and said to be ignored
+    assert not _hits([*gae[2:], "algorithm.adv_estimator=grpo", "critic.enable=false"], "V100")[1]
+
+
+@pytest.mark.verl
+def test_verl_loads_the_fsdp_critic_with_flash_attention_whatever_the_config_says(tiny_model, monkeypatch):
+    """The oracle: verl's own load_valuehead_model (what the FSDP engine calls for a value model,
+    engine/fsdp/transformer_impl.py:291-305) asks transformers for flash_attention_2 with a config that says sdpa."""
+    import torch
+    from transformers import AutoConfig, AutoModelForTokenClassification
+
+    from verl.utils.model import load_valuehead_model
+
+    asked: list[dict] = []
+
+    def record(*args, **kwargs):
+        asked.append(kwargs)
+        return "loaded"
+
+    monkeypatch.setattr(AutoModelForTokenClassification, "from_pretrained", record)
+    config = AutoConfig.from_pretrained(str(tiny_model), attn_implementation="sdpa")
+    assert load_valuehead_model(str(tiny_model), torch.float32, config, False) == "loaded"
+    assert asked[0]["attn_implementation"] == "flash_attention_2"
 
 
 @pytest.mark.verl
@@ -116,7 +140,7 @@ def test_a_gae_critic_counts_without_critic_enable():
            f"{R}.dtype=float16"]
     report, _ = _hits(gae, "V100")
     [hit] = [f for f in report.findings if f.problem.rule == "VI865"]
-    assert hit.problem.keys == (CRITIC_ATTN,)
+    assert hit.problem.keys == ("critic.strategy", CRITIC_ATTN)
     grpo = ["algorithm.adv_estimator=grpo", f"+{ATTN}=sdpa", f"{R}.dtype=float16"]
     assert not _hits(grpo, "V100")[1]
 
@@ -162,10 +186,9 @@ def test_a_v100_plan_trains_in_fp16_with_pytorch_attention_and_verl_accepts_it(t
     from verl.utils.config import omega_conf_to_dataclass
     from wizard.verify.harness import compose_bundle, verify_with_verl
 
-    plan, bundle = _bundle(tmp_path, "v100", gpu_type="Tesla V100-SXM2-32GB", algorithm="ppo")
+    plan, bundle = _bundle(tmp_path, "v100", gpu_type="Tesla V100-SXM2-32GB", algorithm="grpo")
     values = {k: it.value for k, it in plan.settings.items()}
     assert HALF.items() <= values.items()
-    assert values[CRITIC_ATTN] == "sdpa" and values["critic.fsdp.mixed_precision.param_dtype"] == "fp16"
     assert "compute capability 7.0" in plan.settings[f"{R}.dtype"].reason
     report = verify_with_verl(bundle, model_dir=str(tiny_model))
     assert report.ok, [c.line() for c in report.checks if not c.ok]
@@ -176,6 +199,16 @@ def test_a_v100_plan_trains_in_fp16_with_pytorch_attention_and_verl_accepts_it(t
     # check (verl-init's own lint of the bundle) agrees; the bf16 it replaced, planted back, is flagged
     assert not check(str(bundle), gpu_type="V100").ids() & {"VI864", "VI865"}
     assert "VI864" in check(str(bundle / "run.sh"), [f"{R}.dtype=bfloat16"], gpu_type="V100").ids("error")
+
+
+def test_a_ppo_plan_with_an_fsdp_critic_is_refused_on_a_v100_and_planned_with_megatron(tmp_path):
+    """VI634: the FSDP critic's flash-attn load (test_verl_loads_the_fsdp_critic_with_flash_attention_... above is
+    verl's side) cannot run below compute capability 8.0; the Megatron engine builds its own layers."""
+    with pytest.raises(wizard.WizardError) as err:
+        _bundle(tmp_path, "v100-ppo", gpu_type="Tesla V100-SXM2-32GB", algorithm="ppo")
+    assert "VI634" in str(err.value) and "train_backend=megatron" in str(err.value)
+    plan, _ = _bundle(tmp_path, "a100-ppo", gpu_type="A100", algorithm="ppo")  # the control: a card with flash-attn
+    assert plan.settings["algorithm.adv_estimator"].value == "gae"
 
 
 def test_a_card_with_bf16_gets_none_of_it(tmp_path):

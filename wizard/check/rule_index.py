@@ -162,6 +162,7 @@ RULES: dict[str, tuple[str, str]] = {
     "VI630": ("layout", "rollout_engine has no build verl 0.9.1 drives on the accelerator (e.g. sglang on Ascend)"),
     "VI631": ("layout", "train_backend not known to run under verl 0.9.1 on the accelerator (e.g. megatron on ROCm)"),
     "VI632": ("layout", "gpu_type names another vendor's accelerator than the accelerator answer"),
+    "VI634": ("layout", "a critic on the FSDP engine on a card below compute capability 8.0: verl loads it with flash-attn 2"),
     "VI633": ("cluster", "accelerator amd/ascend on KubeRay without image: verl's release images are CUDA builds"),
     "VI601": ("memory", "model or critic_model cannot be sized: not in the catalogue, no local folder, no size in name"),
     "VI602": ("memory", "model does not fit the GPUs with any layout or offload verl-init can choose"),

@@ -4,8 +4,8 @@ has the sources). The card's capability comes from `gpu_type` (wizard.verlspec.h
 
 The keys, each verl 0.9.1's own:
 - `rollout.dtype=float16`: what verl passes to the engine's server (vllm_async_server.py:326);
-- `model.override_config.attn_implementation=sdpa` for the FSDP actor and critic (workers/config/model.py:185;
-  docs/advance/attention_implementation.rst);
+- `model.override_config.attn_implementation=sdpa` for the FSDP actor (workers/config/model.py:185;
+  docs/advance/attention_implementation.rst); an FSDP critic has no such setting (stages/hardware.py, VI634);
 - training in fp16, so the weights the rollout serves keep the precision they were trained in: the FSDP engine reads
   `fsdp_config.mixed_precision.param_dtype` and scales the loss for fp16 (engine/fsdp/transformer_impl.py:393-409);
   the Megatron engine reads `megatron.dtype` and sets Megatron's fp16 mode (engine/megatron/transformer_impl.py:292,
@@ -51,6 +51,4 @@ def keys(b: Any) -> None:
     s.set(f"{PRE}.actor.fsdp_config.mixed_precision.param_dtype", "fp16", train)
     if b.use_ref:
         s.set(f"{PRE}.ref.fsdp_config.mixed_precision.param_dtype", "fp16", "same as the actor")
-    if critic:
-        s.set("critic.model.override_config.attn_implementation", "sdpa", attn)
-        s.set("critic.fsdp.mixed_precision.param_dtype", "fp16", "same as the actor")
+    # an FSDP critic cannot run on such a card (planner stage hardware, VI634): the plan was refused before here

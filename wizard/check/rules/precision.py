@@ -8,7 +8,11 @@ from wizard.verlspec.hardware.GPU_COMPUTE_CAPABILITY. Nothing fires for a card t
 - VI865: the FSDP engines load the model with `model.override_config.attn_implementation`, flash_attention_2 when
   unset (workers/config/model.py:185); flash-attn 2 stops at the first forward pass, after the first rollout
   ("FlashAttention only supports Ampere GPUs or newer", flash-attn's csrc/flash_attn/flash_api.cpp). verl's own
-  page on the override names sdpa and eager (docs/advance/attention_implementation.rst).
+  page on the override names sdpa and eager (docs/advance/attention_implementation.rst). An FSDP critic has no such
+  override: the FSDP engine loads a value model with `load_valuehead_model` (engine/fsdp/transformer_impl.py:291-305),
+  which passes attn_implementation="flash_attention_2" to from_pretrained in both of its loads (utils/model.py:649,
+  674), whatever critic.model.override_config says; so an FSDP critic cannot run on such a card (no fix: a
+  critic-free estimator, the Megatron engine, or a card of compute capability 8.0 or later).
 """
 
 from __future__ import annotations
@@ -48,6 +52,9 @@ def rule_precision(c: Ctx, f: Facts) -> None:
             continue
         key = f"{model}.override_config.attn_implementation"
         attn = c.v(key) or ATTN_DEFAULT
+        if role == "critic":
+            _fsdp_critic(c, card, key, attn)
+            continue
         if attn not in FLASH_ATTN:
             continue
         given = c.set_by_user(key)
@@ -57,3 +64,16 @@ def rule_precision(c: Ctx, f: Facts) -> None:
               "forward pass, after the first rollout (\"FlashAttention only supports Ampere GPUs or newer\")",
               f"set {'' if given else '+'}{key}=sdpa (verl's docs/advance/attention_implementation.rst)",
               fix=Fix(set={key if given else "+" + key: "sdpa"}))
+
+
+def _fsdp_critic(c: Ctx, card: str, key: str, attn: str) -> None:
+    """VI865 for an FSDP critic: verl loads it with flash-attn 2 whatever `key` says (the module's docstring)."""
+    said = "" if attn in FLASH_ATTN else f" ({key}={attn} is not read for it)"
+    c.add("VI865", "error", ("critic.strategy", key),
+          f"the critic runs on the FSDP engine, which loads a value model with attn_implementation=flash_attention_2 "
+          f"whatever override_config says{said} (utils/model.py:649, 674 via engine/fsdp/transformer_impl.py:291-305), "
+          f"on {card}: flash-attn runs only on compute capability 8.0 and later and stops the first critic forward "
+          "pass, after the first rollout (\"FlashAttention only supports Ampere GPUs or newer\")",
+          "no setting makes an FSDP critic run on this card in verl 0.9.1: use a critic-free estimator "
+          "(algorithm.adv_estimator=grpo, rloo, reinforce_plus_plus, ...), or train with the Megatron engine "
+          "(--config-name ppo_megatron_trainer), or GPUs of compute capability 8.0 or later")

@@ -1,4 +1,10 @@
-"""Rule stage: the cluster and the accelerator (VI301, VI630-VI633).
+"""Rule stage: the cluster and the accelerator (VI301, VI630-VI634).
+
+VI634: a critic on the FSDP engine on an NVIDIA card below compute capability 8.0. verl 0.9.1's FSDP engine loads a
+value model with load_valuehead_model (workers/engine/fsdp/transformer_impl.py:291-305), which asks transformers for
+attn_implementation="flash_attention_2" in both of its loads (utils/model.py:649, 674) whatever the critic's
+override_config says, and flash-attn runs only on compute capability 8.0 and later: the first critic forward pass
+stops. The actor and reference can use sdpa there (wizard.planner.precision); the critic cannot.
 """
 
 from __future__ import annotations
@@ -18,6 +24,21 @@ def cluster(b: Build) -> None:
         b.f.error("VI301", ("cluster", "nnodes"), f"cluster=local runs on one machine but nnodes={a.nnodes}",
                   "choose cluster=ray, kuberay or slurm for several nodes, or set nnodes=1")
     _accelerator(b)
+    _old_card_critic(b)
+
+
+def _old_card_critic(b: Build) -> None:
+    from wizard.planner.precision import card_without_bf16
+
+    a = b.a
+    card = card_without_bf16(a.gpu_type, a.accelerator) if b.algo.critic and a.train_backend != "megatron" else None
+    if card is not None:
+        b.f.error("VI634", ("algorithm", "gpu_type", "train_backend"),
+                  f"algorithm={a.algorithm} trains a critic, and on gpu_type={a.gpu_type} ({card}) an FSDP critic "
+                  "cannot run: verl 0.9.1 loads it with flash-attn 2 whatever its attention setting "
+                  "(utils/model.py:649, 674), which needs compute capability 8.0",
+                  "set train_backend=megatron, or a critic-free algorithm (algorithm=grpo, rloo, ...), or a GPU of "
+                  "compute capability 8.0 or later")
 
 
 def _accelerator(b: Build) -> None:
