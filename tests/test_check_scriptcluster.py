@@ -167,6 +167,9 @@ def test_vi934_visible_devices_below_the_request(tmp_path):
     "export CUDA_VISIBLE_DEVICES=3\nray start --head\n" + _launch(gpn=8),  # the script's own cluster (VI935's case)
     "export CUDA_VISIBLE_DEVICES=3\nray job submit --address=http://h:8265 -- " + _launch(gpn=8),  # a running one
     _launch(gpn=8),  # nothing exported
+    # several nodes: the cluster runs before the script and ray.init() joins it (verl's own
+    # examples/grpo_trainer/run_qwen3_5_122b_a10b_megatron.sh exports 0-7 with nnodes=4)
+    "export CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7\n" + _launch(gpn=8, nnodes=4),
 ])
 def test_vi934_silent(tmp_path, script):
     assert not _hits(tmp_path, "#!/bin/bash\n" + script, "VI934")

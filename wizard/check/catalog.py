@@ -461,7 +461,7 @@ RULES: dict[str, tuple[str, str]] = {
               "sockets collide (raylet.1, ...; ray/_private/node.py:762-771, 1060-1090) and processes reach another "
               "machine's socket (verl#158)"),
     "VI934": ("CUDA_VISIBLE_DEVICES hides GPUs verl asks for", "the script exports CUDA_VISIBLE_DEVICES with fewer "
-              "devices than trainer.nnodes × n_gpus_per_node to a launch where verl starts Ray itself: Ray sees only "
+              "devices than n_gpus_per_node to a one-node launch where verl starts Ray itself: Ray sees only "
               "those, and verl stops after Ray start (single_controller/ray/base.py:226-241, verl#372)"),
     "VI935": ("Ray head started with no worker", "a script that runs `ray start --head` and no worker `ray start` but "
               "sets trainer.nnodes > 1 (or n_gpus_per_node above the head's --num-gpus): a one-node cluster, so verl "

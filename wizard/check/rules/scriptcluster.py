@@ -17,8 +17,9 @@ second node's raylet becomes raylet.1 beside the first one's, and a process read
 every node must read (the model, the data, the checkpoints, #SBATCH --output); under /tmp, /dev/shm, /var/tmp, /run
 or $TMPDIR-style variables it is node-local; otherwise nothing is said.
 
-VI934 (error): the script exports CUDA_VISIBLE_DEVICES to a launch where verl starts Ray itself (no `ray start`,
-RAY_ADDRESS, `ray job submit` or ray_kwargs.ray_init.address): ray.init (main_ppo.py:57-74) counts only the visible
+VI934 (error): the script exports CUDA_VISIBLE_DEVICES to a one-node launch where verl starts Ray itself (no `ray
+start`, RAY_ADDRESS, `ray job submit` or ray_kwargs.ray_init.address; with trainer.nnodes > 1 a cluster must run
+before the script, and ray.init() with no address joins it, ray/_private/services.py:413-440): ray.init (main_ppo.py:57-74) counts only the visible
 devices (ray/_private/accelerators/nvidia_gpu.py get_current_process_visible_accelerator_ids), and with fewer than
 trainer.nnodes × n_gpus_per_node verl stops in the TaskRunner after Ray and the data are up (ray_trainer.py:772-779,
 single_controller/ray/base.py:226-241 "Total available GPUs 1 is less than total desired GPUs 8", verl#372). The value
@@ -158,15 +159,21 @@ def rule_visible_gpus(c: Ctx, f: Facts) -> None:
         return
     if joins_cluster(c) or RAY_START.search(script_commands(c)) or c.res.flat.get("ray_kwargs.ray_init.num_gpus"):
         return  # a running cluster's GPUs were set where it started; a num_gpus given to ray.init is Ray's to check
+    if f.nnodes > 1:
+        # several nodes need a cluster started before the script (ray start on each node), and ray.init() with no
+        # address joins the one running on this node (ray/_private/services.py:413-440,
+        # get_ray_address_from_environment): the cluster's GPUs were set where it started, not by this export
+        return
     have, want = visible_gpus(value), f.gpn * f.nnodes
     if have >= want:
         return
     c.add("VI934", "error", ("CUDA_VISIBLE_DEVICES", GPN, NNODES),
-          f"CUDA_VISIBLE_DEVICES={value} is exported to a launch where verl starts Ray itself (main_ppo.py:57-74): Ray "
+          f"CUDA_VISIBLE_DEVICES={value} is exported to a one-node launch where verl starts Ray itself "
+          "(main_ppo.py:57-74; no cluster running on this node for ray.init to join): Ray "
           f"sees {have} GPU(s), but {NNODES}={f.nnodes} × {GPN}={f.gpn} asks for {want}; verl stops after Ray and the "
           f"data are up: 'Total available GPUs {have} is less than total desired GPUs {want}' "
           "(single_controller/ray/base.py:226-241, verl#372)",
-          f"set {GPN}={have}" + (f" {NNODES}=1" if f.nnodes > 1 else "") + " (and re-check the batch sizes), or "
+          f"set {GPN}={have} (and re-check the batch sizes), or "
           "widen CUDA_VISIBLE_DEVICES")
 
 
