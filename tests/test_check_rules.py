@@ -330,6 +330,7 @@ def test_every_rule_has_a_test():
     tested |= {"VI790"}  # layered_summon with LoRA and dummy weights / unread, against verl's collect_lora_params: tests/test_layered_summon.py
     tested |= {"VI797"}  # config keys no code of verl reads (verl_readers.json's dead list): tests/test_dead_keys.py
     tested |= {"VI921"}  # enforce_eager rollout, against verl's servers' graph switch and sleep: tests/test_enforce_eager.py
+    tested |= {"VI947"}  # free_cache_engine=False on a colocated engine, against verl's sleep: tests/test_free_cache_engine.py
     tested |= {"VI976"}  # nsys whole-step capture range, against verl's worker group and profiler: tests/test_check_profiling.py
     tested |= {"VI973"}  # distillation teacher pool vs the teachers: tests/test_distill_pool.py
     tested |= {"VI915"}  # GSPO with token-level clip bounds, against verl's own losses: tests/test_gspo_clip.py

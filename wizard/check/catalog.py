@@ -474,6 +474,10 @@ RULES: dict[str, tuple[str, str]] = {
               "the run spans several GPUs and the launch exports neither NCCL_P2P_DISABLE=1 nor "
               "NCCL_CUMEM_HOST_ENABLE=0: NCCL can stop with 'peer access is not supported' when verl's FSDP engine "
               "broadcasts the weights (fsdp/transformer_impl.py:444, fsdp_utils.py:513; verl#2803, verl#1874)"),
+    "VI947": ("colocated rollout engine never sleeps", "rollout.free_cache_engine=False (or the served reward "
+              "model's) on GPUs shared with the trainer: verl skips the engine's sleep (vllm_async_server.py:854, "
+              "async_sglang_server.py:505, trtllm_async_server.py:445), so its weights and gpu_memory_utilization × "
+              "the card stay resident through log-prob and the actor update (verl PR#2459)"),
     "VI946": ("DeepEP dispatch on a card below Hopper", "moe_enable_deepep=True / moe_token_dispatcher_type=flex (or "
               "automodel backend_config.dispatcher=deepep) with --gpu-type below compute capability 9.0: verl's images "
               "build DeepEP for Hopper only (docs/perf/dpsk.md:29) and the first MoE dispatch fails (verl#4479)"),
