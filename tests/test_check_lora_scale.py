@@ -85,3 +85,15 @@ def test_zero_alpha_trains_nothing_in_peft_and_check_errors():
     assert hit.severity == "error" and f"{M}.lora_alpha" in hit.keys
     assert not _hits("VI930", f"{M}.lora_rank=16", f"{M}.lora_alpha=32", f"{LR}=1e-5")
     assert not _hits("VI930", f"{M}.lora_alpha=0")  # no LoRA: alpha is never read
+
+
+@pytest.mark.verl
+def test_sft_zero_alpha_errors(tmp_path):
+    script = tmp_path / "sft.sh"
+    args = ["model.path=Qwen/Qwen2.5-0.5B-Instruct", "optim.lr=1e-4", "model.lora_rank=32"]
+    body = "#!/bin/bash\ntorchrun --nnodes=1 --nproc_per_node=8 -m verl.trainer.sft_trainer \\\n  "
+    script.write_text(body + " \\\n  ".join([*args, "model.lora_alpha=0"]) + "\n")
+    hits = [p for p in check(str(script), env={"HOME": "/root"}).findings if p.problem.rule == "VI930"]
+    assert [h.problem.keys[0] for h in hits] == ["model.lora_alpha"]
+    script.write_text(body + " \\\n  ".join([*args, "model.lora_alpha=64"]) + "\n")
+    assert not [p for p in check(str(script), env={"HOME": "/root"}).findings if p.problem.rule == "VI930"]

@@ -251,8 +251,8 @@ RULES: dict[str, tuple[str, str]] = {
               "> 0) with actor.optim.lr at or below verl's full-finetune default 1e-6 (actor.yaml:151): the "
               "zero-initialised adapter barely moves and the reward stays flat (verl#4065); verl's LoRA guide raises "
               "the lr by an order of magnitude (ppo_lora.rst:164) and its LoRA examples use 3e-6 to 1e-5"),
-    "VI930": ("LoRA alpha that zeroes the adapter", "LoRA enabled with model.lora_alpha (FSDP) or model.lora.alpha "
-              "(Megatron) <= 0: the scaling alpha/rank is zero, the adapter adds nothing and gets no gradient, so the "
+    "VI930": ("LoRA alpha that zeroes the adapter", "LoRA enabled (PPO actor or SFT model) with model.lora_alpha "
+              "(FSDP) or model.lora.alpha (Megatron) <= 0: the scaling alpha/rank is zero, the adapter adds nothing and gets no gradient, so the "
               "run trains nothing (peft LoraLayer; verl passes alpha as given, fsdp/transformer_impl.py:362)"),
     "VI975": ("reward model served but never consulted", "reward.reward_model.enable with reward.custom_reward_function.path "
               "whose function never reads reward_router_address: verl's reward loop scores with the function alone and "

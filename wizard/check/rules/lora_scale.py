@@ -13,8 +13,8 @@ verl 0.9.1 (paths under verl/):
   weights would at a tenth of its rate: the run is slow to learn or flat, and nothing reports it.
 - VI930: alpha <= 0 makes peft's scaling alpha / r zero (or negative): with 0 the adapter's output and both its
   gradients are zero, so the actor never changes from the base model while the run trains and saves adapters
-  (tests/test_check_lora_scale.py runs peft on a tiny layer). verl's SFT trainer only warns about it in the checkpoint
-  metadata (trainer/sft_trainer.py:107-121).
+  (tests/test_check_lora_scale.py runs peft on a tiny layer). verl's SFT trainer builds the same engine and only warns
+  about it in the checkpoint metadata (trainer/sft_trainer.py:107-121), so VI930 covers the SFT model section too.
 """
 
 from __future__ import annotations
@@ -25,18 +25,19 @@ from wizard.verlspec import lora
 LR = f"{A}.optim.lr"
 
 
-def _model(c: Ctx) -> dict:
-    block = {k[len(M) + 6:]: v for k, v in c.res.flat.items() if k.startswith(f"{M}.lora.")}
-    return {"lora_rank": c.v(f"{M}.lora_rank"), "lora_alpha": c.v(f"{M}.lora_alpha"), "lora": block}
+def _model(c: Ctx, prefix: str) -> dict:
+    block = {k[len(prefix) + 6:]: v for k, v in c.res.flat.items() if k.startswith(f"{prefix}.lora.")}
+    return {"lora_rank": c.v(f"{prefix}.lora_rank"), "lora_alpha": c.v(f"{prefix}.lora_alpha"), "lora": block}
 
 
-def rule_lora_scale(c: Ctx, f: Facts) -> None:
-    model = _model(c)
+def _alpha(c: Ctx, f: Facts, prefix: str) -> int:
+    """VI930 for the model section at prefix; returns the rank the engine trains (0: no LoRA)."""
+    model = _model(c, prefix)
     rank = lora.engine_rank(model, megatron=f.megatron)
     if rank <= 0:
-        return
-    rank_key = f"{M}.lora.rank" if f.megatron else f"{M}.lora_rank"
-    alpha_key = f"{M}.lora.alpha" if f.megatron else f"{M}.lora_alpha"
+        return 0
+    rank_key = f"{prefix}.lora.rank" if f.megatron else f"{prefix}.lora_rank"
+    alpha_key = f"{prefix}.lora.alpha" if f.megatron else f"{prefix}.lora_alpha"
     alpha = lora.megatron_alpha(model) if f.megatron else lora.fsdp_alpha(model)
     if isinstance(alpha, (int, float)) and not isinstance(alpha, bool) and alpha <= 0:
         c.add("VI930", "error", (alpha_key, rank_key),
@@ -44,6 +45,19 @@ def rule_lora_scale(c: Ctx, f: Facts) -> None:
               "adapter adds nothing to the model's output and gets no gradient (peft LoraLayer; verl passes alpha as "
               "given, workers/engine/fsdp/transformer_impl.py:362): the run trains nothing",
               f"set {alpha_key} to a positive value, e.g. {alpha_key}={2 * rank} (2 x rank) or {rank} (= rank)")
+    return rank
+
+
+def rule_sft_lora_alpha(c: Ctx, f: Facts) -> None:
+    """VI930 for the SFT trainer's model section (sft_trainer.py:107-121 only warns in the checkpoint metadata)."""
+    _alpha(c, f, "model")
+
+
+def rule_lora_scale(c: Ctx, f: Facts) -> None:
+    rank = _alpha(c, f, M)
+    if rank <= 0:
+        return
+    rank_key = f"{M}.lora.rank" if f.megatron else f"{M}.lora_rank"
     lr = c.num(LR)
     if lr is None or c.unknown(LR) or lr <= 0:
         return
