@@ -247,6 +247,13 @@ RULES: dict[str, tuple[str, str]] = {
               "actor.checkpoint.save_contents: verl save_pretrained()s the PEFT-wrapped state dict unmerged "
               "(fsdp_checkpoint_manager.py:422-462), so actor/huggingface holds base_layer / lora_A / lora_B keys that "
               "from_pretrained does not load (verl#4761); export with verl.model_merger instead"),
+    "VI929": ("LoRA at the full-finetune learning rate", "LoRA enabled (FSDP model.lora_rank or Megatron model.lora.rank "
+              "> 0) with actor.optim.lr at or below verl's full-finetune default 1e-6 (actor.yaml:151): the "
+              "zero-initialised adapter barely moves and the reward stays flat (verl#4065); verl's LoRA guide raises "
+              "the lr by an order of magnitude (ppo_lora.rst:164) and its LoRA examples use 3e-6 to 1e-5"),
+    "VI930": ("LoRA alpha that zeroes the adapter", "LoRA enabled (PPO actor or SFT model) with model.lora_alpha "
+              "(FSDP) or model.lora.alpha (Megatron) <= 0: the scaling alpha/rank is zero, the adapter adds nothing and gets no gradient, so the "
+              "run trains nothing (peft LoraLayer; verl passes alpha as given, fsdp/transformer_impl.py:362)"),
     "VI975": ("reward model served but never consulted", "reward.reward_model.enable with reward.custom_reward_function.path "
               "whose function never reads reward_router_address: verl's reward loop scores with the function alone and "
               "calls the reward model only without one (reward_loop.py:145-155, verl#2934)"),

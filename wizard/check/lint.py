@@ -86,6 +86,7 @@ from wizard.check.rules.klsign import rule_negative_kl_coef
 from wizard.check.rules.rollout_corr import rule_rollout_corr_values, rule_v1_bypass_ignored
 from wizard.check.rules.lora import rule_lora, rule_vision_lora
 from wizard.check.rules.lora_export import rule_lora_export
+from wizard.check.rules.lora_scale import rule_lora_scale, rule_sft_lora_alpha
 from wizard.check.rules.mbridge import rule_mbridge
 from wizard.check.rules.moe_router import rule_moe_aux_loss
 from wizard.check.rules.launchbreak import rule_launch_break
@@ -159,7 +160,7 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_unresolved, rule_required, rule_deprecated_micro, rule_choices, rule_layout, rule_sglang_dp, rule_hardware,
         rule_rollout_parallel, rule_device, rule_precision, rule_fsdp_mesh, rule_batches, rule_dynamic_flags, rule_ignored_budgets, rule_tokens, rule_context_parallel_budget, rule_roles,
         rule_values, rule_inert_clip, rule_gspo_clip, rule_files, rule_data_content, rule_tools_kwargs, rule_prompt_lengths, rule_truncation,
-        rule_template_kwargs, rule_chat_template, rule_remote_code, rule_bundle_files, rule_agent, rule_agent_workers, rule_tool_schema, rule_turn_budget, rule_tool_format, rule_lora, rule_lora_export, rule_mbridge,
+        rule_template_kwargs, rule_chat_template, rule_remote_code, rule_bundle_files, rule_agent, rule_agent_workers, rule_tool_schema, rule_turn_budget, rule_tool_format, rule_lora, rule_lora_export, rule_lora_scale, rule_mbridge,
         rule_moe_aux_loss,
         rule_megatron_optim, rule_fsdp_unread, rule_critic_attention, rule_half_master,
         rule_sandbox, rule_distill_pool,
@@ -175,7 +176,8 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_dead_keys, rule_v1_bypass_ignored, rule_negative_kl_coef, rule_rollout_corr_values,
         rule_visible_gpus, rule_head_without_workers)
     sft_rules = (rule_resume_sft, rule_sft_loop, rule_wandb_resume, rule_retention_across_restarts, rule_sft_pad_mode,
-                 rule_sft_micro_ignored, rule_sft_left_truncation, rule_sft_val_batches, rule_sft_default_lr) \
+                 rule_sft_micro_ignored, rule_sft_left_truncation, rule_sft_val_batches, rule_sft_default_lr,
+                 rule_sft_lora_alpha) \
         if src.entry == "sft" else ()
     with tool_imports(deep):  # check's agent rules import a tool module only with --deep, in the sandbox
         for rule in (*ppo_rules, *sft_rules, rule_searchpath, rule_launch_break, rule_launch_env, rule_unbound_env,

@@ -139,3 +139,20 @@ def peft_targets(name: str, target_modules: Any, exclude_modules: Any) -> bool:
 def vision_adapters(family: str, target_modules: Any, exclude_modules: Any) -> list[str]:
     """The vision tower's linear layers (VISION_LINEARS) that would get an adapter vLLM ignores."""
     return [n for n in VISION_LINEARS.get(family, ()) if peft_targets(n, target_modules, exclude_modules)]
+
+
+# The actor's full-finetune learning rate: verl's default actor.optim.lr (trainer/config/actor/actor.yaml:151, both
+# engines' actor trees inherit it). verl's LoRA guide asks for an lr an order of magnitude above it
+# (docs/advance/ppo_lora.rst:164); every LoRA example of verl 0.9 sets 3e-6 or more
+# (examples/tuning/lora/*.sh). tests/test_check_lora_scale.py reads verl's actor.yaml and compares.
+FULL_FT_ACTOR_LR = 1e-6
+
+
+def fsdp_alpha(model: Mapping[str, Any]) -> Any:
+    """The alpha the FSDP engines hand to peft's LoraConfig (fsdp/transformer_impl.py:362: model.lora_alpha)."""
+    return model.get("lora_alpha")
+
+
+def megatron_alpha(model: Mapping[str, Any]) -> Any:
+    """The alpha Megatron-Bridge's create_peft reads (model.lora.alpha, megatron_peft.py:29; hf_model.yaml:112)."""
+    return block(model).get("alpha")
