@@ -97,3 +97,19 @@ def test_sft_zero_alpha_errors(tmp_path):
     assert [h.problem.keys[0] for h in hits] == ["model.lora_alpha"]
     script.write_text(body + " \\\n  ".join([*args, "model.lora_alpha=64"]) + "\n")
     assert not [p for p in check(str(script), env={"HOME": "/root"}).findings if p.problem.rule == "VI930"]
+
+
+def test_the_planner_warns_as_check_does_and_its_own_lora_default_is_clean(tmp_path):
+    """VI403 mirrors VI929 in the planner: a given learning_rate at verl's full fine-tuning rate with LoRA is warned
+    about; the planner's own LoRA default (3e-5) draws nothing from either."""
+    import wizard
+
+    base = dict(model="Qwen/Qwen2.5-0.5B-Instruct", nnodes=1, gpus_per_node=4, gpu_memory_gb=80, lora_rank=8)
+    given = wizard.plan(wizard.make_answers({**base, "learning_rate": 1e-6}), base_dir=str(tmp_path))
+    assert [x.severity for x in given.findings if x.rule == "VI403"] == ["warning"]
+    default = wizard.plan(wizard.make_answers(base), base_dir=str(tmp_path))
+    assert not [x for x in default.findings if x.rule == "VI403"]
+    bundle = wizard.write_bundle(wizard.render(default), tmp_path / "b")
+    assert "VI929" not in check(str(bundle / "verl_config.yaml"), defaults="snapshot").ids()
+    assert "VI929" in check(str(bundle / "verl_config.yaml"), ["actor_rollout_ref.actor.optim.lr=1e-6"],
+                            defaults="snapshot").ids("warning")

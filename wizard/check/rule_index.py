@@ -95,6 +95,7 @@ RULES: dict[str, tuple[str, str]] = {
     "VI405": ("roles", "critic and reward model are the same checkpoint (value head vs classifier)"),
     "VI406": ("roles", "LoRA with the megatron backend on a vision-language model (no Megatron LoRA recipe for it in verl)"),
     "VI407": ("roles", "lora_rank above 512, the largest rank vLLM serves"),
+    "VI403": ("roles", "learning_rate at or below verl's full fine-tuning rate (1e-6) with LoRA (check's VI929)"),
     "VI408": ("roles", "lora_rank is not one of vLLM's ranks: vLLM reserves adapters of the next larger rank"),
     "VI409": ("roles", "lora_alpha set while lora_rank=0 (full fine-tune)"),
     # -- reward & data (wizard.planner.pipeline; validate-dataset in wizard.env.datasets) ------------------------

@@ -12,6 +12,7 @@ from wizard.planner import sandbox
 from wizard.planner.memory import megatron_lora_params
 from wizard.planner.state import Build, nearest_hint, refuse, resolve_path
 from wizard.verlspec.algorithms import VLLM_LORA_RANKS
+from wizard.verlspec.lora import FULL_FT_ACTOR_LR
 
 
 def samples_and_kl(b: Build) -> None:
@@ -92,6 +93,13 @@ def lora(b: Build) -> None:
             "params": (megatron_lora_params(b.shape, a.lora_rank) if b.megatron else b.shape.lora_params(a.lora_rank))
             if b.shape is not None else None,
         }
+    if a.lora_rank and a.learning_rate is not None and a.learning_rate <= FULL_FT_ACTOR_LR:
+        # check's VI929 (wizard/check/rules/lora_scale.py has verl's side): a zero-started adapter at the full
+        # fine-tuning rate barely moves
+        f.warning("VI403", ("learning_rate", "lora_rank"),
+                  f"learning_rate={a.learning_rate:g} with lora_rank={a.lora_rank} is verl's full fine-tuning rate "
+                  "(actor.yaml:151); verl's LoRA guide raises it by an order of magnitude (docs/advance/ppo_lora.rst)",
+                  "leave learning_rate unset (3e-5 for LoRA) or set about 10x, e.g. learning_rate=1e-5")
     if a.lora_rank and a.rollout_engine == "vllm":
         if a.lora_rank > VLLM_LORA_RANKS[-1]:
             refuse(b, "VI407", ("lora_rank", "rollout_engine"), f"vLLM serves LoRA ranks up to 512 (lora_rank={a.lora_rank})",
