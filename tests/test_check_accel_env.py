@@ -38,6 +38,19 @@ def _hits(tmp_path, script: str, rule: str, **kw):
 
 # --- VI944: the ROCm visible-device variables --------------------------------------------------------------------
 
+@pytest.fixture(autouse=True)
+def _environ_restored():
+    """Ray's device managers and verl's Worker write os.environ themselves (CUDA_VISIBLE_DEVICES=3, ...), which
+    monkeypatch cannot undo for a variable that was absent: without this a later test in the same process starts Ray
+    with one visible GPU ("Attempting to start raylet with 4 GPU, but CUDA_VISIBLE_DEVICES contains ['3']")."""
+    import os
+
+    saved = dict(os.environ)
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
+
+
 def _worker_setup(monkeypatch, exported: dict[str, str], actor_device: str = "3") -> None:
     """What one verl worker does with `exported` on a ROCm node: Ray's AMD manager gives the actor its GPU
     (ray/_private/accelerators/amd_gpu.py set_current_process_visible_accelerator_ids), then verl's Worker sets up
