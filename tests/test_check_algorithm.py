@@ -16,11 +16,11 @@ V1, the default trainer).
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from helpers_verl import verl_root, verl_tree
 from wizard.check.lint import check
 from wizard.check.rules.algorithm import kl_update_swing
 
@@ -36,16 +36,8 @@ def _hits(rule: str, overrides: list[str], target: str | None = None) -> list[An
     return [f for f in check(target, [*BASE, *overrides], defaults="snapshot").findings if f.problem.rule == rule]
 
 
-def _verl_root() -> Path:
-    import importlib.util
-
-    spec = importlib.util.find_spec("verl")
-    assert spec is not None and spec.submodule_search_locations
-    return Path(list(spec.submodule_search_locations)[0])
 
 
-def _tree(rel: str) -> ast.Module:
-    return ast.parse((_verl_root() / rel).read_text(encoding="utf-8"))
 
 
 def _find(tree: ast.AST, name: str, kind: type = ast.FunctionDef) -> Any:
@@ -54,9 +46,9 @@ def _find(tree: ast.AST, name: str, kind: type = ast.FunctionDef) -> Any:
 
 def _verl_function(rel: str, name: str, namespace: dict[str, Any]) -> Any:
     """verl's own top-level function `name` from verl/<rel>, compiled from its source without its decorators."""
-    node = _find(_tree(rel), name)
+    node = _find(verl_tree(rel), name)
     node.decorator_list = []
-    code = compile(ast.Module(body=[node], type_ignores=[]), str(_verl_root() / rel), "exec")
+    code = compile(ast.Module(body=[node], type_ignores=[]), str(verl_root() / rel), "exec")
     exec(code, namespace)
     return namespace[name]
 
@@ -167,7 +159,7 @@ def _corr_batch(with_rollout_logprobs: bool):
 
 def _v1_gate():
     """The V1 trainer's own decision whether the decoupled correction runs (trainer_base.py:1765-1770)."""
-    fn = _find(_tree("trainer/ppo/v1/trainer_base.py"), "_compute_advantage")
+    fn = _find(verl_tree("trainer/ppo/v1/trainer_base.py"), "_compute_advantage")
     [gate] = [n for n in ast.walk(fn) if isinstance(n, ast.Assign)
               and any(isinstance(t, ast.Name) and t.id == "rollout_correction" for t in n.targets)]
     return compile(ast.Expression(gate.value), "trainer_base.py", "eval")
@@ -177,7 +169,7 @@ def _v1_fields(calculate_log_probs: bool) -> list[str]:
     """The fields V1's _compute_old_log_prob fetches from the rollout (trainer_base.py:1660-1663), run as verl wrote them."""
     from types import SimpleNamespace
 
-    fn = _find(_tree("trainer/ppo/v1/trainer_base.py"), "_compute_old_log_prob")
+    fn = _find(verl_tree("trainer/ppo/v1/trainer_base.py"), "_compute_old_log_prob")
     start = next(i for i, n in enumerate(fn.body) if isinstance(n, ast.Assign)
                  and any(isinstance(t, ast.Name) and t.id == "fields" for t in n.targets))
     code = compile(ast.Module(body=fn.body[start:start + 2], type_ignores=[]), "trainer_base.py", "exec")
@@ -204,7 +196,7 @@ def test_verl_skips_the_correction_without_rollout_log_probs():
             assert "rollout_is_weights" in out.batch.keys() and any(k.startswith("rollout_corr/") for k in metrics)
     # the legacy and separation trainers gate on the same condition: their own `if` test, evaluated
     for rel in ("trainer/ppo/ray_trainer.py", "experimental/separation/ray_trainer.py"):
-        [test] = [n.test for n in ast.walk(_tree(rel)) if isinstance(n, ast.If)
+        [test] = [n.test for n in ast.walk(verl_tree(rel)) if isinstance(n, ast.If)
                   and {"rollout_log_probs"} <= _names(n.test) and "rollout_corr_config" in ast.unparse(n.test)]
         legacy_gate = compile(ast.Expression(test), rel, "eval")
         for have in (True, False):
@@ -288,18 +280,18 @@ def test_verls_compute_advantage_needs_the_greedy_baseline_for_remax():
 def test_only_the_legacy_and_separation_trainers_write_reward_baselines():
     """Structural evidence from verl's source (the trainers do not import here): which code puts reward_baselines
     in the batch, and which trainer main_ppo runs by default."""
-    root = _verl_root()
+    root = verl_root()
     v1 = [p for p in (root / "trainer/ppo/v1").glob("*.py") if "reward_baselines" in p.read_text(encoding="utf-8")]
     assert not v1  # V1 never writes or fetches it
-    fetched = _find(_tree("trainer/ppo/v1/trainer_base.py"), "_compute_advantage")
+    fetched = _find(verl_tree("trainer/ppo/v1/trainer_base.py"), "_compute_advantage")
     assert "rm_scores" in _names(fetched) and "reward_baselines" not in _names(fetched)
-    legacy = _find(_find(_tree("trainer/ppo/ray_trainer.py"), "RayPPOTrainer", ast.ClassDef), "fit")
+    legacy = _find(_find(verl_tree("trainer/ppo/ray_trainer.py"), "RayPPOTrainer", ast.ClassDef), "fit")
     assert "reward_baselines" in _names(legacy)
-    assert "reward_baselines" in _names(_find(_tree("experimental/separation/ray_trainer.py"), "_fit_generate"))
+    assert "reward_baselines" in _names(_find(verl_tree("experimental/separation/ray_trainer.py"), "_fit_generate"))
     for rel in ("experimental/one_step_off_policy/ray_trainer.py", "experimental/fully_async_policy/fully_async_trainer.py"):
-        own = _find(_tree(rel), "_fit_generate", ast.AsyncFunctionDef)  # overrides the separation trainer's
+        own = _find(verl_tree(rel), "_fit_generate", ast.AsyncFunctionDef)  # overrides the separation trainer's
         assert "reward_baselines" not in _names(own) and "__do_sample__" not in _names(own)
-    main = _tree("trainer/main_ppo.py")
+    main = verl_tree("trainer/main_ppo.py")
     assert any(ast.unparse(n.test) == "config.trainer.use_v1" for n in ast.walk(main) if isinstance(n, ast.If))
     import yaml
 
@@ -355,7 +347,7 @@ def test_verls_checkpoints_hold_no_kl_controller():
                                                          "horizon": 10000})).value == 0.01  # and starts over
     for rel in ("trainer/ppo/v1/trainer_base.py", "trainer/ppo/ray_trainer.py"):
         for name in ("_save_checkpoint", "_load_checkpoint"):
-            assert "kl_ctrl" not in ast.unparse(_find(_tree(rel), name)), (rel, name)
+            assert "kl_ctrl" not in ast.unparse(_find(verl_tree(rel), name)), (rel, name)
 
 
 def test_adaptive_kl_on_a_resuming_run_is_an_info():

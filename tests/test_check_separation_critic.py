@@ -13,7 +13,6 @@ critic-free estimator, and GAE under verl.trainer.main_ppo.
 from __future__ import annotations
 
 import ast
-import importlib.util
 import json
 import sys
 import types
@@ -22,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from helpers_verl import verl_root, verl_tree
 from wizard.check.lint import check
 
 A, R = "actor_rollout_ref.actor", "actor_rollout_ref.rollout"
@@ -35,14 +35,8 @@ MODULES = {"one_step_off": "verl.experimental.one_step_off_policy.main_ppo",
            "ppo": "verl.trainer.main_ppo"}
 
 
-def _verl_root() -> Path:
-    spec = importlib.util.find_spec("verl")
-    assert spec is not None and spec.submodule_search_locations
-    return Path(list(spec.submodule_search_locations)[0])
 
 
-def _tree(rel: str) -> ast.Module:
-    return ast.parse((_verl_root() / rel).read_text(encoding="utf-8"))
 
 
 def _class(tree: ast.AST, name: str) -> ast.ClassDef:
@@ -78,7 +72,7 @@ def _critic_config(model: Path, strategy: str) -> Any:
 
     from verl.utils.config import omega_conf_to_dataclass
 
-    full = OmegaConf.create(yaml.safe_load((_verl_root() / "trainer/config/_generated_ppo_trainer.yaml")
+    full = OmegaConf.create(yaml.safe_load((verl_root() / "trainer/config/_generated_ppo_trainer.yaml")
                                            .read_text(encoding="utf-8")))
     full.actor_rollout_ref.model.path = str(model)
     full.critic.model.path = str(model)
@@ -91,8 +85,8 @@ def _critic_config(model: Path, strategy: str) -> Any:
 def _create_critic_class(namespace: dict[str, Any]) -> Any:
     """verl's SeparateRayPPOTrainer._create_critic_class, compiled from its source under its own file name."""
     rel = "experimental/separation/ray_trainer.py"
-    node = _method(_class(_tree(rel), "SeparateRayPPOTrainer"), "_create_critic_class")
-    code = compile(ast.Module(body=[node], type_ignores=[]), str(_verl_root() / rel), "exec")
+    node = _method(_class(verl_tree(rel), "SeparateRayPPOTrainer"), "_create_critic_class")
+    code = compile(ast.Module(body=[node], type_ignores=[]), str(verl_root() / rel), "exec")
     exec(code, namespace)
     return namespace["_create_critic_class"]
 
@@ -120,12 +114,12 @@ def test_verls_separation_trainer_cannot_build_a_critic(tmp_path, monkeypatch, s
 def test_both_entry_trainers_take_the_separation_critic_path_after_booking_gpus():
     """Structural evidence: one_step_off and fully_async subclass SeparateRayPPOTrainer, keep its
     _create_critic_class and _create_worker_classes, and create the resource pools before the worker classes."""
-    sep = _class(_tree("experimental/separation/ray_trainer.py"), "SeparateRayPPOTrainer")
+    sep = _class(verl_tree("experimental/separation/ray_trainer.py"), "SeparateRayPPOTrainer")
     calls = [ast.unparse(n.func) for n in ast.walk(_method(sep, "_create_worker_classes")) if isinstance(n, ast.Call)]
     assert "self._create_critic_class" in calls
     for rel, name in (("experimental/one_step_off_policy/ray_trainer.py", "OneStepOffRayTrainer"),
                       ("experimental/fully_async_policy/fully_async_trainer.py", "FullyAsyncTrainer")):
-        cls = _class(_tree(rel), name)
+        cls = _class(verl_tree(rel), name)
         assert [ast.unparse(b) for b in cls.bases] == ["SeparateRayPPOTrainer"]
         assert _method(cls, "_create_critic_class") is None and _method(cls, "_create_worker_classes") is None
         init = _method(cls, "init_workers") or _method(sep, "init_workers")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers_verl import verl_root
 from wizard.check.lint import check
 
 R = "actor_rollout_ref.rollout"
@@ -21,12 +22,6 @@ BASE = ["algorithm.adv_estimator=grpo", "actor_rollout_ref.model.path=Qwen/Qwen2
         "actor_rollout_ref.actor.use_dynamic_bsz=True", "trainer.nnodes=1", "trainer.n_gpus_per_node=8"]
 
 
-def _verl() -> Path:
-    import importlib.util
-
-    spec = importlib.util.find_spec("verl")
-    assert spec is not None and spec.origin is not None
-    return Path(spec.origin).parent
 
 
 def _functions(path: Path) -> dict[str, str]:
@@ -37,7 +32,7 @@ def _functions(path: Path) -> dict[str, str]:
 
 @pytest.mark.verl
 def test_verl_maps_enforce_eager_to_the_graph_switch_and_frees_without_it():
-    root = _verl() / "workers" / "rollout"
+    root = verl_root() / "workers" / "rollout"
     vllm = _functions(root / "vllm_rollout" / "vllm_async_server.py")
     sglang = (root / "sglang_rollout" / "async_sglang_server.py").read_text(encoding="utf-8")
     assert any("'enforce_eager': self.config.enforce_eager" in body for body in vllm.values())
@@ -57,7 +52,7 @@ def test_verl_maps_enforce_eager_to_the_graph_switch_and_frees_without_it():
 @pytest.mark.slow
 @pytest.mark.verl
 def test_nothing_else_in_verl_reads_enforce_eager():
-    root = _verl()
+    root = verl_root()
     readers = set()
     for path in root.rglob("*.py"):
         rel = path.relative_to(root).as_posix()

@@ -13,20 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from helpers_verl import verl_root
+from test_enforce_eager import BASE, R
 from wizard.check.lint import check
 
-R = "actor_rollout_ref.rollout"
-BASE = ["algorithm.adv_estimator=grpo", "actor_rollout_ref.model.path=Qwen/Qwen2.5-1.5B-Instruct",
-        "data.train_batch_size=16", "actor_rollout_ref.actor.ppo_mini_batch_size=8", f"{R}.n=4",
-        "actor_rollout_ref.actor.use_dynamic_bsz=True", "trainer.nnodes=1", "trainer.n_gpus_per_node=8"]
 
 
-def _verl() -> Path:
-    import importlib.util
-
-    spec = importlib.util.find_spec("verl")
-    assert spec is not None and spec.origin is not None
-    return Path(spec.origin).parent
 
 
 def _method(path: Path, cls: str, name: str) -> ast.AST:
@@ -57,7 +49,7 @@ def test_verls_rollout_config_takes_false_and_defaults_true():
 
 @pytest.mark.verl
 def test_verls_engines_skip_sleep_without_free_cache_engine():
-    root = _verl() / "workers" / "rollout"
+    root = verl_root() / "workers" / "rollout"
     assert _returns_early_without_free_cache(_method(root / "vllm_rollout" / "vllm_async_server.py",
                                                      "vLLMHttpServer", "sleep"))
     sgl = (root / "sglang_rollout" / "async_sglang_server.py").read_text(encoding="utf-8")
