@@ -163,10 +163,11 @@ SCRIPTS_INDEX = {e["id"]: e for e in json.loads((ROOT / "tests" / "data" / "refe
                                                .read_text(encoding="utf-8"))["scripts"]}
 
 
-def _check_script(rid: str, gpu_gb: float):
+def _check_script(rid: str, gpu_gb: float, extra: tuple = ()):
     entry = SCRIPTS_INDEX[rid]
     args = dict(a.lstrip("+").split("=", 1) for a in entry["traced"]["args"] if "=" in a)
-    return check(str(ROOT / "tests" / "data" / "reference" / "verl-main-scripts" / entry["file"]), env={"HOME": "$HOME"},
+    return check(str(ROOT / "tests" / "data" / "reference" / "verl-main-scripts" / entry["file"]), list(extra),
+                 env={"HOME": "$HOME"},
                  defaults="snapshot", nnodes=int(args.get("trainer.nnodes", 1)),
                  gpus_per_node=int(args.get("trainer.n_gpus_per_node", 8)), gpu_memory_gb=gpu_gb)
 
@@ -189,16 +190,28 @@ def test_a_colocated_reward_model_that_sleeps_takes_its_own_turn():
 
 @pytest.mark.parametrize("rid,card", [("RW050", 141.0), ("RW069", 141.0)])
 def test_dense_scripts_refused_at_80_gb_are_over_by_arithmetic(rid, card):
-    """Real errors at 80 GB (neither script names its GPUs); both fit a 141 GB card.
+    """Real errors at 80 GB (neither script names its GPUs).
     - RW050 (Qwen3-8B PPO, Megatron TP 2 / PP 2, nothing offloaded, rollout 0.6): during the rollout the actor keeps
       bf16 weights 3.8 GiB + fp32 gradients 7.6 + optimizer 12 B × 8.2B / 8 = 11.5 (22.9 GiB), the critic its weights
       and optimizer (15.3 GiB), beside the engine's 0.6 × 79.6 = 47.8 GiB: 86 GiB before the CUDA context (the measured
-      G10, a 7B at TP 2 with the same resident state, ran out of memory this way).
+      G10, a 7B at TP 2 with the same resident state, ran out of memory this way). At 141 GB its critic's update is
+      over: verl sizes the critic's micro-batches by critic.ppo_infer_max_token_len_per_gpu (32768, the script's
+      critic.ppo_max_token_len_per_gpu is not read: VI828), and without recompute the first of PP 2 stages keeps
+      2 micro-batches × 18 layers × 34 × 4096 / TP 2 B = 2.5 MB per token, × 32768 tokens = 76.5 GiB of activations
+      beside the actor's resident 22.9 GiB and the critic's own 15.3 + 3.8 GiB of gradients. The critic's own full
+      recompute (2 × 4096 B a layer instead of 34 × 4096) fits it.
     - RW069 (Qwen2.5-72B FSDP on 32 GPUs, 24576-token micro-batches): fp32 weights, gradients and Adam 16 B × 72.7B / 32
       = 33.9 GiB, two gathered layers 4.6, the checkpointed inputs of 80 layers × 2 × 8192 B × 24576 tokens = 30 GiB
-      and the bf16 logits 24576 × 152064 × 2 B = 7.0 GiB: 75.5 GiB before the layer's working set and the CUDA context."""
+      and the bf16 logits 24576 × 152064 × 2 B = 7.0 GiB: 75.5 GiB before the layer's working set and the CUDA context;
+      it fits a 141 GB card."""
     over = _check_script(rid, 80.0)
     (err,) = [f.problem for f in over.errors if f.problem.rule == "VI860"]
     assert "does not fit" in err.message
     big = _check_script(rid, card)
+    if rid == "RW050":
+        (err,) = [f.problem for f in big.errors if f.problem.rule == "VI860"]
+        assert "update phase" in err.message and "critic: its update" in err.message
+        assert "+critic.megatron.override_transformer_config.recompute_granularity=full" in err.hint
+        assert "+actor_rollout_ref.actor.megatron" not in err.hint  # the actor's update fits as it is
+        big = _check_script(rid, card, [w for w in err.hint.split() if w.startswith("+critic.")])
     assert not [f for f in big.errors if f.problem.rule in ("VI860", "VI862")], [f.problem.line() for f in big.errors]

@@ -23,7 +23,7 @@ reserve (reserved − allocated, 12–48 GiB in those logs), and without the CUD
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional
 
 from wizard.planner import fusedhead, inflight
@@ -150,6 +150,10 @@ class Layout:
     lora_adapter_sync: bool = False
     critic: Optional[ModelShape] = None
     critic_offload: Optional[bool] = None  # None: as the actor
+    # the critic's own activation settings (critic.megatron.override_transformer_config.recompute_granularity, critic.model.
+    # enable_gradient_checkpointing; None: as the actor's, what the planner writes)
+    critic_recompute: Optional[bool] = None
+    critic_checkpointing: Optional[bool] = None
     critic_tokens: int = 0  # tokens per critic micro-batch, both passes (its engine's one budget); 0: the actor's
     replica_batch: int = 1  # sequences one rollout replica generates per step
     reward: Optional[ModelShape] = None  # a reward model served beside the policy
@@ -383,8 +387,10 @@ def _tokens(L: Layout, tokens: int, *, full: bool = False) -> float:
     return tokens * fill / _split(L)
 
 
-def train_bytes_per_token(s: ModelShape, L: Layout) -> float:
-    """Activations + logits per token of a training micro-batch on one GPU (PP > 1: the busier stage, inflight.py)."""
+def _stored_bytes_per_token(s: ModelShape, L: Layout) -> tuple[float, float]:
+    """(what the layers of one GPU keep for backward, the working set of the layer being computed) per token of a
+    training micro-batch: the transformer body's share, the same whether a vocabulary head or a value head sits on
+    top of it."""
     tp = L.megatron_tp if L.megatron else 1
     layers = math.ceil(s.layers / L.megatron_pp) if L.megatron else s.layers
     inter = s.moe_intermediate * max(s.active_experts, 1) if s.experts else s.intermediate
@@ -393,15 +399,24 @@ def train_bytes_per_token(s: ModelShape, L: Layout) -> float:
         per_layer = s.hidden * (CHECKPOINT_BYTES_PER_HIDDEN if L.recompute else SELECTIVE_BYTES_PER_HIDDEN) / tp
     else:  # without gradient checkpointing every layer keeps the working set a recompute would rebuild
         per_layer = s.hidden * CHECKPOINT_BYTES_PER_HIDDEN if L.checkpointing else working
-    stored = layers * per_layer + _router_bytes_per_token(s, L)
+    return layers * per_layer + _router_bytes_per_token(s, L), working
+
+
+def _flight(L: Layout) -> float:
+    return inflight.pipeline_in_flight(L.megatron_pp, L.megatron_vpp, L.pp_micro_batches) if L.megatron else 1.0
+
+
+def train_bytes_per_token(s: ModelShape, L: Layout) -> float:
+    """Activations + logits per token of a training micro-batch on one GPU (PP > 1: the busier stage, inflight.py)."""
+    tp = L.megatron_tp if L.megatron else 1
+    stored, working = _stored_bytes_per_token(s, L)
     if L.fused_logits:
         logits = fusedhead.for_layout(s, L, train=True)[0]
     elif L.update_entropy:
         logits = s.vocab * LOGIT_BYTES_TRAIN / tp
     else:
         logits = s.vocab * (MEGATRON_LOGIT_BYTES_NO_ENTROPY if L.megatron else LOGIT_BYTES_TRAIN - ENTROPY_SOFTMAX_BYTES) / tp
-    flight = inflight.pipeline_in_flight(L.megatron_pp, L.megatron_vpp, L.pp_micro_batches) if L.megatron else 1.0
-    return max(flight * stored, stored + logits) + working + _vision_bytes_per_token(s, L, train=True)
+    return max(_flight(L) * stored, stored + logits) + working + _vision_bytes_per_token(s, L, train=True)
 
 
 def _router_bytes_per_token(s: ModelShape, L: Layout) -> float:
@@ -426,9 +441,21 @@ def forward_bytes_per_token(s: ModelShape, L: Layout) -> float:
     return (10 * s.hidden + 4 * inter) * 2 / tp + logits + _vision_bytes_per_token(s, L, train=False)
 
 
+def critic_layout(L: Layout) -> Layout:
+    """The layout the critic's update runs in: the actor's parallelism (verl builds the critic's engine on the same
+    GPUs with the same Megatron TP/PP here), its own recompute and gradient checkpointing settings."""
+    return replace(L, recompute=L.recompute if L.critic_recompute is None else L.critic_recompute,
+                   checkpointing=L.checkpointing if L.critic_checkpointing is None else L.critic_checkpointing,
+                   lora_rank=0)
+
+
 def _critic_bytes_per_token(c: ModelShape, L: Layout) -> float:
-    """A critic has a value head, not the vocabulary's logits (verl/utils/model.py load_valuehead_model)."""
-    return c.layers * c.hidden * CHECKPOINT_BYTES_PER_HIDDEN + (10 * c.hidden + 4 * c.intermediate) * 2
+    """The critic's update per token: the same transformer body as a policy of its shape (its activations with or
+    without recompute, split over Megatron TP, PP micro-batches in flight) under a value head, not the vocabulary's
+    logits (verl/utils/model.py load_valuehead_model; the Megatron critic's value head is one output, megatron
+    engine's forward with value=True). `L` is the actor's layout; critic_layout applies the critic's settings."""
+    stored, working = _stored_bytes_per_token(c, critic_layout(L))
+    return _flight(L) * stored + working
 
 
 # -- parameters per GPU ----------------------------------------------------------------------------------------

@@ -297,7 +297,7 @@ def fsdp_training_phases(e: Any, s: Any, L: Any, st: Any, terms: Callable, t_tra
     ref = replace(actor, offload_params=True, offload_optimizer=True, on_host=False) if st.has_ref else None
     critic = critic_c = None
     if L.critic is not None:
-        critic_c = training_coeffs(L.critic, L, analytic)
+        critic_c = training_coeffs(L.critic, analytic.critic_layout(L), analytic)
         critic = _role(L.critic, replace(L, lora_rank=0), offload_params=st.critic_off, offload_optimizer=st.critic_off)
     ps = passes(actor, c, train_tokens=t_train, logprob_tokens=t_fwd, critic=critic, critic_c=critic_c,
                 critic_tokens=st.critic_tokens or None,

@@ -12,7 +12,7 @@ same way (trainer/config/_generated_ppo_megatron_trainer.yaml:610-615). The refe
 only runs forward passes, where Megatron recomputes nothing: it needs no keys of its own. megatron-core's
 TransformerConfig requires recompute_method with granularity full; `uniform` with recompute_num_layers 1
 checkpoints every layer's input, what memory.py counts (CHECKPOINT_BYTES_PER_HIDDEN per layer and token), and is
-the hint `check` gives (VI860, wizard/check/rules/memory.py _recompute_fits).
+the hint `check` gives (VI860, wizard/check/rules/memory.py _recompute_roles).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def actor_keys(b: Build) -> None:
 
 
 def critic_keys(b: Build) -> None:
-    """The critic's keys: its update counts each layer's input only (memory.py _critic_bytes_per_token)."""
+    """The critic's keys, with the actor's: its engine reads its own mapping (memory.py _critic_bytes_per_token)."""
     if not on(b):
         return
     for k, v in RECOMPUTE.items():

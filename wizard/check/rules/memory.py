@@ -174,7 +174,7 @@ def _layout(c: Ctx, f: Facts, shape: Any, hw: Any, tp: int, gmu: float) -> tuple
                     static_micro=static,
                     checkpointing=c.v(f"{M}.enable_gradient_checkpointing") is not False,
                     offload_params=off_p, offload_optimizer=off_o, ref_resident=ref_resident, use_ref=f.use_ref,
-                    lora_rank=f.lora, critic=critic, critic_tokens=critic_tokens,
+                    lora_rank=f.lora, critic=critic, critic_tokens=critic_tokens, **_critic_activations(c, f.megatron),
                     # Megatron LoRA synced as adapters to an engine that loaded the real base (memory.Layout)
                     lora_adapter_sync=bool(f.megatron and f.lora and not c.v(f"{M}.lora.merge")
                                            and "dummy" not in str(c.v(f"{R}.load_format") or "dummy")), critic_offload=None if critic_off is None else bool(critic_off),
@@ -191,6 +191,15 @@ def _layout(c: Ctx, f: Facts, shape: Any, hw: Any, tp: int, gmu: float) -> tuple
                     free_cache_engine=c.v(f"{R}.free_cache_engine") is not False, gpu_type=hw.gpu_type,
                     rollout_elsewhere=bool(own))
     return layout, off_p
+
+
+def _critic_activations(c: Ctx, megatron: bool) -> dict[str, bool]:
+    """The critic's own activation settings: its engine reads critic.megatron.override_transformer_config
+    (_generated_ppo_megatron_trainer.yaml:610-615) and critic.model.enable_gradient_checkpointing
+    (_generated_ppo_trainer.yaml:685), not the actor's."""
+    if megatron:
+        return {"critic_recompute": c.v("critic.megatron.override_transformer_config.recompute_granularity") == "full"}
+    return {"critic_checkpointing": c.v("critic.model.enable_gradient_checkpointing") is not False}
 
 
 def _report(c: Ctx, est: Any, shape: Any, hw: Any, keys: tuple, tp: int, gmu: float, off_p: bool, reward: Any) -> None:
@@ -225,13 +234,15 @@ def _report(c: Ctx, est: Any, shape: Any, hw: Any, keys: tuple, tp: int, gmu: fl
             if not off_p:
                 hints.append("offload the actor (fsdp_config/megatron param_offload and optimizer_offload)")
             hints.append(f"lower {keys[1]} (now {gmu:g})")
-        elif phase == "update" and _recompute_fits(shape, est):
+        elif phase == "update" and (roles := _recompute_roles(shape, est)):
             # Megatron without full recompute keeps 34·hidden B per layer and token for up to PP micro-batches in
-            # flight (memory.train_bytes_per_token, planner/inflight.py); full recompute keeps each layer's input
-            o = f"{A}.megatron.override_transformer_config"
-            hints.append(f"recompute activations: +{o}.recompute_granularity=full +{o}.recompute_method=uniform "
-                         f"+{o}.recompute_num_layers=1 (verl's engine/megatron.yaml leaves recompute_granularity null; "
-                         "the estimate with full recompute fits)")
+            # flight (memory.train_bytes_per_token, planner/inflight.py); full recompute keeps each layer's input.
+            # The critic's engine reads its own mapping (memory._critic_bytes_per_token)
+            keys_ = " ".join(f"+{r}.megatron.override_transformer_config.{k}={v}" for r in roles
+                             for k, v in (("recompute_granularity", "full"), ("recompute_method", "uniform"),
+                                          ("recompute_num_layers", 1)))
+            hints.append(f"recompute activations: {keys_} (verl's engine/megatron.yaml leaves recompute_granularity "
+                         "null; the estimate with full recompute fits)")
         else:
             hints.append("lower the micro-batch / token budget, or raise sequence/tensor parallelism")
         hints.append("use more GPUs or LoRA")
@@ -256,17 +267,26 @@ def _report(c: Ctx, est: Any, shape: Any, hw: Any, keys: tuple, tp: int, gmu: fl
     c.memory = est
 
 
-def _recompute_fits(shape: Any, est: Any) -> bool:
-    """A Megatron actor without full recompute whose update would fit with it (VI860's recompute hint)."""
+def _recompute_roles(shape: Any, est: Any) -> list[str]:
+    """The fewest Megatron roles (actor, critic) without full recompute whose recompute makes the update fit (VI860's
+    recompute hint); [] when none does."""
     from dataclasses import replace
 
     from wizard.planner.memory import estimate
 
     L = est.layout
-    if L is None or not L.megatron or L.recompute:
-        return False
-    again = estimate(shape, replace(L, recompute=True))
-    return again.phase_gib("update") <= again.capacity_gib
+    if L is None or not L.megatron:
+        return []
+    roles = [A] if not L.recompute else []
+    if L.critic is not None and not (L.recompute if L.critic_recompute is None else L.critic_recompute):
+        roles.append("critic")
+    on = L.recompute if L.critic_recompute is None else L.critic_recompute
+    for pick in [[r] for r in roles] + ([roles] if len(roles) > 1 else []):  # one role's keys first, then both
+        again = estimate(shape, replace(L, recompute=L.recompute or A in pick,
+                                        critic_recompute=None if L.critic is None else (on or "critic" in pick)))
+        if again.phase_gib("update") <= again.capacity_gib:
+            return pick
+    return []
 
 
 _DTYPE_BYTES = {"fp32": 4, "float32": 4, "torch.float32": 4, "bf16": 2, "bfloat16": 2, "torch.bfloat16": 2,
