@@ -158,6 +158,15 @@ CASES = {
     "Slurm job with Ray's own CPU count (PR#1009)": Case("VI977", "ray_kwargs.ray_init.num_cpus", with_(), script=True,
                                                         options={"header": "#SBATCH --cpus-per-task=8\n"}),
     # tests/test_rollout_engine_settings.py holds both to verl's servers and agent loop
+    # tests/test_check_sglang_args.py holds VI664 to verl's own args literal (async_sglang_server.py:314-341)
+    "SGLang mem_fraction_static in engine_kwargs (R44-02)": Case("VI664", f"{R}.engine_kwargs.sglang.mem_fraction_static",
+                                                              with_(f"{R}.name=sglang", f"+{R}.engine_kwargs.sglang.mem_fraction_static=0.4")),
+    "SGLang tp_size in engine_kwargs (R44-01)": Case("VI664", f"{R}.engine_kwargs.sglang.tp_size", with_(
+        f"{R}.name=sglang", f"{R}.tensor_model_parallel_size=2", f"+{R}.engine_kwargs.sglang.tp_size=1")),
+    "SGLang base_gpu_id in engine_kwargs": Case("VI664", f"{R}.engine_kwargs.sglang.base_gpu_id",
+                                                with_(f"{R}.name=sglang", f"+{R}.engine_kwargs.sglang.base_gpu_id=1")),
+    "SGLang dtype repeated in engine_kwargs (R44-01)": Case("VI664", f"{R}.engine_kwargs.sglang.dtype",
+                                                         with_(f"{R}.name=sglang", f"+{R}.engine_kwargs.sglang.dtype=bfloat16")),
     "flat engine argument (PR#1442)": Case("VI988", f"{R}.engine_kwargs.swap_space", with_(f"+{R}.engine_kwargs.swap_space=32")),
     "greedy validation by do_sample (verl#6202)": Case("VI989", f"{R}.val_kwargs.do_sample",
                                                        with_(f"{R}.val_kwargs.do_sample=False",

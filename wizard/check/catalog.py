@@ -273,6 +273,10 @@ RULES: dict[str, tuple[str, str]] = {
               "start Ray with ray_kwargs.ray_init.num_cpus=null (no `ray start`, RAY_ADDRESS or job submit): Ray counts "
               "the node's cores, not the job's CPUs, and its workers fail to register or hang (verl's YAML: \"Use a "
               "fixed number instead of null when using SLURM\", ppo_trainer.yaml:514)"),
+    "VI664": ("SGLang server argument verl already sets", "a key under a rollout's engine_kwargs.sglang that verl's "
+              "SGLang server builds itself (mem_fraction_static from gpu_memory_utilization, disable_cuda_graph from "
+              "enforce_eager, tp_size from TP x DP, dtype, trust_remote_code, base_gpu_id, ...): **engine_kwargs is "
+              "spread last (async_sglang_server.py:314-340), so it silently replaces verl's value; set verl's own key"),
     "VI988": ("rollout engine argument verl never hands to the engine", "a key directly under a rollout's "
               "engine_kwargs (not under its engine's child: vllm, sglang, trtllm) is accepted and dropped; keys under "
               "another engine's child are not read by this run's engine (vllm_async_server.py:287, "

@@ -78,6 +78,7 @@ from wizard.check.rules.prompt_options import rule_template_kwargs, rule_truncat
 from wizard.check.rules.toolkwargs import rule_tools_kwargs
 from wizard.check.rules.distill import rule_distill_pool
 from wizard.check.rules.engine_kwargs import rule_engine_kwargs
+from wizard.check.rules.sglang_args import rule_sglang_args
 from wizard.check.rules.files import rule_files
 from wizard.check.rules.layout import (rule_device, rule_hardware, rule_layout, rule_megatron, rule_rollout_dp_nodes,
                                       rule_rollout_heads, rule_rollout_parallel, rule_sequence_parallel, rule_sglang_dp)
@@ -155,7 +156,7 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
     # resolving); main_generation_server reads only the rollout, model, data files and hardware of it
     # (trainer/main_generation_server.py)
     generation = (rule_unresolved, rule_choices, rule_layout, rule_sglang_dp, rule_hardware, rule_rollout_parallel, rule_device,
-                  rule_precision, rule_values)
+                  rule_precision, rule_values, rule_sglang_args)
     ppo_rules = () if src.entry in ("sft", "eval") else generation if src.entry == "generation" else (
         rule_unresolved, rule_required, rule_deprecated_micro, rule_choices, rule_layout, rule_sglang_dp, rule_hardware,
         rule_rollout_parallel, rule_device, rule_precision, rule_fsdp_mesh, rule_batches, rule_dynamic_flags, rule_ignored_budgets, rule_tokens, rule_context_parallel_budget, rule_roles,
@@ -165,7 +166,7 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_megatron_optim, rule_fsdp_unread, rule_critic_attention, rule_half_master,
         rule_sandbox, rule_distill_pool,
         rule_reward_model, rule_reward_special_tokens, rule_reward_managers, rule_reward_signals, rule_value_model, rule_separation_critic, rule_critic_tokenizer, rule_discount, rule_critic_vocab, rule_resume, rule_resume_world, rule_hdfs_dir, rule_async_tracker, rule_saving, rule_fsdp1_offload_policy,
-        rule_nsys_range, rule_megatron_pool, rule_engine_kwargs, rule_ignored_do_sample,
+        rule_nsys_range, rule_megatron_pool, rule_engine_kwargs, rule_sglang_args, rule_ignored_do_sample,
         rule_kl_horizon, rule_rollout_correction_logprobs, rule_remax_baseline, rule_val_only, rule_val_subset, rule_val_repeats,
         rule_wandb_resume,
         rule_rollout_logprob_contract, rule_retention_across_restarts, rule_kl_resume,
