@@ -17,6 +17,14 @@ server, a trainer mode, an entry point other than main_ppo), from verl's dispatc
 files outside every scope run for every configuration of main_ppo. wizard.check.rules.readers warns on a key the
 user sets that only modules of inactive scopes read.
 
+One scope is computed, not cited: `orphan`, the modules verl never runs because nothing loads them (orphan_modules):
+no module of verl imports them (`import`, `from ... import`, relative or absolute, at any depth of the code), no string
+of verl's code or YAML names them (a `_target_`, an importlib path, a dotted prefix an f-string completes), and they
+are not scripts (`if __name__ == "__main__"`). In verl 0.9.1 workers/rollout/schemas.py (AsyncRolloutRequest, the
+multi-turn request of the removed SGLang multi-turn rollout) is one: the only reader of
+rollout.multi_turn.tokenization_sanity_check_mode and use_inference_chat_template (schemas.py:117-118, :390, :606-663),
+so those settings do nothing (VI656).
+
 `dead` is the strict subset of `unread` that no code of verl can act on (wizard.check.rules.deadkeys, VI797): a key
 whose leaf name (1) is declared as a field of a config dataclass (verl/workers/config, verl/trainer/config), (2) occurs
 nowhere else in verl's code outside tests/ -- not as a name, an attribute, a keyword, a parameter, an import, nor a
@@ -155,9 +163,61 @@ REWARD_MANAGERS = "experimental/reward_loop/reward_manager/"
 _REGISTER = re.compile(r"""^@register\(["']([\w.-]+)["']\)""", re.M)
 
 
+ORPHAN = "orphan"
+_MAIN = re.compile(r"""__name__\s*==\s*['"]__main__['"]""")
+
+
+def _module_name(rel: str) -> str:
+    parts = rel[:-3].split("/")
+    return ".".join(["verl", *(parts[:-1] if parts[-1] == "__init__" else parts)])
+
+
+def orphan_modules(root: Path) -> list[str]:
+    """The modules of verl (paths under verl/, tests/ and packages' __init__ left out) that nothing loads: the
+    module docstring's criterion. A dotted prefix in a string ("verl.models.transformers." completed by an f-string)
+    counts as naming every module under it, so a module loaded by a computed name is never called an orphan."""
+    modules = {_module_name(rel): rel for p in sorted(root.rglob("*.py"))
+               if not (rel := p.relative_to(root).as_posix()).startswith("tests/")}
+    imported: set[str] = set()
+    texts: list[str] = [p.read_text(encoding="utf-8", errors="replace") for p in sorted(root.rglob("*.yaml"))]
+    for name, rel in modules.items():
+        try:
+            tree = ast.parse((root / rel).read_text(encoding="utf-8"))
+        except (SyntaxError, UnicodeDecodeError):
+            continue
+        package = name if rel.endswith("__init__.py") else name.rsplit(".", 1)[0]
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                imported.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    base = ".".join(up + ([base] if base else []))
+                imported.add(base)
+                imported.update(f"{base}.{a.name}" for a in node.names)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                texts.append(node.value)
+    blob = "\n".join(texts)
+    prefixes = {m.group(0).rstrip("./") for m in re.finditer(r"verl[./][\w./]*[./](?=[^\w./]|$)", blob)}
+    out = []
+    for name, rel in modules.items():
+        if rel.endswith("__init__.py") or name in imported or _MAIN.search((root / rel).read_text(encoding="utf-8")):
+            continue
+        if name in blob or f"verl/{rel}" in blob or name.replace(".", "/") in blob:
+            continue
+        if any(name.startswith(p.replace("/", ".") + ".") for p in prefixes):
+            continue
+        out.append(rel)
+    return out
+
+
 def scope_of(rel: str, text: str = "") -> str:
-    """The scope of a module: one of SCOPES, a reward manager by the name it registers under (verl builds
-    the one named by reward.reward_manager.name, experimental/reward_loop/reward_manager/registry.py), or always."""
+    """The scope of a module: orphan (nothing loads it), one of SCOPES, a reward manager by the name it registers
+    under (verl builds the one named by reward.reward_manager.name, experimental/reward_loop/reward_manager/
+    registry.py), or always."""
+    if rel in _ORPHANS:
+        return ORPHAN
     if rel.startswith(REWARD_MANAGERS) and _REGISTER.search(text):
         return f"reward_manager:{_REGISTER.search(text).group(1)}"
     for name, s in {**SCOPES, **_ENGINE_SCOPES}.items():
@@ -167,6 +227,7 @@ def scope_of(rel: str, text: str = "") -> str:
 
 
 _ENGINE_SCOPES: dict[str, dict[str, Any]] = {}
+_ORPHANS: set[str] = set()
 
 
 def _norm(name: str) -> str:
@@ -228,14 +289,15 @@ def _declarations(root: Path) -> tuple[dict[str, list[tuple[str, str]]], dict[st
     return decl, bases, spots
 
 
-def _uses_and_wholesale(root: Path, spots: set[tuple[str, int]]) -> tuple[set[str], dict[str, str]]:
-    """Every word verl's code (tests/ left out) names outside the field declarations, and the classes whose
-    instances it iterates field by field (class -> file:line)."""
+def _uses_and_wholesale(root: Path, spots: set[tuple[str, int]],
+                        skip: frozenset[str] = frozenset()) -> tuple[set[str], dict[str, str]]:
+    """Every word verl's code (tests/ and the modules in `skip` left out) names outside the field declarations, and
+    the classes whose instances it iterates field by field (class -> file:line)."""
     words: set[str] = set()
     wholesale: dict[str, str] = {}
     for path in sorted(root.rglob("*.py")):
         rel = path.relative_to(root).as_posix()
-        if rel.startswith("tests/"):
+        if rel.startswith("tests/") or rel in skip:
             continue
         try:
             tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -289,12 +351,39 @@ def dead_keys(root: Path, keys: list[str], unread: list[str]) -> dict[str, dict[
     return out
 
 
+def orphan_only(root: Path, found: dict[str, dict[str, list[str]]], unread: list[str], dead: dict[str, Any],
+                orphans: list[str]) -> dict[str, dict[str, Any]]:
+    """Keys only modules nothing loads act on (VI656): every read is in an orphan module, or the key is unread and
+    its leaf, a config dataclass field, occurs in verl's code (the dead-key walk) only inside orphan modules."""
+    out: dict[str, dict[str, Any]] = {}
+    for k, scopes in found.items():
+        if set(scopes) == {ORPHAN}:
+            out[k] = {"read_in": sorted(scopes[ORPHAN])}
+    decl, _, spots = _declarations(root)
+    live, _ = _uses_and_wholesale(root, spots, frozenset(orphans))
+    for k in unread:
+        leaf = k.rsplit(".", 1)[-1]
+        if k in dead or leaf not in decl or leaf in live:
+            continue
+        hits = []
+        for rel in orphans:
+            for n, line in enumerate((root / rel).read_text(encoding="utf-8").splitlines(), 1):
+                if re.search(rf"\b{re.escape(leaf)}\b", line) and len(hits) < PER_SCOPE:
+                    hits.append(f"verl/{rel}:{n}")
+        if hits:
+            out[k] = {"read_in": hits}
+    return out
+
+
 def build() -> dict[str, Any]:
     from importlib.metadata import version
 
     root = verl_root()
     _ENGINE_SCOPES.clear()
     _ENGINE_SCOPES.update(engine_scopes(root))
+    orphans = orphan_modules(root)
+    _ORPHANS.clear()
+    _ORPHANS.update(orphans)
     keys = key_paths()
     leaves: dict[str, list[str]] = defaultdict(list)
     parents: set[tuple[str, str]] = set()
@@ -341,10 +430,13 @@ def build() -> dict[str, Any]:
         "verl_version": version("verl"),
         "generated_by": "scripts/verl_readers.py",
         "scopes": {n: {"any": [{"key": s["key"], "in": s["in"]}, *s.get("or", [])], "cite": s["cite"], "paths": s["paths"]}
-                   for n, s in {**SCOPES, **_ENGINE_SCOPES}.items()} | managers,
+                   for n, s in {**SCOPES, **_ENGINE_SCOPES}.items()} | managers
+                  | {ORPHAN: {"any": [{"key": "@orphan", "in": []}], "paths": orphans,
+                              "cite": "modules no code of verl imports or names (scripts/verl_readers.py orphan_modules)"}},
         "keys": {k: {s: v for s, v in sorted(found[k].items())} for k in keys if k in found},
         "unread": [k for k in keys if k not in found],
-        "dead": dead_keys(root, keys, [k for k in keys if k not in found]),
+        "dead": (dead := dead_keys(root, keys, [k for k in keys if k not in found])),
+        "orphan_only": orphan_only(root, found, [k for k in keys if k not in found], dead, orphans),
     }
 
 

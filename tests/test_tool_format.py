@@ -45,6 +45,16 @@ HARMONY = ("{%- for m in messages %}<|start|>{{ m.role }}"
 # Llama-3.1-style bare JSON with "parameters": no parser of verl 0.9.1 reads it
 LLAMA = HERMES.replace("'<tool_call>\\n{\"name\": \"' + f.name + '\", \"arguments\": '",
                        "'{\"name\": \"' + f.name + '\", \"parameters\": '").replace("'}\\n</tool_call>'", "'}'")
+# DeepSeek-V3.1/V3.2's layout (verl PR#7635, held-out case R43-04): 'name<｜tool▁sep｜>{json}' inside the
+# tool-calls markers, which verl 0.9.1's deepseek_v4 parser (DSML invoke tags) does not read either
+DSV3 = ("{%- for m in messages %}{%- if m.role == 'user' %}<｜User｜>{{ m.content }}"
+        "{%- elif m.role == 'assistant' %}<｜Assistant｜>{{ m.content or '' }}"
+        "{%- if m.tool_calls %}<｜tool▁calls▁begin｜>{%- for tc in m.tool_calls %}<｜tool▁call▁begin｜>"
+        "{{ tc.function.name }}<｜tool▁sep｜>{{ tc.function.arguments | tojson }}<｜tool▁call▁end｜>{%- endfor %}"
+        "<｜tool▁calls▁end｜>{%- endif %}<｜end▁of▁sentence｜>{%- endif %}{%- endfor %}"
+        "{%- if add_generation_prompt %}<｜Assistant｜>{%- endif %}")
+DSV3_TOKENS = ("<｜User｜>", "<｜Assistant｜>", "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>",
+               "<｜tool▁call▁end｜>", "<｜tool▁sep｜>", "<｜end▁of▁sentence｜>")
 # a template that ignores tool_calls (the shape of the scratch reproduction's stub)
 NO_TOOLS = ("{%- for m in messages %}<|start|>{{ m.role }}<|channel|>final<|message|>{{ m.content }}<|end|>"
             "{%- endfor %}{%- if add_generation_prompt %}<|start|>assistant{%- endif %}")
@@ -108,6 +118,7 @@ def models(tmp_path_factory) -> dict[str, Path]:
     return {"hermes": _tokenizer(root / "hermes", HERMES, CHATML_TOKENS),
             "harmony": _tokenizer(root / "harmony", HARMONY, HARMONY_TOKENS),
             "llama": _tokenizer(root / "llama", LLAMA, CHATML_TOKENS),
+            "deepseek-v3": _tokenizer(root / "deepseek-v3", DSV3, DSV3_TOKENS),
             "no-tools": _tokenizer(root / "no-tools", NO_TOOLS, HARMONY_TOKENS)}
 
 
@@ -147,6 +158,15 @@ def test_calls_no_parser_reads(models):
     assert "gpt-oss" in default.hint and "register a ToolParser" in default.hint
     [chosen] = _findings(models["llama"], f"{FORMAT}=hermes")
     assert chosen.severity == "info"
+
+
+def test_deepseek_v3_calls_no_parser_reads(models):
+    """verl PR#7635 (held-out R43-04): a DeepSeek-V3-family model on verl 0.9.1, whose parsers (deepseek_v4's DSML
+    included) read none of its calls; with the tokenizer on this machine VI910 says so on verl's default format."""
+    assert all(_verl_calls(models["deepseek-v3"], name) == 0 for name in sorted(_verl_parsers()._registry))
+    [hit] = _findings(models["deepseek-v3"])
+    assert hit.severity == "warning" and "no parser verl registers reads it" in hit.message
+    assert "tool▁sep" in hit.message and "deepseek_v4" in hit.message
 
 
 def test_a_template_that_writes_no_call_is_an_info(models):

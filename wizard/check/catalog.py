@@ -390,6 +390,10 @@ RULES: dict[str, tuple[str, str]] = {
               "dataclass field and never reads anywhere (the `dead` list of wizard/check/data/verl_readers.json, e.g. "
               "rollout.over_sample_rate of PR#2929, workers/config/rollout.py:179): the run behaves as with the default "
               "(info where the value is what verl does anyway: rollout.multi_stage_wake_up=True)"),
+    "VI656": ("config key only a module verl never loads reads", "a key whose every reader is a verl module that no "
+              "code of verl imports or names (the `orphan_only` map of wizard/check/data/verl_readers.json): "
+              "rollout.multi_turn.tokenization_sanity_check_mode / use_inference_chat_template, read only by "
+              "workers/rollout/schemas.py, so the tool agent loop runs no tokenization check (verl#2165)"),
     "VI921": ("rollout without CUDA graphs", "rollout.enforce_eager=True with vLLM/SGLang turns the engine's CUDA graphs "
               "off (vllm_async_server.py:339, async_sglang_server.py:318); freeing the engine does not need it (sleep "
               "reads only free_cache_engine, vllm_async_server.py:853-861); rollout.cudagraph_capture_sizes trims the "

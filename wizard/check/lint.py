@@ -49,7 +49,7 @@ from wizard.check.rules.profiling import rule_nsys_range
 from wizard.check.rules.layered_summon import rule_layered_summon
 from wizard.check.rules.cudagraphs import rule_enforce_eager
 from wizard.check.rules.freecache import rule_free_cache_engine
-from wizard.check.rules.deadkeys import rule_dead_keys
+from wizard.check.rules.deadkeys import rule_dead_keys, rule_orphan_keys
 from wizard.check.rules.megatron_pool import rule_megatron_pool
 from wizard.check.rules.prompts import rule_chat_template, rule_prompt_lengths
 from wizard.check.rules.fsdp_mesh import rule_fsdp_mesh
@@ -174,7 +174,7 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_policy_loss_keys, rule_kl_loss_gradient, rule_entropy_chunking, rule_sglang_mm_kwargs,
         rule_kl_cov_on_policy, rule_role_grad_clip, rule_epoch_shuffle, rule_layered_summon, rule_enforce_eager,
         rule_free_cache_engine,
-        rule_dead_keys, rule_v1_bypass_ignored, rule_negative_kl_coef, rule_rollout_corr_values,
+        rule_dead_keys, rule_orphan_keys, rule_v1_bypass_ignored, rule_negative_kl_coef, rule_rollout_corr_values,
         rule_visible_gpus, rule_head_without_workers)
     sft_rules = (rule_resume_sft, rule_sft_loop, rule_wandb_resume, rule_retention_across_restarts, rule_sft_pad_mode,
                  rule_sft_micro_ignored, rule_sft_left_truncation, rule_sft_val_batches, rule_sft_default_lr,

@@ -94,6 +94,9 @@ def _condition_text(scope: str) -> str:
     spec = readers_table()["scopes"][scope]
     parts = []
     for cond in spec["any"]:
+        if cond["key"] == "@orphan":
+            parts.append("no configuration: no code of verl imports these modules")
+            continue
         if not cond["in"]:
             parts.append("no configuration: verl reads it only to warn that it is ignored")
             continue
@@ -146,9 +149,10 @@ def rule_unread(c: Ctx, f: Facts) -> None:
         return
     table = readers_table()["keys"]
     unread = set(readers_table()["unread"])
+    orphan = readers_table().get("orphan_only", {})  # VI656's (rules/deadkeys.py)
     for key in sorted(c.res.user):
         scopes = table.get(key)
-        if not scopes or _free_form(c, key):
+        if not scopes or key in orphan or _free_form(c, key):
             continue
         deciding: list[str] = []
         if _read_here(c, key, table, unread):
