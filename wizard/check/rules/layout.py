@@ -215,19 +215,27 @@ def rule_sequence_parallel(c: Ctx, f: Facts, shape: Any) -> None:
             c.add("VI812", "error", keys[:1], f"Ulysses splits attention heads: {shape.name} has {shape.heads} heads "
                   f"({shape.kv_heads} KV heads), which {sp} GPUs cannot share", f"nearest valid: {join_or(nearest(ok, sp))}")
         if shape is not None and role == "actor" and getattr(shape, "linear_layers", 0):
-            # verl 0.9.1 splits a Gated DeltaNet layer over Ulysses ranks with flash-linear-attention's context-parallel
-            # kernels (models/transformers/qwen3_5.py:92-108 fla.ops.cp.context; :168-172 raises NotImplementedError
-            # inside the workers when chunk_gated_delta_rule takes no cp_context; verl PR #6660 validated FLA 0.5.1)
-            c.add("VI907", "warning", keys[:1],
-                  f"Ulysses sequence parallel {sp} on {shape.name}, whose {shape.linear_layers} Gated DeltaNet layers "
-                  "verl splits with flash-linear-attention's context-parallel kernels: without them (fla.ops.cp, a "
-                  "chunk_gated_delta_rule that takes cp_context) the workers raise NotImplementedError at the first pass",
-                  "install a flash-linear-attention with context-parallel support where the job runs (verl PR #6660 "
-                  f"validated 0.5.1; `verl-init doctor` shows the version), or set {keys[0]}=1")
+            gdn_ulysses(c, keys[0], sp, shape)
         model_key = f"{M}.use_remove_padding" if role == "actor" else "critic.model.use_remove_padding"
         if not bool(c.v(model_key)):
             c.add("VI812", "error", (model_key, keys[0]), f"{role} sequence parallelism needs {model_key}=true (validate_config)",
                   f"set {model_key}=true", fix=Fix(set={model_key: True}))
+
+
+def gdn_ulysses(c: Ctx, key: str, sp: int, shape: Any) -> None:
+    """VI907: Ulysses sequence parallel on a Gated DeltaNet (hybrid linear-attention) model, for PPO's actor and for
+    verl's SFT trainers alike: both build the FSDP engine, which hands SP to apply_monkey_patch (workers/engine/fsdp/
+    transformer_impl.py:324-330; models/transformers/monkey_patch.py:270, 500 patch qwen3_5 / qwen3_5_moe). verl
+    0.9.1 splits a Gated DeltaNet layer over Ulysses ranks with flash-linear-attention's context-parallel kernels
+    (models/transformers/qwen3_5.py:92-108 imports fla.ops.cp.context; :168-172 raises NotImplementedError inside
+    the workers when chunk_gated_delta_rule takes no cp_context; verl PR #6660 validated FLA 0.5.1)."""
+    c.add("VI907", "warning", (key,),
+          f"{key}={sp}: Ulysses sequence parallel on {shape.name}, whose {shape.linear_layers} Gated DeltaNet layers "
+          "verl splits with flash-linear-attention's context-parallel kernels: without them (fla.ops.cp, a "
+          "chunk_gated_delta_rule that takes cp_context) the workers raise NotImplementedError at the first pass "
+          "(models/transformers/qwen3_5.py:168-172)",
+          "install a flash-linear-attention with context-parallel support where the job runs (verl PR #6660 "
+          f"validated 0.5.1; `verl-init doctor` shows the version), or set {key}=1")
 
 
 UNEVEN_PIPELINE = ("num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage", "pipeline_model_parallel_layout",
