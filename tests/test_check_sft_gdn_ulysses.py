@@ -86,19 +86,50 @@ def test_r47_02_qwen35_sft_under_ulysses_warns_and_controls_stay_quiet(tmp_path)
 
 @pytest.mark.slow
 def test_a_local_hybrid_config_is_read_for_its_linear_layers(tmp_path):
-    """A model folder of the Qwen3.5 family (config.json written by transformers: 3 linear-attention layers of 4) warns
-    under SP 2; the same folder as a dense Qwen3 (no linear layers) does not."""
+    """A Qwen3.5 model folder (config.json written by transformers: the language model in text_config, 3
+    linear-attention layers of 4) warns under SP 2; a dense Qwen3 folder of the same sizes does not."""
     _bash_or_skip()
     transformers = pytest.importorskip("transformers")
     small = dict(num_hidden_layers=4, vocab_size=256, hidden_size=128, intermediate_size=256, head_dim=32,
                  num_attention_heads=4, num_key_value_heads=2, linear_num_key_heads=2, linear_num_value_heads=4,
                  linear_key_head_dim=32, linear_value_head_dim=32)
+    hybrid_cfg = transformers.AutoConfig.for_model("qwen3_5", text_config=small, vision_config=dict(
+        depth=1, hidden_size=64, intermediate_size=128, num_heads=2, out_hidden_size=128))
+    dense_cfg = transformers.AutoConfig.for_model("qwen3", **{k: v for k, v in small.items() if not k.startswith("linear_")})
     hybrid, dense = tmp_path / "hybrid", tmp_path / "dense"
-    for folder, config in ((hybrid, transformers.AutoConfig.for_model("qwen3_5_text", **small)),
-                           (dense, transformers.AutoConfig.for_model("qwen3", **{k: v for k, v in small.items()
-                                                                                  if not k.startswith("linear_")}))):
+    for folder, config in ((hybrid, hybrid_cfg), (dense, dense_cfg)):
         folder.mkdir()
-        (folder / "config.json").write_text(json.dumps(config.to_dict()), encoding="utf-8")
+        (folder / "config.json").write_text(config.to_json_string(), encoding="utf-8")
     found = _findings(_sft(tmp_path, str(hybrid), 2), "VI907")
     assert len(found) == 1 and "3 Gated DeltaNet layers" in found[0].message, found
     assert not _findings(_sft(tmp_path, str(dense), 2), "VI907")
+
+
+@pytest.mark.slow
+def test_a_qwen35_size_the_catalogue_lacks_is_known_by_its_family_name(tmp_path):
+    """R47-01's Qwen3.5-0.8B (verl#5957) and the other hub sizes are not in the catalogue: their shape is scaled from
+    the size in the name, with no layer types; the family name still marks the Gated DeltaNet layers. A dense Qwen3
+    scaled the same way stays quiet."""
+    _bash_or_skip()
+    for model in ("Qwen/Qwen3.5-0.8B", "Qwen/Qwen3.5-27B"):
+        found = _findings(_sft(tmp_path, model, 2), "VI907")
+        assert len(found) == 1 and "Qwen3.5-family" in found[0].message, (model, found)
+    assert not _findings(_sft(tmp_path, "Qwen/Qwen3-4B", 2), "VI907")
+
+
+@pytest.mark.verl
+def test_the_family_is_the_one_verls_monkey_patch_splits():
+    """GDN_MODEL_TYPES is the branch of verl's apply_monkey_patch that installs its Gated DeltaNet forward (the one
+    that builds FLA's cp context under Ulysses), and the family name matches each of those model types."""
+    pytest.importorskip("verl")
+    import inspect
+
+    from verl.models.transformers import monkey_patch
+
+    from wizard.check.rules.layout import GDN_MODEL_TYPES, GDN_NAME
+
+    src = inspect.getsource(monkey_patch.apply_monkey_patch)
+    branch = src.split(f"elif model.config.model_type in {list(GDN_MODEL_TYPES)}:".replace("'", '"'))
+    assert len(branch) == 2, "verl's apply_monkey_patch no longer keys the Qwen3.5 patches on these model types"
+    assert "Qwen3_5GatedDeltaNet.forward = qwen3_5_gated_delta_net_forward" in branch[1].split("elif model.config")[0]
+    assert all(GDN_NAME.search(t) for t in GDN_MODEL_TYPES)

@@ -32,7 +32,7 @@ from typing import Any
 
 from wizard.check.report import Fix
 from wizard.check.rules.context import Ctx, Facts, divisors, join_or, local_path, nearest
-from wizard.check.rules.layout import gdn_ulysses
+from wizard.check.rules.layout import gdn_layers, gdn_ulysses
 from wizard.check.shellargs import PLACEHOLDER
 
 SP, STRATEGY, RMPAD = "engine.ulysses_sequence_parallel_size", "engine.strategy", "model.use_remove_padding"
@@ -95,7 +95,7 @@ def rule_sft_sequence_parallel(c: Ctx, f: Facts, shape: Any) -> None:
               "reverse (models/transformers/monkey_patch.py:343-350, called by workers/engine/fsdp/"
               "transformer_impl.py:324-330): every rank stops after loading the model",
               f"nearest valid: {join_or(nearest(ok, sp))}")
-    if shape is not None and getattr(shape, "linear_layers", 0):
+    if shape is not None and gdn_layers(shape):
         gdn_ulysses(c, SP, sp, shape)
     if not c.unknown(RMPAD) and c.v(RMPAD) is False:
         c.add("VI812", "error", (RMPAD, SP),
