@@ -122,14 +122,16 @@ def test_the_family_is_the_one_verls_monkey_patch_splits():
     """GDN_MODEL_TYPES is the branch of verl's apply_monkey_patch that installs its Gated DeltaNet forward (the one
     that builds FLA's cp context under Ulysses), and the family name matches each of those model types."""
     pytest.importorskip("verl")
-    import inspect
+    import ast
 
-    from verl.models.transformers import monkey_patch
-
+    from helpers_verl import verl_root, verl_tree
     from wizard.check.rules.layout import GDN_MODEL_TYPES, GDN_NAME
 
-    src = inspect.getsource(monkey_patch.apply_monkey_patch)
-    branch = src.split(f"elif model.config.model_type in {list(GDN_MODEL_TYPES)}:".replace("'", '"'))
+    rel = "models/transformers/monkey_patch.py"
+    src = (verl_root() / rel).read_text(encoding="utf-8")
+    func = next(n for n in ast.walk(verl_tree(rel)) if isinstance(n, ast.FunctionDef) and n.name == "apply_monkey_patch")
+    body = ast.get_source_segment(src, func)
+    branch = body.split(f"elif model.config.model_type in {list(GDN_MODEL_TYPES)}:".replace("'", '"'))
     assert len(branch) == 2, "verl's apply_monkey_patch no longer keys the Qwen3.5 patches on these model types"
     assert "Qwen3_5GatedDeltaNet.forward = qwen3_5_gated_delta_net_forward" in branch[1].split("elif model.config")[0]
     assert all(GDN_NAME.search(t) for t in GDN_MODEL_TYPES)
