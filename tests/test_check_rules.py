@@ -310,7 +310,7 @@ def test_every_rule_has_a_test():
     tested |= {"VI951"}  # a critic under one_step_off/fully_async: tests/test_check_separation_critic.py
     tested |= {"VI952"}  # a critic tokenizer folder without tokenizer files: tests/test_check_critic_tokenizer.py
     tested |= {"VI899"}  # verl's own skewed and balanced rollout/trainer splits: tests/test_split.py
-    tested |= {"VI907"}  # Ulysses SP on a Gated DeltaNet model: tests/test_hybrid_shapes.py
+    tested |= {"VI907"}  # Ulysses SP on a Gated DeltaNet model: tests/test_hybrid_shapes.py, SFT: test_check_sft_gdn_ulysses.py
     tested |= {"VI912"}  # Megatron without Megatron-Bridge: tests/test_mbridge.py
     tested |= {"VI928"}  # overrides cut off the launch command, against bash's own run: tests/test_launch_break.py
     tested |= {"VI927"}  # MoE aux-loss coefficient with no load-balancing type, against verl's engine: tests/test_moe_router.py

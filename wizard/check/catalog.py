@@ -141,7 +141,8 @@ RULES: dict[str, tuple[str, str]] = {
               "experts gains nothing over separate TP replicas (DP in a replica serves EP = TP×DP)"),
     "VI907": ("Ulysses sequence parallel on a Gated DeltaNet model", "verl 0.9.1 splits Qwen3.5's linear-attention "
               "layers with flash-linear-attention's context-parallel kernels (models/transformers/qwen3_5.py:168-172 "
-              "raises NotImplementedError without them, inside the workers)"),
+              "raises NotImplementedError without them, inside the workers); PPO's actor and the SFT trainers' "
+              "engine.ulysses_sequence_parallel_size alike"),
     "VI906": ("rollout max_model_len above max_num_batched_tokens", "vLLM admits it only through chunked prefill; verl's "
               "rollout config asks to raise max_num_batched_tokens or lower max_model_len (rollout.yaml:86, "
               "vllm_async_server.py:1113)"),

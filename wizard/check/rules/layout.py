@@ -6,6 +6,7 @@ without a build for the device (VI817).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from wizard.check.report import Fix
@@ -214,21 +215,46 @@ def rule_sequence_parallel(c: Ctx, f: Facts, shape: Any) -> None:
             ok = [d for d in divisors(shape.heads) if shape.kv_heads % d == 0 or d % shape.kv_heads == 0]
             c.add("VI812", "error", keys[:1], f"Ulysses splits attention heads: {shape.name} has {shape.heads} heads "
                   f"({shape.kv_heads} KV heads), which {sp} GPUs cannot share", f"nearest valid: {join_or(nearest(ok, sp))}")
-        if shape is not None and role == "actor" and getattr(shape, "linear_layers", 0):
-            # verl 0.9.1 splits a Gated DeltaNet layer over Ulysses ranks with flash-linear-attention's context-parallel
-            # kernels (models/transformers/qwen3_5.py:92-108 fla.ops.cp.context; :168-172 raises NotImplementedError
-            # inside the workers when chunk_gated_delta_rule takes no cp_context; verl PR #6660 validated FLA 0.5.1)
-            c.add("VI907", "warning", keys[:1],
-                  f"Ulysses sequence parallel {sp} on {shape.name}, whose {shape.linear_layers} Gated DeltaNet layers "
-                  "verl splits with flash-linear-attention's context-parallel kernels: without them (fla.ops.cp, a "
-                  "chunk_gated_delta_rule that takes cp_context) the workers raise NotImplementedError at the first pass",
-                  "install a flash-linear-attention with context-parallel support where the job runs (verl PR #6660 "
-                  f"validated 0.5.1; `verl-init doctor` shows the version), or set {keys[0]}=1")
+        if shape is not None and role == "actor" and gdn_layers(shape):
+            gdn_ulysses(c, keys[0], sp, shape)
         model_key = f"{M}.use_remove_padding" if role == "actor" else "critic.model.use_remove_padding"
         if not bool(c.v(model_key)):
             c.add("VI812", "error", (model_key, keys[0]), f"{role} sequence parallelism needs {model_key}=true (validate_config)",
                   f"set {model_key}=true", fix=Fix(set={model_key: True}))
 
+
+# verl 0.9.1 patches the Gated DeltaNet layers of these model types for Ulysses (models/transformers/monkey_patch.py:
+# 500, ["qwen3_5", "qwen3_5_moe"]); a hub name of that family ("Qwen/Qwen3.5-27B") the catalogue lacks is known by name
+GDN_MODEL_TYPES = ("qwen3_5", "qwen3_5_moe")
+GDN_NAME = re.compile(r"(?i)qwen3[._]5(?![0-9])")
+
+
+def gdn_layers(shape: Any) -> int:
+    """Gated DeltaNet layers of `shape`: counted from its config.json or catalogue entry; -1 (some, not counted) for
+    a shape scaled from the size in a Qwen3.5-family name the catalogue lacks; 0 for none."""
+    if getattr(shape, "linear_layers", 0):
+        return int(shape.linear_layers)
+    if getattr(shape, "source", "") not in ("catalogue", "local") and GDN_NAME.search(str(getattr(shape, "name", ""))):
+        return -1
+    return 0
+
+
+def gdn_ulysses(c: Ctx, key: str, sp: int, shape: Any) -> None:
+    """VI907: Ulysses sequence parallel on a Gated DeltaNet (hybrid linear-attention) model, for PPO's actor and for
+    verl's SFT trainers alike: both build the FSDP engine, which hands SP to apply_monkey_patch (workers/engine/fsdp/
+    transformer_impl.py:324-330; models/transformers/monkey_patch.py:270, 500 patch qwen3_5 / qwen3_5_moe). verl
+    0.9.1 splits a Gated DeltaNet layer over Ulysses ranks with flash-linear-attention's context-parallel kernels
+    (models/transformers/qwen3_5.py:92-108 imports fla.ops.cp.context; :168-172 raises NotImplementedError inside
+    the workers when chunk_gated_delta_rule takes no cp_context; verl PR #6660 validated FLA 0.5.1)."""
+    n = gdn_layers(shape)
+    layers = f"{n} Gated DeltaNet layers" if n > 0 else "Gated DeltaNet layers (a Qwen3.5-family model)"
+    c.add("VI907", "warning", (key,),
+          f"{key}={sp}: Ulysses sequence parallel on {shape.name}, whose {layers} "
+          "verl splits with flash-linear-attention's context-parallel kernels: without them (fla.ops.cp, a "
+          "chunk_gated_delta_rule that takes cp_context) the workers raise NotImplementedError at the first pass "
+          "(models/transformers/qwen3_5.py:168-172)",
+          "install a flash-linear-attention with context-parallel support where the job runs (verl PR #6660 "
+          f"validated 0.5.1; `verl-init doctor` shows the version), or set {key}=1")
 
 UNEVEN_PIPELINE = ("num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage", "pipeline_model_parallel_layout",
                    "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split")

@@ -8,6 +8,11 @@ set (paths under site-packages/verl):
   divide) and hands SP to apply_monkey_patch (:324-330), which asserts num_attention_heads % SP == 0 and
   num_key_value_heads % SP == 0 or SP % num_key_value_heads == 0 (models/transformers/monkey_patch.py:343-350):
   every rank dies after loading the model (real case R27-06: Qwen2.5-7B, 28 heads, SP 8 on one 8-GPU node).
+- VI907 (the PPO rule, extended to SFT): the same engine.ulysses_sequence_parallel_size on a Gated DeltaNet model
+  (Qwen3.5, Qwen3-Next): the FSDP engine's apply_monkey_patch (transformer_impl.py:324-330; monkey_patch.py:270,
+  500) splits those layers with flash-linear-attention's context-parallel kernels, and verl raises
+  NotImplementedError inside the workers without them (models/transformers/qwen3_5.py:92-108, 168-172; real case
+  R47-02, verl#6486: Qwen3.5 SFT with SP 8). verl's FSDP engine config takes the value without a word.
   The heads come from the model's config.json where it is local, else verl-init's catalogue
   (wizard.planner.shapes); the world is torchrun's (wizard.check.torchrun) for sft_trainer, trainer.nnodes ×
   n_gpus_per_node for sft_trainer_ray (wizard.check.hardware).
@@ -27,6 +32,7 @@ from typing import Any
 
 from wizard.check.report import Fix
 from wizard.check.rules.context import Ctx, Facts, divisors, join_or, local_path, nearest
+from wizard.check.rules.layout import gdn_layers, gdn_ulysses
 from wizard.check.shellargs import PLACEHOLDER
 
 SP, STRATEGY, RMPAD = "engine.ulysses_sequence_parallel_size", "engine.strategy", "model.use_remove_padding"
@@ -89,6 +95,8 @@ def rule_sft_sequence_parallel(c: Ctx, f: Facts, shape: Any) -> None:
               "reverse (models/transformers/monkey_patch.py:343-350, called by workers/engine/fsdp/"
               "transformer_impl.py:324-330): every rank stops after loading the model",
               f"nearest valid: {join_or(nearest(ok, sp))}")
+    if shape is not None and gdn_layers(shape):
+        gdn_ulysses(c, SP, sp, shape)
     if not c.unknown(RMPAD) and c.v(RMPAD) is False:
         c.add("VI812", "error", (RMPAD, SP),
               f"{SP}={sp} with {RMPAD}=false: verl's FSDP engine raises ValueError('When using sequence parallelism "
