@@ -1,11 +1,13 @@
-"""VI672-VI673: settings verl 0.9.1 accepts on Ascend NPUs that then fail there (wizard/check/rules/npu.py).
+"""VI672-VI674: settings verl 0.9.1 accepts on Ascend NPUs that then fail there (wizard/check/rules/npu.py).
 
 Real cases: verl#7950 (use_fused_kernels=True on a 910B: triton-ascend's "ub overflow" compiling verl's
-efficient_entropy kernel) and verl#4815 (Qwen3-8B, Megatron on NPU with VPP while use_mbridge kept its default True:
-IndexError). Each fault is planted beside valid controls. The oracles are verl's own code on the CPU: its
+efficient_entropy kernel), verl#4815 (Qwen3-8B, Megatron on NPU with VPP while use_mbridge kept its default True:
+IndexError) and verl PR#7921 (Qwen3.5-2B LoRA rank 32 at rollout TP=2: vllm-ascend's sgmv_expand refuses it against
+the 8-wide Gated DeltaNet in_proj_ba slice). Each fault is planted beside valid controls. The oracles are verl's own code on the CPU: its
 patch_forward_with_backends really swaps in the Triton forward for impl_backend=triton and the torch one otherwise,
 the kernel table regenerated from verl's source equals the committed one (and its tuned block needs more than the
-NPU core's Unified Buffer), and verl's McoreEngineConfig takes VPP with use_mbridge=True without a word.
+NPU core's Unified Buffer), verl's McoreEngineConfig takes VPP with use_mbridge=True without a word, and verl's
+get_vllm_max_lora_rank (run from its source) gives the rank vLLM is started with.
 """
 
 from __future__ import annotations
@@ -155,3 +157,77 @@ def test_verl_takes_vpp_with_mbridge_on_without_a_word():
 
     cfg = McoreEngineConfig(pipeline_model_parallel_size=2, virtual_pipeline_model_parallel_size=2)
     assert cfg.use_mbridge is True and cfg.virtual_pipeline_model_parallel_size == 2
+
+
+# --- VI674: a LoRA rank wider than a packed slice on vLLM-Ascend ---------------------------------------------------
+
+HYBRID = {"architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next", "hidden_size": 2048,
+          "num_hidden_layers": 24, "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 256,
+          "intermediate_size": 6144, "vocab_size": 151936, "linear_num_key_heads": 16, "linear_num_value_heads": 16,
+          "linear_key_head_dim": 128, "linear_value_head_dim": 128, "full_attention_interval": 4,
+          "tie_word_embeddings": True}
+DENSE = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 1536, "num_hidden_layers": 28,
+         "num_attention_heads": 12, "num_key_value_heads": 2, "intermediate_size": 8960, "vocab_size": 151936,
+         "tie_word_embeddings": True}
+
+
+def _model(tmp_path, config: dict) -> str:
+    folder = tmp_path / "model"
+    folder.mkdir(exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    return str(folder)
+
+
+def _lora(tmp_path, config: dict, *extra: str, **kw):
+    over = [o for o in BASE if not o.startswith(f"{M}.path=")]
+    return _hits("VI674", [*over, f"{M}.path={_model(tmp_path, config)}", *extra], **kw)
+
+
+def test_lora_rank_wider_than_the_gdn_slice_is_an_error(tmp_path):
+    # verl PR#7921: rank 32 at rollout TP=2 against in_proj_ba's 16 value heads / 2 = 8
+    (hit,) = _lora(tmp_path, HYBRID, f"{M}.lora_rank=32", "actor_rollout_ref.rollout.tensor_model_parallel_size=2",
+                   "trainer.device=npu")
+    assert hit.severity == "error" and "in_proj_ba is 8 wide" in hit.message and "PR#7921" in hit.message
+    assert f"{M}.lora_rank to 8 or lower" in hit.hint
+    # TP 1: 16 wide, still narrower than rank 32; an Ascend --gpu-type says NPU as well
+    assert _lora(tmp_path, HYBRID, f"{M}.lora_rank=32", "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+                 gpu_type="Ascend910B")
+
+
+@pytest.mark.parametrize("config,extra", [
+    (HYBRID, [f"{M}.lora_rank=8", "actor_rollout_ref.rollout.tensor_model_parallel_size=2", "trainer.device=npu"]),
+    (HYBRID, [f"{M}.lora_rank=16", "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+              "trainer.device=npu"]),  # TP 1: exactly the 16-wide slice
+    (HYBRID, [f"{M}.lora_rank=32", "actor_rollout_ref.rollout.tensor_model_parallel_size=2", "trainer.device=cuda"]),
+    (HYBRID, [f"{M}.lora.rank=32", f"{M}.lora.merge=True", "actor_rollout_ref.rollout.tensor_model_parallel_size=2",
+              "trainer.device=npu"]),  # merged adapters: vLLM serves no LoRA
+    (DENSE, [f"{M}.lora_rank=32", "actor_rollout_ref.rollout.tensor_model_parallel_size=2", "trainer.device=npu"]),
+])
+def test_lora_controls_stay_clean(tmp_path, config, extra):
+    assert not _lora(tmp_path, config, *extra)
+
+
+def test_a_shape_guessed_from_the_name_is_not_judged():
+    assert not _hits("VI674", [*BASE[:1], f"{M}.path=Qwen/Qwen3.5-2B", *BASE[2:], f"{M}.lora_rank=32",
+                               "actor_rollout_ref.rollout.tensor_model_parallel_size=2", "trainer.device=npu"])
+
+
+@pytest.mark.verl
+def test_served_rank_is_verls_get_vllm_max_lora_rank():
+    """verl's function, run from its source (its module imports vLLM, absent here; the function then uses verl's own
+    fallback list of vLLM's ranks)."""
+    import ast
+    from typing import Literal, get_args
+
+    from helpers_verl import verl_root
+    from wizard.check.rules.npu_lora import served_rank
+
+    tree = ast.parse((verl_root() / "workers/rollout/vllm_rollout/utils.py").read_text(encoding="utf-8"))
+    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "get_vllm_max_lora_rank")
+    scope: dict = {"Literal": Literal, "get_args": get_args}
+    exec(compile(ast.Module(body=[fn], type_ignores=[]), "utils.py", "exec"), scope)  # noqa: S102 - verl's own code
+    for rank in range(1, 513):
+        assert scope["get_vllm_max_lora_rank"](rank) == served_rank(rank), rank
+    with pytest.raises(ValueError):
+        scope["get_vllm_max_lora_rank"](513)
+    assert served_rank(513) is None

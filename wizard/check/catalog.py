@@ -480,6 +480,10 @@ RULES: dict[str, tuple[str, str]] = {
     "VI673": ("mbridge with virtual pipeline stages on Ascend NPUs", "trainer.device=npu with a Megatron role's "
               "virtual_pipeline_model_parallel_size > 1 and use_mbridge=True (the default, workers/config/engine.py:208): "
               "not supported together on MindSpeed, IndexError at model build (verl#4815)"),
+    "VI674": ("LoRA rank wider than a packed slice on vLLM-Ascend", "trainer.device=npu with rollout.name=vllm and a "
+              "LoRA rank (as vLLM's max_lora_rank) above the narrowest packed-layer slice per rollout TP rank "
+              "(qkv_proj, gate_up_proj, a Gated DeltaNet's in_proj_qkvz / in_proj_ba) from config.json: vllm-ascend's "
+              "sgmv_expand refuses it at engine start (verl PR#7921)"),
     "VI944": ("ROCm visible-device variables verl's workers reject", "a ROCm launch that exports ROCR_VISIBLE_DEVICES "
               "beside HIP/CUDA_VISIBLE_DEVICES, or CUDA_VISIBLE_DEVICES beside HIP_VISIBLE_DEVICES: each worker stops "
               "while it sets up its device, after Ray placed it (single_controller/base/worker.py:240-267; Ray sets "

@@ -49,6 +49,7 @@ from wizard.check.rules.profiling import rule_nsys_range
 from wizard.check.rules.layered_summon import rule_layered_summon
 from wizard.check.rules.cudagraphs import rule_enforce_eager
 from wizard.check.rules.npu import rule_npu_fused_kernels, rule_npu_mbridge_vpp, rule_npu_sft_fused_kernels
+from wizard.check.rules.npu_lora import rule_npu_lora_slices
 from wizard.check.rules.freecache import rule_free_cache_engine
 from wizard.check.rules.deadkeys import rule_dead_keys
 from wizard.check.rules.megatron_pool import rule_megatron_pool
@@ -190,6 +191,7 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_sft_sequence_parallel(c, f, model_shape(c, "model.path")[0])
     if ppo_rules:
         rule_rollout_heads(c, f, shape)
+        rule_npu_lora_slices(c, f, shape)
         rule_fp8_blocks(c, f, shape)
     if ppo_rules and src.entry == "generation":
         rule_context(c, f, shape)
