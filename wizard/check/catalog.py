@@ -482,6 +482,17 @@ RULES: dict[str, tuple[str, str]] = {
     "VI935": ("Ray head started with no worker", "a script that runs `ray start --head` and no worker `ray start` but "
               "sets trainer.nnodes > 1 (or n_gpus_per_node above the head's --num-gpus): a one-node cluster, so verl "
               "stops at base.py:226-241 or Ray waits on placement groups (verl#242)"),
+    "VI672": ("fused Triton kernels on Ascend NPUs", "trainer.device=npu (or an Ascend --gpu-type) with "
+              "use_fused_kernels=True on impl_backend=triton or the Megatron engine: verl's linear_cross_entropy "
+              "kernels carry NVIDIA-sized autotune blocks (utils/kernel/kernels.py:183-188) that overflow the NPU "
+              "core's Unified Buffer when triton-ascend compiles them (verl#7950)"),
+    "VI673": ("mbridge with virtual pipeline stages on Ascend NPUs", "trainer.device=npu with a Megatron role's "
+              "virtual_pipeline_model_parallel_size > 1 and use_mbridge=True (the default, workers/config/engine.py:208): "
+              "not supported together on MindSpeed, IndexError at model build (verl#4815)"),
+    "VI674": ("LoRA rank wider than a packed slice on vLLM-Ascend", "trainer.device=npu with rollout.name=vllm and a "
+              "LoRA rank (as vLLM's max_lora_rank) above the narrowest packed-layer slice per rollout TP rank "
+              "(qkv_proj, gate_up_proj, a Gated DeltaNet's in_proj_qkvz / in_proj_ba) from config.json: vllm-ascend's "
+              "sgmv_expand refuses it at engine start (verl PR#7921)"),
     "VI944": ("ROCm visible-device variables verl's workers reject", "a ROCm launch that exports ROCR_VISIBLE_DEVICES "
               "beside HIP/CUDA_VISIBLE_DEVICES, or CUDA_VISIBLE_DEVICES beside HIP_VISIBLE_DEVICES: each worker stops "
               "while it sets up its device, after Ray placed it (single_controller/base/worker.py:240-267; Ray sets "

@@ -48,6 +48,8 @@ from wizard.check.rules.nounset import rule_unbound_env
 from wizard.check.rules.profiling import rule_nsys_range
 from wizard.check.rules.layered_summon import rule_layered_summon
 from wizard.check.rules.cudagraphs import rule_enforce_eager
+from wizard.check.rules.npu import rule_npu_fused_kernels, rule_npu_mbridge_vpp, rule_npu_sft_fused_kernels
+from wizard.check.rules.npu_lora import rule_npu_lora_slices
 from wizard.check.rules.freecache import rule_free_cache_engine
 from wizard.check.rules.deadkeys import rule_dead_keys, rule_orphan_keys
 from wizard.check.rules.megatron_pool import rule_megatron_pool
@@ -173,12 +175,12 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_summed_loss, rule_checkpoint_nodes, rule_separate_async, rule_forced_naive, rule_one_step_off,
         rule_policy_loss_keys, rule_kl_loss_gradient, rule_entropy_chunking, rule_sglang_mm_kwargs,
         rule_kl_cov_on_policy, rule_role_grad_clip, rule_epoch_shuffle, rule_layered_summon, rule_enforce_eager,
-        rule_free_cache_engine,
+        rule_free_cache_engine, rule_npu_fused_kernels, rule_npu_mbridge_vpp,
         rule_dead_keys, rule_orphan_keys, rule_v1_bypass_ignored, rule_negative_kl_coef, rule_rollout_corr_values,
         rule_visible_gpus, rule_head_without_workers)
     sft_rules = (rule_resume_sft, rule_sft_loop, rule_wandb_resume, rule_retention_across_restarts, rule_sft_pad_mode,
                  rule_sft_micro_ignored, rule_sft_left_truncation, rule_sft_val_batches, rule_sft_default_lr,
-                 rule_sft_lora_alpha) \
+                 rule_sft_lora_alpha, rule_npu_sft_fused_kernels) \
         if src.entry == "sft" else ()
     with tool_imports(deep):  # check's agent rules import a tool module only with --deep, in the sandbox
         for rule in (*ppo_rules, *sft_rules, rule_searchpath, rule_launch_break, rule_launch_env, rule_unbound_env,
@@ -190,6 +192,7 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_sft_sequence_parallel(c, f, model_shape(c, "model.path")[0])
     if ppo_rules:
         rule_rollout_heads(c, f, shape)
+        rule_npu_lora_slices(c, f, shape)
         rule_fp8_blocks(c, f, shape)
     if ppo_rules and src.entry == "generation":
         rule_context(c, f, shape)
