@@ -73,3 +73,50 @@ def test_vi640_follows_the_configured_key(tmp_path):
     assert "VI640" not in {f.problem.rule for f in _check(train, train).findings}
     hits = [f.problem for f in _check(train, train, "data.image_key=pictures").findings if f.problem.rule == "VI640"]
     assert hits and "'pictures'" in hits[0].message
+
+
+# --- the SFT trainer: MultiTurnSFTDataset indexes the cell as a list too (multiturn_sft_dataset.py:255-288) ---
+
+SFT_MESSAGES = [{"role": "user", "content": "<image>What is the angle?"}, {"role": "assistant", "content": "30"}]
+
+
+def _sft_parquet(path, cell) -> str:
+    import datasets
+
+    datasets.Dataset.from_list([{"messages": SFT_MESSAGES, "images": cell}] * 2).to_parquet(str(path))
+    return str(path)
+
+
+def _verl_sft_refuses(path: str, monkeypatch) -> bool:
+    """verl's MultiTurnSFTDataset._build_messages on the row as its loader reads it (pandas, pyarrow dtypes:
+    multiturn_sft_dataset.py:147). process_image (qwen_vl_utils, not installed here) comes after the indexing this
+    rule is about: it is replaced by the identity."""
+    import pandas as pd
+    from verl.utils.dataset import multiturn_sft_dataset as sft
+
+    monkeypatch.setattr(sft, "process_image", lambda image, image_patch_size=None: image)
+    example = pd.read_parquet(path, dtype_backend="pyarrow").iloc[0].to_dict()
+    me = SimpleNamespace(messages_key="messages", image_key="images", video_key="videos", processor=object(),
+                         image_patch_size=14)
+    try:
+        sft.MultiTurnSFTDataset._build_messages(me, example)
+    except Exception:  # noqa: BLE001 - KeyError / AssertionError: the first batch stops
+        return True
+    return False
+
+
+@pytest.mark.parametrize("faulty", [True, False])
+def test_vi640_sft_matches_verls_sft_dataset(tmp_path, monkeypatch, faulty):
+    from wizard.check.lint import check
+
+    png = {"bytes": _png(), "path": None}
+    data = _sft_parquet(tmp_path / "train.parquet", png if faulty else [png])
+    assert _verl_sft_refuses(data, monkeypatch) is faulty  # the oracle
+    script = tmp_path / "sft.sh"
+    script.write_text("#!/bin/bash\ntorchrun --standalone --nnodes=1 --nproc_per_node=8 -m verl.trainer.sft_trainer "
+                      f"data.train_files={data} data.messages_key=messages model.path=Qwen/Qwen2.5-VL-3B-Instruct "
+                      "trainer.logger=[console]\n")
+    hits = [f.problem for f in check(str(script), env={"HOME": "/root"}).findings if f.problem.rule == "VI640"]
+    assert bool(hits) is faulty, [h.message for h in hits]
+    if faulty:
+        assert "MultiTurnSFTDataset" in hits[0].message and "data.image_key" in hits[0].keys

@@ -92,7 +92,7 @@ def _row_problems(row: dict[str, Any], prompt_key: str, custom_reward: bool,
             rule, detail = problems[0]
             yield f"{datacontent.MESSAGES[rule]} ({detail})", f"{datacontent.HINTS[rule]} [{rule}]"
         keys = media_keys or {}
-        single = next(((kind, key) for kind, key in keys.items() if _not_a_list(row.get(key))), None)
+        single = next(((kind, key) for kind, key in keys.items() if not_a_list(row.get(key))), None)
         if single:
             yield _single_media(row, *single)
         wrong = datacontent.media_mismatches(prompt, {kind: row.get(key) for kind, key in keys.items()})
@@ -180,7 +180,7 @@ def rule_data_content(c: Ctx, f: Facts) -> None:
             _mixed_scorers(c, key, sources)
 
 
-def _not_a_list(value: Any) -> bool:
+def not_a_list(value: Any) -> bool:
     """A media cell verl cannot index as a list of items: one image dict ({bytes, path}), one path string, raw bytes.
     None (no media in the row) and a list/tuple (what verl's examples write) are fine; pyarrow gives list columns as
     lists."""
