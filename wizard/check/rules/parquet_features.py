@@ -59,7 +59,7 @@ def undecodable(path: Path) -> str | None:
     try:
         datasets.Features.from_dict(features)
     except Exception as exc:  # noqa: BLE001 - whatever datasets raises here, load_dataset raises too
-        return f"{type(exc).__name__}: {str(exc)[:160]}"
+        return f"{type(exc).__name__}: {str(exc).split('. Available', 1)[0][:160]}"
     return None
 
 
@@ -80,16 +80,13 @@ def rule_parquet_features(c: Ctx, f: Facts) -> None:
             error = undecodable(local)
             if error is None:
                 continue
-            from importlib.metadata import PackageNotFoundError, version
+            import datasets  # undecodable() found it importable: the version that decoded, not the dist record
 
-            try:
-                have = version("datasets")
-            except PackageNotFoundError:
-                have = "?"
+            have = getattr(datasets, "__version__", "?")
             named = re.search(r"Feature type '([^']+)'", error)
             what = f"feature type {named.group(1)!r}" if named else "feature metadata"
             c.add("VI641", "error", (key,),
-                  f"{key}: {path} carries {what} that the installed datasets {have} cannot decode ({error}); verl "
+                  f"{path} carries {what} that the installed datasets {have} cannot decode ({error}); verl "
                   "reads it with datasets.load_dataset('parquet') (utils/dataset/rl_dataset.py:171-172), which "
                   "raises this in the TaskRunner once the cluster is up (a file written by datasets>=4 names lists "
                   "'List', which datasets<4 lacks: verl#2723)",
