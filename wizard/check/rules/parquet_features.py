@@ -4,8 +4,9 @@ verl 0.9.1 reads a .parquet data file with `datasets.load_dataset("parquet", dat
 (utils/dataset/rl_dataset.py:171-172; the SFT trainer's MultiTurnSFTDataset uses pandas.read_parquet instead,
 multiturn_sft_dataset.py:147, which does not decode this metadata: a PPO-family rule), and the `datasets`
 parquet builder turns the file's schema metadata (the b"huggingface" key every `Dataset.to_parquet` writes) into
-`Features` with `Features.from_arrow_schema` -> `generate_from_dict` (datasets/packaged_modules/parquet/parquet.py:127
-in datasets 5.2; datasets/features/features.py), which raises `ValueError: Feature type 'X' not found` for a `_type` it does not know.
+`Features` with `Features.from_arrow_schema` -> `generate_from_dict` (datasets/packaged_modules/parquet/
+parquet.py:127 in datasets 5.2; datasets/features/features.py), which raises `ValueError: Feature type 'X' not
+found` for a `_type` it does not know.
 verl 0.9.1 asks for `datasets` with no version bound (its METADATA: `Requires-Dist: datasets`), so the file's writer
 and the run's reader can differ: a file written by datasets>=4 names its list columns `List`, which datasets<4 lacks
 (verl#2723). The stop comes in the TaskRunner, after Ray and the cluster are up.
