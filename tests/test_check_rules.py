@@ -347,6 +347,8 @@ def test_every_rule_has_a_test():
     tested |= {"VI993", "VI994", "VI995"}  # trainer-mode preconditions, run in verl's own code: tests/test_check_modes.py
     tested |= {"VI914"}  # data paths verl cannot read, against verl's RLHFDataset: tests/test_data_format.py
     tested |= {"VI837"}  # the Conv3d patch embedding on the installed torch: tests/test_patch_embed.py
+    tested |= {"VI640"}  # a media cell that is not a list (PPO and SFT), against verl's datasets' _build_messages: tests/test_check_media_not_list.py
+    tested |= {"VI641"}  # parquet metadata the installed datasets cannot decode, against verl's reader: tests/test_check_parquet_features.py
     tested |= {"VI838"}  # rollout TP against the attention heads: tests/test_rollout_heads.py (vLLM and SGLang)
     tested |= {"VI849"}  # LoRA on a vision tower vLLM ignores: tests/test_vlm_lora.py (peft and transformers as oracles)
     tested |= {"VI835"}  # micro-batches under the interleaved schedule: tests/test_check_interleaved.py

@@ -515,5 +515,14 @@ RULES: dict[str, tuple[str, str]] = {
               "(brace expansion: one override per part, Hydra keeps the last) or, under zsh / bash failglob / "
               "nullglob, [..] * ? glob characters (the script stops with 'no matches found', or the override "
               "vanishes; verl PR#2509)"),
+    "VI640": ("media column that is not a list", "a data row whose data.image_key/video_key/audio_key cell holds one "
+              "item (an {bytes, path} image dict, a path string) instead of a list: verl indexes it as a list "
+              "(rl_dataset.py:315-335), and with data.filter_overlong_prompts on the length filter swallows the "
+              "error and drops every such row (rl_dataset.py:206-244; verl#837); verl's SFT dataset stops at the first batch "
+              "(multiturn_sft_dataset.py:255-288)"),
+    "VI641": ("parquet metadata the installed datasets cannot decode", "a data.train_files/val_files parquet whose "
+              "Hugging Face feature metadata names a type the installed `datasets` lacks (datasets>=4's List read "
+              "by datasets<4): verl's load_dataset('parquet') (rl_dataset.py:171-172) raises 'Feature type ... not "
+              "found' in the TaskRunner (verl#2723); the oracle is the installed datasets' Features.from_dict"),
     "VI877": ("--deep could not run", "no bubblewrap sandbox here (--deep and --verl refuse), or verl's code on the config stopped at a sandbox bound (time, memory, processes, output)"),
 }

@@ -76,6 +76,7 @@ from wizard.check.rules.ckpt_store import rule_async_tracker, rule_hdfs_dir
 from wizard.check.rules.saving import rule_fsdp1_offload_policy, rule_retention_across_restarts, rule_saving
 from wizard.check.rules.toolschema import rule_tool_schema
 from wizard.check.rules.datacontent import rule_data_content
+from wizard.check.rules.parquet_features import rule_parquet_features
 from wizard.check.rules.prompt_options import rule_template_kwargs, rule_truncation
 from wizard.check.rules.toolkwargs import rule_tools_kwargs
 from wizard.check.rules.distill import rule_distill_pool
@@ -104,6 +105,7 @@ from wizard.check.rules.minibatches import rule_epoch_shuffle
 from wizard.check.rules.entropy import rule_entropy_chunking
 from wizard.check.rules.requirements import rule_requirements
 from wizard.check.rules.sft_data import rule_sft_left_truncation, rule_sft_micro_ignored, rule_sft_pad_mode
+from wizard.check.rules.sft_media import rule_sft_media_cells
 from wizard.check.rules.sft_optim import rule_sft_default_lr
 from wizard.check.rules.sft_parallel import rule_sft_sequence_parallel, rule_sft_val_batches
 from wizard.check.rules.val_repeats import rule_val_repeats
@@ -162,7 +164,7 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
     ppo_rules = () if src.entry in ("sft", "eval") else generation if src.entry == "generation" else (
         rule_unresolved, rule_required, rule_deprecated_micro, rule_choices, rule_layout, rule_sglang_dp, rule_hardware,
         rule_rollout_parallel, rule_device, rule_precision, rule_fsdp_mesh, rule_batches, rule_dynamic_flags, rule_ignored_budgets, rule_tokens, rule_context_parallel_budget, rule_roles,
-        rule_values, rule_inert_clip, rule_gspo_clip, rule_files, rule_data_content, rule_tools_kwargs, rule_prompt_lengths, rule_truncation,
+        rule_values, rule_inert_clip, rule_gspo_clip, rule_files, rule_data_content, rule_parquet_features, rule_tools_kwargs, rule_prompt_lengths, rule_truncation,
         rule_template_kwargs, rule_chat_template, rule_remote_code, rule_bundle_files, rule_agent, rule_agent_workers, rule_tool_schema, rule_turn_budget, rule_tool_format, rule_lora, rule_lora_export, rule_lora_scale, rule_mbridge,
         rule_moe_aux_loss,
         rule_megatron_optim, rule_fsdp_unread, rule_critic_attention, rule_half_master,
@@ -180,7 +182,7 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_visible_gpus, rule_head_without_workers)
     sft_rules = (rule_resume_sft, rule_sft_loop, rule_wandb_resume, rule_retention_across_restarts, rule_sft_pad_mode,
                  rule_sft_micro_ignored, rule_sft_left_truncation, rule_sft_val_batches, rule_sft_default_lr,
-                 rule_sft_lora_alpha, rule_npu_sft_fused_kernels) \
+                 rule_sft_lora_alpha, rule_npu_sft_fused_kernels, rule_sft_media_cells) \
         if src.entry == "sft" else ()
     with tool_imports(deep):  # check's agent rules import a tool module only with --deep, in the sandbox
         for rule in (*ppo_rules, *sft_rules, rule_searchpath, rule_launch_break, rule_launch_env, rule_unbound_env,

@@ -3,7 +3,12 @@ verl reads them (data.prompt_key), with validate-dataset's content checks (wizar
 holding a JSON chat, an empty prompt, a system message not first) and the scorer's needs (a ground truth for the
 scorer, as a string where verl's default scorer compares strings: STRING_GT_SCORERS; a data_source verl's default
 scoring knows; neither when a custom reward function or a reward model scores) and, in a row with images, videos or
-audio, one placeholder per item (RLHFDataset._build_messages). One finding per kind of problem
+audio, one placeholder per item (RLHFDataset._build_messages). VI640 (its own ID, from the same rows): a media cell
+that is not a list (one {bytes, path} image dict or one path string per row, verl#837): verl 0.9.1 indexes
+data.<kind>_key as a list (utils/dataset/rl_dataset.py:315-335: KeyError 0 on a dict), and with
+data.filter_overlong_prompts on, the length filter's `except Exception` (rl_dataset.py:206-244) drops the row as
+overlong, so such a file leaves no data; with it off, __getitem__ (rl_dataset.py:389) fails at the first batch.
+One finding per kind of problem
 in a file, at its first row; `verl-init validate-dataset FILE` lists every row. The same rows feed VI766 (a prompt
 asking for an answer format its scorer does not accept) and VI922 (one set mixing data_sources whose scorers give
 different reward_extra_info keys): wizard/check/rules/scorer_formats.py says why.
@@ -34,6 +39,7 @@ STRING_GT_SCORERS = {
 }
 
 GT_TYPE = "[ground truth type]"  # the tag of that finding (validate-dataset does not list it)
+SINGLE_MEDIA = "[VI640]"  # the tag of VI640's kind: a media cell that is not a list
 
 SAMPLE_ROWS = 1000  # rows read per file (bounded: parquet decoding is capped, JSONL lines are capped)
 
@@ -86,6 +92,9 @@ def _row_problems(row: dict[str, Any], prompt_key: str, custom_reward: bool,
             rule, detail = problems[0]
             yield f"{datacontent.MESSAGES[rule]} ({detail})", f"{datacontent.HINTS[rule]} [{rule}]"
         keys = media_keys or {}
+        single = next(((kind, key) for kind, key in keys.items() if not_a_list(row.get(key))), None)
+        if single:
+            yield _single_media(row, *single)
         wrong = datacontent.media_mismatches(prompt, {kind: row.get(key) for kind, key in keys.items()})
         if wrong:
             kind, marks, items = wrong[0]
@@ -155,6 +164,10 @@ def rule_data_content(c: Ctx, f: Facts) -> None:
                 continue
             if rows and not keyed:
                 _missing_prompt_column(c, key, path, prompt_key, sorted(columns))
+            single = first.pop(SINGLE_MEDIA, None)
+            if single:
+                c.add("VI640", "error", (key, f"data.{single[1].split(':', 1)[0]}_key"), f"{path} row {single[0]}: "
+                      f"{single[1].split(':', 1)[1]}", single[2].removesuffix(f" {SINGLE_MEDIA}"))
             wrong_format = first.pop("[VI766]", None)
             if wrong_format:
                 c.add("VI766", "warning", (key, "data.prompt_key"), f"{path} row {wrong_format[0]}: {wrong_format[1]}",
@@ -165,6 +178,29 @@ def rule_data_content(c: Ctx, f: Facts) -> None:
                       f"{hint}; list every such row with `verl-init validate-dataset {path}`")
         if builtin:
             _mixed_scorers(c, key, sources)
+
+
+def not_a_list(value: Any) -> bool:
+    """A media cell verl cannot index as a list of items: one image dict ({bytes, path}), one path string, raw bytes.
+    None (no media in the row) and a list/tuple (what verl's examples write) are fine; pyarrow gives list columns as
+    lists."""
+    return value is not None and not isinstance(value, (list, tuple))
+
+
+def _single_media(row: dict[str, Any], kind: str, key: str) -> tuple[str, str]:
+    """VI640 (tagged SINGLE_MEDIA in `first`; the message carries "<kind>:" for the key the finding names)."""
+    from wizard.planner import datacontent
+
+    value = row.get(key)
+    shape = (f"one {{{', '.join(sorted(map(str, value)))}}} dict" if isinstance(value, dict) else
+             f"one {type(value).__name__} value")
+    return (f"{kind}:the {key!r} column (data.{kind}_key) holds {shape} per row, not a list of {kind}s. verl indexes "
+            f"it as a list (utils/dataset/rl_dataset.py:315-335: images[0] on a dict is KeyError 0, on a string its "
+            "first character); with data.filter_overlong_prompts on, the length filter catches that error and drops "
+            "the row as overlong (rl_dataset.py:206-244, 268-272), so a file of such rows leaves no data; with it "
+            "off, the first batch holding the row fails (rl_dataset.py:389)",
+            f"write the column as a list, one item per {datacontent.PLACEHOLDERS[kind]} placeholder: {key}=[item] "
+            f"(verl's examples/data_preprocess/geo3k.py keeps geometry3k's list of images) {SINGLE_MEDIA}")
 
 
 def _scorer_row(row: dict[str, Any], prompt_key: str, n: int, first: dict[str, tuple[int, str, str]],
