@@ -103,6 +103,8 @@ CASES = {
     "DAPO metric no scorer returns": Case("VI648", "algorithm.filter_groups.metric",
                                           with_("algorithm.filter_groups.enable=True",
                                                 "algorithm.filter_groups.metric=seq_final_reward")),
+    "DAPO filter on the legacy trainer": Case("VI650", "algorithm.filter_groups.enable",
+                                              with_("algorithm.filter_groups.enable=True", "trainer.use_v1=False")),
     "DAPO filter on the shaped reward": Case("VI649", "algorithm.filter_groups.metric",
                                              with_("algorithm.filter_groups.enable=True",
                                                    "reward.reward_manager.name=dapo",

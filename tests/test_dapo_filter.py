@@ -150,3 +150,23 @@ def test_planned_dapo_filters_on_acc_and_draws_neither():
                  "reward.reward_manager.name=dapo", *OVERLONG]
     report = check(None, [*BASE, *DAPO, *overrides])
     assert not _ids(report, "VI648") and not _ids(report, "VI649")
+
+
+# ---- VI650: the group filter on the legacy trainer ----
+
+def test_verl_reads_filter_groups_only_in_the_v1_trainer():
+    """verl's own source: main_ppo picks the legacy TaskRunner on use_v1=False, and no module on that path names
+    filter_groups; check warns exactly there."""
+    import verl
+
+    root = Path(verl.__file__).parent
+    main = (root / "trainer/main_ppo.py").read_text(encoding="utf-8")
+    assert "if config.trainer.use_v1:" in main and "from verl.trainer.main_ppo_v0 import TaskRunner" in main
+    readers = {p.relative_to(root).as_posix() for p in root.rglob("*.py")
+               if "filter_groups" in p.read_text(encoding="utf-8", errors="replace")}
+    assert "trainer/ppo/v1/trainer_base.py" in readers
+    assert not readers & {"trainer/main_ppo_v0.py", "trainer/ppo/ray_trainer.py"}
+    [hit] = _ids(check(None, [*BASE, *DAPO, "trainer.use_v1=False"]), "VI650")
+    assert hit.severity == "warning" and "trainer.use_v1=True" in hit.hint
+    assert not _ids(check(None, [*BASE, *DAPO]), "VI650")  # V1: the filter runs
+    assert not _ids(check(None, [*BASE, "trainer.use_v1=False"]), "VI650")  # no filter asked for

@@ -24,6 +24,11 @@ default_compute_score, utils/reward_score/__init__.py:19-114, and records the re
   different lengths differ in "reward", the group survives the filter, and GRPO trains on the length difference
   alone, where DAPO meant to drop it (verl-recipe#125; the DAPO recipe filters on acc). The scorer's raw value
   stays in reward_extra_info ("acc" for a number, the dict's keys, whose "score" dapo.py:97 requires).
+- VI650 (warning): algorithm.filter_groups.enable=True with trainer.use_v1=False on main_ppo. main_ppo then runs the
+  legacy TaskRunner (trainer/main_ppo.py:183-191, main_ppo_v0.py -> trainer/ppo/ray_trainer.py), and nothing there
+  reads algorithm.filter_groups (only trainer/ppo/v1/ does: trainer_base.py:164-211, replay_buffer.py): dynamic
+  sampling is silently off and every group, all-right and all-wrong ones included, trains (the question in verl#2211:
+  a DAPO script on main_ppo, "possibly without dynamic sampling").
 """
 
 from __future__ import annotations
@@ -147,8 +152,24 @@ def _rule_shaped_metric(c: Ctx) -> None:
           "(dapo.py:95-104)", fix=Fix(set={f"{FG}.metric": pick}))
 
 
+def _rule_legacy_trainer(c: Ctx) -> None:
+    from wizard.check.rules.reward_managers import _dapo
+
+    if c.src.entry != "ppo" or getattr(c.src, "recipe", None) or c.unknown("trainer.use_v1", f"{FG}.enable") \
+            or c.v("trainer.use_v1") is not False or not _dapo(c):
+        return
+    c.add("VI650", "warning", (f"{FG}.enable", "trainer.use_v1"),
+          f"{FG}.enable=True with trainer.use_v1=False: main_ppo runs the legacy trainer (trainer/main_ppo.py:183-191, "
+          "main_ppo_v0.py and trainer/ppo/ray_trainer.py), which never reads algorithm.filter_groups (only "
+          "trainer/ppo/v1/ does), so DAPO's dynamic sampling is silently off and groups whose samples all scored the "
+          "same still train (verl#2211)",
+          "set trainer.use_v1=True (the V1 trainer, 0.9.1's default), or drop the filter_groups settings",
+          fix=Fix(set={"trainer.use_v1": True}))
+
+
 def rule_dapo_filter(c: Ctx, f: Facts) -> None:
-    """VI648, VI649: what DAPO's group filter compares."""
+    """VI648, VI649, VI650: what DAPO's group filter compares, and whether the trainer runs it at all."""
+    _rule_legacy_trainer(c)
     if not _dapo_v1(c):
         return
     _rule_missing_metric(c)
