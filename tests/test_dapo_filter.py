@@ -157,9 +157,9 @@ def test_planned_dapo_filters_on_acc_and_draws_neither():
 def test_verl_reads_filter_groups_only_in_the_v1_trainer():
     """verl's own source: main_ppo picks the legacy TaskRunner on use_v1=False, and no module on that path names
     filter_groups; check warns exactly there."""
-    import verl
+    from helpers_verl import verl_root
 
-    root = Path(verl.__file__).parent
+    root = verl_root()
     main = (root / "trainer/main_ppo.py").read_text(encoding="utf-8")
     assert "if config.trainer.use_v1:" in main and "from verl.trainer.main_ppo_v0 import TaskRunner" in main
     readers = {p.relative_to(root).as_posix() for p in root.rglob("*.py")
