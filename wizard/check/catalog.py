@@ -441,6 +441,17 @@ RULES: dict[str, tuple[str, str]] = {
     "VI999": ("DAPO metric the reward function never returns", "filter_groups.metric names a key missing from every "
               "dict the custom reward function returns (acc is added only for a number): the replay buffer stops "
               "with 'Finished groups are missing DAPO metric' (replay_buffer.py:296-307, verl#2318)"),
+    "VI648": ("DAPO metric verl's built-in scorer never returns", "filter_groups.metric (not reward) that the "
+              "default scorer of the training rows' data_source (or of any data_source) never puts in "
+              "reward_extra_info (a number -> acc, math_dapo -> acc/pred/score: scripts/verl_scorer_formats.py), e.g. "
+              "the old recipe's seq_final_reward: 'Finished groups are missing DAPO metric' after the first rollout "
+              "(replay_buffer.py:304-308, verl#1427)"),
+    "VI649": ("DAPO filter on the overlong-shaped reward", "filter_groups.metric=reward (0.9.1's default) with the DAPO "
+              "manager's overlong penalty on: the penalty is in rm_scores (dapo.py:108-119), so same-outcome groups "
+              "of different lengths survive the filter and train on length alone (verl-recipe#125); filter on acc"),
+    "VI650": ("DAPO filter on the legacy trainer", "algorithm.filter_groups.enable=True with trainer.use_v1=False: "
+              "main_ppo's legacy trainer (main_ppo_v0.py, ray_trainer.py) never reads filter_groups, so dynamic "
+              "sampling is silently off (only trainer/ppo/v1/ reads it; verl#2211)"),
     "VI993": ("separate_async precondition verl asserts", "trainer.v1.trainer_mode=separate_async with "
               "train_batch_size ≠ parameter_sync_step × ppo_mini_batch_size, no standalone rollout pool "
               "(actor_rollout_ref.rollout.nnodes / n_gpus_per_node ≤ 0), checkpoint_engine.backend=naive, or a "
