@@ -170,3 +170,48 @@ def test_verl_reads_filter_groups_only_in_the_v1_trainer():
     assert hit.severity == "warning" and "trainer.use_v1=True" in hit.hint
     assert not _ids(check(None, [*BASE, *DAPO]), "VI650")  # V1: the filter runs
     assert not _ids(check(None, [*BASE, "trainer.use_v1=False"]), "VI650")  # no filter asked for
+
+
+# ---- the planner's own choice for a custom reward function (VI508 where it cannot tell) ----
+
+NUMBER = "    return 0.0\n"
+DICT_ACC = "    return {'score': 1.0, 'acc': 1.0}\n"
+DICT_NO_ACC = "    return {'score': 1.0, 'correct': 1.0}\n"
+UNREADABLE = "    value = len(solution_str) % 2\n    return value\n"
+
+
+@pytest.mark.slow
+@pytest.mark.verl
+def test_verls_dapo_manager_keeps_a_returned_number_as_acc(tiny_model, tmp_path):
+    """The oracle for the planner's 'acc' on a function that returns a number: verl's DAPO manager puts the number
+    into reward_extra_info['acc'] (experimental/reward_loop/reward_manager/dapo.py:102-104)."""
+    from transformers import AutoTokenizer
+
+    fn = tmp_path / "r.py"
+    fn.write_text("def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n" + NUMBER,
+                  encoding="utf-8")
+    tok = AutoTokenizer.from_pretrained(str(tiny_model))
+    config = _compose(["algorithm.adv_estimator=grpo", "reward.reward_manager.name=dapo", *DAPO, *OVERLONG,
+                       f"reward.custom_reward_function.path={fn}"])
+    out = _run(config, tok, _row(tok, "#### 72"))[1]
+    assert out["reward_extra_info"]["acc"] == 0.0
+
+
+@pytest.mark.parametrize(("body", "metric"), [(NUMBER, "acc"), (DICT_ACC, "acc"), (DICT_NO_ACC, "score"),
+                                              (UNREADABLE, "reward")])
+def test_planned_dapo_with_a_reward_function(tmp_path, body, metric):
+    import wizard
+
+    (tmp_path / "reward.py").write_text("def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+                                        + body, encoding="utf-8")
+    answers = wizard.load_profile("dapo-32gpu").model_copy(update={"reward": "function",
+                                                                   "reward_function": "./reward.py:compute_score"})
+    plan = wizard.plan(answers, base_dir=str(tmp_path))
+    assert plan.value("algorithm.filter_groups.metric") == metric
+    warned = [f for f in plan.findings if f.rule == "VI508"]
+    assert bool(warned) == (metric == "reward")
+    overrides = [f"algorithm.filter_groups.metric={metric}", "reward.reward_manager.name=dapo", *OVERLONG,
+                 f"reward.custom_reward_function.path={tmp_path / 'reward.py'}"]
+    # check agrees: VI649 exactly where the planner warned (VI508 is its mirror), never VI648
+    report = check(None, [*BASE, *DAPO, *overrides])
+    assert bool(_ids(report, "VI649")) == bool(warned) and not _ids(report, "VI648")

@@ -112,6 +112,7 @@ RULES: dict[str, tuple[str, str]] = {
     "VI596": ("reward & data", "the judge model cannot be sized: its engine share and TP are not checked"),
     "VI506": ("reward & data", "the reward_function file does not exist (error with cluster=local, warning elsewhere)"),
     "VI507": ("reward & data", "reward_function is a file on this machine that a ray/kuberay job does not carry"),
+    "VI508": ("reward & data", "dapo's group filter stays on the overlong-shaped reward: the function's return is unread (VI649)"),
     "VI510": ("reward & data", "dataset is neither gsm8k, math nor a local .jsonl/.json/.csv/.parquet file"),
     "VI511": ("reward & data", "train_files or val_files points at a CSV file, which verl cannot read"),
     "VI512": ("reward & data", "local dataset without a validation split or file: validation runs on the training file"),

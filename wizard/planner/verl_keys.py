@@ -36,23 +36,28 @@ def algorithm_keys(b: Build) -> None:
         s.set("algorithm.filter_groups.enable", True,
               "DAPO: drop groups whose samples all got the same reward; verl 0.9.1 samples more prompts until the step "
               "is full, with no limit (it ignores max_num_gen_batches)")
-        s.set("algorithm.filter_groups.metric", *_filter_metric(b))
+        s.set("algorithm.filter_groups.metric", *filter_metric(b))
 
 
-def _filter_metric(b: Build) -> tuple[str, str]:
+def filter_metric(b: Build) -> tuple[str, str]:
     """DAPO's filter metric: the canonical reward, unless the overlong penalty shapes it (it is added into rm_scores,
     reward_manager/dapo.py:108-119, so same-outcome groups of different lengths would survive: check's VI649). Then
-    the scorer's raw value from reward_extra_info: 'acc' (every built-in scorer gives it, a number's too), or a
-    custom function's dict 'score' (dapo.py:97 requires it) when its dict has no 'acc'."""
+    the scorer's raw value from reward_extra_info: 'acc' (every built-in scorer gives it; a function that returns a
+    number has it too, dapo.py:102-104), or a custom function's dict 'score' (dapo.py:97 requires it) when its dict
+    has no 'acc'. A function whose return cannot be read here keeps 'reward' (stages/algorithm.py warns: VI508)."""
     if not b.algo.overlong_buffer:
         return "reward", "filter on the canonical reward (every scorer returns it)"
     a = b.a
     if a.reward == "function" and a.reward_function:
-        from wizard.check.rules.reward_managers import returned_keys
+        from wizard._pysource import returned_keys, returns_number
 
         path, _, name = a.reward_function.rpartition(":")
         local = resolve_path(path, b.base)
-        got = returned_keys(Path(local), name) if local and Path(local).is_file() else None
+        here = bool(local) and Path(local).is_file()
+        got = returned_keys(Path(local), name) if here else None
+        if got is None and here and returns_number(Path(local), name):
+            return "acc", ("filter on the reward function's number, which the DAPO manager keeps as acc (dapo.py:102-104), "
+                           "not the reward the overlong penalty shapes (check's VI649)")
         if got is None:
             return "reward", ("filter on the canonical reward: the reward function's return keys are not known here "
                               "(the overlong penalty is in it: set acc or score if the function returns them)")

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from wizard._pysource import parse_module  # noqa: F401 (re-exported: the rules' one reader of a named Python file)
 from wizard.check.catalog import RULES
 from wizard.check.hardware import Hardware
 from wizard.check.report import Finding, Fix
@@ -254,22 +255,6 @@ def model_folder(c: Ctx, path: str) -> Path | None:
     except Exception:  # noqa: BLE001 - an unreadable cache, a malformed id: as if not cached
         return None
     return Path(found).parent if isinstance(found, str) else None
-
-
-def parse_module(path: Path, limit: int = 1 << 20) -> Any:
-    """A Python file the config names (a reward function, a tool), read as text up to `limit` bytes and parsed with
-    ast, never imported; None when it is larger or cannot be read. A SyntaxError is raised for the caller to report
-    (VI871) or to pass over."""
-    import ast
-
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(limit + 1)
-        if len(data) > limit:
-            return None
-        return ast.parse(data.decode("utf-8", errors="replace"))
-    except (OSError, RecursionError, MemoryError, ValueError):
-        return None
 
 
 MAX_SCRIPT_BYTES = 1 << 20  # a launch script's text, read for what bash's run does not record (#SBATCH, `ray start`)

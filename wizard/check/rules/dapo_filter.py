@@ -134,7 +134,7 @@ def _rule_shaped_metric(c: Ctx) -> None:
     length, factor = c.num(f"{OB}.len"), c.num(f"{OB}.penalty_factor")
     if length is None or length <= 0 or factor == 0:
         return  # a zero-length buffer is VI892's; a zero factor shapes nothing
-    from wizard.check.rules.reward_managers import returned_keys
+    from wizard._pysource import returned_keys
 
     pick = "acc"
     path = c.v(f"{FN}.path")

@@ -30,7 +30,7 @@ imported) and, for each class `@register("name")` names, collects the reward.rew
   overlong with overlong_buffer_cfg.log, dapo.py:117-119); the ReplayBuffer then stops with `Finished groups are
   missing DAPO metric` once the first groups finish (trainer/ppo/v1/replay_buffer.py:296-307; trainer_base.py:187-211
   checks only that the metric is non-empty) — after model load and a full rollout (verl#2318). Said only when every
-  `return` of the function (read with context.parse_module, never imported) is a dict literal with constant string
+  `return` of the function (read with wizard._pysource, never imported) is a dict literal with constant string
   keys, none of them the metric.
 """
 
@@ -42,6 +42,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from wizard._pysource import returned_keys
 from wizard.check.rules.context import Ctx, Facts, local_path, parse_module
 
 MANAGER = "reward.reward_manager"
@@ -309,39 +310,6 @@ def _rule_gen_batch(c: Ctx) -> None:
           "(trainer/ppo/v1/trainer_base.py:727-739, a log line only) and hands its replay buffer gen_batch_size=1 "
           f"(:172-184), so the oversampling it was set for never happens{also} (verl#876)",
           hint)
-
-
-def _returns(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.Return]:
-    """The function's own return statements (not those of functions or classes defined inside it)."""
-    out: list[ast.Return] = []
-    stack: list[ast.AST] = list(fn.body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            continue
-        if isinstance(node, ast.Return):
-            out.append(node)
-        stack.extend(ast.iter_child_nodes(node))
-    return out
-
-
-def returned_keys(path: Path, name: str) -> tuple[set[str], list[int]] | None:
-    """(the keys every `return` of the top-level function `name` can give, their lines) when each return is a dict
-    literal with constant string keys (no **unpacking); None otherwise (a number, a variable, a call, a generator,
-    no return, a file that cannot be read)."""
-    from wizard.check.rules.reward_model import _function
-
-    fn = _function(path, name)
-    if fn is None or any(isinstance(n, (ast.Yield, ast.YieldFrom)) for s in fn.body for n in ast.walk(s)):
-        return None
-    returns = _returns(fn)
-    keys: set[str] = set()
-    for ret in returns:
-        value = ret.value
-        if not isinstance(value, ast.Dict) or any(_const(k) is None for k in value.keys):
-            return None
-        keys |= {_const(k) for k in value.keys}  # type: ignore[misc]
-    return (keys, [r.lineno for r in returns]) if returns else None
 
 
 def _rule_filter_metric(c: Ctx) -> None:

@@ -33,7 +33,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from wizard.check.rules.context import Ctx, Facts, local_path, parse_module
+from wizard._pysource import parse_reward_file, top_level_function
+from wizard.check.rules.context import Ctx, Facts, local_path
 
 RM = "reward.reward_model"
 FN = "reward.custom_reward_function"
@@ -54,19 +55,10 @@ def rule_reward_model(c: Ctx, f: Facts) -> None:
         _rule_classifier(c)
 
 
-def _tree(path: Path) -> ast.Module | None:
-    """The reward file parsed (context.parse_module; bounded at 4 MB: a reward function file, not a data file); None
-    when it cannot be read or parsed (VI870 / VI871 say why)."""
-    try:
-        return parse_module(path, 4 << 20)
-    except SyntaxError:
-        return None
-
-
 def _signature(path: Path, name: str) -> tuple[set[str], set[str], bool] | None:
     """(parameters, parameters without a default, takes **kwargs) of a top-level function `name` in a Python file; None
     when the file cannot be read or parsed (VI870 / VI871 say why) or defines no such function."""
-    tree = _tree(path)
+    tree = parse_reward_file(path)
     for node in tree.body if tree is not None else []:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
             a = node.args
@@ -102,18 +94,6 @@ def _rule_function_kwargs(c: Ctx, enabled: bool) -> None:
               f"{RM}.enable is false: verl passes no router, so every reward call fails with TypeError",
               f"set {RM}.enable=true with {RM}.model_path (the judge) and {RM}.rollout.name, or give the parameters "
               "defaults")
-
-
-def _function(path: Path, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
-    """The top-level function `name` of a Python file, read as text (bounded) and parsed, never imported; None when
-    the file cannot be read or parsed or `name` is not a plain top-level def (an alias, a partial, a class)."""
-    tree = _tree(path)
-    if tree is None:
-        return None
-    found = [n for n in tree.body if getattr(n, "name", None) == name or
-             (isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in n.targets))]
-    last = found[-1] if found else None  # the binding verl's import sees
-    return last if isinstance(last, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
 
 
 def reads_router(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
@@ -154,7 +134,7 @@ def _rule_unused(c: Ctx) -> None:
             c.unknown(f"{FN}.path", f"{FN}.name", "reward.reward_manager.source"):
         return
     local = local_path(c, path)
-    fn = _function(local, str(name)) if local is not None and local.is_file() else None
+    fn = top_level_function(local, str(name)) if local is not None and local.is_file() else None
     if fn is None or reads_router(fn):
         return
     model = c.v(f"{RM}.model_path") or "the reward model"

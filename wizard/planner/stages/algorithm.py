@@ -55,6 +55,16 @@ def reward(b: Build) -> None:
     if a.reward_function and a.reward != "function":
         f.error("VI504", ("reward_function", "reward"), f"reward_function is set but reward={a.reward}",
                 "set reward=function, or remove reward_function")
+    if algo.filter_groups and algo.overlong_buffer and a.reward == "function" and a.reward_function:
+        from wizard.planner.verl_keys import filter_metric
+
+        if filter_metric(b)[0] == "reward":  # check's VI649 (wizard/check/rules/dapo_filter.py has verl's side)
+            f.warning("VI508", ("algorithm", "reward_function"),
+                      f"algorithm=dapo filters groups on the reward, into which verl's DAPO manager adds the overlong "
+                      f"penalty (reward_manager/dapo.py:108-119), and what {a.reward_function} returns cannot be read "
+                      "here: groups of all-wrong answers of different lengths are kept and trained on length alone",
+                      "after bundling, set algorithm.filter_groups.metric=acc if the function returns a number or a "
+                      "dict with acc, or =score for a dict without acc")
     if algo.filter_groups and a.reward == "model":
         f.error("VI505", ("algorithm", "reward"),
                 "algorithm=dapo filters groups by reward at sampling time, which reward=model (a colocated reward model) "
