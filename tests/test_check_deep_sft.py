@@ -73,3 +73,20 @@ def test_the_setting_verl_names_and_a_plain_template_pass(tmp_path, tiny_model):
 def test_a_wrong_messages_key_is_named(tmp_path, tiny_model):
     [hit], _ = _check(tmp_path, _model(tmp_path, tiny_model, None), "data.messages_key=nope")
     assert "KeyError: 'nope'" in hit.message
+
+
+def _hidden(report):
+    return [f.problem for f in report.findings if f.problem.rule == "VI683"]
+
+
+def test_vi683_names_the_mismatch_ignore_input_ids_mismatch_hides(tmp_path, tiny_model):
+    """R46-04 (verl#7807): with the setting on, verl only warns once and trains on the turn-by-turn tokens; read
+    with it off, verl's own sanity_check asserts on the same rows, which is the finding."""
+    found, report = _check(tmp_path, _model(tmp_path, tiny_model, THINKING_LAST), "data.ignore_input_ids_mismatch=true")
+    assert not found, [p.message for p in found]
+    [hit] = _hidden(report)
+    assert hit.severity == "warning" and "4 of the first 4 rows" in hit.message and "verl#7807" in hit.message
+    other = tmp_path / "plain"
+    other.mkdir()
+    _, plain = _check(other, _model(other, tiny_model, None), "data.ignore_input_ids_mismatch=true")
+    assert not _hidden(plain)  # one template for every turn: the setting hides nothing

@@ -366,6 +366,10 @@ RULES: dict[str, tuple[str, str]] = {
               "x Ulysses size with data.use_dynamic_bsz on: rearrange_micro_batches asserts every sample fits the "
               "budget (seqlen_balancing.py:384-386), so the first batch with a longer sample stops the run "
               "mid-training (verl#3088)"),
+    "VI683": ("--deep: SFT tokens differ from the chat template, hidden", "data.ignore_input_ids_mismatch=true "
+              "and verl's MultiTurnSFTDataset, read with it off in the sandbox, asserts on the first rows that the "
+              "turns tokenized one by one differ from the whole conversation under the chat template "
+              "(multiturn_sft_dataset.py:425-470): the run trains on sequences inference never sees (verl#7807)"),
     "VI987": ("relaunch opens a new W&B run", "trainer.resume_mode=auto (named in the launch) or resume_path with the "
               "wandb logger and no WANDB_RUN_ID/WANDB_RESUME: verl's Tracking calls wandb.init without id= or resume= "
               "(utils/tracking.py:85), so each relaunch that resumes a checkpoint logs to a new W&B run (verl#2783)"),
