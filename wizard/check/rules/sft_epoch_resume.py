@@ -6,7 +6,8 @@ trainer/config/sft_trainer_engine.yaml:77 `resume_mode: auto` finds the newest g
 trainer.default_local_dir (utils/checkpoint/checkpoint_handler.py:196-234). Loading it always restores the
 train StatefulDataLoader's state (checkpoint_handler.py:164-166, 170-178: `train_dataloader.load_state_dict`), the
 state saved with the checkpoint (:117-123: `train_dataloader.state_dict()`). The trainer then starts at
-`start_epoch = global_step // steps_per_epoch` (trainer/sft_trainer.py:341) and calls `set_epoch` (:356-357).
+`start_epoch = global_step // steps_per_epoch` (trainer/sft_trainer.py:341) and calls `set_epoch` (:356-357;
+sft_trainer_ray.py:276, 291-292 the same).
 A checkpoint written on the last step of an epoch holds an exhausted loader: the trainer has already moved on to the
 next epoch, and the restored iterator yields nothing for it, so that whole epoch is skipped without a word and,
 when it was the last one, the relaunch exits 0 having trained nothing (real case R46-01, verl#7401; PR#5725 fixed
