@@ -203,6 +203,11 @@ CASES = {
                                                           SFT_ARGS + ["data.pad_mode=right",
                                                                       "model.use_remove_padding=false"],
                                                           script=True, options={"launch": SFT_LAUNCH}),
+    # tests/test_check_sft_runs.py holds VI682 to verl's rearrange_micro_batches, run on the CPU
+    "SFT max_length above the token budget (R46-05)": Case("VI682", "data.max_token_len_per_gpu",
+                                                           SFT_ARGS + ["data.max_length=16384",
+                                                                       "data.truncation=right"],
+                                                           script=True, options={"launch": SFT_LAUNCH}),
     # tests/test_check_sft_parallel.py holds VI812's SFT side to verl's apply_monkey_patch and FSDP engine source
     "SFT Ulysses without remove padding": Case("VI812", "model.use_remove_padding",
                                                SFT_ARGS + ["engine.ulysses_sequence_parallel_size=2",

@@ -384,6 +384,9 @@ def test_every_rule_has_a_test():
     tested |= {"VI785", "VI786", "VI787"}  # SFT pad mode / micro batch / truncation: tests/test_check_sft_data.py
     tested |= {"VI788", "VI789"}  # SFT val set of no batch / placeholder lr: tests/test_check_sft_parallel.py (verl's
     # SFTTrainer._build_dataloader on the CPU, verl's composed sft_trainer_engine optimizer)
+    tested |= {"VI680", "VI681", "VI682"}  # SFT epoch-end resume / messages column / max_length over the token
+    # budget: tests/test_check_sft_runs.py (verl's CheckpointHandler, MultiTurnSFTDataset, rearrange_micro_batches)
+    tested |= {"VI683"}  # --deep: a hidden SFT token mismatch: tests/test_check_deep_sft.py (verl's sanity_check)
     tested |= {"VI987"}  # a resumed launch's new W&B run: tests/test_check_tracking.py (verl's Tracking, read)
     tested |= {"VI780"}  # legacy trainer's unequal agent-loop split: tests/test_check_agent_config.py (verl's DataProto.chunk)
     tested |= {"VI781"}  # tool_schema keys verl drops: tests/test_check_agent_config.py (verl's schema models, dumped)

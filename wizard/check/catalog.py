@@ -359,6 +359,22 @@ RULES: dict[str, tuple[str, str]] = {
               "verl's SFT tree takes the generic optimizer lr (optim/fsdp.yaml:12, 1e-3; 'Must be specified', "
               "workers/config/optimizer.py:38) with a constant schedule and no warmup, 100x verl's earlier SFT "
               "default 1e-5; LoRA runs are not flagged"),
+    "VI680": ("SFT resume from an epoch-end checkpoint skips an epoch", "trainer.resume_mode auto/resume_path with "
+              "trainer.save_freq=after_each_epoch or a multiple of the steps of an epoch: verl restores the exhausted "
+              "train dataloader (checkpoint_handler.py:164-178) while the trainer starts the next epoch "
+              "(sft_trainer.py:341, 356-357), so a relaunch silently skips an epoch, or exits 0 untrained (verl#7401)"),
+    "VI681": ("SFT data without the messages column", "a local train/val parquet without the column "
+              "data.messages_key names: verl's MultiTurnSFTDataset takes dataframe[messages_key] "
+              "(multiturn_sft_dataset.py:165), a KeyError on every rank after torchrun started them (verl#1934: "
+              "RL-format gsm8k data given to the SFT trainer)"),
+    "VI682": ("SFT max_length above the dynamic-batch token budget", "data.max_length > data.max_token_len_per_gpu "
+              "x Ulysses size with data.use_dynamic_bsz on: rearrange_micro_batches asserts every sample fits the "
+              "budget (seqlen_balancing.py:384-386), so the first batch with a longer sample stops the run "
+              "mid-training (verl#3088)"),
+    "VI683": ("--deep: SFT tokens differ from the chat template, hidden", "data.ignore_input_ids_mismatch=true "
+              "and verl's MultiTurnSFTDataset, read with it off in the sandbox, asserts on the first rows that the "
+              "turns tokenized one by one differ from the whole conversation under the chat template "
+              "(multiturn_sft_dataset.py:425-470): the run trains on sequences inference never sees (verl#7807)"),
     "VI987": ("relaunch opens a new W&B run", "trainer.resume_mode=auto (named in the launch) or resume_path with the "
               "wandb logger and no WANDB_RUN_ID/WANDB_RESUME: verl's Tracking calls wandb.init without id= or resume= "
               "(utils/tracking.py:85), so each relaunch that resumes a checkpoint logs to a new W&B run (verl#2783)"),

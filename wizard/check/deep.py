@@ -118,7 +118,8 @@ def run_deep(src: Source, *, model_dir: str | None = None, phases: tuple[str, ..
         return deep
     for f in answer.get("findings") or []:
         try:
-            deep.problems.append(Problem(str(f["rule"]), "error", tuple(str(k) for k in f.get("keys") or ()),
+            severity = f.get("severity") if f.get("severity") in ("error", "warning") else "error"
+            deep.problems.append(Problem(str(f["rule"]), severity, tuple(str(k) for k in f.get("keys") or ()),
                                          f"[--deep, {f['phase']} phase] {f['message']}", str(f.get("hint") or "")))
         except (KeyError, TypeError, ValueError):
             continue

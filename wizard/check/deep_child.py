@@ -43,8 +43,9 @@ class Phases:
         self.findings: list[dict[str, Any]] = []
         self.notes: list[str] = []
 
-    def fail(self, rule: str, phase: str, keys: list[str], message: str, hint: str) -> None:
-        self.findings.append({"rule": rule, "phase": phase, "keys": keys, "message": message, "hint": hint})
+    def fail(self, rule: str, phase: str, keys: list[str], message: str, hint: str, severity: str = "error") -> None:
+        self.findings.append({"rule": rule, "phase": phase, "keys": keys, "message": message, "hint": hint,
+                              "severity": severity})
 
 
 def _local(path: Any) -> str | None:
@@ -400,6 +401,34 @@ def sft_phase(bundle: str, model_dir: str | None, p: Phases, where: str) -> None
                    "fix what verl's message names (the data keys, the rows, or the setting it asks for)")
             continue
         p.notes.append(f"verl's {name} built and read the first rows of {f}")
+        if data.get("ignore_input_ids_mismatch") and not data.get("custom_cls", {}).get("path"):
+            _hidden_mismatch(cls, head, tok, data, f, p)
+
+
+def _hidden_mismatch(cls: Any, head: str, tok: Any, data: Any, f: str, p: Phases) -> None:
+    """VI683: data.ignore_input_ids_mismatch=true turns verl's turn-by-turn vs whole-conversation assert into a
+    warning_once (utils/dataset/multiturn_sft_dataset.py:425-470): read the same rows with it off, where verl's own
+    sanity_check says whether the tokens the run trains on are the chat template's."""
+    from omegaconf import OmegaConf
+
+    strict = OmegaConf.merge(data, {"ignore_input_ids_mismatch": False})
+    ds = cls(parquet_files=[head], tokenizer=tok, config=strict, processor=None)
+    rows = min(len(ds), ROWS)
+    bad = 0
+    for i in range(rows):
+        try:
+            ds[i]
+        except AssertionError:
+            bad += 1
+    if bad:
+        p.fail("VI683", "data", ["data.ignore_input_ids_mismatch", "data.train_files"],
+               f"data.ignore_input_ids_mismatch=true hides that verl's MultiTurnSFTDataset, which tokenizes each "
+               f"turn apart (multiturn_sft_dataset.py:214-222), gets other tokens than the chat template over the "
+               f"whole conversation on {bad} of the first {rows} rows of {f} (its sanity_check, :425-470, only "
+               "warns once): the run trains on sequences the template never renders at inference (verl#7807)",
+               "make the turns concatenate to the whole conversation (a chat template that renders every assistant "
+               "turn alike, or data that keeps reasoning on the last turn only), then drop "
+               "data.ignore_input_ids_mismatch", severity="warning")
 
 
 def main(argv: list[str]) -> int:

@@ -104,7 +104,10 @@ from wizard.check.rules.losses import rule_kl_cov_on_policy, rule_kl_loss_gradie
 from wizard.check.rules.minibatches import rule_epoch_shuffle
 from wizard.check.rules.entropy import rule_entropy_chunking
 from wizard.check.rules.requirements import rule_requirements
-from wizard.check.rules.sft_data import rule_sft_left_truncation, rule_sft_micro_ignored, rule_sft_pad_mode
+from wizard.check.rules.sft_columns import rule_sft_messages_column
+from wizard.check.rules.sft_data import (rule_sft_budget_below_max_length, rule_sft_left_truncation,
+                                          rule_sft_micro_ignored, rule_sft_pad_mode)
+from wizard.check.rules.sft_epoch_resume import rule_sft_epoch_resume
 from wizard.check.rules.sft_media import rule_sft_media_cells
 from wizard.check.rules.sft_optim import rule_sft_default_lr
 from wizard.check.rules.sft_parallel import rule_sft_sequence_parallel, rule_sft_val_batches
@@ -183,7 +186,8 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_visible_gpus, rule_head_without_workers)
     sft_rules = (rule_resume_sft, rule_sft_loop, rule_wandb_resume, rule_retention_across_restarts, rule_sft_pad_mode,
                  rule_sft_micro_ignored, rule_sft_left_truncation, rule_sft_val_batches, rule_sft_default_lr,
-                 rule_sft_lora_alpha, rule_npu_sft_fused_kernels, rule_sft_media_cells) \
+                 rule_sft_lora_alpha, rule_npu_sft_fused_kernels, rule_sft_media_cells, rule_sft_epoch_resume,
+                 rule_sft_messages_column, rule_sft_budget_below_max_length) \
         if src.entry == "sft" else ()
     with tool_imports(deep):  # check's agent rules import a tool module only with --deep, in the sandbox
         for rule in (*ppo_rules, *sft_rules, rule_searchpath, rule_launch_break, rule_launch_env, rule_unbound_env,

@@ -22,6 +22,14 @@ pads, truncates and micro-batches its data (paths under site-packages/verl):
   no_padding branch keeps `input_ids[: self.max_length]` whatever the truncation (:404-411), so an over-length
   sample loses its end, the final assistant turn(s), not its beginning (real case R27-01, verl PR#6372, closed
   unmerged). Since VI785's engines accept no_padding only, 'left' cannot take effect on verl 0.9.1.
+- VI682 (warning): data.max_length above the dynamic-batch budget, data.max_token_len_per_gpu × the FSDP engine's
+  Ulysses size, with data.use_dynamic_bsz on (the SFT default, sft_trainer_engine.yaml:19-20, 32). The dataset
+  keeps samples up to max_length tokens (multiturn_sft_dataset.py:404-411), prepare_micro_batches packs with
+  max_token_len = max_token_len_per_gpu × sp_size (workers/engine/utils.py:108-112; the FSDP engine passes its
+  Ulysses size, fsdp/transformer_impl.py:726) and rearrange_micro_batches asserts the longest sample of the batch
+  fits it (utils/seqlen_balancing.py:377-386): the first batch holding a sample longer than the budget kills the run
+  mid-training (real case R46-05, verl#3088: the assert on a long sample). The test calls verl's
+  rearrange_micro_batches on a nested batch one token over the budget and at it.
 """
 
 from __future__ import annotations
@@ -71,6 +79,23 @@ def rule_sft_micro_ignored(c: Ctx, f: Facts) -> None:
           "a pass holds as many samples as fit the budget, not the number you set",
           f"set {DYN}=false to get micro-batches of {c.v(MICRO)} sample(s), or drop {MICRO} and size the pass with "
           f"{BUDGET}")
+
+
+def rule_sft_budget_below_max_length(c: Ctx, f: Facts) -> None:
+    if c.unknown(DYN, MAXLEN, BUDGET, SP, STRATEGY, CUSTOM) or not c.v(DYN) or c.v(CUSTOM) \
+            or c.v(STRATEGY) not in ("fsdp", "fsdp2"):
+        return  # a custom dataset class sizes its own samples; other engines pass their own sp_size
+    max_len, budget, sp = c.int(MAXLEN), c.int(BUDGET), c.int(SP) or 1
+    if not max_len or not budget or sp < 1 or max_len <= budget * sp:
+        return
+    cap = f"{budget * sp} tokens ({BUDGET}={budget}" + (f" × Ulysses {sp})" if sp > 1 else ")")
+    c.add("VI682", "warning", (BUDGET, MAXLEN),
+          f"{MAXLEN}={max_len} is above the dynamic-batch budget of {cap}: verl keeps samples up to {max_len} "
+          "tokens (utils/dataset/multiturn_sft_dataset.py:404-411) but asserts every sample of a batch fits the "
+          "budget when it packs micro-batches (utils/seqlen_balancing.py:384-386, workers/engine/utils.py:108-112), "
+          f"so the first batch with a sample of {budget * sp + 1}..{max_len} tokens stops the run mid-training",
+          f"set {BUDGET}={-(-max_len // sp)} (or more), or lower {MAXLEN} to {budget * sp}",
+          fix=Fix(set={BUDGET: -(-max_len // sp)}))
 
 
 def rule_sft_left_truncation(c: Ctx, f: Facts) -> None:
