@@ -12,12 +12,12 @@ get_vllm_max_lora_rank (run from its source) gives the rank vLLM is started with
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from helpers_scripts import regenerated
 
 from wizard.check.lint import check
 from wizard.check.rules import npu
@@ -92,11 +92,7 @@ def test_verl_swaps_in_the_triton_forward_only_for_impl_backend_triton():
 
 @pytest.mark.verl
 def test_regenerating_the_kernel_table_gives_the_committed_one():
-    spec = importlib.util.spec_from_file_location("vnk", ROOT / "scripts" / "verl_npu_kernels.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    text = json.dumps(mod.build(), indent=1, sort_keys=True) + "\n"
-    assert text == (ROOT / "wizard" / "check" / "data" / "verl_npu_kernels.json").read_text(encoding="utf-8")
+    assert regenerated("verl_npu_kernels") == (ROOT / "wizard" / "check" / "data" / "verl_npu_kernels.json").read_text(encoding="utf-8")
 
 
 def test_the_tuned_block_overflows_the_unified_buffer():

@@ -13,13 +13,13 @@ config `check` must flag, beside controls it must pass:
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import signal
 import textwrap
 from pathlib import Path
 
 import pytest
+from helpers_scripts import regenerated
 
 from wizard.check.lint import check
 from wizard.check.rules import scorer_formats
@@ -107,11 +107,7 @@ def test_verl_runs_a_sync_reward_function_off_the_main_thread():
 
 @pytest.mark.verl
 def test_regenerating_the_scorer_table_gives_the_committed_one():
-    spec = importlib.util.spec_from_file_location("vsf", ROOT / "scripts" / "verl_scorer_formats.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    text = json.dumps(mod.build(), indent=1, sort_keys=True) + "\n"
-    assert text == (ROOT / "wizard" / "check" / "data" / "verl_scorer_formats.json").read_text(encoding="utf-8")
+    assert regenerated("verl_scorer_formats") == (ROOT / "wizard" / "check" / "data" / "verl_scorer_formats.json").read_text(encoding="utf-8")
 
 
 @pytest.mark.verl
