@@ -129,6 +129,14 @@ def test_vi609_flags_an_own_seed_on_sglang():
     assert len(hits) == 1 and "seed=7" in hits[0], hits
 
 
+def test_vi609_flags_the_reward_models_sglang_rollout_too():
+    rm = "reward.reward_model"
+    base = [f"{rm}.enable=True", f"{rm}.model_path=Qwen/Qwen2.5-0.5B-Instruct", f"{rm}.rollout.full_determinism=True"]
+    hits = _hits("VI609", *base, f"{rm}.rollout.name=sglang")
+    assert len(hits) == 1 and f"{rm}.rollout.full_determinism=True" in hits[0], hits
+    assert _hits("VI609", *base, f"{rm}.rollout.name=vllm") == []
+
+
 @pytest.mark.parametrize("extra", [
     [f"{R}.full_determinism=True", f"{R}.seed=1234"],  # vLLM reads both
     [f"{R}.seed=7"],

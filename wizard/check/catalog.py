@@ -279,7 +279,7 @@ RULES: dict[str, tuple[str, str]] = {
               "another value: vLLM's setdefault from the config (vllm_async_server.py:623) finds the key set and SGLang "
               "never reads it, so the engine never applies it (verl#7270)"),
     "VI609": ("reproducible rollouts on an engine that reads no seed", "rollout.full_determinism=True or a rollout.seed "
-              "of one's own with a rollout engine whose server reads neither (SGLang, TensorRT-LLM): only verl's vLLM "
+              "of one's own (the actor's or the reward model's rollout) with a rollout engine whose server reads neither (SGLang, TensorRT-LLM): only verl's vLLM "
               "server applies them (vllm_async_server.py:149-156, :343, :626-627), so runs differ (verl#3126; "
               "docs/advance/determinism.md: only vLLM)"),
     "VI664": ("SGLang server argument verl already sets", "a key under a rollout's engine_kwargs.sglang that verl's "

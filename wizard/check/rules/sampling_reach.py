@@ -15,7 +15,9 @@ seed, :343 the engine seed, :626-627 the per-request seed); SGLang's server buil
 (sglang_rollout/async_sglang_server.py:314-341) and TensorRT-LLM's reads neither. trainer/main_ppo.py:47-50 reads both
 for any engine but only exports VLLM_BATCH_INVARIANT and PYTHONHASHSEED, so runs on SGLang still differ (real case
 verl#3126: SGLang runs with a fixed seed, response lengths far apart; verl's docs/advance/determinism.md: "Backend:
-only vLLM is supported").
+only vLLM is supported"). The reward model's rollout (reward.reward_model.rollout, when reward.reward_model.enable)
+runs the same servers and is checked the same way (experimental/reward_loop/reward_loop.py:288-296 reads its
+full_determinism).
 
 Both tables come from verl's source (scripts/verl_sampling_reach.py -> wizard/check/data/verl_sampling_reach.json).
 """
@@ -68,23 +70,30 @@ def _lines(sites: list[str]) -> str:
 
 
 def rule_unseeded_engine(c: Ctx, f: Facts) -> None:
-    name = c.v(f"{R}.name")
     engines = table()["server_reads"]
-    reads = engines.get(name) if isinstance(name, str) else None
-    if reads is None:
-        return
     readers = sorted(e for e, r in engines.items() if r["full_determinism"] and r["seed"])
-    where = {k: "; ".join(f"{e}: {_lines(engines[e][k])}" for e in readers) or "no engine" for k in ("full_determinism", "seed")}
-    det, seed = f"{R}.full_determinism", f"{R}.seed"
+    where = {k: "; ".join(f"{e}: {_lines(engines[e][k])}" for e in readers) or "no engine"
+             for k in ("full_determinism", "seed")}
+    # the reward model's rollout runs the same servers (reward_loop.py:288-296 asks full_determinism of it too)
+    for sec in (R, *(["reward.reward_model.rollout"] if c.v("reward.reward_model.enable") is True else [])):
+        name = c.v(f"{sec}.name")
+        reads = engines.get(name) if isinstance(name, str) else None
+        if reads is not None:
+            _unseeded(c, sec, name, reads, readers, where)
+
+
+def _unseeded(c: Ctx, sec: str, name: str, reads: dict[str, list[str]], readers: list[str],
+              where: dict[str, str]) -> None:
+    det, seed = f"{sec}.full_determinism", f"{sec}.seed"
     if c.v(det) is True and not reads["full_determinism"]:
-        c.add("VI609", "warning", (det, f"{R}.name"),
-              f"{det}=True with {R}.name={name}: verl's {name} server reads neither full_determinism nor seed (only "
+        c.add("VI609", "warning", (det, f"{sec}.name"),
+              f"{det}=True with {sec}.name={name}: verl's {name} server reads neither full_determinism nor seed (only "
               f"{where['full_determinism']} does), so the rollouts are not reproducible (verl#3126; "
               "docs/advance/determinism.md: only vLLM)",
-              f"use {R}.name={readers[0]} for reproducible rollouts, or drop {det}" if readers else f"drop {det}")
+              f"use {sec}.name={readers[0]} for reproducible rollouts, or drop {det}" if readers else f"drop {det}")
     elif c.set_by_user(seed) and not c.unknown(seed) and not reads["seed"]:
-        c.add("VI609", "warning", (seed, f"{R}.name"),
-              f"{seed}={c.v(seed)} with {R}.name={name}: verl's {name} server never reads rollout.seed (only "
+        c.add("VI609", "warning", (seed, f"{sec}.name"),
+              f"{seed}={c.v(seed)} with {sec}.name={name}: verl's {name} server never reads rollout.seed (only "
               f"{where['seed']} does), so it does not seed sampling (verl#3126)",
-              f"remove {seed}, or use {R}.name={readers[0]} for seeded rollouts" if readers else f"remove {seed}",
+              f"remove {seed}, or use {sec}.name={readers[0]} for seeded rollouts" if readers else f"remove {seed}",
               fix=Fix(delete=[seed]))
