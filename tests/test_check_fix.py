@@ -192,6 +192,11 @@ CASES = {
         "VI985", "trainer.val_before_train", with_("trainer.val_before_train=False", "trainer.val_only=True")),
     # tests/test_check_val_sampling.py holds VI937 to verl's process_validation_metrics and its agent loops' source
     "val_kwargs.n greedy copies (verl#1352)": Case("VI937", f"{R}.val_kwargs.n", with_(f"{R}.val_kwargs.n=8")),
+    # tests/test_check_sampling_reach.py holds VI608 to verl's AgentLoopWorker.generate_sequences, run
+    "repetition_penalty the agent loop pins (verl#7270)": Case("VI608", f"{R}.repetition_penalty",
+                                                               with_(f"+{R}.repetition_penalty=1.05")),
+    "rollout seed SGLang never reads (verl#3126)": Case("VI609", f"{R}.seed",
+                                                        with_(f"{R}.name=sglang", f"{R}.seed=7")),
     "SFT test_freq 0": Case("VI986", "trainer.test_freq", SFT_ARGS + ["data.val_files=/data/val.parquet",
                                                                        "trainer.test_freq=0"],
                             script=True, options={"launch": SFT_LAUNCH}),

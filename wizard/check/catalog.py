@@ -274,6 +274,14 @@ RULES: dict[str, tuple[str, str]] = {
               "start Ray with ray_kwargs.ray_init.num_cpus=null (no `ray start`, RAY_ADDRESS or job submit): Ray counts "
               "the node's cores, not the job's CPUs, and its workers fail to register or hang (verl's YAML: \"Use a "
               "fixed number instead of null when using SLURM\", ppo_trainer.yaml:514)"),
+    "VI608": ("rollout sampling key the agent loop pins", "a RolloutConfig sampling field the agent loop writes as a "
+              "constant in every request (repetition_penalty=1.0: agent_loop.py:594, v1/agent_loop_tq.py:68) set to "
+              "another value: vLLM's setdefault from the config (vllm_async_server.py:623) finds the key set and SGLang "
+              "never reads it, so the engine never applies it (verl#7270)"),
+    "VI609": ("reproducible rollouts on an engine that reads no seed", "rollout.full_determinism=True or a rollout.seed "
+              "of one's own (the actor's or the reward model's rollout) with a rollout engine whose server reads neither (SGLang, TensorRT-LLM): only verl's vLLM "
+              "server applies them (vllm_async_server.py:149-156, :343, :626-627), so runs differ (verl#3126; "
+              "docs/advance/determinism.md: only vLLM)"),
     "VI664": ("SGLang server argument verl already sets", "a key under a rollout's engine_kwargs.sglang that verl's "
               "SGLang server builds itself (mem_fraction_static from gpu_memory_utilization, disable_cuda_graph from "
               "enforce_eager, tp_size from TP x DP, dtype, trust_remote_code, base_gpu_id, ...): **engine_kwargs is "

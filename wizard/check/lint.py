@@ -111,6 +111,7 @@ from wizard.check.rules.sft_epoch_resume import rule_sft_epoch_resume
 from wizard.check.rules.sft_media import rule_sft_media_cells
 from wizard.check.rules.sft_optim import rule_sft_default_lr
 from wizard.check.rules.sft_parallel import rule_sft_sequence_parallel, rule_sft_val_batches
+from wizard.check.rules.sampling_reach import rule_pinned_sampling, rule_unseeded_engine
 from wizard.check.rules.val_repeats import rule_val_repeats
 from wizard.check.rules.val_subset import rule_val_subset
 from wizard.check.rules.validation import rule_sft_loop, rule_val_only
@@ -176,6 +177,7 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_reward_model, rule_reward_special_tokens, rule_reward_managers, rule_dapo_filter, rule_reward_signals, rule_value_model, rule_separation_critic, rule_critic_tokenizer, rule_discount, rule_critic_vocab, rule_resume, rule_resume_world, rule_hdfs_dir, rule_async_tracker, rule_saving, rule_fsdp1_offload_policy,
         rule_nsys_range, rule_megatron_pool, rule_engine_kwargs, rule_sglang_args, rule_ignored_do_sample,
         rule_kl_horizon, rule_rollout_correction_logprobs, rule_remax_baseline, rule_val_only, rule_val_subset, rule_val_repeats,
+        rule_pinned_sampling, rule_unseeded_engine,
         rule_wandb_resume,
         rule_rollout_logprob_contract, rule_retention_across_restarts, rule_kl_resume,
         rule_summed_loss, rule_checkpoint_nodes, rule_separate_async, rule_forced_naive, rule_one_step_off,
