@@ -35,7 +35,9 @@ CASES = {
         "data.micro_batch_size_per_gpus=2"),
     "fully_async": (
         "python3 -m verl.experimental.fully_async_policy.fully_async_main", "fully_async", "fully_async_ppo_trainer",
-        [*PPO, "rollout.nnodes=1", "rollout.n_gpus_per_node=4", "async_training.staleness_threshold=0.5"],
+        # hybrid_engine off: FullyAsyncTrainer asserts it too (VI995; every fully async script verl ships sets it)
+        [*PPO, "rollout.nnodes=1", "rollout.n_gpus_per_node=4", "async_training.staleness_threshold=0.5",
+         "actor_rollout_ref.hybrid_engine=False"],
         "async_training.staleness_threshold", "async_training.stalenes_threshold=0.5"),
     "one_step_off": (
         "python3 -m verl.experimental.one_step_off_policy.main_ppo", "one_step_off", "one_step_off_ppo_trainer",

@@ -367,6 +367,16 @@ RULES: dict[str, tuple[str, str]] = {
               "verl's SFT tree takes the generic optimizer lr (optim/fsdp.yaml:12, 1e-3; 'Must be specified', "
               "workers/config/optimizer.py:38) with a constant schedule and no warmup, 100x verl's earlier SFT "
               "default 1e-5; LoRA runs are not flagged"),
+    "VI618": ("fully async LR schedule built before the run's length is known", "fully_async_main with "
+              "lr_scheduler_type=cosine, a Megatron lr_decay_style without lr_decay_steps, or lr_warmup_steps_ratio "
+              "(no absolute lr_warmup_steps) and no optim.total_training_steps: the trainer's workers build the LR "
+              "scheduler (fully_async_main.py:78, :155) before set_total_train_steps (:90-92), so it runs with "
+              "total_training_steps=-1: no warmup, and a cosine LR that jumps between lr and its floor every step "
+              "(verl#6684)"),
+    "VI619": ("fully async rollout budget of a handful of updates", "fully_async_main with rollout.total_rollout_steps "
+              "left at fully_async_ppo_trainer.yaml:64's 100 or below one weight-sync cycle (ppo_mini_batch_size × "
+              "require_batches × trigger_parameter_sync_step prompts): it counts prompts, and the rollouter stops "
+              "after that many (fully_async_rollouter.py:405-407, :878-884); the run ends as if complete"),
     "VI680": ("SFT resume from an epoch-end checkpoint skips an epoch", "trainer.resume_mode auto/resume_path with "
               "trainer.save_freq=after_each_epoch or a multiple of the steps of an epoch: verl restores the exhausted "
               "train dataloader (checkpoint_handler.py:164-178) while the trainer starts the next epoch "
@@ -483,10 +493,11 @@ RULES: dict[str, tuple[str, str]] = {
     "VI994": ("checkpoint engine backend verl replaces with naive", "actor_rollout_ref.rollout.checkpoint_engine.backend "
               "≠ naive under trainer_mode sync / colocate_async: the only weight sync there is the hybrid manager, "
               "whose backend verl sets to naive (trainer_base.py:380-383)"),
-    "VI995": ("one-step-off setting its entry point overrides or rejects", "the one-step-off entry point with "
-              "actor_rollout_ref.hybrid_engine not False (bare assert, one_step_off_policy/ray_trainer.py:87-88), or "
-              "with actor_rollout_ref.rollout.nnodes / n_gpus_per_node that its main() overwrites from the top-level "
-              "rollout.* keys (main_ppo.py:121-122)"),
+    "VI995": ("one-step-off / fully async setting its entry point overrides or rejects", "the one-step-off or "
+              "fully async entry point with actor_rollout_ref.hybrid_engine not False (bare asserts, "
+              "one_step_off_policy/ray_trainer.py:87-88, fully_async_trainer.py:75-76; ppo_trainer.yaml's default "
+              "is true), or with actor_rollout_ref.rollout.nnodes / n_gpus_per_node that its main() overwrites from "
+              "the top-level rollout.* keys (main_ppo.py:121-122, fully_async_main.py:235-236)"),
     "VI780": ("generation batch not divisible by the agent-loop workers", "the legacy trainer (trainer.use_v1=False) "
               "with train_batch_size (or gen_batch_size) × rollout.n (+ the ReMax baselines) not a multiple of "
               "rollout.agent.num_workers: DataProto.chunk asserts an equal split at the first step "

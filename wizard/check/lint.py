@@ -96,6 +96,7 @@ from wizard.check.rules.moe_router import rule_moe_aux_loss
 from wizard.check.rules.launchbreak import rule_launch_break
 from wizard.check.rules.multimodal import rule_image_patch, rule_sglang_mm_kwargs, rule_vlm_overlong
 from wizard.check.rules.modes import rule_forced_naive, rule_one_step_off, rule_separate_async
+from wizard.check.rules.async_budget import rule_fully_async_lr_schedule, rule_fully_async_rollout_budget
 from wizard.check.rules.quant import rule_fp8_blocks
 from wizard.check.rules.optim import rule_critic_attention, rule_fsdp_unread, rule_half_master, rule_megatron_optim
 from wizard.check.rules.readers import rule_unread
@@ -181,6 +182,7 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_wandb_resume,
         rule_rollout_logprob_contract, rule_retention_across_restarts, rule_kl_resume,
         rule_summed_loss, rule_checkpoint_nodes, rule_separate_async, rule_forced_naive, rule_one_step_off,
+        rule_fully_async_lr_schedule, rule_fully_async_rollout_budget,
         rule_policy_loss_keys, rule_kl_loss_gradient, rule_entropy_chunking, rule_sglang_mm_kwargs,
         rule_kl_cov_on_policy, rule_role_grad_clip, rule_epoch_shuffle, rule_layered_summon, rule_enforce_eager,
         rule_free_cache_engine, rule_npu_fused_kernels, rule_npu_mbridge_vpp,

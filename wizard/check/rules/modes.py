@@ -18,7 +18,11 @@ pool and the weight-sync backend (paths under site-packages/verl).
   default is true (trainer/config/ppo_trainer.yaml) and one_step_off_ppo_trainer.yaml does not change it. Its main()
   sizes the rollout pool from the top-level rollout.nnodes / rollout.n_gpus_per_node, copying them over
   actor_rollout_ref.rollout.nnodes / n_gpus_per_node unconditionally (main_ppo.py:121-122), so a value given under
-  actor_rollout_ref.rollout is lost.
+  actor_rollout_ref.rollout is lost. The fully async entry point (experimental/fully_async_policy/
+  fully_async_main.py) does both the same way (real case R50-04, verl-ascend-recipe's rollout_elastic quickstart):
+  FullyAsyncTrainer asserts `not self.hybrid_engine` bare (fully_async_trainer.py:75-76; FullyAsyncRollouter again at
+  fully_async_rollouter.py:350), fully_async_ppo_trainer.yaml keeps ppo_trainer.yaml:60's true, and main() copies
+  rollout.nnodes / n_gpus_per_node over actor_rollout_ref.rollout's (fully_async_main.py:235-236).
 
 `separate_pool` is the standalone rollout pool of a separate_async run (trainer_separate_async.py:154-156 builds an
 LLMServerManager without a worker group; rollout/llm_server.py:455-460 sizes it rollout.n_gpus_per_node ×
@@ -120,25 +124,37 @@ def rule_forced_naive(c: Ctx, f: Facts) -> None:
           f"{R}.nnodes / n_gpus_per_node for a standalone rollout pool")
 
 
+# the separation-family entry points (experimental/separation): where each asserts hybrid_engine off and where its
+# main() copies the top-level rollout.nnodes / n_gpus_per_node over actor_rollout_ref.rollout's
+SEPARATE_ENTRIES = {
+    "one_step_off": ("OneStepOffRayTrainer", "experimental/one_step_off_policy/ray_trainer.py:87-88",
+                     "one_step_off_ppo_trainer.yaml", "experimental/one_step_off_policy/main_ppo.py:121-122"),
+    "fully_async": ("FullyAsyncTrainer (and FullyAsyncRollouter)",
+                    "experimental/fully_async_policy/fully_async_trainer.py:75-76, fully_async_rollouter.py:350",
+                    "fully_async_ppo_trainer.yaml", "experimental/fully_async_policy/fully_async_main.py:235-236"),
+}
+
+
 def rule_one_step_off(c: Ctx, f: Facts) -> None:
-    if c.src.entry != "one_step_off" or c.src.recipe:
+    if c.src.entry not in SEPARATE_ENTRIES or c.src.recipe:
         return
+    trainer, asserted, yaml, copied = SEPARATE_ENTRIES[c.src.entry]
+    name = "one-step-off" if c.src.entry == "one_step_off" else "fully async"
     key = "actor_rollout_ref.hybrid_engine"
     if not c.unknown(key) and c.v(key) is not False:
         c.add("VI995", "error", (key,),
-              f"{key}={c.v(key)} with the one-step-off entry point: OneStepOffRayTrainer runs the rollout on GPUs of "
-              "its own and fails on a bare `assert not self.hybrid_engine` (no message; experimental/"
-              "one_step_off_policy/ray_trainer.py:87-88); ppo_trainer.yaml's default is true and "
-              "one_step_off_ppo_trainer.yaml keeps it",
-              f"set {key}=False (every one-step-off script verl ships does)")
-    for name in ("nnodes", "n_gpus_per_node"):
-        mine, top = f"{R}.{name}", f"rollout.{name}"
+              f"{key}={c.v(key)} with the {name} entry point: {trainer} runs the rollout on GPUs of "
+              f"its own and fails on a bare `assert not self.hybrid_engine` (no message; {asserted}); "
+              f"ppo_trainer.yaml's default is true and {yaml} keeps it",
+              f"set {key}=False (every {name} script verl ships does)")
+    for name_ in ("nnodes", "n_gpus_per_node"):
+        mine, top = f"{R}.{name_}", f"rollout.{name_}"
         if not c.set_by_user(mine) or c.unknown(mine, top) or c.v(mine) == c.v(top):
             continue
         c.add("VI995", "error", (mine, top),
-              f"{mine}={c.v(mine)} is overwritten: the one-step-off main() copies the top-level {top}="
+              f"{mine}={c.v(mine)} is overwritten: the {name} main() copies the top-level {top}="
               f"{c.v(top)}{'' if c.set_by_user(top) else ' (its yaml default)'} over it before the trainer starts "
-              "(experimental/one_step_off_policy/main_ppo.py:121-122), so the rollout pool is sized from "
+              f"({copied}), so the rollout pool is sized from "
               "rollout.nnodes × rollout.n_gpus_per_node",
-              f"set {top}={c.v(mine)} (the one-step-off tree reads rollout.nnodes / rollout.n_gpus_per_node) "
+              f"set {top}={c.v(mine)} (the {name} tree reads rollout.nnodes / rollout.n_gpus_per_node) "
               f"and drop {mine}")
