@@ -167,6 +167,10 @@ CASES = {
         "data.image_patch_size=16")),
     "image prompts with the overlong filter off (verl#856)": Case("VI799", "data.filter_overlong_prompts", with_(
         "actor_rollout_ref.model.path=Qwen/Qwen2.5-VL-3B-Instruct", "data.filter_overlong_prompts=False")),
+    "timeline file under ray_init (PR#1768)": Case("VI657", "ray_kwargs.ray_init.timeline_json_file",
+                                                  with_("+ray_kwargs.ray_init.timeline_json_file=/tmp/timeline.json")),
+    "int Ray env var (remax example, PR#6340)": Case("VI658", "ray_kwargs.ray_init.runtime_env.env_vars.TRANSFER_QUEUE_ENABLE",
+                                                    with_("+ray_kwargs.ray_init.runtime_env.env_vars.TRANSFER_QUEUE_ENABLE=1")),
     "Slurm job with Ray's own CPU count (PR#1009)": Case("VI977", "ray_kwargs.ray_init.num_cpus", with_(), script=True,
                                                         options={"header": "#SBATCH --cpus-per-task=8\n"}),
     # tests/test_rollout_engine_settings.py holds both to verl's servers and agent loop

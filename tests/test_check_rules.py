@@ -318,6 +318,7 @@ def test_every_rule_has_a_test():
     tested |= {"VI927"}  # MoE aux-loss coefficient with no load-balancing type, against verl's engine: tests/test_moe_router.py
     tested |= {"VI919"}  # a relative file:// search path from the launch folder: tests/test_searchpath.py
     tested |= {"VI977"}  # a Slurm batch script where Ray counts the node's cores: tests/test_check_slurm.py
+    tested |= {"VI657", "VI658", "VI659"}  # ray_kwargs.ray_init keys ray.init refuses: tests/test_check_ray_init.py
     tested |= {"VI932", "VI933", "VI934", "VI935"}  # the Ray cluster a script builds: tests/test_check_scriptcluster.py
     tested |= {"VI664"}  # engine_kwargs.sglang copies of verl-set ServerArgs, against verl's literal: tests/test_check_sglang_args.py
     tested |= {"VI988", "VI989"}  # engine_kwargs / do_sample verl never reads: tests/test_rollout_engine_settings.py

@@ -282,6 +282,18 @@ RULES: dict[str, tuple[str, str]] = {
               "of one's own (the actor's or the reward model's rollout) with a rollout engine whose server reads neither (SGLang, TensorRT-LLM): only verl's vLLM "
               "server applies them (vllm_async_server.py:149-156, :343, :626-627), so runs differ (verl#3126; "
               "docs/advance/determinism.md: only vLLM)"),
+    "VI657": ("ray_kwargs.ray_init key ray.init does not take", "a key under ray_kwargs.ray_init that is no parameter "
+              "of the installed Ray's ray.init (ray_kwargs.ray_init.timeline_json_file, a typo): verl passes every key to "
+              "ray.init (main_ppo.py:72-74), which raises 'Unknown keyword argument(s)' (ray/_private/worker.py:1752; "
+              "verl PR#1768 and its FAQ name the timeline key ray_init.timeline_json_file)"),
+    "VI658": ("Ray env_vars value that is not a string", "a ray_kwargs.ray_init.runtime_env.env_vars value Hydra types "
+              "as int, float, bool or null (`+...env_vars.TRANSFER_QUEUE_ENABLE=1`): verl merges it into ray.init's "
+              "runtime_env unchanged (main_ppo.py:71-74) and Ray raises TypeError 'env_vars must be of type Dict[str, "
+              "str]' (runtime_env/validation.py:446; verl's examples/remax_trainer/run_qwen2.5_math_7b_sync_fsdp.sh)"),
+    "VI659": ("ray.init resources on a run that joins a cluster", "ray_kwargs.ray_init.num_cpus, num_gpus, resources, "
+              "labels, object_store_memory or _system_config set while ray.init joins a running cluster (`ray start` "
+              "in the script, RAY_ADDRESS, ray_init.address, `ray job submit`): Ray raises ValueError 'When connecting "
+              "to an existing cluster, num_cpus and num_gpus must not be provided' (ray/_private/worker.py:1936-1966)"),
     "VI664": ("SGLang server argument verl already sets", "a key under a rollout's engine_kwargs.sglang that verl's "
               "SGLang server builds itself (mem_fraction_static from gpu_memory_utilization, disable_cuda_graph from "
               "enforce_eager, tp_size from TP x DP, dtype, trust_remote_code, base_gpu_id, ...): **engine_kwargs is "

@@ -65,6 +65,7 @@ from wizard.check.rules.searchpath import rule_searchpath
 from wizard.check.rules.scriptcluster import (rule_head_without_workers, rule_ray_temp_dir_shared,
                                                rule_slurm_node_list, rule_visible_gpus)
 from wizard.check.rules.separation_critic import rule_separation_critic
+from wizard.check.rules.ray_init import RAY_INIT_RULES
 from wizard.check.rules.slurm import rule_slurm_cpus
 from wizard.check.rules.batches import rule_batches, rule_deprecated_micro, rule_dynamic_flags, rule_ignored_budgets
 from wizard.check.rules.context import M, Ctx, facts, model_shape
@@ -187,7 +188,7 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_kl_cov_on_policy, rule_role_grad_clip, rule_epoch_shuffle, rule_layered_summon, rule_enforce_eager,
         rule_free_cache_engine, rule_npu_fused_kernels, rule_npu_mbridge_vpp,
         rule_dead_keys, rule_orphan_keys, rule_v1_bypass_ignored, rule_negative_kl_coef, rule_rollout_corr_values,
-        rule_visible_gpus, rule_head_without_workers)
+        rule_visible_gpus, rule_head_without_workers, *RAY_INIT_RULES)
     sft_rules = (rule_resume_sft, rule_sft_loop, rule_wandb_resume, rule_retention_across_restarts, rule_sft_pad_mode,
                  rule_sft_micro_ignored, rule_sft_left_truncation, rule_sft_val_batches, rule_sft_default_lr,
                  rule_sft_lora_alpha, rule_npu_sft_fused_kernels, rule_sft_media_cells, rule_sft_epoch_resume,
