@@ -240,6 +240,9 @@ CASES = {
                                              "actor_rollout_ref.model.lora_rank=8"), options={"adapter_r": 16}),
     # a card below compute capability 8.0 (tests/test_precision.py has verl's verdict on the fixed list)
     "bf16 rollout on a V100": Case("VI864", f"{R}.dtype", with_(), options={"gpu_type": "Tesla V100-SXM2-32GB"}),
+    # a precision name verl's PrecisionType.to_dtype refuses, in a case it knows (tests/test_check_dtypes.py)
+    "precision name in capitals": Case("VI613", "actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype",
+                                       with_("+actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype=BF16")),
     "flash-attn on a T4": Case("VI865", "actor_rollout_ref.model.override_config.attn_implementation",
                                with_(f"{R}.dtype=float16"), options={"gpu_type": "T4"}),
 }

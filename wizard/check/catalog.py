@@ -389,6 +389,16 @@ RULES: dict[str, tuple[str, str]] = {
               "left at fully_async_ppo_trainer.yaml:64's 100 or below one weight-sync cycle (ppo_mini_batch_size × "
               "require_batches × trigger_parameter_sync_step prompts): it counts prompts, and the rollouter stops "
               "after that many (fully_async_rollouter.py:405-407, :878-884); the run ends as if complete"),
+    "VI613": ("training precision name verl does not know", "a precision key an engine that runs reads "
+              "(fsdp_config.model_dtype, mixed_precision.param_dtype/reduce_dtype/buffer_dtype, megatron.dtype; the "
+              "SFT trainer's engine.*) with a name outside verl's PrecisionType lists (bf16, bfloat16, fp16, float16, "
+              "16, fp32, float32, 32): to_dtype raises 'unexpected precision' while the workers build the model "
+              "(utils/torch_dtypes.py:61-69; Flash-RL#39: model_dtype=int8); fix: one of those names"),
+    "VI614": ("rollout in the other 16-bit format than training", "rollout.dtype float16 while the actor computes "
+              "in bf16 (FSDP mixed_precision.param_dtype unset or bf16, Megatron megatron.dtype=bfloat16), or bfloat16 "
+              "against an fp16 actor: the rollout samples from a policy whose log-probs differ from the actor's "
+              "recomputed ones by more than either format's rounding (rollout.yaml:42 'Align with actor model's "
+              "FSDP/Megatron type'; verl PR#4036); fix: the same format on both sides"),
     "VI680": ("SFT resume from an epoch-end checkpoint skips an epoch", "trainer.resume_mode auto/resume_path with "
               "trainer.save_freq=after_each_epoch or a multiple of the steps of an epoch: verl restores the exhausted "
               "train dataloader (checkpoint_handler.py:164-178) while the trainer starts the next epoch "

@@ -57,6 +57,7 @@ from wizard.check.rules.prompts import rule_chat_template, rule_prompt_lengths
 from wizard.check.rules.fsdp_mesh import rule_fsdp_mesh
 from wizard.check.rules.cluster import rule_checkpoint_nodes, rule_ray_socket_path, rule_working_dir_upload
 from wizard.check.rules.launchenv import rule_launch_env
+from wizard.check.rules.dtypes import rule_precision_names, rule_rollout_train_dtype
 from wizard.check.rules.precision import rule_precision
 from wizard.check.rules.remote_code import rule_remote_code
 from wizard.check.rules.sandbox import rule_sandbox
@@ -174,8 +175,8 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_values, rule_inert_clip, rule_gspo_clip, rule_files, rule_data_content, rule_parquet_features, rule_tools_kwargs, rule_prompt_lengths, rule_truncation,
         rule_template_kwargs, rule_chat_template, rule_remote_code, rule_bundle_files, rule_agent, rule_agent_workers, rule_tool_schema, rule_turn_budget, rule_tool_format, rule_lora, rule_lora_export, rule_lora_scale, rule_mbridge,
         rule_moe_aux_loss,
-        rule_megatron_optim, rule_fsdp_unread, rule_critic_attention, rule_half_master,
-        rule_sandbox, rule_distill_pool,
+        rule_megatron_optim, rule_fsdp_unread, rule_critic_attention, rule_half_master, rule_precision_names,
+        rule_rollout_train_dtype, rule_sandbox, rule_distill_pool,
         rule_reward_model, rule_reward_special_tokens, rule_reward_managers, rule_dapo_filter, rule_reward_signals, rule_value_model, rule_separation_critic, rule_critic_tokenizer, rule_discount, rule_critic_vocab, rule_resume, rule_resume_world, rule_hdfs_dir, rule_async_tracker, rule_saving, rule_fsdp1_offload_policy,
         rule_nsys_range, rule_megatron_pool, rule_engine_kwargs, rule_sglang_args, rule_ignored_do_sample,
         rule_kl_horizon, rule_rollout_correction_logprobs, rule_remax_baseline, rule_val_only, rule_val_subset, rule_val_repeats,
@@ -192,7 +193,7 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
     sft_rules = (rule_resume_sft, rule_sft_loop, rule_wandb_resume, rule_retention_across_restarts, rule_sft_pad_mode,
                  rule_sft_micro_ignored, rule_sft_left_truncation, rule_sft_val_batches, rule_sft_default_lr,
                  rule_sft_lora_alpha, rule_npu_sft_fused_kernels, rule_sft_media_cells, rule_sft_epoch_resume,
-                 rule_sft_messages_column, rule_sft_budget_below_max_length) \
+                 rule_sft_messages_column, rule_sft_budget_below_max_length, rule_precision_names) \
         if src.entry == "sft" else ()
     with tool_imports(deep):  # check's agent rules import a tool module only with --deep, in the sandbox
         for rule in (*ppo_rules, *sft_rules, rule_searchpath, rule_launch_break, rule_launch_env, rule_unbound_env,
