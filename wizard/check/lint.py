@@ -139,6 +139,38 @@ from wizard.planner.steptime import RESPONSE_SQRT
 from wizard.verlspec.keys import load_snapshot
 
 
+# the PPO rules read main_ppo's tree; an SFT or an evaluation config has none of it (its keys were checked while
+# resolving); main_generation_server reads only the rollout, model, data files and hardware of it
+# (trainer/main_generation_server.py)
+GENERATION_RULES = (rule_unresolved, rule_choices, rule_layout, rule_sglang_dp, rule_hardware, rule_rollout_parallel,
+                    rule_device, rule_precision, rule_values, rule_sglang_args)
+PPO_RULES = (
+    rule_unresolved, rule_required, rule_deprecated_micro, rule_choices, rule_layout, rule_sglang_dp, rule_hardware,
+    rule_rollout_parallel, rule_device, rule_precision, rule_fsdp_mesh, rule_batches, rule_dynamic_flags, rule_ignored_budgets, rule_tokens, rule_context_parallel_budget, rule_roles,
+    rule_values, rule_inert_clip, rule_gspo_clip, rule_files, rule_data_content, rule_parquet_features, rule_tools_kwargs, rule_prompt_lengths, rule_truncation,
+    rule_template_kwargs, rule_chat_template, rule_remote_code, rule_bundle_files, rule_agent, rule_agent_workers, rule_tool_schema, rule_turn_budget, rule_tool_format, rule_lora, rule_lora_export, rule_lora_scale, rule_mbridge,
+    rule_moe_aux_loss,
+    rule_megatron_optim, rule_fsdp_unread, rule_critic_attention, rule_half_master, rule_precision_names,
+    rule_rollout_train_dtype, rule_sandbox, rule_distill_pool,
+    rule_reward_model, rule_reward_special_tokens, rule_reward_managers, rule_dapo_filter, rule_reward_signals, rule_value_model, rule_separation_critic, rule_critic_tokenizer, rule_discount, rule_critic_vocab, rule_resume, rule_resume_world, rule_hdfs_dir, rule_async_tracker, rule_saving, rule_fsdp1_offload_policy,
+    rule_nsys_range, rule_megatron_pool, rule_engine_kwargs, rule_sglang_args, rule_ignored_do_sample,
+    rule_kl_horizon, rule_rollout_correction_logprobs, rule_remax_baseline, rule_val_only, rule_val_subset, rule_val_repeats,
+    rule_pinned_sampling, rule_unseeded_engine,
+    rule_wandb_resume,
+    rule_rollout_logprob_contract, rule_retention_across_restarts, rule_kl_resume,
+    rule_summed_loss, rule_checkpoint_nodes, rule_separate_async, rule_forced_naive, rule_one_step_off,
+    rule_fully_async_lr_schedule, rule_fully_async_rollout_budget,
+    rule_policy_loss_keys, rule_kl_loss_gradient, rule_entropy_chunking, rule_sglang_mm_kwargs,
+    rule_kl_cov_on_policy, rule_role_grad_clip, rule_epoch_shuffle, rule_layered_summon, rule_enforce_eager,
+    rule_free_cache_engine, rule_npu_fused_kernels, rule_npu_mbridge_vpp,
+    rule_dead_keys, rule_orphan_keys, rule_v1_bypass_ignored, rule_negative_kl_coef, rule_rollout_corr_values,
+    rule_visible_gpus, rule_head_without_workers, *RAY_INIT_RULES)
+SFT_RULES = (rule_resume_sft, rule_sft_loop, rule_wandb_resume, rule_retention_across_restarts, rule_sft_pad_mode,
+             rule_sft_micro_ignored, rule_sft_left_truncation, rule_sft_val_batches, rule_sft_default_lr,
+             rule_sft_lora_alpha, rule_npu_sft_fused_kernels, rule_sft_media_cells, rule_sft_epoch_resume,
+             rule_sft_messages_column, rule_sft_budget_below_max_length, rule_precision_names)
+
+
 def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: int | None = None,
           gpus_per_node: int | Sequence[int] | None = None, gpu_memory_gb: float | None = None, gpu_type: str | None = None,
           defaults: str = "auto", env: Mapping[str, str] | None = None, workdir: str | None = None,
@@ -164,37 +196,8 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
     c.typed = {k for fd in findings if fd.problem.rule == "VI808" for k in fd.problem.keys}
     f = facts(c)
     shape, why = model_shape(c, f"{M}.path")
-    # the PPO rules read main_ppo's tree; an SFT or an evaluation config has none of it (its keys were checked while
-    # resolving); main_generation_server reads only the rollout, model, data files and hardware of it
-    # (trainer/main_generation_server.py)
-    generation = (rule_unresolved, rule_choices, rule_layout, rule_sglang_dp, rule_hardware, rule_rollout_parallel, rule_device,
-                  rule_precision, rule_values, rule_sglang_args)
-    ppo_rules = () if src.entry in ("sft", "eval") else generation if src.entry == "generation" else (
-        rule_unresolved, rule_required, rule_deprecated_micro, rule_choices, rule_layout, rule_sglang_dp, rule_hardware,
-        rule_rollout_parallel, rule_device, rule_precision, rule_fsdp_mesh, rule_batches, rule_dynamic_flags, rule_ignored_budgets, rule_tokens, rule_context_parallel_budget, rule_roles,
-        rule_values, rule_inert_clip, rule_gspo_clip, rule_files, rule_data_content, rule_parquet_features, rule_tools_kwargs, rule_prompt_lengths, rule_truncation,
-        rule_template_kwargs, rule_chat_template, rule_remote_code, rule_bundle_files, rule_agent, rule_agent_workers, rule_tool_schema, rule_turn_budget, rule_tool_format, rule_lora, rule_lora_export, rule_lora_scale, rule_mbridge,
-        rule_moe_aux_loss,
-        rule_megatron_optim, rule_fsdp_unread, rule_critic_attention, rule_half_master, rule_precision_names,
-        rule_rollout_train_dtype, rule_sandbox, rule_distill_pool,
-        rule_reward_model, rule_reward_special_tokens, rule_reward_managers, rule_dapo_filter, rule_reward_signals, rule_value_model, rule_separation_critic, rule_critic_tokenizer, rule_discount, rule_critic_vocab, rule_resume, rule_resume_world, rule_hdfs_dir, rule_async_tracker, rule_saving, rule_fsdp1_offload_policy,
-        rule_nsys_range, rule_megatron_pool, rule_engine_kwargs, rule_sglang_args, rule_ignored_do_sample,
-        rule_kl_horizon, rule_rollout_correction_logprobs, rule_remax_baseline, rule_val_only, rule_val_subset, rule_val_repeats,
-        rule_pinned_sampling, rule_unseeded_engine,
-        rule_wandb_resume,
-        rule_rollout_logprob_contract, rule_retention_across_restarts, rule_kl_resume,
-        rule_summed_loss, rule_checkpoint_nodes, rule_separate_async, rule_forced_naive, rule_one_step_off,
-        rule_fully_async_lr_schedule, rule_fully_async_rollout_budget,
-        rule_policy_loss_keys, rule_kl_loss_gradient, rule_entropy_chunking, rule_sglang_mm_kwargs,
-        rule_kl_cov_on_policy, rule_role_grad_clip, rule_epoch_shuffle, rule_layered_summon, rule_enforce_eager,
-        rule_free_cache_engine, rule_npu_fused_kernels, rule_npu_mbridge_vpp,
-        rule_dead_keys, rule_orphan_keys, rule_v1_bypass_ignored, rule_negative_kl_coef, rule_rollout_corr_values,
-        rule_visible_gpus, rule_head_without_workers, *RAY_INIT_RULES)
-    sft_rules = (rule_resume_sft, rule_sft_loop, rule_wandb_resume, rule_retention_across_restarts, rule_sft_pad_mode,
-                 rule_sft_micro_ignored, rule_sft_left_truncation, rule_sft_val_batches, rule_sft_default_lr,
-                 rule_sft_lora_alpha, rule_npu_sft_fused_kernels, rule_sft_media_cells, rule_sft_epoch_resume,
-                 rule_sft_messages_column, rule_sft_budget_below_max_length, rule_precision_names) \
-        if src.entry == "sft" else ()
+    ppo_rules = () if src.entry in ("sft", "eval") else GENERATION_RULES if src.entry == "generation" else PPO_RULES
+    sft_rules = SFT_RULES if src.entry == "sft" else ()
     with tool_imports(deep):  # check's agent rules import a tool module only with --deep, in the sandbox
         for rule in (*ppo_rules, *sft_rules, rule_searchpath, rule_launch_break, rule_launch_env, rule_unbound_env,
                      rule_shell_rewritten_overrides, rule_working_dir_upload, rule_ray_socket_path, rule_slurm_cpus,
