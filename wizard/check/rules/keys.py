@@ -64,6 +64,12 @@ def _dataclass_of(base: dict[str, Any], parts: list[str]) -> tuple[str | None, s
     return best
 
 
+# Nodes verl hands on as a plain DictConfig typed as their `_target_` dataclass, whose readers take a field the YAML
+# does not list with .get: main_ppo passes `algorithm` to compute_advantage (config: AlgoConfig, ray_trainer.py:187-
+# 194; V1 at v1/trainer_base.py:1784), and the estimators read e.g. gdpo_reward_keys / gdpo_reward_weights there
+# (core_algos.py:413, 435), fields of AlgoConfig (trainer/config/algorithm.py:672-673) that ppo_trainer.yaml lacks.
+TYPED_NODES = ("algorithm",)
+
 # A misspelling --fix renames: the closest sibling at least this close (difflib's ratio) and clearly closer than
 # any other (by RENAME_MARGIN), e.g. ppo_mini_batch_sise → ppo_mini_batch_size (0.95; ppo_micro_batch_size 0.82).
 RENAME_RATIO = 0.85
@@ -256,6 +262,9 @@ def validate_keys(items: list[Item], base: dict[str, Any], add: Callable[..., No
                 continue
         if instantiated:
             continue  # a real dataclass field the YAML does not list
+        if node in TYPED_NODES and target in dcs and len(parts) == len(node.split(".")) + 1 and \
+                parts[-1] in dcs[target]["fields"]:
+            continue  # passed on as the dataclass's type and read with .get (TYPED_NODES)
         if read_elsewhere is not None and read_elsewhere(key):
             continue  # a key of the recipe's own, read by its code
         if it.override is None:
