@@ -75,6 +75,12 @@ ALLOWED_ERRORS = {
     # int 1, verl merges it into ray.init's runtime_env unchanged (main_ppo.py:71-74) and Ray 2.60 raises TypeError
     # "env_vars must be of type Dict[str, str]" in ray.init (tests/test_check_ray_init.py runs Ray's RuntimeEnv on it)
     "remax_trainer/run_qwen2.5_math_7b_sync_fsdp.sh": {"VI980", "VI658"},
+    # OTB and GDPO launched on the default V1 trainer: V1's advantage step fetches no sum_pi_squared (OTB asserts it,
+    # ray_trainer.py:265-270) and no prompts / reward components (GDPO reads them, core_algos.py:419-428); verl's
+    # compute_advantage on V1's fields raises at the first step (tests/test_check_estimator_inputs.py, verl PR#6153,
+    # PR#6159). Only trainer.use_v1=False runs them.
+    "otb_trainer/run_qwen3_8b_fsdp.sh": {"VI623"},
+    "gdpo_trainer/run_qwen3_8b_fsdp.sh": {"VI623"},
 }
 
 
@@ -89,7 +95,11 @@ def test_allowed_errors_are_still_reported():
         name = config["source"].split(":", 1)[1].removeprefix("examples/")
         if name in ALLOWED_ERRORS:
             assert ALLOWED_ERRORS[name] <= _report(config, "snapshot").ids("error"), name
-    assert set(ALLOWED_ERRORS) <= set(IDS)
+    # an allowance names an example here or one of verl's newer launch scripts (tests/data/reference/
+    # verl-main-scripts, where tests/test_bashtrace.py holds it to a real error the same way)
+    scripts = json.loads((REFERENCE / "verl-main-scripts" / "index.json").read_text(encoding="utf-8"))
+    text = json.dumps(scripts)
+    assert not [n for n in ALLOWED_ERRORS if n not in IDS and f'"examples/{n}"' not in text]
 
 
 def _report(config: dict, defaults: str):

@@ -191,6 +191,14 @@ CASES = {
     "token TIS without rollout log-probs (PR#3984)": Case("VI979", f"{R}.calculate_log_probs",
                                                          with_(f"{R}.calculate_log_probs=False",
                                                                "algorithm.rollout_correction.rollout_is=token")),
+    # tests/test_check_estimator_inputs.py holds VI624 to verl's compute_advantage and the engines' fused-kernel raise
+    "OTB without sum_pi_squared (PR#4678)": Case("VI624", "algorithm.adv_estimator",
+                                                 with_("algorithm.adv_estimator=optimal_token_baseline",
+                                                       "trainer.use_v1=False")),
+    "OTB with fused kernels (PR#4678)": Case("VI624", "algorithm.adv_estimator",
+                                             with_("algorithm.adv_estimator=optimal_token_baseline",
+                                                   "trainer.use_v1=False", f"{A}.calculate_sum_pi_squared=True",
+                                                   "actor_rollout_ref.model.use_fused_kernels=True")),
     # tests/test_check_validation.py holds VI985 to the trainers' fit and VI986 to verl's SFT loop, run
     "val_only without val_before_train (verl#5483)": Case(
         "VI985", "trainer.val_before_train", with_("trainer.val_before_train=False", "trainer.val_only=True")),

@@ -379,6 +379,8 @@ def test_every_rule_has_a_test():
     tested |= {"VI700"}  # a chat model as the classifier RM: tests/test_check_reward_classifier.py
     tested |= {"VI978"}  # adaptive KL horizon vs the batch rows: tests/test_check_algorithm.py (verl's apply_kl_penalty)
     tested |= {"VI979"}  # rollout correction without rollout log-probs: tests/test_check_algorithm.py (verl's gates)
+    tested |= {"VI623", "VI624", "VI625"}  # estimator inputs vs the trainer: tests/test_check_estimator_inputs.py
+    # (verl's compute_advantage on V1's fields and on the legacy batch)
     tested |= {"VI980"}  # ReMax under V1: tests/test_check_algorithm.py (verl's compute_advantage, the trainers' source)
     tested |= {"VI985"}  # val_only without val_before_train: tests/test_check_validation.py (the trainers' fit, read)
     tested |= {"VI986"}  # the SFT loop's crashes: tests/test_check_validation.py (verl's SFT trainers, run on the CPU)

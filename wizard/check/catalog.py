@@ -331,6 +331,15 @@ RULES: dict[str, tuple[str, str]] = {
               "bypass_mode with rollout.calculate_log_probs=False: the decoupled correction runs only when "
               "rollout_log_probs are in the batch and is skipped silently (trainer_base.py:1765-1771), bypass mode "
               "raises (rollout_corr_helper.py:1131-1135)"),
+    "VI623": ("estimator needs inputs the V1 trainer never fetches", "optimal_token_baseline / "
+              "tir_optimal_token_baseline (sum_pi_squared) and gdpo (prompts, reward components) on trainer.use_v1=true: "
+              "V1's advantage step fetches a fixed field list (v1/trainer_base.py:1745) and verl's compute_advantage "
+              "raises at the first step; run them with trainer.use_v1=False"),
+    "VI624": ("optimal token baseline without sum_pi_squared", "optimal_token_baseline on the legacy trainer needs "
+              "actor.calculate_sum_pi_squared=True (else AssertionError, ray_trainer.py:265-270) and "
+              "model.use_fused_kernels=False (else NotImplementedError in the engine)"),
+    "VI625": ("GDPO without its reward keys", "algorithm.adv_estimator=gdpo needs +algorithm.gdpo_reward_keys "
+              "naming the reward components; verl asserts it at the first advantage computation (core_algos.py:413-417)"),
     "VI980": ("ReMax on a trainer without its greedy baseline", "algorithm.adv_estimator=remax needs reward_baselines "
               "(core_algos.py:734-741), which only the legacy trainer (main_ppo with trainer.use_v1=False, "
               "ray_trainer.py:1493-1535) generates; V1 (the default), one_step_off and fully_async raise TypeError at "

@@ -64,6 +64,18 @@ def _dataclass_of(base: dict[str, Any], parts: list[str]) -> tuple[str | None, s
     return best
 
 
+# Nodes verl hands on as a plain DictConfig typed as their `_target_` dataclass, whose readers take a field the YAML
+# does not list with .get: main_ppo passes `algorithm` to compute_advantage (config: AlgoConfig, ray_trainer.py:187-
+# 194; V1 at v1/trainer_base.py:1784), and the estimators read e.g. gdpo_reward_keys / gdpo_reward_weights there
+# (core_algos.py:413, 435), fields of AlgoConfig (trainer/config/algorithm.py:672-673) that ppo_trainer.yaml lacks.
+TYPED_NODES = ("algorithm",)
+
+def _typed_field(node: str | None, target: str | None, parts: list[str], dcs: dict[str, Any]) -> bool:
+    """A field of a TYPED_NODES node's dataclass, set directly under the node."""
+    return node in TYPED_NODES and target in dcs and len(parts) == len(node.split(".")) + 1 and \
+        parts[-1] in dcs[target]["fields"]
+
+
 # A misspelling --fix renames: the closest sibling at least this close (difflib's ratio) and clearly closer than
 # any other (by RENAME_MARGIN), e.g. ppo_mini_batch_sise → ppo_mini_batch_size (0.95; ppo_micro_batch_size 0.82).
 RENAME_RATIO = 0.85
@@ -254,8 +266,8 @@ def validate_keys(items: list[Item], base: dict[str, Any], add: Callable[..., No
                 add("VI804", "error", (key,), f"{key}: {target.rsplit('.', 1)[-1]} has no field {field_name!r}; verl "
                     "fails with TypeError when it builds the config", dym, fix=rename)
                 continue
-        if instantiated:
-            continue  # a real dataclass field the YAML does not list
+        if instantiated or _typed_field(node, target, parts, dcs):
+            continue  # a real dataclass field the YAML does not list (built, or read with .get: TYPED_NODES)
         if read_elsewhere is not None and read_elsewhere(key):
             continue  # a key of the recipe's own, read by its code
         if it.override is None:
