@@ -16,7 +16,9 @@ Read with ast, nothing imported from verl or from transformers' model code:
   attention sinks (`s_aux` / `sinks`): it does not in 0.9.1, so the per-head sink tensor crosses the head all-to-all
   unsplit;
 - transformers/models/*/modeling_*.py: the model types whose attention passes `s_aux=` (learned attention sinks) to
-  the attention function (transformers 5.10: gpt_oss, deepseek_v4, openai_privacy_filter).
+  the attention function (transformers 5.10: gpt_oss, deepseek_v4, openai_privacy_filter), and of those the ones
+  whose model classes set `_supports_sdpa = False` (transformers refuses attn_implementation=sdpa for them when the
+  model is built: gpt_oss).
 """
 
 from __future__ import annotations
@@ -79,9 +81,16 @@ def _ulysses_reads_sinks(tree: ast.Module) -> dict[str, Any]:
     return {"line": fn.lineno, "reads_sinks": bool(names & {"s_aux", "sinks"})}
 
 
-def _sink_model_types(transformers: Path) -> list[str]:
-    """Model types (the modeling file's folder) whose code calls an attention function with `s_aux=`."""
-    out = []
+def _no_sdpa(tree: ast.Module) -> bool:
+    """Whether a class in the modeling file sets `_supports_sdpa = False`."""
+    return any(isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "_supports_sdpa" for t in n.targets)
+               and isinstance(n.value, ast.Constant) and n.value.value is False for n in ast.walk(tree))
+
+
+def _sink_model_types(transformers: Path) -> tuple[list[str], list[str]]:
+    """Model types (the modeling file's folder) whose code calls an attention function with `s_aux=`, and those of
+    them without an sdpa path."""
+    out, no_sdpa = [], []
     for path in sorted((transformers / "models").glob("*/modeling_*.py")):
         text = path.read_text(encoding="utf-8")
         if "s_aux" not in text:
@@ -89,17 +98,21 @@ def _sink_model_types(transformers: Path) -> list[str]:
         tree = ast.parse(text)
         if any(isinstance(n, ast.Call) and any(kw.arg == "s_aux" for kw in n.keywords) for n in ast.walk(tree)):
             out.append(path.parent.name)
-    return sorted(set(out))
+            if _no_sdpa(tree):
+                no_sdpa.append(path.parent.name)
+    return sorted(set(out)), sorted(set(no_sdpa))
 
 
 def build() -> dict[str, Any]:
     verl, transformers = _package("verl"), _package("transformers")
     default, line = _default_attention(_parse(verl / MODEL_CONFIG))
+    sinks, no_sdpa = _sink_model_types(transformers)
     return {
         "default_attention": {"value": default, "where": f"{MODEL_CONFIG}:{line}"},
         "critic_attention": {**_critic_attention(_parse(verl / UTILS_MODEL)), "where": UTILS_MODEL},
         "ulysses": {**_ulysses_reads_sinks(_parse(verl / PATCH)), "where": PATCH},
-        "sink_model_types": _sink_model_types(transformers),
+        "sink_model_types": sinks,
+        "sink_model_types_without_sdpa": no_sdpa,
     }
 
 

@@ -96,6 +96,16 @@ def test_flash_kwargs_drop_the_sinks_for_a_kernel_without_them():
     assert "s_aux" in kept and "s_aux" not in dropped
 
 
+def test_transformers_refuses_sdpa_for_gpt_oss(tmp_path):
+    import torch
+    from transformers import AutoConfig, GptOssForCausalLM
+
+    assert "gpt_oss" in table()["sink_model_types_without_sdpa"]
+    cfg = AutoConfig.from_pretrained(str(_gpt_oss(tmp_path)), attn_implementation="sdpa")
+    with torch.device("meta"), pytest.raises(ValueError, match="scaled_dot_product_attention"):
+        GptOssForCausalLM(cfg)
+
+
 def test_verls_ulysses_wrapper_never_reads_the_sinks():
     from verl.models.transformers import monkey_patch
 
@@ -139,7 +149,8 @@ def test_sinks_need_eager(tmp_path):
     folder = _gpt_oss(tmp_path)
     found = _ids(folder)
     assert [h.severity for h in found["VI643"]] == ["warning"] and "=eager" in found["VI643"][0].hint
-    assert "VI643" in _ids(folder, f"+{ATTN}=sdpa")
+    [refused] = _ids(folder, f"+{ATTN}=sdpa")["VI643"]
+    assert refused.severity == "error" and "_supports_sdpa" in refused.message
     assert not _ids(folder, f"+{ATTN}=eager")  # the control: verl's documented setting, nothing else fires
     assert "VI643" not in _ids(_gemma4(tmp_path, 256))  # a model without sinks
 

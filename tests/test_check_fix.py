@@ -238,6 +238,10 @@ CASES = {
                                           with_("actor_rollout_ref.model.path=MODEL"), options={"model": "gemma4"}),
     "attention sinks without eager": Case("VI643", "actor_rollout_ref.model.override_config.attn_implementation",
                                           with_("actor_rollout_ref.model.path=MODEL"), options={"model": "gpt_oss"}),
+    "attention sinks under sdpa": Case("VI643", "actor_rollout_ref.model.override_config.attn_implementation",
+                                       with_("actor_rollout_ref.model.path=MODEL",
+                                             "+actor_rollout_ref.model.override_config.attn_implementation=sdpa"),
+                                       options={"model": "gpt_oss"}),
 }
 
 

@@ -281,7 +281,8 @@ RULES: dict[str, tuple[str, str]] = {
     "VI643": ("attention sinks dropped by the training kernel", "a model whose attention has learned sinks (gpt-oss: "
               "transformers passes s_aux) trained by the FSDP actor with an attention other than eager: the trainer's "
               "forward leaves the sinks out (or takes a Hopper-only hub kernel) while the rollout applies them "
-              "(verl#3894); verl's documented fix is override_config.attn_implementation=eager"),
+              "(verl#3894); an error for sdpa where transformers has no sdpa path for the model (gpt-oss); verl's documented "
+              "fix is override_config.attn_implementation=eager"),
     "VI644": ("Ulysses sequence parallel on a model with attention sinks", "actor Ulysses SP > 1 on gpt-oss: verl "
               "0.9.1's Ulysses attention (monkey_patch.py:87) splits the heads but not the per-head sinks, and wraps only "
               "flash attention (\"s_aux must have shape (num_heads)\", verl PR#4551)"),

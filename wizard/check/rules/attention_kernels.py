@@ -13,7 +13,8 @@ its config.json, bounded; nothing is fetched.
   flash-attn 2 and 3 take head dimensions up to 256 (flash_api.cpp: "FlashAttention forward only supports head
   dimension at most 256"): the first training forward, after the first rollout, stops. Real case verl PR#7131:
   Gemma 4, whose full-attention layers use global_head_dim=512 (transformers models/gemma4/modeling_gemma4.py:1189).
-- VI643 (warning): a model whose attention has learned sinks (transformers passes `s_aux=` to the attention
+- VI643 (warning; error for sdpa where transformers has no sdpa path for the model, `_supports_sdpa = False`: gpt-oss,
+  refused when the worker builds it): a model whose attention has learned sinks (transformers passes `s_aux=` to the attention
   function: gpt_oss, ...) trained with an attention other than eager. flash-attn 2's kernels take no sink argument,
   and transformers hands `s_aux` only to a kernel that declares it (modeling_flash_attention_utils.py
   _process_flash_attention_kwargs), so the sinks drop out of the training forward; transformers 5 instead swaps
@@ -106,15 +107,23 @@ def rule_attention_kernels(c: Ctx, f: Facts) -> None:
     if c.v(f"{A}.strategy") in FSDP_STRATEGIES and (found := _model_doc(c, f"{M}.path")) is not None:
         path, doc = found
         key = f"{M}.override_config.attn_implementation"
-        given = c.set_by_user(key) and isinstance(c.v(key), str) and not c.unknown(key)
+        if c.unknown(key):
+            return
+        given = c.set_by_user(key) and isinstance(c.v(key), str)
         attn = c.v(key) if given else default
         said = f"{key}={attn}" if given else f"attention {attn} (verl's default, {where})"
-        plus = "" if given else "+"
+        plus = _plus(c, key)
         _head_dim(c, "actor", path, doc, attn, said, (key,),
                   f"set {plus}{key}=sdpa (or eager): the FSDP actor and reference then load the model with it",
                   Fix(set={plus + key: "sdpa"}))
         sinks = sorted(model_types(doc) & set(t["sink_model_types"]))
-        if sinks and attn != "eager":
+        if sinks and attn == "sdpa" and sinks[0] in t["sink_model_types_without_sdpa"]:
+            c.add("VI643", "error", (key, f"{M}.path"),
+                  f"{key}=sdpa on {path} ({sinks[0]}, attention sinks): transformers has no sdpa path for it "
+                  "(_supports_sdpa = False) and refuses it when the worker builds the model",
+                  f"set {plus}{key}=eager (verl's docs/advance/attention_implementation.rst)",
+                  fix=Fix(set={plus + key: "eager"}))
+        elif sinks and attn != "eager":
             c.add("VI643", "warning", (key, f"{M}.path"),
                   f"{path} is {sinks[0]}, whose attention has learned sinks (transformers passes s_aux), trained with "
                   f"{said}: transformers hands the sinks only to a kernel that declares them (flash-attn 2 does "
@@ -142,6 +151,16 @@ def rule_attention_kernels(c: Ctx, f: Facts) -> None:
                   "critic.model.override_config says)", (),
                   "no setting changes an FSDP critic's attention in verl 0.9.1: use a critic model with head "
                   "dimensions ≤ 256, the Megatron engine, or a critic-free estimator (algorithm.adv_estimator=grpo)")
+
+
+def _plus(c: Ctx, key: str) -> str:
+    """"+" where an override of `key` must add it (verl's override_config is an empty mapping): as the user's own
+    override wrote it, else "" for a key the user's YAML sets and "+" for one nobody sets."""
+    for text in reversed(c.src.overrides):
+        name = text.split("=", 1)[0]
+        if name.lstrip("+~") == key:
+            return "+" if name.startswith("+") else ""
+    return "" if c.set_by_user(key) else "+"
 
 
 def _head_dim(c: Ctx, role: str, path: str, doc: dict, attn: str, said: str, keys: tuple[str, ...],
