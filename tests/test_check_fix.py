@@ -253,7 +253,32 @@ CASES = {
                                        with_("+actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype=BF16")),
     "flash-attn on a T4": Case("VI865", "actor_rollout_ref.model.override_config.attn_implementation",
                                with_(f"{R}.dtype=float16"), options={"gpu_type": "T4"}),
+    # a tiny local model folder written by _model_folder (tests/test_check_attention_kernels.py has the oracles)
+    "head dim 512 under flash-attn": Case("VI642", "actor_rollout_ref.model.override_config.attn_implementation",
+                                          with_("actor_rollout_ref.model.path=MODEL"), options={"model": "gemma4"}),
+    "attention sinks without eager": Case("VI643", "actor_rollout_ref.model.override_config.attn_implementation",
+                                          with_("actor_rollout_ref.model.path=MODEL"), options={"model": "gpt_oss"}),
+    "attention sinks under sdpa": Case("VI643", "actor_rollout_ref.model.override_config.attn_implementation",
+                                       with_("actor_rollout_ref.model.path=MODEL",
+                                             "+actor_rollout_ref.model.override_config.attn_implementation=sdpa"),
+                                       options={"model": "gpt_oss"}),
 }
+
+
+def _model_folder(kind: str, folder: Path) -> None:
+    """A config.json-only model folder: Gemma 4 with global_head_dim=512, or gpt-oss (attention sinks)."""
+    if kind == "gemma4":
+        from transformers import Gemma4Config
+
+        cfg = Gemma4Config(text_config={"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 6,
+                                        "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 32,
+                                        "global_head_dim": 512, "vocab_size": 128})
+    else:
+        from transformers import GptOssConfig
+
+        cfg = GptOssConfig(hidden_size=64, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                           num_key_value_heads=2, head_dim=16, num_local_experts=4, vocab_size=128)
+    cfg.save_pretrained(folder)
 
 
 def test_every_fix_site_has_a_case():
@@ -272,6 +297,9 @@ def _apply(case: Case, tmp_path: Path) -> tuple[Any, Any]:
         folder.mkdir()
         (folder / "adapter_config.json").write_text(json.dumps({"r": case.options["adapter_r"], "lora_alpha": 32}))
         case = replace(case, overrides=[o.replace("ADAPTER", str(folder)) for o in case.overrides])
+    if "model" in case.options:  # a model folder here, named where the case says MODEL
+        _model_folder(case.options["model"], tmp_path / "model")
+        case = replace(case, overrides=[o.replace("MODEL", str(tmp_path / "model")) for o in case.overrides])
     hw = {"gpu_type": case.options["gpu_type"]} if "gpu_type" in case.options else {}
     if case.yaml is not None:
         target = tmp_path / "cfg.yaml"
@@ -309,7 +337,8 @@ def test_fix_resolves_what_it_calls_fixable(name, tmp_path):
 
 def test_every_fixable_finding_of_the_cases_is_fixed_together(tmp_path):
     """All override cases at once: whatever was fixable before is gone after one --fix."""
-    overrides = list(dict.fromkeys(o for c in CASES.values() if c.yaml is None and not c.script for o in c.overrides))
+    overrides = list(dict.fromkeys(o for c in CASES.values() if c.yaml is None and not c.script and "model" not in c.options
+                                   for o in c.overrides))
     before = check(None, overrides, defaults="snapshot", workdir=str(tmp_path))
     fixable = {(f.problem.rule, f.problem.keys) for f in before.findings if f.fix is not None}
     assert len(fixable) >= 8

@@ -294,6 +294,18 @@ RULES: dict[str, tuple[str, str]] = {
               "labels, object_store_memory or _system_config set while ray.init joins a running cluster (`ray start` "
               "in the script, RAY_ADDRESS, ray_init.address, `ray job submit`): Ray raises ValueError 'When connecting "
               "to an existing cluster, num_cpus and num_gpus must not be provided' (ray/_private/worker.py:1936-1966)"),
+    "VI642": ("attention head dimension above flash-attn's 256", "an FSDP actor (model.override_config."
+              "attn_implementation, flash_attention_2 by default, workers/config/model.py:185) or FSDP critic (always "
+              "flash_attention_2, utils/model.py:649) on a model with an attention head dimension above 256 (Gemma 4's "
+              "global_head_dim=512): flash-attn stops the first training forward (verl PR#7131)"),
+    "VI643": ("attention sinks dropped by the training kernel", "a model whose attention has learned sinks (gpt-oss: "
+              "transformers passes s_aux) trained by the FSDP actor with an attention other than eager: the trainer's "
+              "forward leaves the sinks out (or takes a Hopper-only hub kernel) while the rollout applies them "
+              "(verl#3894); an error for sdpa where transformers has no sdpa path for the model (gpt-oss); verl's documented "
+              "fix is override_config.attn_implementation=eager"),
+    "VI644": ("Ulysses sequence parallel on a model with attention sinks", "actor Ulysses SP > 1 on gpt-oss: verl "
+              "0.9.1's Ulysses attention (monkey_patch.py:87) splits the heads but not the per-head sinks, and wraps only "
+              "flash attention (\"s_aux must have shape (num_heads)\", verl PR#4551)"),
     "VI664": ("SGLang server argument verl already sets", "a key under a rollout's engine_kwargs.sglang that verl's "
               "SGLang server builds itself (mem_fraction_static from gpu_memory_utilization, disable_cuda_graph from "
               "enforce_eager, tp_size from TP x DP, dtype, trust_remote_code, base_gpu_id, ...): **engine_kwargs is "
