@@ -47,6 +47,7 @@ from wizard.check.rules.globwords import rule_shell_rewritten_overrides
 from wizard.check.rules.nounset import rule_unbound_env
 from wizard.check.rules.profiling import rule_nsys_range
 from wizard.check.rules.layered_summon import rule_layered_summon
+from wizard.check.rules.weightsync import rule_lora_disaggregated_sync, rule_sync_bucket
 from wizard.check.rules.cudagraphs import rule_enforce_eager
 from wizard.check.rules.npu import rule_npu_fused_kernels, rule_npu_mbridge_vpp, rule_npu_sft_fused_kernels
 from wizard.check.rules.npu_lora import rule_npu_lora_slices
@@ -181,6 +182,7 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_summed_loss, rule_checkpoint_nodes, rule_separate_async, rule_forced_naive, rule_one_step_off,
         rule_policy_loss_keys, rule_kl_loss_gradient, rule_entropy_chunking, rule_sglang_mm_kwargs,
         rule_kl_cov_on_policy, rule_role_grad_clip, rule_epoch_shuffle, rule_layered_summon, rule_enforce_eager,
+        rule_lora_disaggregated_sync,
         rule_free_cache_engine, rule_npu_fused_kernels, rule_npu_mbridge_vpp,
         rule_dead_keys, rule_orphan_keys, rule_v1_bypass_ignored, rule_negative_kl_coef, rule_rollout_corr_values,
         rule_visible_gpus, rule_head_without_workers)
@@ -201,6 +203,7 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_rollout_heads(c, f, shape)
         rule_npu_lora_slices(c, f, shape)
         rule_fp8_blocks(c, f, shape)
+        rule_sync_bucket(c, f, shape)
     if ppo_rules and src.entry == "generation":
         rule_context(c, f, shape)
     elif ppo_rules:

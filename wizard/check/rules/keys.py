@@ -64,6 +64,20 @@ def _dataclass_of(base: dict[str, Any], parts: list[str]) -> tuple[str | None, s
     return best
 
 
+def _missing_field(base: dict[str, Any], parts: list[str], dcs: dict[str, Any],
+                   use_critic_hint: bool | None) -> tuple[str, str] | None:
+    """(dataclass name, field) when the key sits in a section verl turns into a dataclass (DATACLASS_ROOTS) that
+    lacks the field, e.g. +actor_rollout_ref.rollout.update_weights_bucket_megabytes in RolloutConfig; else None."""
+    target, node = _dataclass_of(base, parts)
+    instantiated = node is not None and any(node == r or node.startswith(r + ".") for r in DATACLASS_ROOTS)
+    if node and node.startswith("critic") and use_critic_hint:
+        instantiated = True
+    if not instantiated or target not in dcs:
+        return None
+    field_name = parts[len(node.split("."))] if node else parts[0]
+    return None if field_name in dcs[target]["fields"] else (target.rsplit(".", 1)[-1], field_name)
+
+
 # A misspelling --fix renames: the closest sibling at least this close (difflib's ratio) and clearly closer than
 # any other (by RENAME_MARGIN), e.g. ppo_mini_batch_sise → ppo_mini_batch_size (0.95; ppo_micro_batch_size 0.82).
 RENAME_RATIO = 0.85
@@ -213,7 +227,13 @@ def validate_keys(items: list[Item], base: dict[str, Any], add: Callable[..., No
         if (removed or span is not None) and not _is_free_form(base, parts, dcs):
             it.apply = False
             gone = f"{was} and is gone from 0.9.1" if was else f"{key} was removed in verl 0.9"
-            if it.op in ("+", "++"):  # Hydra adds it; verl 0.9.1 never reads it
+            if it.op in ("+", "++"):  # Hydra adds it; verl 0.9.1 never reads it, or its dataclass refuses it
+                field = _missing_field(base, parts, dcs, use_critic_hint)
+                if field is not None:
+                    add("VI804", "error", (key,), f"+{gone}: Hydra adds it, but {field[0]} has no field "
+                        f"{field[1]!r}, so verl fails when it builds the config (omega_conf_to_dataclass: "
+                        f"ConfigKeyError)", "remove it", fix=Fix(delete=[key]))
+                    continue
                 add("VI802", "warning", (key,), f"+{gone}: Hydra adds it and verl ignores it",
                     "remove it", fix=Fix(delete=[key]))
             else:
