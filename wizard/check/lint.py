@@ -177,12 +177,11 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_reward_model, rule_reward_special_tokens, rule_reward_managers, rule_dapo_filter, rule_reward_signals, rule_value_model, rule_separation_critic, rule_critic_tokenizer, rule_discount, rule_critic_vocab, rule_resume, rule_resume_world, rule_hdfs_dir, rule_async_tracker, rule_saving, rule_fsdp1_offload_policy,
         rule_nsys_range, rule_megatron_pool, rule_engine_kwargs, rule_sglang_args, rule_ignored_do_sample,
         rule_kl_horizon, rule_rollout_correction_logprobs, rule_remax_baseline, rule_val_only, rule_val_subset, rule_val_repeats,
-        rule_wandb_resume,
+        rule_wandb_resume, rule_lora_disaggregated_sync,
         rule_rollout_logprob_contract, rule_retention_across_restarts, rule_kl_resume,
         rule_summed_loss, rule_checkpoint_nodes, rule_separate_async, rule_forced_naive, rule_one_step_off,
         rule_policy_loss_keys, rule_kl_loss_gradient, rule_entropy_chunking, rule_sglang_mm_kwargs,
         rule_kl_cov_on_policy, rule_role_grad_clip, rule_epoch_shuffle, rule_layered_summon, rule_enforce_eager,
-        rule_lora_disaggregated_sync,
         rule_free_cache_engine, rule_npu_fused_kernels, rule_npu_mbridge_vpp,
         rule_dead_keys, rule_orphan_keys, rule_v1_bypass_ignored, rule_negative_kl_coef, rule_rollout_corr_values,
         rule_visible_gpus, rule_head_without_workers)
@@ -200,10 +199,8 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
     if sft_rules:
         rule_sft_sequence_parallel(c, f, model_shape(c, "model.path")[0])
     if ppo_rules:
-        rule_rollout_heads(c, f, shape)
-        rule_npu_lora_slices(c, f, shape)
-        rule_fp8_blocks(c, f, shape)
-        rule_sync_bucket(c, f, shape)
+        for shaped in (rule_rollout_heads, rule_npu_lora_slices, rule_fp8_blocks, rule_sync_bucket):
+            shaped(c, f, shape)
     if ppo_rules and src.entry == "generation":
         rule_context(c, f, shape)
     elif ppo_rules:
