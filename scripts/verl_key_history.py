@@ -280,7 +280,8 @@ def renames(missing: list[str], reference: set[str],
 
     Rules, first that answers wins: (1) the nearest gone ancestor section moved (moved_sections) and the
     reference has the same remaining path under its new place; (2) `_target_`: only with its section;
-    (3) exactly one reference key has the same last two path components.
+    (3) exactly one reference key has the same last two path components; (4) exactly one reference key below
+    the old key's own section (at least two levels deep) ends with the same leaf.
     """
     by_tail: dict[str, list[str]] = {}
     for key in reference:
@@ -303,6 +304,14 @@ def renames(missing: list[str], reference: set[str],
             candidates = by_tail.get(".".join(parts[-2:]), [])
             if len(candidates) == 1 and candidates[0] != key:
                 new = candidates[0]
+        if new is None and parts[-1] != "_target_" and len(parts) > 2:
+            # (4) the leaf moved down into a new subsection of its own section (rollout.update_weights_bucket_
+            # megabytes -> rollout.checkpoint_engine.update_weights_bucket_megabytes): exactly one reference key
+            # under the old parent ends with the same leaf
+            parent = ".".join(parts[:-1]) + "."
+            below = [k for k in reference if k.startswith(parent) and k.endswith("." + parts[-1])]
+            if len(below) == 1:
+                new = below[0]
         if new:
             out[key] = new
     return out, moves
@@ -387,7 +396,8 @@ def main(argv: list[str] | None = None) -> int:
               f"range). renamed: if a gone section's children reappear together under one {ref} mapping (at "
               f"least 80% of them; the one sharing the longest leading path, then the same name; listed in "
               f"moved_sections), the same path under it; else (not for _target_) the one {ref} key with the "
-              f"same last two path components.")
+              f"same last two path components; else the one {ref} key below the old key's section (two levels "
+              f"deep at least) with the same leaf.")
     out = {"source": source, **data}
     text = dumps(out)
     if len(text.encode()) > SIZE_CAP:

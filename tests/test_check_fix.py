@@ -98,6 +98,19 @@ CASES = {
     "misspelled dataclass field": Case("VI804", f"{A}.ppo_mini_batch_sise",
                                        yaml=YAML_ARR % "ppo_mini_batch_sise" + YAML_TAIL % ""),
     "misspelled key in a script": Case("VI801", f"{A}.ppo_mini_batch_sise", MISSPELLED, script=True),
+    # a key an older verl had, re-added with + in RolloutConfig, which refuses it (tests/test_check_weightsync.py)
+    "+ of a removed dataclass field": Case("VI804", f"{R}.skip_rollout", with_(f"+{R}.skip_rollout=True")),
+    # R53-01 (verl#5952): the sync bucket below the fp32 embed_tokens on a path that asserts (TensorRT-LLM here)
+    "sync bucket below the embedding": Case("VI651", f"{R}.checkpoint_engine.update_weights_bucket_megabytes",
+                                            with_("actor_rollout_ref.model.path=Qwen/Qwen3-8B", f"{R}.name=trtllm"),
+                                            script=True, options={"launch": "python3 -m verl.trainer.main_ppo"}),
+    # R53-02 (verl#7495): LoRA adapters behind fully_async_main's nccl sync: merge them
+    "LoRA adapters behind a disaggregated sync": Case(
+        "VI652", "actor_rollout_ref.model.lora_rank",
+        with_("actor_rollout_ref.model.lora_rank=16", "actor_rollout_ref.model.lora_alpha=32",
+              "actor_rollout_ref.hybrid_engine=False", "rollout.nnodes=1", "rollout.n_gpus_per_node=1",
+              "data.train_batch_size=0", "data.gen_batch_size=1"),
+        script=True, options={"launch": "python -m verl.experimental.fully_async_policy.fully_async_main"}),
     "rollout mode sync": Case("VI853", f"{R}.mode", with_(f"{R}.mode=sync")),
     "val_batch_size": Case("VI857", "data.val_batch_size", with_("data.val_batch_size=8")),
     "DAPO metric no scorer returns": Case("VI648", "algorithm.filter_groups.metric",

@@ -93,6 +93,11 @@ CASES: list[tuple[str, str, list[str], tuple[str, ...], str, dict[str, Any]]] = 
     ("VI802", "warning", ["+data.max_prompt_len=100"], (), "data.max_prompt_len", {}),
     ("VI803", "error", ["+actor_rollout_ref.rollout.gpu_memory_utilization=0.4"], (), "actor_rollout_ref.rollout.gpu_memory_utilization", {}),
     ("VI804", "error", ["+actor_rollout_ref.rollout.gpu_mem_util=0.9"], (), "actor_rollout_ref.rollout.gpu_mem_util", {}),
+    # a key an older verl had, re-added with + inside RolloutConfig: verl 0.9.1 refuses it, not ignores it
+    ("VI804", "error", ["+actor_rollout_ref.rollout.skip_rollout=True"], (), "actor_rollout_ref.rollout.skip_rollout", {}),
+    # the key verl's own bucket assertion names (bucketed_weight_transfer.py:141-143) moved under checkpoint_engine
+    ("VI801", "error", ["+actor_rollout_ref.rollout.update_weights_bucket_megabytes=4096"], (),
+     "actor_rollout_ref.rollout.update_weights_bucket_megabytes", {}),
     ("VI805", "error", ["custom_reward_function.path=/r/reward.py"], (), "custom_reward_function.path", {}),
     ("VI805", "error", ["reward_model.reward_manager=dapo"], (), "reward_model.reward_manager", {}),
     ("VI805", "error", ["+reward_manager.name=dapo"], (), "reward_manager.name", {}),
@@ -320,6 +325,7 @@ def test_every_rule_has_a_test():
     tested |= {"VI919"}  # a relative file:// search path from the launch folder: tests/test_searchpath.py
     tested |= {"VI977"}  # a Slurm batch script where Ray counts the node's cores: tests/test_check_slurm.py
     tested |= {"VI657", "VI658", "VI659"}  # ray_kwargs.ray_init keys ray.init refuses: tests/test_check_ray_init.py
+    tested |= {"VI651", "VI652"}  # weight-sync bucket and LoRA behind a non-naive sync: tests/test_check_weightsync.py
     tested |= {"VI932", "VI933", "VI934", "VI935"}  # the Ray cluster a script builds: tests/test_check_scriptcluster.py
     tested |= {"VI664"}  # engine_kwargs.sglang copies of verl-set ServerArgs, against verl's literal: tests/test_check_sglang_args.py
     tested |= {"VI988", "VI989"}  # engine_kwargs / do_sample verl never reads: tests/test_rollout_engine_settings.py

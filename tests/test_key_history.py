@@ -70,6 +70,10 @@ def test_renames():
         "actor_rollout_ref.actor.megatron.router_replay.mode"
     assert history.renamed("reward_manager.name") == "reward.reward_manager.name"
     assert history.renamed("trainer.use_legacy_worker_impl") is None  # removed, not moved
+    # rule (4): the leaf moved down into a new subsection of its own section (verl's bucket assertion still names
+    # the old path, vllm_rollout/bucketed_weight_transfer.py:141-143; Azure/azureml-assets PR#5288)
+    assert history.renamed("actor_rollout_ref.rollout.update_weights_bucket_megabytes") == \
+        "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes"
     assert history.renamed("trainer.total_epochs") is None  # still there
     assert history.describe("critic.model.fsdp_config.param_offload") == \
         "existed in verl 0.3.0.post0\u20130.7.1; verl 0.9.1 calls it critic.fsdp.param_offload"
@@ -139,6 +143,14 @@ def test_build_ranges_and_renames_on_a_small_history():
     # child, too few to call it a moved section
     assert out["renamed"] == {"c.old.leaf": "d.old.leaf"}
     assert out["moved_sections"] == {}
+
+
+def test_leaf_moved_into_a_subsection_of_its_section():
+    mod = _script()
+    ref = {"a.r.ce", "a.r.ce.bucket_mb", "a.r.ce.backend", "a.s.p.enable", "a.s.q.enable", "b.mb"}
+    out, _ = mod.renames(["a.r.bucket_mb", "a.s.enable", "b.x.mb"], ref, {})
+    # a.s.enable: two candidates below a.s, none taken; b.x.mb: nothing below b.x (b.mb is its sibling)
+    assert out == {"a.r.bucket_mb": "a.r.ce.bucket_mb"}
 
 
 def test_moved_sections_prefers_the_same_root():

@@ -468,6 +468,15 @@ RULES: dict[str, tuple[str, str]] = {
               "dataclass field and never reads anywhere (the `dead` list of wizard/check/data/verl_readers.json, e.g. "
               "rollout.over_sample_rate of PR#2929, workers/config/rollout.py:179): the run behaves as with the default "
               "(info where the value is what verl does anyway: rollout.multi_stage_wake_up=True)"),
+    "VI651": ("weight-sync bucket below the largest tensor", "checkpoint_engine.update_weights_bucket_megabytes below "
+              "embed_tokens / lm_head as the trainer sends it (vocab × hidden, fp32 from the FSDP actor), on a sync "
+              "path that asserts instead of splitting a tensor: TensorRT-LLM rollout (trtllm_rollout.py:519), the "
+              "mooncake engine (mooncake_checkpoint_engine.py:205), vLLM on Ascend without IPC "
+              "(bucketed_weight_transfer.py:141; verl#5952)"),
+    "VI652": ("LoRA adapters never reach a disaggregated rollout", "model.lora.merge=False with fully-async, "
+              "one-step-off or separate_async syncing through a non-naive checkpoint engine: engine_workers.py:764 "
+              "calls get_per_tensor_param() with its defaults, so only the frozen base is sent and the rollout "
+              "samples the initial policy all run (verl#7495)"),
     "VI656": ("config key only a module verl never loads reads", "a key whose every reader is a verl module that no "
               "code of verl imports or names (the `orphan_only` map of wizard/check/data/verl_readers.json): "
               "rollout.multi_turn.tokenization_sanity_check_mode / use_inference_chat_template, read only by "

@@ -48,6 +48,7 @@ from wizard.check.rules.globwords import rule_shell_rewritten_overrides
 from wizard.check.rules.nounset import rule_unbound_env
 from wizard.check.rules.profiling import rule_nsys_range
 from wizard.check.rules.layered_summon import rule_layered_summon
+from wizard.check.rules.weightsync import rule_lora_disaggregated_sync, rule_sync_bucket
 from wizard.check.rules.cudagraphs import rule_enforce_eager
 from wizard.check.rules.npu import rule_npu_fused_kernels, rule_npu_mbridge_vpp, rule_npu_sft_fused_kernels
 from wizard.check.rules.npu_lora import rule_npu_lora_slices
@@ -158,7 +159,7 @@ PPO_RULES = (
     rule_nsys_range, rule_megatron_pool, rule_engine_kwargs, rule_sglang_args, rule_ignored_do_sample,
     rule_kl_horizon, rule_rollout_correction_logprobs, rule_remax_baseline, rule_val_only, rule_val_subset, rule_val_repeats,
     rule_pinned_sampling, rule_unseeded_engine,
-    rule_wandb_resume, rule_v1_inputs, rule_pi_squared, rule_gdpo_keys,
+    rule_wandb_resume, rule_v1_inputs, rule_pi_squared, rule_gdpo_keys, rule_lora_disaggregated_sync,
     rule_rollout_logprob_contract, rule_retention_across_restarts, rule_kl_resume,
     rule_summed_loss, rule_checkpoint_nodes, rule_separate_async, rule_forced_naive, rule_one_step_off,
     rule_fully_async_lr_schedule, rule_fully_async_rollout_budget,
@@ -209,9 +210,8 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
     if sft_rules:
         rule_sft_sequence_parallel(c, f, model_shape(c, "model.path")[0])
     if ppo_rules:
-        rule_rollout_heads(c, f, shape)
-        rule_npu_lora_slices(c, f, shape)
-        rule_fp8_blocks(c, f, shape)
+        for shaped in (rule_rollout_heads, rule_npu_lora_slices, rule_fp8_blocks, rule_sync_bucket):
+            shaped(c, f, shape)
     if ppo_rules and src.entry == "generation":
         rule_context(c, f, shape)
     elif ppo_rules:

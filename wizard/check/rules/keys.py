@@ -6,7 +6,11 @@ that verl converts (DATACLASS_ROOTS) goes through omega_conf_to_dataclass — `h
 (verl/utils/config.py:48-50: the dataclass's __init__ raises TypeError on an unexpected keyword) or
 `OmegaConf.structured(cls)` merged with the node (config.py:60-64: a key the dataclass lacks is refused) — so an
 unknown key there fails at start (VI804, error); a key under a plain mapping is carried along and never read (VI802,
-warning with a did-you-mean from difflib).
+warning with a did-you-mean from difflib). The same holds for a key an older verl had (key_history.json) added back
+with `+`: inside such a node it is VI804, not "ignored" (e.g. +actor_rollout_ref.rollout.skip_rollout: RolloutConfig
+raises omegaconf's ConfigKeyError); one that moved (the history's `renamed`, e.g. rollout.update_weights_bucket_
+megabytes -> rollout.checkpoint_engine.update_weights_bucket_megabytes, which verl 0.9.1's own assertion still
+names, vllm_rollout/bucketed_weight_transfer.py:141-143) is VI801 with the new key.
 """
 
 from __future__ import annotations
@@ -74,6 +78,31 @@ def _typed_field(node: str | None, target: str | None, parts: list[str], dcs: di
     """A field of a TYPED_NODES node's dataclass, set directly under the node."""
     return node in TYPED_NODES and target in dcs and len(parts) == len(node.split(".")) + 1 and \
         parts[-1] in dcs[target]["fields"]
+
+
+def _missing_field(base: dict[str, Any], parts: list[str], dcs: dict[str, Any],
+                   use_critic_hint: bool | None) -> tuple[str, str] | None:
+    """(dataclass name, field) when the key sits in a section verl turns into a dataclass (DATACLASS_ROOTS) that
+    lacks the field, e.g. +actor_rollout_ref.rollout.update_weights_bucket_megabytes in RolloutConfig; else None."""
+    target, node = _dataclass_of(base, parts)
+    instantiated = node is not None and any(node == r or node.startswith(r + ".") for r in DATACLASS_ROOTS)
+    if node and node.startswith("critic") and use_critic_hint:
+        instantiated = True
+    if not instantiated or target not in dcs:
+        return None
+    field_name = parts[len(node.split("."))] if node else parts[0]
+    return None if field_name in dcs[target]["fields"] else (target.rsplit(".", 1)[-1], field_name)
+
+
+def _gone_added(key: str, gone: str, field: tuple[str, str] | None, add: Callable[..., None]) -> None:
+    """A key an older verl had, added back with `+`: refused by the dataclass verl builds (VI804), else ignored."""
+    if field is not None:
+        add("VI804", "error", (key,), f"+{gone}: Hydra adds it, but {field[0]} has no field {field[1]!r}, so verl "
+            "fails when it builds the config (omega_conf_to_dataclass: ConfigKeyError)", "remove it",
+            fix=Fix(delete=[key]))
+    else:
+        add("VI802", "warning", (key,), f"+{gone}: Hydra adds it and verl ignores it", "remove it",
+            fix=Fix(delete=[key]))
 
 
 # A misspelling --fix renames: the closest sibling at least this close (difflib's ratio) and clearly closer than
@@ -225,9 +254,8 @@ def validate_keys(items: list[Item], base: dict[str, Any], add: Callable[..., No
         if (removed or span is not None) and not _is_free_form(base, parts, dcs):
             it.apply = False
             gone = f"{was} and is gone from 0.9.1" if was else f"{key} was removed in verl 0.9"
-            if it.op in ("+", "++"):  # Hydra adds it; verl 0.9.1 never reads it
-                add("VI802", "warning", (key,), f"+{gone}: Hydra adds it and verl ignores it",
-                    "remove it", fix=Fix(delete=[key]))
+            if it.op in ("+", "++"):  # Hydra adds it; verl 0.9.1 never reads it, or its dataclass refuses it
+                _gone_added(key, gone, _missing_field(base, parts, dcs, use_critic_hint), add)
             else:
                 add("VI801", "error", (key,), gone, "remove it", fix=Fix(delete=[key]))
             continue
