@@ -16,6 +16,7 @@ import types
 from pathlib import Path
 
 import pytest
+from helpers_verl import class_method
 
 from wizard.check.lint import check
 from wizard.check.rules.async_budget import YAML_TOTAL
@@ -52,15 +53,6 @@ def _tree(rel: str) -> ast.Module:
     return ast.parse(_verl(rel).read_text(encoding="utf-8"))
 
 
-def _method(tree: ast.Module, cls: str, name: str) -> ast.FunctionDef:
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ClassDef) and node.name == cls:
-            for item in node.body:
-                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == name:
-                    return item
-    raise AssertionError(f"{cls}.{name} not in verl's source")
-
-
 def _calls(fn: ast.AST, attr: str) -> list[int]:
     """Lines that reach `attr` (a call, or a Ray actor's `x.attr.remote(...)`)."""
     return [n.lineno for n in ast.walk(fn) if isinstance(n, ast.Attribute) and n.attr == attr]
@@ -88,9 +80,9 @@ def _lrs(**optim) -> list[float]:
 @pytest.mark.verl
 def test_verl_builds_the_fully_async_scheduler_before_it_knows_the_total():
     runner = _tree("experimental/fully_async_policy/fully_async_main.py")
-    init = _method(runner, "FullyAsyncTaskRunner", "_initialize_components")
+    init = class_method(runner, "FullyAsyncTaskRunner", "_initialize_components")
     assert max(_calls(init, "_create_trainer")) < min(_calls(init, "set_total_train_steps"))
-    assert _calls(_method(runner, "FullyAsyncTaskRunner", "_create_trainer"), "init_workers")
+    assert _calls(class_method(runner, "FullyAsyncTaskRunner", "_create_trainer"), "init_workers")
     from omegaconf import OmegaConf
     actor = OmegaConf.load(_verl("trainer/config/actor/actor.yaml"))
     assert actor.optim.total_training_steps == -1
@@ -132,7 +124,7 @@ def test_vi618_only_under_fully_async(tmp_path):
 
 def _total_train_steps(total: int, mini: int, req: int, trig: int) -> int:
     """verl's own expression (FullyAsyncRollouter.set_max_required_samples), evaluated as written."""
-    fn = _method(_tree("experimental/fully_async_policy/fully_async_rollouter.py"), "FullyAsyncRollouter",
+    fn = class_method(_tree("experimental/fully_async_policy/fully_async_rollouter.py"), "FullyAsyncRollouter",
                  "set_max_required_samples")
     expr = next(n.value for n in ast.walk(fn) if isinstance(n, ast.Assign)
                 and any(isinstance(t, ast.Attribute) and t.attr == "total_train_steps" for t in n.targets))
@@ -167,7 +159,7 @@ def test_vi619(tmp_path, budget, fires):
 @pytest.mark.verl
 def test_verl_fully_async_trainer_asserts_hybrid_engine_off():
     from omegaconf import OmegaConf
-    init = _method(_tree("experimental/fully_async_policy/fully_async_trainer.py"), "FullyAsyncTrainer", "__init__")
+    init = class_method(_tree("experimental/fully_async_policy/fully_async_trainer.py"), "FullyAsyncTrainer", "__init__")
     check_ = next(n for n in init.body if isinstance(n, ast.Assert))
     default = OmegaConf.load(_verl("trainer/config/ppo_trainer.yaml")).actor_rollout_ref.hybrid_engine
     fa_yaml = OmegaConf.load(_verl("experimental/fully_async_policy/config/fully_async_ppo_trainer.yaml"))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers_verl import verl_root
+from helpers_verl import class_method, verl_root
 from test_enforce_eager import BASE, R
 from wizard.check.lint import check
 
@@ -22,13 +22,7 @@ from wizard.check.lint import check
 
 
 def _method(path: Path, cls: str, name: str) -> ast.AST:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ClassDef) and node.name == cls:
-            for fn in node.body:
-                if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name == name:
-                    return fn
-    raise AssertionError(f"{cls}.{name} not in {path}")
+    return class_method(ast.parse(path.read_text(encoding="utf-8")), cls, name)
 
 
 def _returns_early_without_free_cache(fn: ast.AST) -> bool:
