@@ -399,6 +399,8 @@ def test_every_rule_has_a_test():
     # SFTTrainer._build_dataloader on the CPU, verl's composed sft_trainer_engine optimizer)
     tested |= {"VI680", "VI681", "VI682"}  # SFT epoch-end resume / messages column / max_length over the token
     # budget: tests/test_check_sft_runs.py (verl's CheckpointHandler, MultiTurnSFTDataset, rearrange_micro_batches)
+    tested |= {"VI694"}  # relaunch resuming a checkpoint at the step budget: tests/test_check_resume_budget.py (verl's
+    # find_latest_ckpt_path; both trainers' fit loops read from verl's source)
     tested |= {"VI683"}  # --deep: a hidden SFT token mismatch: tests/test_check_deep_sft.py (verl's sanity_check)
     tested |= {"VI987"}  # a resumed launch's new W&B run: tests/test_check_tracking.py (verl's Tracking, read)
     tested |= {"VI780"}  # legacy trainer's unequal agent-loop split: tests/test_check_agent_config.py (verl's DataProto.chunk)

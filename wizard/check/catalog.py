@@ -420,6 +420,11 @@ RULES: dict[str, tuple[str, str]] = {
               "against an fp16 actor: the rollout samples from a policy whose log-probs differ from the actor's "
               "recomputed ones by more than either format's rounding (rollout.yaml:42 'Align with actor model's "
               "FSDP/Megatron type'; verl PR#4036); fix: the same format on both sides"),
+    "VI694": ("relaunch resumes a checkpoint at the step budget", "trainer.resume_mode auto/resume_path resuming a "
+              "global_step_N (found on this machine) with N ≥ trainer.total_training_steps (or total_epochs × the "
+              "batches of an epoch): the legacy trainer trains and saves step N+1 past the budget on every relaunch "
+              "(ray_trainer.py:1451, 1465, 1507; verl#6232), the V1 trainer validates and exits 0 without a step "
+              "(v1/trainer_base.py:467)"),
     "VI680": ("SFT resume from an epoch-end checkpoint skips an epoch", "trainer.resume_mode auto/resume_path with "
               "trainer.save_freq=after_each_epoch or a multiple of the steps of an epoch: verl restores the exhausted "
               "train dataloader (checkpoint_handler.py:164-178) while the trainer starts the next epoch "

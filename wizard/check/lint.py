@@ -77,6 +77,7 @@ from wizard.check.rules.critic import rule_critic_vocab, rule_discount
 from wizard.check.rules.critic_tokenizer import rule_critic_tokenizer
 from wizard.check.rules.bundlefiles import rule_bundle_files
 from wizard.check.rules.checkpoints import rule_resume, rule_resume_sft, rule_resume_world
+from wizard.check.rules.resume_budget import rule_resume_budget
 from wizard.check.rules.ckpt_store import rule_async_tracker, rule_hdfs_dir
 from wizard.check.rules.saving import rule_fsdp1_offload_policy, rule_retention_across_restarts, rule_saving
 from wizard.check.rules.toolschema import rule_tool_schema
@@ -155,7 +156,7 @@ PPO_RULES = (
     rule_moe_aux_loss,
     rule_megatron_optim, rule_fsdp_unread, rule_critic_attention, rule_half_master, rule_precision_names,
     rule_rollout_train_dtype, rule_sandbox, rule_distill_pool,
-    rule_reward_model, rule_reward_special_tokens, rule_reward_managers, rule_dapo_filter, rule_reward_signals, rule_value_model, rule_separation_critic, rule_critic_tokenizer, rule_discount, rule_critic_vocab, rule_resume, rule_resume_world, rule_hdfs_dir, rule_async_tracker, rule_saving, rule_fsdp1_offload_policy,
+    rule_reward_model, rule_reward_special_tokens, rule_reward_managers, rule_dapo_filter, rule_reward_signals, rule_value_model, rule_separation_critic, rule_critic_tokenizer, rule_discount, rule_critic_vocab, rule_resume, rule_resume_world, rule_resume_budget, rule_hdfs_dir, rule_async_tracker, rule_saving, rule_fsdp1_offload_policy,
     rule_nsys_range, rule_megatron_pool, rule_engine_kwargs, rule_sglang_args, rule_ignored_do_sample,
     rule_kl_horizon, rule_rollout_correction_logprobs, rule_remax_baseline, rule_val_only, rule_val_subset, rule_val_repeats,
     rule_pinned_sampling, rule_unseeded_engine,
