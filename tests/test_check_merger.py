@@ -145,6 +145,7 @@ def _merge_state_dicts():
         _verl_function(rel, "_check_megatron_state_key"), _verl_function(rel, "_replace_name")
 
 
+@pytest.mark.filterwarnings("ignore:hf_name .* will not be fixed:UserWarning")
 @pytest.mark.parametrize("tie_flag", [True, False])
 def test_vi685_verl_drops_lm_head_under_the_flag(tie_flag):
     merge, check_key, replace = _merge_state_dicts()
