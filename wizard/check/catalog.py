@@ -274,6 +274,23 @@ RULES: dict[str, tuple[str, str]] = {
               "start Ray with ray_kwargs.ray_init.num_cpus=null (no `ray start`, RAY_ADDRESS or job submit): Ray counts "
               "the node's cores, not the job's CPUs, and its workers fail to register or hang (verl's YAML: \"Use a "
               "fixed number instead of null when using SLURM\", ppo_trainer.yaml:514)"),
+    "VI684": ("model-merger backend that does not fit the run's checkpoint", "a `verl.model_merger merge` in the "
+              "launch script whose --backend reads files the run never writes: --backend megatron on a Megatron run "
+              "without megatron.use_dist_checkpointing (the merger reads only model/dist_ckpt; the run saved Hugging "
+              "Face weights to model/huggingface, megatron_checkpoint_manager.py:118-143; verl#4338), or a backend "
+              "other than the training engine's"),
+    "VI685": ("--tie-word-embedding for an untied model", "`verl.model_merger merge --backend megatron "
+              "--tie-word-embedding` for a model whose config has tie_word_embeddings=false: the merger drops every "
+              "output_layer tensor (megatron_model_merger.py:373-375) and the exported lm_head is left uninitialised "
+              "(verl#2612); drop the flag"),
+    "VI686": ("merger output of a LoRA run loaded as a merged model", "`verl.model_merger merge` on an FSDP LoRA run "
+              "writes the base weights to --target_dir and the adapter, unmerged, to <target_dir>/lora_adapter "
+              "(base_model_merger.py:311-423): serving target_dir without the adapter serves the base model "
+              "(verl#7285); merge with peft's merge_and_unload or serve with --enable-lora"),
+    "VI687": ("Megatron merger on a vision-language model", "`verl.model_merger merge --backend megatron` on a "
+              "vision-language model trained with megatron.use_dist_checkpointing: the merger's name table maps only "
+              "the language model (megatron_model_merger.py:175-214), so the vision tower is not converted "
+              "(verl#4498); read model/huggingface, written with 'hf_model' in checkpoint.save_contents"),
     "VI608": ("rollout sampling key the agent loop pins", "a RolloutConfig sampling field the agent loop writes as a "
               "constant in every request (repetition_penalty=1.0: agent_loop.py:594, v1/agent_loop_tq.py:68) set to "
               "another value: vLLM's setdefault from the config (vllm_async_server.py:623) finds the key set and SGLang "

@@ -55,6 +55,7 @@ from wizard.check.rules.npu_lora import rule_npu_lora_slices
 from wizard.check.rules.freecache import rule_free_cache_engine
 from wizard.check.rules.deadkeys import rule_dead_keys, rule_orphan_keys
 from wizard.check.rules.megatron_pool import rule_megatron_pool
+from wizard.check.rules.merger import rule_merger
 from wizard.check.rules.prompts import rule_chat_template, rule_prompt_lengths
 from wizard.check.rules.fsdp_mesh import rule_fsdp_mesh
 from wizard.check.rules.cluster import rule_checkpoint_nodes, rule_ray_socket_path, rule_working_dir_upload
@@ -152,7 +153,7 @@ PPO_RULES = (
     rule_unresolved, rule_required, rule_deprecated_micro, rule_choices, rule_layout, rule_sglang_dp, rule_hardware,
     rule_rollout_parallel, rule_device, rule_precision, rule_fsdp_mesh, rule_batches, rule_dynamic_flags, rule_ignored_budgets, rule_tokens, rule_context_parallel_budget, rule_roles,
     rule_values, rule_inert_clip, rule_gspo_clip, rule_files, rule_data_content, rule_parquet_features, rule_tools_kwargs, rule_prompt_lengths, rule_truncation,
-    rule_template_kwargs, rule_chat_template, rule_remote_code, rule_attention_kernels, rule_bundle_files, rule_agent, rule_agent_workers, rule_tool_schema, rule_turn_budget, rule_tool_format, rule_lora, rule_lora_export, rule_lora_scale, rule_mbridge,
+    rule_template_kwargs, rule_chat_template, rule_remote_code, rule_attention_kernels, rule_bundle_files, rule_agent, rule_agent_workers, rule_tool_schema, rule_turn_budget, rule_tool_format, rule_lora, rule_lora_export, rule_merger, rule_lora_scale, rule_mbridge,
     rule_moe_aux_loss,
     rule_megatron_optim, rule_fsdp_unread, rule_critic_attention, rule_half_master, rule_precision_names,
     rule_rollout_train_dtype, rule_sandbox, rule_distill_pool,
