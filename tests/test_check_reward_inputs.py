@@ -95,7 +95,8 @@ def _verl_context(rm: Path) -> int:
     from transformers import AutoConfig
 
     source = (Path(verl.__file__).parent / "workers/rollout/utils.py").read_text()
-    (fn,) = [n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == "get_max_position_embeddings"]
+    (fn,) = [n for n in ast.parse(source).body
+             if isinstance(n, ast.FunctionDef) and n.name == "get_max_position_embeddings"]
     scope: dict = {}
     exec(compile(ast.Module(body=[fn], type_ignores=[]), "utils.py", "exec"), scope)  # noqa: S102 - verl's own code
     return scope["get_max_position_embeddings"](AutoConfig.from_pretrained(str(rm)))
