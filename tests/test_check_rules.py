@@ -404,6 +404,8 @@ def test_every_rule_has_a_test():
     # find_latest_ckpt_path; both trainers' fit loops read from verl's source)
     tested |= {"VI683"}  # --deep: a hidden SFT token mismatch: tests/test_check_deep_sft.py (verl's sanity_check)
     tested |= {"VI987"}  # a resumed launch's new W&B run: tests/test_check_tracking.py (verl's Tracking, read)
+    tested |= {"VI675", "VI676"}  # reward-model context / chat template: tests/test_check_reward_inputs.py (verl's
+    # RewardLoopWorker._preprocess_reward_inputs on the CPU)
     tested |= {"VI780"}  # legacy trainer's unequal agent-loop split: tests/test_check_agent_config.py (verl's DataProto.chunk)
     tested |= {"VI781"}  # tool_schema keys verl drops: tests/test_check_agent_config.py (verl's schema models, dumped)
     assert tested == set(RULES), sorted(set(RULES) ^ tested)

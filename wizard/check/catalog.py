@@ -307,6 +307,8 @@ RULES: dict[str, tuple[str, str]] = {
               "as int, float, bool or null (`+...env_vars.TRANSFER_QUEUE_ENABLE=1`): verl merges it into ray.init's "
               "runtime_env unchanged (main_ppo.py:71-74) and Ray raises TypeError 'env_vars must be of type Dict[str, "
               "str]' (runtime_env/validation.py:446; verl's examples/remax_trainer/run_qwen2.5_math_7b_sync_fsdp.sh)"),
+    "VI675": ("reward model context shorter than prompt + response", "a discriminative reward model (reward.reward_model.enable, no custom reward function) whose context (rollout.max_model_len on vLLM, else the checkpoint's max_position_embeddings) is shorter than data.max_prompt_length + data.max_response_length: verl sends it each whole prompt + response uncut, and the server's 400 is raised without retry (reward_loop.py:165-172, :197-241)"),
+    "VI676": ("reward model chat template missing or refusing the data", "a discriminative reward model whose tokenizer has no chat template, or whose template raises on a training row's prompt + an assistant message, as verl's reward loop renders it (reward_loop.py:197-220): fails at the first reward, in the reward worker"),
     "VI659": ("ray.init resources on a run that joins a cluster", "ray_kwargs.ray_init.num_cpus, num_gpus, resources, "
               "labels, object_store_memory or _system_config set while ray.init joins a running cluster (`ray start` "
               "in the script, RAY_ADDRESS, ray_init.address, `ray job submit`): Ray raises ValueError 'When connecting "
