@@ -149,3 +149,40 @@ def test_controls_stay_clean(tmp_path):
     assert not _hits(media, "Qwen/Qwen2.5-VL-7B-Instruct")  # catalogued qwen2_5_vl -> Qwen2_5_VLProcessor
     assert not _hits(text, str(_no_processor_folder(tmp_path / "t")))  # no media: verl never asks for a processor
     assert not _hits(media, "someorg/unknown-model")  # a model check cannot place: left alone
+
+
+# --- verl's SFT trainer: the same processor (sft_trainer.py:203), MultiTurnSFTDataset asserts it (:265-269) -------
+
+SFT_MESSAGES = [{"role": "user", "content": "<image>What is the angle?"}, {"role": "assistant", "content": "30"}]
+
+
+@pytest.mark.verl
+@pytest.mark.parametrize("complete", [False, True])
+def test_sft_trainer_too(tmp_path, complete):
+    from types import SimpleNamespace
+
+    import datasets
+    import pandas as pd
+    from verl.utils.dataset import multiturn_sft_dataset as sft
+
+    from wizard.check.lint import check
+
+    data = tmp_path / "sft.parquet"
+    datasets.Dataset.from_list([{"messages": SFT_MESSAGES, "images": [{"bytes": _png(), "path": None}]}] * 2) \
+        .to_parquet(str(data))
+    folder = _kept_folder(tmp_path) if complete else _no_processor_folder(tmp_path)
+    if not complete:  # the oracle: verl's processor is None and its SFT dataset refuses the row without one
+        assert _verl_processor(folder) is None
+        example = pd.read_parquet(data, dtype_backend="pyarrow").iloc[0].to_dict()
+        me = SimpleNamespace(messages_key="messages", image_key="images", video_key="videos", processor=None,
+                             image_patch_size=14)
+        with pytest.raises(AssertionError, match="processor is needed"):
+            sft.MultiTurnSFTDataset._build_messages(me, example)
+    script = tmp_path / "sft.sh"
+    script.write_text("#!/bin/bash\ntorchrun --standalone --nnodes=1 --nproc_per_node=8 -m verl.trainer.sft_trainer "
+                      f"data.train_files={data} data.messages_key=messages model.path={folder} "
+                      "trainer.logger=[console]\n")
+    hits = [f.problem for f in check(str(script), env={"HOME": "/root"}).findings if f.problem.rule == "VI665"]
+    assert bool(hits) is not complete, [h.message for h in hits]
+    if hits:
+        assert hits[0].keys[0] == "model.path" and "multiturn_sft_dataset.py:269" in hits[0].message

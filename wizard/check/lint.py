@@ -100,7 +100,7 @@ from wizard.check.rules.mbridge import rule_mbridge
 from wizard.check.rules.moe_router import rule_moe_aux_loss
 from wizard.check.rules.launchbreak import rule_launch_break
 from wizard.check.rules.multimodal import rule_image_patch, rule_sglang_mm_kwargs, rule_vlm_overlong
-from wizard.check.rules.vlm_processor import rule_vlm_processor
+from wizard.check.rules.vlm_processor import rule_sft_vlm_processor, rule_vlm_processor
 from wizard.check.rules.modes import rule_forced_naive, rule_one_step_off, rule_separate_async
 from wizard.check.rules.async_budget import rule_fully_async_lr_schedule, rule_fully_async_rollout_budget
 from wizard.check.rules.quant import rule_fp8_blocks
@@ -172,7 +172,7 @@ PPO_RULES = (
 SFT_RULES = (rule_resume_sft, rule_sft_loop, rule_wandb_resume, rule_retention_across_restarts, rule_sft_pad_mode,
              rule_sft_micro_ignored, rule_sft_left_truncation, rule_sft_val_batches, rule_sft_default_lr,
              rule_sft_lora_alpha, rule_npu_sft_fused_kernels, rule_sft_media_cells, rule_sft_epoch_resume,
-             rule_sft_messages_column, rule_sft_budget_below_max_length, rule_precision_names)
+             rule_sft_messages_column, rule_sft_budget_below_max_length, rule_precision_names, rule_sft_vlm_processor)
 
 
 def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: int | None = None,

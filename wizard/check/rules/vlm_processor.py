@@ -9,7 +9,8 @@ scripts/verl_processor_cases.py) and raises ValueError for any other (:235-236).
 preprocessor_config.json), into `processor = None` with a warning only. The trainer hands that None to RLHFDataset
 (trainer/ppo/v1/trainer_base.py:706), and RLHFDataset asserts a processor for every row that has media
 (`assert self.processor is not None, "processor is needed to process multimodal data"`, utils/dataset/rl_dataset.py:323),
-at the first batch, after the workers are up. Real cases: a Gemma 3 run (verl#6341: Gemma3Processor), Kimi-VL from
+at the first batch, after the workers are up; verl's SFT trainer builds the same processor (trainer/sft_trainer.py:203)
+and MultiTurnSFTDataset asserts it likewise (utils/dataset/multiturn_sft_dataset.py:265-269). Real cases: a Gemma 3 run (verl#6341: Gemma3Processor), Kimi-VL from
 PR #1639's example (verl#1428: KimiVLProcessor, remote code), a saved Qwen2.5-VL checkpoint folder with the tokenizer
 but no preprocessor_config.json (hiyouga/EasyR1#48, a verl fork).
 
@@ -101,11 +102,11 @@ def _has_media(cell: Any) -> bool:
         return True
 
 
-def media_row(c: Ctx) -> tuple[str, int, str, str] | None:
+def media_row(c: Ctx, kinds: tuple[str, ...] = ("image", "video", "audio")) -> tuple[str, int, str, str] | None:
     """(file, row, kind, column) of the first row of a local training/validation file with a non-empty media cell."""
     from wizard.check.rules.datacontent import file_rows
 
-    columns = {kind: col for kind in ("image", "video", "audio")
+    columns = {kind: col for kind in kinds
                if isinstance(col := c.v(f"data.{kind}_key", f"{kind}s"), str) and col}
     for key in ("data.train_files", "data.val_files"):
         value = c.v(key)
@@ -129,12 +130,12 @@ def media_row(c: Ctx) -> tuple[str, int, str, str] | None:
     return None
 
 
-def rule_vlm_processor(c: Ctx, f: Facts) -> None:
-    media = media_row(c)
+def _report(c: Ctx, model: str, kinds: tuple[str, ...], stops: str) -> None:
+    media = media_row(c, kinds)
     if media is None:
         return
-    key = f"{M}.tokenizer_path" if isinstance(c.v(f"{M}.tokenizer_path"), str) and c.v(f"{M}.tokenizer_path") \
-        else f"{M}.path"
+    tok = c.v(f"{model}.tokenizer_path")
+    key = f"{model}.tokenizer_path" if isinstance(tok, str) and tok else f"{model}.path"
     name = c.v(key)
     if c.unknown(key) or not isinstance(name, str) or PLACEHOLDER in name:
         return
@@ -142,7 +143,7 @@ def rule_vlm_processor(c: Ctx, f: Facts) -> None:
     if folder is not None:
         why = folder_verdict(folder)
     else:
-        shape, _ = model_shape(c, key) if key == f"{M}.path" else (None, "")
+        shape, _ = model_shape(c, key) if key.endswith(".path") else (None, "")
         arch = shape.arch if shape is not None and shape.source == "catalogue" else None
         why = type_verdict(arch, "verl-init's model catalogue") if isinstance(arch, str) and arch else None
     if why is None:
@@ -151,8 +152,21 @@ def rule_vlm_processor(c: Ctx, f: Facts) -> None:
     kept = ", ".join(sorted(table()["kept"]))
     c.add("VI665", "error", (key, f"data.{kind}_key"),
           f"{path} row {row} holds {kind}s (data.{kind}_key={col}) but verl 0.9.1 builds no processor for {key}={name}: "
-          f"{why}; hf_processor returns None with only a warning (utils/tokenizer/tokenizer.py:208-246) and "
-          "RLHFDataset stops at the first batch: AssertionError 'processor is needed to process multimodal data' "
-          "(utils/dataset/rl_dataset.py:323)",
+          f"{why}; hf_processor returns None with only a warning (utils/tokenizer/tokenizer.py:208-246) and {stops}",
           f"train a model whose processor verl handles ({kept}) from a folder that has its processor files "
           "(copy preprocessor_config.json and the chat template from the base model), or drop the media columns")
+
+
+def rule_vlm_processor(c: Ctx, f: Facts) -> None:
+    """PPO: HFModelConfig's processor (workers/config/model.py:162) -> RLHFDataset (trainer_base.py:706)."""
+    _report(c, M, ("image", "video", "audio"),
+            "RLHFDataset stops at the first batch: AssertionError 'processor is needed to process multimodal data' "
+            "(utils/dataset/rl_dataset.py:323)")
+
+
+def rule_sft_vlm_processor(c: Ctx, f: Facts) -> None:
+    """SFT: the same HFModelConfig processor (trainer/sft_trainer.py:203) -> MultiTurnSFTDataset, which asserts it for
+    every row holding the image or video column (utils/dataset/multiturn_sft_dataset.py:265-269)."""
+    _report(c, "model", ("image", "video"),
+            "MultiTurnSFTDataset stops at the first batch: AssertionError 'processor is needed to process image and "
+            "video' (utils/dataset/multiturn_sft_dataset.py:269)")
