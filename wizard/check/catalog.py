@@ -329,6 +329,11 @@ RULES: dict[str, tuple[str, str]] = {
               "SGLang server builds itself (mem_fraction_static from gpu_memory_utilization, disable_cuda_graph from "
               "enforce_eager, tp_size from TP x DP, dtype, trust_remote_code, base_gpu_id, ...): **engine_kwargs is "
               "spread last (async_sglang_server.py:314-340), so it silently replaces verl's value; set verl's own key"),
+    "VI665": ("media rows and a model verl builds no processor for", "a training/validation row with images, "
+              "videos or audio while verl 0.9.1's hf_processor gives None for the model (a processor class its match "
+              "has no case for, such as Gemma3Processor; a folder without preprocessor_config.json; a text model): "
+              "RLHFDataset asserts a processor at the first batch (tokenizer.py:208-246, rl_dataset.py:323); train a "
+              "model verl's hf_processor keeps, from a folder with its processor files"),
     "VI988": ("rollout engine argument verl never hands to the engine", "a key directly under a rollout's "
               "engine_kwargs (not under its engine's child: vllm, sglang, trtllm) is accepted and dropped; keys under "
               "another engine's child are not read by this run's engine (vllm_async_server.py:287, "
