@@ -51,6 +51,11 @@ ALLOWED_WARNINGS = {
     # beside ppo_max_token_len_per_gpu=24576 that verl reads only when it packs by tokens (engine/utils.py:108-128):
     # the budget does nothing. True, and the run works: a fair warning.
     "VI832",
+    # grpo_trainer/run_qwen3_5_35b_fsdp.sh, on_policy_distillation_trainer/run_qwen3_5_4b_fsdp.sh and the Ascend FSDP
+    # examples set actor_rollout_ref.actor/ref.use_torch_compile=False: verl 0.9.1's FSDP engine reads only
+    # fsdp_config.use_torch_compile (transformer_impl.py:183-186), so entropy_from_logits is compiled all the same.
+    # True (verl-recipe PR#150 moved its scripts for it); the run starts, compiled: a fair warning.
+    "VI689",
     # ascend_extras/gspo_trainer/run_qwen3_32b_fsdp.sh sets clip_ratio_c=10.0 beside loss_mode=gspo:
     # compute_policy_loss_gspo reads only clip_ratio(_low/_high) (core_algos.py:1546-1619), the dual-clip bound is
     # vanilla's (:1323). TRUE and harmless (the GSPO bounds 3e-4/4e-4 are read): a fair warning.

@@ -275,6 +275,8 @@ CASES = {
                                        with_("actor_rollout_ref.model.path=MODEL",
                                              "+actor_rollout_ref.model.override_config.attn_implementation=sdpa"),
                                        options={"model": "gpt_oss"}),
+    "role-level use_torch_compile (verl-recipe PR#150)": Case("VI689", f"{A}.use_torch_compile",
+                                                              with_(f"{A}.use_torch_compile=False")),
 }
 
 

@@ -336,6 +336,7 @@ def test_every_rule_has_a_test():
     tested |= {"VI991"}  # rollout log-probs vs the actor's, against verl's engine: tests/test_rollout_logprobs.py
     tested |= {"VI774", "VI775"}  # adaptive KL coefficient lost on resume: tests/test_check_algorithm.py
     tested |= {"VI776", "VI777", "VI778"}  # loss-mode keys, KL-loss gradient, entropy chunking: tests/test_check_losses.py
+    tested |= {"VI689", "VI690"}  # role-level use_torch_compile, Megatron fused kernels switched off: tests/test_check_engine_flags.py
     tested |= {"VI782", "VI783", "VI784"}  # critic warmup/discount/vocabulary, against verl's own code: tests/test_critic_rules.py
     tested |= {"VI779"}  # colocated Megatron engines with different layouts: tests/test_megatron_pool.py
     tested |= {"VI798", "VI799", "VI920"}  # vision-language data settings, against verl's dataset, agent loop and servers: tests/test_check_multimodal.py

@@ -613,6 +613,16 @@ RULES: dict[str, tuple[str, str]] = {
               "use_fused_kernels=True on impl_backend=triton or the Megatron engine: verl's linear_cross_entropy "
               "kernels carry NVIDIA-sized autotune blocks (utils/kernel/kernels.py:183-188) that overflow the NPU "
               "core's Unified Buffer when triton-ascend compiles them (verl#7950)"),
+    "VI689": ("role-level key the FSDP engine never reads", "actor_rollout_ref.actor/ref.use_torch_compile set on "
+              "fsdp / fsdp2: the engine compiles entropy_from_logits from <role>.fsdp_config.use_torch_compile "
+              "(workers/engine/fsdp/transformer_impl.py:183-186), a literal true in verl's trainer YAML "
+              "(_generated_ppo_trainer.yaml:44, :252) that nothing fills from the role key (actor.py:319-325), so "
+              "the role-level value is ignored (verl-recipe PR#150); table scripts/verl_engine_flags.py"),
+    "VI690": ("fused kernels the Megatron engine turns off", "model.use_fused_kernels=True on the Megatron engine with "
+              "use_remove_padding=False, model.mtp.enable=True or on the critic (a value model): "
+              "_maybe_enable_fused_kernels sets it False with only a worker-log warning "
+              "(workers/engine/megatron/transformer_impl.py:522-531), so the full [tokens, vocab] logits are "
+              "materialised and long-context memory runs out (verl PR#7826)"),
     "VI673": ("mbridge with virtual pipeline stages on Ascend NPUs", "trainer.device=npu with a Megatron role's "
               "virtual_pipeline_model_parallel_size > 1 and use_mbridge=True (the default, workers/config/engine.py:208): "
               "not supported together on MindSpeed, IndexError at model build (verl#4815)"),

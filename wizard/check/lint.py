@@ -112,6 +112,7 @@ from wizard.check.rules.gradclip import rule_role_grad_clip
 from wizard.check.rules.losses import rule_kl_cov_on_policy, rule_kl_loss_gradient, rule_policy_loss_keys
 from wizard.check.rules.minibatches import rule_epoch_shuffle
 from wizard.check.rules.entropy import rule_entropy_chunking
+from wizard.check.rules.engine_flags import rule_megatron_fused_off, rule_unfed_role_keys
 from wizard.check.rules.requirements import rule_requirements
 from wizard.check.rules.sft_columns import rule_sft_messages_column
 from wizard.check.rules.sft_data import (rule_sft_budget_below_max_length, rule_sft_left_truncation,
@@ -169,7 +170,7 @@ PPO_RULES = (
     rule_fully_async_lr_schedule, rule_fully_async_rollout_budget,
     rule_policy_loss_keys, rule_kl_loss_gradient, rule_entropy_chunking, rule_sglang_mm_kwargs,
     rule_kl_cov_on_policy, rule_role_grad_clip, rule_epoch_shuffle, rule_layered_summon, rule_enforce_eager,
-    rule_free_cache_engine, rule_npu_fused_kernels, rule_npu_mbridge_vpp,
+    rule_free_cache_engine, rule_npu_fused_kernels, rule_npu_mbridge_vpp, rule_unfed_role_keys, rule_megatron_fused_off,
     rule_dead_keys, rule_orphan_keys, rule_v1_bypass_ignored, rule_negative_kl_coef, rule_rollout_corr_values,
     rule_visible_gpus, rule_head_without_workers, *RAY_INIT_RULES)
 SFT_RULES = (rule_resume_sft, rule_sft_loop, rule_wandb_resume, rule_retention_across_restarts, rule_sft_pad_mode,

@@ -444,11 +444,14 @@ def trainer_keys(b: Build) -> None:
               "accelerator=amd: ROCm PyTorch names its devices cuda (verl plugin/platform/platform_rocm.py:25)"
               if a.accelerator == "amd" else
               "accelerator=ascend: verl's NPU platform device (plugin/platform/platform_npu.py:47)", "answer")
-        # as verl's Ascend CI runs (tests/special_npu/nightly_ci_ascend/*_npu.sh); the Megatron engine never reads it
+        # as verl's Ascend CI runs (tests/special_npu/nightly_ci_ascend/*_npu.sh); the Megatron engine never reads it.
+        # Under fsdp_config: the FSDP engine reads only fsdp_config.use_torch_compile (engine/fsdp/transformer_impl.py:
+        # 183-186), never the role-level key (verl-init check VI689, verl-recipe PR#150)
         if a.accelerator == "ascend" and not b.megatron:
             for role in ("actor", "ref"):
-                s.set(f"actor_rollout_ref.{role}.use_torch_compile", False,
-                      "accelerator=ascend: torch.compile off, as verl's own Ascend runs set it")
+                s.set(f"actor_rollout_ref.{role}.fsdp_config.use_torch_compile", False,
+                      "accelerator=ascend: torch.compile off, as verl's own Ascend runs set it (the FSDP engine reads "
+                      "it under fsdp_config)")
     if b.algo.adv_estimator == "remax":
         # only the legacy trainer generates ReMax's greedy baseline (verl-init check VI980, rules/algorithm.py)
         s.set("trainer.use_v1", False,
