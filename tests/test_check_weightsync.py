@@ -248,3 +248,23 @@ def test_bucket_key_from_verls_message_points_to_checkpoint_engine(tmp_path):
     assert BUCKET in found[0].problem.hint
     gone = _run(tmp_path, [*QWEN3_8B, "+actor_rollout_ref.rollout.skip_rollout=True"])
     assert _rules(gone, "VI804") == ["error"] and not _rules(gone, "VI802")
+
+
+def test_the_ascend_plan_sizes_the_bucket_for_the_fp32_embedding(tmp_path):
+    """The planner's side of VI651: an Ascend vLLM plan of an FSDP actor writes a bucket that holds the embedding
+    the actor sends in fp32. Qwen2.5-7B: 152064 × 3584 × 4 B = 2,179,989,504 B = 2079 MiB > verl's 2048, so 3072;
+    Qwen2.5-0.5B: 151936 × 896 × 4 B = 519 MiB, verl's default holds it and the plan leaves the key alone. The planted
+    fault (the key dropped from the bundle) draws VI651."""
+    import wizard
+
+    answers = wizard.load_profile("ascend-910b")
+    plan = wizard.plan(answers)
+    assert plan.value(BUCKET) == 3072
+    assert 152064 * 3584 * 4 // (1 << 20) == 2079
+    small = wizard.plan(answers.model_copy(update={"model": "Qwen/Qwen2.5-0.5B-Instruct"}))
+    assert BUCKET not in small.settings
+    bundle = wizard.write_bundle(wizard.render(plan), tmp_path / "b")
+    assert "VI651" not in check(str(bundle / "verl_config.yaml"), defaults="snapshot").ids()
+    del plan.settings[BUCKET]
+    bare = wizard.write_bundle(wizard.render(plan), tmp_path / "bare")
+    assert "VI651" in check(str(bare / "verl_config.yaml"), defaults="snapshot").ids()

@@ -436,6 +436,20 @@ def reward_keys(b: Build) -> None:
         roles["reward"] = "verl's rule-based scorer chosen by each row's data_source"
 
 
+BUCKET_DEFAULT_MB = 2048  # rollout.checkpoint_engine.update_weights_bucket_megabytes (workers/config/rollout.py:135)
+
+
+def _ascend_sync_bucket(b: Build) -> None:
+    """vLLM on Ascend without IPC syncs weights through shared memory, which refuses a tensor over the bucket
+    (vllm_rollout/bucketed_weight_transfer.py:140-144, vllm_rollout.py:143); the FSDP actor sends its embedding in
+    fp32 (engine model_dtype fp32, fsdp/transformer_impl.py:258-262): vocab × hidden × 4 B (check's VI651)."""
+    need = -(-b.shape.vocab * b.shape.hidden * 4 // (1 << 20))
+    if need > BUCKET_DEFAULT_MB:
+        b.s.set("actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes", -(-need // 1024) * 1024,
+                f"accelerator=ascend: the fp32 embedding ({b.shape.vocab} × {b.shape.hidden} × 4 B = {need} MiB) must "
+                "fit one bucket of vLLM's shared-memory sync on Ascend without IPC (verl#5952)")
+
+
 def trainer_keys(b: Build) -> None:
     a, s, given = b.a, b.s, b.given
     if a.accelerator != "nvidia":
@@ -452,6 +466,8 @@ def trainer_keys(b: Build) -> None:
                 s.set(f"actor_rollout_ref.{role}.fsdp_config.use_torch_compile", False,
                       "accelerator=ascend: torch.compile off, as verl's own Ascend runs set it (the FSDP engine reads "
                       "it under fsdp_config)")
+        if a.accelerator == "ascend" and not b.megatron and a.rollout_engine == "vllm" and b.shape is not None:
+            _ascend_sync_bucket(b)
     if b.algo.adv_estimator == "remax":
         # only the legacy trainer generates ReMax's greedy baseline (verl-init check VI980, rules/algorithm.py)
         s.set("trainer.use_v1", False,
