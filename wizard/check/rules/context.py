@@ -235,6 +235,23 @@ def local_path(c: Ctx, path: str) -> Path | None:
     return p if p.is_absolute() else c.src.workdir / p
 
 
+def local_data_files(c: Ctx, suffixes: tuple[str, ...]) -> list[tuple[str, str, Path]]:
+    """(key, the path as written, the file here) for each data.train_files / data.val_files entry that is a file on
+    this machine with one of `suffixes`; a file named twice is listed once."""
+    out: list[tuple[str, str, Path]] = []
+    for key in ("data.train_files", "data.val_files"):
+        value = c.v(key)
+        if c.unknown(key) or value is None:
+            continue
+        for path in [value] if isinstance(value, str) else value if isinstance(value, list) else []:
+            if not isinstance(path, str) or PLACEHOLDER in path:
+                continue
+            local = local_path(c, path)
+            if local is not None and local.is_file() and local.suffix in suffixes and local not in {p for *_, p in out}:
+                out.append((key, path, local))
+    return out
+
+
 HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 

@@ -13,7 +13,7 @@ Only when the model's tokenizer is a local folder and the files are local; the c
 
 from __future__ import annotations
 
-from wizard.check.rules.context import M, Ctx, Facts, local_path, model_folder
+from wizard.check.rules.context import M, Ctx, Facts, local_data_files, model_folder
 from wizard.check.shellargs import PLACEHOLDER
 
 UNBOUNDED = 1 << 60  # `needed` for overlong.count: never stop early, count every row (within its own bounds)
@@ -34,18 +34,7 @@ def _tokenizer(c: Ctx):
 
 
 def _files(c: Ctx) -> list[tuple[str, str]]:
-    out: list[tuple[str, str]] = []
-    for key in ("data.train_files", "data.val_files"):
-        value = c.v(key)
-        if c.unknown(key) or value is None:
-            continue
-        for path in [value] if isinstance(value, str) else value if isinstance(value, list) else []:
-            if isinstance(path, str) and PLACEHOLDER not in path:
-                local = local_path(c, path)
-                if local is not None and local.is_file() and local.suffix in (".parquet", ".jsonl", ".json") and \
-                        str(local) not in {p for _, p in out}:  # a file named twice is counted once
-                    out.append((key, str(local)))
-    return out
+    return [(key, str(local)) for key, _, local in local_data_files(c, (".parquet", ".jsonl", ".json"))]
 
 
 def rule_prompt_lengths(c: Ctx, f: Facts) -> None:

@@ -33,7 +33,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from wizard.check.rules.context import Ctx, Facts, local_path, model_folder, model_shape
+from wizard.check.rules.context import Ctx, Facts, local_data_files, model_folder, model_shape
 from wizard.check.shellargs import PLACEHOLDER
 
 RM = "reward.reward_model"
@@ -111,18 +111,7 @@ def _special_tokens(folder: Path) -> dict[str, str]:
 
 
 def _data_files(c: Ctx) -> list[tuple[str, Path]]:
-    out: list[tuple[str, Path]] = []
-    for key in ("data.train_files", "data.val_files"):
-        value = c.v(key)
-        if c.unknown(key) or value is None:
-            continue
-        for path in [value] if isinstance(value, str) else value if isinstance(value, list) else []:
-            if isinstance(path, str) and PLACEHOLDER not in path:
-                local = local_path(c, path)
-                if local is not None and local.is_file() and local.suffix in (".parquet", ".jsonl") and \
-                        local not in {p for _, p in out}:
-                    out.append((key, local))
-    return out
+    return [(key, local) for key, _, local in local_data_files(c, (".parquet", ".jsonl"))]
 
 
 def refused(template: str, prompts: list[Any], tokens: dict[str, str]) -> tuple[int, str] | None:

@@ -13,9 +13,8 @@ such keys, so a launch sets them as +data.image_key.
 
 from __future__ import annotations
 
-from wizard.check.rules.context import Ctx, Facts, local_path
+from wizard.check.rules.context import Ctx, Facts, local_data_files
 from wizard.check.rules.datacontent import SAMPLE_ROWS, file_rows, not_a_list
-from wizard.check.shellargs import PLACEHOLDER
 
 
 def _keys(c: Ctx) -> dict[str, str]:
@@ -36,28 +35,19 @@ def _first_single(path, keys: dict[str, str]) -> tuple[int, str, str, object] | 
 
 def rule_sft_media_cells(c: Ctx, f: Facts) -> None:
     keys = _keys(c)
-    for key in ("data.train_files", "data.val_files"):
-        value = c.v(key)
-        if c.unknown(key) or value is None:
+    for key, path, local in local_data_files(c, (".parquet",)):
+        try:
+            hit = _first_single(local, keys)
+        except Exception:  # noqa: BLE001 - a file pyarrow cannot read is verl's loader's business
             continue
-        for path in ([value] if isinstance(value, str) else value if isinstance(value, list) else []):
-            if not isinstance(path, str) or PLACEHOLDER in path:
-                continue
-            local = local_path(c, path)
-            if local is None or not local.is_file() or local.suffix != ".parquet":
-                continue
-            try:
-                hit = _first_single(local, keys)
-            except Exception:  # noqa: BLE001 - a file pyarrow cannot read is verl's loader's business
-                continue
-            if hit is None:
-                continue
-            n, kind, column, cell = hit
-            shape = (f"one {{{', '.join(sorted(map(str, cell)))}}} dict" if isinstance(cell, dict) else
-                     f"one {type(cell).__name__} value")
-            c.add("VI640", "error", (key, f"data.{kind}_key"),
-                  f"{path} row {n}: the {column!r} column (data.{kind}_key) holds {shape} per row, not a list of "
-                  f"{kind}s; verl's MultiTurnSFTDataset indexes it as a list and asserts every item was used "
-                  "(utils/dataset/multiturn_sft_dataset.py:255-288): KeyError or AssertionError at the first batch "
-                  "holding the row, after the model has loaded",
-                  f"write the column as a list, one item per <{kind}> placeholder: {column}=[item]")
+        if hit is None:
+            continue
+        n, kind, column, cell = hit
+        shape = (f"one {{{', '.join(sorted(map(str, cell)))}}} dict" if isinstance(cell, dict) else
+                 f"one {type(cell).__name__} value")
+        c.add("VI640", "error", (key, f"data.{kind}_key"),
+              f"{path} row {n}: the {column!r} column (data.{kind}_key) holds {shape} per row, not a list of "
+              f"{kind}s; verl's MultiTurnSFTDataset indexes it as a list and asserts every item was used "
+              "(utils/dataset/multiturn_sft_dataset.py:255-288): KeyError or AssertionError at the first batch "
+              "holding the row, after the model has loaded",
+              f"write the column as a list, one item per <{kind}> placeholder: {column}=[item]")

@@ -29,7 +29,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from wizard.check.rules.context import Ctx, Facts, local_path, model_folder, model_shape
+from wizard.check.rules.context import Ctx, Facts, local_data_files, model_folder, model_shape
 from wizard.check.shellargs import PLACEHOLDER
 
 M = "actor_rollout_ref.model"
@@ -108,25 +108,16 @@ def media_row(c: Ctx, kinds: tuple[str, ...] = ("image", "video", "audio")) -> t
 
     columns = {kind: col for kind in kinds
                if isinstance(col := c.v(f"data.{kind}_key", f"{kind}s"), str) and col}
-    for key in ("data.train_files", "data.val_files"):
-        value = c.v(key)
-        if c.unknown(key) or value is None:
+    for _, path, local in local_data_files(c, (".parquet", ".jsonl")):
+        try:
+            for n, row in enumerate(file_rows(local)):
+                if n >= ROWS:
+                    break
+                for kind, col in columns.items():
+                    if _has_media(row.get(col)):
+                        return path, n, kind, col
+        except Exception:  # noqa: BLE001 - VI878 reports an unreadable file
             continue
-        for path in ([value] if isinstance(value, str) else value if isinstance(value, list) else []):
-            if not isinstance(path, str) or PLACEHOLDER in path:
-                continue
-            local = local_path(c, path)
-            if local is None or not local.is_file() or local.suffix not in (".parquet", ".jsonl"):
-                continue
-            try:
-                for n, row in enumerate(file_rows(local)):
-                    if n >= ROWS:
-                        break
-                    for kind, col in columns.items():
-                        if _has_media(row.get(col)):
-                            return path, n, kind, col
-            except Exception:  # noqa: BLE001 - VI878 reports an unreadable file
-                continue
     return None
 
 
