@@ -186,3 +186,20 @@ def test_sft_trainer_too(tmp_path, complete):
     assert bool(hits) is not complete, [h.message for h in hits]
     if hits:
         assert hits[0].keys[0] == "model.path" and "multiturn_sft_dataset.py:269" in hits[0].message
+
+
+def test_a_model_folders_json_is_read_bounded(tmp_path):
+    """A model folder's JSON is read at most 4 MiB and never from a FIFO (the brief: every outside read bounded)."""
+    import os
+
+    from wizard.check.rules.vlm_processor import _read
+
+    small = tmp_path / "config.json"
+    small.write_text('{"model_type": "qwen2_5_vl"}', encoding="utf-8")
+    assert _read(small) == {"model_type": "qwen2_5_vl"}
+    big = tmp_path / "preprocessor_config.json"
+    big.write_text('{"pad": "' + "x" * (5 << 20) + '"}', encoding="utf-8")
+    assert _read(big) == {}
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    assert _read(fifo) == {}  # refused at once, not waited on

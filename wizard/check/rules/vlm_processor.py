@@ -57,9 +57,13 @@ def _mapped(model_type: str) -> str | None:
 
 
 def _read(path: Path) -> dict[str, Any]:
+    """A model folder's small JSON file (config.json, preprocessor_config.json), read bounded: {} when it is missing,
+    too large, too deep or not JSON."""
+    from wizard._io import UnsafeInput, read_user_file, safe_json
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = safe_json(read_user_file(str(path), 4 << 20))
+    except (OSError, ValueError, UnsafeInput):
         return {}
     return data if isinstance(data, dict) else {}
 
