@@ -23,8 +23,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from wizard.check.rules.context import Ctx, Facts, local_path
-from wizard.check.shellargs import PLACEHOLDER
+from wizard.check.rules.context import Ctx, Facts, local_data_files
 
 META_CAP = 4 << 20  # bytes of b"huggingface" metadata decoded at most (a real one is a few KiB)
 
@@ -64,33 +63,21 @@ def undecodable(path: Path) -> str | None:
     return None
 
 
-def _paths(c: Ctx, key: str) -> list[str]:
-    value = c.v(key)
-    if c.unknown(key) or value is None:
-        return []
-    return [p for p in ([value] if isinstance(value, str) else value if isinstance(value, list) else [])
-            if isinstance(p, str) and PLACEHOLDER not in p]
-
-
 def rule_parquet_features(c: Ctx, f: Facts) -> None:
-    for key in ("data.train_files", "data.val_files"):
-        for path in _paths(c, key):
-            local = local_path(c, path)
-            if local is None or local.suffix != ".parquet" or not local.is_file():
-                continue
-            error = undecodable(local)
-            if error is None:
-                continue
-            import datasets  # undecodable() found it importable: the version that decoded, not the dist record
+    for key, path, local in local_data_files(c, (".parquet",)):
+        error = undecodable(local)
+        if error is None:
+            continue
+        import datasets  # undecodable() found it importable: the version that decoded, not the dist record
 
-            have = getattr(datasets, "__version__", "?")
-            named = re.search(r"Feature type '([^']+)'", error)
-            what = f"feature type {named.group(1)!r}" if named else "feature metadata"
-            c.add("VI641", "error", (key,),
-                  f"{path} carries {what} that the installed datasets {have} cannot decode ({error}); verl "
-                  "reads it with datasets.load_dataset('parquet') (utils/dataset/rl_dataset.py:171-172), which "
-                  "raises this in the TaskRunner once the cluster is up (a file written by datasets>=4 names lists "
-                  "'List', which datasets<4 lacks: verl#2723)",
-                  "install the datasets version that wrote the file where verl runs (e.g. pip install "
-                  "'datasets>=4'), or rewrite the file with the installed datasets (load it with "
-                  "pyarrow.parquet.read_table and write it back without its b'huggingface' schema metadata)")
+        have = getattr(datasets, "__version__", "?")
+        named = re.search(r"Feature type '([^']+)'", error)
+        what = f"feature type {named.group(1)!r}" if named else "feature metadata"
+        c.add("VI641", "error", (key,),
+              f"{path} carries {what} that the installed datasets {have} cannot decode ({error}); verl "
+              "reads it with datasets.load_dataset('parquet') (utils/dataset/rl_dataset.py:171-172), which "
+              "raises this in the TaskRunner once the cluster is up (a file written by datasets>=4 names lists "
+              "'List', which datasets<4 lacks: verl#2723)",
+              "install the datasets version that wrote the file where verl runs (e.g. pip install "
+              "'datasets>=4'), or rewrite the file with the installed datasets (load it with "
+              "pyarrow.parquet.read_table and write it back without its b'huggingface' schema metadata)")

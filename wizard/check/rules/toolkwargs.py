@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from wizard.check.rules.context import R, Ctx, Facts, local_path
+from wizard.check.rules.context import R, Ctx, Facts, local_data_files
 from wizard.check.shellargs import PLACEHOLDER
 
 ROWS = 200  # rows read per file
@@ -57,22 +57,13 @@ def rule_tools_kwargs(c: Ctx, f: Facts) -> None:
         return
     from wizard.check.rules.datacontent import file_rows
 
-    for files_key in ("data.train_files", "data.val_files"):
-        value = c.v(files_key)
-        if c.unknown(files_key) or value is None:
+    for files_key, file, local in local_data_files(c, (".parquet", ".jsonl")):
+        try:
+            found = _first_misplaced(file_rows(local), names)
+        except Exception:  # noqa: BLE001 - an unreadable file is VI878's / verl's loader's business
             continue
-        for file in [value] if isinstance(value, str) else value if isinstance(value, list) else []:
-            if not isinstance(file, str) or PLACEHOLDER in file:
-                continue
-            local = local_path(c, file)
-            if local is None or not local.is_file() or local.suffix not in (".parquet", ".jsonl"):
-                continue
-            try:
-                found = _first_misplaced(file_rows(local), names)
-            except Exception:  # noqa: BLE001 - an unreadable file is VI878's / verl's loader's business
-                continue
-            if found is not None:
-                _report(c, key, files_key, file, names, *found)
+        if found is not None:
+            _report(c, key, files_key, file, names, *found)
 
 
 def _first_misplaced(rows: Any, names: set[str]) -> tuple[int, list[str]] | None:
