@@ -661,5 +661,13 @@ RULES: dict[str, tuple[str, str]] = {
               "Hugging Face feature metadata names a type the installed `datasets` lacks (datasets>=4's List read "
               "by datasets<4): verl's load_dataset('parquet') (rl_dataset.py:171-172) raises 'Feature type ... not "
               "found' in the TaskRunner (verl#2723); the oracle is the installed datasets' Features.from_dict"),
+    "VI637": ("code test cases verl's code scorer cannot use", "a codecontests/apps/codeforces/taco row whose "
+              "reward_model.ground_truth is not test cases verl's sandbox client or prime_code can run: not JSON, no "
+              "inputs/outputs, unequal counts, or call-based (fn_name) arguments stored as lists instead of one JSON "
+              "value per line of text (stdin=str(input), fn(*[json.loads(line)]): sandbox_fusion/utils.py:244,269,293; "
+              "prime_code/testing_util.py:235): a correct solution scores 0, no error (verl PR#2199, Eurus-2-RL-Data)"),
+    "VI638": ("code test case any answer passes", "with reward.sandbox_fusion.url, a code row's expected output is "
+              "null (sandbox_fusion/utils.py:427 passes any program that runs) or, call-based, empty (the wrapper "
+              "catches the exception and exits 0: :270-288): a solution that raises earns the reward (verl PR#7853)"),
     "VI877": ("--deep could not run", "no bubblewrap sandbox here (--deep and --verl refuse), or verl's code on the config stopped at a sandbox bound (time, memory, processes, output)"),
 }

@@ -65,6 +65,7 @@ from wizard.check.rules.attention_kernels import rule_attention_kernels
 from wizard.check.rules.precision import rule_precision
 from wizard.check.rules.remote_code import rule_remote_code
 from wizard.check.rules.sandbox import rule_sandbox
+from wizard.check.rules.code_tests import rule_code_tests
 from wizard.check.rules.sampling import rule_ignored_do_sample
 from wizard.check.rules.searchpath import rule_searchpath
 from wizard.check.rules.scriptcluster import (rule_head_without_workers, rule_ray_temp_dir_shared,
@@ -159,7 +160,7 @@ PPO_RULES = (
     rule_template_kwargs, rule_chat_template, rule_remote_code, rule_vlm_processor, rule_attention_kernels, rule_bundle_files, rule_agent, rule_agent_workers, rule_tool_schema, rule_turn_budget, rule_tool_format, rule_lora, rule_lora_export, rule_merger, rule_lora_scale, rule_mbridge,
     rule_moe_aux_loss,
     rule_megatron_optim, rule_fsdp_unread, rule_critic_attention, rule_half_master, rule_precision_names,
-    rule_rollout_train_dtype, rule_sandbox, rule_distill_pool,
+    rule_rollout_train_dtype, rule_sandbox, rule_code_tests, rule_distill_pool,
     rule_reward_model, rule_reward_inputs, rule_reward_special_tokens, rule_reward_managers, rule_dapo_filter, rule_reward_signals, rule_value_model, rule_separation_critic, rule_critic_tokenizer, rule_discount, rule_critic_vocab, rule_resume, rule_resume_world, rule_resume_budget, rule_hdfs_dir, rule_async_tracker, rule_saving, rule_fsdp1_offload_policy,
     rule_nsys_range, rule_megatron_pool, rule_engine_kwargs, rule_sglang_args, rule_ignored_do_sample,
     rule_kl_horizon, rule_rollout_correction_logprobs, rule_remax_baseline, rule_val_only, rule_val_subset, rule_val_repeats,
