@@ -44,11 +44,14 @@ def run(data: Path, changes: list[str]):
     return check(None, items, defaults="snapshot", env={"HOME": "/nonexistent-home"}, **HW)
 
 # prompt_str: verl never passes it (verl PR#2954); gsm8k: verl's own per-source scorer (utils/reward_score/gsm8k.py:52)
-MISSING = "def custom_compute_score(data_source, prompt_str, solution_str, ground_truth, extra_info=None):\n    return 0.0\n"
-SCORER = "def compute_score(solution_str, ground_truth, method='strict', format_score=0.0, score=1.0):\n    return 1.0\n"
+MISSING = ("def custom_compute_score(data_source, prompt_str, solution_str, ground_truth, extra_info=None):\n"
+           "    return 0.0\n")
+SCORER = ("def compute_score(solution_str, ground_truth, method='strict', format_score=0.0, score=1.0):\n"
+          "    return 1.0\n")
 DOCUMENTED = "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n    return 0.1\n"
 OPEN = "def compute_score(solution_str, ground_truth, **kwargs):\n    return 1.0\n"
-TAKES_ALPHA = "def compute_score(data_source, solution_str, ground_truth, extra_info=None, alpha=1.0):\n    return alpha\n"
+TAKES_ALPHA = ("def compute_score(data_source, solution_str, ground_truth, extra_info=None, alpha=1.0):\n"
+               "    return alpha\n")
 NESTED = ("def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
           "    r1, r2 = 1.0, 0.0\n"
           "    return {'score': r1 + r2, 'reward_extra_info': {'reward_1': r1, 'reward_2': r2}}\n")
@@ -191,3 +194,14 @@ def test_vi647_cases_fail_inside_verls_manager(tmp_path):
     with pytest.raises(TypeError):
         _naive_reads(_file(tmp_path, MISSING), "custom_compute_score")
     assert _naive_reads(_file(tmp_path, DOCUMENTED, "ok.py"))["reward_score"] == 0.1
+
+
+def test_vi647_any_registered_manager_and_async_functions(data, tmp_path):
+    """The class, not one issue: an async function under the dapo manager (dapo.py calls it with the same keywords);
+    a decorated function is not read (its wrapper may take other arguments)."""
+    path = _file(tmp_path, "async def compute_score(solution_str, ground_truth):\n    return 1.0\n")
+    report = _ids(data, path, extra=("reward.reward_manager.name=dapo",))
+    (hit,) = [f.problem for f in report.findings if f.problem.rule == "VI647"]
+    assert "'dapo' reward manager" in hit.message and "does not take data_source, extra_info" in hit.message
+    wrapped = _file(tmp_path, "import functools\n\n@functools.cache\n" + SCORER, "wrapped.py")
+    assert "VI647" not in _ids(data, wrapped).ids()

@@ -17,14 +17,15 @@ definition (VI647, VI653; paths under site-packages/verl).
   utils/reward_score/gsm8k.py:52 `compute_score(solution_str, ground_truth, ...)` used as the custom function), or
   (b) a parameter without a default is none of those keywords, or positional-only — "missing required argument"
   (verl PR#2954: `custom_compute_score(data_source, prompt_str, ...)`). Checked only for a `register` manager (an
-  importlib manager calls the function its own way) and a plain top-level `def` (an alias or partial is not read).
+  importlib manager calls the function its own way) and a plain, undecorated top-level `def` (an alias, a partial
+  or a decorator's wrapper is not read).
 - VI653: a `return` of the function is a dict literal that lacks "score" (error: the managers read `result["score"]`,
   naive.py:89-90; dapo.py:99, gdpo.py:83, limited.py:442, remote.py:121: KeyError at the first reward), or one that
-  holds (error when validation runs, else warning) a value that is itself a dict literal or comprehension (e.g. `{"score": s, "reward_extra_info": {...}}`,
-  verl#2279). verl does not unpack it: every key of the dict becomes a reward_extra_info column (naive.py:91-92),
-  validation collects them (trainer/ppo/v1/trainer_base.py:1136-1139) and `process_validation_metrics`
-  (trainer/ppo/metric_utils.py:1017) takes np.mean over the values: TypeError on dicts, at the first validation
-  (trainer.val_before_train, default true, or every trainer.test_freq steps).
+  holds (error when validation runs, else warning) a value that is itself a dict literal or comprehension (e.g.
+  `{"score": s, "reward_extra_info": {...}}`, verl#2279). verl does not unpack it: every key of the dict becomes a
+  reward_extra_info column (naive.py:91-92), validation collects them (trainer/ppo/v1/trainer_base.py:1136-1139) and
+  `process_validation_metrics` (trainer/ppo/metric_utils.py:1017) takes np.mean over the values: TypeError on dicts,
+  at the first validation (trainer.val_before_train, default true, or every trainer.test_freq steps).
 The file is read as text (bounded) and parsed with `ast`, never imported.
 """
 
@@ -117,8 +118,8 @@ def _rule_signature(c: Ctx, fn: ast.FunctionDef | ast.AsyncFunctionDef, file: st
     passed, where = known
     passed = (set(passed) - ROUTER_KWARGS) | _reward_kwargs(c)
     a = fn.args
-    if a.kwarg is not None:
-        return
+    if a.kwarg is not None or fn.decorator_list:
+        return  # **kwargs takes anything; a decorator may change what the name is called with
     positional = a.posonlyargs + a.args
     defaults = {p.arg for p in positional[len(positional) - len(a.defaults):]} if a.defaults else set()
     defaults |= {p.arg for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None}
