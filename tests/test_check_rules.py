@@ -355,6 +355,7 @@ def test_every_rule_has_a_test():
     tested |= {"VI923", "VI924", "VI925", "VI926"}  # checkpoint storage and resume world, against verl's trainers and managers: tests/test_check_ckpt_store.py
     tested |= {"VI916", "VI917", "VI918", "VI992"}  # saving and offload settings verl ignores: tests/test_saving_rules.py
     tested |= {"VI996", "VI997", "VI998", "VI999"}  # reward managers' reads, DAPO sampling: tests/test_reward_managers.py
+    tested |= {"VI647", "VI653"}  # reward function signature / answer against verl's managers: tests/test_check_reward_signature.py
     tested |= {"VI648", "VI649", "VI650"}  # DAPO filter metric, overlong shaping, legacy trainer: tests/test_dapo_filter.py
     tested |= {"VI913"}  # SGLang rollout DP without DP attention: tests/test_sglang_dp.py
     tested |= {"VI993", "VI994", "VI995"}  # trainer-mode preconditions, run in verl's own code: tests/test_check_modes.py
