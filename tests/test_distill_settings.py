@@ -244,3 +244,10 @@ def test_a_teacher_with_another_tokenizer_is_reported_and_one_tokenizer_is_clean
     assert _hits("VI622", [*run, f"{T}.model_path={same}"]) == []
     # a hub id with nothing on this machine is not compared
     assert _hits("VI622", [*run, f"{T}.model_path=meta-llama/Llama-3.1-70B-Instruct"]) == []
+
+
+def test_a_loss_mode_verl_does_not_register_is_an_error():
+    bad = [*BASE, f"{L}.loss_mode=reverse_kl", f"{L}.use_policy_gradient=False"]
+    assert _verl_says(tuple(bad)).startswith("ValueError: Unsupported loss mode: reverse_kl")
+    [hit] = _hits("VI617", bad)
+    assert hit.problem.keys == (f"{L}.loss_mode",) and "losses.py:100-106" in hit.problem.message
