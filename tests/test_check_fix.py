@@ -252,6 +252,22 @@ CASES = {
                                                         "distillation.nnodes=2")),
     "teacher pool of 8 GPUs a node": Case("VI973", "distillation.n_gpus_per_node",
                                           with_(*DISTILL, "distillation.n_gpus_per_node=8", "distillation.nnodes=1")),
+    # distillation settings verl refuses or replaces (tests/test_distill_settings.py has verl's DistillationConfig)
+    "k1 distillation loss backpropagated": Case("VI617", "distillation.distillation_loss.loss_mode",
+                                                with_("distillation.enabled=True",
+                                                      "distillation.distillation_loss.loss_mode=k1",
+                                                      "distillation.distillation_loss.use_policy_gradient=False")),
+    "distillation policy loss other than vanilla": Case("VI617", "distillation.distillation_loss.policy_loss_mode",
+                                                        with_("distillation.enabled=True",
+                                                              "distillation.distillation_loss.policy_loss_mode=gspo")),
+    "teacher vLLM max_logprobs below topk": Case(
+        "VI620", "distillation.teacher_models.teacher_model.inference.engine_kwargs.vllm.max_logprobs",
+        with_("distillation.enabled=True", "distillation.distillation_loss.loss_mode=forward_kl_topk",
+              "distillation.distillation_loss.use_policy_gradient=False", "distillation.distillation_loss.topk=64",
+              "+distillation.teacher_models.teacher_model.inference.engine_kwargs.vllm.max_logprobs=20")),
+    "teacher temperature (verl#7769)": Case("VI621", "distillation.teacher_models.teacher_model.inference.temperature",
+                                            with_("distillation.enabled=True",
+                                                  "distillation.teacher_models.teacher_model.inference.temperature=0.6")),
     # a pre-trained adapter (tests/test_lora_adapter.py has peft's own adapter): its rank from its adapter_config.json
     "adapter without a LoRA rank": Case("VI880", "actor_rollout_ref.model.lora_adapter_path",
                                         with_("+actor_rollout_ref.model.lora_adapter_path=ADAPTER"),

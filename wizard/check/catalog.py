@@ -264,6 +264,20 @@ RULES: dict[str, tuple[str, str]] = {
               "config's hydra.searchpath (verl's one-step-off YAMLs: `file://verl/trainer/config`) is read from the "
               "folder the run starts in; where that folder lacks the config the `defaults:` list needs, Hydra stops "
               "with \"Could not load 'ppo_trainer'\" before anything runs (pkg:// entries resolve anywhere)"),
+    "VI617": ("distillation loss settings verl refuses", "with distillation.enabled, verl's DistillationLossConfig "
+              "looks distillation_loss.loss_mode up in its registry, accepts only policy_loss_mode vanilla and refuses "
+              "k1 without use_policy_gradient (workers/config/distillation.py:100-124), inside the Ray job; the table "
+              "is verl's own constructor (scripts/verl_distill_losses.py)"),
+    "VI620": ("teacher top-k log-probs verl's teacher config refuses", "a top-k distillation loss (forward_kl_topk) "
+              "needs distillation_loss.topk, a teacher on vllm or sglang, and a teacher vLLM engine_kwargs.vllm."
+              "max_logprobs of at least topk (workers/config/distillation.py:188-218); verl raises inside the Ray job"),
+    "VI621": ("teacher temperature verl never applies", "a distillation teacher's inference.temperature other than "
+              "1.0: the teacher only scores the student's tokens and verl sends temperature 1.0 with a worker-log "
+              "warning (experimental/teacher_loop/teacher_manager.py:45-56; verl#7769)"),
+    "VI622": ("teacher tokenizer that numbers the student's tokens differently", "verl sends the student's token ids "
+              "to the distillation teacher unchanged (teacher_manager.py:116-144, skip_tokenizer_init) and distils "
+              "against their log-probs there: the local tokenizer files of student and teacher must map tokens to "
+              "the same ids (verl-omni#382)"),
     "VI973": ("distillation teacher pool that does not match the teachers", "with distillation.enabled, the sum over "
               "teachers of num_replicas × TP×DP×PP must equal distillation.n_gpus_per_node × nnodes (one teacher: its "
               "TP×DP×PP must divide it); verl's DistillationConfig raises it inside the Ray job, after the GPUs are "

@@ -88,6 +88,9 @@ from wizard.check.rules.parquet_features import rule_parquet_features
 from wizard.check.rules.prompt_options import rule_template_kwargs, rule_truncation
 from wizard.check.rules.toolkwargs import rule_tools_kwargs
 from wizard.check.rules.distill import rule_distill_pool
+from wizard.check.rules.distill_settings import (
+    rule_distill_loss, rule_teacher_temperature, rule_teacher_tokenizer, rule_teacher_topk,
+)
 from wizard.check.rules.engine_kwargs import rule_engine_kwargs
 from wizard.check.rules.sglang_args import rule_sglang_args
 from wizard.check.rules.files import rule_files
@@ -161,7 +164,8 @@ PPO_RULES = (
     rule_template_kwargs, rule_chat_template, rule_remote_code, rule_vlm_processor, rule_attention_kernels, rule_bundle_files, rule_agent, rule_agent_workers, rule_tool_schema, rule_turn_budget, rule_tool_format, rule_lora, rule_lora_export, rule_merger, rule_lora_scale, rule_mbridge,
     rule_moe_aux_loss,
     rule_megatron_optim, rule_fsdp_unread, rule_critic_attention, rule_half_master, rule_precision_names,
-    rule_rollout_train_dtype, rule_sandbox, rule_code_tests, rule_distill_pool,
+    rule_rollout_train_dtype, rule_sandbox, rule_code_tests, rule_distill_pool, rule_distill_loss, rule_teacher_topk,
+    rule_teacher_temperature, rule_teacher_tokenizer,
     rule_reward_model, rule_reward_inputs, rule_reward_special_tokens, rule_reward_managers, rule_dapo_filter, rule_reward_signals, rule_reward_signature, rule_value_model, rule_separation_critic, rule_critic_tokenizer, rule_discount, rule_critic_vocab, rule_resume, rule_resume_world, rule_resume_budget, rule_hdfs_dir, rule_async_tracker, rule_saving, rule_fsdp1_offload_policy,
     rule_nsys_range, rule_megatron_pool, rule_engine_kwargs, rule_sglang_args, rule_ignored_do_sample,
     rule_kl_horizon, rule_rollout_correction_logprobs, rule_remax_baseline, rule_val_only, rule_val_subset, rule_val_repeats,
