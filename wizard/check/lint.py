@@ -109,6 +109,7 @@ from wizard.check.rules.quant import rule_fp8_blocks
 from wizard.check.rules.optim import rule_critic_attention, rule_fsdp_unread, rule_half_master, rule_megatron_optim
 from wizard.check.rules.readers import rule_unread
 from wizard.check.rules.gradclip import rule_role_grad_clip
+from wizard.check.rules.optim_sched import rule_fsdp_optimizer_build, rule_megatron_resume_schedule, rule_muon_adamw_scale
 from wizard.check.rules.losses import rule_kl_cov_on_policy, rule_kl_loss_gradient, rule_policy_loss_keys
 from wizard.check.rules.minibatches import rule_epoch_shuffle
 from wizard.check.rules.entropy import rule_entropy_chunking
@@ -158,7 +159,8 @@ PPO_RULES = (
     rule_values, rule_inert_clip, rule_gspo_clip, rule_files, rule_data_content, rule_parquet_features, rule_tools_kwargs, rule_prompt_lengths, rule_truncation,
     rule_template_kwargs, rule_chat_template, rule_remote_code, rule_vlm_processor, rule_attention_kernels, rule_bundle_files, rule_agent, rule_agent_workers, rule_tool_schema, rule_turn_budget, rule_tool_format, rule_lora, rule_lora_export, rule_merger, rule_lora_scale, rule_mbridge,
     rule_moe_aux_loss,
-    rule_megatron_optim, rule_fsdp_unread, rule_critic_attention, rule_half_master, rule_precision_names,
+    rule_megatron_optim, rule_megatron_resume_schedule, rule_fsdp_optimizer_build, rule_muon_adamw_scale,
+    rule_fsdp_unread, rule_critic_attention, rule_half_master, rule_precision_names,
     rule_rollout_train_dtype, rule_sandbox, rule_distill_pool,
     rule_reward_model, rule_reward_inputs, rule_reward_special_tokens, rule_reward_managers, rule_dapo_filter, rule_reward_signals, rule_value_model, rule_separation_critic, rule_critic_tokenizer, rule_discount, rule_critic_vocab, rule_resume, rule_resume_world, rule_resume_budget, rule_hdfs_dir, rule_async_tracker, rule_saving, rule_fsdp1_offload_policy,
     rule_nsys_range, rule_megatron_pool, rule_engine_kwargs, rule_sglang_args, rule_ignored_do_sample,
