@@ -177,3 +177,25 @@ def test_muon_at_default_scale_warns_and_matched_stays_silent():
     assert not _hits("VI663", f"{A}.optim.optimizer=muon", f"{A}.optim.muon_match_adamw_update_rms=True", config=MEGATRON)
     assert not _hits("VI663", f"{A}.optim.optimizer=muon", f"{A}.optim.muon_extra_scale_factor=0.23", config=MEGATRON)
     assert not _hits("VI663", config=MEGATRON)  # adam
+
+
+# --- the SFT trainer's model: same engines, same checkpoint manager ----------------------------------------------
+
+def _sft(tmp_path: Path, *args: str):
+    script = tmp_path / "sft.sh"
+    script.write_text("#!/bin/bash\ntorchrun --nproc_per_node=8 -m verl.trainer.sft_trainer \\\n  " + " \\\n  ".join(
+        ["data.train_files=/data/train.parquet", "model.path=Qwen/Qwen2.5-0.5B-Instruct", "optim.lr=1e-5", *args])
+        + "\n")
+    report = check(str(script), env={"HOME": "/root"})
+    return {f.problem.rule: f.problem.severity for f in report.findings if f.problem.rule.startswith("VI66")}
+
+
+def test_sft_model_gets_the_same_rules(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    assert _sft(tmp_path, "engine=fsdp", "optim.optimizer=AdamW8bit") == {"VI662": "error"}
+    assert _sft(tmp_path, "engine=fsdp") == {}
+    assert _sft(tmp_path, "engine=megatron", "optim=megatron", "optim.optimizer=muon") == {"VI663": "warning"}
+    assert _sft(tmp_path, "engine=megatron", "optim=megatron", "optim.lr_warmup_steps=10",
+                "trainer.resume_mode=resume_path", f"trainer.resume_from_path={ckpt}/global_step_20") == {
+        "VI661": "warning"}

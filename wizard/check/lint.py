@@ -109,7 +109,8 @@ from wizard.check.rules.quant import rule_fp8_blocks
 from wizard.check.rules.optim import rule_critic_attention, rule_fsdp_unread, rule_half_master, rule_megatron_optim
 from wizard.check.rules.readers import rule_unread
 from wizard.check.rules.gradclip import rule_role_grad_clip
-from wizard.check.rules.optim_sched import rule_fsdp_optimizer_build, rule_megatron_resume_schedule, rule_muon_adamw_scale
+from wizard.check.rules.optim_sched import (rule_fsdp_optimizer_build, rule_megatron_resume_schedule,
+                                            rule_muon_adamw_scale, rule_sft_optimizer)
 from wizard.check.rules.losses import rule_kl_cov_on_policy, rule_kl_loss_gradient, rule_policy_loss_keys
 from wizard.check.rules.minibatches import rule_epoch_shuffle
 from wizard.check.rules.entropy import rule_entropy_chunking
@@ -178,7 +179,8 @@ PPO_RULES = (
 SFT_RULES = (rule_resume_sft, rule_sft_loop, rule_wandb_resume, rule_retention_across_restarts, rule_sft_pad_mode,
              rule_sft_micro_ignored, rule_sft_left_truncation, rule_sft_val_batches, rule_sft_default_lr,
              rule_sft_lora_alpha, rule_npu_sft_fused_kernels, rule_sft_media_cells, rule_sft_epoch_resume,
-             rule_sft_messages_column, rule_sft_budget_below_max_length, rule_precision_names, rule_sft_vlm_processor)
+             rule_sft_messages_column, rule_sft_budget_below_max_length, rule_precision_names, rule_sft_vlm_processor,
+             rule_sft_optimizer)
 
 
 def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: int | None = None,

@@ -1,6 +1,7 @@
 """The optimizer a trained role really builds and the LR schedule it really follows across restarts (verl 0.9.1,
-paths under site-packages/verl). Defaults and the Muon algorithm names come from wizard/check/data/verl_optim.json
-(scripts/verl_optim.py, derived by running verl's own code).
+paths under site-packages/verl), for the PPO actor/critic and the SFT trainer's model (its optim and engine groups,
+trainer/config/sft_trainer_engine.yaml:9-14; same engines, same checkpoint managers). Defaults and the Muon
+algorithm names come from wizard/check/data/verl_optim.json (scripts/verl_optim.py, derived by running verl's code).
 
 - VI661 (warning; info while no checkpoint is there yet): a Megatron actor/critic that resumes (resume_mode=
   resume_path, or auto with default_local_dir's latest_checkpointed_iteration.txt present; info: auto with
@@ -48,12 +49,21 @@ FSDP_STRATEGIES = ("fsdp", "fsdp2")
 FSDP_DEFAULTS = {"optimizer": "AdamW", "optimizer_impl": "torch.optim"}  # FSDPOptimizerConfig, optimizer.py:106-107
 
 
-def _roles(c: Ctx, f: Facts) -> list[str]:
-    return [A] + (["critic"] if f.use_critic else [])
+Role = tuple[str, str, str]  # (optim section, the key naming its engine, what the message calls it)
+SFT_ROLE: Role = ("optim", "engine.strategy", "SFT model")  # sft_trainer_engine.yaml: optim@optim, engine@engine
 
 
-def _strategy(c: Ctx, role: str) -> str:
-    return str(c.v(f"{role}.strategy") or "")
+def _roles(c: Ctx, f: Facts) -> list[Role]:
+    roles = [(f"{A}.optim", f"{A}.strategy", "actor")]
+    return roles + ([("critic.optim", "critic.strategy", "critic")] if f.use_critic else [])
+
+
+def _strategy(c: Ctx, key: str) -> str:
+    """The role's engine; verl's engine/megatron.yaml carries no strategy key, only its _target_ McoreEngineConfig."""
+    value = c.v(key)
+    if value is None and key == SFT_ROLE[1] and str(c.v("engine._target_") or "").endswith("McoreEngineConfig"):
+        return "megatron"
+    return str(value or "")
 
 
 def _resumes(c: Ctx) -> tuple[str, str] | None:
@@ -90,15 +100,18 @@ def _schedule_steps(c: Ctx, opt: str, defaults: dict[str, Any]) -> list[str]:
 
 def rule_megatron_resume_schedule(c: Ctx, f: Facts) -> None:
     """VI661: a resumed Megatron role whose LR schedule is rebuilt from step 0 (verl#7953)."""
+    _megatron_resume_schedule(c, _roles(c, f))
+
+
+def _megatron_resume_schedule(c: Ctx, roles: list[Role]) -> None:
     defaults = optim_table()["megatron"]["defaults"]
     resumes = _resumes(c)
     if resumes is None:
         return
     severity, how = resumes
-    for role in _roles(c, f):
-        opt = f"{role}.optim"
+    for opt, strategy, label in roles:
         key = f"{opt}.use_checkpoint_opt_param_scheduler"
-        if _strategy(c, role) != "megatron" or c.unknown(key, f"{opt}.lr_warmup_steps", f"{opt}.lr_decay_style"):
+        if _strategy(c, strategy) != "megatron" or c.unknown(key, f"{opt}.lr_warmup_steps", f"{opt}.lr_decay_style"):
             continue
         if c.v(key, defaults.get("use_checkpoint_opt_param_scheduler")) is True:
             continue
@@ -106,7 +119,7 @@ def rule_megatron_resume_schedule(c: Ctx, f: Facts) -> None:
         if not varying:
             continue
         c.add("VI661", severity, (key, "trainer.resume_mode"),
-              f"{key}=False on a Megatron {role.split('.')[-1]} that resumes ({how}): verl saves the LR scheduler "
+              f"{key}=False on a Megatron {label} that resumes ({how}): verl saves the LR scheduler "
               "state but loads it only with this flag (utils/checkpoint/megatron_checkpoint_manager.py:411-412 vs "
               ":753-759, :956-962), so after each resume " + " and ".join(varying) + " (verl#7953)",
               f"set {key}=True; Megatron-Core then checks lr, warmup and decay against the checkpoint's "
@@ -185,9 +198,9 @@ def _check_fsdp_optimizer(c: Ctx, opt: str) -> None:
 
 def rule_fsdp_optimizer_build(c: Ctx, f: Facts) -> None:
     """VI662: an FSDP role's optimizer class that verl's build_optimizer cannot import or construct (verl PR#3656)."""
-    for role in _roles(c, f):
-        if _strategy(c, role) in FSDP_STRATEGIES:
-            _check_fsdp_optimizer(c, f"{role}.optim")
+    for opt, strategy, _ in _roles(c, f):
+        if _strategy(c, strategy) in FSDP_STRATEGIES:
+            _check_fsdp_optimizer(c, opt)
 
 
 def adamw_match_scale(beta1: float) -> float:
@@ -197,11 +210,14 @@ def adamw_match_scale(beta1: float) -> float:
 
 def rule_muon_adamw_scale(c: Ctx, f: Facts) -> None:
     """VI663: Muon with the default muon_extra_scale_factor at an AdamW learning rate (verl PR#7120)."""
+    _muon_adamw_scale(c, _roles(c, f))
+
+
+def _muon_adamw_scale(c: Ctx, roles: list[Role]) -> None:
     table = optim_table()["megatron"]
     defaults, muon = table["defaults"], [str(m).lower() for m in table["muon_algorithms"]]
-    for role in _roles(c, f):
-        opt = f"{role}.optim"
-        if _strategy(c, role) != "megatron" or str(c.v(f"{opt}.optimizer") or "").lower() not in muon:
+    for opt, strategy, _ in roles:
+        if _strategy(c, strategy) != "megatron" or str(c.v(f"{opt}.optimizer") or "").lower() not in muon:
             continue
         scale_key, match_key = f"{opt}.muon_extra_scale_factor", f"{opt}.muon_match_adamw_update_rms"
         if c.unknown(scale_key, match_key, f"{opt}.betas") or c.v(match_key) is True:
@@ -226,3 +242,12 @@ def rule_muon_adamw_scale(c: Ctx, f: Facts) -> None:
               f"{1.0 / match:.1f}x as far as AdamW's would (verl PR#7120)",
               f"set {match_key}=True (verl derives the factor from betas[0]), or scale {opt}.lr by {match:.4f}",
               fix=Fix(set={match_key: True}))
+
+
+def rule_sft_optimizer(c: Ctx, f: Facts) -> None:
+    """VI661-VI663 for the SFT trainer's one model (optim + engine of sft_trainer_engine.yaml; same engines, same
+    checkpoint manager, trainer/sft_trainer.py)."""
+    _megatron_resume_schedule(c, [SFT_ROLE])
+    if _strategy(c, SFT_ROLE[1]) in FSDP_STRATEGIES:
+        _check_fsdp_optimizer(c, SFT_ROLE[0])
+    _muon_adamw_scale(c, [SFT_ROLE])
