@@ -167,6 +167,13 @@ CASES = {
     "critic warmup without a critic (R22-05)": Case("VI782", "trainer.critic_warmup", with_("trainer.critic_warmup=10")),
     # tests/test_check_ppo_updates.py holds both to verl's FSDP optimizer_step and make_iterator
     "role-level grad_clip (verl PR#7923)": Case("VI791", f"{A}.grad_clip", with_(f"{A}.grad_clip=0.2")),
+    # tests/test_check_optim_sched.py holds both to verl's Megatron checkpoint manager and adamw_rms_match_scale_factor
+    "Megatron LR schedule restarted on resume (verl#7953)": Case(
+        "VI661", f"{A}.optim.use_checkpoint_opt_param_scheduler",
+        with_("model_engine=megatron", f"{A}.optim.lr_warmup_steps=10", "trainer.resume_mode=resume_path",
+              "trainer.resume_from_path=/tmp/ckpt/global_step_20")),
+    "Muon at an AdamW lr (verl PR#7120)": Case("VI663", f"{A}.optim.optimizer",
+                                               with_("model_engine=megatron", f"{A}.optim.optimizer=muon")),
     "ppo_epochs replaying one order (verl#3213)": Case("VI792", f"{A}.ppo_epochs", with_(f"{A}.ppo_epochs=4")),
     # tests/test_check_profiling.py holds the count to verl's worker group and Nsight profiler
     "nsys whole-step capture end (verl#4920)": Case("VI976", "global_profiler.global_tool_config.nsys.worker_nsight_options.capture-range-end",

@@ -334,6 +334,7 @@ def test_every_rule_has_a_test():
     tested |= {"VI613", "VI614"}  # precision names / rollout vs training dtype, against verl's engines: tests/test_check_dtypes.py
     tested |= {"VI990"}  # FP8 rollout shards against vLLM's block rule: tests/test_fp8_rollout.py
     tested |= {"VI981", "VI982", "VI983", "VI984"}  # optimizer/precision keys verl does not act on: tests/test_check_optim.py
+    tested |= {"VI661", "VI662", "VI663"}  # Megatron schedule on resume, FSDP optimizer build, Muon scale: tests/test_check_optim_sched.py
     tested |= {"VI991"}  # rollout log-probs vs the actor's, against verl's engine: tests/test_rollout_logprobs.py
     tested |= {"VI774", "VI775"}  # adaptive KL coefficient lost on resume: tests/test_check_algorithm.py
     tested |= {"VI776", "VI777", "VI778"}  # loss-mode keys, KL-loss gradient, entropy chunking: tests/test_check_losses.py

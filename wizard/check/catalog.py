@@ -361,6 +361,20 @@ RULES: dict[str, tuple[str, str]] = {
               "FP8 blocks): every row-parallel slice (o_proj's heads × head_dim, down_proj's intermediate size, the "
               "experts' intermediate size) over the rollout TP must be a multiple of 128, or the engine refuses the "
               "model at load (vLLM's validate_fp8_block_shape)"),
+    "VI661": ("Megatron LR schedule restarted on resume", "a Megatron actor/critic that resumes (resume_mode="
+              "resume_path, or auto with save_freq > 0) with a warmup or a decaying lr_decay_style and "
+              "optim.use_checkpoint_opt_param_scheduler=False (the default): verl saves the scheduler state but loads "
+              "it only behind that flag (megatron_checkpoint_manager.py:411-412, 753-759, 956-962), so each resume "
+              "replays the warmup and restarts the decay (verl#7953); fix: use_checkpoint_opt_param_scheduler=True"),
+    "VI662": ("FSDP optimizer verl cannot build", "optim.optimizer not in optim.optimizer_impl, a documented "
+              "optimizer module missing here, or a keyword (betas, an override_optimizer_config key) the class does "
+              "not take: verl's build_optimizer raises AttributeError/ImportError/TypeError in each worker after the "
+              "GPUs are booked (workers/config/optimizer.py:298-351, verl PR#3656)"),
+    "VI663": ("Muon at an AdamW learning rate", "Megatron optim.optimizer=muon with the default "
+              "muon_extra_scale_factor=1.0 and muon_match_adamw_update_rms=False: verl documents 1.0 as not "
+              "AdamW-comparable (workers/config/optimizer.py:173-182); the same lr steps about 1/sqrt((1-b1)/(1+b1)) "
+              "= 4.4x as far at beta1=0.9 (utils/megatron/optimizer.py:91-100, verl PR#7120); fix: "
+              "muon_match_adamw_update_rms=True"),
     "VI981": ("optimizer key Megatron never receives", "an optim key of a Megatron actor/critic that verl's "
               "init_megatron_optim_config and LR scheduler do not pass on in this configuration "
               "(utils/megatron/optimizer.py:120-268), e.g. optim.betas: Adam runs with Megatron-Core's own betas; "

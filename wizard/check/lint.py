@@ -113,6 +113,8 @@ from wizard.check.rules.quant import rule_fp8_blocks
 from wizard.check.rules.optim import rule_critic_attention, rule_fsdp_unread, rule_half_master, rule_megatron_optim
 from wizard.check.rules.readers import rule_unread
 from wizard.check.rules.gradclip import rule_role_grad_clip
+from wizard.check.rules.optim_sched import (rule_fsdp_optimizer_build, rule_megatron_resume_schedule,
+                                            rule_muon_adamw_scale, rule_sft_optimizer)
 from wizard.check.rules.losses import rule_kl_cov_on_policy, rule_kl_loss_gradient, rule_policy_loss_keys
 from wizard.check.rules.minibatches import rule_epoch_shuffle
 from wizard.check.rules.entropy import rule_entropy_chunking
@@ -163,7 +165,8 @@ PPO_RULES = (
     rule_values, rule_inert_clip, rule_gspo_clip, rule_files, rule_data_content, rule_parquet_features, rule_tools_kwargs, rule_prompt_lengths, rule_truncation,
     rule_template_kwargs, rule_chat_template, rule_remote_code, rule_vlm_processor, rule_attention_kernels, rule_bundle_files, rule_agent, rule_agent_workers, rule_tool_schema, rule_turn_budget, rule_tool_format, rule_lora, rule_lora_export, rule_merger, rule_lora_scale, rule_mbridge,
     rule_moe_aux_loss,
-    rule_megatron_optim, rule_fsdp_unread, rule_critic_attention, rule_half_master, rule_precision_names,
+    rule_megatron_optim, rule_megatron_resume_schedule, rule_fsdp_optimizer_build, rule_muon_adamw_scale,
+    rule_fsdp_unread, rule_critic_attention, rule_half_master, rule_precision_names,
     rule_rollout_train_dtype, rule_sandbox, rule_code_tests, rule_distill_pool, rule_distill_loss, rule_teacher_topk,
     rule_teacher_temperature, rule_teacher_tokenizer,
     rule_reward_model, rule_reward_inputs, rule_reward_special_tokens, rule_reward_managers, rule_dapo_filter, rule_reward_signals, rule_reward_signature, rule_value_model, rule_separation_critic, rule_critic_tokenizer, rule_discount, rule_critic_vocab, rule_resume, rule_resume_world, rule_resume_budget, rule_hdfs_dir, rule_async_tracker, rule_saving, rule_fsdp1_offload_policy,
@@ -182,7 +185,8 @@ PPO_RULES = (
 SFT_RULES = (rule_resume_sft, rule_sft_loop, rule_wandb_resume, rule_retention_across_restarts, rule_sft_pad_mode,
              rule_sft_micro_ignored, rule_sft_left_truncation, rule_sft_val_batches, rule_sft_default_lr,
              rule_sft_lora_alpha, rule_npu_sft_fused_kernels, rule_sft_media_cells, rule_sft_epoch_resume,
-             rule_sft_messages_column, rule_sft_budget_below_max_length, rule_precision_names, rule_sft_vlm_processor)
+             rule_sft_messages_column, rule_sft_budget_below_max_length, rule_precision_names, rule_sft_vlm_processor,
+             rule_sft_optimizer)
 
 
 def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: int | None = None,
