@@ -14,7 +14,10 @@ Read with ast, nothing imported (the checkpoint manager imports megatron.core at
 - workers/config/engine.py McoreEngineConfig: the *_parallel_size fields a role sets;
 - trainer/config/engine/megatron.yaml: the defaults of use_distributed_optimizer and the reshardable flag;
 - utils/megatron_utils.py get_transformer_config_checkpoint_path (:1094-1097): the file the layout is saved in;
-- trainer/config/_generated_ppo_megatron_trainer.yaml: the actor's checkpoint.save_contents (load_contents follows it).
+- trainer/config/_generated_ppo_megatron_trainer.yaml: the actor's checkpoint.save_contents (load_contents follows it);
+- for VI611: utils/megatron_utils.py get_checkpoint_contents_manifest_path (:1100-1113), the manifest's name, and the
+  checkpoint manager's _build_checkpoint_manifest (:475-607), the 'format' it records for the 'model' slot saved as
+  Hugging Face weights (backend mbridge) and as Megatron shards (backend dist_checkpointing).
 """
 
 from __future__ import annotations
@@ -106,6 +109,24 @@ def _layout_file(tree: ast.Module) -> str:
     return next(a.value for a in ret.value.args if isinstance(a, ast.Constant))  # type: ignore[union-attr]
 
 
+def _manifest_formats(tree: ast.Module) -> dict[str, str]:
+    """_build_checkpoint_manifest: the 'format' of each dict literal naming a 'backend' (mbridge / dist_checkpointing)."""
+    fn = _function(tree, "_build_checkpoint_manifest")
+    found: dict[str, str] = {}
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Dict):
+            doc = {ast.literal_eval(k): v for k, v in zip(node.keys, node.values) if isinstance(k, ast.Constant)}
+            if isinstance(doc.get("backend"), ast.Constant) and isinstance(doc.get("format"), ast.Constant):
+                found[doc["backend"].value] = doc["format"].value
+    return found
+
+
+def _manifest_file(tree: ast.Module) -> str:
+    fn = _function(tree, "get_checkpoint_contents_manifest_path")
+    ret = next(n for n in ast.walk(fn) if isinstance(n, ast.Return))
+    return next(a.value for a in ret.value.args if isinstance(a, ast.Constant))  # type: ignore[union-attr]
+
+
 def build() -> dict[str, Any]:
     manager = _tree(MANAGER)
     fmt = _optimizer_format(manager)
@@ -125,6 +146,8 @@ def build() -> dict[str, Any]:
         "optimizer_default_format": fmt["pinned"],
         "optimizer_pinned": pinned,
         "layout_file": _layout_file(_tree(UTILS)),
+        "manifest_file": _manifest_file(_tree(UTILS)),
+        "model_formats": _manifest_formats(manager),
         "load_contents_default": ppo["actor_rollout_ref"]["actor"]["checkpoint"]["save_contents"],
     }
 

@@ -1,10 +1,12 @@
-"""VI610: resuming a Megatron checkpoint in another parallel layout than it was saved in (R61-03, verl PR#5154).
+"""VI610: resuming a Megatron checkpoint in another parallel layout than it was saved in (R61-03, verl PR#5154);
+VI611: resuming it with megatron.use_dist_checkpointing turned the other way than the save.
 
 verl's Megatron checkpoint manager imports megatron.core at module level, which this machine lacks, so its functions
 are taken from verl's installed source with ast and run as they are (stand-ins for `self`, parallel_state and
 ShardedObject): _build_sharded_state_dict_metadata shows the optimizer format a default run saves, get_rng_state the
 (pp_size, tp_size) shape the RNG state is keyed by. Each fault is planted in a tiny checkpoint folder and launch
-beside valid controls.
+beside valid controls. For VI611 the checkpoint's ckpt_contents.json is the one verl's own _build_checkpoint_manifest
+writes for the save, and verl's should_load_* properties say which folder the resume reads.
 """
 
 from __future__ import annotations
@@ -123,10 +125,10 @@ def _saved(root: Path, **layout) -> Path:
     return root
 
 
-def _hits(tmp_path: Path, *args: str, **layout):
+def _hits(tmp_path: Path, *args: str, rule: str = "VI610", root: Path | None = None, **layout):
     tmp_path.mkdir(parents=True, exist_ok=True)
     data = _data(tmp_path / "train.parquet")
-    root = _saved(tmp_path / "ckpt", **layout)
+    root = root or _saved(tmp_path / "ckpt", **layout)
     base = ["--config-path=config", "--config-name=ppo_megatron_trainer.yaml",
             "algorithm.adv_estimator=grpo", f"data.train_files={data}", f"data.val_files={data}",
             "data.train_batch_size=32", "actor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B-Instruct",
@@ -138,7 +140,7 @@ def _hits(tmp_path: Path, *args: str, **layout):
     script.write_text("#!/bin/bash\nset -euo pipefail\npython3 -m verl.trainer.main_ppo \\\n  "
                       + " \\\n  ".join([*base, *args]) + "\n")
     report = check(str(script), env={"HOME": "/root"})
-    return [f.problem for f in report.findings if f.problem.rule == "VI610"]
+    return [f.problem for f in report.findings if f.problem.rule == rule]
 
 
 SAME = (f"{A}.megatron.tensor_model_parallel_size=2", f"{A}.megatron.pipeline_model_parallel_size=2")
@@ -179,3 +181,74 @@ def test_vi610_expert_parallel_of_a_moe(tmp_path):
     (hit,) = _hits(tmp_path / "ep", *keep, f"{A}.megatron.expert_model_parallel_size=2", **moe)
     assert hit.keys[0] == f"{A}.megatron.expert_model_parallel_size" and "(pipeline, tensor)" not in hit.message
     assert not _hits(tmp_path / "same", *keep, f"{A}.megatron.expert_model_parallel_size=4", **moe)
+
+
+# --- VI611 ---------------------------------------------------------------------------------------------------------
+
+def _manifest(use_dist: bool, save_contents: list[str]) -> dict:
+    """verl's own _build_checkpoint_manifest for a save with this flag and save_contents (its path helpers stubbed
+    to plain joins, the should_save_* properties taken from verl's source too)."""
+    import os
+
+    def rel(*parts):
+        return lambda p: os.path.join(p, *parts)
+
+    props = {name: _verl_function(MANAGER, name) for name in
+             ("should_save_hf_model", "should_save_dist_ckpt_model")}
+    build = _verl_function(MANAGER, "_build_checkpoint_manifest", os=os,
+                           get_model_dist_checkpoint_path=rel("model", "dist_ckpt"),
+                           get_optimizer_dist_checkpoint_path=rel("optimizer", "dist_ckpt"),
+                           get_extra_dist_checkpoint_path=rel("extra", "dist_ckpt"),
+                           get_hf_model_checkpoint_path=rel("model", "huggingface"),
+                           get_transformer_config_checkpoint_path=rel("transformer_config.json"))
+    me = SimpleNamespace(checkpoint_save_contents=save_contents, use_dist_checkpointing=use_dist, peft_cls=None,
+                         lr_scheduler=None, processing_class=None, bridge=object(), role="actor", arch="Qwen2",
+                         world_size=8, MANIFEST_SCHEMA_VERSION=2, should_save_optimizer="optimizer" in save_contents,
+                         should_save_extra="extra" in save_contents)
+    for name, fn in props.items():
+        setattr(me, name, fn(me))
+    return build(me, "/ckpt/global_step_40/actor", 40, True)
+
+
+def test_verl_records_the_weights_format_and_loads_by_the_flag():
+    formats = table()["model_formats"]
+    assert _manifest(False, ["model", "optimizer", "extra"])["contents"]["model"]["format"] == formats["mbridge"]
+    shards = _manifest(True, ["model", "optimizer", "extra"])["contents"]
+    assert shards["model"]["format"] == formats["dist_checkpointing"] and "hf_model" not in shards
+    assert "hf_model" in _manifest(True, ["model", "hf_model", "optimizer", "extra"])["contents"]
+    dist = _verl_function(MANAGER, "should_load_dist_ckpt_model")
+    hf = _verl_function(MANAGER, "should_load_hf_model")
+    load = ["model", "optimizer", "extra"]
+    assert dist(SimpleNamespace(checkpoint_load_contents=load, use_dist_checkpointing=True))
+    assert hf(SimpleNamespace(checkpoint_load_contents=load, use_dist_checkpointing=False))
+
+
+def _with_manifest(tmp_path: Path, use_dist: bool, save_contents: list[str], *args: str):
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    root = tmp_path / "ckpt"
+    _saved(root)
+    doc = _manifest(use_dist, save_contents)
+    (root / "global_step_40" / "actor" / table()["manifest_file"]).write_text(json.dumps(doc), encoding="utf-8")
+    return _hits(tmp_path, *SAME, *args, rule="VI611", root=root)
+
+
+DIST = (f"{A}.megatron.use_dist_checkpointing=True", f"{A}.megatron.dist_checkpointing_path=/ckpt/mcore_init")
+DEFAULT_SAVE = ["model", "optimizer", "extra"]
+
+
+def test_vi611_flag_turned_on_after_a_default_save(tmp_path):
+    (hit,) = _with_manifest(tmp_path / "on", False, DEFAULT_SAVE, *DIST)
+    assert hit.severity == "error" and hit.keys[0] == f"{A}.megatron.use_dist_checkpointing"
+    assert "model/dist_ckpt" in hit.message and "use_dist_checkpointing=False" in hit.hint
+    assert not _with_manifest(tmp_path / "same", False, DEFAULT_SAVE)  # saved and resumed without the flag
+    # the weights not loaded: nothing to look for
+    assert not _with_manifest(tmp_path / "nomodel", False, DEFAULT_SAVE, *DIST,
+                              f"{A}.checkpoint.load_contents=[optimizer,extra]")
+
+
+def test_vi611_flag_turned_off_after_a_shard_save(tmp_path):
+    (hit,) = _with_manifest(tmp_path / "off", True, DEFAULT_SAVE)
+    assert "model/huggingface" in hit.message and "use_dist_checkpointing=True" in hit.hint
+    assert not _with_manifest(tmp_path / "same", True, DEFAULT_SAVE, *DIST)
+    # Hugging Face weights written beside the shards ('hf_model'): the bridge finds them
+    assert not _with_manifest(tmp_path / "both", True, ["model", "hf_model", "optimizer", "extra"])

@@ -450,6 +450,12 @@ RULES: dict[str, tuple[str, str]] = {
               "state sharded by (pp, tp), megatron_checkpoint_manager.py:295-305) or 'optimizer' saved "
               "dp_reshardable (dist_ckpt_optim_fully_reshardable off, :441-454): the load stops in the worker after "
               "the GPUs are booked (verl PR#5154, PR#5705); fix: the saved layout, or load_contents=[model]"),
+    "VI611": ("Megatron resume with use_dist_checkpointing flipped", "trainer.resume_mode auto/resume_path "
+              "resuming a Megatron actor/critic checkpoint (found on this machine) whose ckpt_contents.json records "
+              "its weights as Hugging Face only while the run sets megatron.use_dist_checkpointing=True (verl reads "
+              "model/dist_ckpt), or as Megatron shards only while it is False (verl reads model/huggingface): the "
+              "load stops in the worker after the GPUs are booked (megatron_checkpoint_manager.py:257-266, 916-940); "
+              "fix: the flag the checkpoint was saved with"),
     "VI694": ("relaunch resumes a checkpoint at the step budget", "trainer.resume_mode auto/resume_path resuming a "
               "global_step_N (found on this machine) with N ≥ trainer.total_training_steps (or total_epochs × the "
               "batches of an epoch): the legacy trainer trains and saves step N+1 past the budget on every relaunch "

@@ -1,4 +1,4 @@
-"""VI610: resuming a Megatron checkpoint in another tensor/pipeline/expert parallel layout than it was saved in
+"""VI610 and VI611: resuming a Megatron checkpoint in another tensor/pipeline/expert parallel layout than it was saved in
 (verl PR#5154, which made the reshardable optimizer format the default for such reports, and PR#5705, which set it
 back to off for memory).
 
@@ -20,9 +20,19 @@ What verl 0.9.1 writes and reads (site-packages/verl, utils/checkpoint/megatron_
   latest_checkpointed_iteration.txt names, resume_path takes trainer.resume_from_path (rules/checkpoints.py); the
   role's checkpoint.load_contents defaults to its save_contents, [model, optimizer, extra].
 
+VI611, the same resume with megatron.use_dist_checkpointing turned the other way than the save: the checkpoint
+manager takes the flag from the role's engine config (workers/engine/megatron/transformer_impl.py:643). With it on,
+'model' in load_contents is read from <role>/model/dist_ckpt (should_load_dist_ckpt_model :264-266, load :916-937);
+with it off, 'model' (or 'hf_model') is read as Hugging Face weights from <role>/model/huggingface through the bridge
+(should_load_hf_model :257-262, :938-940). What the save wrote is in the folder's ckpt_contents.json
+(_build_checkpoint_manifest :475-607; utils/megatron_utils.py:1100-1113): contents.model.format 'huggingface' or
+'megatron_dist_checkpoint', and contents.hf_model when Hugging Face weights were written too. A save whose manifest
+lacks the format the run reads leaves that folder empty: the load stops. PEFT checkpoints keep their own layout
+(:916, adapter shards) and are left out.
+
 Every failure happens in the worker's load_checkpoint, after Ray has booked the GPUs and built the models. The rule
 reads the checkpoint only where it is on this machine (as VI926 does). The pinned keys, the optimizer switch and its
-default come from wizard/check/data/verl_mcore_resume.json, written from verl's source by
+default, the manifest's name and formats come from wizard/check/data/verl_mcore_resume.json, written from verl's source by
 scripts/verl_mcore_resume.py.
 """
 
@@ -124,3 +134,58 @@ def rule_mcore_resume(c: Ctx, f: Facts) -> None:
               f"{is_}: " + "; ".join(parts) + ". verl's checkpoint load stops in the worker, after the GPUs are booked",
               f"resume with the saved {was}; or keep the new layout and load the weights only: "
               f"{load_key}=[model] (a fresh optimizer and RNG; {flag}=True makes later saves reshardable)")
+
+
+def saved_manifest(folder: Path) -> dict[str, Any] | None:
+    """A role folder's ckpt_contents.json (verl >= the v2 layout); None if absent or unreadable."""
+    from wizard._io import read_user_file, safe_json
+
+    path = folder / table()["manifest_file"]
+    if not path.is_file():
+        return None
+    try:
+        doc = safe_json(read_user_file(str(path), MAX_LAYOUT_BYTES))
+    except Exception:  # noqa: BLE001 - an unreadable file is not this rule's finding
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def _saved_formats(manifest: dict[str, Any]) -> set[str] | None:
+    """The formats the 'model' weights were saved in ('huggingface', 'megatron_dist_checkpoint'); None if unknown."""
+    contents = manifest.get("contents")
+    if not isinstance(contents, dict) or not isinstance(contents.get("model"), dict):
+        return None
+    formats = {contents["model"].get("format")}
+    if isinstance(contents.get("hf_model"), dict):
+        formats.add(contents["hf_model"].get("format"))
+    return {x for x in formats if isinstance(x, str)}
+
+
+def rule_mcore_resume_weights(c: Ctx, f: Facts) -> None:
+    if c.src.entry != "ppo" or c.src.recipe or c.unknown(MODE, PATH, "trainer.default_local_dir"):
+        return
+    folder = _resumed_folder(c)
+    if folder is None or not folder.is_dir():
+        return
+    t = table()
+    hf, dist = t["model_formats"]["mbridge"], t["model_formats"]["dist_checkpointing"]
+    for prefix, role in _roles(c, f):
+        manifest = saved_manifest(folder / role)
+        key, load_key = f"{prefix}.megatron.use_dist_checkpointing", f"{prefix}.checkpoint.load_contents"
+        if manifest is None or c.unknown(key, load_key) or (manifest.get("backend") or {}).get("peft"):
+            continue
+        saved = _saved_formats(manifest)
+        load = c.v(load_key)
+        load = load if isinstance(load, list) else t["load_contents_default"]
+        now = c.v(key) is True
+        wants = dist if now and "model" in load else hf if ("model" in load or "hf_model" in load) else None
+        if saved is None or wants is None or wants in saved:
+            continue
+        folder_name = "model/dist_ckpt" if wants == dist else "model/huggingface"
+        c.add("VI611", "error", (key, MODE),
+              f"{MODE} resumes {folder / role}, whose weights were saved as {', '.join(sorted(saved))} "
+              f"({t['manifest_file']}), and this run sets {key}={now}: verl loads the model from {folder_name} "
+              f"({'should_load_dist_ckpt_model' if now else 'should_load_hf_model'}, megatron_checkpoint_manager.py:"
+              f"{'916-937' if now else '938-940'}), which that save did not write; the load stops in the worker, "
+              "after the GPUs are booked",
+              f"set {key}={not now} as when the checkpoint was saved, or start a new run with {MODE}=disable")
