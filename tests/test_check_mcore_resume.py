@@ -163,6 +163,8 @@ def test_vi610_controls(tmp_path):
     assert not _hits(tmp_path / "dp", *SAME, "trainer.n_gpus_per_node=8", "trainer.nnodes=2")
     # the weights only: no optimizer, no RNG state to load
     assert not _hits(tmp_path / "model", *WIDER, f"{A}.checkpoint.load_contents=[model]")
+    # Megatron-FSDP: one DTensor checkpoint, loaded by its own path (megatron_checkpoint_manager.py:884-886)
+    assert not _hits(tmp_path / "mfsdp", *WIDER, f"{A}.megatron.use_megatron_fsdp=True")
 
 
 def test_vi610_optimizer_alone(tmp_path):

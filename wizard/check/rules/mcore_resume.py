@@ -82,10 +82,11 @@ def _size(layout: dict[str, Any], key: str) -> int | None:
 
 
 def _roles(c: Ctx, f: Facts) -> list[tuple[str, str]]:
+    """The Megatron roles a resume loads; Megatron-FSDP ones keep one DTensor checkpoint of their own (:884-886)."""
     roles = [(A, "actor")] if f.megatron else []
     if f.use_critic and c.v("critic.strategy") == "megatron":
         roles.append(("critic", "critic"))
-    return roles
+    return [(p, r) for p, r in roles if c.v(f"{p}.megatron.use_megatron_fsdp") is not True]
 
 
 def _changed(saved: dict[str, Any], now: dict[str, Any], keys: list[str]) -> list[str]:
