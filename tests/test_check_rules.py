@@ -406,6 +406,9 @@ def test_every_rule_has_a_test():
     # SFTTrainer._build_dataloader on the CPU, verl's composed sft_trainer_engine optimizer)
     tested |= {"VI680", "VI681", "VI682"}  # SFT epoch-end resume / messages column / max_length over the token
     # budget: tests/test_check_sft_runs.py (verl's CheckpointHandler, MultiTurnSFTDataset, rearrange_micro_batches)
+    tested |= {"VI610", "VI611"}  # Megatron resume in another parallel layout / with use_dist_checkpointing flipped:
+    # tests/test_check_mcore_resume.py (verl's _build_sharded_state_dict_metadata, get_rng_state,
+    # _build_checkpoint_manifest and should_load_* run from its source on the CPU)
     tested |= {"VI694"}  # relaunch resuming a checkpoint at the step budget: tests/test_check_resume_budget.py (verl's
     # find_latest_ckpt_path; both trainers' fit loops read from verl's source)
     tested |= {"VI683"}  # --deep: a hidden SFT token mismatch: tests/test_check_deep_sft.py (verl's sanity_check)

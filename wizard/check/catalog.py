@@ -474,6 +474,18 @@ RULES: dict[str, tuple[str, str]] = {
               "against an fp16 actor: the rollout samples from a policy whose log-probs differ from the actor's "
               "recomputed ones by more than either format's rounding (rollout.yaml:42 'Align with actor model's "
               "FSDP/Megatron type'; verl PR#4036); fix: the same format on both sides"),
+    "VI610": ("Megatron resume in another parallel layout", "trainer.resume_mode auto/resume_path resuming a "
+              "Megatron actor/critic checkpoint (found on this machine) whose transformer_config.json holds other "
+              "tensor/pipeline (or expert) parallel sizes than the run's, while load_contents keeps 'extra' (RNG "
+              "state sharded by (pp, tp), megatron_checkpoint_manager.py:295-305) or 'optimizer' saved "
+              "dp_reshardable (dist_ckpt_optim_fully_reshardable off, :441-454): the load stops in the worker after "
+              "the GPUs are booked (verl PR#5154, PR#5705); fix: the saved layout, or load_contents=[model]"),
+    "VI611": ("Megatron resume with use_dist_checkpointing flipped", "trainer.resume_mode auto/resume_path "
+              "resuming a Megatron actor/critic checkpoint (found on this machine) whose ckpt_contents.json records "
+              "its weights as Hugging Face only while the run sets megatron.use_dist_checkpointing=True (verl reads "
+              "model/dist_ckpt), or as Megatron shards only while it is False (verl reads model/huggingface): the "
+              "load stops in the worker after the GPUs are booked (megatron_checkpoint_manager.py:257-266, 916-940); "
+              "fix: the flag the checkpoint was saved with"),
     "VI694": ("relaunch resumes a checkpoint at the step budget", "trainer.resume_mode auto/resume_path resuming a "
               "global_step_N (found on this machine) with N ≥ trainer.total_training_steps (or total_epochs × the "
               "batches of an epoch): the legacy trainer trains and saves step N+1 past the budget on every relaunch "

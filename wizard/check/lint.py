@@ -55,6 +55,7 @@ from wizard.check.rules.npu_lora import rule_npu_lora_slices
 from wizard.check.rules.freecache import rule_free_cache_engine
 from wizard.check.rules.deadkeys import rule_dead_keys, rule_orphan_keys
 from wizard.check.rules.megatron_pool import rule_megatron_pool
+from wizard.check.rules.mcore_resume import rule_mcore_resume, rule_mcore_resume_weights
 from wizard.check.rules.merger import rule_merger
 from wizard.check.rules.prompts import rule_chat_template, rule_prompt_lengths
 from wizard.check.rules.fsdp_mesh import rule_fsdp_mesh
@@ -169,7 +170,7 @@ PPO_RULES = (
     rule_fsdp_unread, rule_critic_attention, rule_half_master, rule_precision_names,
     rule_rollout_train_dtype, rule_sandbox, rule_code_tests, rule_distill_pool, rule_distill_loss, rule_teacher_topk,
     rule_teacher_temperature, rule_teacher_tokenizer,
-    rule_reward_model, rule_reward_inputs, rule_reward_special_tokens, rule_reward_managers, rule_dapo_filter, rule_reward_signals, rule_reward_signature, rule_value_model, rule_separation_critic, rule_critic_tokenizer, rule_discount, rule_critic_vocab, rule_resume, rule_resume_world, rule_resume_budget, rule_hdfs_dir, rule_async_tracker, rule_saving, rule_fsdp1_offload_policy,
+    rule_reward_model, rule_reward_inputs, rule_reward_special_tokens, rule_reward_managers, rule_dapo_filter, rule_reward_signals, rule_reward_signature, rule_value_model, rule_separation_critic, rule_critic_tokenizer, rule_discount, rule_critic_vocab, rule_resume, rule_resume_world, rule_resume_budget, rule_mcore_resume, rule_mcore_resume_weights, rule_hdfs_dir, rule_async_tracker, rule_saving, rule_fsdp1_offload_policy,
     rule_nsys_range, rule_megatron_pool, rule_engine_kwargs, rule_sglang_args, rule_ignored_do_sample,
     rule_kl_horizon, rule_rollout_correction_logprobs, rule_remax_baseline, rule_val_only, rule_val_subset, rule_val_repeats,
     rule_pinned_sampling, rule_unseeded_engine,
