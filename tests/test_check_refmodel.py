@@ -133,5 +133,7 @@ def test_vi669_ref_keys_in_a_lora_run():
 
 def test_vi669_controls_stay_clean():
     assert not _hits("VI669", *LORA)  # ref.log_prob_micro_batch_size_per_gpu equals the rollout's: required, harmless
+    # a ref engine key equal to the actor's, whose engine computes the reference: the same effect either way
+    assert not _hits("VI669", *LORA, f"{A}.fsdp_config.use_torch_compile=False", f"{REF}.fsdp_config.use_torch_compile=False")
     assert not _hits("VI669", f"{REF}.fsdp_config.param_offload=True")  # full fine-tuning: a real ref worker
     assert not _hits("VI669", *LORA, f"{A}.use_kl_loss=False", f"{REF}.fsdp_config.param_offload=True")  # VI844's

@@ -15,8 +15,8 @@ from wizard/check/data/verl_ref_placement.json, written from verl's source by sc
   actor's own engine (actor.fsdp_config / actor.megatron), and ref.* is read only when "ref" is in the worker's role
   (engine_workers.py:543). Tuning ref.* against an OOM changes nothing (verl#3366). verl's validate_config still
   requires one of ref.log_prob_micro_batch_size(_per_gpu) without dynamic batch size (utils/config.py:146, :168-175),
-  so the ref.log_prob_* keys (the ones the ref worker pops, engine_workers.py:547-552) are named only when their value
-  differs from the rollout's namesake, which is what runs.
+  so a ref key is named only when its value differs from the key that does run: the rollout's namesake for the
+  ref.log_prob_* keys the ref worker pops (engine_workers.py:547-552), the actor's (actor.fsdp_config.*, ...) else.
 """
 
 from __future__ import annotations
@@ -91,8 +91,9 @@ def _lora_ref_keys(c: Ctx) -> None:
     stray = []
     for key in sorted(k for k in c.res.user if k.startswith(f"{REF}.")):
         name, ours = key[len(REF) + 1:], c.v(key)
-        if name in mirrored and ours == c.v(f"{R}.{name}"):
-            continue  # the same value as the rollout's, which is what runs
+        runs = f"{R}.{name}" if name in mirrored else f"{A}.{name}"  # the actor's engine computes the reference
+        if ours == c.v(runs):
+            continue  # the same value as the key that does run
         if name in required and not dynamic and ours is None:
             continue
         stray.append(key)
