@@ -56,6 +56,14 @@ ALLOWED_WARNINGS = {
     # fsdp_config.use_torch_compile (transformer_impl.py:183-186), so entropy_from_logits is compiled all the same.
     # True (verl-recipe PR#150 moved its scripts for it); the run starts, compiled: a fair warning.
     "VI689",
+    # remax_trainer/run_qwen2.5_math_7b_sync_fsdp.sh writes ref.fsdp_config.param_offload=False: verl 0.9.1's FSDP
+    # engine CPU-offloads the forward-only reference whatever it says (transformer_impl.py:432-435, :459-463; verl
+    # PR#7182). True, and the run works, with the offloaded ref it always had: a fair warning.
+    "VI668",
+    # tuning/lora/*.sh keep the ref block of full fine-tuning (ref.fsdp_config.param_offload=True) in LoRA runs, where
+    # verl builds no ref worker and computes the reference on the actor with its adapter disabled (ref_in_actor,
+    # trainer_base.py:234-237): the key is never read. True, harmless: a fair warning.
+    "VI669",
     # ascend_extras/gspo_trainer/run_qwen3_32b_fsdp.sh sets clip_ratio_c=10.0 beside loss_mode=gspo:
     # compute_policy_loss_gspo reads only clip_ratio(_low/_high) (core_algos.py:1546-1619), the dual-clip bound is
     # vanilla's (:1323). TRUE and harmless (the GSPO bounds 3e-4/4e-4 are read): a fair warning.

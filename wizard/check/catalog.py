@@ -712,4 +712,14 @@ RULES: dict[str, tuple[str, str]] = {
               "null (sandbox_fusion/utils.py:427 passes any program that runs) or, call-based, empty (the wrapper "
               "catches the exception and exits 0: :270-288): a solution that raises earns the reward (verl PR#7853)"),
     "VI877": ("--deep could not run", "no bubblewrap sandbox here (--deep and --verl refuse), or verl's code on the config stopped at a sandbox bound (time, memory, processes, output)"),
+    "VI668": ("reference offload switch the FSDP engine overrides", "actor_rollout_ref.ref.fsdp_config.param_offload="
+              "False (or offload_policy=False) for a reference on fsdp / fsdp2: the ref engine is forward_only "
+              "(trainer/config/ref/dp_ref.yaml:20) and the FSDP engine CPU-offloads every forward_only engine's "
+              "parameters whatever it says (workers/engine/fsdp/transformer_impl.py:432-435, :459-463), so the "
+              "reference streams from host memory each micro-batch (verl PR#7182); table scripts/verl_ref_placement.py"),
+    "VI669": ("reference settings in a LoRA run", "actor_rollout_ref.ref.* set while model.lora.rank / lora_rank > 0 "
+              "or a lora_adapter_path and the reference is used: verl builds no ref worker (ref_in_actor, "
+              "trainer/ppo/v1/trainer_base.py:234-237, ray_trainer.py:356-360), the ref log-probs are the actor's "
+              "with the adapter disabled, sized by rollout.log_prob_* (workers/engine_workers.py:616-625), so the "
+              "ref.* keys are never read (verl#3366); table scripts/verl_ref_placement.py"),
 }

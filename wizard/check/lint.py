@@ -143,6 +143,7 @@ from wizard.check.rules.reward_signature import rule_reward_signature
 from wizard.check.rules.reward_inputs import rule_reward_inputs
 from wizard.check.rules.reward_model import rule_reward_model
 from wizard.check.rules.reward_tokens import rule_reward_special_tokens
+from wizard.check.rules.refmodel import rule_ref_model
 from wizard.check.rules.roles import rule_roles
 from wizard.check.rules.tracking import rule_wandb_resume
 from wizard.check.rules.tokens import rule_context, rule_context_parallel_budget, rule_patch_embed, rule_tokens, rule_vision
@@ -162,7 +163,7 @@ GENERATION_RULES = (rule_unresolved, rule_choices, rule_layout, rule_sglang_dp, 
                     rule_device, rule_precision, rule_values, rule_sglang_args)
 PPO_RULES = (
     rule_unresolved, rule_required, rule_deprecated_micro, rule_choices, rule_layout, rule_sglang_dp, rule_hardware,
-    rule_rollout_parallel, rule_device, rule_precision, rule_fsdp_mesh, rule_batches, rule_dynamic_flags, rule_ignored_budgets, rule_tokens, rule_context_parallel_budget, rule_roles,
+    rule_rollout_parallel, rule_device, rule_precision, rule_fsdp_mesh, rule_batches, rule_dynamic_flags, rule_ignored_budgets, rule_tokens, rule_context_parallel_budget, rule_roles, rule_ref_model,
     rule_values, rule_inert_clip, rule_gspo_clip, rule_files, rule_data_content, rule_parquet_features, rule_tools_kwargs, rule_prompt_lengths, rule_truncation,
     rule_template_kwargs, rule_chat_template, rule_remote_code, rule_vlm_processor, rule_attention_kernels, rule_bundle_files, rule_agent, rule_agent_workers, rule_tool_schema, rule_turn_budget, rule_tool_format, rule_lora, rule_lora_export, rule_merger, rule_lora_scale, rule_mbridge,
     rule_moe_aux_loss,
