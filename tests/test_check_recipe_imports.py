@@ -103,6 +103,7 @@ def test_a_module_the_launch_does_not_import_at_start_is_a_warning(tmp_path):
 
 def test_what_verl_has_stays_clean(tmp_path):
     script = _recipe(tmp_path, THERE[:2], THERE[2:], "from verl.utils.fs import copy_to_local")
+    (script.parent / "broken.py").write_text("def f(:\n", encoding="utf-8")  # a file that does not parse: passed over
     assert not _hits(script, tmp_path)
 
 

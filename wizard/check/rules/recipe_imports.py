@@ -55,10 +55,19 @@ def _module_file(root: Path, module: str) -> Optional[Path]:
     return None
 
 
+def _parse(path: Path) -> Optional[ast.Module]:
+    """A module's source parsed (bounded), never imported; None when it cannot be read or parsed (a recipe file that
+    does not parse stops its own launch with SyntaxError: not this rule's to say)."""
+    try:
+        return parse_module(path, MAX_SOURCE)
+    except SyntaxError:
+        return None
+
+
 def _names(path: Path) -> Optional[set[str]]:
     """The names a module binds at its top level (defs, classes, assignments, imports); None when they cannot be
     told (unreadable, a star import, a module-level __getattr__)."""
-    tree = parse_module(path, MAX_SOURCE)
+    tree = _parse(path)
     if tree is None:
         return None
     out: set[str] = set()
@@ -167,7 +176,7 @@ def rule_recipe_imports(c: Ctx, f: Facts) -> None:
     modules: dict[str, tuple[Path, ast.Module]] = {}
     for file in _python_files(Path(src.recipe_dir)):
         name = module_of(file.parts)
-        tree = parse_module(file, MAX_SOURCE) if name else None
+        tree = _parse(file) if name else None
         if tree is not None:
             modules[name.removesuffix(".__init__")] = (file, tree)
     edges = {m: _edges(m, tree) for m, (_, tree) in modules.items()}
