@@ -367,6 +367,8 @@ def test_every_rule_has_a_test():
     tested |= {"VI837"}  # the Conv3d patch embedding on the installed torch: tests/test_patch_embed.py
     tested |= {"VI640"}  # a media cell that is not a list (PPO and SFT), against verl's datasets' _build_messages: tests/test_check_media_not_list.py
     tested |= {"VI641"}  # parquet metadata the installed datasets cannot decode, against verl's reader: tests/test_check_parquet_features.py
+    tested |= {"VI627"}  # recipe code importing what the installed verl lacks, against Python's import: tests/test_check_recipe_imports.py
+    tested |= {"VI628"}  # reward function returning token-level rewards, against verl's reward manager: tests/test_check_dense_reward.py
     tested |= {"VI838"}  # rollout TP against the attention heads: tests/test_rollout_heads.py (vLLM and SGLang)
     tested |= {"VI849"}  # LoRA on a vision tower vLLM ignores: tests/test_vlm_lora.py (peft and transformers as oracles)
     tested |= {"VI835"}  # micro-batches under the interleaved schedule: tests/test_check_interleaved.py

@@ -711,6 +711,16 @@ RULES: dict[str, tuple[str, str]] = {
     "VI638": ("code test case any answer passes", "with reward.sandbox_fusion.url, a code row's expected output is "
               "null (sandbox_fusion/utils.py:427 passes any program that runs) or, call-based, empty (the wrapper "
               "catches the exception and exits 0: :270-288): a solution that raises earns the reward (verl PR#7853)"),
+    "VI627": ("recipe code imports what the installed verl lacks", "a recipe entry point (python -m recipe.<name>.main) "
+              "whose package imports a verl module or name the installed verl does not have (verl 0.9 removed "
+              "workers/fsdp_workers.py, sharding_manager/ and trainer/ppo/reward.py's compute_reward, which the PRIME, "
+              "SPIN and SPPO recipes, pinned to a pre-0.8 verl, import): ImportError at launch (error) or when that "
+              "code runs (warning); the installed verl's files are the table (verl-recipe#86)"),
+    "VI628": ("reward function returns token-level rewards", "reward.custom_reward_function returns a list (one value "
+              "per token or reasoning step, a process-reward style score), directly or as the dict's 'score': every "
+              "registered reward manager takes one number per response and verl writes it at the last token "
+              "(reward_manager/naive.py:88-99, base.py:79-81, agent_loop.py:144-147), so the list fails at the first "
+              "reward, after the cluster is up (verl#3683, verl#1039)"),
     "VI877": ("--deep could not run", "no bubblewrap sandbox here (--deep and --verl refuse), or verl's code on the config stopped at a sandbox bound (time, memory, processes, output)"),
     "VI668": ("reference offload switch the FSDP engine overrides", "actor_rollout_ref.ref.fsdp_config.param_offload="
               "False (or offload_policy=False) for a reference on fsdp / fsdp2: the ref engine is forward_only "
