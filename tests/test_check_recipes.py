@@ -549,3 +549,50 @@ def test_a_rollout_registered_in_a_module_nothing_imports_is_a_warning(tmp_path)
     # what a launch imports: its packages, itself, its imports (relative ones against its package)
     assert imported_at_launch("recipe.dapo.main_dapo", (".register", "..common.x", "verl.trainer")) >= \
         {"recipe", "recipe.dapo", "recipe.dapo.main_dapo", "recipe.dapo.register", "recipe.common.x", "verl.trainer"}
+
+
+OWN_ACTOR = '''from dataclasses import dataclass
+
+from verl.workers.config import FSDPActorConfig
+
+
+@dataclass
+class OwnActorConfig(FSDPActorConfig):
+    own_eta: float = 1.0
+'''
+
+
+def test_a_field_of_the_recipes_own_actor_dataclass_is_not_refused(tmp_path, monkeypatch):
+    """The SPPO recipe's YAML sets actor._target_: recipe.sppo.config.SPPOActorConfig, a subclass of verl's
+    FSDPActorConfig with its own field sppo_eta. verl 0.9.1's engine worker builds the actor config with
+    omega_conf_to_dataclass(self.config.actor) and no type (engine_workers.py:593), which instantiates `_target_`:
+    the oracle below is that call, on verl's own composed actor node. Without the `_target_`, verl's FSDPActorConfig
+    refuses the field, and VI804 says so (the control)."""
+    import os
+
+    import verl
+    from hydra import compose, initialize_config_dir
+    from verl.utils.config import omega_conf_to_dataclass
+
+    folder = _recipe(tmp_path)
+    (folder / "config.py").write_text(OWN_ACTOR, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with initialize_config_dir(config_dir=os.path.join(os.path.dirname(verl.__file__), "trainer/config"),
+                               version_base=None):
+        cfg = compose(config_name="ppo_trainer", overrides=[
+            "actor_rollout_ref.actor._target_=recipe.dapo.config.OwnActorConfig", "+actor_rollout_ref.actor.own_eta=2.0",
+            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4"])
+    assert omega_conf_to_dataclass(cfg.actor_rollout_ref.actor).own_eta == 2.0
+    with pytest.raises(Exception, match="own_eta"):
+        cfg.actor_rollout_ref.actor._target_ = "verl.workers.config.FSDPActorConfig"
+        omega_conf_to_dataclass(cfg.actor_rollout_ref.actor)
+
+    yaml = folder / "config" / "dapo_trainer.yaml"
+    base = yaml.read_text(encoding="utf-8")
+    yaml.write_text(base + "actor_rollout_ref:\n  actor:\n    _target_: recipe.dapo.config.OwnActorConfig\n"
+                    "    own_eta: 1.0\n", encoding="utf-8")
+    report = _check(_script(folder / "run.sh", LAUNCH, PPO), tmp_path)
+    assert "VI804" not in report.ids(), _lines(report)
+    yaml.write_text(base + "actor_rollout_ref:\n  actor:\n    own_eta: 1.0\n", encoding="utf-8")
+    report = _check(_script(folder / "run.sh", LAUNCH, PPO), tmp_path)
+    assert any(f.problem.rule == "VI804" and "own_eta" in f.problem.message for f in report.findings), _lines(report)

@@ -68,6 +68,18 @@ def _dataclass_of(base: dict[str, Any], parts: list[str]) -> tuple[str | None, s
     return best
 
 
+def _own_target(items: list[Item], node: str | None) -> str | None:
+    """The `_target_` the user's (or a recipe's) YAML sets on `node`, e.g. the SPPO recipe's
+    actor_rollout_ref.actor._target_: recipe.sppo.config.SPPOActorConfig, a subclass of verl's FSDPActorConfig with its
+    own fields; verl builds that class: engine_workers.py:593 calls omega_conf_to_dataclass(self.config.actor) with no type, which
+    instantiates `_target_` (verl 0.9.1 utils/config.py:42-50)."""
+    if node is None:
+        return None
+    key = f"{node}._target_" if node else "_target_"
+    value = next((y.value for y in items if y.key == key), None)
+    return value if isinstance(value, str) else None
+
+
 # Nodes verl hands on as a plain DictConfig typed as their `_target_` dataclass, whose readers take a field the YAML
 # does not list with .get: main_ppo passes `algorithm` to compute_advantage (config: AlgoConfig, ray_trainer.py:187-
 # 194; V1 at v1/trainer_base.py:1784), and the estimators read e.g. gdpo_reward_keys / gdpo_reward_weights there
@@ -273,6 +285,9 @@ def validate_keys(items: list[Item], base: dict[str, Any], add: Callable[..., No
         rename = Fix(set={hint: it.value}, delete=[key]) if sure and hint not in given and \
             isinstance(lookup(base, hint), dict) == isinstance(it.value, dict) else None
         target, node = _dataclass_of(base, parts)
+        own = _own_target(items, node)
+        if own is not None and own not in dcs:  # the user's (a recipe's) dataclass replaces verl's: not verl's table
+            target = own
         instantiated = node is not None and any(node == r or node.startswith(r + ".") for r in DATACLASS_ROOTS)
         if node and node.startswith("critic") and use_critic_hint:
             instantiated = True
