@@ -28,7 +28,7 @@ from wizard.check.rules.context import Ctx, Facts
 NSYS = "global_profiler.global_tool_config.nsys"
 END = f"{NSYS}.worker_nsight_options.capture-range-end"
 WORKER_OPTIONS = f"{NSYS}.worker_nsight_options"
-# nsys CLI switches that turn GPU-metrics sampling on (`--gpu-metrics-devices`, before nsys 2023.4 `--gpu-metrics-device`)
+# nsys CLI switches that turn GPU-metrics sampling on (--gpu-metrics-devices; older nsys: --gpu-metrics-device)
 GPU_METRICS_SWITCHES = ("gpu-metrics-devices", "gpu-metrics-device")
 VERL_RANGES_PER_STEP = 6  # single_controller/ray/base.py:467: the end verl assumes for a null capture-range-end
 
