@@ -178,6 +178,18 @@ CASES = {
     # tests/test_check_profiling.py holds the count to verl's worker group and Nsight profiler
     "nsys whole-step capture end (verl#4920)": Case("VI976", "global_profiler.global_tool_config.nsys.worker_nsight_options.capture-range-end",
                                                   with_("global_profiler.tool=nsys", "global_profiler.steps=[1,2]")),
+    # tests/test_check_profiler_roles.py holds both to verl's DistProfiler and worker group
+    "profiling with no role enabled (verl#6181)": Case("VI678", f"{A}.profiler.enable", with_(
+        "global_profiler.tool=torch_memory", "global_profiler.steps=[1,5]", f"{A}.profiler.all_ranks=True")),
+    "ref ranks chosen, ref profiler off": Case("VI678", "actor_rollout_ref.ref.profiler.enable", with_(
+        "global_profiler.tool=torch", "global_profiler.steps=[1]", f"{A}.profiler.enable=True",
+        "actor_rollout_ref.ref.profiler.ranks=[0]")),
+    "nsys GPU metrics in every worker (verl#2438)": Case(
+        "VI688", "global_profiler.global_tool_config.nsys.worker_nsight_options.gpu-metrics-devices", with_(
+            "global_profiler.tool=nsys", "global_profiler.steps=[1]", f"{A}.profiler.enable=True",
+            "trainer.n_gpus_per_node=2",
+            "global_profiler.global_tool_config.nsys.worker_nsight_options.capture-range-end=repeat-shutdown:1",
+            "+global_profiler.global_tool_config.nsys.worker_nsight_options.gpu-metrics-devices=all")),
     # tests/test_layered_summon.py holds it to verl's collect_lora_params and the worker's base_sync_done
     "LoRA layered_summon with dummy weights (verl#3516)": Case("VI790", f"{R}.layered_summon", with_(
         "actor_rollout_ref.model.lora_rank=64", "actor_rollout_ref.model.lora_alpha=32", f"{R}.layered_summon=True")),

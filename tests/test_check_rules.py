@@ -350,6 +350,7 @@ def test_every_rule_has_a_test():
     tested |= {"VI921"}  # enforce_eager rollout, against verl's servers' graph switch and sleep: tests/test_enforce_eager.py
     tested |= {"VI947"}  # free_cache_engine=False on a colocated engine, against verl's sleep: tests/test_free_cache_engine.py
     tested |= {"VI976"}  # nsys whole-step capture range, against verl's worker group and profiler: tests/test_check_profiling.py
+    tested |= {"VI678", "VI679", "VI688"}  # profiler enable / other tool's tool_config / nsys GPU metrics, against verl's DistProfiler, workers and worker group: tests/test_check_profiler_roles.py
     tested |= {"VI973"}  # distillation teacher pool vs the teachers: tests/test_distill_pool.py
     tested |= {"VI617", "VI620", "VI621", "VI622"}  # distillation loss / teacher top-k / temperature / tokenizer: tests/test_distill_settings.py
     tested |= {"VI915"}  # GSPO with token-level clip bounds, against verl's own losses: tests/test_gspo_clip.py

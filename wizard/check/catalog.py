@@ -286,6 +286,18 @@ RULES: dict[str, tuple[str, str]] = {
               "worker_nsight_options.capture-range-end null: verl waits for repeat-shutdown:6×len(steps) profiler "
               "ranges (single_controller/ray/base.py:466-467) while each worker opens one a profiled step, so no report "
               "is written after the profiled steps (verl#4920)"),
+    "VI678": ("profiling asked for but the role's profiler is not enabled", "global_profiler.tool and "
+              "global_profiler.steps set while no role's profiler.enable is True, or a role's ranks chosen "
+              "(all_ranks/ranks) with enable False: each worker's DistProfiler is disabled (utils/profiler/"
+              "profile.py:123-134, 202, 217) and the profiled steps write nothing for it (verl#6181)"),
+    "VI679": ("profiler tool_config of a tool that does not run", "settings under <role>.profiler.tool_config.<X> "
+              "while the role profiles with another tool: the worker reads only tool_config[<role>.profiler.tool] "
+              "(workers/engine_workers.py:488-491), so they are ignored and the running tool keeps its defaults "
+              "(verl#6329)"),
+    "VI688": ("nsys GPU metrics in every worker", "gpu-metrics-devices (or gpu-metrics-device) in "
+              "global_profiler.global_tool_config.nsys.worker_nsight_options with several GPUs a node: verl starts "
+              "every worker under its own nsys with those options (single_controller/ray/base.py:658-662) and one "
+              "nsys session samples a GPU's metrics at a time, so the workers fail to start (verl#2438)"),
     "VI977": ("Slurm job where Ray counts the node's cores", "a script with #SBATCH options that lets verl's ray.init "
               "start Ray with ray_kwargs.ray_init.num_cpus=null (no `ray start`, RAY_ADDRESS or job submit): Ray counts "
               "the node's cores, not the job's CPUs, and its workers fail to register or hang (verl's YAML: \"Use a "

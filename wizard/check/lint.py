@@ -46,7 +46,8 @@ from wizard.check.rules.algorithm import (rule_kl_horizon, rule_kl_resume, rule_
 from wizard.check.rules.deepep import rule_deepep_card
 from wizard.check.rules.globwords import rule_shell_rewritten_overrides
 from wizard.check.rules.nounset import rule_unbound_env
-from wizard.check.rules.profiling import rule_nsys_range
+from wizard.check.rules.profiler_roles import rule_profiler_enable, rule_profiler_tool_config
+from wizard.check.rules.profiling import rule_nsys_gpu_metrics, rule_nsys_range
 from wizard.check.rules.layered_summon import rule_layered_summon
 from wizard.check.rules.weightsync import rule_lora_disaggregated_sync, rule_sync_bucket
 from wizard.check.rules.cudagraphs import rule_enforce_eager
@@ -174,7 +175,7 @@ PPO_RULES = (
     rule_rollout_train_dtype, rule_sandbox, rule_code_tests, rule_distill_pool, rule_distill_loss, rule_teacher_topk,
     rule_teacher_temperature, rule_teacher_tokenizer,
     rule_reward_model, rule_reward_inputs, rule_reward_special_tokens, rule_reward_managers, rule_dapo_filter, rule_dense_reward, rule_recipe_imports, rule_reward_signals, rule_reward_signature, rule_value_model, rule_separation_critic, rule_critic_tokenizer, rule_discount, rule_critic_vocab, rule_resume, rule_resume_world, rule_resume_budget, rule_mcore_resume, rule_mcore_resume_weights, rule_hdfs_dir, rule_async_tracker, rule_saving, rule_fsdp1_offload_policy,
-    rule_nsys_range, rule_megatron_pool, rule_engine_kwargs, rule_sglang_args, rule_ignored_do_sample,
+    rule_nsys_range, rule_nsys_gpu_metrics, rule_profiler_enable, rule_profiler_tool_config, rule_megatron_pool, rule_engine_kwargs, rule_sglang_args, rule_ignored_do_sample,
     rule_kl_horizon, rule_rollout_correction_logprobs, rule_remax_baseline, rule_val_only, rule_val_subset, rule_val_repeats,
     rule_pinned_sampling, rule_unseeded_engine,
     rule_wandb_resume, rule_v1_inputs, rule_pi_squared, rule_gdpo_keys, rule_lora_disaggregated_sync,

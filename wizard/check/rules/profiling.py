@@ -10,6 +10,14 @@
   ray_trainer.py:1472-1476, 1752-1756). nsys then waits for ranges that never come: no report is written after the
   profiled steps, only when the worker processes exit, if ever (verl#4920). verl's own YAML says
   `n = len(profile_steps)` for whole-step profiling (trainer/config/ppo_trainer.yaml:407-411).
+- VI688 (warning): Nsight GPU-metrics sampling (gpu-metrics-devices, or the older gpu-metrics-device) in
+  worker_nsight_options with more than one GPU a node. The trainers copy worker_nsight_options whole into the worker
+  group (trainer/ppo/v1/trainer_base.py:292-302, ray_trainer.py:857-866) and the worker group gives every worker actor
+  the same Ray runtime_env {"nsight": options} (single_controller/ray/base.py:658-662): one `nsys profile` per worker
+  process, several to a node. GPU metrics are sampled per GPU by one nsys session at a time (Nsight Systems user
+  guide, "GPU Metrics"), so on a node with several workers the sessions collide and the workers fail to start under
+  nsys, after the resource pools are booked (verl#2438). Metrics belong on a one-process launch (the controller's
+  controller_nsight_options) or a run with one GPU a node.
 """
 
 from __future__ import annotations
@@ -19,6 +27,9 @@ from wizard.check.rules.context import Ctx, Facts
 
 NSYS = "global_profiler.global_tool_config.nsys"
 END = f"{NSYS}.worker_nsight_options.capture-range-end"
+WORKER_OPTIONS = f"{NSYS}.worker_nsight_options"
+# nsys CLI switches that turn GPU-metrics sampling on (--gpu-metrics-devices; older nsys: --gpu-metrics-device)
+GPU_METRICS_SWITCHES = ("gpu-metrics-devices", "gpu-metrics-device")
 VERL_RANGES_PER_STEP = 6  # single_controller/ray/base.py:467: the end verl assumes for a null capture-range-end
 
 
@@ -49,3 +60,23 @@ def rule_nsys_range(c: Ctx, f: Facts) -> None:
           f"set {END}=repeat-shutdown:{ranges} (verl's YAML: n = len(profile_steps) for whole-step profiling), or "
           f"{NSYS}.discrete=True for one report per task",
           fix=Fix(set={END: f"repeat-shutdown:{ranges}"}))
+
+
+def rule_nsys_gpu_metrics(c: Ctx, f: Facts) -> None:
+    steps = c.v("global_profiler.steps")
+    if c.v("global_profiler.tool") != "nsys" or not isinstance(steps, list) or not steps:
+        return
+    per_node = c.int("trainer.n_gpus_per_node")
+    if per_node is None or per_node < 2 or c.v("trainer.device") not in (None, "cuda"):
+        return
+    for switch in GPU_METRICS_SWITCHES:
+        key = f"{WORKER_OPTIONS}.{switch}"
+        value = c.v(key)
+        if value is None or str(value).strip().lower() == "none":
+            continue
+        c.add("VI688", "warning", (key, "trainer.n_gpus_per_node"),
+              f"{key}={value}: verl starts every worker process under its own nsys with these options "
+              f"(single_controller/ray/base.py:658-662), {per_node} a node, and GPU metrics are sampled by one nsys "
+              "session per GPU at a time, so the workers fail to start under nsys (verl#2438)",
+              f"drop {key} (put GPU metrics on a one-GPU-a-node run or in "
+              f"{NSYS}.controller_nsight_options)", fix=Fix(delete=[key]))
