@@ -215,6 +215,23 @@ CASES = {
                                                 with_(f"{R}.name=sglang", f"+{R}.engine_kwargs.sglang.base_gpu_id=1")),
     "SGLang dtype repeated in engine_kwargs (R44-01)": Case("VI664", f"{R}.engine_kwargs.sglang.dtype",
                                                          with_(f"{R}.name=sglang", f"+{R}.engine_kwargs.sglang.dtype=bfloat16")),
+    # tests/test_router_replay.py holds VI709/VI729 to verl's engines and vLLM server (verl_router_replay.json, ...)
+    "router replay R3 without the rollout capture (PR#4101)": Case("VI709", f"{A}.megatron.router_replay.mode", with_(
+        "model_engine=megatron", f"{A}.megatron.router_replay.mode=R3")),
+    "router replay R2 with the rollout capture (PR#4973)": Case("VI709", f"{A}.megatron.router_replay.mode", with_(
+        "model_engine=megatron", f"{A}.megatron.router_replay.mode=R2", f"{R}.enable_rollout_routing_replay=True")),
+    "vLLM expert parallel through engine_kwargs (best_practices.rst:141)": Case(
+        "VI729", f"{R}.engine_kwargs.vllm.enable_expert_parallel", with_(
+            f"{R}.tensor_model_parallel_size=2", "trainer.n_gpus_per_node=2",
+            f"+{R}.engine_kwargs.vllm.enable_expert_parallel=True")),
+    "vLLM expert parallel turned off through engine_kwargs": Case(
+        "VI729", f"{R}.engine_kwargs.vllm.enable_expert_parallel", with_(
+            f"{R}.tensor_model_parallel_size=2", "trainer.n_gpus_per_node=2", f"{R}.expert_parallel_size=2",
+            f"+{R}.engine_kwargs.vllm.enable_expert_parallel=False")),
+    "vLLM expert parallel repeated in engine_kwargs": Case(
+        "VI729", f"{R}.engine_kwargs.vllm.enable_expert_parallel", with_(
+            f"{R}.tensor_model_parallel_size=2", "trainer.n_gpus_per_node=2", f"{R}.expert_parallel_size=2",
+            f"+{R}.engine_kwargs.vllm.enable_expert_parallel=True")),
     "flat engine argument (PR#1442)": Case("VI988", f"{R}.engine_kwargs.swap_space", with_(f"+{R}.engine_kwargs.swap_space=32")),
     "greedy validation by do_sample (verl#6202)": Case("VI989", f"{R}.val_kwargs.do_sample",
                                                        with_(f"{R}.val_kwargs.do_sample=False",

@@ -206,6 +206,21 @@ RULES: dict[str, tuple[str, str]] = {
               "the one default_local_dir's tracker names) holds FSDP shards *_world_size_W_rank_*.pt for another W "
               "than trainer.nnodes × n_gpus_per_node: verl opens its own world's files and stops with "
               "FileNotFoundError (fsdp_checkpoint_manager.py:213-214; verl#2265)"),
+    "VI709": ("router replay mode the run cannot feed", "the actor engine's router_replay.mode against the rollout's "
+              "enable_rollout_routing_replay and rollout_correction.bypass_mode: R3 without the rollout capture "
+              "(RuntimeError 'no routed_experts' at the first compute_log_prob, megatron/transformer_impl.py:1312), "
+              "R2 with the capture (legacy trainer: ValueError at step 1, ray_trainer.py:1604; V1: R2 silently runs as "
+              "R3; verl PR#4973) or R2 with bypass_mode (no old-logprob pass records the routes: RuntimeError at the "
+              "first update; verl PR#7805); table scripts/verl_router_replay.py"),
+    "VI728": ("rollout routes captured and never replayed", "rollout.enable_rollout_routing_replay=True while the "
+              "actor's router_replay.mode is disabled or its strategy is one verl reads no mode for (only megatron / "
+              "veomni: workers/engine_workers.py:498-505): the rollout returns routed experts and nothing replays them "
+              "(R3 silently off); table scripts/verl_router_replay.py"),
+    "VI729": ("vLLM engine argument verl writes over", "a key under a rollout's engine_kwargs.vllm that verl's vLLM "
+              "server writes after the **engine_kwargs spread (vllm_async_server.py:349): enable_expert_parallel is "
+              "always set to rollout.expert_parallel_size > 1 (:402), so +engine_kwargs.vllm.enable_expert_parallel="
+              "True with expert_parallel_size=1 (verl docs/perf/best_practices.rst:141) runs without EP; table "
+              "scripts/verl_vllm_server_args.py"),
     "VI927": ("MoE aux-loss coefficient the router never applies", "a Megatron actor/critic's "
               "override_transformer_config.moe_aux_loss_coeff > 0 while moe_router_load_balancing_type names no aux "
               "loss: verl 0.9.1 sets it to 'none' on the provider (transformer_impl.py:369) and Megatron's router takes "

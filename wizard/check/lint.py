@@ -106,6 +106,7 @@ from wizard.check.rules.lora_export import rule_lora_export
 from wizard.check.rules.lora_scale import rule_lora_scale, rule_sft_lora_alpha
 from wizard.check.rules.mbridge import rule_mbridge
 from wizard.check.rules.moe_router import rule_moe_aux_loss
+from wizard.check.rules.router_replay import rule_router_replay
 from wizard.check.rules.launchbreak import rule_launch_break
 from wizard.check.rules.multimodal import rule_image_patch, rule_sglang_mm_kwargs, rule_vlm_overlong
 from wizard.check.rules.vlm_processor import rule_sft_vlm_processor, rule_vlm_processor
@@ -134,6 +135,7 @@ from wizard.check.rules.val_repeats import rule_val_repeats
 from wizard.check.rules.val_subset import rule_val_subset
 from wizard.check.rules.validation import rule_sft_loop, rule_val_only
 from wizard.check.rules.valuehead import rule_value_model
+from wizard.check.rules.vllm_args import rule_vllm_args
 from wizard.check.rules.memory import rule_memory
 from wizard.check.rules.time import rule_time
 from wizard.check.rules.toolformat import rule_tool_format
@@ -169,7 +171,7 @@ PPO_RULES = (
     rule_rollout_parallel, rule_device, rule_precision, rule_fsdp_mesh, rule_batches, rule_dynamic_flags, rule_ignored_budgets, rule_tokens, rule_context_parallel_budget, rule_roles, rule_ref_model,
     rule_values, rule_inert_clip, rule_gspo_clip, rule_files, rule_data_content, rule_parquet_features, rule_tools_kwargs, rule_prompt_lengths, rule_truncation,
     rule_template_kwargs, rule_chat_template, rule_remote_code, rule_vlm_processor, rule_attention_kernels, rule_bundle_files, rule_agent, rule_agent_workers, rule_tool_schema, rule_turn_budget, rule_tool_format, rule_lora, rule_lora_export, rule_merger, rule_lora_scale, rule_mbridge,
-    rule_moe_aux_loss,
+    rule_moe_aux_loss, rule_router_replay, rule_vllm_args,
     rule_megatron_optim, rule_megatron_resume_schedule, rule_fsdp_optimizer_build, rule_muon_adamw_scale,
     rule_fsdp_unread, rule_critic_attention, rule_half_master, rule_precision_names,
     rule_rollout_train_dtype, rule_sandbox, rule_code_tests, rule_distill_pool, rule_distill_loss, rule_teacher_topk,

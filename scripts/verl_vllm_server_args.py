@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""Which vLLM engine arguments verl 0.9.1 writes after the user's engine_kwargs.vllm: writes
+wizard/check/data/verl_vllm_server_args.json, read by check's VI729.
+
+    python scripts/verl_vllm_server_args.py           # regenerate the table from the installed verl
+    python scripts/verl_vllm_server_args.py --check   # exit 1 when the committed table differs
+
+vLLMHttpServer.launch_server (workers/rollout/vllm_rollout/vllm_async_server.py) reads `engine_kwargs.vllm`
+(:287-288), builds `args = {...}` with `**engine_kwargs` spread last (:349), and then writes more keys into `args`
+(`args["k"] = ...`, `args.update({...})`), some in a branch, some always: `args.update({"enable_expert_parallel":
+self.config.expert_parallel_size > 1})` (:402) runs for every launch, so an engine_kwargs.vllm.enable_expert_parallel
+that disagrees with rollout.expert_parallel_size is silently replaced. The table is read from that function with ast:
+each later key with its line, the expression verl gives it, and whether a branch (if/for/with/try) encloses the write.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _table import table_main  # noqa: E402 - this folder, for a run as a file or a load by path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "wizard" / "check" / "data" / "verl_vllm_server_args.json"
+SERVER = "workers/rollout/vllm_rollout/vllm_async_server.py"
+BRANCHES = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try)
+
+
+def launch_server(tree: ast.Module) -> ast.AsyncFunctionDef:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == "vLLMHttpServer":
+            for item in node.body:
+                if isinstance(item, ast.AsyncFunctionDef) and item.name == "launch_server":
+                    return item
+    raise LookupError("vLLMHttpServer.launch_server not found")
+
+
+def _writes(stmts: list[ast.stmt], branch: bool, after: int, out: dict[str, dict[str, Any]]) -> None:
+    """args["k"] = v and args.update({"k": v}) in these statements (recursing into blocks), after line `after`."""
+    for st in stmts:
+        if st.lineno > after:
+            if isinstance(st, ast.Assign) and isinstance(st.targets[0], ast.Subscript) \
+                    and ast.unparse(st.targets[0].value) == "args" and isinstance(st.targets[0].slice, ast.Constant):
+                out.setdefault(st.targets[0].slice.value,
+                               {"line": st.lineno, "expr": ast.unparse(st.value), "conditional": branch})
+            if isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) \
+                    and ast.unparse(st.value.func) == "args.update" and st.value.args \
+                    and isinstance(st.value.args[0], ast.Dict):
+                for k, v in zip(st.value.args[0].keys, st.value.args[0].values):
+                    if isinstance(k, ast.Constant):
+                        out.setdefault(k.value, {"line": st.lineno, "expr": ast.unparse(v), "conditional": branch})
+        for field in ("body", "orelse", "finalbody"):
+            inner = getattr(st, field, None)
+            if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                _writes(inner, branch or isinstance(st, BRANCHES), after, out)
+        for handler in getattr(st, "handlers", []) or []:
+            _writes(handler.body, True, after, out)
+
+
+def build_from(tree: ast.Module) -> dict[str, Any]:
+    fn = launch_server(tree)
+    lit = next(n for n in ast.walk(fn) if isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "args"
+               and isinstance(n.value, ast.Dict))
+    spread = next(v for k, v in zip(lit.value.keys, lit.value.values) if k is None and ast.unparse(v) == "engine_kwargs")
+    after: dict[str, dict[str, Any]] = {}
+    _writes(fn.body, False, lit.value.end_lineno or lit.lineno, after)
+    return {"file": SERVER, "function": f"vLLMHttpServer.launch_server:{fn.lineno}",
+            "literal": f"{lit.lineno}-{lit.value.end_lineno}", "spread_line": spread.lineno,
+            "set_after": dict(sorted(after.items()))}
+
+
+def build() -> dict[str, Any]:
+    import importlib.util
+
+    spec = importlib.util.find_spec("verl")
+    assert spec is not None and spec.submodule_search_locations
+    root = Path(list(spec.submodule_search_locations)[0])
+    version = (root / "version" / "version").read_text(encoding="utf-8").strip() \
+        if (root / "version" / "version").is_file() else "unknown"
+    return {"verl": version, **build_from(ast.parse((root / SERVER).read_text(encoding="utf-8")))}
+
+
+if __name__ == "__main__":
+    sys.exit(table_main(__doc__, build, OUT))
