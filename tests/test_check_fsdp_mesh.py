@@ -117,3 +117,33 @@ def test_the_critic_has_its_own_mesh():
                           "algorithm.adv_estimator=gae", "critic.enable=true", "critic.fsdp.fsdp_size=1"])
     hits = [f.problem for f in report.findings if f.problem.rule == "VI909"]
     assert [h.keys[0] for h in hits] == ["critic.fsdp.fsdp_size"]
+
+
+def _verl_needs_critic(adv: str, enable) -> bool:
+    """verl's own need_critic (trainer/ppo/utils.py:96-107) on a config with only the keys it reads."""
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo.utils import need_critic
+
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return need_critic(OmegaConf.create({"critic": {"enable": enable}, "algorithm": {"adv_estimator": adv}}))
+
+
+@pytest.mark.parametrize("adv, enable", [
+    ("gae", None),  # real case verl#7596's class: critic.enable left unset, verl turns the critic on for gae
+    ("gae", True),
+    ("grpo", None),  # control: no critic is built, its mesh keys are never read
+    ("gae", False),  # control: critic switched off explicitly
+])
+def test_the_critic_mesh_is_checked_exactly_when_verl_builds_a_critic(adv, enable):
+    args = ["trainer.n_gpus_per_node=8", "trainer.nnodes=1", "actor_rollout_ref.rollout.name=vllm",
+            f"algorithm.adv_estimator={adv}", "critic.strategy=fsdp", "critic.fsdp.fsdp_size=1",
+            "critic.fsdp.param_offload=true"]
+    if enable is not None:
+        args.append(f"critic.enable={str(enable).lower()}")
+    hits = [f.problem for f in check(None, args).findings
+            if f.problem.rule == "VI909" and f.problem.keys[0] == "critic.fsdp.fsdp_size"]
+    assert bool(hits) == _verl_needs_critic(adv, enable), (adv, enable, hits)
+    if hits:
+        assert "critic.fsdp.fsdp_size=1" in hits[0].message and "fsdp2" in hits[0].hint

@@ -8,6 +8,11 @@ and shards with HYBRID_SHARD over it (workers/engine/fsdp/utils.py:35-52, 55-87;
   own copy of the model (real case verl#7493). FSDP2 (fully_shard over the same mesh) replicates over "ddp" and does
   average them. The tests run torch's own FSDP1 and FSDP2 on the CPU as the oracle.
 - fsdp_size that does not divide the GPUs: the mesh leaves a rank out and it fails when FSDP wraps the model.
+
+The critic is checked whenever verl builds one: verl's need_critic (trainer/ppo/utils.py:96-107) takes critic.enable
+when set and otherwise turns the critic on for adv_estimator gae, so a GAE launch that leaves critic.enable unset
+still gets a critic engine on critic.fsdp (real case verl#7596: FSDP1 with fsdp_size=1, whose param_offload then
+freed nothing; the test runs verl's own need_critic as the oracle).
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ def rule_fsdp_mesh(c: Ctx, f: Facts) -> None:
     if not world or world < 2:
         return
     roles = [("actor", f"{A}.strategy", f"{A}.fsdp_config.fsdp_size")]
-    if c.v("critic.enable") is True:
+    if f.use_critic:  # verl's need_critic: critic.enable, else adv_estimator == gae
         roles.append(("critic", "critic.strategy", "critic.fsdp.fsdp_size"))
     for role, strategy_key, size_key in roles:
         strategy, size = c.v(strategy_key), c.int(size_key)

@@ -16,7 +16,11 @@ verl 0.9.1 (paths under verl/):
 - The reward model's replicas have TP×DP×PP GPUs each; its GPUs are its own pool (`enable_resource_pool`:
   n_gpus_per_node × nnodes) or the trainer's (trainer/ppo/v1/trainer_base.py:823-835). Fewer GPUs than one replica:
   `Not enough GPUs to run the reward model` (experimental/reward_loop/reward_model.py:60-64), after the cluster and
-  the policy's workers have started.
+  the policy's workers have started. A pool the replica does not divide: verl makes pool // replica replicas and
+  then splits the pool into replica-sized parts, which asserts `split_size must be a divisor of world_size`
+  (reward_model.py:63, 84-85; single_controller/ray/base.py:288-290), at the same late point (the class of verl
+  PR#7170, which adds this fail-fast for the policy's rollout replicas; the test runs verl's own
+  _initialize_llm_servers on the CPU as the oracle).
 - VI700: without a custom reward function, the reward loop scores with the model as a classifier: on vLLM it posts to
   `/classify` (experimental/reward_loop/reward_loop.py:231-241) and raises on any 4xx answer without retrying
   (:165-172). verl starts the reward model's vLLM server with the user's engine_kwargs.vllm only
@@ -224,3 +228,10 @@ def _rule_pool(c: Ctx, f: Facts) -> None:
               f"`Not enough GPUs to run the reward model. world_size ({pool}) < rollout_world_size ({replica})` "
               "(reward_model.py:60) once the cluster is up",
               f"set {keys[0]} ≤ {pool}, or give the reward model more GPUs")
+    elif pool % replica:
+        c.add("VI889", "error", (keys[0], *pool_keys),
+              f"a reward-model replica needs TP×DP×PP={replica} GPUs, which does not divide the {pool} GPUs "
+              f"({where}): verl builds {pool // replica} replica(s) and then asserts `split_size must be a divisor of "
+              "world_size` when it splits the pool (reward_model.py:63, 84-85; single_controller/ray/base.py:289) "
+              "once the cluster is up",
+              f"make TP×DP×PP of {RM}.rollout a divisor of {pool}, or give the reward model a pool it divides")
