@@ -22,7 +22,8 @@ import pytest
 from wizard.check.lint import check
 from wizard.check.rules.tokenizer_trust import _data_flag_readers, remote_tokenizer
 
-CODE = "from transformers import PreTrainedTokenizerFast\n\n\nclass TinyRemoteTokenizer(PreTrainedTokenizerFast):\n    pass\n"
+CODE = ("from transformers import PreTrainedTokenizerFast\n\n\n"
+        "class TinyRemoteTokenizer(PreTrainedTokenizerFast):\n    pass\n")
 
 
 def _folder(tmp_path: Path, name: str, remote: bool = True, model_type: str | None = None) -> Path:
@@ -77,7 +78,8 @@ def test_verl_refuses_the_remote_tokenizer_without_the_flag(tmp_path):
     plain = _folder(tmp_path, "plain", remote=False)
     assert _verl_loads(tmp_path, remote) == {"False": "refused", "True": "TinyRemoteTokenizer"}
     substituted = _verl_loads(tmp_path, fallback)
-    assert substituted["True"] == "TinyRemoteTokenizer" and substituted["False"] not in ("refused", "TinyRemoteTokenizer")
+    assert substituted["True"] == "TinyRemoteTokenizer"
+    assert substituted["False"] not in ("refused", "TinyRemoteTokenizer")
     assert _verl_loads(tmp_path, plain)["False"] != "refused"
     # the rule's reading of the folder agrees with what verl's load did
     assert remote_tokenizer(remote) == ("tokenization_tiny.TinyRemoteTokenizer", False)

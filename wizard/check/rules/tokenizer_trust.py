@@ -47,9 +47,12 @@ def _json(path: Path) -> dict | None:
 
 
 def _auto_tokenizer(doc: dict) -> str | None:
-    """The class reference of tokenizer_config.json's AutoTokenizer auto_map (fast first, as transformers 5), else None."""
+    """The class reference of tokenizer_config.json's AutoTokenizer auto_map (fast first, as transformers 5), else
+    None."""
     auto = doc.get("auto_map")
-    entry: Any = auto if isinstance(auto, (list, tuple)) else auto.get("AutoTokenizer") if isinstance(auto, dict) else None
+    entry: Any = auto if isinstance(auto, (list, tuple)) else None
+    if isinstance(auto, dict):
+        entry = auto.get("AutoTokenizer")
     if isinstance(entry, str):
         return entry
     if isinstance(entry, (list, tuple)):
