@@ -384,6 +384,8 @@ def test_every_rule_has_a_test():
     tested |= {"VI829"}  # variables exported before `ray job submit`: tests/test_check_launch_env.py (a real Ray job)
     tested |= {"VI864", "VI865"}  # bf16 / flash-attn on a card below compute capability 8.0: tests/test_precision.py
     tested |= {"VI886"}  # custom model code without trust_remote_code: tests/test_check_remote_code.py
+    tested |= {"VI693"}  # tokenizer remote code / data.trust_remote_code: tests/test_check_tokenizer_trust.py (verl's
+    # hf_tokenizer and HFModelConfig refuse the folder without the model's flag)
     tested |= {"VI869"}  # total_training_steps beyond the epochs: tests/test_check_steps.py
     tested |= {"VI868"}  # clip settings with one update per batch: tests/test_estimators.py (verl's ratio, computed)
     tested |= {"VI867"}  # prompts over max_prompt_length with the model's tokenizer: tests/test_check_prompts.py

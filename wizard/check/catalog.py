@@ -513,6 +513,12 @@ RULES: dict[str, tuple[str, str]] = {
               "model/dist_ckpt), or as Megatron shards only while it is False (verl reads model/huggingface): the "
               "load stops in the worker after the GPUs are booked (megatron_checkpoint_manager.py:257-266, 916-940); "
               "fix: the flag the checkpoint was saved with"),
+    "VI693": ("tokenizer remote code not trusted where verl loads it", "actor_rollout_ref.model.trust_remote_code "
+              "is false while data.trust_remote_code=True (main_ppo never reads it: verl loads the tokenizer and "
+              "processor with the model's flag, workers/config/model.py:153-162; only the experimental fully_async / "
+              "one_step_off mains read the data flag, for the dataset tokenizer alone) or the tokenizer folder's "
+              "tokenizer_config.json maps AutoTokenizer to its own code (auto_map): transformers refuses it, or "
+              "silently loads its built-in class instead; fix: actor_rollout_ref.model.trust_remote_code=true"),
     "VI694": ("relaunch resumes a checkpoint at the step budget", "trainer.resume_mode auto/resume_path resuming a "
               "global_step_N (found on this machine) with N ≥ trainer.total_training_steps (or total_epochs × the "
               "batches of an epoch): the legacy trainer trains and saves step N+1 past the budget on every relaunch "

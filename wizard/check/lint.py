@@ -66,6 +66,7 @@ from wizard.check.rules.dtypes import rule_precision_names, rule_rollout_train_d
 from wizard.check.rules.attention_kernels import rule_attention_kernels
 from wizard.check.rules.precision import rule_precision
 from wizard.check.rules.remote_code import rule_remote_code
+from wizard.check.rules.tokenizer_trust import rule_tokenizer_trust
 from wizard.check.rules.sandbox import rule_sandbox
 from wizard.check.rules.code_tests import rule_code_tests
 from wizard.check.rules.sampling import rule_ignored_do_sample
@@ -170,7 +171,7 @@ PPO_RULES = (
     rule_unresolved, rule_required, rule_deprecated_micro, rule_choices, rule_layout, rule_sglang_dp, rule_hardware,
     rule_rollout_parallel, rule_device, rule_precision, rule_fsdp_mesh, rule_batches, rule_dynamic_flags, rule_ignored_budgets, rule_tokens, rule_context_parallel_budget, rule_roles, rule_ref_model,
     rule_values, rule_inert_clip, rule_gspo_clip, rule_files, rule_data_content, rule_parquet_features, rule_tools_kwargs, rule_prompt_lengths, rule_truncation,
-    rule_template_kwargs, rule_chat_template, rule_remote_code, rule_vlm_processor, rule_attention_kernels, rule_bundle_files, rule_agent, rule_agent_workers, rule_tool_schema, rule_turn_budget, rule_tool_format, rule_lora, rule_lora_export, rule_merger, rule_lora_scale, rule_mbridge,
+    rule_template_kwargs, rule_chat_template, rule_remote_code, rule_tokenizer_trust, rule_vlm_processor, rule_attention_kernels, rule_bundle_files, rule_agent, rule_agent_workers, rule_tool_schema, rule_turn_budget, rule_tool_format, rule_lora, rule_lora_export, rule_merger, rule_lora_scale, rule_mbridge,
     rule_moe_aux_loss, rule_router_replay, rule_vllm_args,
     rule_megatron_optim, rule_megatron_resume_schedule, rule_fsdp_optimizer_build, rule_muon_adamw_scale,
     rule_fsdp_unread, rule_critic_attention, rule_half_master, rule_precision_names,
