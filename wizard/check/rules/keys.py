@@ -68,6 +68,14 @@ def _dataclass_of(base: dict[str, Any], parts: list[str]) -> tuple[str | None, s
     return best
 
 
+def _built_class(base: dict[str, Any], items: list[Item], parts: list[str],
+                 dcs: dict[str, Any]) -> tuple[str | None, str | None]:
+    """`_dataclass_of`, where the user's (a recipe's) own dataclass replaces verl's: then it is not verl's table."""
+    target, node = _dataclass_of(base, parts)
+    own = _own_target(items, node)
+    return (own if own is not None and own not in dcs else target), node
+
+
 def _own_target(items: list[Item], node: str | None) -> str | None:
     """The `_target_` the user's (or a recipe's) YAML sets on `node`, e.g. the SPPO recipe's
     actor_rollout_ref.actor._target_: recipe.sppo.config.SPPOActorConfig, a subclass of verl's FSDPActorConfig with its
@@ -284,10 +292,7 @@ def validate_keys(items: list[Item], base: dict[str, Any], add: Callable[..., No
         # or a mapping would replace a value (or the reverse)
         rename = Fix(set={hint: it.value}, delete=[key]) if sure and hint not in given and \
             isinstance(lookup(base, hint), dict) == isinstance(it.value, dict) else None
-        target, node = _dataclass_of(base, parts)
-        own = _own_target(items, node)
-        if own is not None and own not in dcs:  # the user's (a recipe's) dataclass replaces verl's: not verl's table
-            target = own
+        target, node = _built_class(base, items, parts, dcs)
         instantiated = node is not None and any(node == r or node.startswith(r + ".") for r in DATACLASS_ROOTS)
         if node and node.startswith("critic") and use_critic_hint:
             instantiated = True
