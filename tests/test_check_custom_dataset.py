@@ -151,8 +151,9 @@ def _vi949(tmp_path: Path, *extra: str, **kw) -> list:
     return [fd for fd in report.findings if fd.problem.rule == "VI949"]
 
 
-def test_vi949_fires_on_the_planted_fault(tmp_path):
-    found = _vi949(tmp_path, f"data.custom_cls.path={tmp_path}/my_ds.py", "data.custom_cls.name=MyDataset",
+@pytest.mark.parametrize("prefix", ["", "file://"])
+def test_vi949_fires_on_the_planted_fault(tmp_path, prefix):
+    found = _vi949(tmp_path, f"data.custom_cls.path={prefix}{tmp_path}/my_ds.py", "data.custom_cls.name=MyDataset",
                    "data.filter_overlong_prompts=True")
     assert len(found) == 1 and found[0].problem.severity == "error"
     assert "_build_messages" in found[0].problem.message and "pkg://" in found[0].problem.hint
