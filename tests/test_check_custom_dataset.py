@@ -119,7 +119,8 @@ def test_inherited_methods_read_from_the_class_file():
     assert inherited_filter_methods(parse(SUBCLASS), "MyDataset") == list(FILTER_METHODS)
     assert inherited_filter_methods(parse(OWN_DEFS), "MyDataset") == []
     assert inherited_filter_methods(parse(BOUND), "MyDataset") == list(FILTER_METHODS)
-    assert inherited_filter_methods(parse("import torch\n\n\nclass D(torch.utils.data.Dataset):\n    pass\n"), "D") is None
+    plain = "import torch\n\n\nclass D(torch.utils.data.Dataset):\n    pass\n"
+    assert inherited_filter_methods(parse(plain), "D") is None
     chain = SUBCLASS + "\n\nclass Child(MyDataset):\n    pass\n"
     assert inherited_filter_methods(parse(chain), "Child") == list(FILTER_METHODS)
     no_filter = ("from verl.utils.dataset.rl_dataset import RLHFDataset\n\n\nclass R(RLHFDataset):\n"

@@ -18,7 +18,8 @@ case: a public Keye-VLM launch with data.custom_cls.path=.../qwen3_rl_dataset.py
 
 The text-only branch (no processor, :248-266) reads only instance attributes and is not hit; a `pkg://` module is
 imported by name (import_utils.py:170-172) and pickled by reference; a class that `def`s the methods itself keeps them
-(they travel in its by-value dict; a body binding `_build_messages = RLHFDataset._build_messages` is lost too). The methods the processor branch calls are read from verl's source
+(they travel in its by-value dict; a body binding `_build_messages = RLHFDataset._build_messages` is lost too).
+The methods the processor branch calls are read from verl's source
 (FILTER_METHODS; tests/test_check_custom_dataset.py re-derives them from rl_dataset.py and compares). The test
 proves the empty dataset with verl's own get_dataset_class and RLHFDataset on CPU (a file path: 0 of N rows; the
 same class under pkg://: N of N).
@@ -135,8 +136,9 @@ def rule_custom_dataset_filter(c: Ctx, f: Facts, shape: Any = None) -> None:
     if not lost:
         return
     c.add("VI949", "error", (PATH, NAME, FILTER),
-          f"{PATH}={path} is a file path and {name} inherits {', '.join(lost)} from RLHFDataset; {why} and {FILTER}=True: "
-          "the filter pickles the dataset, the class (module not in sys.modules, import_utils.py:175-193) is re-created "
+          f"{PATH}={path} is a file path and {name} inherits {', '.join(lost)} from RLHFDataset; {why} and "
+          f"{FILTER}=True: the filter pickles the dataset, the class (module not in sys.modules, "
+          "import_utils.py:175-193) is re-created "
           f"without RLHFDataset, every row raises AttributeError and is counted over-long (rl_dataset.py:208-244): "
           "the train and val sets filter to 0 rows",
           f"load the class by module: {PATH}=pkg://<module> with the file's folder on PYTHONPATH (or `def` them in "
