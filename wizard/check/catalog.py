@@ -713,6 +713,10 @@ RULES: dict[str, tuple[str, str]] = {
               "the run spans several GPUs and the launch exports neither NCCL_P2P_DISABLE=1 nor "
               "NCCL_CUMEM_HOST_ENABLE=0: NCCL can stop with 'peer access is not supported' when verl's FSDP engine "
               "broadcasts the weights (fsdp/transformer_impl.py:444, fsdp_utils.py:513; verl#2803, verl#1874)"),
+    "VI949": ("custom dataset class from a file path loses the overlong filter's methods", "data.custom_cls.path "
+              "a file (not pkg://) to an RLHFDataset subclass, a vision-language model and "
+              "data.filter_overlong_prompts=True: the pickled class loses RLHFDataset, every row raises inside "
+              "doc2len and is dropped (rl_dataset.py:208-244), the dataset ends empty"),
     "VI947": ("colocated rollout engine never sleeps", "rollout.free_cache_engine=False (or the served reward "
               "model's) on GPUs shared with the trainer: verl skips the engine's sleep (vllm_async_server.py:854, "
               "async_sglang_server.py:505, trtllm_async_server.py:445), so its weights and gpu_memory_utilization × "

@@ -110,6 +110,7 @@ from wizard.check.rules.moe_router import rule_moe_aux_loss
 from wizard.check.rules.router_replay import rule_router_replay
 from wizard.check.rules.launchbreak import rule_launch_break
 from wizard.check.rules.multimodal import rule_image_patch, rule_sglang_mm_kwargs, rule_vlm_overlong
+from wizard.check.rules.custom_dataset import rule_custom_dataset_filter
 from wizard.check.rules.vlm_processor import rule_sft_vlm_processor, rule_vlm_processor
 from wizard.check.rules.modes import rule_forced_naive, rule_one_step_off, rule_separate_async
 from wizard.check.rules.async_budget import rule_fully_async_lr_schedule, rule_fully_async_rollout_budget
@@ -247,6 +248,7 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_patch_embed(c, f, shape)
         rule_image_patch(c, f, shape)
         rule_vlm_overlong(c, f, shape)
+        rule_custom_dataset_filter(c, f, shape)
         rule_memory(c, f, shape, why)
         rule_time(c, f, shape, response_length_mean)
     deep_notes: list[str] = []
