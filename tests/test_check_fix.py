@@ -86,6 +86,7 @@ SFT_ARGS = ["data.train_files=/data/train.parquet", "data.messages_key=messages"
 MISSPELLED = with_(f"{A}.ppo_mini_batch_sise=8", drop=(f"{A}.ppo_mini_batch_size",))
 CASES = {
     "legacy reward key": Case("VI805", "custom_reward_function.name", with_("custom_reward_function.name=score")),
+    "checkpoint engine file name": Case("VI705", f"{R}.checkpoint_engine.backend", with_(f"{R}.checkpoint_engine.backend=kimi")),
     "+ on an existing key": Case("VI803", f"{R}.gpu_memory_utilization", with_(f"+{R}.gpu_memory_utilization=0.5")),
     "moved key": Case("VI801", "critic.model.fsdp_config.param_offload",
                       with_("critic.model.fsdp_config.param_offload=False")),

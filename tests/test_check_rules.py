@@ -399,6 +399,8 @@ def test_every_rule_has_a_test():
     tested |= {"VI929", "VI930"}  # LoRA lr / zero alpha: tests/test_check_lora_scale.py (verl's actor.yaml, peft LoraLayer)
     tested |= {"VI975"}  # an RM no reward comes from: tests/test_check_reward_unused.py (verl's RewardLoopWorker)
     tested |= {"VI700"}  # a chat model as the classifier RM: tests/test_check_reward_classifier.py
+    tested |= {"VI706", "VI707"}  # reward classes: tests/test_check_reward_classes.py (verl's load_reward_manager)
+    tested |= {"VI705"}  # unregistered checkpoint engine: tests/test_check_ckpt_backends.py (verl's registry)
     tested |= {"VI978"}  # adaptive KL horizon vs the batch rows: tests/test_check_algorithm.py (verl's apply_kl_penalty)
     tested |= {"VI979"}  # rollout correction without rollout log-probs: tests/test_check_algorithm.py (verl's gates)
     tested |= {"VI623", "VI624", "VI625"}  # estimator inputs vs the trainer: tests/test_check_estimator_inputs.py

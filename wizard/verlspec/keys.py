@@ -70,6 +70,11 @@ LEGACY_REWARD = {
     "sandbox_fusion.max_concurrent": "reward.sandbox_fusion.max_concurrent",
     "sandbox_fusion.memory_limit_mb": "reward.sandbox_fusion.memory_limit_mb",
 }
+# Legacy keys verl's migration copies where verl's loader never reads what they meant: the class name of an importlib
+# reward manager (PR#4635's reward_loop_class_name) goes to reward.reward_manager.module.name (reward_loop.py:55),
+# but load_extern_object takes the class from reward.reward_manager.name (trainer/ppo/reward.py:96-105, default
+# "naive"). The key a fix should write instead:
+LEGACY_MISMAPPED = {"reward_model.reward_loop_class_name": "reward.reward_manager.name"}
 LEGACY_PREFIXES = {"reward_model.reward_kwargs": "reward.reward_kwargs", "reward_model.rollout": "reward.reward_model.rollout",
                    "reward_manager": "reward.reward_manager", "custom_reward_function": "reward.custom_reward_function",
                    "sandbox_fusion": "reward.sandbox_fusion", "reward_model": "reward.reward_model",

@@ -26,8 +26,8 @@ from wizard.check.report import Fix
 from wizard.check.shellargs import PLACEHOLDER
 from wizard.check.tree import NOTHING, flatten, lookup
 from wizard.verlspec.history import key_history, renamed
-from wizard.verlspec.keys import (DATACLASS_ROOTS, EXTRA_FREE_FORM, LEGACY_IMPLIED, LEGACY_ROOTS, dataclass_fields, drift,
-                                  legacy_target, migrated)
+from wizard.verlspec.keys import (DATACLASS_ROOTS, EXTRA_FREE_FORM, LEGACY_IMPLIED, LEGACY_MISMAPPED, LEGACY_ROOTS,
+                                  dataclass_fields, drift, legacy_target, migrated)
 
 
 def _is_free_form(base: dict[str, Any], parts: list[str], dataclasses_: dict[str, Any]) -> bool:
@@ -200,8 +200,13 @@ def _legacy_reward_key(it: Item, legacy: str, base: dict[str, Any], items: list[
                "code never reads it, so the setting has no effect")
     else:
         why = "verl 0.9.1's main_ppo ignores it, so the setting has no effect"
+    read = LEGACY_MISMAPPED.get(key)
+    if read is not None:  # the migration's target is never read as this value (keys.py LEGACY_MISMAPPED)
+        why = (f"{why}; and {legacy}, where verl's migration copies it (experimental/reward_loop/reward_loop.py:55), "
+               f"is not the class verl loads: that is {read} (trainer/ppo/reward.py:96-105, default 'naive')")
+        maps, legacy = False, read
     add("VI805", "warning" if maps else "error", (key,), f"{key} is a legacy reward key: {why}",
-        f"use {legacy}" + (" (verl's own migration maps it there)" if migrated(key) else ""),
+        f"use {legacy}" + (" (verl's own migration maps it there)" if maps and migrated(key) else ""),
         fix=Fix(set={**_placed(legacy, it.value, base, items), **_implied(key, it.value, base, items)}, delete=[key]))
 
 
