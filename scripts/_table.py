@@ -23,3 +23,20 @@ def table_main(doc: str | None, build: Callable[[], Any], out: Path, argv: list[
     out.write_text(text, encoding="utf-8")
     print(f"wrote {out}")
     return 0
+
+
+def verl_root() -> Path:
+    """The installed verl package's folder, found without importing verl."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("verl")
+    assert spec is not None and spec.submodule_search_locations
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def from_installed_verl(build_from: Callable[[Path], dict[str, Any]]) -> dict[str, Any]:
+    """`build_from(root)` on the installed verl, under the version it was read from."""
+    root = verl_root()
+    version = (root / "version" / "version").read_text(encoding="utf-8").strip() \
+        if (root / "version" / "version").is_file() else "unknown"
+    return {"verl": version, **build_from(root)}

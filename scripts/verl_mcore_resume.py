@@ -23,7 +23,6 @@ Read with ast, nothing imported (the checkpoint manager imports megatron.core at
 from __future__ import annotations
 
 import ast
-import importlib.util
 import sys
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,7 @@ from typing import Any
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _table import table_main  # noqa: E402 - this folder, for a run as a file or a load by path
+from _table import table_main, verl_root  # noqa: E402 - this folder, for a run as a file or a load by path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "wizard" / "check" / "data" / "verl_mcore_resume.json"
@@ -49,14 +48,8 @@ GETTER_KEY = {"get_tensor_model_parallel_world_size": "tensor_model_parallel_siz
               "get_context_parallel_world_size": "context_parallel_size"}
 
 
-def _verl() -> Path:
-    spec = importlib.util.find_spec("verl")
-    assert spec is not None and spec.submodule_search_locations
-    return Path(list(spec.submodule_search_locations)[0])
-
-
 def _tree(rel: str) -> ast.Module:
-    return ast.parse((_verl() / rel).read_text(encoding="utf-8"))
+    return ast.parse((verl_root() / rel).read_text(encoding="utf-8"))
 
 
 def _function(tree: ast.AST, name: str) -> ast.FunctionDef:
@@ -130,8 +123,8 @@ def _manifest_file(tree: ast.Module) -> str:
 def build() -> dict[str, Any]:
     manager = _tree(MANAGER)
     fmt = _optimizer_format(manager)
-    engine_yaml = yaml.safe_load((_verl() / ENGINE_YAML).read_text(encoding="utf-8"))
-    ppo = yaml.safe_load((_verl() / PPO_YAML).read_text(encoding="utf-8"))
+    engine_yaml = yaml.safe_load((verl_root() / ENGINE_YAML).read_text(encoding="utf-8"))
+    ppo = yaml.safe_load((verl_root() / PPO_YAML).read_text(encoding="utf-8"))
     fields = _parallel_fields(_tree(ENGINE))
     # the optimizer is resharded over the data-parallel group; with context parallel folded into it, a new CP size
     # is a new data-parallel split, which dp_reshardable takes

@@ -18,7 +18,6 @@ Read with ast, nothing imported (the Megatron merger imports megatron.core at mo
 from __future__ import annotations
 
 import ast
-import importlib.util
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ from typing import Any
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _table import table_main  # noqa: E402 - this folder, for a run as a file or a load by path
+from _table import table_main, verl_root  # noqa: E402 - this folder, for a run as a file or a load by path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "wizard" / "check" / "data" / "verl_merger.json"
@@ -36,14 +35,8 @@ UTILS = "utils/megatron_utils.py"
 MEGATRON_YAML = "trainer/config/_generated_ppo_megatron_trainer.yaml"
 
 
-def _verl() -> Path:
-    spec = importlib.util.find_spec("verl")
-    assert spec is not None and spec.submodule_search_locations
-    return Path(list(spec.submodule_search_locations)[0])
-
-
 def _tree(rel: str) -> ast.Module:
-    return ast.parse((_verl() / rel).read_text(encoding="utf-8"))
+    return ast.parse((verl_root() / rel).read_text(encoding="utf-8"))
 
 
 def _function(tree: ast.AST, name: str) -> ast.FunctionDef:
@@ -118,7 +111,7 @@ def build() -> dict[str, Any]:
     backends, flags = _options(base)
     mapping = _params_mapping(megatron)
     subdirs = _subdirs(_tree(UTILS))
-    conf = yaml.safe_load((_verl() / MEGATRON_YAML).read_text(encoding="utf-8"))
+    conf = yaml.safe_load((verl_root() / MEGATRON_YAML).read_text(encoding="utf-8"))
     return {
         "backends": backends,
         "merge_flags": flags,

@@ -20,7 +20,6 @@ Read with ast, nothing imported (the kernels import triton):
 from __future__ import annotations
 
 import ast
-import importlib.util
 import sys
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from typing import Any
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _table import table_main  # noqa: E402 - this folder, for a run as a file or a load by path
+from _table import table_main, verl_root  # noqa: E402 - this folder, for a run as a file or a load by path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "wizard" / "check" / "data" / "verl_npu_kernels.json"
@@ -36,12 +35,6 @@ KERNELS = "utils/kernel/kernels.py"
 PATCH = "models/transformers/monkey_patch.py"
 HF_MODEL = "trainer/config/model/hf_model.yaml"
 MCORE_FUSED = "models/mcore/model_forward_fused.py"
-
-
-def _verl() -> Path:
-    spec = importlib.util.find_spec("verl")
-    assert spec is not None and spec.submodule_search_locations
-    return Path(list(spec.submodule_search_locations)[0])
 
 
 def _autotune_configs(tree: ast.Module) -> dict[str, list[dict[str, int]]]:
@@ -84,7 +77,7 @@ def _backends(tree: ast.Module) -> tuple[list[str], list[str]]:
 
 
 def build() -> dict[str, Any]:
-    verl = _verl()
+    verl = verl_root()
     kernels_src = (verl / KERNELS).read_text(encoding="utf-8")
     accepted, triton = _backends(ast.parse((verl / PATCH).read_text(encoding="utf-8")))
     hf = yaml.safe_load((verl / HF_MODEL).read_text(encoding="utf-8"))

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _table import table_main  # noqa: E402 - this folder, for a run as a file or a load by path
+from _table import from_installed_verl, table_main  # noqa: E402 - this folder, for a run as a file or a load by path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "wizard" / "check" / "data" / "verl_sampling_reach.json"
@@ -101,14 +101,7 @@ def build_from(root: Path) -> dict[str, Any]:
 
 
 def build() -> dict[str, Any]:
-    import importlib.util
-
-    spec = importlib.util.find_spec("verl")
-    assert spec is not None and spec.submodule_search_locations
-    root = Path(list(spec.submodule_search_locations)[0])
-    version = (root / "version" / "version").read_text(encoding="utf-8").strip() \
-        if (root / "version" / "version").is_file() else "unknown"
-    return {"verl": version, **build_from(root)}
+    return from_installed_verl(build_from)
 
 
 if __name__ == "__main__":

@@ -117,7 +117,7 @@ def _fn_key_read(cls: ast.ClassDef) -> bool:
                for n in ast.walk(cls))
 
 
-def _register_names(tree: ast.Module) -> set[str]:
+def register_names(tree: ast.Module) -> set[str]:
     """The names a module binds to the reward loop's `register` (limited.py imports it `as register_manager`; the
     legacy workers.reward_manager registry does not count)."""
     names = set()
@@ -129,7 +129,7 @@ def _register_names(tree: ast.Module) -> set[str]:
     return names
 
 
-def _registered_name(cls: ast.ClassDef, register: set[str]) -> str | None:
+def registered_name(cls: ast.ClassDef, register: set[str]) -> str | None:
     for d in cls.decorator_list:
         if isinstance(d, ast.Call) and isinstance(d.func, ast.Name) and d.func.id in register and d.args:
             return _const(d.args[0])
@@ -174,7 +174,7 @@ def manager_reads() -> dict[str, Reads]:
             tree = parse_module(path, 4 << 20)
         except SyntaxError:
             continue
-        register[path.name] = _register_names(tree) if tree is not None else set()
+        register[path.name] = register_names(tree) if tree is not None else set()
         for node in tree.body if tree is not None else []:
             if isinstance(node, ast.ClassDef):
                 classes[node.name] = (node, path.name)
@@ -193,7 +193,7 @@ def manager_reads() -> dict[str, Reads]:
 
     out: dict[str, Reads] = {}
     for name, (cls, file) in classes.items():
-        registered = _registered_name(cls, register[file])
+        registered = registered_name(cls, register[file])
         if registered is None:
             continue
         keys, kw_at, ds_at, fn_key = gather(name, frozenset({name}))

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from wizard._pysource import own_returns, top_level_function
 from wizard.check.rules.context import Ctx, Facts, local_path, parse_module
-from wizard.check.rules.reward_managers import _register_names, _registered_name, manager_folder
+from wizard.check.rules.reward_managers import register_names, registered_name, manager_folder
 
 FN = "reward.custom_reward_function"
 MANAGER = "reward.reward_manager"
@@ -77,10 +77,10 @@ def call_keywords() -> dict[str, tuple[frozenset[str], str]]:
             continue
         if tree is None:
             continue
-        register = _register_names(tree)
+        register = register_names(tree)
         for node in tree.body:
             if isinstance(node, ast.ClassDef):
-                name = _registered_name(node, register)
+                name = registered_name(node, register)
                 found = _score_call_keywords(node) if name else None
                 if name and found:
                     out[name] = (found[0], f"{path.name}:{found[1]}")
