@@ -56,11 +56,10 @@ def table() -> dict[str, Any]:
                       .read_text(encoding="utf-8"))
 
 
-def saved_layout(folder: Path) -> dict[str, Any] | None:
-    """The parallel sizes a role's checkpoint folder was saved with (its transformer_config.json); None if absent."""
+def _saved_json(path: Path) -> dict[str, Any] | None:
+    """A JSON object verl wrote into a checkpoint folder, read bounded; None if absent or unreadable."""
     from wizard._io import read_user_file, safe_json
 
-    path = folder / table()["layout_file"]
     if not path.is_file():
         return None
     try:
@@ -68,6 +67,11 @@ def saved_layout(folder: Path) -> dict[str, Any] | None:
     except Exception:  # noqa: BLE001 - an unreadable file is not this rule's finding
         return None
     return doc if isinstance(doc, dict) else None
+
+
+def saved_layout(folder: Path) -> dict[str, Any] | None:
+    """The parallel sizes a role's checkpoint folder was saved with (its transformer_config.json); None if absent."""
+    return _saved_json(folder / table()["layout_file"])
 
 
 def _size(layout: dict[str, Any], key: str) -> int | None:
@@ -139,16 +143,7 @@ def rule_mcore_resume(c: Ctx, f: Facts) -> None:
 
 def saved_manifest(folder: Path) -> dict[str, Any] | None:
     """A role folder's ckpt_contents.json (verl >= the v2 layout); None if absent or unreadable."""
-    from wizard._io import read_user_file, safe_json
-
-    path = folder / table()["manifest_file"]
-    if not path.is_file():
-        return None
-    try:
-        doc = safe_json(read_user_file(str(path), MAX_LAYOUT_BYTES))
-    except Exception:  # noqa: BLE001 - an unreadable file is not this rule's finding
-        return None
-    return doc if isinstance(doc, dict) else None
+    return _saved_json(folder / table()["manifest_file"])
 
 
 def _saved_formats(manifest: dict[str, Any]) -> set[str] | None:
