@@ -280,6 +280,11 @@ CASES = {
                                                SFT_ARGS + ["engine.ulysses_sequence_parallel_size=2",
                                                            "model.use_remove_padding=false"],
                                                script=True, options={"launch": SFT_LAUNCH}),
+    # tests/test_check_clip_bounds.py holds VI667/VI670 to verl's own policy-loss functions
+    "clip_ratio shadowed by the low/high defaults (FlowRL#15)": Case("VI667", f"{A}.clip_ratio",
+                                                                     with_(f"{A}.clip_ratio=0.1")),
+    "CISPO importance weight floored (SkyRL PR#553)": Case("VI670", f"{A}.policy_loss.loss_mode",
+                                                          with_(f"{A}.policy_loss.loss_mode=cispo")),
     "GSPO with token-level clip bounds": Case("VI915", f"{A}.policy_loss.loss_mode",
                                               with_(f"{A}.policy_loss.loss_mode=gspo", f"{A}.ppo_mini_batch_size=4")),
     # the distillation teacher pool (tests/test_distill_pool.py has verl's DistillationConfig on the same arithmetic):

@@ -356,6 +356,7 @@ def test_every_rule_has_a_test():
     tested |= {"VI973"}  # distillation teacher pool vs the teachers: tests/test_distill_pool.py
     tested |= {"VI617", "VI620", "VI621", "VI622"}  # distillation loss / teacher top-k / temperature / tokenizer: tests/test_distill_settings.py
     tested |= {"VI915"}  # GSPO with token-level clip bounds, against verl's own losses: tests/test_gspo_clip.py
+    tested |= {"VI667", "VI670"}  # clip_ratio shadowed / CISPO weight floor, against verl's own losses: tests/test_check_clip_bounds.py
     tested |= {"VI944", "VI945", "VI946"}  # ROCm visible devices, GeForce P2P, DeepEP below Hopper, against verl's worker set-up and Ray's AMD manager: tests/test_check_accel_env.py
     tested |= {"VI941", "VI942", "VI943"}  # V1 bypass settings, negative KL coefficient, rollout_rs values, against verl's own losses and parsers: tests/test_check_rollout_corr.py
     tested |= {"VI923", "VI924", "VI925", "VI926"}  # checkpoint storage and resume world, against verl's trainers and managers: tests/test_check_ckpt_store.py

@@ -186,6 +186,12 @@ RULES: dict[str, tuple[str, str]] = {
               "engine_kwargs.sglang.enable_dp_attention: SGLang launches DP groups of TP × DP GPUs each"),
     "VI914": ("data file verl cannot read", "a data.train_files/val_files path that is not a .parquet, .json or "
               ".jsonl file (a folder of shards, a .csv): verl's RLHFDataset raises 'Unsupported file format'"),
+    "VI667": ("clip_ratio shadowed by clip_ratio_low/high", "actor.clip_ratio set while clip_ratio_low/high stay at "
+              "verl's non-null defaults (0.2): every clipping loss mode reads those first and falls back to clip_ratio "
+              "only when null (core_algos.py:1321-1322), so clip_ratio is never read (FlowRL#15)"),
+    "VI670": ("CISPO importance weight floored", "policy_loss.loss_mode=cispo with clip_ratio_low < 1: the stop-gradient "
+              "IS weight is clamped to at least 1 - clip_ratio_low (core_algos.py:2079), so off-policy tokens keep "
+              "weight instead of being damped; verl's CISPO example sets clip_ratio_low=10 (SkyRL PR#553)"),
     "VI915": ("GSPO with token-level clip bounds", "policy_loss.loss_mode=gspo with clip bounds ≥ 0.05: the sequence "
               "ratio GSPO clips barely moves, so the off-policy updates go unclipped (verl's GSPO examples: 3e-4 / 4e-4)"),
     "VI911": ("reward function looks for special tokens", "the custom reward file's string constants contain a token "
