@@ -27,21 +27,13 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _table import table_main  # noqa: E402 - this folder, for a run as a file or a load by path
+from _table import table_main, verl_root  # noqa: E402 - this folder, for a run as a file or a load by path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "wizard" / "check" / "data" / "verl_clip_bounds.json"
 SOURCE = "verl/trainer/ppo/core_algos.py"
 YAML = "verl/trainer/config/actor/actor.yaml"
 SIDES = ("clip_ratio_low", "clip_ratio_high")
-
-
-def _verl_dir() -> Path:
-    import importlib.util
-
-    spec = importlib.util.find_spec("verl")
-    assert spec and spec.origin, "verl is not installed"
-    return Path(spec.origin).parent
 
 
 def _config_attr(node: ast.AST, cfg: str) -> str | None:
@@ -158,7 +150,7 @@ def _yaml_defaults(path: Path) -> dict[str, object]:
 
 
 def build() -> dict:
-    verl = _verl_dir()
+    verl = verl_root()
     tree = ast.parse((verl / "trainer" / "ppo" / "core_algos.py").read_text(encoding="utf-8"))
     functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
     modes: dict[str, dict] = {}
