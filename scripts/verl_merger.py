@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """What verl's model merger (`python -m verl.model_merger merge`) accepts and reads: writes
-wizard/check/data/verl_merger.json, read by check's VI684-VI687 (wizard/check/rules/merger.py).
+wizard/check/data/verl_merger.json, read by check's VI655 and VI684-VI687 (wizard/check/rules/merger.py).
 
     python scripts/verl_merger.py           # regenerate the table from the installed verl's source
     python scripts/verl_merger.py --check   # exit 1 when the committed table differs
@@ -11,6 +11,8 @@ Read with ast, nothing imported (the Megatron merger imports megatron.core at mo
 - model_merger/megatron_model_merger.py: the name table of __init__ (params_mapping, :175-214), whether
   _merge_state_dicts skips output_layer under config.tie_word_embedding (:373-375), and what merge_and_save reads
   (get_model_dist_checkpoint_path, :498);
+- model_merger/fsdp_model_merger.py _calculate_shard_configuration (:134-138): the device-mesh dimension names its
+  assert accepts (a VeOmni checkpoint's ('dp_shard',) is not among them in 0.9.1);
 - utils/megatron_utils.py: the model/ and dist_ckpt/ / huggingface/ folder names (:1030-1033);
 - trainer/config/_generated_ppo_megatron_trainer.yaml: actor.megatron.use_dist_checkpointing's default (:57).
 """
@@ -32,6 +34,7 @@ OUT = ROOT / "wizard" / "check" / "data" / "verl_merger.json"
 BASE = "model_merger/base_model_merger.py"
 MEGATRON = "model_merger/megatron_model_merger.py"
 UTILS = "utils/megatron_utils.py"
+FSDP = "model_merger/fsdp_model_merger.py"
 MEGATRON_YAML = "trainer/config/_generated_ppo_megatron_trainer.yaml"
 
 
@@ -96,6 +99,15 @@ def _adapter_dir(tree: ast.Module) -> str:
     raise AssertionError("save_lora_adapter's folder not found")
 
 
+def _fsdp_mesh_names(tree: ast.Module) -> list[list[str]]:
+    """The tuple of mesh_dim_names `assert mesh_dim_names in (...)` accepts in _calculate_shard_configuration."""
+    for node in ast.walk(_function(tree, "_calculate_shard_configuration")):
+        if isinstance(node, ast.Assert) and isinstance(node.test, ast.Compare) \
+                and ast.unparse(node.test.left) == "mesh_dim_names" and isinstance(node.test.ops[0], ast.In):
+            return [list(t) for t in ast.literal_eval(node.test.comparators[0])]
+    raise AssertionError("the mesh_dim_names assert is not in _calculate_shard_configuration")
+
+
 def _subdirs(tree: ast.Module) -> dict[str, str]:
     out = {}
     for node in tree.body:
@@ -122,6 +134,7 @@ def build() -> dict[str, Any]:
         "megatron_reads": _reads(megatron),
         "megatron_dist_ckpt": f"{subdirs['model_subdir']}/{subdirs['dist_ckpt_subdir']}",
         "megatron_hf": f"{subdirs['model_subdir']}/{subdirs['huggingface_subdir']}",
+        "fsdp_mesh_dim_names": _fsdp_mesh_names(_tree(FSDP)),
         "use_dist_checkpointing_default": conf["actor_rollout_ref"]["actor"]["megatron"]["use_dist_checkpointing"],
     }
 

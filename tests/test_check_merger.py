@@ -226,3 +226,28 @@ def test_vi687_fault_and_control(tmp_path):
     (hit,) = _hits(_script(tmp_path, vl, DIST, MEGATRON_MERGE, megatron=True), "VI687")
     assert hit.severity == "error" and "hf_model" in hit.hint
     assert not _hits(_script(tmp_path, _model(tmp_path, "text"), DIST, MEGATRON_MERGE, megatron=True), "VI687")
+
+
+# --- VI655: the FSDP merger on a VeOmni checkpoint (verl PR#7942, after 0.9.1) ----------------------------------------
+
+def test_vi655_verl_refuses_a_veomni_mesh():
+    # verl's own FSDPModelMerger._calculate_shard_configuration (imports cleanly): the 1-D full shard under VeOmni's
+    # dimension name is refused, the same layout under "fsdp" is accepted
+    from verl.model_merger.fsdp_model_merger import FSDPModelMerger
+
+    merger = object.__new__(FSDPModelMerger)
+    mesh = np.arange(4).reshape(4)
+    assert merger._calculate_shard_configuration(mesh, ("fsdp",))
+    with pytest.raises(AssertionError, match="dp_shard"):
+        merger._calculate_shard_configuration(mesh, ("dp_shard",))
+    assert ["dp_shard"] not in table()["fsdp_mesh_dim_names"]
+
+
+def test_vi655_fault_and_controls(tmp_path):
+    model = _model(tmp_path, "m")
+    fsdp_merge = MEGATRON_MERGE.replace("megatron", "fsdp")
+    (hit,) = _hits(_script(tmp_path, model, "model_engine=veomni", fsdp_merge), "VI655")
+    assert hit.severity == "error" and "dp_shard" in hit.message and f"{A}.checkpoint.save_contents" in hit.hint
+    # controls: the same merge of an FSDP run, and a VeOmni run with no merge
+    assert not _hits(_script(tmp_path, model, "", fsdp_merge), "VI655")
+    assert not _hits(_script(tmp_path, model, "model_engine=veomni", ""), "VI655")

@@ -326,6 +326,19 @@ RULES: dict[str, tuple[str, str]] = {
               "start Ray with ray_kwargs.ray_init.num_cpus=null (no `ray start`, RAY_ADDRESS or job submit): Ray counts "
               "the node's cores, not the job's CPUs, and its workers fail to register or hang (verl's YAML: \"Use a "
               "fixed number instead of null when using SLURM\", ppo_trainer.yaml:514)"),
+    "VI646": ("VeOmni mesh that does not tile the GPUs", "model_engine=veomni (or a role's strategy veomni): "
+              "veomni.ulysses_parallel_size must divide the GPUs, veomni.fsdp_size (when 0 < it < world/ulysses) the "
+              "data-parallel size (VeOmniEngine raises ValueError on the workers, veomni/transformer_impl.py:151-163), "
+              "and veomni.expert_parallel_size the FSDP shard group (VeOmni asserts it, PR#867); nothing checks them "
+              "before the GPUs are booked"),
+    "VI654": ("VeOmni Ulysses without remove-padding", "veomni.ulysses_parallel_size > 1 with the role's "
+              "model.use_remove_padding=False: the VeOmni engine SP-slices only on the remove-padding path "
+              "(veomni/transformer_impl.py:120-123; VeOmniActorConfig, workers/config/actor.py:367-376) and verl "
+              "accepts it, where the FSDP actor refuses the pair (actor.py:331-341)"),
+    "VI655": ("FSDP merger on a VeOmni checkpoint", "`verl.model_merger merge --backend fsdp` on the checkpoint of a "
+              "model_engine=veomni run: VeOmni's FSDP2 shards carry a ('dp_shard',) mesh and verl 0.9.1's merger "
+              "asserts mesh_dim_names in (('fsdp',), ('ddp', 'fsdp')) (model_merger/fsdp_model_merger.py:138; "
+              "verl PR#7942); save 'hf_model' in actor.checkpoint.save_contents instead"),
     "VI684": ("model-merger backend that does not fit the run's checkpoint", "a `verl.model_merger merge` in the "
               "launch script whose --backend reads files the run never writes: --backend megatron on a Megatron run "
               "without megatron.use_dist_checkpointing (the merger reads only model/dist_ckpt; the run saved Hugging "

@@ -60,6 +60,7 @@ from wizard.check.rules.mcore_resume import rule_mcore_resume, rule_mcore_resume
 from wizard.check.rules.merger import rule_merger
 from wizard.check.rules.prompts import rule_chat_template, rule_prompt_lengths
 from wizard.check.rules.fsdp_mesh import rule_fsdp_mesh
+from wizard.check.rules.veomni_mesh import rule_veomni_mesh, rule_veomni_sp_padding
 from wizard.check.rules.cluster import rule_checkpoint_nodes, rule_ray_socket_path, rule_working_dir_upload
 from wizard.check.rules.launchenv import rule_launch_env
 from wizard.check.rules.dtypes import rule_precision_names, rule_rollout_train_dtype

@@ -19,6 +19,12 @@ the checkpoint the same script's run writes. verl 0.9.1 (paths under site-packag
   (save_lora_adapter, base_model_merger.py:311-408; save_hf_model_and_tokenizer :410-423): serving target_dir
   (`vllm serve <target_dir>` without --enable-lora) serves the untrained base model. Real case verl#7285 (and the
   question verl#3087).
+- VI655 (error): `--backend fsdp` on the checkpoint of a model_engine=veomni run. The VeOmni engine saves through
+  the FSDP checkpoint manager (workers/engine/veomni/transformer_impl.py:253) but its FSDP2 DTensors carry VeOmni's
+  ('dp_shard',) mesh, and the merger asserts mesh_dim_names in (('fsdp',), ('ddp', 'fsdp'))
+  (model_merger/fsdp_model_merger.py:138): AssertionError on every VeOmni checkpoint (verl PR#7942, merged after
+  0.9.1). The accepted names come from that assert through scripts/verl_merger.py; the test runs verl's own
+  FSDPModelMerger._calculate_shard_configuration on the CPU as the oracle.
 - VI687 (error): the Megatron merger on a vision-language model. Its name table (params_mapping,
   megatron_model_merger.py:175-214) maps only the language decoder, embedding and output layer, and it builds a
   text-only GPT model from the config (:243-258), so a VL checkpoint's vision tower is not converted
@@ -203,6 +209,15 @@ def _backend(c: Ctx, f: Facts, m: Merge, where: str, dist: bool, t: dict[str, An
               "(verl#4338)",
               f"skip the merge and load <local_dir>/{t['megatron_hf']} directly (or set {DIST}=True, with "
               f"{A}.megatron.dist_checkpointing_path, to save Megatron shards for the merger)")
+    elif m.backend == "fsdp" and not f.megatron and _veomni(c) and ["dp_shard"] not in t["fsdp_mesh_dim_names"]:
+        names = t["fsdp_mesh_dim_names"]
+        c.add("VI655", "error", ("model_engine", f"{A}.strategy"),
+              f"{where} runs the FSDP merger on a model_engine=veomni checkpoint: VeOmni's FSDP2 shards carry a "
+              f"('dp_shard',) device mesh and verl's merger accepts only {' or '.join(str(tuple(n)) for n in names)} "
+              "(model_merger/fsdp_model_merger.py:138), so it stops with AssertionError: Unsupported mesh_dim_names "
+              "('dp_shard',) (verl PR#7942, after 0.9.1)",
+              f"add 'hf_model' to {SAVE} so the run writes Hugging Face weights to <local_dir>/huggingface, and drop "
+              "the merge")
     elif m.backend == "megatron" and not f.megatron or m.backend == "fsdp" and f.megatron:
         engine = "Megatron" if f.megatron else "FSDP"
         c.add("VI684", "error", (f"{A}.strategy",),
@@ -212,6 +227,10 @@ def _backend(c: Ctx, f: Facts, m: Merge, where: str, dist: bool, t: dict[str, An
               f"megatron_model_merger.py:495-500: {t['megatron_dist_ckpt']})",
               f"pass --backend {'megatron' if f.megatron else 'fsdp'}" + (
                   f" (or, with {DIST}=False, load <local_dir>/{t['megatron_hf']} directly)" if f.megatron else ""))
+
+
+def _veomni(c: Ctx) -> bool:
+    return "veomni" in (c.v("model_engine"), c.v(f"{A}.strategy"))
 
 
 def _lora(c: Ctx, f: Facts, m: Merge, where: str, served: list[tuple[str, bool]], t: dict[str, Any]) -> None:
