@@ -231,3 +231,14 @@ def test_the_size_check_sees_a_long_function(tmp_path, monkeypatch):
     monkeypatch.setattr(Path, "rglob", lambda self, pattern: iter([planted]) if self == PKG else iter([]))
     monkeypatch.setattr(Path, "read_text", lambda self, encoding=None: text)
     assert _too_big(_sizes()) == {"wizard/_size_probe_for_test.py": 801, "wizard/_size_probe_for_test.py:long": 121}
+
+
+def test_every_rule_lint_imports_is_called():
+    """A rule function imported into wizard/check/lint.py but named nowhere else there (not in PPO_RULES /
+    SFT_RULES / GENERATION_RULES, not called by check()) never runs: its tests through check() go silent rather than
+    red. A merge that kept the import and lost the tuple entry did exactly that once."""
+    tree = ast.parse((PKG / "check" / "lint.py").read_text(encoding="utf-8"))
+    imported = {a.asname or a.name for node in tree.body if isinstance(node, ast.ImportFrom)
+                for a in node.names if (a.asname or a.name).startswith("rule_")}
+    named = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    assert imported and imported - named == set()
