@@ -25,7 +25,8 @@ LAYOUT = "actor_rollout_ref.actor.megatron.override_transformer_config.pipeline_
 BASE = ["algorithm.adv_estimator=grpo", "actor_rollout_ref.model.path=Qwen/Qwen2.5-7B-Instruct",  # 28 layers
         "data.train_batch_size=256", "actor_rollout_ref.actor.ppo_mini_batch_size=64",
         "actor_rollout_ref.actor.use_dynamic_bsz=True", "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=12288",
-        "actor_rollout_ref.rollout.tensor_model_parallel_size=4", "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=1",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=4",
+        "actor_rollout_ref.actor.megatron.tensor_model_parallel_size=1",
         "trainer.nnodes=1", "trainer.n_gpus_per_node=8"]
 
 
@@ -76,7 +77,8 @@ def test_unset_vpp_warns():
 
 def test_critic_layout_checked():
     critic = ["algorithm.adv_estimator=gae", "critic.model.path=Qwen/Qwen2.5-7B-Instruct", "critic.strategy=megatron",
-              "critic.megatron.pipeline_model_parallel_size=4", "critic.megatron.virtual_pipeline_model_parallel_size=1",
+              "critic.megatron.pipeline_model_parallel_size=4",
+              "critic.megatron.virtual_pipeline_model_parallel_size=1",
               "+critic.megatron.override_transformer_config.pipeline_model_parallel_layout='E|(t*2|)*14L'"]
     report = check(None, [*BASE, *critic, "critic.ppo_micro_batch_size_per_gpu=4"], config_name="ppo_megatron_trainer")
     assert any(f.problem.rule == "VI629" and "critic" in f.problem.message for f in report.findings)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from wizard.check.report import Fix
 from wizard.check.rules.context import A, Ctx, Facts
 
 # megatron-core 0.15.0 pipeline_parallel_layer_layout.py:275-292
@@ -118,15 +119,16 @@ def rule_pp_layout(c: Ctx, f: Facts, shape: Any = None) -> None:
         exact = shape is not None and getattr(shape, "source", None) in ("catalogue", "local") and role == "actor"
         problems, implied = layout_problems(layout, pp, vpp, shape.layers if exact else None)
         if problems:
-            hint = (f"set {vpp_key}={implied}" if implied and len(problems) == 1 and "virtual pipeline" in problems[0]
-                    else f"write {key} with PP × VPP stages ('|'), 'E' first, 'L' last"
-                    + (f" and {shape.layers} 't'" if exact else ""))
+            only_vpp = bool(implied) and len(problems) == 1 and "virtual pipeline" in problems[0]
+            hint = (f"set {vpp_key}={implied}" if only_vpp else f"write {key} with PP × VPP stages ('|'), 'E' first, "
+                    "'L' last" + (f" and {shape.layers} 't'" if exact else ""))
             c.add("VI629", "error", [key, pp_key, vpp_key],
                   f"{role} Megatron: {key}={layout!r}: {'; '.join(problems)} (megatron-core asserts when the worker "
-                  "builds the model; verl passes the layout through unchecked, transformer_impl.py:371-372)", hint)
+                  "builds the model; verl passes the layout through unchecked, transformer_impl.py:371-372)", hint,
+                  fix=Fix(set={vpp_key: implied}) if only_vpp else None)
         elif vpp is None and implied and implied > 1:
             c.add("VI635", "warning", [key, vpp_key],
                   f"{role} Megatron: {key}={layout!r} makes a virtual pipeline of {implied} over PP={pp} while "
                   f"{vpp_key} is unset: megatron-core takes VPP={implied} from the layout (transformer_config.py:"
                   "1075-1077) but verl initialises the process groups without a virtual pipeline "
-                  "(transformer_impl.py:271-274)", f"set {vpp_key}={implied}")
+                  "(transformer_impl.py:271-274)", f"set {vpp_key}={implied}", fix=Fix(set={vpp_key: implied}))
