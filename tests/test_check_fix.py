@@ -83,6 +83,8 @@ actor_rollout_ref:
 SFT_LAUNCH = "torchrun --standalone --nnodes=1 --nproc_per_node=8 -m verl.trainer.sft_trainer"
 SFT_ARGS = ["data.train_files=/data/train.parquet", "data.messages_key=messages", "data.micro_batch_size_per_gpu=2",
             "model.path=Qwen/Qwen2.5-0.5B-Instruct", "trainer.n_gpus_per_node=8", "trainer.logger=[console]"]
+PP_LAYOUT = f"{A}.megatron.override_transformer_config.pipeline_model_parallel_layout"
+PP2 = ("model_engine=megatron", "trainer.n_gpus_per_node=2", f"{A}.megatron.pipeline_model_parallel_size=2")
 MISSPELLED = with_(f"{A}.ppo_mini_batch_sise=8", drop=(f"{A}.ppo_mini_batch_size",))
 CASES = {
     "legacy reward key": Case("VI805", "custom_reward_function.name", with_("custom_reward_function.name=score")),
@@ -155,6 +157,11 @@ CASES = {
     "Megatron LoRA without Megatron-Bridge": Case("VI881", "actor_rollout_ref.model.lora.rank",
                                                   with_("model_engine=megatron", "actor_rollout_ref.model.lora.rank=16",
                                                         f"{A}.megatron.vanilla_mbridge=True")),
+    # VI629 / VI635 (tests/test_pp_layout.py has the messages): the layout's stages over PP fix the virtual pipeline
+    "pipeline layout against VPP": Case("VI629", PP_LAYOUT,
+                                        with_(*PP2, f"{A}.megatron.virtual_pipeline_model_parallel_size=1",
+                                              f"+{PP_LAYOUT}='Et*7|t*7|t*7|t*7L'")),
+    "pipeline layout, VPP unset": Case("VI635", PP_LAYOUT, with_(*PP2, f"+{PP_LAYOUT}='Et*7|t*7|t*7|t*7L'")),
     "Megatron without Megatron-Bridge": Case("VI912", f"{A}.megatron.use_mbridge",
                                              with_("model_engine=megatron", f"{A}.megatron.use_mbridge=False")),
     "SGLang rollout DP without DP attention": Case("VI913", f"{R}.data_parallel_size",

@@ -775,6 +775,17 @@ RULES: dict[str, tuple[str, str]] = {
               "workers/fsdp_workers.py, sharding_manager/ and trainer/ppo/reward.py's compute_reward, which the PRIME, "
               "SPIN and SPPO recipes, pinned to a pre-0.8 verl, import): ImportError at launch (error) or when that "
               "code runs (warning); the installed verl's files are the table (verl-recipe#86)"),
+    "VI629": ("pipeline_model_parallel_layout megatron-core rejects", "a Megatron actor/critic "
+              "override_transformer_config.pipeline_model_parallel_layout whose stages do not divide by "
+              "pipeline_model_parallel_size, imply a virtual pipeline other than virtual_pipeline_model_parallel_size, "
+              "lack 'E' first / 'L' last, count other than the model's layers in 't', use an unknown character, or "
+              "come with num_layers_in_first/last_pipeline_stage / account_for_*: verl passes it through unchecked "
+              "(megatron/transformer_impl.py:371-372) and megatron-core asserts in the worker "
+              "(transformer_config.py:1031-1081; Megatron-Bridge#1502, Megatron-LM#1852)"),
+    "VI635": ("pipeline layout with an unset virtual pipeline size", "a pipeline_model_parallel_layout with more "
+              "stages than pipeline_model_parallel_size while virtual_pipeline_model_parallel_size is null: "
+              "megatron-core takes the VPP from the layout (transformer_config.py:1075-1077) but verl initialises "
+              "the process groups without one (megatron/transformer_impl.py:271-274)"),
     "VI628": ("reward function returns token-level rewards", "reward.custom_reward_function returns a list (one value "
               "per token or reasoning step, a process-reward style score), directly or as the dict's 'score': every "
               "registered reward manager takes one number per response and verl writes it at the last token "

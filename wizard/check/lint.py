@@ -101,6 +101,7 @@ from wizard.check.rules.files import rule_files
 from wizard.check.rules.layout import (rule_device, rule_hardware, rule_layout, rule_megatron, rule_rollout_dp_nodes,
                                       rule_rollout_heads, rule_rollout_parallel, rule_sequence_parallel, rule_sglang_dp)
 from wizard.check.rules.logprobs import rule_rollout_logprob_contract
+from wizard.check.rules.pp_layout import rule_pp_layout
 from wizard.check.rules.klsign import rule_negative_kl_coef
 from wizard.check.rules.rollout_corr import rule_rollout_corr_values, rule_v1_bypass_ignored
 from wizard.check.rules.lora import rule_lora, rule_vision_lora
@@ -244,6 +245,7 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_context(c, f, shape)
     elif ppo_rules:
         rule_megatron(c, f, shape)
+        rule_pp_layout(c, f, shape)
         rule_sequence_parallel(c, f, shape)
         rule_rollout_dp_nodes(c, f, shape)
         rule_context(c, f, shape)
