@@ -37,7 +37,7 @@ ARGV_BYTES = 1 << 20
 # variables whose VALUES the trace keeps (every other exported variable: its name only)
 TRACED_VALUES = ("RAY_TMPDIR", "TMPDIR", "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
                  "RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES", "NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL",
-                 "NCCL_CUMEM_HOST_ENABLE")
+                 "NCCL_CUMEM_HOST_ENABLE", "NCCL_SOCKET_IFNAME", "HCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
 RETRIES = 16  # variables the script needs from its environment, added one at a time
 TOTAL_S = 10.0  # every try together (with the default per-try TIMEOUT_S; scaled with a caller's timeout)
 STUBS = ("python", "python3", "uv", "ray", "torchrun", "hf", "huggingface-cli", "pip", "pip3", "nvidia-smi",
