@@ -60,7 +60,9 @@ def worker_env(c: Ctx) -> dict[str, str]:
     ex = c.src.extraction
     if ex is not None and not (joins_cluster(c) and not RAY_START.search(script_commands(c))):
         env.update(_written(script_commands(c)))
-        env.update({n: ex.temp_env.get(n, "") for n in ex.env_names if n in (GLOO, *DEVICE_IFNAMES)})
+        for n in ex.env_names:
+            if n in (GLOO, *DEVICE_IFNAMES):
+                env[n] = ex.temp_env.get(n) or env.get(n, "")
     return env
 
 
