@@ -431,6 +431,9 @@ def test_every_rule_has_a_test():
     # RewardLoopWorker._preprocess_reward_inputs on the CPU)
     tested |= {"VI780"}  # legacy trainer's unequal agent-loop split: tests/test_check_agent_config.py (verl's DataProto.chunk)
     tested |= {"VI781"}  # tool_schema keys verl drops: tests/test_check_agent_config.py (verl's schema models, dumped)
+    tested |= {"VI948", "VI953", "VI954"}  # Gloo's interface / relative agent-loop config / Megatron retention on
+    # several nodes: tests/test_check_multinode_paths.py (verl's process-group backend, resolve_config_path and
+    # retention methods on the CPU)
     assert tested == set(RULES), sorted(set(RULES) ^ tested)
 
 

@@ -37,7 +37,7 @@ ARGV_BYTES = 1 << 20
 # variables whose VALUES the trace keeps (every other exported variable: its name only)
 TRACED_VALUES = ("RAY_TMPDIR", "TMPDIR", "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
                  "RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES", "NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL",
-                 "NCCL_CUMEM_HOST_ENABLE")
+                 "NCCL_CUMEM_HOST_ENABLE", "NCCL_SOCKET_IFNAME", "HCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
 RETRIES = 16  # variables the script needs from its environment, added one at a time
 TOTAL_S = 10.0  # every try together (with the default per-try TIMEOUT_S; scaled with a caller's timeout)
 STUBS = ("python", "python3", "uv", "ray", "torchrun", "hf", "huggingface-cli", "pip", "pip3", "nvidia-smi",
@@ -111,10 +111,11 @@ if [ -n "$found" ]; then
   compgen -e > "$VI_TRACE_OUT/names-$n"
   # and the VALUES of Ray's temp-root variables (paths; VI773 measures Ray's socket paths under them), of the
   # visible-device lists (device indices; VI934 counts the GPUs a Ray started by verl sees, VI944 compares the ROCm
-  # ones) and of NCCL's peer-to-peer switches (0/1/levels; VI945) only
+  # ones), of NCCL's peer-to-peer switches (0/1/levels; VI945) and of the socket interface names (VI948) only
   exported=$'\n'$(compgen -e)$'\n'
   for v in RAY_TMPDIR TMPDIR CUDA_VISIBLE_DEVICES HIP_VISIBLE_DEVICES ROCR_VISIBLE_DEVICES \
-      RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES NCCL_P2P_DISABLE NCCL_P2P_LEVEL NCCL_CUMEM_HOST_ENABLE; do
+      RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES NCCL_P2P_DISABLE NCCL_P2P_LEVEL NCCL_CUMEM_HOST_ENABLE \
+      NCCL_SOCKET_IFNAME HCCL_SOCKET_IFNAME GLOO_SOCKET_IFNAME; do
     case "$exported" in *$'\n'"$v"$'\n'*) printf '%s=%s\0' "$v" "${!v}" ;; esac
   done > "$VI_TRACE_OUT/temp-$n"
   exit 0

@@ -735,6 +735,18 @@ RULES: dict[str, tuple[str, str]] = {
               "the run spans several GPUs and the launch exports neither NCCL_P2P_DISABLE=1 nor "
               "NCCL_CUMEM_HOST_ENABLE=0: NCCL can stop with 'peer access is not supported' when verl's FSDP engine "
               "broadcasts the weights (fsdp/transformer_impl.py:444, fsdp_utils.py:513; verl#2803, verl#1874)"),
+    "VI948": ("multi-node launch that pins NCCL's interface but not Gloo's", "the workers of a run on several nodes "
+              "get NCCL_SOCKET_IFNAME (or HCCL_SOCKET_IFNAME) and no GLOO_SOCKET_IFNAME: every verl worker also opens "
+              "a Gloo group (utils/distributed.py:63, :89 \"cpu:gloo,...\"), which binds the address the hostname "
+              "resolves to, often the management NIC (verl#967, verl PR#7386)"),
+    "VI953": ("agent-loop config file by a relative path on several nodes", "rollout.agent.agent_loop_config_path / "
+              "multi_turn.tool_config_path / function_tool_path relative on a multi-node launch with no Ray job "
+              "working_dir: AgentLoopWorkers resolve it on their own node, against the folder `ray start` ran in "
+              "there, then verl's root only (agent_loop.py:529-536, import_utils.py:91-144; verl PR#4029)"),
+    "VI954": ("Megatron checkpoint retention on every rank", "trainer.max_actor/critic_ckpt_to_keep (or "
+              "remove_previous_ckpt_in_save) on a multi-node run whose role saves through the Megatron manager: every "
+              "rank rmtree()s the same old checkpoint (megatron_checkpoint_manager.py:1148, :1199-1200; FSDP only on "
+              "rank 0), and on HDFS FUSE / NFS the concurrent deletes can abort the save (verl PR#7989)"),
     "VI949": ("custom dataset class from a file path loses the overlong filter's methods", "data.custom_cls.path "
               "a file (not pkg://) to an RLHFDataset subclass, a vision-language model and "
               "data.filter_overlong_prompts=True: the pickled class loses RLHFDataset, every row raises inside "

@@ -62,6 +62,9 @@ from wizard.check.rules.prompts import rule_chat_template, rule_prompt_lengths
 from wizard.check.rules.fsdp_mesh import rule_fsdp_mesh
 from wizard.check.rules.veomni_mesh import rule_veomni_mesh, rule_veomni_sp_padding
 from wizard.check.rules.cluster import rule_checkpoint_nodes, rule_ray_socket_path, rule_working_dir_upload
+from wizard.check.rules.ckpt_prune_ranks import rule_ckpt_prune_ranks
+from wizard.check.rules.remote_paths import rule_remote_config_paths
+from wizard.check.rules.socket_ifname import rule_gloo_ifname
 from wizard.check.rules.launchenv import rule_launch_env
 from wizard.check.rules.dtypes import rule_precision_names, rule_rollout_train_dtype
 from wizard.check.rules.attention_kernels import rule_attention_kernels
@@ -195,7 +198,8 @@ PPO_RULES = (
     rule_kl_cov_on_policy, rule_role_grad_clip, rule_epoch_shuffle, rule_layered_summon, rule_enforce_eager,
     rule_free_cache_engine, rule_npu_fused_kernels, rule_npu_mbridge_vpp, rule_unfed_role_keys, rule_megatron_fused_off,
     rule_dead_keys, rule_orphan_keys, rule_v1_bypass_ignored, rule_negative_kl_coef, rule_rollout_corr_values,
-    rule_visible_gpus, rule_head_without_workers, *RAY_INIT_RULES)
+    rule_visible_gpus, rule_head_without_workers, rule_gloo_ifname, rule_remote_config_paths, rule_ckpt_prune_ranks,
+    *RAY_INIT_RULES)
 SFT_RULES = (rule_resume_sft, rule_sft_loop, rule_wandb_resume, rule_retention_across_restarts, rule_sft_pad_mode,
              rule_sft_micro_ignored, rule_sft_left_truncation, rule_sft_val_batches, rule_sft_default_lr,
              rule_sft_lora_alpha, rule_npu_sft_fused_kernels, rule_sft_media_cells, rule_sft_epoch_resume,
