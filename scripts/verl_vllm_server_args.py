@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Which vLLM engine arguments verl 0.9.1 writes after the user's engine_kwargs.vllm: writes
-wizard/check/data/verl_vllm_server_args.json, read by check's VI729.
+"""Which vLLM engine arguments verl 0.9.1 sets itself around the user's engine_kwargs.vllm: writes
+wizard/check/data/verl_vllm_server_args.json, read by check's VI729 (keys written after the spread) and VI600 / VI612
+(keys of verl's own literal that the spread replaces).
 
     python scripts/verl_vllm_server_args.py           # regenerate the table from the installed verl
     python scripts/verl_vllm_server_args.py --check   # exit 1 when the committed table differs
@@ -10,7 +11,10 @@ vLLMHttpServer.launch_server (workers/rollout/vllm_rollout/vllm_async_server.py)
 (`args["k"] = ...`, `args.update({...})`), some in a branch, some always: `args.update({"enable_expert_parallel":
 self.config.expert_parallel_size > 1})` (:402) runs for every launch, so an engine_kwargs.vllm.enable_expert_parallel
 that disagrees with rollout.expert_parallel_size is silently replaced. The table is read from that function with ast:
-each later key with its line, the expression verl gives it, and whether a branch (if/for/with/try) encloses the write.
+each later key with its line, the expression verl gives it, and whether a branch (if/for/with/try) encloses the write;
+each key of the literal before the spread (`replaced_by_engine_kwargs`: the expression and the verl config key it comes
+from, `rollout.X` for self.config.X, `model.X` for self.model_config.X); and the keys launch_server pops out of
+engine_kwargs before the literal (`popped`: compilation_config, which verl merges itself, :307).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _table import table_main  # noqa: E402 - this folder, for a run as a file or a load by path
+from verl_sglang_server_args import _popped, _source_key  # noqa: E402 - same ast readers, same folder
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "wizard" / "check" / "data" / "verl_vllm_server_args.json"
@@ -67,8 +72,15 @@ def build_from(tree: ast.Module) -> dict[str, Any]:
     spread = next(v for k, v in zip(lit.value.keys, lit.value.values) if k is None and ast.unparse(v) == "engine_kwargs")
     after: dict[str, dict[str, Any]] = {}
     _writes(fn.body, False, lit.value.end_lineno or lit.lineno, after)
+    before: dict[str, Any] = {}
+    for k, v in zip(lit.value.keys, lit.value.values):
+        if k is None:
+            break
+        if isinstance(k, ast.Constant):
+            before[k.value] = {"expr": ast.unparse(v), "from": _source_key(v), "line": v.lineno}
     return {"file": SERVER, "function": f"vLLMHttpServer.launch_server:{fn.lineno}",
-            "literal": f"{lit.lineno}-{lit.value.end_lineno}", "spread_line": spread.lineno,
+            "literal": f"{lit.lineno}-{lit.value.end_lineno}", "popped": _popped(fn),
+            "replaced_by_engine_kwargs": dict(sorted(before.items())), "spread_line": spread.lineno,
             "set_after": dict(sorted(after.items()))}
 
 
