@@ -222,6 +222,8 @@ CASES = {
     "vLLM gpu_memory_utilization in engine_kwargs (R74-02)": Case(
         "VI600", f"{R}.engine_kwargs.vllm.gpu_memory_utilization",
         with_(f"{R}.gpu_memory_utilization=0.6", f"+{R}.engine_kwargs.vllm.gpu_memory_utilization=0.85")),
+    "vLLM enforce_eager repeated in engine_kwargs (R74-03)": Case("VI600", f"{R}.engine_kwargs.vllm.enforce_eager", with_(
+        f"{R}.enforce_eager=True", f"+{R}.engine_kwargs.vllm.enforce_eager=True")),
     "vLLM fp8 through engine_kwargs (R74-04)": Case("VI612", f"{R}.engine_kwargs.vllm.quantization",
                                                     with_(f"+{R}.engine_kwargs.vllm.quantization=fp8")),
     # tests/test_router_replay.py holds VI709/VI729 to verl's engines and vLLM server (verl_router_replay.json, ...)
