@@ -14,7 +14,9 @@ that disagrees with rollout.expert_parallel_size is silently replaced. The table
 each later key with its line, the expression verl gives it, and whether a branch (if/for/with/try) encloses the write;
 each key of the literal before the spread (`replaced_by_engine_kwargs`: the expression and the verl config key it comes
 from, `rollout.X` for self.config.X, `model.X` for self.model_config.X); and the keys launch_server pops out of
-engine_kwargs before the literal (`popped`: compilation_config, which verl merges itself, :307).
+engine_kwargs before the literal (`popped`: compilation_config, which verl merges itself, :307); and the keys it
+writes into engine_kwargs itself before the literal (`written_into_engine_kwargs`: `engine_kwargs["k"] = ...`, with
+the `if` that guards the write: limit_mm_per_prompt from rollout.limit_images, :289-290).
 """
 
 from __future__ import annotations
@@ -65,6 +67,20 @@ def _writes(stmts: list[ast.stmt], branch: bool, after: int, out: dict[str, dict
             _writes(handler.body, True, after, out)
 
 
+def _into_engine_kwargs(fn: ast.AsyncFunctionDef, before: int) -> dict[str, dict[str, Any]]:
+    """engine_kwargs["k"] = v before line `before`, with the test of the `if` directly around it (or None)."""
+    out: dict[str, dict[str, Any]] = {}
+    guards = {id(st): node.test for node in ast.walk(fn) if isinstance(node, ast.If) for st in node.body}
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign) and node.lineno < before and isinstance(node.targets[0], ast.Subscript) \
+                and ast.unparse(node.targets[0].value) == "engine_kwargs" \
+                and isinstance(node.targets[0].slice, ast.Constant):
+            test = guards.get(id(node))
+            out[node.targets[0].slice.value] = {"line": node.lineno, "expr": ast.unparse(node.value),
+                                                "when": ast.unparse(test) if test is not None else None}
+    return dict(sorted(out.items()))
+
+
 def build_from(tree: ast.Module) -> dict[str, Any]:
     fn = launch_server(tree)
     lit = next(n for n in ast.walk(fn) if isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "args"
@@ -81,7 +97,7 @@ def build_from(tree: ast.Module) -> dict[str, Any]:
     return {"file": SERVER, "function": f"vLLMHttpServer.launch_server:{fn.lineno}",
             "literal": f"{lit.lineno}-{lit.value.end_lineno}", "popped": _popped(fn),
             "replaced_by_engine_kwargs": dict(sorted(before.items())), "spread_line": spread.lineno,
-            "set_after": dict(sorted(after.items()))}
+            "set_after": dict(sorted(after.items())), "written_into_engine_kwargs": _into_engine_kwargs(fn, lit.lineno)}
 
 
 def build() -> dict[str, Any]:

@@ -150,3 +150,38 @@ def test_keys_verl_does_not_set_stay_clean():  # control R74-C1
 
 def test_another_engine_is_not_read():
     assert _hits(f"{R}.name=sglang", f"+{EK}.max_model_len=2048") == []
+
+
+LIMIT = f"{EK}.limit_mm_per_prompt"
+
+
+@pytest.mark.verl
+def test_verls_limit_images_write_replaces_the_whole_engine_kwargs_limit():
+    """verl's own `if self.config.get("limit_images"): engine_kwargs["limit_mm_per_prompt"] = ...` (:289-290),
+    executed on the user's engine_kwargs: the video limit is gone; without limit_images the user's dict stays."""
+    from helpers_verl import class_method
+
+    from wizard.check.rules.vllm_args import table
+
+    entry = table()["written_into_engine_kwargs"]["limit_mm_per_prompt"]
+    fn = class_method(_server(), "vLLMHttpServer", "launch_server")
+    stmt = next(n for n in ast.walk(fn) if isinstance(n, ast.If) and n.lineno == entry["line"] - 1)
+    code = compile(ast.Module(body=[stmt], type_ignores=[]), "vllm_async_server.py", "exec")
+    for limit, want in ((2, {"image": 2}), (None, {"image": 5, "video": 1})):
+        engine_kwargs = {"limit_mm_per_prompt": {"image": 5, "video": 1}}
+        exec(code, {}, {"self": SimpleNamespace(config=_Config(limit_images=limit)),  # noqa: S102 - verl's own
+                        "engine_kwargs": engine_kwargs})
+        assert engine_kwargs["limit_mm_per_prompt"] == want
+
+
+def test_limit_images_beside_an_engine_kwargs_limit_is_flagged():
+    hits = _hits(f"+{R}.limit_images=2", f"+{LIMIT}.image=5", f"+{LIMIT}.video=1", rules=("VI615",))
+    assert [(h.problem.severity, h.problem.keys) for h in hits] == [("warning", (LIMIT,))]
+    assert "video" in hits[0].problem.message and f"{R}.limit_images" in hits[0].problem.hint
+
+
+@pytest.mark.parametrize("extra", [(f"+{LIMIT}.image=5", f"+{LIMIT}.video=0"),  # verl's VL example spelling
+                                   (f"+{R}.limit_images=2",),
+                                   (f"+{R}.limit_images=2", f"+{LIMIT}.image=2")])  # the same limit twice
+def test_one_limit_or_the_same_limit_stays_clean(extra):
+    assert _hits(*extra, rules=("VI615",)) == []

@@ -234,6 +234,10 @@ RULES: dict[str, tuple[str, str]] = {
               "(:1211): no FP8 block-quant hf_overrides, weight-loading patches or VERL_VLLM_FP8_QUANT_ENABLED "
               "(:1244-1261), and no refusal of unsupported methods (:1240-1242), so the per-step bf16 weight sync goes "
               "into quantized layers; set rollout.quantization instead"),
+    "VI615": ("vLLM engine_kwargs key verl rewrites before the spread", "a key verl writes into engine_kwargs.vllm "
+              "itself, set by the user too: with rollout.limit_images set verl replaces the whole "
+              "engine_kwargs.vllm.limit_mm_per_prompt by {'image': limit_images} (vllm_async_server.py:289-290), so a "
+              "video/audio limit there is dropped; table scripts/verl_vllm_server_args.py"),
     "VI927": ("MoE aux-loss coefficient the router never applies", "a Megatron actor/critic's "
               "override_transformer_config.moe_aux_loss_coeff > 0 while moe_router_load_balancing_type names no aux "
               "loss: verl 0.9.1 sets it to 'none' on the provider (transformer_impl.py:369) and Megatron's router takes "

@@ -26,12 +26,19 @@ logic keeps using its key (max_tokens = rollout.max_model_len - prompt at :593, 
   74): notes moving `quantization=fp8` to `engine_kwargs.vllm.quantization=fp8`, a launcher with
   rollout.quantization=null, load_format=bitsandbytes and +engine_kwargs.vllm.quantization=bitsandbytes.
 
+- VI615 (warning): a key verl writes into engine_kwargs itself before the literal, set by the user too:
+  `if self.config.get("limit_images"): engine_kwargs["limit_mm_per_prompt"] = {"image": limit_images}` (:289-290)
+  replaces the whole engine_kwargs.vllm.limit_mm_per_prompt, so a video/audio limit (or another image count) set
+  there is silently dropped whenever rollout.limit_images is set too.
+
 The keys, lines and expressions come from verl's source: wizard/check/data/verl_vllm_server_args.json
-(`replaced_by_engine_kwargs`, `popped`), written by scripts/verl_vllm_server_args.py (ast over launch_server).
+(`replaced_by_engine_kwargs`, `popped`, `written_into_engine_kwargs`), written by scripts/verl_vllm_server_args.py
+(ast over launch_server).
 """
 
 from __future__ import annotations
 
+import ast
 from typing import Any
 
 from wizard.check.report import Fix
@@ -108,6 +115,62 @@ def _replaced(c: Ctx, section: str, key: str, arg: str, value: Any, entry: dict[
           f"set {own}={value} and remove {key}", fix=Fix(set={own: value}, delete=[key]))
 
 
+def _config_value(node: ast.expr, section: str, c: Ctx) -> Any:
+    """verl's expression over self.config, read from the user's config: dict literals, constants, self.config.X and
+    self.config.get("X"[, default]); AssertionError on anything else (the table then needs a reader here)."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Dict):
+        return {_config_value(k, section, c): _config_value(v, section, c) for k, v in zip(node.keys, node.values)
+                if k is not None}
+    if isinstance(node, ast.Attribute) and ast.unparse(node.value) == "self.config":
+        return c.v(f"{section}.{node.attr}")
+    if isinstance(node, ast.Call) and ast.unparse(node.func) == "self.config.get" and node.args \
+            and isinstance(node.args[0], ast.Constant):
+        default = _config_value(node.args[1], section, c) if len(node.args) > 1 else None
+        return c.v(f"{section}.{node.args[0].value}", default)
+    raise AssertionError(f"no reader for verl's expression {ast.unparse(node)}")
+
+
+def _reads(entry: dict[str, Any], section: str) -> list[str]:
+    """The rollout keys verl's write reads (self.config.get("X") / self.config.X in its guard and value)."""
+    out: list[str] = []
+    for text in (entry["when"] or "", entry["expr"]):
+        for n in ast.walk(ast.parse(text or "None", mode="eval")):
+            name = n.args[0].value if isinstance(n, ast.Call) and ast.unparse(n.func) == "self.config.get" \
+                and n.args and isinstance(n.args[0], ast.Constant) else \
+                n.attr if isinstance(n, ast.Attribute) and ast.unparse(n.value) == "self.config" else None
+            if name and f"{section}.{name}" not in out:
+                out.append(f"{section}.{name}")
+    return out
+
+
+def _user_value(c: Ctx, key: str) -> Any:
+    if key in c.res.flat:
+        return c.v(key)
+    sub = {k[len(key) + 1:]: v for k, v in c.res.flat.items() if k.startswith(key + ".")}
+    return sub or None
+
+
+def _written(c: Ctx, section: str, head: str) -> None:
+    for arg, entry in table()["written_into_engine_kwargs"].items():
+        key = f"{head}{arg}"
+        if not any(k == key or k.startswith(key + ".") for k in c.res.user) or c.unknown(key):
+            continue
+        when = entry["when"]
+        if when is not None and not _config_value(ast.parse(when, mode="eval").body, section, c):
+            continue
+        mine, verl = _user_value(c, key), _config_value(ast.parse(entry["expr"], mode="eval").body, section, c)
+        if _same(mine, verl):
+            continue
+        guard = f" when {when.replace('self.config', section)}" if when else ""
+        c.add("VI615", "warning", (key,),
+              f"{key}={mine!r} is replaced: verl writes engine_kwargs[{arg!r}] = {verl!r}{guard} "
+              f"(vllm_async_server.py:{entry['line']}) before the spread, so vLLM never sees {mine!r}",
+              f"set only one of them: remove {' / '.join(_reads(entry, section))} and keep every limit in {key}, "
+              f"or remove {key}")
+
+
 def rule_vllm_spread(c: Ctx, f: Facts) -> None:
     t = table()
     popped, literal = set(t["popped"]), t["replaced_by_engine_kwargs"]
@@ -115,6 +178,7 @@ def rule_vllm_spread(c: Ctx, f: Facts) -> None:
         if c.v(f"{section}.name") != "vllm":
             continue
         head = f"{section}.engine_kwargs.vllm."
+        _written(c, section, head)
         for key in sorted(k for k in c.res.user if k.startswith(head)):
             arg = key[len(head):]
             if "." in arg or arg in popped or arg not in literal or c.unknown(key):
