@@ -176,7 +176,7 @@ def test_verls_limit_images_write_replaces_the_whole_engine_kwargs_limit():
 
 def test_limit_images_beside_an_engine_kwargs_limit_is_flagged():
     hits = _hits(f"+{R}.limit_images=2", f"+{LIMIT}.image=5", f"+{LIMIT}.video=1", rules=("VI615",))
-    assert [(h.problem.severity, h.problem.keys) for h in hits] == [("warning", (LIMIT,))]
+    assert [(h.problem.severity, h.problem.keys) for h in hits] == [("warning", (LIMIT, f"{R}.limit_images"))]
     assert "video" in hits[0].problem.message and f"{R}.limit_images" in hits[0].problem.hint
 
 

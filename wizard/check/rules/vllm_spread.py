@@ -139,7 +139,8 @@ def _reads(entry: dict[str, Any], section: str) -> list[str]:
         for n in ast.walk(ast.parse(text or "None", mode="eval")):
             name = n.args[0].value if isinstance(n, ast.Call) and ast.unparse(n.func) == "self.config.get" \
                 and n.args and isinstance(n.args[0], ast.Constant) else \
-                n.attr if isinstance(n, ast.Attribute) and ast.unparse(n.value) == "self.config" else None
+                n.attr if isinstance(n, ast.Attribute) and ast.unparse(n.value) == "self.config" and n.attr != "get" \
+                else None
             if name and f"{section}.{name}" not in out:
                 out.append(f"{section}.{name}")
     return out
@@ -163,11 +164,12 @@ def _written(c: Ctx, section: str, head: str) -> None:
         mine, verl = _user_value(c, key), _config_value(ast.parse(entry["expr"], mode="eval").body, section, c)
         if _same(mine, verl):
             continue
-        guard = f" when {when.replace('self.config', section)}" if when else ""
-        c.add("VI615", "warning", (key,),
+        reads = _reads(entry, section)
+        guard = f" because {' / '.join(f'{k}={c.v(k)!r}' for k in reads)} is set" if when else ""
+        c.add("VI615", "warning", (key, *reads),
               f"{key}={mine!r} is replaced: verl writes engine_kwargs[{arg!r}] = {verl!r}{guard} "
               f"(vllm_async_server.py:{entry['line']}) before the spread, so vLLM never sees {mine!r}",
-              f"set only one of them: remove {' / '.join(_reads(entry, section))} and keep every limit in {key}, "
+              f"set only one of them: remove {' / '.join(reads)} and keep every limit in {key}, "
               f"or remove {key}")
 
 
