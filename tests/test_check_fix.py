@@ -223,6 +223,16 @@ CASES = {
                                                 with_(f"{R}.name=sglang", f"+{R}.engine_kwargs.sglang.base_gpu_id=1")),
     "SGLang dtype repeated in engine_kwargs (R44-01)": Case("VI664", f"{R}.engine_kwargs.sglang.dtype",
                                                          with_(f"{R}.name=sglang", f"+{R}.engine_kwargs.sglang.dtype=bfloat16")),
+    # tests/test_check_vllm_spread.py holds VI600/VI612 to verl's own args literal (vllm_async_server.py:325-350)
+    "vLLM max_model_len in engine_kwargs unlike verl's (R74-01)": Case("VI600", f"{R}.engine_kwargs.vllm.max_model_len",
+                                                                   with_(f"{R}.max_model_len=1024", f"+{R}.engine_kwargs.vllm.max_model_len=2048")),
+    "vLLM gpu_memory_utilization in engine_kwargs (R74-02)": Case(
+        "VI600", f"{R}.engine_kwargs.vllm.gpu_memory_utilization",
+        with_(f"{R}.gpu_memory_utilization=0.6", f"+{R}.engine_kwargs.vllm.gpu_memory_utilization=0.85")),
+    "vLLM enforce_eager repeated in engine_kwargs (R74-03)": Case("VI600", f"{R}.engine_kwargs.vllm.enforce_eager", with_(
+        f"{R}.enforce_eager=True", f"+{R}.engine_kwargs.vllm.enforce_eager=True")),
+    "vLLM fp8 through engine_kwargs (R74-04)": Case("VI612", f"{R}.engine_kwargs.vllm.quantization",
+                                                    with_(f"+{R}.engine_kwargs.vllm.quantization=fp8")),
     # tests/test_router_replay.py holds VI709/VI729 to verl's engines and vLLM server (verl_router_replay.json, ...)
     "router replay R3 without the rollout capture (PR#4101)": Case("VI709", f"{A}.megatron.router_replay.mode", with_(
         "model_engine=megatron", f"{A}.megatron.router_replay.mode=R3")),

@@ -230,6 +230,20 @@ RULES: dict[str, tuple[str, str]] = {
               "always set to rollout.expert_parallel_size > 1 (:402), so +engine_kwargs.vllm.enable_expert_parallel="
               "True with expert_parallel_size=1 (verl docs/perf/best_practices.rst:141) runs without EP; table "
               "scripts/verl_vllm_server_args.py"),
+    "VI600": ("vLLM engine argument verl already sets", "a key of verl's own vLLM args literal (max_model_len, "
+              "gpu_memory_utilization, enforce_eager, max_num_seqs, tensor_parallel_size, trust_remote_code, ...: "
+              "vllm_async_server.py:325-350) repeated under a rollout's engine_kwargs.vllm: **engine_kwargs is spread "
+              "last (:349), so vLLM uses the engine_kwargs value while verl keeps reasoning with its own key (max_tokens "
+              "from rollout.max_model_len at :593); table scripts/verl_vllm_server_args.py"),
+    "VI612": ("vLLM quantization set around verl's quantization path", "engine_kwargs.vllm.quantization reaches vLLM "
+              "by the spread (vllm_async_server.py:349) while verl's _apply_quantization reads only rollout.quantization "
+              "(:1211): no FP8 block-quant hf_overrides, weight-loading patches or VERL_VLLM_FP8_QUANT_ENABLED "
+              "(:1244-1261), and no refusal of unsupported methods (:1240-1242), so the per-step bf16 weight sync goes "
+              "into quantized layers; set rollout.quantization instead"),
+    "VI615": ("vLLM engine_kwargs key verl rewrites before the spread", "a key verl writes into engine_kwargs.vllm "
+              "itself, set by the user too: with rollout.limit_images set verl replaces the whole "
+              "engine_kwargs.vllm.limit_mm_per_prompt by {'image': limit_images} (vllm_async_server.py:289-290), so a "
+              "video/audio limit there is dropped; table scripts/verl_vllm_server_args.py"),
     "VI927": ("MoE aux-loss coefficient the router never applies", "a Megatron actor/critic's "
               "override_transformer_config.moe_aux_loss_coeff > 0 while moe_router_load_balancing_type names no aux "
               "loss: verl 0.9.1 sets it to 'none' on the provider (transformer_impl.py:369) and Megatron's router takes "
