@@ -14,7 +14,8 @@ the tool-call and reasoning parsers and the chat template of that serving layer 
 the tool agent loop decodes the ids and parses tool calls with verl's own ToolParser that rollout.multi_turn.format
 names (experimental/agent_loop/tool_agent_loop.py). The table is read from those files with ast: each registered loop
 with the line of its server_manager.generate call (null when it has none), the tool parsers verl registers, the
-lines that build and run the tool parser, where the loops tokenize the chat with verl's own tokenizer, and each server's engine_kwargs read and token-in generate path.
+lines that build and run the tool parser, where the loops tokenize the chat with verl's own tokenizer, and each
+server's engine_kwargs read and token-in generate path.
 """
 
 from __future__ import annotations
@@ -87,7 +88,8 @@ def _read_line(tree: ast.Module, engine: str | None) -> int:
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" \
                 and isinstance(node.func.value, ast.Call) and node.func.value.args \
-                and isinstance(node.func.value.args[0], ast.Constant) and node.func.value.args[0].value == "engine_kwargs":
+                and isinstance(node.func.value.args[0], ast.Constant) \
+                and node.func.value.args[0].value == "engine_kwargs":
             arg = node.args[0] if node.args else None
             if engine is None or (isinstance(arg, ast.Constant) and arg.value == engine):
                 return node.lineno
@@ -98,7 +100,8 @@ def _vllm(root: Path) -> dict[str, Any]:
     tree = ast.parse((root / VLLM).read_text(encoding="utf-8"))
     gen = _method(tree, "vLLMHttpServer", "generate")
     return {"file": VLLM, "engine_kwargs_line": _read_line(tree, None), "generate": gen.lineno,
-            "tokens_prompt_line": _calls(gen, "TokensPrompt")[0], "engine_generate_line": _calls(gen, "self.engine.generate")[0]}
+            "tokens_prompt_line": _calls(gen, "TokensPrompt")[0],
+            "engine_generate_line": _calls(gen, "self.engine.generate")[0]}
 
 
 def _sglang(root: Path) -> dict[str, Any]:

@@ -72,7 +72,8 @@ def test_verls_loops_generate_token_ids_past_the_serving_layer():
         assert "prompt_ids=" in "\n".join(src[loop["generate_line"] - 1:loop["generate_line"] + 4])
     v, s = t["vllm"], t["sglang"]
     vs, ss = _src(v["file"]), _src(s["file"])
-    assert "TokensPrompt(" in vs[v["tokens_prompt_line"] - 1] and "self.engine.generate(" in vs[v["engine_generate_line"] - 1]
+    assert "TokensPrompt(" in vs[v["tokens_prompt_line"] - 1]
+    assert "self.engine.generate(" in vs[v["engine_generate_line"] - 1]
     assert '"engine_kwargs"' in vs[v["engine_kwargs_line"] - 1]
     assert "GenerateReqInput(" in ss[s["request_line"] - 1]
     assert '"input_ids": prompt_ids' in "\n".join(ss[s["generate"] - 1:s["request_line"]])
