@@ -33,7 +33,7 @@ from importlib import resources
 from typing import Any
 
 from wizard.check.rules.context import R, Ctx, Facts
-from wizard.check.rules.toolformat import DEFAULT_FORMAT, FORMAT, _multi_turn
+from wizard.check.rules.toolformat import DEFAULT_FORMAT, FORMAT, uses_tool_loop
 
 # serve argument -> what it does in the serving layer; per engine (the child of engine_kwargs verl reads)
 SERVING_KEYS: dict[str, dict[str, str]] = {
@@ -110,7 +110,7 @@ def rule_serve_parsers(c: Ctx, f: Facts) -> None:
     loop = _loop(c) if hits else None
     if loop is None:
         return
-    tools = _multi_turn(c)
+    tools = uses_tool_loop(c)
     for key in hits:
         opt = key[len(head):]
         value = c.v(key)
