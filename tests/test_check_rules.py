@@ -398,6 +398,7 @@ def test_every_rule_has_a_test():
     tested |= {"VI866"}  # the multi-turn response budget: tests/test_agent_tools.py (the planner's VI562 arithmetic)
     tested |= {"VI863"}  # --deep tools phase, verl's parsers on the model's template: tests/test_check_toolcall.py
     tested |= {"VI911"}  # reward file vs the tokenizer's special tokens: tests/test_reward_special_tokens.py (verl's naive manager)
+    tested |= {"VI692"}  # serving-layer options verl's token-in agent loops never reach: tests/test_serve_parsers.py
     tested |= {"VI910"}  # the same comparison in the default check, verl's parsers as oracles: tests/test_tool_format.py
     tested |= {"VI684", "VI685", "VI686", "VI687"}  # model-merger commands: tests/test_check_merger.py (verl's merger code)
     tested |= {"VI974"}  # FSDP LoRA with hf_model: tests/test_check_lora_export.py (verl's checkpoint manager on gloo)

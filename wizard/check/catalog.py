@@ -332,6 +332,10 @@ RULES: dict[str, tuple[str, str]] = {
               "while the role profiles with another tool: the worker reads only tool_config[<role>.profiler.tool] "
               "(workers/engine_workers.py:488-491), so they are ignored and the running tool keeps its defaults "
               "(verl#6329)"),
+    "VI692": ("serving-layer option verl's agent loop never reaches", "engine_kwargs.<vllm|sglang> sets a tool-call "
+              "parser, reasoning parser or chat template of the engine's OpenAI serving layer while every rollout goes "
+              "through verl's token-in agent loops (TokensPrompt / input_ids, vllm_async_server.py:648-667): inert; "
+              "the tool agent loop reads calls with rollout.multi_turn.format (verl PR#6844, #6424)"),
     "VI688": ("nsys GPU metrics in every worker", "gpu-metrics-devices (or gpu-metrics-device) in "
               "global_profiler.global_tool_config.nsys.worker_nsight_options with several GPUs a node: verl starts "
               "every worker under its own nsys with those options (single_controller/ray/base.py:658-662) and one "

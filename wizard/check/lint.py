@@ -49,6 +49,7 @@ from wizard.check.rules.nounset import rule_unbound_env
 from wizard.check.rules.profiler_roles import rule_profiler_enable, rule_profiler_tool_config
 from wizard.check.rules.profiling import rule_nsys_gpu_metrics, rule_nsys_range
 from wizard.check.rules.layered_summon import rule_layered_summon
+from wizard.check.rules.serve_parsers import rule_serve_parsers
 from wizard.check.rules.weightsync import rule_lora_disaggregated_sync, rule_sync_bucket
 from wizard.check.rules.cudagraphs import rule_enforce_eager
 from wizard.check.rules.npu import rule_npu_fused_kernels, rule_npu_mbridge_vpp, rule_npu_sft_fused_kernels
@@ -182,6 +183,7 @@ PPO_RULES = (
     rule_rollout_parallel, rule_device, rule_precision, rule_fsdp_mesh, rule_veomni_mesh, rule_veomni_sp_padding, rule_batches, rule_dynamic_flags, rule_ignored_budgets, rule_tokens, rule_context_parallel_budget, rule_roles, rule_ref_model,
     rule_values, rule_inert_clip, rule_gspo_clip, rule_clip_ratio_shadowed, rule_cispo_weight_floor, rule_files, rule_data_content, rule_parquet_features, rule_tools_kwargs, rule_prompt_lengths, rule_truncation,
     rule_template_kwargs, rule_chat_template, rule_remote_code, rule_tokenizer_trust, rule_vlm_processor, rule_attention_kernels, rule_bundle_files, rule_agent, rule_agent_workers, rule_tool_schema, rule_turn_budget, rule_tool_format, rule_lora, rule_lora_export, rule_merger, rule_lora_scale, rule_mbridge,
+    rule_serve_parsers,
     rule_moe_aux_loss, rule_router_replay, rule_vllm_args,
     rule_megatron_optim, rule_megatron_resume_schedule, rule_fsdp_optimizer_build, rule_muon_adamw_scale,
     rule_fsdp_unread, rule_critic_attention, rule_half_master, rule_precision_names,

@@ -27,7 +27,7 @@ DEFAULT_FORMAT = "hermes"  # workers/config/rollout.py:61
 TEMPLATE_KEYS = ("data.apply_chat_template_kwargs.chat_template", f"{M}.custom_chat_template")  # first given wins
 
 
-def _multi_turn(c: Ctx) -> bool:
+def uses_tool_loop(c: Ctx) -> bool:
     """Whether the run calls tools through the tool agent loop's parser (as check --deep's tools phase decides)."""
     return bool(c.v(f"{R}.multi_turn.enable") or c.v(f"{R}.multi_turn.tool_config_path")
                 or c.v(f"{R}.multi_turn.function_tool_path") or c.v(f"{R}.agent.default_agent_loop") == "tool_agent")
@@ -66,7 +66,7 @@ def _registered() -> list[str]:
 
 
 def rule_tool_format(c: Ctx, f: Facts) -> None:
-    if not _multi_turn(c) or c.unknown(FORMAT):
+    if not uses_tool_loop(c) or c.unknown(FORMAT):
         return
     fmt = c.v(FORMAT) or DEFAULT_FORMAT
     found = _tokenizer(c) if isinstance(fmt, str) else None
