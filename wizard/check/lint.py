@@ -49,6 +49,8 @@ from wizard.check.rules.nounset import rule_unbound_env
 from wizard.check.rules.profiler_roles import rule_profiler_enable, rule_profiler_tool_config
 from wizard.check.rules.profiling import rule_nsys_gpu_metrics, rule_nsys_range
 from wizard.check.rules.layered_summon import rule_layered_summon
+from wizard.check.rules.sglang_lora import rule_sglang_lora_targets
+from wizard.check.rules.lora_offload import rule_lora_offload_policy
 from wizard.check.rules.weightsync import rule_lora_disaggregated_sync, rule_sync_bucket
 from wizard.check.rules.cudagraphs import rule_enforce_eager
 from wizard.check.rules.npu import rule_npu_fused_kernels, rule_npu_mbridge_vpp, rule_npu_sft_fused_kernels
@@ -189,7 +191,7 @@ PPO_RULES = (
     rule_summed_loss, rule_checkpoint_nodes, rule_separate_async, rule_forced_naive, rule_one_step_off,
     rule_fully_async_lr_schedule, rule_fully_async_rollout_budget,
     rule_policy_loss_keys, rule_kl_loss_gradient, rule_entropy_chunking, rule_sglang_mm_kwargs,
-    rule_kl_cov_on_policy, rule_role_grad_clip, rule_epoch_shuffle, rule_layered_summon, rule_enforce_eager,
+    rule_kl_cov_on_policy, rule_role_grad_clip, rule_epoch_shuffle, rule_layered_summon, rule_sglang_lora_targets, rule_lora_offload_policy, rule_enforce_eager,
     rule_free_cache_engine, rule_npu_fused_kernels, rule_npu_mbridge_vpp, rule_unfed_role_keys, rule_megatron_fused_off,
     rule_dead_keys, rule_orphan_keys, rule_v1_bypass_ignored, rule_negative_kl_coef, rule_rollout_corr_values,
     rule_visible_gpus, rule_head_without_workers, *RAY_INIT_RULES)
