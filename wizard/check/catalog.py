@@ -295,6 +295,15 @@ RULES: dict[str, tuple[str, str]] = {
     "VI930": ("LoRA alpha that zeroes the adapter", "LoRA enabled (PPO actor or SFT model) with model.lora_alpha "
               "(FSDP) or model.lora.alpha (Megatron) <= 0: the scaling alpha/rank is zero, the adapter adds nothing and gets no gradient, so the "
               "run trains nothing (peft LoraLayer; verl passes alpha as given, fsdp/transformer_impl.py:362)"),
+    "VI900": ("SGLang LoRA with a regex target_modules", "rollout.name=sglang serving LoRA as an adapter (model.lora_rank "
+              "or model.lora.rank > 0, model.lora.merge False) with model.target_modules a string other than "
+              "all-linear: the config and PEFT accept it, but the SGLang server's sglang_lora_target_modules raises "
+              "ValueError at launch (sglang_rollout/utils.py:93-102, async_sglang_server.py:349; verl PR#7413)"),
+    "VI931": ("LoRA adapter sync from an FSDP2 actor under offload_policy", "actor.strategy=fsdp2 with "
+              "actor.fsdp_config.offload_policy=True and non-merged LoRA (model.lora_rank > 0): the shards stay on "
+              "the CPU and verl's LoRA collector all-gathers them with full_tensor() unstaged (fsdp_utils.py:703, "
+              "745, 756; transformer_impl.py:979-999), unlike its non-LoRA path (:1028-1033); reported to crash the "
+              "first weight sync with a CPU-vs-CUDA device mismatch (verl#5390)"),
     "VI975": ("reward model served but never consulted", "reward.reward_model.enable with reward.custom_reward_function.path "
               "whose function never reads reward_router_address: verl's reward loop scores with the function alone and "
               "calls the reward model only without one (reward_loop.py:145-155, verl#2934)"),

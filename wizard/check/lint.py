@@ -117,6 +117,8 @@ from wizard.check.rules.router_replay import rule_router_replay
 from wizard.check.rules.launchbreak import rule_launch_break
 from wizard.check.rules.multimodal import rule_image_patch, rule_sglang_mm_kwargs, rule_vlm_overlong
 from wizard.check.rules.custom_dataset import rule_custom_dataset_filter
+from wizard.check.rules.sglang_lora import rule_sglang_lora_targets
+from wizard.check.rules.lora_offload import rule_lora_offload_policy
 from wizard.check.rules.vlm_processor import rule_sft_vlm_processor, rule_vlm_processor
 from wizard.check.rules.modes import rule_forced_naive, rule_one_step_off, rule_separate_async
 from wizard.check.rules.async_budget import rule_fully_async_lr_schedule, rule_fully_async_rollout_budget
@@ -198,7 +200,7 @@ PPO_RULES = (
     rule_summed_loss, rule_checkpoint_nodes, rule_separate_async, rule_forced_naive, rule_one_step_off,
     rule_fully_async_lr_schedule, rule_fully_async_rollout_budget,
     rule_policy_loss_keys, rule_kl_loss_gradient, rule_entropy_chunking, rule_sglang_mm_kwargs,
-    rule_kl_cov_on_policy, rule_role_grad_clip, rule_epoch_shuffle, rule_layered_summon, rule_enforce_eager,
+    rule_kl_cov_on_policy, rule_role_grad_clip, rule_epoch_shuffle, rule_layered_summon, rule_sglang_lora_targets, rule_lora_offload_policy, rule_enforce_eager,
     rule_free_cache_engine, rule_npu_fused_kernels, rule_npu_mbridge_vpp, rule_unfed_role_keys, rule_megatron_fused_off,
     rule_dead_keys, rule_orphan_keys, rule_v1_bypass_ignored, rule_negative_kl_coef, rule_rollout_corr_values,
     rule_visible_gpus, rule_head_without_workers, rule_gloo_ifname, rule_remote_config_paths, rule_ckpt_prune_ranks,
