@@ -11,6 +11,7 @@
   - with a `reward` node but no reward.custom_reward_function.path: reward_fn is None and every task raises
     TypeError "'NoneType' object is not callable".
   verl scores nothing either way; the function has to be given as +reward.custom_reward_function.path/.name.
+  Only verl's own module: a recipe's main_eval (recipe.r1.main_eval) reads its tree with its own code.
   (Launch as in PR #777's R1 evaluation scripts, which passed custom_reward_function.path/.name.)
 """
 
@@ -29,7 +30,9 @@ def _set(value: object) -> bool:
 
 
 def rule_eval_reward_fn(c: Ctx, f: Facts) -> None:
-    if getattr(c.src, "entry", "ppo") != "eval" or c.unknown(f"{NEW}.path", f"{OLD}.path", f"{OLD}.name"):
+    if getattr(c.src, "entry", "ppo") != "eval" or getattr(c.src, "recipe", None):
+        return  # a recipe's own main_eval (recipe.r1.main_eval) loads its function with its own code
+    if c.unknown(f"{NEW}.path", f"{OLD}.path", f"{OLD}.name"):
         return
     if _set(c.v(f"{NEW}.path")):
         return
