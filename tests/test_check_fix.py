@@ -85,6 +85,9 @@ SFT_ARGS = ["data.train_files=/data/train.parquet", "data.messages_key=messages"
             "model.path=Qwen/Qwen2.5-0.5B-Instruct", "trainer.n_gpus_per_node=8", "trainer.logger=[console]"]
 PP_LAYOUT = f"{A}.megatron.override_transformer_config.pipeline_model_parallel_layout"
 PP2 = ("model_engine=megatron", "trainer.n_gpus_per_node=2", f"{A}.megatron.pipeline_model_parallel_size=2")
+GEN_ARGS = ["trainer.nnodes=1", "trainer.n_gpus_per_node=1", "data.train_files=/data/test.parquet",
+            "+data.output_path=/data/gen.parquet", "actor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B-Instruct",
+            "actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.rollout.tensor_model_parallel_size=1"]
 MISSPELLED = with_(f"{A}.ppo_mini_batch_sise=8", drop=(f"{A}.ppo_mini_batch_size",))
 CASES = {
     "legacy reward key": Case("VI805", "custom_reward_function.name", with_("custom_reward_function.name=score")),
@@ -211,6 +214,18 @@ CASES = {
                                                   with_("+ray_kwargs.ray_init.timeline_json_file=/tmp/timeline.json")),
     "int Ray env var (remax example, PR#6340)": Case("VI658", "ray_kwargs.ray_init.runtime_env.env_vars.TRANSFER_QUEUE_ENABLE",
                                                     with_("+ray_kwargs.ray_init.runtime_env.env_vars.TRANSFER_QUEUE_ENABLE=1")),
+    # tests/test_check_offline_entries.py holds these to verl's RolloutConfig default, get_custom_reward_fn and
+    # HFModelConfig
+    "generation-only run on dummy weights (PR#6126)": Case(
+        "VI699", f"{R}.load_format", GEN_ARGS, script=True,
+        options={"launch": "python3 -m verl.trainer.main_generation_server"}),
+    "main_eval with evaluation.yaml's reward keys (PR#777)": Case(
+        "VI708", "custom_reward_function.path",
+        ["data.path=/data/gen.parquet", "custom_reward_function.path=/data/score.py",
+         "custom_reward_function.name=score"], script=True, options={"launch": "python3 -m verl.trainer.main_eval"}),
+    "model path a verl checkpoint with hf weights (verl#298)": Case(
+        "VI737", "actor_rollout_ref.model.path", [*GEN_ARGS, f"{R}.load_format=auto", "actor_rollout_ref.model.path=CKPT"],
+        script=True, options={"launch": "python3 -m verl.trainer.main_generation_server", "ckpt": True}),
     "Slurm job with Ray's own CPU count (PR#1009)": Case("VI977", "ray_kwargs.ray_init.num_cpus", with_(), script=True,
                                                         options={"header": "#SBATCH --cpus-per-task=8\n"}),
     # tests/test_rollout_engine_settings.py holds both to verl's servers and agent loop
@@ -387,6 +402,13 @@ def _apply(case: Case, tmp_path: Path) -> tuple[Any, Any]:
         folder.mkdir()
         (folder / "adapter_config.json").write_text(json.dumps({"r": case.options["adapter_r"], "lora_alpha": 32}))
         case = replace(case, overrides=[o.replace("ADAPTER", str(folder)) for o in case.overrides])
+    if case.options.get("ckpt"):  # a verl FSDP checkpoint folder that saved hf_model, named where the case says CKPT
+        ckpt = tmp_path / "global_step_1" / "actor"
+        (ckpt / "huggingface").mkdir(parents=True)
+        (ckpt / "model_world_size_1_rank_0.pt").write_bytes(b"")
+        (ckpt / "huggingface" / "config.json").write_text(json.dumps({"model_type": "qwen2"}))
+        (ckpt / "huggingface" / "model.safetensors").write_bytes(b"")
+        case = replace(case, overrides=[o.replace("CKPT", str(ckpt)) for o in case.overrides])
     if "model" in case.options:  # a model folder here, named where the case says MODEL
         _model_folder(case.options["model"], tmp_path / "model")
         case = replace(case, overrides=[o.replace("MODEL", str(tmp_path / "model")) for o in case.overrides])

@@ -314,6 +314,7 @@ def test_every_rule_has_a_test():
     tested |= {"VI629", "VI635"}  # pipeline_model_parallel_layout, megatron-core verdicts: tests/test_pp_layout.py
     tested |= {"VI904", "VI905", "VI906"}  # tests/test_check_mechanisms.py (each class twice, with a valid control)
     tested |= {"VI972"}  # a save_to_disk folder as train_files: tests/test_data_saved.py
+    tested |= {"VI699", "VI708", "VI737", "VI738"}  # offline entry points, checkpoint paths: tests/test_check_offline_entries.py
     tested |= {"VI951"}  # a critic under one_step_off/fully_async: tests/test_check_separation_critic.py
     tested |= {"VI672", "VI673", "VI674"}  # NPU-only failures (fused Triton kernels, mbridge+VPP, LoRA slice):
     #                                        tests/test_check_npu.py

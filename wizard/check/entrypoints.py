@@ -35,7 +35,11 @@ ENTRIES = (
     Entry("sft", "verl.trainer.sft_trainer", "trainer/config", "sft_trainer_engine", "verl/trainer/sft_trainer.py:461"),
     Entry("sft", "verl.trainer.sft_trainer_ray", "trainer/config", "sft_trainer_engine",
           "verl/trainer/sft_trainer_ray.py:388"),
-    Entry("eval", "verl.trainer.main_eval", "trainer/config", "evaluation", "verl/trainer/main_eval.py:41"),
+    # main_eval's get_custom_reward_fn reads config.reward.custom_reward_function (verl/trainer/ppo/reward.py:70-82),
+    # a node its evaluation tree lacks: given with `+` (VI708)
+    Entry("eval", "verl.trainer.main_eval", "trainer/config", "evaluation", "verl/trainer/main_eval.py:41",
+          reads_outside=(("reward.custom_reward_function.path", "verl/trainer/ppo/reward.py:71"),
+                         ("reward.custom_reward_function.name", "verl/trainer/ppo/reward.py:75"))),
     Entry("fully_async", "verl.experimental.fully_async_policy.fully_async_main", "experimental/fully_async_policy/config",
           "fully_async_ppo_trainer", "verl/experimental/fully_async_policy/fully_async_main.py:222"),
     Entry("one_step_off", "verl.experimental.one_step_off_policy.main_ppo", "experimental/one_step_off_policy/config",

@@ -86,6 +86,9 @@ from wizard.check.rules.context import M, Ctx, facts, model_shape
 from wizard.check.rules.critic import rule_critic_vocab, rule_discount
 from wizard.check.rules.critic_tokenizer import rule_critic_tokenizer
 from wizard.check.rules.bundlefiles import rule_bundle_files
+from wizard.check.rules.ckpt_model_path import rule_ckpt_model_path
+from wizard.check.rules.eval_entry import rule_eval_reward_fn
+from wizard.check.rules.generation_entry import rule_generation_dummy_weights, rule_generation_media
 from wizard.check.rules.checkpoints import rule_resume, rule_resume_sft, rule_resume_world
 from wizard.check.rules.resume_budget import rule_resume_budget
 from wizard.check.rules.ckpt_store import rule_async_tracker, rule_hdfs_dir
@@ -179,7 +182,9 @@ from wizard.verlspec.keys import load_snapshot
 # resolving); main_generation_server reads only the rollout, model, data files and hardware of it
 # (trainer/main_generation_server.py)
 GENERATION_RULES = (rule_unresolved, rule_choices, rule_layout, rule_sglang_dp, rule_hardware, rule_rollout_parallel,
-                    rule_device, rule_precision, rule_values, rule_sglang_args)
+                    rule_device, rule_precision, rule_values, rule_sglang_args, rule_generation_dummy_weights,
+                    rule_generation_media, rule_ckpt_model_path)
+EVAL_RULES = (rule_eval_reward_fn,)
 PPO_RULES = (
     rule_unresolved, rule_required, rule_deprecated_micro, rule_choices, rule_layout, rule_sglang_dp, rule_hardware,
     rule_rollout_parallel, rule_device, rule_precision, rule_fsdp_mesh, rule_veomni_mesh, rule_veomni_sp_padding, rule_batches, rule_dynamic_flags, rule_ignored_budgets, rule_tokens, rule_context_parallel_budget, rule_roles, rule_ref_model,
@@ -239,8 +244,9 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
     shape, why = model_shape(c, f"{M}.path")
     ppo_rules = () if src.entry in ("sft", "eval") else GENERATION_RULES if src.entry == "generation" else PPO_RULES
     sft_rules = SFT_RULES if src.entry == "sft" else ()
+    eval_rules = EVAL_RULES if src.entry == "eval" else ()
     with tool_imports(deep):  # check's agent rules import a tool module only with --deep, in the sandbox
-        for rule in (*ppo_rules, *sft_rules, rule_searchpath, rule_launch_break, rule_launch_env, rule_unbound_env,
+        for rule in (*ppo_rules, *sft_rules, *eval_rules, rule_searchpath, rule_launch_break, rule_launch_env, rule_unbound_env,
                      rule_shell_rewritten_overrides, rule_working_dir_upload, rule_ray_socket_path, rule_slurm_cpus,
                      rule_slurm_node_list, rule_ray_temp_dir_shared, rule_unread, rule_requirements,
                      rule_rocm_visible_devices, rule_geforce_p2p, rule_deepep_card):

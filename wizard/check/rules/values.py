@@ -195,6 +195,18 @@ def rule_choices(c: Ctx, f: Facts) -> None:
               "use token or sequence, or null to turn it off")
 
 
+def _greedy_generation(c: Ctx, n: int | None) -> None:
+    """verl.trainer.main_generation_server: temperature 0 is greedy generation, valid with rollout.n=1; with n > 1 it
+    asserts "When temperature=0, n_samples must be 1." (trainer/main_generation_server.py:131-132)."""
+    t = c.num(f"{R}.temperature")
+    if getattr(c.src, "entry", "ppo") != "generation" or t is None or t != 0 or n is None or n <= 1:
+        return
+    c.add("VI852", "error", (f"{R}.temperature", f"{R}.n"),
+          f"{R}.temperature=0 with {R}.n={n} in verl.trainer.main_generation_server: it asserts 'When temperature=0, "
+          "n_samples must be 1.' (main_generation_server.py:131-132); greedy samples would all be the same",
+          f"set {R}.n=1 for greedy generation, or {R}.temperature > 0 to draw {n} different samples")
+
+
 def rule_values(c: Ctx, f: Facts) -> None:
     for key, used in ((f"{R}.gpu_memory_utilization", True),
                       ("reward.reward_model.rollout.gpu_memory_utilization", bool(c.v("reward.reward_model.enable")))):
@@ -207,8 +219,11 @@ def rule_values(c: Ctx, f: Facts) -> None:
     if n is not None and n < 1:
         c.add("VI851", "error", (f"{R}.n",), f"rollout.n={n}: no samples per prompt (validate_config lets it pass)",
               "set rollout.n ≥ 1 (≥ 2 for group estimators)")
+    _greedy_generation(c, n)
     for temp_key, sample_key, where in ((f"{R}.temperature", f"{R}.do_sample", "rollout"),
                                        (f"{R}.val_kwargs.temperature", f"{R}.val_kwargs.do_sample", "validation")):
+        if getattr(c.src, "entry", "ppo") == "generation":
+            break  # main_generation_server reads neither do_sample nor val_kwargs: _greedy_generation
         t = c.num(temp_key)
         if t is not None and t <= 0 and bool(c.v(sample_key)):
             # verl samples with rollout.temperature in training and val_kwargs.temperature in validation
