@@ -307,4 +307,5 @@ RULES_6XX: dict[str, tuple[str, str]] = {
               "batches of an epoch): the legacy trainer trains and saves step N+1 past the budget on every relaunch "
               "(ray_trainer.py:1451, 1465, 1507; verl#6232), the V1 trainer validates and exits 0 without a step "
               "(v1/trainer_base.py:467)"),
+    "VI699": ("generation-only run with dummy rollout weights", "verl.trainer.main_generation_server with actor_rollout_ref.rollout.load_format a dummy* format (verl's default, rollout/rollout.yaml:100): its standalone servers (init_standalone, main_generation_server.py:40-56) are never synced, so every response comes from random weights, with no error (PR #6126's example sets load_format=auto)"),
 }
