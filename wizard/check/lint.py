@@ -209,6 +209,7 @@ PPO_RULES = (
     rule_free_cache_engine, rule_npu_fused_kernels, rule_npu_mbridge_vpp, rule_unfed_role_keys, rule_megatron_fused_off,
     rule_dead_keys, rule_orphan_keys, rule_v1_bypass_ignored, rule_negative_kl_coef, rule_rollout_corr_values,
     rule_visible_gpus, rule_head_without_workers, rule_gloo_ifname, rule_remote_config_paths, rule_ckpt_prune_ranks,
+    rule_ckpt_model_path,
     *RAY_INIT_RULES)
 SFT_RULES = (rule_resume_sft, rule_sft_loop, rule_wandb_resume, rule_retention_across_restarts, rule_sft_pad_mode,
              rule_sft_micro_ignored, rule_sft_left_truncation, rule_sft_val_batches, rule_sft_default_lr,
