@@ -146,3 +146,11 @@ def test_estimate_term_is_four_bytes_per_trained_parameter():
     assert memory.deferred_grad_gib(shape, memory.replace(on, megatron=True)) == 0.0
     assert memory.deferred_grad_gib(shape, memory.replace(on, lora_rank=32)) == pytest.approx(
         4 * shape.lora_params(32) / memory.GIB)
+
+
+def test_the_critics_flag_is_checked_too():
+    critic = ["algorithm.adv_estimator=gae", "critic.model.path=Qwen/Qwen2.5-14B-Instruct"]
+    (hit,) = [f for f in _hits(*critic, "critic.fsdp.use_no_sync_for_gradient_accumulation=True", gpu_gb=None)
+              if f.problem.rule == "VI956"]
+    assert hit.problem.keys[0] == "critic.fsdp.use_no_sync_for_gradient_accumulation" and "critic" in hit.problem.message
+    assert not [f for f in _hits(*critic, gpu_gb=None) if f.problem.rule == "VI956"]
