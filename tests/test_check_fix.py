@@ -90,6 +90,9 @@ GEN_ARGS = ["trainer.nnodes=1", "trainer.n_gpus_per_node=1", "data.train_files=/
             "actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.rollout.tensor_model_parallel_size=1"]
 MISSPELLED = with_(f"{A}.ppo_mini_batch_sise=8", drop=(f"{A}.ppo_mini_batch_size",))
 CASES = {
+    "deferred gradient sync": Case("VI956", f"{A}.fsdp_config.use_no_sync_for_gradient_accumulation",
+                                   with_(f"{A}.fsdp_config.use_no_sync_for_gradient_accumulation=True",
+                                         "data.max_response_length=4096")),
     "legacy reward key": Case("VI805", "custom_reward_function.name", with_("custom_reward_function.name=score")),
     "checkpoint engine file name": Case("VI705", f"{R}.checkpoint_engine.backend", with_(f"{R}.checkpoint_engine.backend=kimi")),
     "+ on an existing key": Case("VI803", f"{R}.gpu_memory_utilization", with_(f"+{R}.gpu_memory_utilization=0.5")),

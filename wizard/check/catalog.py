@@ -531,6 +531,7 @@ RULES: dict[str, tuple[str, str]] = {
               "a file (not pkg://) to an RLHFDataset subclass, a vision-language model and "
               "data.filter_overlong_prompts=True: the pickled class loses RLHFDataset, every row raises inside "
               "doc2len and is dropped (rl_dataset.py:208-244), the dataset ends empty"),
+    "VI956": ("deferred gradient sync keeps unsharded gradients", "fsdp_config.use_no_sync_for_gradient_accumulation=True (actor or critic.fsdp) with several micro-batches per mini-batch: the FSDP engine skips the reduce-scatter on all but the last (transformer_impl.py:692-721), so every GPU keeps the model's gradients unsharded in fp32 (4 B x parameters, not divided by the GPUs) through the update; error when that alone takes the update over the card (verl PR#7458)"),
     "VI947": ("colocated rollout engine never sleeps", "rollout.free_cache_engine=False (or the served reward "
               "model's) on GPUs shared with the trainer: verl skips the engine's sleep (vllm_async_server.py:854, "
               "async_sglang_server.py:505, trtllm_async_server.py:445), so its weights and gpu_memory_utilization × "

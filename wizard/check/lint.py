@@ -152,6 +152,7 @@ from wizard.check.rules.valuehead import rule_value_model
 from wizard.check.rules.vllm_args import rule_vllm_args
 from wizard.check.rules.vllm_spread import rule_vllm_spread
 from wizard.check.rules.memory import rule_memory
+from wizard.check.rules.gradsync import rule_deferred_grad_sync
 from wizard.check.rules.time import rule_time
 from wizard.check.rules.toolformat import rule_tool_format
 from wizard.check.rules.reward_managers import rule_reward_managers
@@ -272,6 +273,7 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_vlm_overlong(c, f, shape)
         rule_custom_dataset_filter(c, f, shape)
         rule_memory(c, f, shape, why)
+        rule_deferred_grad_sync(c, f, shape)  # reads the estimate rule_memory leaves (c.memory)
         rule_time(c, f, shape, response_length_mean)
     deep_notes: list[str] = []
     if (deep or run_verl) and src.entry in NOT_PPO_CODE:

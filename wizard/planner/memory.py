@@ -185,6 +185,10 @@ class Layout:
     rollout_between_steps: bool = True
     # one-step-off / fully async: the engine on GPUs of its own (rollout.nnodes × n_gpus_per_node), none on these
     rollout_elsewhere: bool = False
+    # FSDP actor with fsdp_config.use_no_sync_for_gradient_accumulation=True (YAML default false, engine/fsdp.yaml:61):
+    # no reduce-scatter on non-final micro-batches (workers/engine/fsdp/transformer_impl.py:692-721), so each GPU keeps
+    # the whole model's gradients unsharded in the fp32 reduce dtype (:394-398) until the last one (DEFERRED_GRAD_BYTES)
+    deferred_grad_sync: bool = False
 
 
 @dataclass(frozen=True)
@@ -647,8 +651,26 @@ def _estimate(s: ModelShape, L: Layout, *, full: bool) -> Estimate:
         from wizard.planner.phasemem import fsdp_training_phases
 
         fsdp_training_phases(e, s, L, st, terms, t_train, t_fwd, asleep_term, sys.modules[__name__])
+        if deferred_grad_gib(s, L):
+            e.phases["update"] += (Term("actor", DEFERRED_GRAD_PART, deferred_grad_gib(s, L)),)
     _kv_cache(e, s, L, st, engine, reward_engine)
     return e
+
+
+# Deferred FSDP gradient sync (Layout.deferred_grad_sync): torch keeps one unsharded accumulated gradient per
+# parameter in the reduce dtype, fp32 in verl, on every rank whatever the world size (verl PR#7458's measurement:
+# 4 B per parameter at 1, 2, 4 and 8 ranks), beside the sharded state, through all but the last micro-batch.
+DEFERRED_GRAD_BYTES = 4
+DEFERRED_GRAD_PART = "unsharded fp32 gradients (deferred gradient sync)"
+
+
+def deferred_grad_gib(s: ModelShape, L: Layout) -> float:
+    """GiB per GPU the deferred gradient sync adds to the FSDP actor's update; 0 when it does not run (off,
+    Megatron, CPUOffloadPolicy, or one micro-batch per mini-batch: nothing to defer)."""
+    if not L.deferred_grad_sync or L.megatron or L.fsdp_cpu_policy or L.pp_micro_batches == 1:
+        return 0.0
+    trained = s.lora_params(L.lora_rank) if L.lora_rank else s.params
+    return DEFERRED_GRAD_BYTES * trained / GIB
 
 
 def _rollout_phases(e: Estimate, L: Layout, st: _State, terms: Callable, engine: float, reward_engine: float,

@@ -7,6 +7,8 @@ from typing import Any
 
 from wizard.check.rules.context import REF, A, M, R, Ctx, Facts, model_shape
 
+NO_SYNC = "use_no_sync_for_gradient_accumulation"  # the FSDP engine key of VI956 (rules/gradsync.py)
+
 
 # CriticConfig.ppo_infer_max_token_len_per_gpu's default (workers/config/critic.py:89; no YAML carries it): the
 # critic's token budget when the config does not set it (tests/test_critic_budget.py reads verl's dataclass)
@@ -189,7 +191,9 @@ def _layout(c: Ctx, f: Facts, shape: Any, hw: Any, tp: int, gmu: float) -> tuple
                     update_entropy=bool(c.v(f"{A}.calculate_entropy")) or (c.num(f"{A}.entropy_coeff") or 0.0) != 0.0,
                     fused_logits=fusedhead.runs(c.v, f.megatron),
                     free_cache_engine=c.v(f"{R}.free_cache_engine") is not False, gpu_type=hw.gpu_type,
-                    rollout_elsewhere=bool(own))
+                    rollout_elsewhere=bool(own),
+                    # VI956: the FSDP actor's deferred gradient sync (memory.Layout.deferred_grad_sync)
+                    deferred_grad_sync=not f.megatron and c.v(f"{A}.fsdp_config.{NO_SYNC}") is True)
     return layout, off_p
 
 
@@ -204,7 +208,7 @@ def _critic_activations(c: Ctx, megatron: bool) -> dict[str, bool]:
 
 def _report(c: Ctx, est: Any, shape: Any, hw: Any, keys: tuple, tp: int, gmu: float, off_p: bool, reward: Any) -> None:
     """VI860 (a phase over the card, or tight) and VI862 (the KV cache) from the estimate; c.memory = est."""
-    from wizard.planner.memory import GIB
+    from wizard.planner.memory import DEFERRED_GRAD_PART, GIB
 
     seq = est.layout.seq_len if est.layout else 0
     reward_gmu = est.layout.reward_gmu if est.layout else 0.0
@@ -244,6 +248,8 @@ def _report(c: Ctx, est: Any, shape: Any, hw: Any, keys: tuple, tp: int, gmu: fl
             hints.append(f"recompute activations: {keys_} (verl's engine/megatron.yaml leaves recompute_granularity "
                          "null; the estimate with full recompute fits)")
         else:
+            if phase == "update" and any(t.part == DEFERRED_GRAD_PART for t in est.phases["update"]):
+                hints.append(f"set {A}.fsdp_config.{NO_SYNC}=False (VI956)")
             hints.append("lower the micro-batch / token budget, or raise sequence/tensor parallelism")
         hints.append("use more GPUs or LoRA")
         high = est.band(phase)[1]
