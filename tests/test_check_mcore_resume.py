@@ -11,7 +11,6 @@ writes for the save, and verl's should_load_* properties say which folder the re
 
 from __future__ import annotations
 
-import ast
 import importlib.util
 import json
 import random
@@ -22,32 +21,13 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
+from helpers_verl import verl_function
 from wizard.check.lint import check
 from wizard.check.rules.mcore_resume import table
 
 ROOT = Path(__file__).resolve().parent.parent
 A = "actor_rollout_ref.actor"
 MANAGER = "utils/checkpoint/megatron_checkpoint_manager.py"
-
-
-def _verl(rel: str) -> Path:
-    spec = importlib.util.find_spec("verl")
-    assert spec is not None and spec.submodule_search_locations
-    return Path(list(spec.submodule_search_locations)[0]) / rel
-
-
-def _verl_function(rel: str, name: str, **namespace):
-    """verl's own function `name` from its source file, compiled alone (decorators dropped)."""
-    tree = ast.parse(_verl(rel).read_text(encoding="utf-8"))
-    fn = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == name)
-    fn.decorator_list = []
-    fn.returns = None
-    for a in fn.args.args + fn.args.kwonlyargs:
-        a.annotation = None
-    module = ast.Module(body=[fn], type_ignores=[])
-    ns = {"Any": object, **namespace}
-    exec(compile(ast.fix_missing_locations(module), str(_verl(rel)), "exec"), ns)  # noqa: S102 - verl's own code
-    return ns[name]
 
 
 # --- the table -----------------------------------------------------------------------------------------------------
@@ -70,7 +50,7 @@ def _manager(flag: bool) -> SimpleNamespace:
 
 
 def test_verl_saves_the_optimizer_dp_reshardable_by_default():
-    build = _verl_function(MANAGER, "_build_sharded_state_dict_metadata", mcore_ge_014=True)
+    build = verl_function(MANAGER, "_build_sharded_state_dict_metadata", mcore_ge_014=True)
     t = table()
     assert t["optimizer_flag_default"] is False and t["optimizer_switch_default"] is True
     assert build(_manager(t["optimizer_flag_default"]))["distrib_optim_sharding_type"] == t["optimizer_default_format"]
@@ -89,7 +69,7 @@ def _rng_shape(tp: int, pp: int):
                           get_data_parallel_rank=lambda with_context_parallel=False: 0,
                           get_data_parallel_world_size=lambda: 1)
     tracker = SimpleNamespace(get_states=lambda: {})
-    get = _verl_function(MANAGER, "get_rng_state", random=random, np=np, torch=torch, mpu=mpu,
+    get = verl_function(MANAGER, "get_rng_state", random=random, np=np, torch=torch, mpu=mpu,
                          tensor_parallel=SimpleNamespace(get_cuda_rng_tracker=lambda: tracker),
                          get_device_name=lambda: "cpu", is_device_available=lambda: False, ShardedObject=_Recorder)
     obj = get(SimpleNamespace(use_megatron_fsdp=False))
@@ -195,9 +175,9 @@ def _manifest(use_dist: bool, save_contents: list[str]) -> dict:
     def rel(*parts):
         return lambda p: os.path.join(p, *parts)
 
-    props = {name: _verl_function(MANAGER, name) for name in
+    props = {name: verl_function(MANAGER, name) for name in
              ("should_save_hf_model", "should_save_dist_ckpt_model")}
-    build = _verl_function(MANAGER, "_build_checkpoint_manifest", os=os,
+    build = verl_function(MANAGER, "_build_checkpoint_manifest", os=os,
                            get_model_dist_checkpoint_path=rel("model", "dist_ckpt"),
                            get_optimizer_dist_checkpoint_path=rel("optimizer", "dist_ckpt"),
                            get_extra_dist_checkpoint_path=rel("extra", "dist_ckpt"),
@@ -218,8 +198,8 @@ def test_verl_records_the_weights_format_and_loads_by_the_flag():
     shards = _manifest(True, ["model", "optimizer", "extra"])["contents"]
     assert shards["model"]["format"] == formats["dist_checkpointing"] and "hf_model" not in shards
     assert "hf_model" in _manifest(True, ["model", "hf_model", "optimizer", "extra"])["contents"]
-    dist = _verl_function(MANAGER, "should_load_dist_ckpt_model")
-    hf = _verl_function(MANAGER, "should_load_hf_model")
+    dist = verl_function(MANAGER, "should_load_dist_ckpt_model")
+    hf = verl_function(MANAGER, "should_load_hf_model")
     load = ["model", "optimizer", "extra"]
     assert dist(SimpleNamespace(checkpoint_load_contents=load, use_dist_checkpointing=True))
     assert hf(SimpleNamespace(checkpoint_load_contents=load, use_dist_checkpointing=False))

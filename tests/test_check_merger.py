@@ -9,7 +9,6 @@ FSDP/LoRA path imports cleanly: BaseModelMerger.save_lora_adapter runs on a tiny
 
 from __future__ import annotations
 
-import ast
 import importlib.util
 import json
 import sys
@@ -20,31 +19,12 @@ import numpy as np
 import pytest
 import torch
 
+from helpers_verl import verl_function
 from wizard.check.lint import check
 from wizard.check.rules.merger import merges, servers, table
 
 ROOT = Path(__file__).resolve().parent.parent
 M, A = "actor_rollout_ref.model", "actor_rollout_ref.actor"
-
-
-def _verl(rel: str) -> Path:
-    spec = importlib.util.find_spec("verl")
-    assert spec is not None and spec.submodule_search_locations
-    return Path(list(spec.submodule_search_locations)[0]) / rel
-
-
-def _verl_function(rel: str, name: str, **namespace):
-    """verl's own function `name` from its source file, compiled alone (decorators dropped)."""
-    tree = ast.parse(_verl(rel).read_text(encoding="utf-8"))
-    fn = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == name)
-    fn.decorator_list = []
-    fn.returns = None
-    for a in fn.args.args + fn.args.kwonlyargs:
-        a.annotation = None
-    module = ast.Module(body=[fn], type_ignores=[])
-    ns = {"Any": object, **namespace}
-    exec(compile(ast.fix_missing_locations(module), str(_verl(rel)), "exec"), ns)  # noqa: S102 - verl's own code
-    return ns[name]
 
 
 def _model(tmp_path: Path, name: str, **config) -> Path:
@@ -116,8 +96,8 @@ def test_vi684_megatron_merge_of_a_default_megatron_run(tmp_path):
     control = _script(tmp_path, model, DIST, MEGATRON_MERGE, megatron=True)
     assert not _hits(control, "VI684")
     # verl's own checkpoint manager: with use_dist_checkpointing False the 'model' slot is HF, no Megatron shards
-    hf = _verl_function("utils/checkpoint/megatron_checkpoint_manager.py", "should_save_hf_model")
-    dist = _verl_function("utils/checkpoint/megatron_checkpoint_manager.py", "should_save_dist_ckpt_model")
+    hf = verl_function("utils/checkpoint/megatron_checkpoint_manager.py", "should_save_hf_model")
+    dist = verl_function("utils/checkpoint/megatron_checkpoint_manager.py", "should_save_dist_ckpt_model")
     default = SimpleNamespace(checkpoint_save_contents=["model", "optimizer", "extra"], use_dist_checkpointing=False)
     assert hf(default) and not dist(default)
     shards = SimpleNamespace(checkpoint_save_contents=["model", "optimizer", "extra"], use_dist_checkpointing=True)
@@ -141,8 +121,8 @@ def _merge_state_dicts():
     rel = "model_merger/megatron_model_merger.py"
     import warnings
 
-    return _verl_function(rel, "_merge_state_dicts", np=np, torch=torch, warnings=warnings), \
-        _verl_function(rel, "_check_megatron_state_key"), _verl_function(rel, "_replace_name")
+    return verl_function(rel, "_merge_state_dicts", np=np, torch=torch, warnings=warnings), \
+        verl_function(rel, "_check_megatron_state_key"), verl_function(rel, "_replace_name")
 
 
 @pytest.mark.filterwarnings("ignore:hf_name .* will not be fixed:UserWarning")
@@ -210,7 +190,7 @@ def test_vi686_fault_and_controls(tmp_path):
 # --- VI687: the Megatron merger on a vision-language model ---------------------------------------------------------
 
 def test_vi687_verl_has_no_name_for_the_vision_tower():
-    replace = _verl_function("model_merger/megatron_model_merger.py", "_replace_name")
+    replace = verl_function("model_merger/megatron_model_merger.py", "_replace_name")
     mapping = table()["megatron_params_mapping"]
     assert not table()["megatron_maps_vision"]
     for key in ("vision_model.decoder.layers.0.self_attention.linear_qkv.weight", "vision_model.patch_embed.proj.weight"):

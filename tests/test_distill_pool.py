@@ -5,11 +5,10 @@ trainer/ppo/v1/trainer_base.py:360), over verl's own Hydra tree: every case firs
 
 from __future__ import annotations
 
-import functools
-import warnings
 
 import pytest
 
+from helpers_verl import distillation_error
 from wizard.check.lint import check
 from wizard.check.rules.distill import pool_problem
 
@@ -44,27 +43,13 @@ MIXED = [*_teacher("a", "openai/gsm8k", 2, tensor_model_parallel_size=1, data_pa
          *_teacher("b", "hiyouga/geometry3k", 1)]
 
 
-@functools.lru_cache(maxsize=None)
 def _verl_says(overrides: tuple[str, ...]) -> str:
     """'ok', or the message of what verl's DistillationConfig raises, for verl's ppo_trainer with these overrides."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.errors import InstantiationException
-
-    from verl.utils.config import omega_conf_to_dataclass
-    from wizard.check.entrypoints import verl_config_dir
-
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(verl_config_dir()), version_base=None):
-        cfg = compose(config_name="ppo_trainer", overrides=list(overrides))
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            omega_conf_to_dataclass(cfg.distillation)
-    except InstantiationException as exc:  # Hydra's instantiate wraps what the dataclass raised
-        assert isinstance(exc.__cause__, ValueError), exc
-        return str(exc.__cause__)
-    return "ok"
+    cause = distillation_error(overrides)
+    if cause is None:
+        return "ok"
+    assert isinstance(cause, ValueError), cause
+    return str(cause)
 
 
 def _vi973(overrides: list[str]):

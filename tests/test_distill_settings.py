@@ -7,14 +7,13 @@ sampling parameters, and the teacher manager's source for what it sends the teac
 from __future__ import annotations
 
 import ast
-import functools
 import importlib.util
 import json
-import warnings
 from pathlib import Path
 
 import pytest
 
+from helpers_verl import distillation_error
 from wizard.check.lint import check
 
 pytestmark = pytest.mark.verl  # verl's config classes are the oracle
@@ -34,27 +33,10 @@ BASE = ["algorithm.adv_estimator=grpo", "data.train_files=/d/train.parquet", "da
 EXAMPLE = [f"{L}.loss_mode=k1", f"{L}.use_policy_gradient=True", f"{L}.topk=64"]
 
 
-@functools.lru_cache(maxsize=None)
 def _verl_says(overrides: tuple[str, ...]) -> str:
     """'ok', or 'Type: message' of what verl's DistillationConfig raises for ppo_trainer with these overrides."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.errors import InstantiationException
-
-    from verl.utils.config import omega_conf_to_dataclass
-    from wizard.check.entrypoints import verl_config_dir
-
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(verl_config_dir()), version_base=None):
-        cfg = compose(config_name="ppo_trainer", overrides=list(overrides))
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            omega_conf_to_dataclass(cfg.distillation)
-    except InstantiationException as exc:  # Hydra's instantiate wraps what the dataclass raised
-        cause = exc.__cause__
-        return f"{type(cause).__name__}: {cause}"
-    return "ok"
+    cause = distillation_error(overrides)
+    return "ok" if cause is None else f"{type(cause).__name__}: {cause}"
 
 
 def _hits(rule: str, overrides: list[str]):
