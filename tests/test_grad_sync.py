@@ -90,17 +90,34 @@ def _retained(defer: bool) -> list[tuple[object, int, int]]:
     return kept
 
 
-def test_torch_fsdp2_keeps_full_fp32_gradients_only_when_the_sync_is_deferred():
-    import torch
+def _fsdp2_kept() -> tuple[list, list]:
+    """(deferred, synced) of `_retained`, on a one-rank gloo group of this process."""
     import torch.distributed as dist
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{_free_port()}", rank=0, world_size=1)
     try:
-        deferred, synced = _retained(True), _retained(False)
+        return ([(str(d), k, f) for d, k, f in _retained(True)], [(str(d), k, f) for d, k, f in _retained(False)])
     finally:
         dist.destroy_process_group()
+
+
+def test_torch_fsdp2_keeps_full_fp32_gradients_only_when_the_sync_is_deferred():
+    """Run in a child process: torch.distributed's process group and FSDP2's CPU mesh are process-wide state, and
+    left in the test worker they broke a later test's subprocess-based sandbox stand-in (seen in the quick loop)."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import torch
+
+    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); import test_grad_sync as t; "
+            "print(json.dumps(t._fsdp2_kept()))")
+    out = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent)], capture_output=True, text=True,
+                         timeout=600, check=True)
+    deferred, synced = json.loads(out.stdout.strip().splitlines()[-1])
     assert synced == []
-    assert len(deferred) == 4 and all(d == torch.float32 and kept == full for d, kept, full in deferred)
+    assert len(deferred) == 4 and all(d == str(torch.float32) and kept == full for d, kept, full in deferred)
     assert memory.DEFERRED_GRAD_BYTES == torch.finfo(torch.float32).bits // 8
 
 
