@@ -98,11 +98,17 @@ def _changed(saved: dict[str, Any], now: dict[str, Any], keys: list[str]) -> lis
             and _size(saved, k) != _size(now, k)]
 
 
-def rule_mcore_resume(c: Ctx, f: Facts) -> None:
+def _resume_folder(c: Ctx) -> Path | None:
+    """The checkpoint folder a PPO run (not a recipe's) resumes from, when it is known and on this machine."""
     if c.src.entry != "ppo" or c.src.recipe or c.unknown(MODE, PATH, "trainer.default_local_dir"):
-        return
+        return None
     folder = _resumed_folder(c)
-    if folder is None or not folder.is_dir():
+    return folder if folder is not None and folder.is_dir() else None
+
+
+def rule_mcore_resume(c: Ctx, f: Facts) -> None:
+    folder = _resume_folder(c)
+    if folder is None:
         return
     t = table()
     for prefix, role in _roles(c, f):
@@ -158,10 +164,8 @@ def _saved_formats(manifest: dict[str, Any]) -> set[str] | None:
 
 
 def rule_mcore_resume_weights(c: Ctx, f: Facts) -> None:
-    if c.src.entry != "ppo" or c.src.recipe or c.unknown(MODE, PATH, "trainer.default_local_dir"):
-        return
-    folder = _resumed_folder(c)
-    if folder is None or not folder.is_dir():
+    folder = _resume_folder(c)
+    if folder is None:
         return
     t = table()
     hf, dist = t["model_formats"]["mbridge"], t["model_formats"]["dist_checkpointing"]
