@@ -424,6 +424,7 @@ def test_every_rule_has_a_test():
     tested |= {"VI785", "VI786", "VI787"}  # SFT pad mode / micro batch / truncation: tests/test_check_sft_data.py
     tested |= {"VI788", "VI789"}  # SFT val set of no batch / placeholder lr: tests/test_check_sft_parallel.py (verl's
     # SFTTrainer._build_dataloader on the CPU, verl's composed sft_trainer_engine optimizer)
+    tested |= {"VI739"}  # SFT per-message loss-mask field verl ignores (tests/test_check_sft_message_fields.py)
     tested |= {"VI680", "VI681", "VI682"}  # SFT epoch-end resume / messages column / max_length over the token
     # budget: tests/test_check_sft_runs.py (verl's CheckpointHandler, MultiTurnSFTDataset, rearrange_micro_batches)
     tested |= {"VI610", "VI611"}  # Megatron resume in another parallel layout / with use_dist_checkpointing flipped:

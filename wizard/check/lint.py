@@ -138,6 +138,7 @@ from wizard.check.rules.entropy import rule_entropy_chunking
 from wizard.check.rules.engine_flags import rule_megatron_fused_off, rule_unfed_role_keys
 from wizard.check.rules.requirements import rule_requirements
 from wizard.check.rules.sft_columns import rule_sft_messages_column
+from wizard.check.rules.sft_message_fields import rule_sft_message_mask_fields
 from wizard.check.rules.sft_data import (rule_sft_budget_below_max_length, rule_sft_left_truncation,
                                           rule_sft_micro_ignored, rule_sft_pad_mode)
 from wizard.check.rules.sft_epoch_resume import rule_sft_epoch_resume
@@ -216,7 +217,7 @@ SFT_RULES = (rule_resume_sft, rule_sft_loop, rule_wandb_resume, rule_retention_a
              rule_sft_micro_ignored, rule_sft_left_truncation, rule_sft_val_batches, rule_sft_default_lr,
              rule_sft_lora_alpha, rule_npu_sft_fused_kernels, rule_sft_media_cells, rule_sft_epoch_resume,
              rule_sft_messages_column, rule_sft_budget_below_max_length, rule_precision_names, rule_sft_vlm_processor,
-             rule_sft_optimizer)
+             rule_sft_optimizer, rule_sft_message_mask_fields)
 
 
 def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: int | None = None,

@@ -1,0 +1,80 @@
+"""VI739: SFT messages carrying a per-message loss-mask field (loss_mask / trainable ...) that verl 0.9.1's
+MultiTurnSFTDataset never reads (real case R88-01, verl#5316, PR#5472 unmerged).
+
+The oracle is verl's own MultiTurnSFTDataset on a tiny local tokenizer, on the CPU: an assistant turn marked
+`loss_mask: 0` is still trained. The rule is then planted on a local parquet and a plain messages file stays clean.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from wizard.check.lint import check
+
+LAUNCH = "torchrun --standalone --nnodes=1 --nproc_per_node=8 -m verl.trainer.sft_trainer"
+MSGS = [{"role": "user", "content": "w1 w2"}, {"role": "assistant", "content": "w3 w4"},
+        {"role": "user", "content": "w5"}, {"role": "assistant", "content": "FINAL ANSWER"}]
+
+
+def _tiny_tokenizer():
+    pytest.importorskip("tokenizers")
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    words = ["<pad>", "<|im_start|>", "<|im_end|>", "user", "assistant", "\n"] + [f"w{i}" for i in range(10)] + \
+        ["FINAL", "ANSWER"]
+    tok = Tokenizer(models.WordLevel(vocab={w: i for i, w in enumerate(words)}, unk_token="<pad>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    hf = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<|im_end|>")
+    hf.chat_template = ("{% for m in messages %}<|im_start|> {{ m['role'] }} {{ m['content'] }} <|im_end|> {% endfor %}"
+                        "{% if add_generation_prompt %}<|im_start|> assistant {% endif %}")
+    return hf
+
+
+def _parquet(path: Path, field: str | None) -> Path:
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    rows = [dict(m, **({field: 0 if i == 1 else 1} if field else {})) for i, m in enumerate(MSGS)]
+    pq.write_table(pa.Table.from_pylist([{"messages": rows}]), str(path))
+    return path
+
+
+@pytest.mark.verl
+def test_verls_dataset_trains_a_turn_marked_loss_mask_0(tmp_path):
+    pytest.importorskip("verl")
+    from omegaconf import OmegaConf
+    from verl.utils.dataset.multiturn_sft_dataset import MultiTurnSFTDataset
+
+    hf = _tiny_tokenizer()
+    cfg = OmegaConf.create({"pad_mode": "no_padding", "truncation": "error", "max_length": 256,
+                            "messages_key": "messages", "ignore_input_ids_mismatch": True})
+    masked = MultiTurnSFTDataset(str(_parquet(tmp_path / "m.parquet", "loss_mask")), hf, cfg)[0]
+    plain = MultiTurnSFTDataset(str(_parquet(tmp_path / "p.parquet", None)), hf, cfg)[0]
+    tokens = hf.convert_ids_to_tokens(masked["input_ids"].tolist())
+    trained = {t for t, m in zip(tokens, masked["loss_mask"].tolist()) if m}
+    assert {"w3", "w4"} <= trained  # the turn marked loss_mask: 0 is trained anyway
+    assert masked["loss_mask"].tolist() == plain["loss_mask"].tolist()  # the field changes nothing
+
+
+def _hits(tmp_path: Path, data: Path, *extra: str):
+    script = tmp_path / "run.sh"
+    script.write_text(f"{LAUNCH} data.train_files={data} data.messages_key=messages "
+                      f"model.path=Qwen/Qwen2.5-0.5B-Instruct trainer.logger=[console] {' '.join(extra)}\n")
+    report = check(str(script), env={"HOME": "/root"})
+    return [f for f in report.findings if f.problem.rule == "VI739"]
+
+
+@pytest.mark.parametrize("field", ["loss_mask", "trainable", "weight"])
+def test_vi739_fires_on_a_mask_field(tmp_path, field):
+    hit = _hits(tmp_path, _parquet(tmp_path / "d.parquet", field))
+    assert hit and hit[0].problem.severity == "warning" and repr(field) in hit[0].problem.message
+    assert "234-240" in hit[0].problem.message
+
+
+def test_vi739_clean_on_plain_messages_and_custom_dataset(tmp_path):
+    assert not _hits(tmp_path, _parquet(tmp_path / "p.parquet", None))
+    data = _parquet(tmp_path / "d.parquet", "loss_mask")
+    assert not _hits(tmp_path, data, "data.custom_cls.path=/data/my_ds.py", "data.custom_cls.name=MyDataset")

@@ -1,0 +1,71 @@
+"""VI739 (warning): SFT messages that carry a per-message loss-mask field verl 0.9.1 never reads (paths under
+site-packages/verl).
+
+Without data.custom_cls.path both SFT trainers build verl's MultiTurnSFTDataset (trainer/sft_trainer.py:468-484). Its
+_process_single_message sets each message's loss mask from the role alone: ones for an assistant message (less the
+generation prompt), zeros for every other role (utils/dataset/multiturn_sft_dataset.py:234-240); no other message key
+takes part. A message field meant to switch a turn's loss off (`loss_mask: 0`, `trainable: false`, the forms verl
+PR#5472 proposed, open and unmerged) is therefore dropped without a word, and every assistant turn is trained,
+those the user meant to mask included (real case R88-01, verl#5316: agent trajectories whose wrong intermediate steps
+were to be left out). The field names come from the local parquet's footer (pyarrow read_schema: the struct fields of
+the data.messages_key list column), nothing is decoded. The test proves the loss mask with verl's own
+MultiTurnSFTDataset on a tiny local tokenizer (a `loss_mask: 0` assistant turn is still trained) and shows a plain
+messages file staying clean.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from wizard.check.rules.context import Ctx, Facts, local_path
+from wizard.check.shellargs import PLACEHOLDER
+
+KEY, CUSTOM = "data.messages_key", "data.custom_cls.path"
+FILES = ("data.train_files", "data.val_files")
+# per-message fields that mean "train on this turn or not" in other trainers' formats (and verl PR#5472's two
+# spellings); MultiTurnSFTDataset reads none of them (multiturn_sft_dataset.py:234-240 uses message["role"] only)
+MASK_FIELDS = ("loss_mask", "trainable", "train", "loss_weight", "weight", "mask", "loss")
+
+
+def _message_fields(c: Ctx, path: Any, key: str) -> list[str] | None:
+    if not isinstance(path, str) or PLACEHOLDER in path:
+        return None
+    local = local_path(c, path)
+    if local is None or not local.is_file() or local.suffix != ".parquet":
+        return None
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        schema = pq.read_schema(str(local))
+        if key not in schema.names:
+            return None  # VI681's finding
+        kind = schema.field(key).type
+        if not (pa.types.is_list(kind) or pa.types.is_large_list(kind)) or not pa.types.is_struct(kind.value_type):
+            return None
+        return [kind.value_type.field(i).name for i in range(kind.value_type.num_fields)]
+    except Exception:  # noqa: BLE001 - an unreadable footer is files.py's finding, not this rule's
+        return None
+
+
+def rule_sft_message_mask_fields(c: Ctx, f: Facts) -> None:
+    if c.unknown(KEY, CUSTOM) or c.v(CUSTOM):
+        return  # a custom dataset class builds its own loss mask
+    key = c.v(KEY) or "messages"
+    for files_key in FILES:
+        if c.unknown(files_key):
+            continue
+        value = c.v(files_key)
+        for path in [value] if isinstance(value, str) else value if isinstance(value, (list, tuple)) else []:
+            fields = _message_fields(c, path, key)
+            found = [name for name in fields or () if name.lower() in MASK_FIELDS]
+            if not found:
+                continue
+            c.add("VI739", "warning", (files_key, KEY),
+                  f"{path}: the messages in {KEY}={key!r} carry {', '.join(repr(n) for n in found)}, which verl's "
+                  "MultiTurnSFTDataset never reads: it trains every assistant message and masks every other role "
+                  "(utils/dataset/multiturn_sft_dataset.py:234-240), so the turns you marked as not-to-train are "
+                  "learned anyway",
+                  "drop the turns to skip from the data (or split each conversation at them), or set "
+                  "data.custom_cls.path/name to a dataset subclass that honours the field")
+            return  # one finding: the same fix serves every file
