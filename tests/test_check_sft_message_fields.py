@@ -78,3 +78,15 @@ def test_vi739_clean_on_plain_messages_and_custom_dataset(tmp_path):
     assert not _hits(tmp_path, _parquet(tmp_path / "p.parquet", None))
     data = _parquet(tmp_path / "d.parquet", "loss_mask")
     assert not _hits(tmp_path, data, "data.custom_cls.path=/data/my_ds.py", "data.custom_cls.name=MyDataset")
+
+
+@pytest.mark.verl
+def test_message_keys_table_is_regenerated_from_verl():
+    pytest.importorskip("verl")
+    from helpers_scripts import ROOT, regenerated
+
+    committed = (ROOT / "wizard" / "check" / "data" / "verl_sft_message_keys.json").read_text("utf-8")
+    assert regenerated("verl_sft_message_keys") == committed
+    from wizard.check.rules.sft_message_fields import MASK_FIELDS, verl_message_keys
+
+    assert "role" in verl_message_keys() and not set(MASK_FIELDS) & verl_message_keys()

@@ -8,13 +8,18 @@ takes part. A message field meant to switch a turn's loss off (`loss_mask: 0`, `
 PR#5472 proposed, open and unmerged) is therefore dropped without a word, and every assistant turn is trained,
 those the user meant to mask included (real case R88-01, verl#5316: agent trajectories whose wrong intermediate steps
 were to be left out). The field names come from the local parquet's footer (pyarrow read_schema: the struct fields of
-the data.messages_key list column), nothing is decoded. The test proves the loss mask with verl's own
+the data.messages_key list column), nothing is decoded. Which message keys verl reads, and which the loss mask comes
+from, is wizard/check/data/verl_sft_message_keys.json, written from verl's source by scripts/verl_sft_message_keys.py
+(ast; tests regenerate and compare): ('content', 'role') read, the loss mask from 'role' alone. The test proves the loss mask with verl's own
 MultiTurnSFTDataset on a tiny local tokenizer (a `loss_mask: 0` assistant turn is still trained) and shows a plain
 messages file staying clean.
 """
 
 from __future__ import annotations
 
+import json
+from functools import lru_cache
+from importlib import resources
 from typing import Any
 
 from wizard.check.rules.context import Ctx, Facts, local_path
@@ -25,6 +30,13 @@ FILES = ("data.train_files", "data.val_files")
 # per-message fields that mean "train on this turn or not" in other trainers' formats (and verl PR#5472's two
 # spellings); MultiTurnSFTDataset reads none of them (multiturn_sft_dataset.py:234-240 uses message["role"] only)
 MASK_FIELDS = ("loss_mask", "trainable", "train", "loss_weight", "weight", "mask", "loss")
+
+
+@lru_cache(maxsize=1)
+def verl_message_keys() -> frozenset[str]:
+    """The message keys verl's MultiTurnSFTDataset reads (scripts/verl_sft_message_keys.py)."""
+    text = resources.files("wizard.check").joinpath("data/verl_sft_message_keys.json").read_text(encoding="utf-8")
+    return frozenset(json.loads(text)["read"])
 
 
 def _message_fields(c: Ctx, path: Any, key: str) -> list[str] | None:
@@ -58,7 +70,7 @@ def rule_sft_message_mask_fields(c: Ctx, f: Facts) -> None:
         value = c.v(files_key)
         for path in [value] if isinstance(value, str) else value if isinstance(value, (list, tuple)) else []:
             fields = _message_fields(c, path, key)
-            found = [name for name in fields or () if name.lower() in MASK_FIELDS]
+            found = [n for n in fields or () if n.lower() in MASK_FIELDS and n not in verl_message_keys()]
             if not found:
                 continue
             c.add("VI739", "warning", (files_key, KEY),
