@@ -127,6 +127,7 @@ from wizard.check.rules.modes import rule_forced_naive, rule_one_step_off, rule_
 from wizard.check.rules.async_budget import rule_fully_async_lr_schedule, rule_fully_async_rollout_budget
 from wizard.check.rules.quant import rule_fp8_blocks
 from wizard.check.rules.rollout_quant import rule_rollout_quantization, rule_sglang_fp8_linear_attention
+from wizard.check.rules.sglang_attention import rule_sglang_gdn_blackwell_attention
 from wizard.check.rules.optim import rule_critic_attention, rule_fsdp_unread, rule_half_master, rule_megatron_optim
 from wizard.check.rules.readers import rule_unread
 from wizard.check.rules.gradclip import rule_role_grad_clip
@@ -259,7 +260,7 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_sft_sequence_parallel(c, f, model_shape(c, "model.path")[0])
     if ppo_rules:
         for shaped in (rule_rollout_heads, rule_npu_lora_slices, rule_fp8_blocks, rule_sglang_fp8_linear_attention,
-                       rule_sync_bucket):
+                       rule_sglang_gdn_blackwell_attention, rule_sync_bucket):
             shaped(c, f, shape)
     if ppo_rules and src.entry == "generation":
         rule_context(c, f, shape)
