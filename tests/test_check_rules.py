@@ -324,6 +324,8 @@ def test_every_rule_has_a_test():
     tested |= {"VI655"}  # FSDP merger on a VeOmni checkpoint: tests/test_check_merger.py
     tested |= {"VI931"}  # FSDP2 offload_policy + LoRA adapter sync, verl's source as oracle: tests/test_check_lora_offload.py
     tested |= {"VI900"}  # SGLang LoRA with a regex target_modules, verl's function as oracle: tests/test_check_sglang_lora.py
+    tested |= {"VI639", "VI645"}  # rollout quantization the server refuses / SGLang FP8 on a GDN hybrid: tests/test_check_rollout_quant.py
+    tested |= {"VI660"}  # SGLang attention backend for a GDN hybrid on Blackwell: tests/test_check_sglang_attention.py
     tested |= {"VI899"}  # verl's own skewed and balanced rollout/trainer splits: tests/test_split.py
     tested |= {"VI907"}  # Ulysses SP on a Gated DeltaNet model: tests/test_hybrid_shapes.py, SFT: test_check_sft_gdn_ulysses.py
     tested |= {"VI912"}  # Megatron without Megatron-Bridge: tests/test_mbridge.py

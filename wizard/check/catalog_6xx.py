@@ -113,6 +113,11 @@ RULES_6XX: dict[str, tuple[str, str]] = {
     "VI638": ("code test case any answer passes", "with reward.sandbox_fusion.url, a code row's expected output is "
               "null (sandbox_fusion/utils.py:427 passes any program that runs) or, call-based, empty (the wrapper "
               "catches the exception and exits 0: :270-288): a solution that raises earns the reward (verl PR#7853)"),
+    "VI639": ("rollout quantization the engine's server refuses", "rollout.quantization set to a value the chosen "
+              "rollout.name's verl server does not accept (SGLang and TensorRT-LLM: fp8 only; vLLM: fp8, torchao, "
+              "ascend, unless rollout.qat.enable): RolloutConfig takes any string and the server raises ValueError "
+              "at launch, in the rollout worker after the GPUs are booked (async_sglang_server.py:302-312, "
+              "vllm_async_server.py:1238-1242, trtllm_async_server.py:209-222; verl PRs #7186, #7519: mxfp8)"),
     "VI640": ("media column that is not a list", "a data row whose data.image_key/video_key/audio_key cell holds one "
               "item (an {bytes, path} image dict, a path string) instead of a list: verl indexes it as a list "
               "(rl_dataset.py:315-335), and with data.filter_overlong_prompts on the length filter swallows the "
@@ -134,6 +139,11 @@ RULES_6XX: dict[str, tuple[str, str]] = {
     "VI644": ("Ulysses sequence parallel on a model with attention sinks", "actor Ulysses SP > 1 on gpt-oss: verl "
               "0.9.1's Ulysses attention (monkey_patch.py:87) splits the heads but not the per-head sinks, and wraps only "
               "flash attention (\"s_aux must have shape (num_heads)\", verl PR#4551)"),
+    "VI645": ("FP8 SGLang rollout of a linear-attention hybrid without ignored layers", "rollout.quantization=fp8 "
+              "with rollout.name=sglang on a Gated DeltaNet hybrid (Qwen3.5, Qwen3-Next) at SGLang tp_size (TP x DP) "
+              "above 1 and no SGLANG_FP8_IGNORED_LAYERS: the linear_attn b/a projections' per-rank slice is narrower "
+              "than verl's 128-wide FP8 block and verl ignores no layer by itself (sglang_fp8_utils.py:99-115), so "
+              "SGLang refuses the layer while loading (verl PR #6906)"),
     "VI646": ("VeOmni mesh that does not tile the GPUs", "model_engine=veomni (or a role's strategy veomni): "
               "veomni.ulysses_parallel_size must divide the GPUs, veomni.fsdp_size (when 0 < it < world/ulysses) the "
               "data-parallel size (VeOmniEngine raises ValueError on the workers, veomni/transformer_impl.py:151-163), "
@@ -199,6 +209,11 @@ RULES_6XX: dict[str, tuple[str, str]] = {
               "AdamW-comparable (workers/config/optimizer.py:173-182); the same lr steps about 1/sqrt((1-b1)/(1+b1)) "
               "= 4.4x as far at beta1=0.9 (utils/megatron/optimizer.py:91-100, verl PR#7120); fix: "
               "muon_match_adamw_update_rms=True"),
+    "VI660": ("SGLang attention backend refused for a linear-attention hybrid on Blackwell", "rollout.name=sglang "
+              "on a Gated DeltaNet hybrid (Qwen3.5, Qwen3-Next) with --gpu-type of compute capability 10.x and "
+              "engine_kwargs.sglang.attention_backend unset (verl picks flashinfer or fa3: async_sglang_server.py:"
+              "289-298) or outside trtllm_mha / triton / fa4: SGLang asserts when it builds the attention backend "
+              "(sgl-project/sglang#35080, verl's delta-sync example on B300)"),
     "VI664": ("SGLang server argument verl already sets", "a key under a rollout's engine_kwargs.sglang that verl's "
               "SGLang server builds itself (mem_fraction_static from gpu_memory_utilization, disable_cuda_graph from "
               "enforce_eager, tp_size from TP x DP, dtype, trust_remote_code, base_gpu_id, ...): **engine_kwargs is "

@@ -126,6 +126,8 @@ from wizard.check.rules.vlm_processor import rule_sft_vlm_processor, rule_vlm_pr
 from wizard.check.rules.modes import rule_forced_naive, rule_one_step_off, rule_separate_async
 from wizard.check.rules.async_budget import rule_fully_async_lr_schedule, rule_fully_async_rollout_budget
 from wizard.check.rules.quant import rule_fp8_blocks
+from wizard.check.rules.rollout_quant import rule_rollout_quantization, rule_sglang_fp8_linear_attention
+from wizard.check.rules.sglang_attention import rule_sglang_gdn_blackwell_attention
 from wizard.check.rules.optim import rule_critic_attention, rule_fsdp_unread, rule_half_master, rule_megatron_optim
 from wizard.check.rules.readers import rule_unread
 from wizard.check.rules.gradclip import rule_role_grad_clip
@@ -184,12 +186,13 @@ from wizard.verlspec.keys import load_snapshot
 # resolving); main_generation_server reads only the rollout, model, data files and hardware of it
 # (trainer/main_generation_server.py)
 GENERATION_RULES = (rule_unresolved, rule_choices, rule_layout, rule_sglang_dp, rule_hardware, rule_rollout_parallel,
+                    rule_rollout_quantization,
                     rule_device, rule_precision, rule_values, rule_sglang_args, rule_generation_dummy_weights,
                     rule_generation_media, rule_ckpt_model_path)
 EVAL_RULES = (rule_eval_reward_fn,)
 PPO_RULES = (
     rule_unresolved, rule_required, rule_deprecated_micro, rule_choices, rule_layout, rule_sglang_dp, rule_hardware,
-    rule_rollout_parallel, rule_device, rule_precision, rule_fsdp_mesh, rule_veomni_mesh, rule_veomni_sp_padding, rule_batches, rule_dynamic_flags, rule_ignored_budgets, rule_tokens, rule_context_parallel_budget, rule_roles, rule_ref_model,
+    rule_rollout_parallel, rule_rollout_quantization, rule_device, rule_precision, rule_fsdp_mesh, rule_veomni_mesh, rule_veomni_sp_padding, rule_batches, rule_dynamic_flags, rule_ignored_budgets, rule_tokens, rule_context_parallel_budget, rule_roles, rule_ref_model,
     rule_values, rule_inert_clip, rule_gspo_clip, rule_clip_ratio_shadowed, rule_cispo_weight_floor, rule_files, rule_data_content, rule_parquet_features, rule_tools_kwargs, rule_prompt_lengths, rule_truncation,
     rule_template_kwargs, rule_chat_template, rule_remote_code, rule_tokenizer_trust, rule_vlm_processor, rule_attention_kernels, rule_bundle_files, rule_agent, rule_agent_workers, rule_tool_schema, rule_turn_budget, rule_tool_format, rule_lora, rule_lora_export, rule_merger, rule_lora_scale, rule_mbridge,
     rule_serve_parsers,
@@ -257,7 +260,8 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
     if sft_rules:
         rule_sft_sequence_parallel(c, f, model_shape(c, "model.path")[0])
     if ppo_rules:
-        for shaped in (rule_rollout_heads, rule_npu_lora_slices, rule_fp8_blocks, rule_sync_bucket):
+        for shaped in (rule_rollout_heads, rule_npu_lora_slices, rule_fp8_blocks, rule_sglang_fp8_linear_attention,
+                       rule_sglang_gdn_blackwell_attention, rule_sync_bucket):
             shaped(c, f, shape)
     if ppo_rules and src.entry == "generation":
         rule_context(c, f, shape)
