@@ -109,6 +109,7 @@ from wizard.check.rules.layout import (rule_device, rule_hardware, rule_layout, 
                                       rule_rollout_heads, rule_rollout_parallel, rule_sequence_parallel, rule_sglang_dp)
 from wizard.check.rules.logprobs import rule_rollout_logprob_contract
 from wizard.check.rules.pp_layout import rule_pp_layout
+from wizard.check.rules.recompute import rule_recompute
 from wizard.check.rules.klsign import rule_negative_kl_coef
 from wizard.check.rules.rollout_corr import rule_rollout_corr_values, rule_v1_bypass_ignored
 from wizard.check.rules.lora import rule_lora, rule_vision_lora
@@ -189,7 +190,7 @@ EVAL_RULES = (rule_eval_reward_fn,)
 PPO_RULES = (
     rule_unresolved, rule_required, rule_deprecated_micro, rule_choices, rule_layout, rule_sglang_dp, rule_hardware,
     rule_rollout_parallel, rule_device, rule_precision, rule_fsdp_mesh, rule_veomni_mesh, rule_veomni_sp_padding, rule_batches, rule_dynamic_flags, rule_ignored_budgets, rule_tokens, rule_context_parallel_budget, rule_roles, rule_ref_model,
-    rule_values, rule_inert_clip, rule_gspo_clip, rule_clip_ratio_shadowed, rule_cispo_weight_floor, rule_files, rule_data_content, rule_parquet_features, rule_tools_kwargs, rule_prompt_lengths, rule_truncation,
+    rule_values, rule_recompute, rule_inert_clip, rule_gspo_clip, rule_clip_ratio_shadowed, rule_cispo_weight_floor, rule_files, rule_data_content, rule_parquet_features, rule_tools_kwargs, rule_prompt_lengths, rule_truncation,
     rule_template_kwargs, rule_chat_template, rule_remote_code, rule_tokenizer_trust, rule_vlm_processor, rule_attention_kernels, rule_bundle_files, rule_agent, rule_agent_workers, rule_tool_schema, rule_turn_budget, rule_tool_format, rule_lora, rule_lora_export, rule_merger, rule_lora_scale, rule_mbridge,
     rule_serve_parsers,
     rule_moe_aux_loss, rule_router_replay, rule_vllm_args,
