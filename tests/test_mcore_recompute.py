@@ -200,3 +200,23 @@ def test_table_verl_part_regenerates_from_installed_verl():
     fresh = mod.from_installed_verl(mod.verl_part)
     assert fresh == committed["verl"]
     assert committed["verl"]["defaults"]["recompute_granularity"] is None
+
+
+def _sft_script(tmp_path, num_layers: int) -> str:
+    path = tmp_path / "sft_mtp.sh"
+    path.write_text("torchrun --nproc_per_node=8 -m verl.trainer.sft_trainer \\\n"
+                    "    model.path=XiaomiMiMo/MiMo-7B-RL engine=megatron optim=megatron optim.lr=1e-5 \\\n"
+                    "    +engine.override_transformer_config.recompute_granularity=full \\\n"
+                    "    +engine.override_transformer_config.recompute_method=uniform \\\n"
+                    f"    +engine.override_transformer_config.recompute_num_layers={num_layers} \\\n"
+                    "    model.mtp.enable=True model.mtp.enable_train=True trainer.n_gpus_per_node=8\n",
+                    encoding="utf-8")
+    return str(path)
+
+
+def test_sft_megatron_engine_mtp(tmp_path):
+    """verl's SFT trainer builds the same MegatronEngine (engine=megatron), MTP patch included (examples/sft/gsm8k/
+    run_mimo_7b_mtp_megatron.sh uses uniform with recompute_num_layers=1)."""
+    (hit,) = hits(check(_sft_script(tmp_path, 4)), "VI626")
+    assert hit.severity == "error" and hit.keys[0] == "engine.override_transformer_config.recompute_method"
+    assert not hits(check(_sft_script(tmp_path, 1)), "VI626")

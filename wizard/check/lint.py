@@ -217,7 +217,7 @@ SFT_RULES = (rule_resume_sft, rule_sft_loop, rule_wandb_resume, rule_retention_a
              rule_sft_micro_ignored, rule_sft_left_truncation, rule_sft_val_batches, rule_sft_default_lr,
              rule_sft_lora_alpha, rule_npu_sft_fused_kernels, rule_sft_media_cells, rule_sft_epoch_resume,
              rule_sft_messages_column, rule_sft_budget_below_max_length, rule_precision_names, rule_sft_vlm_processor,
-             rule_sft_optimizer)
+             rule_sft_optimizer, rule_recompute)
 
 
 def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: int | None = None,

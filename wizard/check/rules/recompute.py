@@ -20,6 +20,9 @@ worker, after the GPUs are booked:
   layer without a checkpoint (:544-546: the memory full recompute was meant to save is not saved there: warning).
   megatron-core's own MTP layer behaves the same (core_v0.18.2 multi_token_prediction.py:1217-1229). verl#7346.
 
+Both rules read the PPO roles (actor, a reference with settings of its own, critic) and verl's SFT trainer with
+`engine=megatron` (the same MegatronEngine, its keys under engine.override_transformer_config and model.mtp).
+
 The accepted values come from wizard/check/data/mcore_recompute.json, written by scripts/mcore_recompute.py from the
 installed verl's megatron.yaml and mtp_patch.py and from megatron-core's transformer_config.py.
 """
@@ -41,14 +44,19 @@ def table() -> dict[str, Any]:
     return json.loads(TABLE.read_text(encoding="utf-8"))
 
 
-def _roles(c: Ctx, f: Facts) -> list[tuple[str, str]]:
-    roles = [("actor", f"{A}.megatron")] if f.megatron else []
+def _roles(c: Ctx, f: Facts) -> list[tuple[str, str, str | None]]:
+    """(role, megatron config prefix, model prefix whose mtp block the engine reads or None)."""
+    if c.src.entry == "sft":  # sft_trainer_engine.yaml: engine@engine, the model under model (sft_trainer_engine.yaml)
+        megatron = c.v("engine.strategy") == "megatron" or str(c.v("engine._target_") or "").endswith(
+            "McoreEngineConfig")
+        return [("SFT model", "engine", "model")] if megatron else []
+    roles: list[tuple[str, str, str | None]] = [("actor", f"{A}.megatron", M)] if f.megatron else []
     ref_keys = [f"{REF}.megatron.override_transformer_config.{k}" for k in
                 ("recompute_granularity", "recompute_method", "recompute_num_layers", "recompute_modules")]
     if f.use_ref and c.v(f"{REF}.strategy") == "megatron" and any(c.set_by_user(k) for k in ref_keys):
-        roles.append(("reference", f"{REF}.megatron"))  # otherwise it follows the actor's (megatron_ref.yaml:23)
+        roles.append(("reference", f"{REF}.megatron", None))  # otherwise it follows the actor's (megatron_ref.yaml:23)
     if f.use_critic and c.v("critic.strategy") == "megatron":
-        roles.append(("critic", "critic.megatron"))
+        roles.append(("critic", "critic.megatron", None))
     return roles
 
 
@@ -102,7 +110,7 @@ def mtp_verdict(granularity: Any, method: Any, num_layers: Any) -> tuple[str, st
 def rule_recompute(c: Ctx, f: Facts) -> None:
     """VI616 / VI626 for each Megatron role (module docstring)."""
     mc = table()["megatron_core"]
-    for role, prefix in _roles(c, f):
+    for role, prefix, model in _roles(c, f):
         otc = f"{prefix}.override_transformer_config"
         keys = {k: f"{otc}.recompute_{k}" for k in ("granularity", "method", "num_layers", "modules")}
         if c.unknown(*keys.values()):
@@ -121,13 +129,13 @@ def rule_recompute(c: Ctx, f: Facts) -> None:
                   f"{mc['file']}{where}; verl passes override_transformer_config through unchecked, "
                   "transformer_impl.py:371-372)", hint)
             continue
-        if role != "actor" or c.v(f"{M}.mtp.enable") is not True or c.v(f"{M}.mtp.enable_train") is not True:
+        if model is None or c.v(f"{model}.mtp.enable") is not True or c.v(f"{model}.mtp.enable_train") is not True:
             continue
         verdict = mtp_verdict(g, m, n)
         if verdict is None:
             continue
         severity, what = verdict
-        c.add("VI626", severity, [keys["method"], keys["num_layers"], f"{M}.mtp.enable"],
-              f"actor Megatron with MTP ({M}.mtp.enable_train) and {keys['granularity']}=full, "
+        c.add("VI626", severity, [keys["method"], keys["num_layers"], f"{model}.mtp.enable"],
+              f"{role} Megatron with MTP ({model}.mtp.enable_train) and {keys['granularity']}=full, "
               f"recompute_method={m}, recompute_num_layers={n}: verl's MTP checkpointed forward {what}",
               f"set {keys['method']}=uniform and {keys['num_layers']}=1 (the MTP layer is one checkpoint unit)")
