@@ -312,6 +312,7 @@ def test_every_rule_has_a_test():
     tested |= {"VI891"}  # a missing --config-path config needs a launch script: tests/test_verl_readers.py
     tested |= {"VI637", "VI638"}  # code rows' test cases, verl's scorers as oracle: tests/test_check_code_tests.py
     tested |= {"VI629", "VI635"}  # pipeline_model_parallel_layout, megatron-core verdicts: tests/test_pp_layout.py
+    tested |= {"VI616", "VI626"}  # Megatron recompute settings, MTP patch run on CPU: tests/test_mcore_recompute.py
     tested |= {"VI904", "VI905", "VI906"}  # tests/test_check_mechanisms.py (each class twice, with a valid control)
     tested |= {"VI972"}  # a save_to_disk folder as train_files: tests/test_data_saved.py
     tested |= {"VI699", "VI708", "VI737", "VI738"}  # offline entry points, checkpoint paths: tests/test_check_offline_entries.py

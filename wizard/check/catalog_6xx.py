@@ -51,6 +51,12 @@ RULES_6XX: dict[str, tuple[str, str]] = {
               "itself, set by the user too: with rollout.limit_images set verl replaces the whole "
               "engine_kwargs.vllm.limit_mm_per_prompt by {'image': limit_images} (vllm_async_server.py:289-290), so a "
               "video/audio limit there is dropped; table scripts/verl_vllm_server_args.py"),
+    "VI616": ("Megatron recompute settings megatron-core rejects", "a Megatron role's override_transformer_config "
+              "recompute_granularity / recompute_method / recompute_num_layers / recompute_modules that megatron-core's "
+              "TransformerConfig refuses (granularity full without recompute_method or recompute_num_layers, selective "
+              "with recompute_num_layers, a method other than block/uniform, a selective module outside its set): "
+              "verl passes them through unchecked (megatron/transformer_impl.py:371-372) and the worker raises when it "
+              "finalises the provider (core_v0.18.2 transformer_config.py:1544-1601); table scripts/mcore_recompute.py"),
     "VI617": ("distillation loss settings verl refuses", "with distillation.enabled, verl's DistillationLossConfig "
               "looks distillation_loss.loss_mode up in its registry, accepts only policy_loss_mode vanilla and refuses "
               "k1 without use_policy_gradient (workers/config/distillation.py:100-124), inside the Ray job; the table "
@@ -84,6 +90,10 @@ RULES_6XX: dict[str, tuple[str, str]] = {
               "model.use_fused_kernels=False (else NotImplementedError in the engine)"),
     "VI625": ("GDPO without its reward keys", "algorithm.adv_estimator=gdpo needs +algorithm.gdpo_reward_keys "
               "naming the reward components; verl asserts it at the first advantage computation (core_algos.py:413-417)"),
+    "VI626": ("MTP under a full recompute verl's MTP patch refuses", "model.mtp.enable + enable_train with "
+              "recompute_granularity=full: verl's MTP checkpointed forward asserts recompute_num_layers == 1 for "
+              "recompute_method=uniform at the first training step and skips the MTP checkpoint (a warning) for "
+              "block (models/mcore/mtp_patch.py:541-546; verl#7346); fix: uniform with recompute_num_layers=1"),
     "VI627": ("recipe code imports what the installed verl lacks", "a recipe entry point (python -m recipe.<name>.main) "
               "whose package imports a verl module or name the installed verl does not have (verl 0.9 removed "
               "workers/fsdp_workers.py, sharding_manager/ and trainer/ppo/reward.py's compute_reward, which the PRIME, "

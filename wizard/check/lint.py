@@ -109,6 +109,7 @@ from wizard.check.rules.layout import (rule_device, rule_hardware, rule_layout, 
                                       rule_rollout_heads, rule_rollout_parallel, rule_sequence_parallel, rule_sglang_dp)
 from wizard.check.rules.logprobs import rule_rollout_logprob_contract
 from wizard.check.rules.pp_layout import rule_pp_layout
+from wizard.check.rules.recompute import rule_recompute
 from wizard.check.rules.klsign import rule_negative_kl_coef
 from wizard.check.rules.rollout_corr import rule_rollout_corr_values, rule_v1_bypass_ignored
 from wizard.check.rules.lora import rule_lora, rule_vision_lora
