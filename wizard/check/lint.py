@@ -90,6 +90,7 @@ from wizard.check.rules.ckpt_model_path import rule_ckpt_model_path
 from wizard.check.rules.eval_entry import rule_eval_reward_fn
 from wizard.check.rules.generation_entry import rule_generation_dummy_weights, rule_generation_media
 from wizard.check.rules.checkpoints import rule_resume, rule_resume_sft, rule_resume_world
+from wizard.check.rules.sft_ckpt import rule_sft_async_save, rule_sft_resume_step
 from wizard.check.rules.resume_budget import rule_resume_budget
 from wizard.check.rules.ckpt_store import rule_async_tracker, rule_hdfs_dir
 from wizard.check.rules.saving import rule_fsdp1_offload_policy, rule_retention_across_restarts, rule_saving
@@ -216,7 +217,7 @@ SFT_RULES = (rule_resume_sft, rule_sft_loop, rule_wandb_resume, rule_retention_a
              rule_sft_micro_ignored, rule_sft_left_truncation, rule_sft_val_batches, rule_sft_default_lr,
              rule_sft_lora_alpha, rule_npu_sft_fused_kernels, rule_sft_media_cells, rule_sft_epoch_resume,
              rule_sft_messages_column, rule_sft_budget_below_max_length, rule_precision_names, rule_sft_vlm_processor,
-             rule_sft_optimizer)
+             rule_sft_optimizer, rule_sft_resume_step, rule_sft_async_save)
 
 
 def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: int | None = None,
