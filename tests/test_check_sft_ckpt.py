@@ -92,7 +92,8 @@ def test_sft_async_save_reaches_the_megatron_manager_and_is_never_finalized():
 
     assert "async_save" in {f.name for f in dataclasses.fields(CheckpointConfig)}
     sft = _src("trainer/sft_trainer.py")
-    assert "omega_conf_to_dataclass(self.config.checkpoint)" in sft and "checkpoint_config=self.checkpoint_config" in sft
+    assert "omega_conf_to_dataclass(self.config.checkpoint)" in sft
+    assert "checkpoint_config=self.checkpoint_config" in sft
     manager = _src("utils/checkpoint/megatron_checkpoint_manager.py")
     assert "add_finalize_fn(finalize_save_fn)" in manager and "schedule_async_request" in manager
     assert "checkpoint_config=self.checkpoint_config" in _src("workers/engine/megatron/transformer_impl.py")

@@ -1,4 +1,4 @@
-"""What verl 0.9.1's SFT trainer does with its checkpoint handler that a run cannot see (paths under site-packages/verl):
+"""What verl 0.9.1's SFT trainer does with its checkpoint handler that a run cannot see (site-packages/verl):
 
 - VI697 (warning): trainer.resume_from_path holding more than one global_step_<N> (a checkpoint kept inside an older
   run's folder). The SFT trainer (trainer/sft_trainer.py:73 → utils/checkpoint/checkpoint_handler.py) takes that
