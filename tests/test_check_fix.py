@@ -294,6 +294,11 @@ CASES = {
                                                                with_(f"+{R}.repetition_penalty=1.05")),
     "rollout seed SGLang never reads (verl#3126)": Case("VI609", f"{R}.seed",
                                                         with_(f"{R}.name=sglang", f"{R}.seed=7")),
+    # R87-03 (PR verl#7363): the SFT trainer never finalizes Megatron's async checkpoint queue: drop the key
+    "SFT async_save on the Megatron engine (R87-03)": Case(
+        "VI698", "checkpoint.async_save",
+        SFT_ARGS + ["engine=megatron", "optim=megatron", "+checkpoint.async_save=True"],
+        script=True, options={"launch": SFT_LAUNCH}),
     "SFT test_freq 0": Case("VI986", "trainer.test_freq", SFT_ARGS + ["data.val_files=/data/val.parquet",
                                                                        "trainer.test_freq=0"],
                             script=True, options={"launch": SFT_LAUNCH}),

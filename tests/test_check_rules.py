@@ -444,6 +444,8 @@ def test_every_rule_has_a_test():
     tested |= {"VI948", "VI953", "VI954"}  # Gloo's interface / relative agent-loop config / Megatron retention on
     # several nodes: tests/test_check_multinode_paths.py (verl's process-group backend, resolve_config_path and
     # retention methods on the CPU)
+    tested |= {"VI697", "VI698"}  # SFT resume step from the first global_step / SFT Megatron async_save never
+    # finalized: tests/test_check_sft_ckpt.py (verl's CheckpointHandler.load_checkpoint; the SFT trainers' source)
     assert tested == set(RULES), sorted(set(RULES) ^ tested)
 
 

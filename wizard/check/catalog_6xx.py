@@ -332,5 +332,13 @@ RULES_6XX: dict[str, tuple[str, str]] = {
               "batches of an epoch): the legacy trainer trains and saves step N+1 past the budget on every relaunch "
               "(ray_trainer.py:1451, 1465, 1507; verl#6232), the V1 trainer validates and exits 0 without a step "
               "(v1/trainer_base.py:467)"),
+    "VI697": ("SFT resume path with two global_step folders", "trainer.resume_from_path (resume_mode resume_path, or "
+              "auto with a path) holding more than one global_step_N: verl's SFT trainer loads the last folder but "
+              "restores the step from the first (utils/checkpoint/checkpoint_handler.py:33-37, 151; PR verl#7257, "
+              "#6543); fix: put the checkpoint where no other global_step_N is in its path"),
+    "VI698": ("SFT async checkpoint save never finalized", "checkpoint.async_save=True on the SFT trainer's Megatron "
+              "engine: the writes are queued with the manifest/tracker as the queue's finalize "
+              "(megatron_checkpoint_manager.py:1164-1169), which the SFT trainer never runs, while it writes the "
+              "tracker at once (checkpoint_handler.py:126-133; PR verl#7363); fix: drop checkpoint.async_save"),
     "VI699": ("generation-only run with dummy rollout weights", "verl.trainer.main_generation_server with actor_rollout_ref.rollout.load_format a dummy* format (verl's default, rollout/rollout.yaml:100): its standalone servers (init_standalone, main_generation_server.py:40-56) are never synced, so every response comes from random weights, with no error (PR #6126's example sets load_format=auto)"),
 }

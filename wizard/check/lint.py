@@ -90,6 +90,7 @@ from wizard.check.rules.ckpt_model_path import rule_ckpt_model_path
 from wizard.check.rules.eval_entry import rule_eval_reward_fn
 from wizard.check.rules.generation_entry import rule_generation_dummy_weights, rule_generation_media
 from wizard.check.rules.checkpoints import rule_resume, rule_resume_sft, rule_resume_world
+from wizard.check.rules.sft_ckpt import rule_sft_async_save, rule_sft_resume_step
 from wizard.check.rules.resume_budget import rule_resume_budget
 from wizard.check.rules.ckpt_store import rule_async_tracker, rule_hdfs_dir
 from wizard.check.rules.saving import rule_fsdp1_offload_policy, rule_retention_across_restarts, rule_saving
@@ -194,7 +195,7 @@ EVAL_RULES = (rule_eval_reward_fn,)
 PPO_RULES = (
     rule_unresolved, rule_required, rule_deprecated_micro, rule_choices, rule_layout, rule_sglang_dp, rule_hardware,
     rule_rollout_parallel, rule_rollout_quantization, rule_device, rule_precision, rule_fsdp_mesh, rule_veomni_mesh, rule_veomni_sp_padding, rule_batches, rule_dynamic_flags, rule_ignored_budgets, rule_tokens, rule_context_parallel_budget, rule_roles, rule_ref_model,
-    rule_values, rule_inert_clip, rule_gspo_clip, rule_clip_ratio_shadowed, rule_cispo_weight_floor, rule_files, rule_data_content, rule_parquet_features, rule_tools_kwargs, rule_prompt_lengths, rule_truncation,
+    rule_values, rule_recompute, rule_inert_clip, rule_gspo_clip, rule_clip_ratio_shadowed, rule_cispo_weight_floor, rule_files, rule_data_content, rule_parquet_features, rule_tools_kwargs, rule_prompt_lengths, rule_truncation,
     rule_template_kwargs, rule_chat_template, rule_remote_code, rule_tokenizer_trust, rule_vlm_processor, rule_attention_kernels, rule_bundle_files, rule_agent, rule_agent_workers, rule_tool_schema, rule_turn_budget, rule_tool_format, rule_lora, rule_lora_export, rule_merger, rule_lora_scale, rule_mbridge,
     rule_serve_parsers,
     rule_moe_aux_loss, rule_router_replay, rule_vllm_args,
@@ -221,7 +222,8 @@ SFT_RULES = (rule_resume_sft, rule_sft_loop, rule_wandb_resume, rule_retention_a
              rule_sft_micro_ignored, rule_sft_left_truncation, rule_sft_val_batches, rule_sft_default_lr,
              rule_sft_lora_alpha, rule_npu_sft_fused_kernels, rule_sft_media_cells, rule_sft_epoch_resume,
              rule_sft_messages_column, rule_sft_budget_below_max_length, rule_precision_names, rule_sft_vlm_processor,
-             rule_sft_optimizer, rule_sft_message_mask_fields)
+             rule_sft_optimizer, rule_sft_message_mask_fields, rule_sft_resume_step, rule_sft_async_save,
+             rule_recompute)
 
 
 def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: int | None = None,

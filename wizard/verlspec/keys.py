@@ -46,8 +46,11 @@ ROLLOUT_IS_LEVELS = ("token", "sequence")  # algorithm.rollout_correction.rollou
 # Names whose children are free-form mappings, besides wizard.verify.harness._FREE_FORM (distillation's teachers).
 EXTRA_FREE_FORM = ("teacher_models",)
 # Sections verl turns into dataclasses (a `+key` they lack fails with TypeError); critic/RM only when used.
+# The SFT trainer's top-level nodes too: verl 0.9.1 trainer/sft_trainer.py:141-145 builds model, engine, optim,
+# checkpoint and profiler with omega_conf_to_dataclass, so e.g. +checkpoint.async_save is a CheckpointConfig field
+# (trainer/config/config.py:49) the engine reads, not an ignored key (PPO's tree has no such top-level nodes).
 DATACLASS_ROOTS = ("actor_rollout_ref.actor", "actor_rollout_ref.ref", "actor_rollout_ref.rollout",
-                   "actor_rollout_ref.model")
+                   "actor_rollout_ref.model", "model", "engine", "optim", "checkpoint", "profiler")
 VERL_DEFAULT_CRITIC_PATH = "~/models/deepseek-llm-7b-chat"  # critic.model.path, not interpolated from the policy
 
 # --- keys that moved --------------------------------------------------------------------------------------
