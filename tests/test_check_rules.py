@@ -357,6 +357,7 @@ def test_every_rule_has_a_test():
     tested |= {"VI656"}  # keys only a module nothing in verl loads reads (orphan_only): tests/test_orphan_keys.py
     tested |= {"VI921"}  # enforce_eager rollout, against verl's servers' graph switch and sleep: tests/test_enforce_eager.py
     tested |= {"VI949"}  # file-path custom dataset class loses the filter methods, against verl: tests/test_check_custom_dataset.py
+    tested |= {"VI958", "VI959"}  # SGLang attention backend vs the card, against verl's default pick: tests/test_check_sglang_attention.py
     tested |= {"VI956"}  # deferred FSDP gradient sync, against verl's engine context and torch FSDP2 on CPU: tests/test_grad_sync.py
     tested |= {"VI947"}  # free_cache_engine=False on a colocated engine, against verl's sleep: tests/test_free_cache_engine.py
     tested |= {"VI976"}  # nsys whole-step capture range, against verl's worker group and profiler: tests/test_check_profiling.py
