@@ -85,8 +85,9 @@ def _gdn_model_types(tree: ast.Module) -> list[str]:
     out = []
     for k, v in zip(table.keys, table.values):
         fn = fns.get(ast.unparse(v))
-        if fn is not None and any(isinstance(s, ast.Assign) and ast.unparse(s.targets[0]).endswith("RMSNormGated.forward")
-                                  for s in ast.walk(fn)):
+        gated = fn is not None and any(isinstance(s, ast.Assign) and
+                                       ast.unparse(s.targets[0]).endswith("RMSNormGated.forward") for s in ast.walk(fn))
+        if gated:
             out.append(ast.literal_eval(k))
     return sorted(out)
 

@@ -66,7 +66,8 @@ def _verl_default_block() -> ast.Module:
     src = (sa_verl_root() / "workers/rollout/sglang_rollout/async_sglang_server.py").read_text(encoding="utf-8")
     fn = next(n for n in ast.walk(ast.parse(src)) if isinstance(n, ast.AsyncFunctionDef | ast.FunctionDef)
               and n.name == "launch_server")
-    block = next(n for n in ast.walk(fn) if isinstance(n, ast.If) and ast.unparse(n.test) == "attention_backend is None")
+    block = next(n for n in ast.walk(fn)
+                 if isinstance(n, ast.If) and ast.unparse(n.test) == "attention_backend is None")
     return ast.Module(body=[block], type_ignores=[])
 
 
@@ -100,7 +101,8 @@ def test_the_table_is_verl_s_source():
     assert regenerated("verl_sglang_attention") == (
         ROOT / "wizard" / "check" / "data" / "verl_sglang_attention.json").read_text(encoding="utf-8")
     t = sa.table()
-    assert t["gdn_model_types"] == ["qwen3_5", "qwen3_5_moe", "qwen3_next"] and t["gdn_layer_type"] == "linear_attention"
+    assert t["gdn_model_types"] == ["qwen3_5", "qwen3_5_moe", "qwen3_next"]
+    assert t["gdn_layer_type"] == "linear_attention"
     assert t["launch_server"]["sglang_from"] == "0.5.12"
 
 
