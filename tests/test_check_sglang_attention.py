@@ -162,6 +162,16 @@ def test_a_new_sglang_installed_here_clears_the_dense_blackwell_warning(tmp_path
     assert not _hits(overrides, "B200") and not _hits(overrides, "B200", rule="VI959")
 
 
+def test_a_served_sglang_reward_model_is_read_too(tmp_path, no_sglang):
+    rm = "reward.reward_model"
+    overrides = [*_base(_model(tmp_path, gdn=False), rollout="vllm"), f"{rm}.enable=True",
+                 f"{rm}.model_path={_model(tmp_path, gdn=True)}", f"{rm}.rollout.name=sglang"]
+    (hit,) = _hits(overrides, "B300")
+    assert f"{rm}.rollout.engine_kwargs.sglang.attention_backend" in hit.keys and f"{rm}.model_path" in hit.keys
+    assert not _hits([*overrides, f"+{rm}.rollout.engine_kwargs.sglang.attention_backend=triton"], "B300")
+    assert not _hits([o for o in overrides if not o.startswith(f"{rm}.enable")], "B300")  # no reward model served
+
+
 def test_a_vllm_rollout_is_not_read(tmp_path, no_sglang):
     overrides = _base(_model(tmp_path, gdn=True), rollout="vllm")
     assert not _hits(overrides, "B300") and not _hits(overrides, "B300", rule="VI959")

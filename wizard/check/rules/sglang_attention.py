@@ -20,6 +20,10 @@ rollout worker, after the GPUs are booked. What SGLang refuses (SGLang's source,
 - VI959 (warning): the key unset on a Blackwell card for another model, with no sglang installed here to read: verl
   gives fa3 (refused there) to an sglang older than 0.5.12 and flashinfer to a newer one.
 
+Both SGLang servers verl starts are read: the actor's rollout (actor_rollout_ref.rollout, serving
+actor_rollout_ref.model.path) and a served reward model (reward.reward_model.rollout, serving
+reward.reward_model.model_path, when reward.reward_model.enable=True); each has its own engine_kwargs.sglang.
+
 The card comes from --gpu-type (wizard.verlspec.hardware's compute capabilities; ROCm and Ascend cards are left out:
 verl gives ROCm "aiter"). A hybrid GDN model is one whose config.json (or a nested text_config) has a model_type verl
 patches as a GatedDeltaNet family (models/transformers/npu_patch.py NPU_PATCHES: the entries that replace a
@@ -40,7 +44,9 @@ from wizard.check.rules.attention_kernels import _configs, _model_doc, model_typ
 from wizard.check.rules.context import M, R, Ctx, Facts
 from wizard.verlspec.hardware import accelerator_of_gpu_type, compute_capability_of_gpu_type
 
-KEY = f"{R}.engine_kwargs.sglang.attention_backend"
+ATTN = ".engine_kwargs.sglang.attention_backend"
+KEY = f"{R}{ATTN}"
+SERVERS = {R: f"{M}.path", "reward.reward_model.rollout": "reward.reward_model.model_path"}
 FA3_MAJORS = (8, 9)  # sglang attention_registry.py create_flashattention_v3_backend
 GDN_BLACKWELL_MAJOR = 10  # sglang 0.5.17's hybrid-GDN gate (sglang#35080: B300, sm_103)
 GDN_BLACKWELL_BACKENDS = ("trtllm_mha", "triton", "fa4")  # the backends that gate allows
@@ -94,28 +100,37 @@ def refusal(backend: str, major: int, gdn: bool) -> str | None:
 
 
 def rule_sglang_attention(c: Ctx, f: Facts) -> None:
-    """VI958 / VI959."""
-    if c.v(f"{R}.name") != "sglang" or accelerator_of_gpu_type(c.hw.gpu_type or "") not in (None, "nvidia"):
+    """VI958 / VI959, for the actor's rollout and a served reward model (verl starts both with SGLangHttpServer)."""
+    if accelerator_of_gpu_type(c.hw.gpu_type or "") not in (None, "nvidia"):
         return
     found = compute_capability_of_gpu_type(c.hw.gpu_type)
-    if found is None or c.unknown(KEY):
+    if found is None:
         return
+    for rollout, model_key in SERVERS.items():
+        if rollout.startswith("reward.") and c.v("reward.reward_model.enable") is not True:
+            continue
+        if c.v(f"{rollout}.name") == "sglang" and not c.unknown(f"{rollout}{ATTN}"):
+            _server(c, found, f"{rollout}{ATTN}", model_key)
+
+
+def _server(c: Ctx, found: tuple[str, tuple[int, int]], key: str, model_key: str) -> None:
+    """One SGLang server: its attention_backend key and the key of the model it serves."""
     name, (major, minor) = found
     card = f"--gpu-type {c.hw.gpu_type} ({name}, compute capability {major}.{minor})"
-    got = _model_doc(c, f"{M}.path")
+    got = _model_doc(c, model_key)
     gdn = got is not None and is_hybrid_gdn(got[1])
-    model = f"{M}.path={got[0]} is a hybrid GDN model" if gdn else ""
-    fix = Fix(set={"++" + KEY: SAFE})  # ++: engine_kwargs.sglang has no such key in verl's tree, a YAML may have it
-    hint = f"set ++{KEY}={SAFE} (" + \
+    model = f"{model_key}={got[0]} is a hybrid GDN model" if gdn else ""
+    fix = Fix(set={"++" + key: SAFE})  # ++: engine_kwargs.sglang has no such key in verl's tree, a YAML may have it
+    hint = f"set ++{key}={SAFE} (" + \
         ("or trtllm_mha / fa4, " if major == GDN_BLACKWELL_MAJOR else "") + "a backend SGLang runs on this card)"
     d = table()["launch_server"]
     where = f"async_sglang_server.py:{d['default_lines'][0]}-{d['default_lines'][1]}"
-    backend = c.v(KEY)
+    backend = c.v(key)
     if isinstance(backend, str) and backend:
         why = refusal(backend, major, gdn)
         if why:
-            c.add("VI958", "error", (KEY, f"{M}.path"),
-                  f"{KEY}={backend} on {card}{'; ' + model if model else ''}: {why}; verl hands it to SGLang as it "
+            c.add("VI958", "error", (key, model_key),
+                  f"{key}={backend} on {card}{'; ' + model if model else ''}: {why}; verl hands it to SGLang as it "
                   "is (async_sglang_server.py:332), so the rollout server dies at start-up, after the GPUs are booked",
                   hint, fix=fix)
         return
@@ -123,7 +138,7 @@ def rule_sglang_attention(c: Ctx, f: Facts) -> None:
         return  # both of verl's CUDA defaults run on SM 8.x / 9.x
     older, newer, since = d["older"], d["newer"], d["sglang_from"]
     refused = {b: refusal(b, major, gdn) for b in (older, newer)}
-    head = (f"{KEY} is unset, so verl picks SGLang's backend itself ({where}: {newer} with sglang >= {since}, "
+    head = (f"{key} is unset, so verl picks SGLang's backend itself ({where}: {newer} with sglang >= {since}, "
             f"else {older}; no look at the card or the model), on {card}")
     ver = None if refused[older] and refused[newer] else installed_sglang()
     pick = None if ver is None else (older if _older(ver, since) else newer)
@@ -134,11 +149,11 @@ def rule_sglang_attention(c: Ctx, f: Facts) -> None:
     else:
         bad = [b for b in (older, newer) if refused[b]]
         if bad:
-            c.add("VI959", "warning", (KEY,),
+            c.add("VI959", "warning", (key,),
                   f"{head}; " + "; ".join(f"with {'an older' if b == older else 'a newer'} sglang verl gives {b}: "
                                           f"{refused[b]}" for b in bad)
                   + " (no sglang installed here to tell which)", hint, fix=fix)
         return
     if why:
-        c.add("VI958", "error", (KEY, f"{M}.path"),
+        c.add("VI958", "error", (key, model_key),
               f"{head}; {why}; the rollout server dies at start-up, after the GPUs are booked", hint, fix=fix)
