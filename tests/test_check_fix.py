@@ -373,13 +373,31 @@ CASES = {
                                        with_("actor_rollout_ref.model.path=MODEL",
                                              "+actor_rollout_ref.model.override_config.attn_implementation=sdpa"),
                                        options={"model": "gpt_oss"}),
+    # SGLang's attention backend against the card (tests/test_check_sglang_attention.py runs verl's own default pick)
+    "SGLang fa3 on a B200": Case("VI958", f"{R}.engine_kwargs.sglang.attention_backend",
+                                 with_(f"{R}.name=sglang", f"+{R}.engine_kwargs.sglang.attention_backend=fa3"),
+                                 options={"gpu_type": "B200"}),
+    "verl's SGLang default for a GDN model on a B300 (sglang#35080)": Case(
+        "VI958", f"{R}.engine_kwargs.sglang.attention_backend",
+        with_(f"{R}.name=sglang", "actor_rollout_ref.model.path=MODEL"), options={"gpu_type": "B300", "model": "gdn"}),
+    "verl's SGLang default on a B200, sglang version unknown": Case(
+        "VI959", f"{R}.engine_kwargs.sglang.attention_backend", with_(f"{R}.name=sglang"),
+        options={"gpu_type": "B200"}),
     "role-level use_torch_compile (verl-recipe PR#150)": Case("VI689", f"{A}.use_torch_compile",
                                                               with_(f"{A}.use_torch_compile=False")),
 }
 
 
 def _model_folder(kind: str, folder: Path) -> None:
-    """A config.json-only model folder: Gemma 4 with global_head_dim=512, or gpt-oss (attention sinks)."""
+    """A config.json-only model folder: Gemma 4 with global_head_dim=512, gpt-oss (attention sinks), or a hybrid
+    GatedDeltaNet model (Qwen3.5's layer_types)."""
+    if kind == "gdn":
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "config.json").write_text(json.dumps({
+            "model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"], "hidden_size": 256, "intermediate_size": 512,
+            "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
+            "vocab_size": 1000, "layer_types": ["linear_attention"] * 3 + ["full_attention"]}), encoding="utf-8")
+        return
     if kind == "gemma4":
         from transformers import Gemma4Config
 

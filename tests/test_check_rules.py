@@ -326,7 +326,6 @@ def test_every_rule_has_a_test():
     tested |= {"VI931"}  # FSDP2 offload_policy + LoRA adapter sync, verl's source as oracle: tests/test_check_lora_offload.py
     tested |= {"VI900"}  # SGLang LoRA with a regex target_modules, verl's function as oracle: tests/test_check_sglang_lora.py
     tested |= {"VI639", "VI645"}  # rollout quantization the server refuses / SGLang FP8 on a GDN hybrid: tests/test_check_rollout_quant.py
-    tested |= {"VI660"}  # SGLang attention backend for a GDN hybrid on Blackwell: tests/test_check_sglang_attention.py
     tested |= {"VI899"}  # verl's own skewed and balanced rollout/trainer splits: tests/test_split.py
     tested |= {"VI907"}  # Ulysses SP on a Gated DeltaNet model: tests/test_hybrid_shapes.py, SFT: test_check_sft_gdn_ulysses.py
     tested |= {"VI912"}  # Megatron without Megatron-Bridge: tests/test_mbridge.py
@@ -360,6 +359,7 @@ def test_every_rule_has_a_test():
     tested |= {"VI656"}  # keys only a module nothing in verl loads reads (orphan_only): tests/test_orphan_keys.py
     tested |= {"VI921"}  # enforce_eager rollout, against verl's servers' graph switch and sleep: tests/test_enforce_eager.py
     tested |= {"VI949"}  # file-path custom dataset class loses the filter methods, against verl: tests/test_check_custom_dataset.py
+    tested |= {"VI958", "VI959"}  # SGLang attention backend vs the card, against verl's default pick: tests/test_check_sglang_attention.py
     tested |= {"VI956"}  # deferred FSDP gradient sync, against verl's engine context and torch FSDP2 on CPU: tests/test_grad_sync.py
     tested |= {"VI947"}  # free_cache_engine=False on a colocated engine, against verl's sleep: tests/test_free_cache_engine.py
     tested |= {"VI976"}  # nsys whole-step capture range, against verl's worker group and profiler: tests/test_check_profiling.py

@@ -547,6 +547,15 @@ RULES: dict[str, tuple[str, str]] = {
               "(brace expansion: one override per part, Hydra keeps the last) or, under zsh / bash failglob / "
               "nullglob, [..] * ? glob characters (the script stops with 'no matches found', or the override "
               "vanishes; verl PR#2509)"),
+    "VI958": ("SGLang attention backend the card refuses", "rollout.name=sglang with engine_kwargs.sglang."
+              "attention_backend unset (verl then picks flashinfer for sglang >= 0.5.12, else fa3, with no look at "
+              "the card or the model: async_sglang_server.py:289-297) or set to a backend SGLang asserts against on "
+              "the --gpu-type card: fa3 outside compute capability 8.x/9.x, flashinfer for a hybrid GDN model "
+              "(Qwen3.5 / Qwen3-Next) on Blackwell; the rollout server dies at start-up (sglang#35080, verl's "
+              "one-step-off example on B300)"),
+    "VI959": ("SGLang attention backend depends on the sglang version", "engine_kwargs.sglang.attention_backend unset "
+              "on a Blackwell card with no sglang installed here to read: verl gives fa3 (refused on Blackwell) to an "
+              "sglang older than 0.5.12 and flashinfer to a newer one (async_sglang_server.py:289-297)"),
     "VI877": ("--deep could not run", "no bubblewrap sandbox here (--deep and --verl refuse), or verl's code on the config stopped at a sandbox bound (time, memory, processes, output)"),
 }
 

@@ -219,11 +219,6 @@ RULES_6XX: dict[str, tuple[str, str]] = {
               "AdamW-comparable (workers/config/optimizer.py:173-182); the same lr steps about 1/sqrt((1-b1)/(1+b1)) "
               "= 4.4x as far at beta1=0.9 (utils/megatron/optimizer.py:91-100, verl PR#7120); fix: "
               "muon_match_adamw_update_rms=True"),
-    "VI660": ("SGLang attention backend refused for a linear-attention hybrid on Blackwell", "rollout.name=sglang "
-              "on a Gated DeltaNet hybrid (Qwen3.5, Qwen3-Next) with --gpu-type of compute capability 10.x and "
-              "engine_kwargs.sglang.attention_backend unset (verl picks flashinfer or fa3: async_sglang_server.py:"
-              "289-298) or outside trtllm_mha / triton / fa4: SGLang asserts when it builds the attention backend "
-              "(sgl-project/sglang#35080, verl's delta-sync example on B300)"),
     "VI664": ("SGLang server argument verl already sets", "a key under a rollout's engine_kwargs.sglang that verl's "
               "SGLang server builds itself (mem_fraction_static from gpu_memory_utilization, disable_cuda_graph from "
               "enforce_eager, tp_size from TP x DP, dtype, trust_remote_code, base_gpu_id, ...): **engine_kwargs is "

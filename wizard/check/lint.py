@@ -105,6 +105,7 @@ from wizard.check.rules.distill_settings import (
 )
 from wizard.check.rules.engine_kwargs import rule_engine_kwargs
 from wizard.check.rules.sglang_args import rule_sglang_args
+from wizard.check.rules.sglang_attention import rule_sglang_attention
 from wizard.check.rules.files import rule_files
 from wizard.check.rules.layout import (rule_device, rule_hardware, rule_layout, rule_megatron, rule_rollout_dp_nodes,
                                       rule_rollout_heads, rule_rollout_parallel, rule_sequence_parallel, rule_sglang_dp)
@@ -129,7 +130,6 @@ from wizard.check.rules.modes import rule_forced_naive, rule_one_step_off, rule_
 from wizard.check.rules.async_budget import rule_fully_async_lr_schedule, rule_fully_async_rollout_budget
 from wizard.check.rules.quant import rule_fp8_blocks
 from wizard.check.rules.rollout_quant import rule_rollout_quantization, rule_sglang_fp8_linear_attention
-from wizard.check.rules.sglang_attention import rule_sglang_gdn_blackwell_attention
 from wizard.check.rules.optim import rule_critic_attention, rule_fsdp_unread, rule_half_master, rule_megatron_optim
 from wizard.check.rules.readers import rule_unread
 from wizard.check.rules.gradclip import rule_role_grad_clip
@@ -189,7 +189,8 @@ from wizard.verlspec.keys import load_snapshot
 # (trainer/main_generation_server.py)
 GENERATION_RULES = (rule_unresolved, rule_choices, rule_layout, rule_sglang_dp, rule_hardware, rule_rollout_parallel,
                     rule_rollout_quantization,
-                    rule_device, rule_precision, rule_values, rule_sglang_args, rule_generation_dummy_weights,
+                    rule_device, rule_precision, rule_values, rule_sglang_args, rule_sglang_attention,
+                    rule_generation_dummy_weights,
                     rule_generation_media, rule_ckpt_model_path)
 EVAL_RULES = (rule_eval_reward_fn,)
 PPO_RULES = (
@@ -204,7 +205,7 @@ PPO_RULES = (
     rule_rollout_train_dtype, rule_sandbox, rule_code_tests, rule_distill_pool, rule_distill_loss, rule_teacher_topk,
     rule_teacher_temperature, rule_teacher_tokenizer,
     rule_reward_model, rule_reward_inputs, rule_reward_special_tokens, rule_reward_managers, rule_reward_classes, rule_ckpt_backend_name, rule_dapo_filter, rule_dense_reward, rule_recipe_imports, rule_reward_signals, rule_reward_signature, rule_value_model, rule_separation_critic, rule_critic_tokenizer, rule_discount, rule_critic_vocab, rule_resume, rule_resume_world, rule_resume_budget, rule_mcore_resume, rule_mcore_resume_weights, rule_hdfs_dir, rule_async_tracker, rule_saving, rule_fsdp1_offload_policy,
-    rule_nsys_range, rule_nsys_gpu_metrics, rule_profiler_enable, rule_profiler_tool_config, rule_megatron_pool, rule_engine_kwargs, rule_sglang_args, rule_vllm_spread, rule_ignored_do_sample,
+    rule_nsys_range, rule_nsys_gpu_metrics, rule_profiler_enable, rule_profiler_tool_config, rule_megatron_pool, rule_engine_kwargs, rule_sglang_args, rule_sglang_attention, rule_vllm_spread, rule_ignored_do_sample,
     rule_kl_horizon, rule_rollout_correction_logprobs, rule_remax_baseline, rule_val_only, rule_val_subset, rule_val_repeats,
     rule_pinned_sampling, rule_unseeded_engine,
     rule_wandb_resume, rule_v1_inputs, rule_pi_squared, rule_gdpo_keys, rule_lora_disaggregated_sync,
@@ -264,7 +265,7 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_sft_sequence_parallel(c, f, model_shape(c, "model.path")[0])
     if ppo_rules:
         for shaped in (rule_rollout_heads, rule_npu_lora_slices, rule_fp8_blocks, rule_sglang_fp8_linear_attention,
-                       rule_sglang_gdn_blackwell_attention, rule_sync_bucket):
+                       rule_sync_bucket):
             shaped(c, f, shape)
     if ppo_rules and src.entry == "generation":
         rule_context(c, f, shape)
