@@ -16,6 +16,7 @@ stays allowed: verl's optional groups are null by default and several readers te
 
 from __future__ import annotations
 
+from wizard.check.report import Fix
 from wizard.check.rules.context import Ctx, Facts
 
 
@@ -32,13 +33,17 @@ def rule_group_scalar(c: Ctx, f: Facts) -> None:
         children = _children(c, key)
         if not children:
             continue
-        fields = [k for k in children if "." not in k and k != "_target_"][:4]
+        names = [k for k in children if "." not in k and k != "_target_"]
+        fields, switch = names[:4], "enable" in names
         dataclass = "_target_" in children
+        # a bool on a group with an `enable` switch meant the switch: --fix renames it (multi_turn=True -> .enable)
+        fix = Fix(set={f"{key}.enable": value}, delete=[key]) if isinstance(value, bool) and switch \
+            else None
         c.add("VI695", "error" if dataclass else "warning", (key,),
               f"{key}={value!r} replaces verl's config group {key} ({', '.join(fields)}, ...) with a plain value: "
               + ("verl builds its dataclass around it unchecked and fails with AttributeError at the first read of "
                  f"{key}.{fields[0] if fields else '<field>'}, in the workers after the GPUs are booked "
                  "(utils/config.py omega_conf_to_dataclass; e.g. agent_loop.py:526 for rollout.multi_turn)"
                  if dataclass else "verl's readers of its keys get no mapping"),
-              f"set the group's fields instead, e.g. {key}.{'enable' if 'enable' in fields else (fields[0] if fields else '<field>')}"
-              f"={value}" if isinstance(value, bool) else f"set the group's fields instead ({key}.<field>=...)")
+              f"set the group's fields instead, e.g. {key}.{'enable' if switch else (names[0] if names else '<field>')}"
+              f"={value}" if isinstance(value, bool) else f"set the group's fields instead ({key}.<field>=...)", fix=fix)
