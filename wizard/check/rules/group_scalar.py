@@ -39,11 +39,13 @@ def rule_group_scalar(c: Ctx, f: Facts) -> None:
         # a bool on a group with an `enable` switch meant the switch: --fix renames it (multi_turn=True -> .enable)
         fix = Fix(set={f"{key}.enable": value}, delete=[key]) if isinstance(value, bool) and switch \
             else None
+        field_ = "enable" if switch else (names[0] if names else "<field>")
+        hint = (f"set the group's fields instead, e.g. {key}.{field_}={value}" if isinstance(value, bool)
+                else f"set the group's fields instead ({key}.<field>=...)")
         c.add("VI695", "error" if dataclass else "warning", (key,),
               f"{key}={value!r} replaces verl's config group {key} ({', '.join(fields)}, ...) with a plain value: "
               + ("verl builds its dataclass around it unchecked and fails with AttributeError at the first read of "
                  f"{key}.{fields[0] if fields else '<field>'}, in the workers after the GPUs are booked "
                  "(utils/config.py omega_conf_to_dataclass; e.g. agent_loop.py:526 for rollout.multi_turn)"
                  if dataclass else "verl's readers of its keys get no mapping"),
-              f"set the group's fields instead, e.g. {key}.{'enable' if switch else (names[0] if names else '<field>')}"
-              f"={value}" if isinstance(value, bool) else f"set the group's fields instead ({key}.<field>=...)", fix=fix)
+              hint, fix=fix)
