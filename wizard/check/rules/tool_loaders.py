@@ -118,8 +118,8 @@ def rule_tool_parser_name(c: Ctx, f: Facts) -> None:
             "raises ValueError('Unknown tool parser') in the agent-loop workers at the first rollout, after the GPUs "
             "are booked (tool_parser.py:82-85, tool_agent_loop.py:120)")
     hint = (f"set {FORMAT} to the parser for your model's tool-call format "
-            "(hermes for <tool_call>{json}</tool_call>, qwen3_coder for Qwen3-Coder/Qwen3.5 XML calls, gpt-oss for harmony), or register a ToolParser of yours "
-            "in a module verl imports")
+            "(hermes for <tool_call>{json}</tool_call>, qwen3_coder for Qwen3-Coder/Qwen3.5 XML calls, gpt-oss for "
+            "harmony), or register a ToolParser of yours in a module verl imports")
     if missing:
         c.add("VI691", "warning", (FORMAT,), f"{what}, unless a module of yours that is not readable here "
               f"({', '.join(missing[:3])}) registers it", hint)
