@@ -90,6 +90,7 @@ GEN_ARGS = ["trainer.nnodes=1", "trainer.n_gpus_per_node=1", "data.train_files=/
             "actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.rollout.tensor_model_parallel_size=1"]
 MISSPELLED = with_(f"{A}.ppo_mini_batch_sise=8", drop=(f"{A}.ppo_mini_batch_size",))
 CASES = {
+    "config group set to a bool (verl PR#7673)": Case("VI695", f"{R}.multi_turn", with_(f"{R}.multi_turn=True")),
     "deferred gradient sync": Case("VI956", f"{A}.fsdp_config.use_no_sync_for_gradient_accumulation",
                                    with_(f"{A}.fsdp_config.use_no_sync_for_gradient_accumulation=True",
                                          "data.max_response_length=4096")),

@@ -312,6 +312,12 @@ RULES_6XX: dict[str, tuple[str, str]] = {
               "_maybe_enable_fused_kernels sets it False with only a worker-log warning "
               "(workers/engine/megatron/transformer_impl.py:522-531), so the full [tokens, vocab] logits are "
               "materialised and long-context memory runs out (verl PR#7826)"),
+    "VI691": ("tool-call parser verl does not register", "rollout.multi_turn.format names no parser of "
+              "ToolParser's registry (hermes, gpt-oss, qwen3_coder, glm, seed, minimax, kimi, deepseek_v4, gemma4 in "
+              "0.9.1; table scripts/verl_tool_parsers.py): the tool agent loop raises ValueError('Unknown tool "
+              "parser') at the first rollout, after the GPUs are booked (tool_parser.py:82-85, "
+              "tool_agent_loop.py:120); verl's rollout.yaml offers llama3_json and its search_r1 example used qwen "
+              "(verl PR#5114); a warning when a module of the user's that could register one is not readable here"),
     "VI692": ("serving-layer option verl's agent loop never reaches", "engine_kwargs.<vllm|sglang> sets a tool-call "
               "parser, reasoning parser or chat template of the engine's OpenAI serving layer while every rollout goes "
               "through verl's token-in agent loops (TokensPrompt / input_ids, vllm_async_server.py:648-667): inert; "
@@ -335,5 +341,15 @@ RULES_6XX: dict[str, tuple[str, str]] = {
               "engine: the writes are queued with the manifest/tracker as the queue's finalize "
               "(megatron_checkpoint_manager.py:1164-1169), which the SFT trainer never runs, while it writes the "
               "tracker at once (checkpoint_handler.py:126-133; PR verl#7363); fix: drop checkpoint.async_save"),
+    "VI695": ("config group replaced by a plain value", "an override sets a key that is a group in verl's "
+              "defaults to a scalar (actor_rollout_ref.rollout.multi_turn=True, as verl's multiturn.rst writes it, "
+              "verl PR#7673): omega_conf_to_dataclass keeps the scalar unchecked and the first read of a field "
+              "fails with AttributeError in the workers (agent_loop.py:526, ray_trainer.py:1329); an error for a "
+              "dataclass group (_target_ below it), a warning for another mapping"),
+    "VI696": ("function-tool file that fails in the agent-loop workers", "rollout.multi_turn.function_tool_path "
+              "does not parse, or imports a verl module verl 0.9.1 does not ship (verl PR#6189's description: "
+              "verl.tools.utils.function_tool; 0.9.1: verl.tools.function_tool): the dataset only logs the failure "
+              "(rl_dataset.py:128-145) and every AgentLoopWorker fails loading it after the GPUs are booked "
+              "(agent_loop.py:526-531, tools/function_tool.py:151-169); the file is parsed with ast, never run"),
     "VI699": ("generation-only run with dummy rollout weights", "verl.trainer.main_generation_server with actor_rollout_ref.rollout.load_format a dummy* format (verl's default, rollout/rollout.yaml:100): its standalone servers (init_standalone, main_generation_server.py:40-56) are never synced, so every response comes from random weights, with no error (PR #6126's example sets load_format=auto)"),
 }

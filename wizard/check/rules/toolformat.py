@@ -80,7 +80,7 @@ def rule_tool_format(c: Ctx, f: Facts) -> None:
         result = probe(tok)
     except Exception:  # noqa: BLE001 - verl's parser module does not load here: nothing to compare with
         return
-    if fmt not in names:  # verl refuses it at start-up (tool_parser.py:82-85); a custom parser is not ours to judge
+    if fmt not in names:  # verl refuses it in the workers (tool_parser.py:82-85): VI691 (rules/tool_loaders.py) says so
         return
     model = c.v(key)
     if result.rendered is None:
