@@ -231,7 +231,8 @@ def _verls_blocks():
 
     naive = class_method(verl_tree("experimental/reward_loop/reward_manager/naive.py"), "NaiveRewardManager",
                          "run_single")
-    [to_info] = [n for n in _ast.walk(naive) if isinstance(n, _ast.If) and "isinstance(result, dict)" in _ast.unparse(n.test)]
+    [to_info] = [n for n in _ast.walk(naive)
+                 if isinstance(n, _ast.If) and "isinstance(result, dict)" in _ast.unparse(n.test)]
     rm = class_method(verl_tree("experimental/reward_loop/reward_loop.py"), "RewardLoopManager", "compute_rm_score")
     body = rm.body
     start = next(i for i, s in enumerate(body) if "reward_extra_keys = " in _ast.unparse(s))
