@@ -7,6 +7,10 @@ _compute_advantage fetches (read from trainer/ppo/v1/trainer_base.py) the optima
 raise, GRPO/RLOO/GPG do not; on the legacy trainer's batch OTB raises only without sum_pi_squared and GDPO only
 without algorithm.gdpo_reward_keys (AlgoConfig's default None).
 
+VI955's oracle is verl's compute_gdpo_outcome_advantage itself, on a tiny CPU batch with two reward keys: one
+weight raises IndexError, three weights run and give what the first two alone give (the third is dropped), two
+weights run (verl PR#7965).
+
 Real cases: verl PR#6153 (every OTB run crashed in compute_advantage; on 0.9.1's default V1 trainer it still does,
 verl's own examples/otb_trainer script included), PR#4678 (OTB needs calculate_sum_pi_squared=True and
 use_fused_kernels=False), PR#6159 (GDPO's reward components do not survive the TransferQueue trainer), verl#4862
@@ -34,7 +38,7 @@ OTB = ["algorithm.adv_estimator=optimal_token_baseline"]
 GDPO = ["algorithm.adv_estimator=gdpo", "reward.reward_manager.name=gdpo"]
 KEYS = "+algorithm.gdpo_reward_keys=[accuracy_reward,format_reward]"
 LEGACY = ["trainer.use_v1=False"]
-RULES = ("VI623", "VI624", "VI625")
+RULES = ("VI623", "VI624", "VI625", "VI955")
 
 
 def _hits(overrides: list[str]) -> dict[str, list]:
@@ -124,3 +128,42 @@ def test_the_rule_reads_the_table(monkeypatch):
     monkeypatch.setattr(estimator_inputs, "estimator_inputs", lambda: planted)
     [e] = _hits(["algorithm.adv_estimator=rloo"])["VI623"]
     assert "reward_baselines" in e.problem.message
+
+
+def _verls_gdpo(weights):
+    """verl 0.9.1's compute_gdpo_outcome_advantage on 4 responses of 2 prompts with two reward components."""
+    import numpy as np
+    import torch
+
+    from verl.trainer.config.algorithm import AlgoConfig
+    from verl.trainer.ppo.core_algos import compute_gdpo_outcome_advantage
+
+    cfg = AlgoConfig(adv_estimator="gdpo", gdpo_reward_keys=["acc", "fmt"], gdpo_reward_weights=weights)
+    mask = torch.ones(4, 3)
+    batch = {"prompts": torch.ones(4, 2), "attention_mask": torch.ones(4, 5, dtype=torch.long)}
+    extra = {"acc": np.array([1.0, 0.0, 1.0, 1.0]), "fmt": np.array([0.0, 1.0, 1.0, 0.0])}
+    return compute_gdpo_outcome_advantage(token_level_rewards=torch.zeros(4, 3), response_mask=mask,
+                                          index=np.array(["a", "a", "b", "b"], dtype=object), config=cfg,
+                                          non_tensor_batch=extra, batch=batch)[0]
+
+
+@pytest.mark.verl
+def test_verls_gdpo_pairs_weights_with_keys_by_position_unchecked():
+    import torch
+
+    with pytest.raises(IndexError, match="out of bounds"):
+        _verls_gdpo([1.0])
+    assert torch.allclose(_verls_gdpo([1.0, 0.5, 7.0]), _verls_gdpo([1.0, 0.5]))  # the third weight is dropped
+    assert not torch.allclose(_verls_gdpo([1.0, 0.5]), _verls_gdpo([1.0, 1.0]))  # the weights matter
+
+
+@pytest.mark.slow
+def test_gdpo_weights_one_per_key():
+    short = _hits([*GDPO, *LEGACY, KEYS, "+algorithm.gdpo_reward_weights=[1.0]"])["VI955"]
+    [e] = short
+    assert e.problem.severity == "error" and "IndexError" in e.problem.message
+    [w] = _hits([*GDPO, *LEGACY, KEYS, "+algorithm.gdpo_reward_weights=[1.0,0.5,0.2]"])["VI955"]
+    assert w.problem.severity == "warning" and "ignored" in w.problem.message
+    # controls: one weight per key, or none at all
+    assert not _hits([*GDPO, *LEGACY, KEYS, "+algorithm.gdpo_reward_weights=[1.0,0.5]"])["VI955"]
+    assert not _hits([*GDPO, *LEGACY, KEYS])["VI955"]

@@ -205,3 +205,79 @@ def test_vi647_any_registered_manager_and_async_functions(data, tmp_path):
     assert "'dapo' reward manager" in hit.message and "does not take data_source, extra_info" in hit.message
     wrapped = _file(tmp_path, "import functools\n\n@functools.cache\n" + SCORER, "wrapped.py")
     assert "VI647" not in _ids(data, wrapped).ids()
+
+
+# VI653's third form (verl PR#6545): returns whose reward_extra_info key sets differ. The oracle is verl's own code,
+# taken from its source: the naive manager's answer-to-extra-info block (run_single's `if isinstance(result, dict)`)
+# and the reward loop's column assembly (RewardLoopManager.compute_rm_score, `reward_extra_keys = ...` and its loop).
+VARYING = '''import re
+
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None):
+    m = re.search(r"####\\s*(\\S+)", solution_str)
+    if m is None:
+        return 0.0
+    if m.group(1) == ground_truth:
+        return {"score": 1.0, "pred": m.group(1), "correct": True}
+    return {"score": 0.0, "pred": m.group(1)}
+'''
+UNIFORM = VARYING.replace("return 0.0", "return {'score': 0.0, 'pred': ''}").replace(', "correct": True', "")
+
+
+def _verls_blocks():
+    import ast as _ast
+
+    from helpers_verl import class_method, verl_tree
+
+    naive = class_method(verl_tree("experimental/reward_loop/reward_manager/naive.py"), "NaiveRewardManager",
+                         "run_single")
+    [to_info] = [n for n in _ast.walk(naive)
+                 if isinstance(n, _ast.If) and "isinstance(result, dict)" in _ast.unparse(n.test)]
+    rm = class_method(verl_tree("experimental/reward_loop/reward_loop.py"), "RewardLoopManager", "compute_rm_score")
+    body = rm.body
+    start = next(i for i, s in enumerate(body) if "reward_extra_keys = " in _ast.unparse(s))
+    assemble = body[start:start + 3]
+    assert isinstance(assemble[-1], _ast.For) and "info[key]" in _ast.unparse(assemble[-1])
+    return (compile(_ast.Module(body=[to_info], type_ignores=[]), "naive.py", "exec"),
+            compile(_ast.Module(body=assemble, type_ignores=[]), "reward_loop.py", "exec"))
+
+
+def _verl_assembles(source: str, answers: list[str]) -> dict:
+    import numpy as np
+
+    to_info, assemble = _verls_blocks()
+    ns: dict = {}
+    exec(source, ns)  # noqa: S102 - the planted reward function
+    infos = []
+    for text in answers:
+        local = {"result": ns["compute_score"]("openai/gsm8k", text, "4"), "reward_extra_info": {}}
+        exec(to_info, local)  # noqa: S102 - verl's own block
+        infos.append(local["reward_extra_info"])
+    local = {"reward_extra_infos": infos, "outputs_flat": infos, "np": np}
+    exec(assemble, local)  # noqa: S102 - verl's own block
+    return local["non_tensor_batch"]
+
+
+@pytest.mark.verl
+def test_verls_reward_loop_on_varying_key_sets():
+    answers = ["#### 4", "no answer", "#### 5"]
+    with pytest.raises(KeyError):
+        _verl_assembles(VARYING, answers)
+    assert set(_verl_assembles(VARYING, ["#### 5", "#### 4"])) == {"score", "pred"}  # 'correct' silently dropped
+    assert set(_verl_assembles(UNIFORM, answers)) == {"score", "pred"}  # the control assembles
+
+
+def test_check_flags_varying_key_sets(tmp_path):
+    bad, good = tmp_path / "varying.py", tmp_path / "uniform.py"
+    bad.write_text(VARYING)
+    good.write_text(UNIFORM)
+    base = ["actor_rollout_ref.model.path=Qwen/Qwen2.5-1.5B-Instruct", "actor_rollout_ref.rollout.name=vllm",
+            "trainer.logger=[console]", "trainer.nnodes=1", "trainer.n_gpus_per_node=8"]
+
+    def hits(path):
+        found = check(None, [*base, f"reward.custom_reward_function.path={path}"], defaults="snapshot").findings
+        return [f for f in found if f.problem.rule == "VI653"]
+
+    [e] = hits(bad)
+    assert e.problem.severity == "error" and "{acc}" in e.problem.message and "PR#6545" in e.problem.message
+    assert not hits(good)

@@ -528,6 +528,15 @@ RULES: dict[str, tuple[str, str]] = {
               "remove_previous_ckpt_in_save) on a multi-node run whose role saves through the Megatron manager: every "
               "rank rmtree()s the same old checkpoint (megatron_checkpoint_manager.py:1148, :1199-1200; FSDP only on "
               "rank 0), and on HDFS FUSE / NFS the concurrent deletes can abort the save (verl PR#7989)"),
+    "VI955": ("GDPO weights not one per reward key", "algorithm.gdpo_reward_weights of another length than "
+              "algorithm.gdpo_reward_keys: verl pairs them by position unchecked (core_algos.py:435-462): fewer "
+              "weights -> IndexError at the first advantage step (error), more -> the extras silently ignored "
+              "(warning) (verl PR#7965). Fix: one weight per key, in order, or no weights"),
+    "VI957": ("standalone classifier reward model without extra info", "reward.reward_model.enable_resource_pool"
+              "=True, no reward.custom_reward_function: the agent loop reads result['reward_extra_info'] "
+              "(agent_loop.py:1026-1028) and verl's classifier path returns only reward_score (reward_loop.py:270): "
+              "KeyError at the first rollout (verl#7368). Fix: colocate the reward model, or score through a custom "
+              "function"),
     "VI949": ("custom dataset class from a file path loses the overlong filter's methods", "data.custom_cls.path "
               "a file (not pkg://) to an RLHFDataset subclass, a vision-language model and "
               "data.filter_overlong_prompts=True: the pickled class loses RLHFDataset, every row raises inside "

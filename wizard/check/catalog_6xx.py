@@ -180,7 +180,7 @@ RULES_6XX: dict[str, tuple[str, str]] = {
               "one-step-off or separate_async syncing through a non-naive checkpoint engine: engine_workers.py:764 "
               "calls get_per_tensor_param() with its defaults, so only the frozen base is sent and the rollout "
               "samples the initial policy all run (verl#7495)"),
-    "VI653": ("reward function answer verl cannot read", "a dict the custom reward function returns lacks 'score' (KeyError, reward_manager/naive.py:90) or holds a nested dict (every key becomes a reward_extra_info value; validation's np.mean fails on it, metric_utils.py:1017; verl#2279)"),
+    "VI653": ("reward function answer verl cannot read", "a dict the custom reward function returns lacks 'score' (KeyError, reward_manager/naive.py:90) or holds a nested dict (every key becomes a reward_extra_info value; validation's np.mean fails on it, metric_utils.py:1017; verl#2279), or whose returns give different key sets (a number is {acc}): verl names the extra-info columns after the first sample and reads info[key] from the others (reward_loop.py:365-369): KeyError (verl PR#6545)"),
     "VI654": ("VeOmni Ulysses without remove-padding", "veomni.ulysses_parallel_size > 1 with the role's "
               "model.use_remove_padding=False: the VeOmni engine SP-slices only on the remove-padding path "
               "(veomni/transformer_impl.py:120-123; VeOmniActorConfig, workers/config/actor.py:367-376) and verl "

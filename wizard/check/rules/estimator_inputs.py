@@ -23,6 +23,13 @@ site-packages/verl). The table is verl's own answer: scripts/verl_estimator_inpu
 - VI625 (error): gdpo without algorithm.gdpo_reward_keys. AlgoConfig leaves it None (trainer/config/algorithm.py:
   672, not in ppo_trainer.yaml, so it needs `+`), and compute_gdpo_outcome_advantage asserts it is set
   (core_algos.py:413-417) at the first advantage computation, after the GPUs are booked (verl#4862's resolution).
+- VI955: algorithm.gdpo_reward_weights (AlgoConfig, trainer/config/algorithm.py:673, default None = equal weights)
+  is paired with gdpo_reward_keys by position and never checked against it: compute_gdpo_outcome_advantage builds
+  one score per key (core_algos.py:423-433), takes the weights as given (:435-446) and multiplies score i by
+  weights[i] (:450-462). Fewer weights than keys (error): IndexError at the first advantage step, after the GPUs are
+  booked; more (warning): the extra weights are silently dropped (verl PR#7965). Both are what verl's own function
+  does on the CPU in tests/test_check_estimator_inputs.py. Any estimator that reads the two keys (the table's
+  "config:gdpo_reward_keys" need).
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ ADV = "algorithm.adv_estimator"
 PISQ = "actor_rollout_ref.actor.calculate_sum_pi_squared"
 FUSED = "actor_rollout_ref.model.use_fused_kernels"
 KEYS = "algorithm.gdpo_reward_keys"
+WEIGHTS = "algorithm.gdpo_reward_weights"
 
 
 @cache
@@ -112,3 +120,21 @@ def rule_gdpo_keys(c: Ctx, f: Facts) -> None:
           "first advantage computation stops with AssertionError after the GPUs are booked",
           f"add +{KEYS}='[\"accuracy_reward\", \"format_reward\"]' naming the keys your compute_score returns in "
           "its dict (with reward.reward_manager.name=gdpo)")
+
+
+def rule_gdpo_weights(c: Ctx, f: Facts) -> None:
+    got = _row(c)
+    if not got or "config:gdpo_reward_keys" not in got[1]["needs"] or c.unknown(KEYS) or c.unknown(WEIGHTS):
+        return
+    keys, weights = c.v(KEYS), c.v(WEIGHTS)
+    if not isinstance(keys, (list, tuple)) or not keys or not isinstance(weights, (list, tuple)):
+        return
+    if len(weights) == len(keys):
+        return
+    short = len(weights) < len(keys)
+    c.add("VI955", "error" if short else "warning", (KEYS, WEIGHTS),
+          f"{WEIGHTS}={list(weights)} has {len(weights)} weight(s) for the {len(keys)} key(s) of {KEYS}="
+          f"{list(keys)}: verl pairs them by position without a check (core_algos.py:435-462), so "
+          + ("the first advantage step stops with IndexError after the GPUs are booked" if short else
+             f"the last {len(weights) - len(keys)} weight(s) are silently ignored (verl PR#7965)"),
+          f"give one weight per key, in the order of {KEYS} (or drop {WEIGHTS} for equal weights)")

@@ -1,5 +1,5 @@
 """Reward-model rules: a reward model served by verl's reward loop (a classifier, or a generative judge with a custom
-reward function) that verl would refuse only once Ray is up (VI887-VI889), or serves and never consults (VI975).
+reward function) that verl would refuse only once Ray is up (VI887-VI889, VI957), or serves and never consults (VI975).
 
 verl 0.9.1 (paths under verl/):
 - With `reward.reward_model.enable`, the reward manager calls the custom reward function with two more keywords,
@@ -30,6 +30,14 @@ verl 0.9.1 (paths under verl/):
   ForConditionalGeneration, ChatModel or LMHeadModel → the generate runner, which serves no /classify. A chat model
   given as the reward model therefore fails at the first reward, after the GPUs are booked. SGLang's path
   (/v1/embeddings) is not judged here.
+- VI957 (error): a classifier reward model on its own GPUs (`enable_resource_pool=True`) with no custom reward
+  function. Then the reward loop hands its workers to the agent loop, which scores each sample as it finishes
+  (experimental/reward_loop/reward_loop.py:313-322; trainer/ppo/v1/trainer_base.py:408-410 -> main_ppo.py:130, and
+  ray_trainer.py:949-959, one_step_off_policy/ray_trainer.py:173-177, fully_async_rollouter.py:835-839), and reads
+  `result["reward_extra_info"]` (experimental/agent_loop/agent_loop.py:1026-1028). Without a custom function the
+  worker scores with `compute_score_disrm` (reward_loop.py:145-155), whose answer is `{"reward_score": rm_score}`
+  alone (:270): KeyError at the first rollout, after the reward model's pool and the rollout engines are up (verl#7368;
+  the colocated path reads it with .get, :365, and is fine). The test runs verl's own compute_score_disrm on the CPU.
 """
 
 from __future__ import annotations
@@ -57,6 +65,7 @@ def rule_reward_model(c: Ctx, f: Facts) -> None:
         _rule_unused(c)
         _rule_pool(c, f)
         _rule_classifier(c)
+        _rule_standalone_disrm(c)
 
 
 def _signature(path: Path, name: str) -> tuple[set[str], set[str], bool] | None:
@@ -235,3 +244,16 @@ def _rule_pool(c: Ctx, f: Facts) -> None:
               "world_size` when it splits the pool (reward_model.py:63, 84-85; single_controller/ray/base.py:289) "
               "once the cluster is up",
               f"make TP×DP×PP of {RM}.rollout a divisor of {pool}, or give the reward model a pool it divides")
+
+
+def _rule_standalone_disrm(c: Ctx) -> None:
+    pool, fn, engine = f"{RM}.enable_resource_pool", f"{FN}.path", f"{RM}.rollout.name"
+    if c.unknown(pool, fn, engine) or c.v(pool) is not True or c.v(fn) or c.v(engine) not in ("vllm", "sglang"):
+        return
+    c.add("VI957", "error", (f"{RM}.enable", pool, fn),
+          f"{pool}=True with no {fn}: the agent loop scores each sample on the reward-loop workers and reads "
+          "result['reward_extra_info'] (agent_loop.py:1026-1028), but the classifier path (compute_score_disrm) "
+          "returns only reward_score (reward_loop.py:270): KeyError at the first rollout, after the GPUs are booked "
+          "(verl#7368)",
+          f"set {pool}=False (the colocated reward model is read with .get, reward_loop.py:365), or score through "
+          f"{fn}.path with a function that posts to reward_router_address and returns a dict")

@@ -26,6 +26,12 @@ definition (VI647, VI653; paths under site-packages/verl).
   reward_extra_info column (naive.py:91-92), validation collects them (trainer/ppo/v1/trainer_base.py:1136-1139) and
   `process_validation_metrics` (trainer/ppo/metric_utils.py:1017) takes np.mean over the values: TypeError on dicts,
   at the first validation (trainer.val_before_train, default true, or every trainer.test_freq steps).
+- VI653 (error), a third form: the function's returns give different reward_extra_info key sets (every return a
+  number or a dict literal with constant keys, and not all the same set; a number counts as {'acc'}, naive.py:93-95,
+  as dapo.py:104, gdpo.py:88, limited.py:447, remote.py:126). verl takes the column names from the batch's first
+  sample and indexes every other with info[key] (experimental/reward_loop/reward_loop.py:365-369; the streaming path,
+  experimental/agent_loop/agent_loop.py:1108-1111): KeyError as soon as a sample lacks a key the first one has, and
+  keys only later samples have are dropped (verl PR#6545). The test runs verl's own manager and assembly on the CPU.
 The file is read as text (bounded) and parsed with `ast`, never imported.
 """
 
@@ -159,6 +165,7 @@ def _rule_returns(c: Ctx, fn: ast.FunctionDef | ast.AsyncFunctionDef, file: str)
             lacking.append(ret.lineno)
         nested += [(k, ret.lineno) for k, v in zip(keys, value.values) if isinstance(k, str) and isinstance(v, NESTED)]
     keys = (f"{FN}.path", f"{FN}.name")
+    _rule_key_sets(c, fn, file)
     if lacking:
         c.add("VI653", "error", keys,
               f"{file}:{fn.name} returns a dict without a 'score' key (line {', '.join(map(str, lacking))}): verl's "
@@ -174,3 +181,30 @@ def _rule_returns(c: Ctx, fn: ast.FunctionDef | ast.AsyncFunctionDef, file: str)
               "parts are never logged (verl#2279)",
               "return a flat dict: {'score': total, 'reward_1': r1, 'reward_2': r2} (each extra key a number or "
               "a string)")
+
+
+def _extra_keys(value: ast.expr | None) -> frozenset[str] | None:
+    """The reward_extra_info keys verl makes of one returned value: a number -> {'acc'}, a dict literal with constant
+    string keys -> those keys; None when it cannot be told from the source."""
+    if isinstance(value, ast.UnaryOp) and isinstance(value.op, (ast.USub, ast.UAdd)):
+        value = value.operand
+    if isinstance(value, ast.Constant) and isinstance(value.value, (int, float)) and not isinstance(value.value, bool):
+        return frozenset({"acc"})
+    if isinstance(value, ast.Dict) and value.keys and all(isinstance(k, ast.Constant) and isinstance(k.value, str)
+                                                          for k in value.keys):
+        return frozenset(k.value for k in value.keys)
+    return None
+
+
+def _rule_key_sets(c: Ctx, fn: ast.FunctionDef | ast.AsyncFunctionDef, file: str) -> None:
+    sets = [(_extra_keys(r.value), r.lineno) for r in own_returns(fn)]
+    if len(sets) < 2 or any(k is None for k, _ in sets) or len({k for k, _ in sets}) < 2:
+        return
+    shown = "; ".join(f"line {line}: {{{', '.join(sorted(k))}}}" for k, line in sorted(sets, key=lambda x: x[1]))
+    c.add("VI653", "error", (f"{FN}.path", f"{FN}.name"),
+          f"{file}:{fn.name} gives different reward_extra_info keys on different paths ({shown}; a number becomes "
+          "{acc}): verl names the columns after the batch's first sample and reads info[key] from every other "
+          "(reward_loop.py:365-369, agent_loop.py:1108-1111): KeyError once a sample lacks one, and keys only later "
+          "samples have are dropped (verl PR#6545)",
+          "return the same dict keys on every path (e.g. {'score': s, 'pred': p or '', 'acc': s} everywhere, a "
+          "placeholder where a value is missing)")
