@@ -389,6 +389,7 @@ def test_every_rule_has_a_test():
     tested |= {"VI628"}  # reward function returning token-level rewards, against verl's reward manager: tests/test_check_dense_reward.py
     tested |= {"VI838"}  # rollout TP against the attention heads: tests/test_rollout_heads.py (vLLM and SGLang)
     tested |= {"VI849"}  # LoRA on a vision tower vLLM ignores: tests/test_vlm_lora.py (peft and transformers as oracles)
+    tested |= {"VI666"}  # VLMLoRA module the rollout never receives: tests/test_check_vlm_lora_sync.py (verl's get_per_tensor_param run on a stub bridge)
     tested |= {"VI835"}  # micro-batches under the interleaved schedule: tests/test_check_interleaved.py
     tested |= {"VI839"}  # resume_from_path against verl's own _load_checkpoint: tests/test_check_resume.py
     tested |= {"VI828"}  # the critic's unread batching keys: tests/test_critic_budget.py (verl's source read)

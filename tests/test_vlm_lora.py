@@ -104,3 +104,19 @@ def test_the_planner_excludes_the_tower(tmp_path):
     text = wizard.plan(wizard.merge_answers(profile="single-node-8gpu", sets=["lora_rank=64"]))
     with pytest.raises(KeyError):  # a text model: verl's default (null) stays
         text.value(f"{M}.exclude_modules")
+
+
+@pytest.mark.parametrize("name,family", [("Qwen/Qwen3-VL-4B-Instruct", "qwen3_vl"), ("Qwen/Qwen3-VL-32B-Thinking", "qwen3_vl"),
+                                         ("/ckpt/Qwen2.5-VL-32B-Instruct", "qwen2_5_vl"), ("Qwen/Qwen3-4B", ""),
+                                         ("Qwen/Qwen3.5-9B", "")])
+def test_the_family_an_uncatalogued_id_names(name, family):
+    assert lora.family_in_name(name) == family
+
+
+def test_an_uncatalogued_size_of_a_vision_family_is_still_checked():
+    """verl#6642 (round 85, R85-04): Qwen3-VL-4B, which verl-init's catalogue lacks, with target_modules=all-linear."""
+    base = [f"{R}.name=vllm", f"{M}.path=Qwen/Qwen3-VL-4B-Instruct", f"{M}.lora_rank=64", f"{M}.target_modules=all-linear"]
+    (hit,) = [f for f in check(None, base, env={}).findings if f.problem.rule == "VI849"]
+    assert "Qwen/Qwen3-VL-4B-Instruct" in hit.problem.message
+    assert "VI849" not in check(None, [*base, f"{M}.exclude_modules='.*visual.*'"], env={}).ids()
+    assert "VI849" not in check(None, [*base[:1], f"{M}.path=Qwen/Qwen3-4B", *base[2:]], env={}).ids()

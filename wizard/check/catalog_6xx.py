@@ -228,6 +228,11 @@ RULES_6XX: dict[str, tuple[str, str]] = {
               "has no case for, such as Gemma3Processor; a folder without preprocessor_config.json; a text model): "
               "RLHFDataset asserts a processor at the first batch (tokenizer.py:208-246, rl_dataset.py:323); train a "
               "model verl's hf_processor keeps, from a folder with its processor files"),
+    "VI666": ("vision-language LoRA module the rollout never receives", "Megatron LoRA with model.lora.type="
+              "vlm_lora and a freeze_vision_model / freeze_vision_projection / freeze_language_model switch False: "
+              "VLMLoRA then trains that module's own weights in full, but with lora.merge=False verl syncs only the "
+              "adapters after the first weight sync (megatron/transformer_impl.py:1036, :1044), so the rollout keeps "
+              "the module's starting weights for the whole run (verl PR #6670); set lora.merge=True"),
     "VI667": ("clip_ratio shadowed by clip_ratio_low/high", "actor.clip_ratio set while clip_ratio_low/high stay at "
               "verl's non-null defaults (0.2): every clipping loss mode reads those first and falls back to clip_ratio "
               "only when null (core_algos.py:1321-1322), so clip_ratio is never read (FlowRL#15)"),

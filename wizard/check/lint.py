@@ -125,6 +125,7 @@ from wizard.check.rules.multimodal import rule_image_patch, rule_sglang_mm_kwarg
 from wizard.check.rules.custom_dataset import rule_custom_dataset_filter
 from wizard.check.rules.sglang_lora import rule_sglang_lora_targets
 from wizard.check.rules.lora_offload import rule_lora_offload_policy
+from wizard.check.rules.vlm_lora_sync import rule_vlm_lora_sync
 from wizard.check.rules.vlm_processor import rule_sft_vlm_processor, rule_vlm_processor
 from wizard.check.rules.modes import rule_forced_naive, rule_one_step_off, rule_separate_async
 from wizard.check.rules.async_budget import rule_fully_async_lr_schedule, rule_fully_async_rollout_budget
@@ -280,6 +281,7 @@ def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: i
         rule_context(c, f, shape)
         rule_vision(c, f, shape)
         rule_vision_lora(c, f, shape)
+        rule_vlm_lora_sync(c, f, shape)
         rule_patch_embed(c, f, shape)
         rule_image_patch(c, f, shape)
         rule_vlm_overlong(c, f, shape)

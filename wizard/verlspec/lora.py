@@ -116,6 +116,16 @@ VISION_LINEARS = {
 VISION_EXCLUDE = ".*visual.*"  # verl's example's exclude_modules: every module under the tower
 
 
+def family_in_name(name: str) -> str:
+    """The VISION_LINEARS family a model id names when no config says it (Qwen/Qwen3-VL-4B-Instruct: qwen3_vl, any
+    size): a family key without its underscores inside the id's last part, lowercased and without punctuation."""
+    import re
+
+    tail = re.sub(r"[^a-z0-9]", "", name.rstrip("/").rsplit("/", 1)[-1].lower())
+    hits = [f for f in VISION_LINEARS if f.replace("_", "") in tail]
+    return max(hits, key=len) if hits else ""
+
+
 def peft_targets(name: str, target_modules: Any, exclude_modules: Any) -> bool:
     """Whether peft puts an adapter on the linear layer `name`, as its check_target_module_exists decides
     (peft/tuners/tuners_utils.py): exclude_modules first (a string is a full-match regex, a list names modules or

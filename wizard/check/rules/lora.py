@@ -158,18 +158,24 @@ def rule_vision_lora(c: Ctx, f: Facts, shape: Any) -> None:
     """VI849: FSDP LoRA on a vision-language model whose target_modules reach the vision tower: vLLM serves the
     language model's adapters only and ignores the tower's (wizard.verlspec.lora.VISION_LINEARS has the facts), so
     the rollout samples with a tower the actor has moved away from. With lora.merge the merged weights are synced
-    whole, the tower's included."""
-    if shape is None or f.megatron or not getattr(shape, "vision", "") or c.v(f"{R}.name") != "vllm":
+    whole, the tower's included. A model the catalogue lacks (Qwen3-VL-4B) is scaled from its name as a text model; the
+    vision family then comes from the id (wizard.verlspec.lora.family_in_name; verl#6642)."""
+    if f.megatron or c.v(f"{R}.name") != "vllm":
+        return
+    path = c.v(f"{M}.path")
+    # a size verl-init does not catalogue (Qwen3-VL-4B) is scaled from the name as a text model: the id names the tower
+    family = getattr(shape, "vision", "") or (lora.family_in_name(path) if isinstance(path, str) else "")
+    if not family:
         return
     model = _model(c, M)
     if not lora.fsdp_rank(model) or lora.merged(model):
         return
     target, exclude = c.v(f"{M}.target_modules"), c.v(f"{M}.exclude_modules")
-    hit = lora.vision_adapters(shape.vision, target, exclude)
+    hit = lora.vision_adapters(family, target, exclude)
     if not hit:
         return
     c.add("VI849", "warning", (f"{M}.exclude_modules", f"{M}.target_modules"),
-          f"LoRA adapters on {shape.name}'s vision tower ({', '.join(n.rsplit('.', 2)[-2] + '.' + n.rsplit('.', 1)[-1] for n in hit[:3])}"
+          f"LoRA adapters on {shape.name if shape is not None and shape.vision else path}'s vision tower ({', '.join(n.rsplit('.', 2)[-2] + '.' + n.rsplit('.', 1)[-1] for n in hit[:3])}"
           f"{', ...' if len(hit) > 3 else ''}; target_modules={target}, exclude_modules={exclude}): vLLM serves LoRA "
           "on the language model only and ignores them, so the rollout samples with the tower the actor had before training",
           f"set {M}.exclude_modules='{lora.VISION_EXCLUDE}' (verl's examples/tuning/lora/run_qwen2_5_vl_7b_fsdp.sh)",
