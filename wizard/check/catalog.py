@@ -1,11 +1,12 @@
 """The `verl-init check` rules: ID -> (title, what it checks / where verl checks it).
 
-One home for the table (with wizard/check/catalog_6xx.py, which it merges): the README, wizard.check.rule_index
+One home for the table (with wizard/check/catalog_6xx.py and catalog_4xx.py, which it merges): the README, wizard.check.rule_index
 and the tests read it, and `Ctx.add` (wizard.check.rules.context) refuses an ID that is not here.
 """
 
 from __future__ import annotations
 
+from wizard.check.catalog_4xx import RULES_4XX
 from wizard.check.catalog_6xx import RULES_6XX
 
 RULES: dict[str, tuple[str, str]] = {
@@ -570,3 +571,5 @@ RULES: dict[str, tuple[str, str]] = {
 
 # the VI6xx rules (the held-out rounds from round 41 on) live in their own table, to keep each module short
 RULES.update(RULES_6XX)
+# the VI410-VI499 rules (the held-out rounds from round 91 on): the VI6xx and VI9xx ranges are full
+RULES.update(RULES_4XX)
