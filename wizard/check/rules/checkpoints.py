@@ -97,7 +97,10 @@ SHARD = re.compile(r"(?:model|optim|extra_state)_world_size_(\d+)_rank_\d+\.pt")
 FSDP_MANAGER = ("fsdp", "fsdp2", "veomni")
 
 
-def _resumed_folder(c: Ctx):
+def resumed_folder(c: Ctx):
+    """The global_step_N folder on this machine that verl's resume loads, or None: resume_path's own folder, or for
+    auto the step default_local_dir's latest_checkpointed_iteration.txt names (trainer/ppo/v1/trainer_base.py:854-881;
+    the tracker file is read up to 64 bytes)."""
     mode, path = c.v(MODE), c.v(PATH)
     if mode == "resume_path":
         return local_path(c, path) if isinstance(path, str) and "global_step_" in path else None
@@ -107,14 +110,15 @@ def _resumed_folder(c: Ctx):
     tracker = root / "latest_checkpointed_iteration.txt" if root is not None else None
     if tracker is None or not tracker.is_file():
         return None
-    step = tracker.read_text(encoding="utf-8", errors="replace").strip()
+    with tracker.open("rb") as fh:
+        step = fh.read(64).decode("utf-8", errors="replace").strip()
     return root / f"global_step_{step}" if step.isdigit() else None
 
 
 def rule_resume_world(c: Ctx, f: Facts) -> None:
     if f.n_gpus is None or c.unknown(MODE, PATH, "trainer.default_local_dir"):
         return
-    folder = _resumed_folder(c)
+    folder = resumed_folder(c)
     if folder is None or not folder.is_dir():
         return
     for role, strategy_key, used in (("actor", "actor_rollout_ref.actor.strategy", True),

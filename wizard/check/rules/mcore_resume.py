@@ -44,7 +44,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from wizard.check.rules.checkpoints import MODE, PATH, _resumed_folder
+from wizard.check.rules.checkpoints import MODE, PATH, resumed_folder
 from wizard.check.rules.context import A, Ctx, Facts
 
 MAX_LAYOUT_BYTES = 1 << 20
@@ -102,7 +102,7 @@ def _resume_folder(c: Ctx) -> Path | None:
     """The checkpoint folder a PPO run (not a recipe's) resumes from, when it is known and on this machine."""
     if c.src.entry != "ppo" or c.src.recipe or c.unknown(MODE, PATH, "trainer.default_local_dir"):
         return None
-    folder = _resumed_folder(c)
+    folder = resumed_folder(c)
     return folder if folder is not None and folder.is_dir() else None
 
 

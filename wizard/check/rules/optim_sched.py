@@ -38,7 +38,7 @@ import math
 from typing import Any
 
 from wizard.check.report import Fix
-from wizard.check.rules.checkpoints import _resumed_folder
+from wizard.check.rules.checkpoints import resumed_folder
 from wizard.check.rules.context import A, Ctx, Facts
 from wizard.check.rules.optim import optim_table
 
@@ -68,11 +68,11 @@ def _strategy(c: Ctx, key: str) -> str:
 
 def _resumes(c: Ctx) -> tuple[str, str] | None:
     """(severity, how) when this launch resumes a checkpoint now (warning) or its relaunch will (info), else None.
-    Which folder verl resumes: checkpoints._resumed_folder (trainer/ppo/v1/trainer_base.py:854-881)."""
+    Which folder verl resumes: checkpoints.resumed_folder (trainer/ppo/v1/trainer_base.py:854-881)."""
     mode = str(c.v("trainer.resume_mode") or "auto")
     if mode == "disable" or c.unknown("trainer.resume_mode", "trainer.resume_from_path", "trainer.default_local_dir"):
         return None
-    folder = _resumed_folder(c)
+    folder = resumed_folder(c)
     if folder is not None:
         return "warning", f"trainer.resume_mode={mode} resumes {folder}"
     if mode == "resume_path":

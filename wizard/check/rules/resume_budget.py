@@ -22,7 +22,7 @@ on this machine (as VI926 does), and counts the data's rows only when total_trai
 
 from __future__ import annotations
 
-from wizard.check.rules.checkpoints import MODE, PATH, _resumed_folder
+from wizard.check.rules.checkpoints import MODE, PATH, resumed_folder
 from wizard.check.rules.context import Ctx, Facts, local_path
 from wizard.check.shellargs import PLACEHOLDER
 
@@ -49,7 +49,7 @@ def _epoch_batches(c: Ctx) -> int | None:
 def rule_resume_budget(c: Ctx, f: Facts) -> None:
     if c.src.entry != "ppo" or c.src.recipe or c.unknown(MODE, PATH, "trainer.default_local_dir", STEPS, EPOCHS):
         return
-    folder = _resumed_folder(c)
+    folder = resumed_folder(c)
     if folder is None or not folder.is_dir():
         return
     step_text = folder.name.rsplit("global_step_", 1)[-1]
