@@ -29,6 +29,7 @@ import re
 from importlib import resources
 from pathlib import Path
 
+from wizard._io import UnsafeInput, read_user_file
 from wizard.check.rules.context import R, Ctx, Facts, local_path
 from wizard.check.rules.toolformat import DEFAULT_FORMAT, FORMAT, uses_tool_loop
 from wizard.check.shellargs import PLACEHOLDER
@@ -96,9 +97,9 @@ def _registers(files: list[Path], name: str) -> bool:
     pattern = re.compile(r"""register\(\s*["']""" + re.escape(name) + r"""["']\s*\)""")
     for f in files:
         try:
-            if pattern.search(f.read_text(encoding="utf-8", errors="replace")[:_MAX_BYTES]):
+            if pattern.search(read_user_file(str(f), _MAX_BYTES).decode("utf-8", errors="replace")):
                 return True
-        except OSError:
+        except (OSError, UnsafeInput):
             continue
     return False
 
@@ -144,11 +145,15 @@ def rule_function_tools_file(c: Ctx, f: Facts) -> None:
     if not isinstance(path, str) or not path or c.unknown(FN_TOOLS) or PLACEHOLDER in path:
         return
     local = local_path(c, path)
-    if local is None or not local.is_file() or local.stat().st_size > _MAX_BYTES:
+    if local is None or not local.is_file():
         return  # a missing file: VI953/the files rules; a remote one is not ours to read
+    try:
+        text = read_user_file(str(local), _MAX_BYTES).decode("utf-8", errors="replace")
+    except (OSError, UnsafeInput):
+        return  # larger than a tool file, or not a regular file: not judged
     where = "the agent-loop workers fail loading it at start-up, after the GPUs are booked (agent_loop.py:526-531)"
     try:
-        tree = ast.parse(local.read_text(encoding="utf-8", errors="replace"), filename=str(local))
+        tree = ast.parse(text, filename=str(local))
     except SyntaxError as exc:
         c.add("VI696", "error", (FN_TOOLS,), f"{FN_TOOLS}={path} does not parse (line {exc.lineno}: {exc.msg}): "
               f"{where}", "fix the file's syntax")
