@@ -275,6 +275,8 @@ CASES = {
         "VI729", f"{R}.engine_kwargs.vllm.enable_expert_parallel", with_(
             f"{R}.tensor_model_parallel_size=2", "trainer.n_gpus_per_node=2", f"{R}.expert_parallel_size=2",
             f"+{R}.engine_kwargs.vllm.enable_expert_parallel=True")),
+    "retired dummy* load_format (verl PR#7644)": Case("VI414", f"{R}.load_format",
+                                                     with_(f"{R}.load_format=dummy_dtensor")),
     "flat engine argument (PR#1442)": Case("VI988", f"{R}.engine_kwargs.swap_space", with_(f"+{R}.engine_kwargs.swap_space=32")),
     "greedy validation by do_sample (verl#6202)": Case("VI989", f"{R}.val_kwargs.do_sample",
                                                        with_(f"{R}.val_kwargs.do_sample=False",

@@ -341,6 +341,7 @@ def test_every_rule_has_a_test():
     tested |= {"VI932", "VI933", "VI934", "VI935"}  # the Ray cluster a script builds: tests/test_check_scriptcluster.py
     tested |= {"VI668", "VI669"}  # where the reference really runs, against verl's own source: tests/test_check_refmodel.py
     tested |= {"VI600", "VI612", "VI615"}  # engine_kwargs.vllm copies of verl-set vLLM args: tests/test_check_vllm_spread.py
+    tested |= {"VI414", "VI415"}  # retired dummy* load_format / vLLM parallel size in engine_kwargs: tests/test_vllm_rollout_loading.py
     tested |= {"VI691", "VI695", "VI696"}  # parser name, group as a value, function-tool file: tests/test_check_tool_loaders.py
     tested |= {"VI664"}  # engine_kwargs.sglang copies of verl-set ServerArgs, against verl's literal: tests/test_check_sglang_args.py
     tested |= {"VI665"}  # media rows, no processor verl builds, against verl's hf_processor: tests/test_check_vlm_processor.py

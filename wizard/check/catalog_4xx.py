@@ -8,4 +8,15 @@ VI6xx and VI9xx ranges of the check's rules are full; VI401-VI409 are the planne
 from __future__ import annotations
 
 RULES_4XX: dict[str, tuple[str, str]] = {
+    "VI414": ("rollout load_format the engine does not know", "a dummy* rollout.load_format other than `dummy` "
+              "(dummy_dtensor / dummy_hf / dummy_megatron, retired names still in verl's docs) is passed verbatim to "
+              "vLLM / SGLang / TensorRT-LLM (vllm_async_server.py:327, async_sglang_server.py:326, "
+              "trtllm_async_server.py:239), which know only `dummy`: the server fails after the GPUs are booked "
+              "(verl PR #7644); table scripts/verl_vllm_rollout_loading.py"),
+    "VI415": ("vLLM parallel size set around verl's replica layout", "engine_kwargs.vllm.pipeline_parallel_size (or "
+              "data_parallel_size while rollout.data_parallel_size=1) is spread into vLLM's args "
+              "(vllm_async_server.py:349) while verl sizes the replica from rollout tp*dp*pp (replica.py:107-111) "
+              "and gives the server only those GPUs (:1342-1360): vLLM asks for more ranks and fails at launch "
+              "(verl PR #6732; verl refuses rollout.pipeline_model_parallel_size>1, rollout.py:319); table "
+              "scripts/verl_vllm_rollout_loading.py"),
 }

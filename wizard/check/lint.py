@@ -157,6 +157,7 @@ from wizard.check.rules.validation import rule_sft_loop, rule_val_only
 from wizard.check.rules.valuehead import rule_value_model
 from wizard.check.rules.vllm_args import rule_vllm_args
 from wizard.check.rules.vllm_spread import rule_vllm_spread
+from wizard.check.rules.vllm_rollout_loading import rule_vllm_load_format, rule_vllm_topology
 from wizard.check.rules.memory import rule_memory
 from wizard.check.rules.gradsync import rule_deferred_grad_sync
 from wizard.check.rules.time import rule_time
@@ -193,7 +194,7 @@ from wizard.verlspec.keys import load_snapshot
 GENERATION_RULES = (rule_unresolved, rule_choices, rule_layout, rule_sglang_dp, rule_hardware, rule_rollout_parallel,
                     rule_rollout_quantization,
                     rule_device, rule_precision, rule_values, rule_sglang_args, rule_sglang_attention,
-                    rule_generation_dummy_weights,
+                    rule_generation_dummy_weights, rule_vllm_load_format, rule_vllm_topology,
                     rule_generation_media, rule_ckpt_model_path)
 EVAL_RULES = (rule_eval_reward_fn,)
 PPO_RULES = (
@@ -209,7 +210,8 @@ PPO_RULES = (
     rule_rollout_train_dtype, rule_sandbox, rule_code_tests, rule_distill_pool, rule_distill_loss, rule_teacher_topk,
     rule_teacher_temperature, rule_teacher_tokenizer,
     rule_reward_model, rule_reward_inputs, rule_reward_special_tokens, rule_reward_managers, rule_reward_classes, rule_ckpt_backend_name, rule_dapo_filter, rule_dense_reward, rule_recipe_imports, rule_reward_signals, rule_reward_signature, rule_value_model, rule_separation_critic, rule_critic_tokenizer, rule_discount, rule_critic_vocab, rule_resume, rule_resume_world, rule_resume_budget, rule_mcore_resume, rule_mcore_resume_weights, rule_hdfs_dir, rule_async_tracker, rule_saving, rule_fsdp1_offload_policy,
-    rule_nsys_range, rule_nsys_gpu_metrics, rule_profiler_enable, rule_profiler_tool_config, rule_megatron_pool, rule_engine_kwargs, rule_sglang_args, rule_sglang_attention, rule_vllm_spread, rule_ignored_do_sample,
+    rule_nsys_range, rule_nsys_gpu_metrics, rule_profiler_enable, rule_profiler_tool_config, rule_megatron_pool, rule_engine_kwargs, rule_sglang_args, rule_sglang_attention, rule_vllm_spread, rule_vllm_load_format,
+    rule_vllm_topology, rule_ignored_do_sample,
     rule_kl_horizon, rule_rollout_correction_logprobs, rule_remax_baseline, rule_val_only, rule_val_subset, rule_val_repeats,
     rule_pinned_sampling, rule_unseeded_engine,
     rule_wandb_resume, rule_v1_inputs, rule_pi_squared, rule_gdpo_keys, rule_gdpo_weights, rule_lora_disaggregated_sync,
