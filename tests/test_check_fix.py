@@ -263,6 +263,12 @@ CASES = {
         "model_engine=megatron", f"{A}.megatron.router_replay.mode=R3")),
     "router replay R2 with the rollout capture (PR#4973)": Case("VI709", f"{A}.megatron.router_replay.mode", with_(
         "model_engine=megatron", f"{A}.megatron.router_replay.mode=R2", f"{R}.enable_rollout_routing_replay=True")),
+    # tests/test_moe_rollout.py holds VI430/VI431 to verl's weight sync and metrics code (verl_moe_rollout.json)
+    "bf16 MoE vLLM rollout on a B200, MoE backend on auto (verl#7978)": Case(
+        "VI430", "actor_rollout_ref.model.path", with_("actor_rollout_ref.model.path=Qwen/Qwen3-30B-A3B"),
+        options={"gpu_type": "B200"}),
+    "rollout MoE load-balance metrics without the routes (PR#6853)": Case(
+        "VI431", f"{R}.moe_load_balance_metrics_interval", with_(f"{R}.moe_load_balance_metrics_interval=10")),
     "vLLM expert parallel through engine_kwargs (best_practices.rst:141)": Case(
         "VI729", f"{R}.engine_kwargs.vllm.enable_expert_parallel", with_(
             f"{R}.tensor_model_parallel_size=2", "trainer.n_gpus_per_node=2",

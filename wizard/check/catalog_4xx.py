@@ -19,4 +19,14 @@ RULES_4XX: dict[str, tuple[str, str]] = {
               "and gives the server only those GPUs (:1342-1360): vLLM asks for more ranks and fails at launch "
               "(verl PR #6732; verl refuses rollout.pipeline_model_parallel_size>1, rollout.py:319); table "
               "scripts/verl_vllm_rollout_loading.py"),
+    "VI430": ("bf16 MoE vLLM rollout on an SM100 card with vLLM's MoE backend on auto", "a bf16 MoE model served by "
+              "vLLM on B200/GB200/B300 (--gpu-type, compute capability 10.x) without engine_kwargs.vllm.moe_backend="
+              "triton: verl 0.9.1 pins vllm==0.24.0, whose FlashInfer TRT-LLM MoE backend re-lays the experts out in "
+              "4-D, and verl's checkpoint-format weight sync (vllm_rollout/utils.py:405) raises 'shard_dim=0 is not a "
+              "valid data dimension' at the first sync (verl#7978); table scripts/verl_moe_rollout.py"),
+    "VI431": ("rollout MoE load-balance metrics with no routes to count", "rollout.moe_load_balance_metrics_interval > 0 "
+              "while rollout.enable_rollout_routing_replay=False (the servers return routed_experts only then: "
+              "vllm_async_server.py:451, async_sglang_server.py:404) or trainer.use_v1=False (only the V1 trainer "
+              "reads it, trainer_base.py:1882): verl logs one skip line (metric_utils.py:308) and no rollout/moe/* "
+              "metric appears (verl PR#6853); table scripts/verl_moe_rollout.py"),
 }

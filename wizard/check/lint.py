@@ -118,6 +118,7 @@ from wizard.check.rules.lora import rule_lora, rule_vision_lora
 from wizard.check.rules.lora_export import rule_lora_export
 from wizard.check.rules.lora_scale import rule_lora_scale, rule_sft_lora_alpha
 from wizard.check.rules.mbridge import rule_mbridge
+from wizard.check.rules.moe_rollout import rule_moe_blackwell_sync, rule_moe_lb_metrics
 from wizard.check.rules.moe_router import rule_moe_aux_loss
 from wizard.check.rules.router_replay import rule_router_replay
 from wizard.check.rules.launchbreak import rule_launch_break
@@ -204,7 +205,7 @@ PPO_RULES = (
     rule_template_kwargs, rule_chat_template, rule_remote_code, rule_tokenizer_trust, rule_vlm_processor, rule_attention_kernels, rule_bundle_files, rule_agent, rule_agent_workers, rule_tool_schema, rule_turn_budget, rule_tool_format, rule_lora, rule_lora_export, rule_merger, rule_lora_scale, rule_mbridge,
     rule_tool_parser_name, rule_function_tools_file, rule_group_scalar,
     rule_serve_parsers,
-    rule_moe_aux_loss, rule_router_replay, rule_vllm_args,
+    rule_moe_aux_loss, rule_router_replay, rule_vllm_args, rule_moe_blackwell_sync, rule_moe_lb_metrics,
     rule_megatron_optim, rule_megatron_resume_schedule, rule_fsdp_optimizer_build, rule_muon_adamw_scale,
     rule_fsdp_unread, rule_critic_attention, rule_half_master, rule_precision_names,
     rule_rollout_train_dtype, rule_sandbox, rule_code_tests, rule_distill_pool, rule_distill_loss, rule_teacher_topk,

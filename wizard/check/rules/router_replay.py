@@ -21,6 +21,8 @@ every other strategy gets "disabled"), and turns routing replay on for compute_l
 - the rollout capture with no replay (VI728, warning): enable_rollout_routing_replay=True while the actor's mode is
   disabled, or the actor's strategy is one verl reads no mode for (fsdp/fsdp2/dp...): the rollout returns the routes
   and nothing replays them, so the run pays for the capture and trains with its own routing (R3 silently off).
+  Not when rollout.moe_load_balance_metrics_interval > 0 on the V1 trainer: the routes feed verl's rollout MoE
+  load-balance metrics (trainer/ppo/v1/trainer_base.py:1882, PR#6853; rules/moe_rollout.py).
 
 The strategies, their mode keys and every line cited here come from verl's source: wizard/check/data/
 verl_router_replay.json, written by scripts/verl_router_replay.py.
@@ -93,6 +95,9 @@ def rule_router_replay(c: Ctx, f: Facts) -> None:
         return
     if not capture:
         return
+    interval = c.int(f"{R}.moe_load_balance_metrics_interval")
+    if interval is not None and interval > 0 and c.v("trainer.use_v1") is not False:
+        return  # the routes feed the rollout MoE load-balance metrics (rules/moe_rollout.py, VI431)
     rollout = str(c.v(f"{R}.name"))
     why = (f"{key}={mode}" if key is not None else
            f"{A}.strategy={strategy}: verl reads a router replay mode only for "
