@@ -23,6 +23,9 @@ the response's response_mask (trainer/ppo/rollout_corr_helper.py:412) before com
   still enters its group's baseline or spread);
 - "excluded": they are the same;
 - "needs": as above.
+"sequence_rs_options": the rollout_rs options that reject whole responses (SUPPORTED_ROLLOUT_RS_OPTIONS less
+TOKEN_LEVEL_ROLLOUT_RS_OPTIONS, rollout_corr_helper.py:77-90); token_* options mask single tokens and leave the
+response in training.
 gdpo is given the fields it reads (prompts, attention_mask and one reward component named by gdpo_reward_keys).
 """
 
@@ -110,7 +113,11 @@ def build() -> dict:
             table[name] = {"norm_flag": norm_flag(compute, name), "rejected_rows": rejected_rows(compute, name)}
         except Exception:  # noqa: BLE001 - it needs inputs a rewards-only batch lacks: no verdict
             table[name] = {"norm_flag": "needs", "rejected_rows": "needs"}
-    return {"computed_by": where, "scores": [list(g) for g in SCORES], "estimators": table}
+    from verl.trainer.ppo import rollout_corr_helper as rch
+
+    whole = sorted(rch.SUPPORTED_ROLLOUT_RS_OPTIONS - rch.TOKEN_LEVEL_ROLLOUT_RS_OPTIONS)
+    return {"computed_by": where, "scores": [list(g) for g in SCORES], "estimators": table,
+            "sequence_rs_options": whole, "sequence_rs_options_from": "verl/trainer/ppo/rollout_corr_helper.py:77-90"}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -76,6 +76,7 @@ def test_the_table_agrees_with_verls_code():
     assert got["grpo_vectorized"]["norm_flag"] == "ignored, scaled"
     assert got["gdpo"]["norm_flag"] == "ignored, scaled"  # hands its own default True to grpo, then whitens
     assert got["rloo"]["norm_flag"] == "ignored, unscaled"  # never divides: False is what it does anyway
+    assert "seq_sum_k1" in algo_flags.sequence_rs_options() and "token_k1" not in algo_flags.sequence_rs_options()
 
 
 def test_vi426_flags_the_ignored_flag_and_fixes_it_to_grpo():
@@ -102,6 +103,8 @@ def test_vi427_flags_rejection_with_a_leaking_baseline():
     ["algorithm.adv_estimator=grpo"],  # no rejection sampling
     ["algorithm.adv_estimator=grpo", *RS, "algorithm.rollout_correction.bypass_mode=True"],  # rejection in the loss
     ["algorithm.adv_estimator=opo", *RS],  # opo drops masked rows from its baseline
+    ["algorithm.adv_estimator=grpo", "algorithm.rollout_correction.rollout_rs=token_k1",  # masks tokens, not responses
+     "algorithm.rollout_correction.rollout_rs_threshold=2.0", "actor_rollout_ref.rollout.calculate_log_probs=True"],
 ])
 def test_vi427_controls_stay_clean(overrides):
     assert not _found("VI427", overrides)

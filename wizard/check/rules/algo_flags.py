@@ -19,7 +19,9 @@ wizard/check/data/verl_algo_estimator_flags.json.
   (trainer/ppo/rollout_corr_helper.py:412), and e.g. compute_grpo_outcome_advantage builds each group's mean and std
   from token_level_rewards.sum(-1) of every row (core_algos.py:304-329). So the rejected response is not trained on
   but its reward still moves its accepted siblings' advantages (verl PR#6452, open). In bypass mode rejection runs
-  in the actor's loss instead and the advantages are computed without it.
+  in the actor's loss instead and the advantages are computed without it. Only the options that reject whole
+  responses count (SUPPORTED_ROLLOUT_RS_OPTIONS less TOKEN_LEVEL_ROLLOUT_RS_OPTIONS, rollout_corr_helper.py:77-90);
+  token_* options mask single tokens and the response is still trained on with its advantage.
 """
 
 from __future__ import annotations
@@ -38,10 +40,19 @@ BYPASS = "algorithm.rollout_correction.bypass_mode"
 
 
 @cache
+def _table() -> dict:
+    text = resources.files("wizard.check").joinpath("data/verl_algo_estimator_flags.json").read_text(encoding="utf-8")
+    return json.loads(text)
+
+
 def estimator_flags() -> dict[str, dict[str, str]]:
     """scripts/verl_algo_estimator_flags.py's table: per estimator, "norm_flag" and "rejected_rows"."""
-    text = resources.files("wizard.check").joinpath("data/verl_algo_estimator_flags.json").read_text(encoding="utf-8")
-    return json.loads(text)["estimators"]
+    return _table()["estimators"]
+
+
+def sequence_rs_options() -> list[str]:
+    """The rollout_rs options that reject whole responses (verl's SUPPORTED less TOKEN_LEVEL options)."""
+    return _table()["sequence_rs_options"]
 
 
 def _row(c: Ctx) -> tuple[str, dict[str, str]] | None:
@@ -75,12 +86,14 @@ def rule_rejected_rows_leak(c: Ctx, f: Facts) -> None:
     if not got or got[1]["rejected_rows"] != "leak" or c.unknown(RS) or c.unknown(BYPASS):
         return
     rs = c.v(RS)
-    if rs in (None, "", "null", "None") or c.v(BYPASS) is True:
-        return
+    opts = [str(o) for o in rs] if isinstance(rs, (list, tuple)) else str(rs).split(",")
+    whole = [o.strip() for o in opts if o.strip() in sequence_rs_options()]
+    if rs is None or not whole or c.v(BYPASS) is True:
+        return  # token_* options mask single tokens: the response stays in training
     adv = got[0]
     clean = sorted(k for k, r in estimator_flags().items() if r["rejected_rows"] == "excluded")
     c.add("VI427", "warning", (RS, ADV),
-          f"{RS}={rs} with {ADV}={adv}: rejection only zeroes a rejected response's response_mask "
+          f"{RS}={rs} with {ADV}={adv}: {'/'.join(whole)} rejects whole responses by zeroing their response_mask "
           "(rollout_corr_helper.py:412) before compute_advantage runs (v1/trainer_base.py:1764-1775), and "
           f"{adv} still puts that response's reward into its group's baseline (verl's own compute_advantage gives "
           "the accepted samples different advantages with and without the rejected row, "
