@@ -292,6 +292,10 @@ CASES = {
                                                          with_(f"{R}.calculate_log_probs=False",
                                                                "algorithm.rollout_correction.rollout_is=token")),
     # tests/test_check_estimator_inputs.py holds VI624 to verl's compute_advantage and the engines' fused-kernel raise
+    # tests/test_algo_estimator_flags.py holds VI426 to verl's compute_advantage (the flag changes nothing)
+    "Dr.GRPO flag on grpo_vectorized (PR#7893)": Case("VI426", "algorithm.norm_adv_by_std_in_grpo",
+                                                       with_("algorithm.adv_estimator=grpo_vectorized",
+                                                             "algorithm.norm_adv_by_std_in_grpo=False")),
     "OTB without sum_pi_squared (PR#4678)": Case("VI624", "algorithm.adv_estimator",
                                                  with_("algorithm.adv_estimator=optimal_token_baseline",
                                                        "trainer.use_v1=False")),

@@ -322,6 +322,8 @@ def test_every_rule_has_a_test():
     tested |= {"VI642", "VI643", "VI644"}  # attention kernel vs the model family: tests/test_check_attention_kernels.py
     tested |= {"VI952"}  # a critic tokenizer folder without tokenizer files: tests/test_check_critic_tokenizer.py
     tested |= {"VI957"}  # a standalone classifier RM with no custom function: tests/test_check_reward_standalone_disrm.py
+    tested |= {"VI426", "VI427"}  # inert Dr.GRPO flag / rejected rows in the GRPO baseline, verl's compute_advantage
+    #                                as oracle: tests/test_algo_estimator_flags.py
     tested |= {"VI955"}  # GDPO weights vs reward keys, verl's own estimator as oracle: tests/test_check_estimator_inputs.py
     tested |= {"VI646", "VI654"}  # VeOmni mesh / Ulysses without remove-padding: tests/test_check_veomni_mesh.py
     tested |= {"VI655"}  # FSDP merger on a VeOmni checkpoint: tests/test_check_merger.py

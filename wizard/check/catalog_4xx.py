@@ -29,4 +29,14 @@ RULES_4XX: dict[str, tuple[str, str]] = {
               "vllm_async_server.py:451, async_sglang_server.py:404) or trainer.use_v1=False (only the V1 trainer "
               "reads it, trainer_base.py:1882): verl logs one skip line (metric_utils.py:308) and no rollout/moe/* "
               "metric appears (verl PR#6853); table scripts/verl_moe_rollout.py"),
+    "VI426": ("norm_adv_by_std_in_grpo=False that the estimator never reads",
+              "algorithm.norm_adv_by_std_in_grpo=False (Dr.GRPO) with an estimator verl 0.9.1 never passes it to and "
+              "that still divides by a standard deviation (grpo_vectorized, gdpo, reinforce_plus_plus, "
+              "reinforce_plus_plus_baseline: ray_trainer.py:235-279, core_algos.py:334-357); verl's own "
+              "compute_advantage gives the same advantages for True and False (warning; fix: adv_estimator=grpo)"),
+    "VI427": ("rejection sampling whose rejected responses still set the group baseline",
+              "algorithm.rollout_correction.rollout_rs outside bypass mode with an estimator whose group baseline "
+              "counts every row: rejection only zeroes response_mask (rollout_corr_helper.py:412) before "
+              "compute_advantage (v1/trainer_base.py:1764-1775), so a rejected response still shifts its siblings' "
+              "advantages (warning; fix: bypass_mode=True or an estimator that excludes masked rows)"),
 }

@@ -40,6 +40,7 @@ from wizard.check.resolve import resolve
 from wizard.check.rules.accel_env import rule_geforce_p2p, rule_rocm_visible_devices
 from wizard.check.rules.agent import rule_agent, rule_turn_budget
 from wizard.check.rules.agentworkers import rule_agent_workers
+from wizard.check.rules.algo_flags import rule_norm_flag_ignored, rule_rejected_rows_leak
 from wizard.check.rules.estimator_inputs import rule_gdpo_keys, rule_gdpo_weights, rule_pi_squared, rule_v1_inputs
 from wizard.check.rules.algorithm import (rule_kl_horizon, rule_kl_resume, rule_remax_baseline,
                                           rule_rollout_correction_logprobs, rule_summed_loss)
@@ -215,7 +216,8 @@ PPO_RULES = (
     rule_vllm_topology, rule_ignored_do_sample,
     rule_kl_horizon, rule_rollout_correction_logprobs, rule_remax_baseline, rule_val_only, rule_val_subset, rule_val_repeats,
     rule_pinned_sampling, rule_unseeded_engine,
-    rule_wandb_resume, rule_v1_inputs, rule_pi_squared, rule_gdpo_keys, rule_gdpo_weights, rule_lora_disaggregated_sync,
+    rule_wandb_resume, rule_v1_inputs, rule_pi_squared, rule_gdpo_keys, rule_gdpo_weights,
+    rule_norm_flag_ignored, rule_rejected_rows_leak, rule_lora_disaggregated_sync,
     rule_rollout_logprob_contract, rule_retention_across_restarts, rule_kl_resume,
     rule_summed_loss, rule_checkpoint_nodes, rule_separate_async, rule_forced_naive, rule_one_step_off,
     rule_fully_async_lr_schedule, rule_fully_async_rollout_budget,
