@@ -17,16 +17,18 @@ case verl#7816, fix PR verl#7819 not in 0.9.1). The validation side of the same 
 - warning: the run saves checkpoints (trainer.save_freq > 0) and resumes (trainer.resume_mode not disable).
 - info: otherwise: the subset still changes between launches, so two runs of one script train on different prompts.
 Nothing when the local training files hold no more rows than the cap (verl subsamples only below it, :185), when
-data.shuffle is False (the first rows, the same at every launch) or data.seed is set.
+data.shuffle is False (the first rows, the same at every launch) or data.seed is set. `--fix` sets data.seed=42.
 """
 
 from __future__ import annotations
 
+from wizard.check.report import Fix
 from wizard.check.rules.context import Ctx, Facts
 from wizard.check.rules.val_subset import ENTRIES, _file_rows
 
 MAX, FILES, SHUFFLE, SEED = "data.train_max_samples", "data.train_files", "data.shuffle", "data.seed"
 SAVE, RESUME = "trainer.save_freq", "trainer.resume_mode"
+SEED_FIX = 42  # any int: it seeds both the subsample (rl_dataset.py:187) and the sampler (trainer/ppo/utils.py:160-162)
 DRAW = "utils/dataset/rl_dataset.py:156-157, 185-192"
 
 
@@ -53,9 +55,11 @@ def rule_train_subset(c: Ctx, f: Facts) -> None:
               f"{MAX}={keep} with {SHUFFLE}=True and {SEED}=null: verl 0.9.1 draws the training subset with an "
               f"unseeded np.random.default_rng() ({DRAW}) at every launch and rebuilds it before loading a checkpoint "
               "(trainer_base.py:228, :392), so a resumed run applies the saved dataloader position (data.pt) to "
-              "other rows: trained prompts repeat and others are never seen, silently (verl#7816)", hint)
+              "other rows: trained prompts repeat and others are never seen, silently (verl#7816)", hint,
+              fix=Fix(set={SEED: SEED_FIX}))
     else:
         c.add("VI418", "info", (MAX, SEED),
               f"{MAX}={keep} with {SHUFFLE}=True and {SEED}=null: verl 0.9.1 draws a different {keep}-row training "
               f"subset at every launch (unseeded np.random.default_rng(), {DRAW}), so two runs of this script "
-              "train on different prompts (and a resume would continue on other rows, verl#7816)", hint)
+              "train on different prompts (and a resume would continue on other rows, verl#7816)", hint,
+              fix=Fix(set={SEED: SEED_FIX}))
