@@ -306,6 +306,11 @@ CASES = {
     # tests/test_check_validation.py holds VI985 to the trainers' fit and VI986 to verl's SFT loop, run
     "val_only without val_before_train (verl#5483)": Case(
         "VI985", "trainer.val_before_train", with_("trainer.val_before_train=False", "trainer.val_only=True")),
+    # tests/test_data_train_subset.py holds VI418 to verl's RLHFDataset, create_rl_sampler and a resumed StatefulDataLoader
+    "unseeded train_max_samples subset (verl#7816)": Case("VI418", "data.train_max_samples",
+                                                          with_("data.train_max_samples=40", "trainer.save_freq=10")),
+    "unseeded train_max_samples subset, no checkpoints (verl#7816)": Case("VI418", "data.train_max_samples",
+                                                                           with_("data.train_max_samples=40")),
     # tests/test_check_val_sampling.py holds VI937 to verl's process_validation_metrics and its agent loops' source
     "val_kwargs.n greedy copies (verl#1352)": Case("VI937", f"{R}.val_kwargs.n", with_(f"{R}.val_kwargs.n=8")),
     # tests/test_check_sampling_reach.py holds VI608 to verl's AgentLoopWorker.generate_sequences, run

@@ -39,4 +39,9 @@ RULES_4XX: dict[str, tuple[str, str]] = {
               "counts every row: rejection only zeroes response_mask (rollout_corr_helper.py:412) before "
               "compute_advantage (v1/trainer_base.py:1764-1775), so a rejected response still shifts its siblings' "
               "advantages (warning; fix: bypass_mode=True or an estimator that excludes masked rows)"),
+    "VI418": ("training subset drawn without a seed", "data.train_max_samples with data.shuffle=True and data.seed "
+              "null: verl 0.9.1 draws the training subset with an unseeded np.random.default_rng() "
+              "(utils/dataset/rl_dataset.py:156-157, 185-192) at every launch and rebuilds it before loading a "
+              "checkpoint (trainer/ppo/v1/trainer_base.py:228, :392, :893-896), so a resumed run continues the saved "
+              "dataloader position over other rows, silently (verl#7816)"),
 }

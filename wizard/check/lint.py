@@ -155,6 +155,7 @@ from wizard.check.rules.sft_parallel import rule_sft_sequence_parallel, rule_sft
 from wizard.check.rules.sampling_reach import rule_pinned_sampling, rule_unseeded_engine
 from wizard.check.rules.val_repeats import rule_val_repeats
 from wizard.check.rules.val_subset import rule_val_subset
+from wizard.check.rules.data_train_subset import rule_train_subset
 from wizard.check.rules.validation import rule_sft_loop, rule_val_only
 from wizard.check.rules.valuehead import rule_value_model
 from wizard.check.rules.vllm_args import rule_vllm_args
@@ -215,6 +216,7 @@ PPO_RULES = (
     rule_nsys_range, rule_nsys_gpu_metrics, rule_profiler_enable, rule_profiler_tool_config, rule_megatron_pool, rule_engine_kwargs, rule_sglang_args, rule_sglang_attention, rule_vllm_spread, rule_vllm_load_format,
     rule_vllm_topology, rule_ignored_do_sample,
     rule_kl_horizon, rule_rollout_correction_logprobs, rule_remax_baseline, rule_val_only, rule_val_subset, rule_val_repeats,
+    rule_train_subset,
     rule_pinned_sampling, rule_unseeded_engine,
     rule_wandb_resume, rule_v1_inputs, rule_pi_squared, rule_gdpo_keys, rule_gdpo_weights,
     rule_norm_flag_ignored, rule_rejected_rows_leak, rule_lora_disaggregated_sync,
