@@ -13,8 +13,8 @@ derives from the run's length, and when it does so (real cases R50-01, verl#6684
   lr × min_lr_ratio every step (utils/torch_functional.py:756-763). Megatron and VeOmni read the same -1
   whatever the schedule (utils/megatron/optimizer.py:241-249, workers/engine/veomni/transformer_impl.py:286-297):
   VI410 (rules/async_lr_engines.py) reports those engines, VI618 the FSDP ones. The critic's optimizer
-  (critic.optim) is built the same way. An explicit optim.total_training_steps > 0 reaches the workers and fixes both; tests/test_check_fully_async.py
-  builds verl's own FSDPEngine scheduler with -1 and with a real total.
+  (critic.optim) is built the same way. An explicit optim.total_training_steps > 0 reaches the workers and fixes
+  both; tests/test_check_fully_async.py builds verl's own FSDPEngine scheduler with -1 and with a real total.
 - VI619 (warning): rollout.total_rollout_steps counts PROMPTS (the rollouter's global_steps grows by one per prompt
   fed, fully_async_rollouter.py:878-884), and fully_async_ppo_trainer.yaml sets it to 100
   (experimental/fully_async_policy/config/fully_async_ppo_trainer.yaml:64). The rollouter generates
