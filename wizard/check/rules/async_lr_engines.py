@@ -27,6 +27,7 @@
 
 from __future__ import annotations
 
+from wizard.check.report import Fix
 from wizard.check.rules.async_budget import MAIN, TOTAL, _active, _updates
 from wizard.check.rules.context import A, Ctx, Facts
 
@@ -72,4 +73,5 @@ def rule_fully_async_lr_engine(c: Ctx, f: Facts) -> None:
               f"fills the total in the driver's config only (fully_async_trainer.py:356-367); {what}",
               f"set {total_key}={n if n else 'N'} (the actor updates: {TOTAL} ÷ (ppo_mini_batch_size × "
               f"require_batches)) so the workers get it" + (f", or {optim}.{also} > 0 as verl's own Megatron fully "
-                                                          "async scripts do" if also else ""))
+                                                          "async scripts do" if also else ""),
+              fix=Fix(set={total_key: n}) if n else None)
