@@ -121,6 +121,14 @@ CASES = {
               "actor_rollout_ref.hybrid_engine=False", "rollout.nnodes=1", "rollout.n_gpus_per_node=1",
               "data.train_batch_size=0", "data.gen_batch_size=1"),
         script=True, options={"launch": "python -m verl.experimental.fully_async_policy.fully_async_main"}),
+    # R91-01 (verl PR#6987): a Megatron actor under fully_async_main without the run's length: give it
+    "fully async Megatron optimizer without its total": Case(
+        "VI410", f"{A}.strategy",
+        with_("actor_rollout_ref.hybrid_engine=False", "rollout.nnodes=1", "rollout.n_gpus_per_node=1",
+              "data.train_batch_size=0", "data.gen_batch_size=1", "rollout.total_rollout_steps=800",
+              "hydra.searchpath=[pkg://verl.trainer.config]"),
+        script=True, options={"launch": "python -m verl.experimental.fully_async_policy.fully_async_main "
+                                        "--config-name=fully_async_ppo_megatron_trainer"}),
     "rollout mode sync": Case("VI853", f"{R}.mode", with_(f"{R}.mode=sync")),
     "val_batch_size": Case("VI857", "data.val_batch_size", with_("data.val_batch_size=8")),
     "DAPO metric no scorer returns": Case("VI648", "algorithm.filter_groups.metric",

@@ -44,4 +44,11 @@ RULES_4XX: dict[str, tuple[str, str]] = {
               "(utils/dataset/rl_dataset.py:156-157, 185-192) at every launch and rebuilds it before loading a "
               "checkpoint (trainer/ppo/v1/trainer_base.py:228, :392, :893-896), so a resumed run continues the saved "
               "dataloader position over other rows, silently (verl#7816)"),
+    "VI410": ("fully async optimizer built before the run's length, on Megatron or VeOmni", "fully_async_main with "
+              "a Megatron (or MindSpeed) or VeOmni actor/critic and no optim.total_training_steps (Megatron: nor "
+              "optim.lr_decay_steps): the trainer's workers build the optimizer in init_workers "
+              "(fully_async_main.py:78, :155) before set_total_train_steps (:90-92), so Megatron-core's "
+              "OptimizerParamScheduler gets lr_decay_steps=-1 and asserts lr_decay_steps > 0 "
+              "(utils/megatron/optimizer.py:239-257; verl#6987), and VeOmni lays its schedule over -1 steps "
+              "(workers/engine/veomni/transformer_impl.py:286-297; verl#6683)"),
 }

@@ -62,8 +62,8 @@ RULES_6XX: dict[str, tuple[str, str]] = {
               "k1 without use_policy_gradient (workers/config/distillation.py:100-124), inside the Ray job; the table "
               "is verl's own constructor (scripts/verl_distill_losses.py)"),
     "VI618": ("fully async LR schedule built before the run's length is known", "fully_async_main with "
-              "lr_scheduler_type=cosine, a Megatron lr_decay_style without lr_decay_steps, or lr_warmup_steps_ratio "
-              "(no absolute lr_warmup_steps) and no optim.total_training_steps: the trainer's workers build the LR "
+              "an FSDP engine, lr_scheduler_type=cosine or lr_warmup_steps_ratio (no absolute lr_warmup_steps) and "
+              "no optim.total_training_steps (Megatron, VeOmni: VI410): the trainer's workers build the LR "
               "scheduler (fully_async_main.py:78, :155) before set_total_train_steps (:90-92), so it runs with "
               "total_training_steps=-1: no warmup, and a cosine LR that jumps between lr and its floor every step "
               "(verl#6684)"),

@@ -10,10 +10,11 @@ derives from the run's length, and when it does so (real cases R50-01, verl#6684
   actor.yaml:157). On the FSDP engines a warmup given as lr_warmup_steps_ratio (lr_warmup_steps <= 0) becomes
   int(ratio × -1) = 0 steps (transformer_impl.py:514-516), and lr_scheduler_type=cosine runs
   get_cosine_schedule_with_warmup with num_training_steps=-1 (:523-530): the LR jumps between lr and
-  lr × min_lr_ratio every step (utils/torch_functional.py:756-763). Megatron reads the same -1 as lr_decay_steps
-  when that is unset (utils/megatron/optimizer.py:241-249). The critic's optimizer (critic.optim) is built the same
-  way. An explicit optim.total_training_steps > 0 reaches the workers and fixes both; tests/test_check_fully_async.py
-  builds verl's own FSDPEngine scheduler with -1 and with a real total.
+  lr × min_lr_ratio every step (utils/torch_functional.py:756-763). Megatron and VeOmni read the same -1
+  whatever the schedule (utils/megatron/optimizer.py:241-249, workers/engine/veomni/transformer_impl.py:286-297):
+  VI410 (rules/async_lr_engines.py) reports those engines, VI618 the FSDP ones. The critic's optimizer
+  (critic.optim) is built the same way. An explicit optim.total_training_steps > 0 reaches the workers and fixes
+  both; tests/test_check_fully_async.py builds verl's own FSDPEngine scheduler with -1 and with a real total.
 - VI619 (warning): rollout.total_rollout_steps counts PROMPTS (the rollouter's global_steps grows by one per prompt
   fed, fully_async_rollouter.py:878-884), and fully_async_ppo_trainer.yaml sets it to 100
   (experimental/fully_async_policy/config/fully_async_ppo_trainer.yaml:64). The rollouter generates
@@ -34,6 +35,7 @@ MAIN = "experimental/fully_async_policy/fully_async_main.py"
 TOTAL = "rollout.total_rollout_steps"
 YAML_TOTAL = 100  # fully_async_ppo_trainer.yaml:64
 REQ, TRIG = "async_training.require_batches", "async_training.trigger_parameter_sync_step"
+OWN_RULE_ENGINES = ("megatron", "veomni")  # their optimizer is VI410's (rules/async_lr_engines.py ENGINES)
 
 
 def _active(c: Ctx) -> bool:
@@ -48,20 +50,14 @@ def _updates(c: Ctx) -> int | None:
     return total // (mini * req)
 
 
-def _schedule_faults(c: Ctx, optim: str, megatron: bool) -> list[tuple[str, str]]:
-    """(key, what verl makes of it with total_training_steps=-1) for one optimizer config."""
+def _schedule_faults(c: Ctx, optim: str) -> list[tuple[str, str]]:
+    """(key, what verl's FSDP engine makes of it with total_training_steps=-1) for one optimizer config."""
     out = []
     warm, ratio = c.v(f"{optim}.lr_warmup_steps"), c.num(f"{optim}.lr_warmup_steps_ratio")
     if ratio and ratio > 0 and (warm is None or (isinstance(warm, (int, float)) and warm <= 0)):
-        where = "utils/megatron/optimizer.py:246-249" if megatron else "workers/engine/fsdp/transformer_impl.py:514-516"
-        out.append((f"{optim}.lr_warmup_steps_ratio",
-                    f"lr_warmup_steps_ratio={ratio} gives int({ratio} × -1) = 0 warmup steps ({where})"))
-    if megatron:
-        style = c.v(f"{optim}.lr_decay_style")
-        if c.v(f"{optim}.lr_decay_steps") is None and isinstance(style, str) and style != "constant":
-            out.append((f"{optim}.lr_decay_style", f"lr_decay_style={style} decays over lr_decay_steps = "
-                        "total_training_steps = -1 (utils/megatron/optimizer.py:241-242)"))
-    elif c.v(f"{optim}.lr_scheduler_type") == "cosine":
+        out.append((f"{optim}.lr_warmup_steps_ratio", f"lr_warmup_steps_ratio={ratio} gives int({ratio} × -1) = 0 "
+                    "warmup steps (workers/engine/fsdp/transformer_impl.py:514-516)"))
+    if c.v(f"{optim}.lr_scheduler_type") == "cosine":
         out.append((f"{optim}.lr_scheduler_type", "lr_scheduler_type=cosine runs with num_training_steps=-1 "
                     "(transformer_impl.py:523-530): the LR jumps between lr and lr × min_lr_ratio every step "
                     "(utils/torch_functional.py:756-763)"))
@@ -79,8 +75,9 @@ def rule_fully_async_lr_schedule(c: Ctx, f: Facts) -> None:
         total_key = f"{optim}.total_training_steps"
         if c.unknown(total_key) or (c.int(total_key) or -1) > 0:
             continue
-        faults = [(k, why) for k, why in _schedule_faults(c, optim, c.v(f"{role}.strategy") == "megatron")
-                  if not c.unknown(k)]
+        if c.v(f"{role}.strategy") in OWN_RULE_ENGINES:
+            continue  # VI410 (rules/async_lr_engines.py): these engines read the total whatever the schedule
+        faults = [(k, why) for k, why in _schedule_faults(c, optim) if not c.unknown(k)]
         if not faults:
             continue
         n = _updates(c)
