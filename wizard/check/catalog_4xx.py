@@ -8,4 +8,8 @@ VI6xx and VI9xx ranges of the check's rules are full; VI401-VI409 are the planne
 from __future__ import annotations
 
 RULES_4XX: dict[str, tuple[str, str]] = {
+    "VI438": ("update epochs below 1: the role never trains", "actor_rollout_ref.actor.ppo_epochs (or critic.ppo_epochs "
+              "when a critic trains) < 1: verl passes it as the update's epochs (ray_trainer.py:1364/1391, "
+              "v1/trainer_base.py:1811/1853) and make_iterator loops range(epochs) (utils/tensordict_utils.py:608), "
+              "so no mini-batch trains, silently; set it ≥ 1"),
 }
