@@ -11,6 +11,11 @@ argument `epochs=<expr>` or a dict entry `"epochs": <expr>`, where <expr> is `se
 assigned from one in the same function. The role is the key's first part ("critic" or "actor_rollout_ref.actor").
 It also records where the training worker consumes the count: the `for _ in range(epochs)` loop of
 verl/utils/tensordict_utils.py:make_iterator, which yields no mini-batch at all when epochs < 1.
+
+For check's VI439 it records the outer training loop of each trainer's `fit` (LOOPS): the source text and line of
+the first `while` test or `for ... in range(...)` that reads `total_epochs` (V1's `while current_epoch <
+total_epochs and global_steps <= total_training_steps`, the legacy PPO and SFT trainers' `range(start,
+total_epochs)`), so the test can evaluate verl's own loop condition at the run budget a launch sets.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "wizard" / "check" / "data" / "update_epochs.json"
 SOURCES = ("trainer/ppo/ray_trainer.py", "trainer/ppo/v1/trainer_base.py")
 CONSUMER = "utils/tensordict_utils.py"
+LOOPS = {"v1": "trainer/ppo/v1/trainer_base.py", "legacy": "trainer/ppo/ray_trainer.py", "sft": "trainer/sft_trainer.py"}
 
 
 def _config_path(node: ast.AST) -> str | None:
@@ -79,6 +85,19 @@ def _consumer_line(tree: ast.AST) -> int | None:
     return None
 
 
+def _fit_loop(source: str) -> dict[str, Any] | None:
+    """{"line", "kind", "test"} of the first loop in `fit` whose header reads total_epochs."""
+    tree = ast.parse(source)
+    for func in ast.walk(tree):
+        if isinstance(func, ast.FunctionDef) and func.name == "fit":
+            for node in ast.walk(func):
+                head = node.test if isinstance(node, ast.While) else node.iter if isinstance(node, ast.For) else None
+                if head is not None and "total_epochs" in ast.unparse(head):
+                    return {"line": node.lineno, "kind": "while" if isinstance(node, ast.While) else "for",
+                            "test": ast.unparse(head)}
+    return None
+
+
 def build_from(root: Path) -> dict[str, Any]:
     keys: dict[str, list[str]] = {}
     for rel in SOURCES:
@@ -88,8 +107,10 @@ def build_from(root: Path) -> dict[str, Any]:
                 for key, line in _epoch_keys(func):
                     keys.setdefault(key, []).append(f"{rel}:{line}")
     consumer = _consumer_line(ast.parse((root / CONSUMER).read_text(encoding="utf-8")))
+    loops = {name: {"file": rel, **(_fit_loop((root / rel).read_text(encoding="utf-8")) or {})}
+             for name, rel in LOOPS.items()}
     return {"keys": {k: sorted(set(v)) for k, v in sorted(keys.items())},
-            "consumer": f"{CONSUMER}:{consumer}" if consumer else None}
+            "consumer": f"{CONSUMER}:{consumer}" if consumer else None, "loops": loops}
 
 
 def build() -> dict[str, Any]:

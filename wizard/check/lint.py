@@ -153,6 +153,7 @@ from wizard.check.rules.sft_parallel import rule_sft_sequence_parallel, rule_sft
 from wizard.check.rules.sampling_reach import rule_pinned_sampling, rule_unseeded_engine
 from wizard.check.rules.val_repeats import rule_val_repeats
 from wizard.check.rules.update_epochs import rule_update_epochs
+from wizard.check.rules.update_run_budget import rule_run_budget
 from wizard.check.rules.val_subset import rule_val_subset
 from wizard.check.rules.validation import rule_sft_loop, rule_val_only
 from wizard.check.rules.valuehead import rule_value_model
@@ -211,7 +212,7 @@ PPO_RULES = (
     rule_teacher_temperature, rule_teacher_tokenizer,
     rule_reward_model, rule_reward_inputs, rule_reward_special_tokens, rule_reward_managers, rule_reward_classes, rule_ckpt_backend_name, rule_dapo_filter, rule_dense_reward, rule_recipe_imports, rule_reward_signals, rule_reward_signature, rule_value_model, rule_separation_critic, rule_critic_tokenizer, rule_discount, rule_critic_vocab, rule_resume, rule_resume_world, rule_resume_budget, rule_mcore_resume, rule_mcore_resume_weights, rule_hdfs_dir, rule_async_tracker, rule_saving, rule_fsdp1_offload_policy,
     rule_nsys_range, rule_nsys_gpu_metrics, rule_profiler_enable, rule_profiler_tool_config, rule_megatron_pool, rule_engine_kwargs, rule_sglang_args, rule_sglang_attention, rule_vllm_spread, rule_ignored_do_sample,
-    rule_kl_horizon, rule_rollout_correction_logprobs, rule_remax_baseline, rule_val_only, rule_val_subset, rule_val_repeats, rule_update_epochs,
+    rule_kl_horizon, rule_rollout_correction_logprobs, rule_remax_baseline, rule_val_only, rule_val_subset, rule_val_repeats, rule_update_epochs, rule_run_budget,
     rule_pinned_sampling, rule_unseeded_engine,
     rule_wandb_resume, rule_v1_inputs, rule_pi_squared, rule_gdpo_keys, rule_gdpo_weights, rule_lora_disaggregated_sync,
     rule_rollout_logprob_contract, rule_retention_across_restarts, rule_kl_resume,
@@ -229,7 +230,7 @@ SFT_RULES = (rule_resume_sft, rule_sft_loop, rule_wandb_resume, rule_retention_a
              rule_sft_lora_alpha, rule_npu_sft_fused_kernels, rule_sft_media_cells, rule_sft_epoch_resume,
              rule_sft_messages_column, rule_sft_budget_below_max_length, rule_precision_names, rule_sft_vlm_processor,
              rule_sft_optimizer, rule_sft_message_mask_fields, rule_sft_resume_step, rule_sft_async_save,
-             rule_recompute)
+             rule_recompute, rule_run_budget)
 
 
 def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: int | None = None,
