@@ -321,6 +321,9 @@ CASES = {
                                                                            with_("data.train_max_samples=40")),
     # tests/test_check_val_sampling.py holds VI937 to verl's process_validation_metrics and its agent loops' source
     "val_kwargs.n greedy copies (verl#1352)": Case("VI937", f"{R}.val_kwargs.n", with_(f"{R}.val_kwargs.n=8")),
+    # tests/test_update_epochs.py holds VI438 to verl's make_iterator and FSDPActorConfig, run on the CPU
+    "update epochs 0 (class of verl PR#7924)": Case("VI438", f"{A}.ppo_epochs", with_(f"{A}.ppo_epochs=0")),
+    "run budget 0 (class of verl PR#7924)": Case("VI439", "trainer.total_epochs", with_("trainer.total_epochs=0")),
     # tests/test_check_sampling_reach.py holds VI608 to verl's AgentLoopWorker.generate_sequences, run
     "repetition_penalty the agent loop pins (verl#7270)": Case("VI608", f"{R}.repetition_penalty",
                                                                with_(f"+{R}.repetition_penalty=1.05")),

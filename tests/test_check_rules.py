@@ -433,6 +433,8 @@ def test_every_rule_has_a_test():
     tested |= {"VI936", "VI937"}  # val_max_samples head slice / n greedy copies: tests/test_check_val_sampling.py
     tested |= {"VI418"}  # unseeded train_max_samples subset on resume: tests/test_data_train_subset.py (verl's
     # RLHFDataset, create_rl_sampler and a StatefulDataLoader resumed from its state)
+    tested |= {"VI438", "VI439"}  # update epochs / run budget below 1: tests/test_update_epochs.py (verl's
+    # make_iterator and FSDPActorConfig, the trainers' fit loop headers evaluated from verl's source)
     tested |= {"VI608", "VI609"}  # pinned repetition_penalty / unseeded SGLang: tests/test_check_sampling_reach.py
     # (verl's RLHFDataset and process_validation_metrics on the CPU)
     tested |= {"VI785", "VI786", "VI787"}  # SFT pad mode / micro batch / truncation: tests/test_check_sft_data.py

@@ -155,6 +155,8 @@ from wizard.check.rules.sft_optim import rule_sft_default_lr
 from wizard.check.rules.sft_parallel import rule_sft_sequence_parallel, rule_sft_val_batches
 from wizard.check.rules.sampling_reach import rule_pinned_sampling, rule_unseeded_engine
 from wizard.check.rules.val_repeats import rule_val_repeats
+from wizard.check.rules.update_epochs import rule_update_epochs
+from wizard.check.rules.update_run_budget import rule_run_budget
 from wizard.check.rules.val_subset import rule_val_subset
 from wizard.check.rules.data_train_subset import rule_train_subset
 from wizard.check.rules.validation import rule_sft_loop, rule_val_only
@@ -218,6 +220,7 @@ PPO_RULES = (
     rule_vllm_topology, rule_ignored_do_sample,
     rule_kl_horizon, rule_rollout_correction_logprobs, rule_remax_baseline, rule_val_only, rule_val_subset, rule_val_repeats,
     rule_train_subset,
+    rule_update_epochs,
     rule_pinned_sampling, rule_unseeded_engine,
     rule_wandb_resume, rule_v1_inputs, rule_pi_squared, rule_gdpo_keys, rule_gdpo_weights,
     rule_norm_flag_ignored, rule_rejected_rows_leak, rule_lora_disaggregated_sync,
@@ -236,7 +239,7 @@ SFT_RULES = (rule_resume_sft, rule_sft_loop, rule_wandb_resume, rule_retention_a
              rule_sft_lora_alpha, rule_npu_sft_fused_kernels, rule_sft_media_cells, rule_sft_epoch_resume,
              rule_sft_messages_column, rule_sft_budget_below_max_length, rule_precision_names, rule_sft_vlm_processor,
              rule_sft_optimizer, rule_sft_message_mask_fields, rule_sft_resume_step, rule_sft_async_save,
-             rule_recompute)
+             rule_recompute, rule_run_budget)
 
 
 def check(target: str | None = None, overrides: Sequence[str] = (), *, nnodes: int | None = None,
