@@ -220,7 +220,7 @@ PPO_RULES = (
     rule_vllm_topology, rule_ignored_do_sample,
     rule_kl_horizon, rule_rollout_correction_logprobs, rule_remax_baseline, rule_val_only, rule_val_subset, rule_val_repeats,
     rule_train_subset,
-    rule_update_epochs,
+    rule_update_epochs, rule_run_budget,
     rule_pinned_sampling, rule_unseeded_engine,
     rule_wandb_resume, rule_v1_inputs, rule_pi_squared, rule_gdpo_keys, rule_gdpo_weights,
     rule_norm_flag_ignored, rule_rejected_rows_leak, rule_lora_disaggregated_sync,
