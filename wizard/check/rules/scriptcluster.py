@@ -59,7 +59,8 @@ def _logical(text: str) -> str:
 
 
 def ray_starts(text: str) -> list[dict[str, str | bool]]:
-    """Each `ray start` of the script: head or worker, and its --temp-dir / --num-gpus / --num-cpus / --address words."""
+    """Each `ray start` of the script: head or worker, and its --temp-dir / --num-gpus / --num-cpus / --address
+    words."""
     found: list[dict[str, str | bool]] = []
     for m in RAY_START.finditer(_logical(text)):
         try:
