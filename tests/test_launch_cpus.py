@@ -134,3 +134,16 @@ def test_the_table_matches_verls_count_on_two_nodes():
     per_gpu = {b["CPU"] for b in _verl_bundles({"global_pool": [8, 8]})}
     need = per_gpu.pop() * 16 + t["num_data_storage_units_default"] + t["tq_controller_cpus"]
     assert need == 57
+
+
+def test_fix_lowers_the_storage_units_and_leaves_a_cpu_free():
+    report = check(None, ["trainer.n_gpus_per_node=1", "trainer.nnodes=1", "ray_kwargs.ray_init.num_cpus=8"],
+                   defaults="snapshot")
+    fixes = [f.fix for f in report.findings if f.problem.rule == "VI434"]
+    assert fixes and fixes[0] is not None
+    units = fixes[0].set["transfer_queue.backend.SimpleStorage.num_data_storage_units"]
+    t = cpu_table()
+    assert t["cpus_per_gpu"] + units + t["tq_controller_cpus"] + 1 == 8
+    fixed = ["trainer.n_gpus_per_node=1", "trainer.nnodes=1", "ray_kwargs.ray_init.num_cpus=8",
+             f"transfer_queue.backend.SimpleStorage.num_data_storage_units={units}"]
+    assert "VI434" not in _rules(fixed)

@@ -18,7 +18,8 @@ verl's ray.init starts the cluster itself, trainer/main_ppo.py:61-74), a smaller
 forever: the driver prints the config and then nothing, GPUs at 0% (verl#7656: 1 GPU, 8 CPUs, 3 + 8 + 1 = 12; verl
 PR#6663, open). The table (wizard/check/data/launch_cpus.json) is read from verl's source by
 scripts/verl_launch_cpus.py; the 1-CPU controller is TransferQueue's (Ascend/TransferQueue#164). The count is a lower
-bound: a standalone reward-model or teacher pool, and any other CPU-holding actor, need more.
+bound: a standalone reward-model or teacher pool, and any other CPU-holding actor, need more; the hint and the fix
+leave one CPU free for the default (1-CPU-to-schedule) agent-loop and reward-loop workers verl starts afterwards.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from wizard.check.report import Fix
 from wizard.check.rules.cluster import joins_cluster, script_commands
 from wizard.check.rules.context import Ctx, Facts
 from wizard.check.rules.scriptcluster import ray_starts
@@ -97,7 +99,9 @@ def rule_launch_cpus(c: Ctx, f: Facts) -> None:
         return
     short = f"each node's {gpus} GPU bundles alone hold {pool}" if pool > per_node else \
         f"{pool * nodes} for the GPU bundles + {tq} for TransferQueue ({why})"
-    fit = per_node * nodes - pool * nodes - t["tq_controller_cpus"]
+    # leave one CPU free: the agent-loop and reward-loop workers verl starts next are default actors, which Ray
+    # schedules only where a CPU is available (they hold none once running)
+    fit = per_node * nodes - pool * nodes - t["tq_controller_cpus"] - 1
     lower = f", or lower {UNITS} to {fit} or less" if tq and pool <= per_node and fit >= 1 else ""
     c.add("VI434", "error", (*keys, "trainer.n_gpus_per_node", "trainer.nnodes"),
           f"{where} gives Ray {per_node} CPUs per node ({per_node * nodes} on {nodes} node(s)), but verl holds "
@@ -105,8 +109,9 @@ def rule_launch_cpus(c: Ctx, f: Facts) -> None:
           f"{t['cpus_per_gpu']} CPUs ({t['bundle_line']}, max_colocate_count at {t['cpus_per_gpu_line']}). A bundle "
           f"Ray cannot place waits forever ({t['pg_ready_line']}, no timeout): the run hangs after printing its "
           "config, GPUs idle (verl#7656)",
-          f"give Ray at least {max(need_total - per_node * (nodes - 1), pool)} CPUs per node (`ray start --num-cpus` "
-          f"on every node, or {NUM_CPUS} when verl starts Ray itself){lower}")
+          f"give Ray at least {max(need_total + 1 - per_node * (nodes - 1), pool + 1)} CPUs per node "
+          f"(`ray start --num-cpus` on every node, or {NUM_CPUS} when verl starts Ray itself){lower}",
+          fix=Fix(set={UNITS: fit}) if lower else None)
 
 
 LAUNCH_CPU_RULES = (rule_launch_cpus,)  # lint's ppo_rules
