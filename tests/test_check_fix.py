@@ -244,8 +244,12 @@ CASES = {
     "model path a verl checkpoint with hf weights (verl#298)": Case(
         "VI737", "actor_rollout_ref.model.path", [*GEN_ARGS, f"{R}.load_format=auto", "actor_rollout_ref.model.path=CKPT"],
         script=True, options={"launch": "python3 -m verl.trainer.main_generation_server", "ckpt": True}),
+    # tests/test_launch_cpus.py holds VI434's count to verl's own ResourcePoolManager bundles
+    "Ray CPUs below TransferQueue's storage units (verl#7656)": Case(
+        "VI434", "ray_kwargs.ray_init.num_cpus", with_("trainer.n_gpus_per_node=1", "ray_kwargs.ray_init.num_cpus=8")),
+    # 16 CPUs, not 8: 8 would give the V1 trainer too few for its placement groups (VI434)
     "Slurm job with Ray's own CPU count (PR#1009)": Case("VI977", "ray_kwargs.ray_init.num_cpus", with_(), script=True,
-                                                        options={"header": "#SBATCH --cpus-per-task=8\n"}),
+                                                        options={"header": "#SBATCH --cpus-per-task=16\n"}),
     # tests/test_rollout_engine_settings.py holds both to verl's servers and agent loop
     # tests/test_check_sglang_args.py holds VI664 to verl's own args literal (async_sglang_server.py:314-341)
     "SGLang mem_fraction_static in engine_kwargs (R44-02)": Case("VI664", f"{R}.engine_kwargs.sglang.mem_fraction_static",

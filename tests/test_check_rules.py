@@ -340,6 +340,7 @@ def test_every_rule_has_a_test():
     tested |= {"VI919"}  # a relative file:// search path from the launch folder: tests/test_searchpath.py
     tested |= {"VI977"}  # a Slurm batch script where Ray counts the node's cores: tests/test_check_slurm.py
     tested |= {"VI657", "VI658", "VI659"}  # ray_kwargs.ray_init keys ray.init refuses: tests/test_check_ray_init.py
+    tested |= {"VI434"}  # Ray CPUs below verl's placement-group reservation: tests/test_launch_cpus.py
     tested |= {"VI651", "VI652"}  # weight-sync bucket and LoRA behind a non-naive sync: tests/test_check_weightsync.py
     tested |= {"VI932", "VI933", "VI934", "VI935"}  # the Ray cluster a script builds: tests/test_check_scriptcluster.py
     tested |= {"VI668", "VI669"}  # where the reference really runs, against verl's own source: tests/test_check_refmodel.py

@@ -58,4 +58,10 @@ RULES_4XX: dict[str, tuple[str, str]] = {
     "VI439": ("run budget below 1: the trainer never enters its loop", "trainer.total_epochs < 1 (PPO V1 and legacy, "
               "SFT) or trainer.total_training_steps < 1 (PPO V1): fit's loop (v1/trainer_base.py:467, "
               "ray_trainer.py:1465, sft_trainer.py:356) is never entered, so the job exits 0 with no training step"),
+    "VI434": ("Ray CPUs below verl's placement-group reservation", "the launch gives Ray N CPUs (`ray start "
+              "--num-cpus N`, or ray_kwargs.ray_init.num_cpus=N when verl starts Ray) but verl holds more in "
+              "placement groups before training: 3 CPUs per GPU bundle (single_controller/ray/base.py:146, "
+              "max_colocate_count :192) plus, with the V1 trainer, TransferQueue's num_data_storage_units + 1 "
+              "controller (main_ppo.py:143); the unplaceable bundle waits forever in ray.get(pg.ready()) "
+              "(base.py:160): a silent hang (verl#7656)"),
 }

@@ -80,6 +80,7 @@ from wizard.check.rules.searchpath import rule_searchpath
 from wizard.check.rules.scriptcluster import (rule_head_without_workers, rule_ray_temp_dir_shared,
                                                rule_slurm_node_list, rule_visible_gpus)
 from wizard.check.rules.separation_critic import rule_separation_critic
+from wizard.check.rules.launch_cpus import LAUNCH_CPU_RULES
 from wizard.check.rules.ray_init import RAY_INIT_RULES
 from wizard.check.rules.slurm import rule_slurm_cpus
 from wizard.check.rules.batches import rule_batches, rule_deprecated_micro, rule_dynamic_flags, rule_ignored_budgets
@@ -233,7 +234,7 @@ PPO_RULES = (
     rule_dead_keys, rule_orphan_keys, rule_v1_bypass_ignored, rule_negative_kl_coef, rule_rollout_corr_values,
     rule_visible_gpus, rule_head_without_workers, rule_gloo_ifname, rule_remote_config_paths, rule_ckpt_prune_ranks,
     rule_ckpt_model_path,
-    *RAY_INIT_RULES)
+    *RAY_INIT_RULES, *LAUNCH_CPU_RULES)
 SFT_RULES = (rule_resume_sft, rule_sft_loop, rule_wandb_resume, rule_retention_across_restarts, rule_sft_pad_mode,
              rule_sft_micro_ignored, rule_sft_left_truncation, rule_sft_val_batches, rule_sft_default_lr,
              rule_sft_lora_alpha, rule_npu_sft_fused_kernels, rule_sft_media_cells, rule_sft_epoch_resume,

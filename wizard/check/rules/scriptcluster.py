@@ -59,7 +59,8 @@ def _logical(text: str) -> str:
 
 
 def ray_starts(text: str) -> list[dict[str, str | bool]]:
-    """Each `ray start` of the script: head or worker, and its --temp-dir / --num-gpus / --address words."""
+    """Each `ray start` of the script: head or worker, and its --temp-dir / --num-gpus / --num-cpus / --address
+    words."""
     found: list[dict[str, str | bool]] = []
     for m in RAY_START.finditer(_logical(text)):
         try:
@@ -68,7 +69,7 @@ def ray_starts(text: str) -> list[dict[str, str | bool]]:
             words = [w.strip("'\"") for w in m.group(1).split()]
         opts: dict[str, str | bool] = {"head": "--head" in words}
         for i, w in enumerate(words):
-            for name in ("--temp-dir", "--num-gpus", "--address"):
+            for name in ("--temp-dir", "--num-gpus", "--num-cpus", "--address"):
                 if w == name and i + 1 < len(words):
                     opts[name] = words[i + 1]
                 elif w.startswith(name + "="):
