@@ -84,6 +84,7 @@ from wizard.check.rules.slurm import rule_slurm_cpus
 from wizard.check.rules.batches import rule_batches, rule_deprecated_micro, rule_dynamic_flags, rule_ignored_budgets
 from wizard.check.rules.context import M, Ctx, facts, model_shape
 from wizard.check.rules.critic import rule_critic_vocab, rule_discount
+from wizard.check.rules.critic_lora import rule_critic_lora
 from wizard.check.rules.critic_tokenizer import rule_critic_tokenizer
 from wizard.check.rules.bundlefiles import rule_bundle_files
 from wizard.check.rules.ckpt_model_path import rule_ckpt_model_path
@@ -208,7 +209,7 @@ PPO_RULES = (
     rule_fsdp_unread, rule_critic_attention, rule_half_master, rule_precision_names,
     rule_rollout_train_dtype, rule_sandbox, rule_code_tests, rule_distill_pool, rule_distill_loss, rule_teacher_topk,
     rule_teacher_temperature, rule_teacher_tokenizer,
-    rule_reward_model, rule_reward_inputs, rule_reward_special_tokens, rule_reward_managers, rule_reward_classes, rule_ckpt_backend_name, rule_dapo_filter, rule_dense_reward, rule_recipe_imports, rule_reward_signals, rule_reward_signature, rule_value_model, rule_separation_critic, rule_critic_tokenizer, rule_discount, rule_critic_vocab, rule_resume, rule_resume_world, rule_resume_budget, rule_mcore_resume, rule_mcore_resume_weights, rule_hdfs_dir, rule_async_tracker, rule_saving, rule_fsdp1_offload_policy,
+    rule_reward_model, rule_reward_inputs, rule_reward_special_tokens, rule_reward_managers, rule_reward_classes, rule_ckpt_backend_name, rule_dapo_filter, rule_dense_reward, rule_recipe_imports, rule_reward_signals, rule_reward_signature, rule_value_model, rule_separation_critic, rule_critic_tokenizer, rule_critic_lora, rule_discount, rule_critic_vocab, rule_resume, rule_resume_world, rule_resume_budget, rule_mcore_resume, rule_mcore_resume_weights, rule_hdfs_dir, rule_async_tracker, rule_saving, rule_fsdp1_offload_policy,
     rule_nsys_range, rule_nsys_gpu_metrics, rule_profiler_enable, rule_profiler_tool_config, rule_megatron_pool, rule_engine_kwargs, rule_sglang_args, rule_sglang_attention, rule_vllm_spread, rule_ignored_do_sample,
     rule_kl_horizon, rule_rollout_correction_logprobs, rule_remax_baseline, rule_val_only, rule_val_subset, rule_val_repeats,
     rule_pinned_sampling, rule_unseeded_engine,
