@@ -11,9 +11,11 @@ Read from verl's source (no import of verl, so no GPU stack is needed):
   looks at the model type, so the value model (the critic) gets the same LoRA wrapper as the actor.
 - "task_type": the peft TaskType _build_lora_module gives a fresh adapter (the "task_type" entry of its LoraConfig
   dict), and "adapter_task_type_fallback": the one it forces on a loaded adapter whose task_type is a string.
-- "value_model_backends": the backends the same file registers its value-model engine for
+- "value_model": the backends the same file registers its value-model engine for
   (`@EngineRegistry.register(model_type="value_model", backend=[...])`), i.e. the critic.strategy values that reach
-  this LoRA code.
+  this LoRA code; "value_model_backends_all": the backends any engine module under workers/engine/ registers a
+  value-model engine for — the only critic.strategy values TrainingWorker can build (EngineRegistry.get_engine_cls
+  asserts the backend, workers/engine/base.py), read by check's VI809 list of critic strategies.
 """
 
 from __future__ import annotations
@@ -88,13 +90,32 @@ def _value_backends(tree: ast.Module, at: str) -> dict[str, Any]:
     raise LookupError("no value_model engine registered in the FSDP engine module")
 
 
+def _all_value_backends(root: Path) -> dict[str, list[str]]:
+    """backend -> [file:line, ...] of every value_model registration under workers/engine/."""
+    found: dict[str, list[str]] = {}
+    for path in sorted((root / "workers" / "engine").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+            for dec in cls.decorator_list:
+                if not (isinstance(dec, ast.Call) and ast.unparse(dec.func).endswith("EngineRegistry.register")):
+                    continue
+                kw = {k.arg: k.value for k in dec.keywords}
+                if not (isinstance(kw.get("model_type"), ast.Constant) and kw["model_type"].value == "value_model"):
+                    continue
+                backend = ast.literal_eval(kw["backend"])
+                for b in [backend] if isinstance(backend, str) else backend:
+                    found.setdefault(b, []).append(f"verl/{path.relative_to(root).as_posix()}:{dec.lineno}")
+    return found
+
+
 def build_from(root: Path) -> dict[str, Any]:
     path = root / FSDP_ENGINE
     at = "verl/" + FSDP_ENGINE
     tree = ast.parse(path.read_text(encoding="utf-8"))
     engine = _class(tree, "FSDPEngine")
     return {"generated_by": "scripts/verl_critic_lora.py", "gate": _gate(engine, at),
-            **_task_types(engine, at), "value_model": _value_backends(tree, at)}
+            **_task_types(engine, at), "value_model": _value_backends(tree, at),
+            "value_model_backends_all": _all_value_backends(root)}
 
 
 def build() -> dict[str, Any]:

@@ -127,3 +127,25 @@ def test_causal_adapter_fails_and_is_caught(tmp_path):
 
 def test_adapter_not_here_is_not_judged():
     assert not _hits(*CRITIC_LORA, "critic.model.lora_adapter_path=/nonexistent/critic_adapter")
+
+
+# --- VI809's list of critic strategies: verl's value-model engine registrations (real case R94-03, PR#5356) ----------
+
+def test_critic_strategies_are_verls_value_model_backends():
+    from wizard.verlspec.keys import CRITIC_STRATEGIES
+
+    assert set(CRITIC_STRATEGIES) == set(critic_lora.table()["value_model_backends_all"])
+
+
+def test_ppo_on_torchtitan_names_the_missing_value_model_engine():
+    """verl's own registry refuses a torchtitan value model (its assertion, on CPU); the check says so at VI809."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from verl.workers.engine.base import EngineRegistry
+    with pytest.raises(AssertionError, match="Unknown backend: torchtitan"):
+        EngineRegistry.get_engine_cls("value_model", "torchtitan")
+    report = check(None, [*BASE, "model_engine=torchtitan"])
+    (hit,) = [f for f in report.findings if f.problem.rule == "VI809" and f.problem.keys == ("critic.strategy",)]
+    assert hit.problem.severity == "error" and "value-model engine" in hit.problem.hint
+    grpo = check(None, [*BASE, "model_engine=torchtitan", "algorithm.adv_estimator=grpo"])
+    assert not [f for f in grpo.findings if f.problem.rule == "VI809" and f.problem.keys == ("critic.strategy",)]
