@@ -424,6 +424,9 @@ CASES = {
         options={"gpu_type": "B200"}),
     "role-level use_torch_compile (verl-recipe PR#150)": Case("VI689", f"{A}.use_torch_compile",
                                                               with_(f"{A}.use_torch_compile=False")),
+    "LoRA on the FSDP critic (verl#4620)": Case("VI422", "critic.model.lora_rank",
+                                                with_("algorithm.adv_estimator=gae", "critic.model.lora_rank=32",
+                                                      "critic.ppo_micro_batch_size_per_gpu=2")),
 }
 
 

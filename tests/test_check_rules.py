@@ -310,6 +310,7 @@ def test_every_rule_has_a_test():
     tested |= {"VI794", "VI795", "VI796"}  # tests/test_check_rl_data.py (VI878's ground-truth type there too)
     tested |= {"VI765", "VI766", "VI922"}  # tests/test_check_reward_scoring.py (and VI875's worker-thread call)
     tested |= {"VI891"}  # a missing --config-path config needs a launch script: tests/test_verl_readers.py
+    tested |= {"VI422"}  # LoRA on the FSDP critic: tests/test_critic_lora.py (verl's own LoRA builder as oracle)
     tested |= {"VI637", "VI638"}  # code rows' test cases, verl's scorers as oracle: tests/test_check_code_tests.py
     tested |= {"VI629", "VI635"}  # pipeline_model_parallel_layout, megatron-core verdicts: tests/test_pp_layout.py
     tested |= {"VI616", "VI626"}  # Megatron recompute settings, MTP patch run on CPU: tests/test_mcore_recompute.py

@@ -64,4 +64,8 @@ RULES_4XX: dict[str, tuple[str, str]] = {
               "max_colocate_count :192) plus, with the V1 trainer, TransferQueue's num_data_storage_units + 1 "
               "controller (main_ppo.py:143); the unplaceable bundle waits forever in ray.get(pg.ready()) "
               "(base.py:160): a silent hang (verl#7656)"),
+    "VI422": ("LoRA on the critic under the FSDP engine", "critic.model.lora_rank > 0 with critic.strategy "
+              "fsdp/fsdp2: verl 0.9.1 wraps the critic's token-classification value model with peft "
+              "TaskType.CAUSAL_LM (workers/engine/fsdp/transformer_impl.py:359-368), which needs "
+              "prepare_inputs_for_generation: AttributeError when the critic worker builds its model (verl#4620)"),
 }

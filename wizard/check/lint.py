@@ -86,6 +86,7 @@ from wizard.check.rules.slurm import rule_slurm_cpus
 from wizard.check.rules.batches import rule_batches, rule_deprecated_micro, rule_dynamic_flags, rule_ignored_budgets
 from wizard.check.rules.context import M, Ctx, facts, model_shape
 from wizard.check.rules.critic import rule_critic_vocab, rule_discount
+from wizard.check.rules.critic_lora import rule_critic_lora
 from wizard.check.rules.critic_tokenizer import rule_critic_tokenizer
 from wizard.check.rules.bundlefiles import rule_bundle_files
 from wizard.check.rules.ckpt_model_path import rule_ckpt_model_path
@@ -219,6 +220,7 @@ PPO_RULES = (
     rule_reward_model, rule_reward_inputs, rule_reward_special_tokens, rule_reward_managers, rule_reward_classes, rule_ckpt_backend_name, rule_dapo_filter, rule_dense_reward, rule_recipe_imports, rule_reward_signals, rule_reward_signature, rule_value_model, rule_separation_critic, rule_critic_tokenizer, rule_discount, rule_critic_vocab, rule_resume, rule_resume_world, rule_resume_budget, rule_mcore_resume, rule_mcore_resume_weights, rule_hdfs_dir, rule_async_tracker, rule_saving, rule_fsdp1_offload_policy,
     rule_nsys_range, rule_nsys_gpu_metrics, rule_profiler_enable, rule_profiler_tool_config, rule_megatron_pool, rule_engine_kwargs, rule_sglang_args, rule_sglang_attention, rule_vllm_spread, rule_vllm_load_format,
     rule_vllm_topology, rule_ignored_do_sample,
+    rule_critic_lora,
     rule_kl_horizon, rule_rollout_correction_logprobs, rule_remax_baseline, rule_val_only, rule_val_subset, rule_val_repeats,
     rule_train_subset,
     rule_update_epochs, rule_run_budget,

@@ -169,7 +169,10 @@ def rule_choices(c: Ctx, f: Facts) -> None:
     _enum(c, "trainer.v1.trainer_mode", TRAINER_MODES, "trainer mode", when=c.v("trainer.use_v1") is not False)
     _enum(c, "trainer.resume_mode", RESUME_MODES, "resume mode")
     _enum(c, f"{A}.strategy", STRATEGIES, "training strategy")
-    _enum(c, "critic.strategy", CRITIC_STRATEGIES, "critic strategy", when=f.use_critic)
+    _enum(c, "critic.strategy", CRITIC_STRATEGIES, "critic strategy", when=f.use_critic,
+          also=" (verl 0.9.1 registers a value-model engine for these alone, and the critic worker asserts its backend"
+               " when it starts, workers/engine/base.py:399-401: model_engine=torchtitan/automodel has no critic,"
+               " verl PR#5356; use an estimator without a critic such as grpo, or another model_engine)")
     _agent_loop(c)
     if c.v(f"{A}.strategy") in ("fsdp", "fsdp2", "fsdp_turbo"):
         _enum(c, f"{A}.optim.lr_scheduler_type", FSDP_SCHEDULERS, "learning-rate schedule for FSDP (bare assert in FSDPOptimizerConfig)")
