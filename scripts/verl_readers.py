@@ -15,7 +15,10 @@ they validate a value, they do not act on it.
 Each file lies in a *scope*: the configuration under which verl runs it (an engine for one strategy, a rollout
 server, a trainer mode, an entry point other than main_ppo), from verl's dispatch code cited in SCOPES below;
 files outside every scope run for every configuration of main_ppo. wizard.check.rules.readers warns on a key the
-user sets that only modules of inactive scopes read.
+user sets that only modules of inactive scopes read. An engine package's helper module (workers/engine/<engine>/*.py
+defining no registered engine) takes the scope of the engine modules that import it, when only they do
+(_helper_scopes): verl/workers/engine/fsdp/utils.py:28 reads model.use_liger and only
+verl/workers/engine/fsdp/transformer_impl.py:140 imports it, so use_liger on the Megatron engine is read by nothing.
 
 One scope is computed, not cited: `orphan`, the modules verl never runs because nothing loads them (orphan_modules):
 no module of verl imports them (`import`, `from ... import`, relative or absolute, at any depth of the code), no string
@@ -153,10 +156,58 @@ def engine_scopes(root: Path) -> dict[str, dict[str, Any]]:
         if backends:
             for mod in lineage(name, set()):
                 per_module[mod].update(backends)
+    _helper_scopes(root, per_module)
     return {f"engine:{mod[len(ENGINES):-3]}": {"paths": [mod], "key": "@strategy", "in": sorted(b),
                                                 "cite": f"verl/{mod}: EngineRegistry.register backends of the engines "
                                                         "defined or inheriting here"}
             for mod, b in sorted(per_module.items())}
+
+
+def importers(root: Path) -> dict[str, set[str]]:
+    """module path -> the paths of verl's modules (tests/ left out) that import it: `import a.b`, `from a import b`,
+    `from a.b import x`, relative or absolute, at any depth of the code."""
+    modules = {_module_name(rel): rel for p in sorted(root.rglob("*.py"))
+               if not (rel := p.relative_to(root).as_posix()).startswith("tests/")}
+    out: dict[str, set[str]] = defaultdict(set)
+    for name, rel in modules.items():
+        try:
+            tree = ast.parse((root / rel).read_text(encoding="utf-8"))
+        except (SyntaxError, UnicodeDecodeError):
+            continue
+        package = name if rel.endswith("__init__.py") else name.rsplit(".", 1)[0]
+        for node in ast.walk(tree):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    base = ".".join(up + ([base] if base else []))
+                names = [base, *(f"{base}.{a.name}" for a in node.names)]
+            for n in names:
+                if n in modules and modules[n] != rel:
+                    out[modules[n]].add(rel)
+    return out
+
+
+def _helper_scopes(root: Path, per_module: dict[str, set[str]]) -> None:
+    """An engine package's helper module (workers/engine/<engine>/*.py defining no registered engine) runs only where
+    the engine modules that import it run: verl/workers/engine/fsdp/utils.py's apply_npu_fsdp_patches, the one reader
+    of model.use_liger besides the FSDP engine, is imported by verl/workers/engine/fsdp/transformer_impl.py:140 alone.
+    A helper every importer of which is an engine module (or such a helper) gets the union of their backends; one any
+    other module imports keeps running always. Repeated until nothing changes (helpers of helpers)."""
+    by = importers(root)
+    changed = True
+    while changed:
+        changed = False
+        for rel in sorted(by):
+            if not rel.startswith(ENGINES) or rel.endswith("__init__.py") or rel in per_module:
+                continue
+            users = by[rel] - {rel}
+            if users and all(u in per_module for u in users):
+                per_module[rel] = set().union(*(per_module[u] for u in users))
+                changed = True
 
 
 REWARD_MANAGERS = "experimental/reward_loop/reward_manager/"

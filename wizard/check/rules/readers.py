@@ -28,6 +28,11 @@ EQUIVALENT: dict[tuple[str, str], str] = {
         "recompute_num_layers=1) on the actor/ref/critic",
     ("model.enable_activation_offload", "megatron"):
         "megatron.param_offload / megatron.optimizer_offload (Megatron offloads weights and optimizer, not activations)",
+    # Liger is applied only by the FSDP engine (verl/workers/engine/fsdp/transformer_impl.py:307-309); the Megatron
+    # engine's memory-saving output head is its fused Triton kernel, read from model.use_fused_kernels
+    # (verl/workers/engine/megatron/transformer_impl.py:1258-1276).
+    ("model.use_liger", "megatron"):
+        "model.use_fused_kernels=True (the Megatron engine's fused output head; Liger is applied by the FSDP engine only)",
 }
 
 
