@@ -155,6 +155,7 @@ from wizard.check.rules.sft_optim import rule_sft_default_lr
 from wizard.check.rules.sft_parallel import rule_sft_sequence_parallel, rule_sft_val_batches
 from wizard.check.rules.sampling_reach import rule_pinned_sampling, rule_unseeded_engine
 from wizard.check.rules.val_repeats import rule_val_repeats
+from wizard.check.rules.valid_reward_meta import rule_valid_reward_meta
 from wizard.check.rules.val_subset import rule_val_subset
 from wizard.check.rules.data_train_subset import rule_train_subset
 from wizard.check.rules.validation import rule_sft_loop, rule_val_only
@@ -216,7 +217,7 @@ PPO_RULES = (
     rule_reward_model, rule_reward_inputs, rule_reward_special_tokens, rule_reward_managers, rule_reward_classes, rule_ckpt_backend_name, rule_dapo_filter, rule_dense_reward, rule_recipe_imports, rule_reward_signals, rule_reward_signature, rule_value_model, rule_separation_critic, rule_critic_tokenizer, rule_discount, rule_critic_vocab, rule_resume, rule_resume_world, rule_resume_budget, rule_mcore_resume, rule_mcore_resume_weights, rule_hdfs_dir, rule_async_tracker, rule_saving, rule_fsdp1_offload_policy,
     rule_nsys_range, rule_nsys_gpu_metrics, rule_profiler_enable, rule_profiler_tool_config, rule_megatron_pool, rule_engine_kwargs, rule_sglang_args, rule_sglang_attention, rule_vllm_spread, rule_vllm_load_format,
     rule_vllm_topology, rule_ignored_do_sample,
-    rule_kl_horizon, rule_rollout_correction_logprobs, rule_remax_baseline, rule_val_only, rule_val_subset, rule_val_repeats,
+    rule_kl_horizon, rule_rollout_correction_logprobs, rule_remax_baseline, rule_val_only, rule_val_subset, rule_val_repeats, rule_valid_reward_meta,
     rule_train_subset,
     rule_pinned_sampling, rule_unseeded_engine,
     rule_wandb_resume, rule_v1_inputs, rule_pi_squared, rule_gdpo_keys, rule_gdpo_weights,
