@@ -62,6 +62,15 @@ def test_vi442_manager_reading_validate(tmp_path: Path, read: str) -> None:
     assert "rm.py:6" in hits[0].message and "verl#7121" in hits[0].message
 
 
+def test_vi442_base_class_in_the_same_file(tmp_path: Path) -> None:
+    p = tmp_path / "rm2.py"
+    p.write_text("class Base:\n    def split(self, data):\n        return data.meta_info.get('validate')\n\n\n"
+                 "class Mine(Base):\n    pass\n")
+    hits = _rules("VI442", ["reward.reward_manager.source=importlib", "reward.reward_manager.name=Mine",
+                            f"reward.reward_manager.module.path={p}"])
+    assert len(hits) == 1 and "rm2.py:3" in hits[0].message
+
+
 def test_vi442_controls(tmp_path: Path) -> None:
     # a manager that reads what the sample carries: clean
     assert not _rules("VI442", _manager(tmp_path, 'data.non_tensor_batch["extra_info"][0].get("split") == "test"'))

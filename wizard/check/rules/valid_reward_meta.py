@@ -96,6 +96,19 @@ def _validate_reads(cls: ast.ClassDef) -> list[int]:
     return sorted(set(lines))
 
 
+def _lineage(classes: dict[str, ast.ClassDef], name: str) -> list[ast.ClassDef]:
+    """The class `name` and the bases of it defined in the same file (a helper base that reads validate counts)."""
+    out: list[ast.ClassDef] = []
+    todo = [name]
+    while todo:
+        cls = classes.get(todo.pop())
+        if cls is None or cls in out:
+            continue
+        out.append(cls)
+        todo.extend(b.id for b in cls.bases if isinstance(b, ast.Name))
+    return out
+
+
 def _skip(c: Ctx) -> bool:
     return c.src.entry in ("sft", "generation", "eval") or bool(getattr(c.src, "recipe", None))
 
@@ -120,9 +133,8 @@ def _rule_manager_validate(c: Ctx) -> None:
     name, path = c.v(keys[1]), c.v(keys[2])
     local = local_path(c, path) if isinstance(path, str) and path else None
     tree = parse_reward_file(local) if local is not None and local.is_file() else None
-    cls = next((n for n in (tree.body if tree is not None else ()) if isinstance(n, ast.ClassDef) and n.name == name),
-               None)
-    lines = _validate_reads(cls) if cls is not None else []
+    classes = {n.name: n for n in (tree.body if tree is not None else ()) if isinstance(n, ast.ClassDef)}
+    lines = sorted({x for cls in _lineage(classes, str(name)) for x in _validate_reads(cls)})
     if not lines:
         return
     at = ", ".join(str(x) for x in lines)
