@@ -328,6 +328,7 @@ def test_every_rule_has_a_test():
     tested |= {"VI955"}  # GDPO weights vs reward keys, verl's own estimator as oracle: tests/test_check_estimator_inputs.py
     tested |= {"VI646", "VI654"}  # VeOmni mesh / Ulysses without remove-padding: tests/test_check_veomni_mesh.py
     tested |= {"VI655"}  # FSDP merger on a VeOmni checkpoint: tests/test_check_merger.py
+    tested |= {"VI442", "VI443"}  # validate flag, reserved reward key: tests/test_valid_reward_meta.py
     tested |= {"VI931"}  # FSDP2 offload_policy + LoRA adapter sync, verl's source as oracle: tests/test_check_lora_offload.py
     tested |= {"VI900"}  # SGLang LoRA with a regex target_modules, verl's function as oracle: tests/test_check_sglang_lora.py
     tested |= {"VI639", "VI645"}  # rollout quantization the server refuses / SGLang FP8 on a GDN hybrid: tests/test_check_rollout_quant.py

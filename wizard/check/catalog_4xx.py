@@ -68,4 +68,14 @@ RULES_4XX: dict[str, tuple[str, str]] = {
               "fsdp/fsdp2: verl 0.9.1 wraps the critic's token-classification value model with peft "
               "TaskType.CAUSAL_LM (workers/engine/fsdp/transformer_impl.py:359-368), which needs "
               "prepare_inputs_for_generation: AttributeError when the critic worker builds its model (verl#4620)"),
+    "VI442": ("custom reward manager that reads meta_info['validate'] on the agent-loop reward path", "an importlib "
+              "reward manager (reward.reward_manager.source=importlib) that branches on meta_info['validate'] while "
+              "the reward runs in the agent loop (no reward model, or one on its own pool: reward_loop.py:313-321): "
+              "the agent loop builds the reward DataProto without meta_info (agent_loop.py:1021-1026), so validation "
+              "is scored like training, silently (verl#7121)"),
+    "VI443": ("reward function answer with a key validation fills itself", "a custom reward function's returned "
+              "dict holds 'reward' (the keys verl's _validate fills from the scores, read from its source): every "
+              "key becomes a reward_extra_info column (naive.py:86-92) appended to the same list "
+              "(trainer_base.py:1124, 1136-1139), so val-core's reward is read from a misaligned list (the legacy "
+              "trainer asserts, ray_trainer.py:707-708; agentcore-rl-toolkit PR#136)"),
 }

@@ -159,6 +159,7 @@ from wizard.check.rules.sampling_reach import rule_pinned_sampling, rule_unseede
 from wizard.check.rules.val_repeats import rule_val_repeats
 from wizard.check.rules.update_epochs import rule_update_epochs
 from wizard.check.rules.update_run_budget import rule_run_budget
+from wizard.check.rules.valid_reward_meta import rule_valid_reward_meta
 from wizard.check.rules.val_subset import rule_val_subset
 from wizard.check.rules.data_train_subset import rule_train_subset
 from wizard.check.rules.validation import rule_sft_loop, rule_val_only
@@ -222,6 +223,7 @@ PPO_RULES = (
     rule_vllm_topology, rule_ignored_do_sample,
     rule_critic_lora,
     rule_kl_horizon, rule_rollout_correction_logprobs, rule_remax_baseline, rule_val_only, rule_val_subset, rule_val_repeats,
+    rule_valid_reward_meta,
     rule_train_subset,
     rule_update_epochs, rule_run_budget,
     rule_pinned_sampling, rule_unseeded_engine,
