@@ -114,6 +114,24 @@ CASES = {
     "sync bucket below the embedding": Case("VI651", f"{R}.checkpoint_engine.update_weights_bucket_megabytes",
                                             with_("actor_rollout_ref.model.path=Qwen/Qwen3-8B", f"{R}.name=trtllm"),
                                             script=True, options={"launch": "python3 -m verl.trainer.main_ppo"}),
+    # R102-04 (verl-omni PR#613 quotes the gate): delta_sharded with a TensorRT-LLM rollout has no delta consumer
+    "delta_sharded with a rollout that has no delta consumer": Case(
+        "VI454", f"{R}.checkpoint_engine.backend",
+        with_(f"{R}.name=trtllm", f"{R}.checkpoint_engine.backend=delta_sharded", "actor_rollout_ref.hybrid_engine=False",
+              "trainer.n_gpus_per_node=6", "rollout.nnodes=1", "rollout.n_gpus_per_node=2", "data.train_batch_size=64",
+              f"{A}.ppo_mini_batch_size=16"),
+        script=True, options={"launch": "python3 -m verl.experimental.one_step_off_policy.main_ppo"}),
+    # R102 class (VI455): engine_kwargs the checkpoint engine's constructor refuses
+    "delta_sharded encoding verl asserts away (its example names 'deltas')": Case(
+        "VI455", f"{R}.checkpoint_engine.engine_kwargs.delta_sharded.encoding",
+        with_(f"{R}.checkpoint_engine.backend=delta_sharded",
+              f"+{R}.checkpoint_engine.engine_kwargs.delta_sharded.encoding=deltas")),
+    "checkpoint engine kwarg the engine does not take (RFC verl#7262's phase)": Case(
+        "VI455", f"{R}.checkpoint_engine.engine_kwargs.nccl.phase",
+        with_(f"{R}.checkpoint_engine.backend=nccl", f"+{R}.checkpoint_engine.engine_kwargs.nccl.phase=2")),
+    "checkpoint engine kwarg verl passes itself": Case(
+        "VI455", f"{R}.checkpoint_engine.engine_kwargs.nccl.bucket_size",
+        with_(f"{R}.checkpoint_engine.backend=nccl", f"+{R}.checkpoint_engine.engine_kwargs.nccl.bucket_size=8")),
     # R53-02 (verl#7495): LoRA adapters behind fully_async_main's nccl sync: merge them
     "LoRA adapters behind a disaggregated sync": Case(
         "VI652", "actor_rollout_ref.model.lora_rank",

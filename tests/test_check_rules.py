@@ -337,6 +337,7 @@ def test_every_rule_has_a_test():
     tested |= {"VI912"}  # Megatron without Megatron-Bridge: tests/test_mbridge.py
     tested |= {"VI928"}  # overrides cut off the launch command, against bash's own run: tests/test_launch_break.py
     tested |= {"VI709", "VI728", "VI729"}  # router replay halves and vLLM EP in engine_kwargs: tests/test_router_replay.py
+    tested |= {"VI454", "VI455"}  # delta_sharded consumer refusals / engine kwargs refused: tests/test_sync_delta.py
     tested |= {"VI430", "VI431"}  # MoE bf16 sync on SM100 / load-balance metrics without routes: tests/test_moe_rollout.py
     tested |= {"VI927"}  # MoE aux-loss coefficient with no load-balancing type, against verl's engine: tests/test_moe_router.py
     tested |= {"VI919"}  # a relative file:// search path from the launch folder: tests/test_searchpath.py

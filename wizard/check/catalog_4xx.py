@@ -8,6 +8,18 @@ VI6xx and VI9xx ranges of the check's rules are full; VI401-VI409 are the planne
 from __future__ import annotations
 
 RULES_4XX: dict[str, tuple[str, str]] = {
+    "VI454": ("delta_sharded weight sync with a rollout its consumer refuses", "checkpoint_engine.backend="
+              "delta_sharded with a rollout engine that has no delta consumer (not sglang/vllm: CheckpointEngineWorker "
+              "raises at init, checkpoint_engine/base.py:327-331), a vLLM rollout the server's delta block refuses at "
+              "launch (engine_kwargs.delta_sharded.verify_every>0, rollout DP>1, PD disaggregation, engine_kwargs.vllm "
+              "DP/PP>1 or another TP, a non-triton MoE backend or EPLB, another weight_transfer backend: "
+              "vllm_async_server.py:1142-1195), or SGLang PD (sglang_rollout.py:403); real cases: verl PRs #7181, "
+              "#7227, #6243, verl-omni PR #613; table scripts/verl_sync_delta.py"),
+    "VI455": ("checkpoint engine argument the engine refuses", "checkpoint_engine.engine_kwargs.<backend> holding a "
+              "key the engine's __init__ does not take (TypeError), bucket_size / is_master that verl passes itself "
+              "(TypeError 'multiple values'), or delta_sharded encoding other than 'indices' (assert, "
+              "delta_checkpoint_engine.py:402): raised when each actor worker builds the engine "
+              "(engine_workers.py:686, base.py:337); table scripts/verl_sync_delta.py"),
     "VI414": ("rollout load_format the engine does not know", "a dummy* rollout.load_format other than `dummy` "
               "(dummy_dtensor / dummy_hf / dummy_megatron, retired names still in verl's docs) is passed verbatim to "
               "vLLM / SGLang / TensorRT-LLM (vllm_async_server.py:327, async_sglang_server.py:326, "

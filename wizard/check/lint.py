@@ -132,6 +132,7 @@ from wizard.check.rules.lora_offload import rule_lora_offload_policy
 from wizard.check.rules.vlm_lora_sync import rule_vlm_lora_sync
 from wizard.check.rules.vlm_processor import rule_sft_vlm_processor, rule_vlm_processor
 from wizard.check.rules.modes import rule_forced_naive, rule_one_step_off, rule_separate_async
+from wizard.check.rules.sync_delta import rule_sync_delta_consumer, rule_sync_engine_kwargs
 from wizard.check.rules.async_budget import rule_fully_async_lr_schedule, rule_fully_async_rollout_budget
 from wizard.check.rules.async_lr_engines import rule_fully_async_lr_engine
 from wizard.check.rules.quant import rule_fp8_blocks
@@ -231,6 +232,7 @@ PPO_RULES = (
     rule_norm_flag_ignored, rule_rejected_rows_leak, rule_lora_disaggregated_sync,
     rule_rollout_logprob_contract, rule_retention_across_restarts, rule_kl_resume,
     rule_summed_loss, rule_checkpoint_nodes, rule_separate_async, rule_forced_naive, rule_one_step_off,
+    rule_sync_delta_consumer, rule_sync_engine_kwargs,
     rule_fully_async_lr_schedule, rule_fully_async_rollout_budget, rule_fully_async_lr_engine,
     rule_policy_loss_keys, rule_kl_loss_gradient, rule_entropy_chunking, rule_sglang_mm_kwargs,
     rule_kl_cov_on_policy, rule_role_grad_clip, rule_epoch_shuffle, rule_layered_summon, rule_sglang_lora_targets, rule_lora_offload_policy, rule_enforce_eager,
