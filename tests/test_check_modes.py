@@ -288,3 +288,24 @@ def test_vi994_on_a_backend_verl_replaces(tmp_path, mode, fires):
     assert "VI994" not in _sep(tmp_path, [f"trainer.v1.trainer_mode={mode}", *extra]).ids()
     assert "VI994" not in _sep(tmp_path, ["trainer.use_v1=False", "actor_rollout_ref.rollout.checkpoint_engine."
                                           "backend=nccl", *extra]).ids()
+
+
+@pytest.mark.verl
+@pytest.mark.parametrize("extra, fires", [
+    # R102-02's shape: 6 trainer GPUs, a 2-GPU rollout pool, vLLM TP 1 × DP 2: the replica fills the rollout's node
+    (["actor_rollout_ref.rollout.tensor_model_parallel_size=1", "actor_rollout_ref.rollout.data_parallel_size=2"], False),
+    (["actor_rollout_ref.rollout.tensor_model_parallel_size=2"], False),
+    # TP 4 cannot divide the 2 GPUs of the rollout's own pool (engine_workers.py:659), though it divides no trainer node either way
+    (["actor_rollout_ref.rollout.tensor_model_parallel_size=4"], True),
+])
+def test_vi810_lays_the_rollout_on_its_own_pool(tmp_path, extra, fires):
+    """VI810 judges the one-step-off rollout on the pool main() gives it (rollout.nnodes × rollout.n_gpus_per_node,
+    copied over actor_rollout_ref.rollout's at one_step_off_policy/main_ppo.py:121-122, which
+    test_one_step_off_pool_and_hybrid_engine runs), not on the trainer's 6 GPUs: TP 1 × DP 2 on the trainer's node
+    would be 'a replica of 2 GPUs must fill its 6-GPU node'."""
+    pool = ["actor_rollout_ref.hybrid_engine=False", "rollout.nnodes=1", "rollout.n_gpus_per_node=2"]
+    hits = [f for f in _osp(tmp_path, [*pool, *extra], nnodes=1, gpus_per_node=8).findings if f.problem.rule == "VI810"]
+    assert bool(hits) == fires, [f.problem.message for f in hits]
+    if fires:
+        assert hits[0].problem.keys[1:] == ("rollout.n_gpus_per_node", "rollout.nnodes")
+        assert "1×2 GPUs of the rollout's own pool" in hits[0].problem.message

@@ -17,32 +17,49 @@ from wizard.verlspec.hardware import ACCELERATORS, accelerator_of_gpu_type
 from wizard.verlspec.keys import ROLLOUT_NAMES
 
 
-def rule_layout(c: Ctx, f: Facts) -> None:
+def _rollout_pool(c: Ctx, f: Facts) -> tuple[int, Any, int, int, tuple[str, str]] | None:
+    """(GPUs, nodes, GPUs per node, GPUs per node the replicas are laid out on, pool keys) of the GPUs verl builds the
+    rollout replicas on. The one-step-off and fully async entry points run the rollout on its own pool: their main()
+    copies the top-level rollout.nnodes / n_gpus_per_node over actor_rollout_ref.rollout's
+    (experimental/one_step_off_policy/main_ppo.py:121-122, experimental/fully_async_policy/fully_async_main.py:235-236);
+    every other run lays the replicas over the trainer's GPUs."""
+    if c.src.entry in ("one_step_off", "fully_async"):
+        keys = ("rollout.n_gpus_per_node", "rollout.nnodes")
+        nodes, gpn = c.int(keys[1]), c.int(keys[0])
+        if c.unknown(*keys) or not nodes or not gpn or nodes < 1 or gpn < 1:
+            return None  # an empty or unreadable pool: VI814 / VI995
+        return nodes * gpn, nodes, gpn, gpn, keys
     if f.n_gpus is None or f.gpn is None:
-        return
+        return None
+    return f.n_gpus, f.nnodes, f.gpn, c.int(f"{R}.n_gpus_per_node") or f.gpn, ("trainer.n_gpus_per_node", "trainer.nnodes")
+
+
+def rule_layout(c: Ctx, f: Facts) -> None:
+    pool = _rollout_pool(c, f)
     keys = (f"{R}.tensor_model_parallel_size", f"{R}.data_parallel_size", f"{R}.pipeline_model_parallel_size")
-    if c.unknown(*keys):
+    if pool is None or c.unknown(*keys):
         return
     tp, rdp, pp = (c.int(k) or 1 for k in keys)
-    gpn = f.gpn
-    rgpn = c.int(f"{R}.n_gpus_per_node") or gpn
+    n_gpus, nodes, gpn, rgpn, pool_keys = pool
     # the DP asserts are the vLLM server's (SGLang's has none: VI913 is its DP rule); an unset name keeps them
-    problems = rc.rollout_layout(f.n_gpus, rgpn, tp, rdp, pp, engine="sglang" if c.v(f"{R}.name") == "sglang" else "vllm")
+    problems = rc.rollout_layout(n_gpus, rgpn, tp, rdp, pp, engine="sglang" if c.v(f"{R}.name") == "sglang" else "vllm")
     if problems:
-        valid = rc.valid_rollout_tp(f.n_gpus, gpn)
+        valid = rc.valid_rollout_tp(n_gpus, gpn)
         fix = Fix(set={keys[0]: valid[0]}) if len(valid) == 1 and rdp == 1 and pp == 1 else None
-        c.add("VI810", "error", (keys[0], "trainer.n_gpus_per_node", "trainer.nnodes"),
-              "; ".join(problems) + f" ({f.nnodes}×{gpn} GPUs): the Ray workers fail at start-up",
+        c.add("VI810", "error", (keys[0], *pool_keys),
+              "; ".join(problems) + f" ({nodes}×{gpn} GPUs"
+              + (" of the rollout's own pool" if pool_keys[0].startswith("rollout.") else "")
+              + "): the Ray workers fail at start-up",
               f"nearest valid {keys[0]}: {join_or(nearest(valid, tp))}", fix=fix)
         return
     w = rc.rollout_world(tp, rdp, pp)
     # (a replica of data-parallel engines on several nodes, a MoE's expert parallel, keeps each TP group in a node)
     if w > gpn and tp * pp > gpn:
-        c.add("VI811", "warning", (keys[0], "trainer.n_gpus_per_node"),
+        c.add("VI811", "warning", (keys[0], pool_keys[0]),
               f"a rollout replica of {w} GPUs spans {w // gpn} nodes: tensor-parallel traffic crosses the network",
               f"prefer tensor_model_parallel_size ≤ {gpn} (one node) when the model fits")
     elif w <= gpn and gpn % w:
-        c.add("VI811", "warning", (keys[0], "trainer.n_gpus_per_node"),
+        c.add("VI811", "warning", (keys[0], pool_keys[0]),
               f"rollout replicas of {w} GPUs do not divide the {gpn} GPUs of a node: some replicas straddle two nodes",
               f"nearest valid: {join_or(nearest(divisors(gpn), w))}")
 
