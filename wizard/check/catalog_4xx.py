@@ -8,6 +8,12 @@ VI6xx and VI9xx ranges of the check's rules are full; VI401-VI409 are the planne
 from __future__ import annotations
 
 RULES_4XX: dict[str, tuple[str, str]] = {
+    "VI450": ("agent-loop token builder that cannot be built with the tokenizer", "config.json model_type picks "
+              "verl's Continuous Token builder for every agent loop (continuous_token_wiring.py:112-138, "
+              "agent_loop.py:242-254) and the run's tokenizer lacks a boundary token that builder requires "
+              "(require_token_id, continuous_token.py:846-856: Qwen <|im_end|>, GLM <|observation|>/<|user|>, "
+              "Gemma 4 <|tool_response>, ...): the rollout workers raise after the GPUs are booked, or, with an unk "
+              "token, split turns at the unk id (verl PR #7640); checked by calling verl's own builder on CPU"),
     "VI414": ("rollout load_format the engine does not know", "a dummy* rollout.load_format other than `dummy` "
               "(dummy_dtensor / dummy_hf / dummy_megatron, retired names still in verl's docs) is passed verbatim to "
               "vLLM / SGLang / TensorRT-LLM (vllm_async_server.py:327, async_sglang_server.py:326, "
