@@ -389,6 +389,7 @@ def test_every_rule_has_a_test():
     tested |= {"VI913"}  # SGLang rollout DP without DP attention: tests/test_sglang_dp.py
     tested |= {"VI993", "VI994", "VI995"}  # trainer-mode preconditions, run in verl's own code: tests/test_check_modes.py
     tested |= {"VI618", "VI619"}  # fully async LR schedule and rollout budget, against verl's own code: tests/test_check_fully_async.py
+    tested |= {"VI450"}  # Continuous Token builder vs tokenizer, against verl's own builder: tests/test_chat_ct_builder.py
     tested |= {"VI410"}  # fully async optimizer on Megatron / VeOmni, against verl's own code: tests/test_async_lr_engines.py
     tested |= {"VI914"}  # data paths verl cannot read, against verl's RLHFDataset: tests/test_data_format.py
     tested |= {"VI837"}  # the Conv3d patch embedding on the installed torch: tests/test_patch_embed.py

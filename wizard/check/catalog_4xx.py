@@ -20,6 +20,12 @@ RULES_4XX: dict[str, tuple[str, str]] = {
               "(TypeError 'multiple values'), or delta_sharded encoding other than 'indices' (assert, "
               "delta_checkpoint_engine.py:402): raised when each actor worker builds the engine "
               "(engine_workers.py:686, base.py:337); table scripts/verl_sync_delta.py"),
+    "VI450": ("agent-loop token builder that cannot be built with the tokenizer", "config.json model_type picks "
+              "verl's Continuous Token builder for every agent loop (continuous_token_wiring.py:112-138, "
+              "agent_loop.py:242-254) and the run's tokenizer lacks a boundary token that builder requires "
+              "(require_token_id, continuous_token.py:846-856: Qwen <|im_end|>, GLM <|observation|>/<|user|>, "
+              "Gemma 4 <|tool_response>, ...): the rollout workers raise after the GPUs are booked, or, with an unk "
+              "token, split turns at the unk id (verl PR #7640); checked by calling verl's own builder on CPU"),
     "VI414": ("rollout load_format the engine does not know", "a dummy* rollout.load_format other than `dummy` "
               "(dummy_dtensor / dummy_hf / dummy_megatron, retired names still in verl's docs) is passed verbatim to "
               "vLLM / SGLang / TensorRT-LLM (vllm_async_server.py:327, async_sglang_server.py:326, "

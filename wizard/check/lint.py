@@ -172,6 +172,7 @@ from wizard.check.rules.memory import rule_memory
 from wizard.check.rules.gradsync import rule_deferred_grad_sync
 from wizard.check.rules.time import rule_time
 from wizard.check.rules.toolformat import rule_tool_format
+from wizard.check.rules.chat_ct_builder import rule_ct_builder
 from wizard.check.rules.tool_loaders import rule_function_tools_file, rule_tool_parser_name
 from wizard.check.rules.group_scalar import rule_group_scalar
 from wizard.check.rules.reward_managers import rule_reward_managers
@@ -211,7 +212,7 @@ PPO_RULES = (
     rule_unresolved, rule_required, rule_deprecated_micro, rule_choices, rule_layout, rule_sglang_dp, rule_hardware,
     rule_rollout_parallel, rule_rollout_quantization, rule_device, rule_precision, rule_fsdp_mesh, rule_veomni_mesh, rule_veomni_sp_padding, rule_batches, rule_dynamic_flags, rule_ignored_budgets, rule_tokens, rule_context_parallel_budget, rule_roles, rule_ref_model,
     rule_values, rule_recompute, rule_inert_clip, rule_gspo_clip, rule_clip_ratio_shadowed, rule_cispo_weight_floor, rule_files, rule_data_content, rule_parquet_features, rule_tools_kwargs, rule_prompt_lengths, rule_truncation,
-    rule_template_kwargs, rule_chat_template, rule_remote_code, rule_tokenizer_trust, rule_vlm_processor, rule_attention_kernels, rule_bundle_files, rule_agent, rule_agent_workers, rule_tool_schema, rule_turn_budget, rule_tool_format, rule_lora, rule_lora_export, rule_merger, rule_lora_scale, rule_mbridge,
+    rule_template_kwargs, rule_chat_template, rule_remote_code, rule_tokenizer_trust, rule_vlm_processor, rule_attention_kernels, rule_bundle_files, rule_agent, rule_agent_workers, rule_tool_schema, rule_turn_budget, rule_tool_format, rule_ct_builder, rule_lora, rule_lora_export, rule_merger, rule_lora_scale, rule_mbridge,
     rule_tool_parser_name, rule_function_tools_file, rule_group_scalar,
     rule_serve_parsers,
     rule_moe_aux_loss, rule_router_replay, rule_vllm_args, rule_moe_blackwell_sync, rule_moe_lb_metrics,

@@ -45,6 +45,7 @@ class Count:
     val_kept: int
     kth_length: int  # the shortest max_prompt_length that keeps `needed` training rows (0: unknown)
     note: str = ""  # why the count stopped, when it did
+    train_refused: int = 0  # training rows the chat template raises on (counted as too long by verl's filter)
 
 
 def local_tokenizer(model: str) -> Optional[str]:
@@ -235,4 +236,4 @@ def _count(path: str, tok: Any, max_prompt_length: int, needed: int, *, prep: Op
     kth = fits[needed - 1] if 0 < needed <= len(fits) else 0
     return Count(path, True, True, len(lengths), len(train),
                  sum(1 for n in train if 0 <= n <= max_prompt_length), len(val),
-                 sum(1 for n in val if 0 <= n <= max_prompt_length), kth)
+                 sum(1 for n in val if 0 <= n <= max_prompt_length), kth, train_refused=sum(1 for n in train if n < 0))

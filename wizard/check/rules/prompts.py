@@ -54,7 +54,7 @@ def rule_prompt_lengths(c: Ctx, f: Facts) -> None:
         n = overlong.count(path, tok, limit, needed, prompt_key=key)
         if not n.complete or not n.rows:
             continue
-        over = n.rows - n.train_kept
+        over = n.rows - n.train_kept - n.train_refused  # a prompt the template raises on is not a long one
         if not filtering and over:
             c.add("VI867", "warning", ("data.max_prompt_length", "data.filter_overlong_prompts", files_key),
                   f"{over} of the {n.rows} prompts of {path} are longer than data.max_prompt_length={limit} tokens "
@@ -62,6 +62,13 @@ def rule_prompt_lengths(c: Ctx, f: Facts) -> None:
                   "one's last tokens, cutting its start (agent_loop.py:437-445; data.truncation is not read), and "
                   "stops on one with images (:352-361)",
                   "set data.filter_overlong_prompts=true to drop them, or raise data.max_prompt_length")
+        if not filtering and n.train_refused:
+            c.add("VI867", "warning", ("data.filter_overlong_prompts", files_key),
+                  f"the model's chat template raises on {n.train_refused} of the {n.rows} prompts of {path}, and "
+                  "data.filter_overlong_prompts is off: verl 0.9.1's agent loop renders each prompt with it "
+                  "(utils/tokenizer/chat_template.py:166-190, agent_loop.py:242-254) and fails on those rows",
+                  "fix those rows for the template (`verl-init validate-dataset` lists them), or set "
+                  "data.filter_overlong_prompts=true, which drops them")
         if filtering and files_key == "data.train_files" and batch and n.train_kept < batch:
             c.add("VI867", "error", ("data.max_prompt_length", files_key),
                   f"only {n.train_kept} of the {n.rows} prompts of {path} fit data.max_prompt_length={limit} tokens: "
