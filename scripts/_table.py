@@ -40,3 +40,15 @@ def from_installed_verl(build_from: Callable[[Path], dict[str, Any]]) -> dict[st
     version = (root / "version" / "version").read_text(encoding="utf-8").strip() \
         if (root / "version" / "version").is_file() else "unknown"
     return {"verl": version, **build_from(root)}
+
+
+def marker_lines(root: Path, markers: dict[str, dict[str, str]]) -> dict[str, dict[str, int]]:
+    """For each name, the line (1-based) of each verl file (relative to `root`) that holds its marker text: the
+    file:line a rule cites, read from the installed verl so the citation moves with it."""
+    out: dict[str, dict[str, int]] = {}
+    for name, files in markers.items():
+        out[name] = {}
+        for rel, text in files.items():
+            lines = (root / rel).read_text(encoding="utf-8").splitlines()
+            out[name][rel] = next(i for i, line in enumerate(lines, 1) if text in line)
+    return out

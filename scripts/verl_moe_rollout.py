@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _table import from_installed_verl, table_main  # noqa: E402 - this folder, for a run as a file or a load by path
+from _table import from_installed_verl, marker_lines, table_main  # noqa: E402 - this folder, for a run as a file or a load by path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "wizard" / "check" / "data" / "verl_moe_rollout.json"
@@ -52,16 +52,6 @@ MARKERS = {
 ROLLOUT_KEYS = ("moe_load_balance_metrics_interval", "enable_rollout_routing_replay", "quantization")
 
 
-def marker_lines(root: Path) -> dict[str, dict[str, int]]:
-    out: dict[str, dict[str, int]] = {}
-    for name, files in MARKERS.items():
-        out[name] = {}
-        for rel, text in files.items():
-            lines = (root / rel).read_text(encoding="utf-8").splitlines()
-            out[name][rel] = next(i for i, line in enumerate(lines, 1) if text in line)
-    return out
-
-
 def vllm_pin(root: Path) -> dict[str, Any] | None:
     """The `vllm` extra's pin in the installed verl's METADATA: {"spec": "vllm==0.24.0", "version": "0.24.0"}."""
     for meta in sorted(root.parent.glob("verl-*.dist-info/METADATA")):
@@ -82,7 +72,7 @@ def rollout_defaults(root: Path) -> dict[str, Any]:
 
 def build_from(root: Path) -> dict[str, Any]:
     return {"vllm_pin": vllm_pin(root), "rollout_defaults": rollout_defaults(root), "rollout_yaml": ROLLOUT_YAML,
-            "lines": marker_lines(root)}
+            "lines": marker_lines(root, MARKERS)}
 
 
 def build() -> dict[str, Any]:

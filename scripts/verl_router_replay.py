@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _table import table_main  # noqa: E402 - this folder, for a run as a file or a load by path
+from _table import marker_lines, table_main  # noqa: E402 - this folder, for a run as a file or a load by path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "wizard" / "check" / "data" / "verl_router_replay.json"
@@ -79,16 +79,6 @@ def valid_modes(tree: ast.Module) -> dict[str, Any]:
     raise LookupError("EngineRouterReplayConfig.valid_modes not found")
 
 
-def marker_lines(root: Path) -> dict[str, dict[str, int]]:
-    out: dict[str, dict[str, int]] = {}
-    for name, files in MARKERS.items():
-        out[name] = {}
-        for rel, text in files.items():
-            lines = (root / rel).read_text(encoding="utf-8").splitlines()
-            out[name][rel] = next(i for i, line in enumerate(lines, 1) if text in line)
-    return out
-
-
 def build() -> dict[str, Any]:
     root = _verl()
     version = (root / "version" / "version").read_text(encoding="utf-8").strip() \
@@ -96,7 +86,7 @@ def build() -> dict[str, Any]:
     return {"verl": version, "mode_by_strategy": mode_sources(ast.parse((root / WORKERS).read_text(encoding="utf-8"))),
             "mode_by_strategy_file": WORKERS,
             "valid_modes": valid_modes(ast.parse((root / ENGINE_CFG).read_text(encoding="utf-8"))),
-            "valid_modes_file": ENGINE_CFG, "lines": marker_lines(root)}
+            "valid_modes_file": ENGINE_CFG, "lines": marker_lines(root, MARKERS)}
 
 
 if __name__ == "__main__":

@@ -18,22 +18,16 @@ from pathlib import Path
 
 import pytest
 from helpers_verl import class_method
+from test_check_fully_async import BASE as FA_BASE
+from test_check_fully_async import BUDGET as FA_BUDGET
+from test_check_fully_async import FA
 
 from wizard.check.lint import check
 from wizard.check.rules.async_lr_engines import ENGINES
 
-FA = "python3 -m verl.experimental.fully_async_policy.fully_async_main"
 MEGATRON_YAML = " --config-path=config --config-name=fully_async_ppo_megatron_trainer"
-BASE = ["algorithm.adv_estimator=grpo", "actor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B-Instruct",
-        "actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.rollout.mode=async",
-        "actor_rollout_ref.rollout.n=4", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2",
-        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4", "trainer.logger=[console]",
-        "data.max_prompt_length=512", "data.max_response_length=512", "data.train_batch_size=0",
-        "data.gen_batch_size=1", "actor_rollout_ref.hybrid_engine=False", "trainer.nnodes=1",
-        "trainer.n_gpus_per_node=4", "rollout.nnodes=1", "rollout.n_gpus_per_node=4",
-        "actor_rollout_ref.actor.ppo_mini_batch_size=32", "async_training.require_batches=1",
-        "async_training.trigger_parameter_sync_step=4", "rollout.total_rollout_steps=12800",
-        "hydra.searchpath=[pkg://verl.trainer.config]"]
+# test_check_fully_async's fully async launch, with its rollout budget
+BASE = [*FA_BASE, *FA_BUDGET, "hydra.searchpath=[pkg://verl.trainer.config]"]
 
 
 def _verl(rel: str) -> Path:

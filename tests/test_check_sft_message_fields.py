@@ -11,26 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from test_check_sft_data import _tiny_tokenizer  # the word-level ChatML tokenizer verl's SFT dataset reads
+
 from wizard.check.lint import check
 
 LAUNCH = "torchrun --standalone --nnodes=1 --nproc_per_node=8 -m verl.trainer.sft_trainer"
 MSGS = [{"role": "user", "content": "w1 w2"}, {"role": "assistant", "content": "w3 w4"},
         {"role": "user", "content": "w5"}, {"role": "assistant", "content": "FINAL ANSWER"}]
-
-
-def _tiny_tokenizer():
-    pytest.importorskip("tokenizers")
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    words = ["<pad>", "<|im_start|>", "<|im_end|>", "user", "assistant", "\n"] + [f"w{i}" for i in range(10)] + \
-        ["FINAL", "ANSWER"]
-    tok = Tokenizer(models.WordLevel(vocab={w: i for i, w in enumerate(words)}, unk_token="<pad>"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    hf = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<|im_end|>")
-    hf.chat_template = ("{% for m in messages %}<|im_start|> {{ m['role'] }} {{ m['content'] }} <|im_end|> {% endfor %}"
-                        "{% if add_generation_prompt %}<|im_start|> assistant {% endif %}")
-    return hf
 
 
 def _parquet(path: Path, field: str | None) -> Path:

@@ -64,14 +64,16 @@ def _schedule_faults(c: Ctx, optim: str) -> list[tuple[str, str]]:
     return out
 
 
+def optim_roles(f: Facts) -> list[tuple[str, str]]:
+    """(role, its optim node) of each model a fully async run trains: the actor, and the critic when one runs."""
+    return [("actor_rollout_ref.actor", f"{A}.optim")] + ([("critic", "critic.optim")] if f.use_critic else [])
+
+
 def rule_fully_async_lr_schedule(c: Ctx, f: Facts) -> None:
     """VI618: a schedule that needs optim.total_training_steps, which the fully async workers never receive."""
     if not _active(c):
         return
-    roles = [("actor_rollout_ref.actor", f"{A}.optim")]
-    if f.use_critic:
-        roles.append(("critic", "critic.optim"))
-    for role, optim in roles:
+    for role, optim in optim_roles(f):
         total_key = f"{optim}.total_training_steps"
         if c.unknown(total_key) or (c.int(total_key) or -1) > 0:
             continue

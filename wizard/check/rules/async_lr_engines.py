@@ -28,8 +28,8 @@
 from __future__ import annotations
 
 from wizard.check.report import Fix
-from wizard.check.rules.async_budget import MAIN, TOTAL, _active, _updates
-from wizard.check.rules.context import A, Ctx, Facts
+from wizard.check.rules.async_budget import MAIN, TOTAL, _active, _updates, optim_roles
+from wizard.check.rules.context import Ctx, Facts
 
 # strategy -> (severity, what the engine makes of total_training_steps=-1, the key that also fixes it or None)
 ENGINES: dict[str, tuple[str, str, str | None]] = {
@@ -52,10 +52,7 @@ def rule_fully_async_lr_engine(c: Ctx, f: Facts) -> None:
     """VI410: a Megatron or VeOmni optimizer under fully_async_main without optim.total_training_steps."""
     if not _active(c):
         return
-    roles = [("actor_rollout_ref.actor", f"{A}.optim")]
-    if f.use_critic:
-        roles.append(("critic", "critic.optim"))
-    for role, optim in roles:
+    for role, optim in optim_roles(f):
         strategy = c.v(f"{role}.strategy")
         if strategy not in ENGINES or c.unknown(f"{role}.strategy"):
             continue

@@ -26,7 +26,9 @@ FILES = ("data.train_files", "data.val_files")
 RL_COLUMNS = {"prompt", "reward_model"}
 
 
-def _columns(c: Ctx, path: Any) -> list[str] | None:
+def parquet_schema(c: Ctx, path: Any) -> Any:
+    """The pyarrow schema of a local .parquet data file the config names (its footer only), or None: a placeholder,
+    a remote or missing path, another format, or an unreadable footer (files.py's finding, not a column rule's)."""
     if not isinstance(path, str) or PLACEHOLDER in path:
         return None
     local = local_path(c, path)
@@ -35,9 +37,14 @@ def _columns(c: Ctx, path: Any) -> list[str] | None:
     try:
         import pyarrow.parquet as pq
 
-        return list(pq.read_schema(str(local)).names)
+        return pq.read_schema(str(local))
     except Exception:  # noqa: BLE001 - an unreadable footer is files.py's finding, not this rule's
         return None
+
+
+def _columns(c: Ctx, path: Any) -> list[str] | None:
+    schema = parquet_schema(c, path)
+    return None if schema is None else list(schema.names)
 
 
 def _hint(key: str, columns: list[str]) -> str:

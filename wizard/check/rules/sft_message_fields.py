@@ -22,8 +22,8 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from wizard.check.rules.context import Ctx, Facts, local_path
-from wizard.check.shellargs import PLACEHOLDER
+from wizard.check.rules.context import Ctx, Facts
+from wizard.check.rules.sft_columns import parquet_schema
 
 KEY, CUSTOM = "data.messages_key", "data.custom_cls.path"
 FILES = ("data.train_files", "data.val_files")
@@ -40,24 +40,15 @@ def verl_message_keys() -> frozenset[str]:
 
 
 def _message_fields(c: Ctx, path: Any, key: str) -> list[str] | None:
-    if not isinstance(path, str) or PLACEHOLDER in path:
-        return None
-    local = local_path(c, path)
-    if local is None or not local.is_file() or local.suffix != ".parquet":
-        return None
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+    schema = parquet_schema(c, path)
+    if schema is None or key not in schema.names:
+        return None  # no local parquet footer, or VI681's finding
+    import pyarrow as pa
 
-        schema = pq.read_schema(str(local))
-        if key not in schema.names:
-            return None  # VI681's finding
-        kind = schema.field(key).type
-        if not (pa.types.is_list(kind) or pa.types.is_large_list(kind)) or not pa.types.is_struct(kind.value_type):
-            return None
-        return [kind.value_type.field(i).name for i in range(kind.value_type.num_fields)]
-    except Exception:  # noqa: BLE001 - an unreadable footer is files.py's finding, not this rule's
+    kind = schema.field(key).type
+    if not (pa.types.is_list(kind) or pa.types.is_large_list(kind)) or not pa.types.is_struct(kind.value_type):
         return None
+    return [kind.value_type.field(i).name for i in range(kind.value_type.num_fields)]
 
 
 def rule_sft_message_mask_fields(c: Ctx, f: Facts) -> None:
