@@ -50,6 +50,7 @@ import re
 import sys
 from collections import defaultdict
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -163,29 +164,44 @@ def engine_scopes(root: Path) -> dict[str, dict[str, Any]]:
             for mod, b in sorted(per_module.items())}
 
 
+def _modules(root: Path) -> dict[str, str]:
+    """dotted name -> path of each of verl's modules, tests/ left out."""
+    return {_module_name(rel): rel for p in sorted(root.rglob("*.py"))
+            if not (rel := p.relative_to(root).as_posix()).startswith("tests/")}
+
+
+def _parsed(root: Path, modules: dict[str, str]) -> Iterator[tuple[str, str, ast.Module]]:
+    """(dotted name, path, parsed tree) of each module; a file that does not parse is skipped."""
+    for name, rel in modules.items():
+        try:
+            yield name, rel, ast.parse((root / rel).read_text(encoding="utf-8"))
+        except (SyntaxError, UnicodeDecodeError):
+            continue
+
+
+def _imported(node: ast.AST, name: str, rel: str) -> list[str]:
+    """The dotted names an import statement of module `name` (at `rel`) loads: `import a.b`; `from a import b` and
+    `from a.b import x` (the module and each name under it), relative or absolute."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    if not isinstance(node, ast.ImportFrom):
+        return []
+    package = name if rel.endswith("__init__.py") else name.rsplit(".", 1)[0]
+    base = node.module or ""
+    if node.level:
+        up = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+        base = ".".join(up + ([base] if base else []))
+    return [base, *(f"{base}.{a.name}" for a in node.names)]
+
+
 def importers(root: Path) -> dict[str, set[str]]:
     """module path -> the paths of verl's modules (tests/ left out) that import it: `import a.b`, `from a import b`,
     `from a.b import x`, relative or absolute, at any depth of the code."""
-    modules = {_module_name(rel): rel for p in sorted(root.rglob("*.py"))
-               if not (rel := p.relative_to(root).as_posix()).startswith("tests/")}
+    modules = _modules(root)
     out: dict[str, set[str]] = defaultdict(set)
-    for name, rel in modules.items():
-        try:
-            tree = ast.parse((root / rel).read_text(encoding="utf-8"))
-        except (SyntaxError, UnicodeDecodeError):
-            continue
-        package = name if rel.endswith("__init__.py") else name.rsplit(".", 1)[0]
+    for name, rel, tree in _parsed(root, modules):
         for node in ast.walk(tree):
-            names: list[str] = []
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    up = package.split(".")[: len(package.split(".")) - (node.level - 1)]
-                    base = ".".join(up + ([base] if base else []))
-                names = [base, *(f"{base}.{a.name}" for a in node.names)]
-            for n in names:
+            for n in _imported(node, name, rel):
                 if n in modules and modules[n] != rel:
                     out[modules[n]].add(rel)
     return out
@@ -227,27 +243,13 @@ def orphan_modules(root: Path) -> list[str]:
     """The modules of verl (paths under verl/, tests/ and packages' __init__ left out) that nothing loads: the
     module docstring's criterion. A dotted prefix in a string ("verl.models.transformers." completed by an f-string)
     counts as naming every module under it, so a module loaded by a computed name is never called an orphan."""
-    modules = {_module_name(rel): rel for p in sorted(root.rglob("*.py"))
-               if not (rel := p.relative_to(root).as_posix()).startswith("tests/")}
+    modules = _modules(root)
     imported: set[str] = set()
     texts: list[str] = [p.read_text(encoding="utf-8", errors="replace") for p in sorted(root.rglob("*.yaml"))]
-    for name, rel in modules.items():
-        try:
-            tree = ast.parse((root / rel).read_text(encoding="utf-8"))
-        except (SyntaxError, UnicodeDecodeError):
-            continue
-        package = name if rel.endswith("__init__.py") else name.rsplit(".", 1)[0]
+    for name, rel, tree in _parsed(root, modules):
         for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                imported.update(a.name for a in node.names)
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    up = package.split(".")[: len(package.split(".")) - (node.level - 1)]
-                    base = ".".join(up + ([base] if base else []))
-                imported.add(base)
-                imported.update(f"{base}.{a.name}" for a in node.names)
-            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            imported.update(_imported(node, name, rel))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
                 texts.append(node.value)
     blob = "\n".join(texts)
     prefixes = {m.group(0).rstrip("./") for m in re.finditer(r"verl[./][\w./]*[./](?=[^\w./]|$)", blob)}

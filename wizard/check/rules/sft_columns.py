@@ -15,6 +15,7 @@ passing it.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from wizard.check.rules.context import Ctx, Facts, local_path
@@ -58,22 +59,29 @@ def _hint(key: str, columns: list[str]) -> str:
     return f"set {KEY} to the column holding the chat messages, or write them under {key!r}"
 
 
-def rule_sft_messages_column(c: Ctx, f: Facts) -> None:
+def sft_data_files(c: Ctx) -> Iterator[tuple[str, Any]]:
+    """(files key, path) of every training/validation file an SFT run's MultiTurnSFTDataset reads; none when the
+    messages key or a custom dataset class is unknown, or a custom class (data.custom_cls.path) reads the files."""
     if c.unknown(KEY, CUSTOM) or c.v(CUSTOM):
-        return  # a custom dataset class reads its own columns
-    key = c.v(KEY) or "messages"
+        return
     for files_key in FILES:
         if c.unknown(files_key):
             continue
         value = c.v(files_key)
         for path in [value] if isinstance(value, str) else value if isinstance(value, (list, tuple)) else []:
-            columns = _columns(c, path)
-            if columns is None or key in columns:
-                continue
-            shown = ", ".join(repr(col) for col in columns[:12]) + (", ..." if len(columns) > 12 else "")
-            c.add("VI681", "error", (files_key, KEY),
-                  f"{path} has no column {KEY}={key!r} (its columns: {shown}): verl's MultiTurnSFTDataset takes "
-                  f"dataframe[{key!r}] (utils/dataset/multiturn_sft_dataset.py:165), a KeyError on every rank "
-                  "after torchrun has started them (trainer/sft_trainer.py:55-62)",
-                  _hint(key, columns))
-            return  # one finding: the same fix serves every file
+            yield files_key, path
+
+
+def rule_sft_messages_column(c: Ctx, f: Facts) -> None:
+    key = c.v(KEY) or "messages"
+    for files_key, path in sft_data_files(c):
+        columns = _columns(c, path)
+        if columns is None or key in columns:
+            continue
+        shown = ", ".join(repr(col) for col in columns[:12]) + (", ..." if len(columns) > 12 else "")
+        c.add("VI681", "error", (files_key, KEY),
+              f"{path} has no column {KEY}={key!r} (its columns: {shown}): verl's MultiTurnSFTDataset takes "
+              f"dataframe[{key!r}] (utils/dataset/multiturn_sft_dataset.py:165), a KeyError on every rank "
+              "after torchrun has started them (trainer/sft_trainer.py:55-62)",
+              _hint(key, columns))
+        return  # one finding: the same fix serves every file

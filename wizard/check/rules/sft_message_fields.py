@@ -23,10 +23,8 @@ from importlib import resources
 from typing import Any
 
 from wizard.check.rules.context import Ctx, Facts
-from wizard.check.rules.sft_columns import parquet_schema
+from wizard.check.rules.sft_columns import KEY, parquet_schema, sft_data_files
 
-KEY, CUSTOM = "data.messages_key", "data.custom_cls.path"
-FILES = ("data.train_files", "data.val_files")
 # per-message fields that mean "train on this turn or not" in other trainers' formats (and verl PR#5472's two
 # spellings); MultiTurnSFTDataset reads none of them (multiturn_sft_dataset.py:234-240 uses message["role"] only)
 MASK_FIELDS = ("loss_mask", "trainable", "train", "loss_weight", "weight", "mask", "loss")
@@ -52,23 +50,17 @@ def _message_fields(c: Ctx, path: Any, key: str) -> list[str] | None:
 
 
 def rule_sft_message_mask_fields(c: Ctx, f: Facts) -> None:
-    if c.unknown(KEY, CUSTOM) or c.v(CUSTOM):
-        return  # a custom dataset class builds its own loss mask
     key = c.v(KEY) or "messages"
-    for files_key in FILES:
-        if c.unknown(files_key):
+    for files_key, path in sft_data_files(c):  # none with a custom dataset class: it builds its own loss mask
+        fields = _message_fields(c, path, key)
+        found = [n for n in fields or () if n.lower() in MASK_FIELDS and n not in verl_message_keys()]
+        if not found:
             continue
-        value = c.v(files_key)
-        for path in [value] if isinstance(value, str) else value if isinstance(value, (list, tuple)) else []:
-            fields = _message_fields(c, path, key)
-            found = [n for n in fields or () if n.lower() in MASK_FIELDS and n not in verl_message_keys()]
-            if not found:
-                continue
-            c.add("VI739", "warning", (files_key, KEY),
-                  f"{path}: the messages in {KEY}={key!r} carry {', '.join(repr(n) for n in found)}, which verl's "
-                  "MultiTurnSFTDataset never reads: it trains every assistant message and masks every other role "
-                  "(utils/dataset/multiturn_sft_dataset.py:234-240), so the turns you marked as not-to-train are "
-                  "learned anyway",
-                  "drop the turns to skip from the data (or split each conversation at them), or set "
-                  "data.custom_cls.path/name to a dataset subclass that honours the field")
-            return  # one finding: the same fix serves every file
+        c.add("VI739", "warning", (files_key, KEY),
+              f"{path}: the messages in {KEY}={key!r} carry {', '.join(repr(n) for n in found)}, which verl's "
+              "MultiTurnSFTDataset never reads: it trains every assistant message and masks every other role "
+              "(utils/dataset/multiturn_sft_dataset.py:234-240), so the turns you marked as not-to-train are "
+              "learned anyway",
+              "drop the turns to skip from the data (or split each conversation at them), or set "
+              "data.custom_cls.path/name to a dataset subclass that honours the field")
+        return  # one finding: the same fix serves every file
