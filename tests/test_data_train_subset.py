@@ -14,14 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from wizard.check.lint import check
+from test_check_val_sampling import PPO, R  # the same small GRPO launch
 
-R = "actor_rollout_ref.rollout"
-PPO = ["algorithm.adv_estimator=grpo", "actor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B-Instruct",
-       f"{R}.name=vllm", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
-       f"{R}.log_prob_micro_batch_size_per_gpu=8", f"{R}.n=4", "data.train_batch_size=16",
-       "actor_rollout_ref.actor.ppo_mini_batch_size=8", "trainer.logger=[console]", "trainer.nnodes=1",
-       "trainer.n_gpus_per_node=4"]
+from wizard.check.lint import check
 
 
 @pytest.fixture()

@@ -17,14 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from test_check_clip_bounds import BASE, ROOT, A  # the same small GRPO launch
+
 from wizard.check.lint import check
 
-A = "actor_rollout_ref.actor"
-ROOT = Path(__file__).resolve().parent.parent
-BASE = ["actor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B-Instruct", "actor_rollout_ref.rollout.name=vllm",
-        f"{A}.ppo_micro_batch_size_per_gpu=4", "actor_rollout_ref.rollout.n=4",
-        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8", "algorithm.adv_estimator=grpo",
-        "trainer.nnodes=1", "trainer.n_gpus_per_node=8", "data.train_batch_size=64", f"{A}.ppo_mini_batch_size=16"]
 GAE = ["algorithm.adv_estimator=gae", "critic.model.path=Qwen/Qwen2.5-0.5B-Instruct",
        "critic.ppo_micro_batch_size_per_gpu=4", "critic.ppo_mini_batch_size=16"]
 
