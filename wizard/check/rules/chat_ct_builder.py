@@ -26,7 +26,6 @@ processor (preprocessor_config.json and the like) is left alone: verl then picks
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -47,10 +46,13 @@ def _model_type(c: Ctx) -> tuple[str, str] | None:
     config = folder / "config.json" if folder is not None else None
     if config is None or not config.is_file():
         return None
+    from wizard._io import UnsafeInput, read_user_file, safe_json
+
     try:
-        model_type = json.loads(config.read_text(encoding="utf-8")).get("model_type")
-    except (OSError, ValueError):
+        doc = safe_json(read_user_file(str(config), 1 << 20))  # a config.json, bounded while reading
+    except (OSError, ValueError, UnsafeInput):
         return None
+    model_type = doc.get("model_type") if isinstance(doc, dict) else None
     return (key, model_type) if isinstance(model_type, str) else None
 
 

@@ -44,9 +44,11 @@ def _adapter_task_type(c: Ctx, path: str) -> str | None:
     config = folder / "adapter_config.json" if folder is not None else None
     if config is None or not config.is_file():
         return None
+    from wizard._io import UnsafeInput, read_user_file, safe_json
+
     try:
-        data = json.loads(config.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = safe_json(read_user_file(str(config), 1 << 20))  # an adapter_config.json, bounded while reading
+    except (OSError, ValueError, UnsafeInput):
         return None
     task = data.get("task_type") if isinstance(data, dict) else None
     return task if isinstance(task, str) else ""
