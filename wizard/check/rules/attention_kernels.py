@@ -39,13 +39,12 @@ from pathlib import Path
 from typing import Any
 
 from wizard.check.report import Fix
-from wizard.check.rules.context import A, M, Ctx, Facts, model_folder
+from wizard.check.rules.context import A, M, Ctx, Facts, folder_json, model_folder
 from wizard.check.shellargs import PLACEHOLDER
 
 FSDP_STRATEGIES = ("fsdp", "fsdp2")
 FLASH = ("flash_attention_2", "flash_attention_3")
 MAX_FLASH_HEAD_DIM = 256  # flash-attn 2 and 3 (csrc/flash_attn/flash_api.cpp; hopper/flash_api.cpp)
-MAX_CONFIG_BYTES = 1 << 20
 
 
 @lru_cache(maxsize=1)
@@ -55,13 +54,7 @@ def table() -> dict[str, Any]:
 
 
 def _config(folder: Path) -> dict | None:
-    from wizard._io import UnsafeInput, read_user_file, safe_json
-
-    try:
-        doc = safe_json(read_user_file(str(folder / "config.json"), MAX_CONFIG_BYTES))
-    except (OSError, ValueError, UnsafeInput):
-        return None
-    return doc if isinstance(doc, dict) else None
+    return folder_json(folder, "config.json")
 
 
 def _configs(doc: dict) -> list[tuple[str, dict]]:

@@ -29,7 +29,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from wizard.check.rules.context import M, Ctx, Facts, model_folder
+from wizard.check.rules.context import M, Ctx, Facts, folder_json, model_folder
 from wizard.check.shellargs import PLACEHOLDER
 
 KWARGS = "data.apply_chat_template_kwargs"
@@ -42,17 +42,8 @@ def _model_type(c: Ctx) -> tuple[str, str] | None:
     path = c.v(key)
     if not isinstance(path, str) or not path or PLACEHOLDER in path or c.unknown(key):
         return None
-    folder = model_folder(c, path)
-    config = folder / "config.json" if folder is not None else None
-    if config is None or not config.is_file():
-        return None
-    from wizard._io import UnsafeInput, read_user_file, safe_json
-
-    try:
-        doc = safe_json(read_user_file(str(config), 1 << 20))  # a config.json, bounded while reading
-    except (OSError, ValueError, UnsafeInput):
-        return None
-    model_type = doc.get("model_type") if isinstance(doc, dict) else None
+    doc = folder_json(model_folder(c, path), "config.json")
+    model_type = doc.get("model_type") if doc is not None else None
     return (key, model_type) if isinstance(model_type, str) else None
 
 

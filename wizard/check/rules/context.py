@@ -290,6 +290,23 @@ def script_text(c: Ctx) -> str | None:
         return None
 
 
+MAX_JSON_BYTES = 1 << 20  # a model's or an adapter's config.json
+
+
+def folder_json(folder: Path | None, name: str) -> dict | None:
+    """The JSON mapping `name` (config.json, adapter_config.json) in a folder on this machine, read up to
+    MAX_JSON_BYTES; None when the folder or file is not here, unreadable, larger, or not a mapping."""
+    if folder is None:
+        return None
+    from wizard._io import UnsafeInput, read_user_file, safe_json
+
+    try:
+        doc = safe_json(read_user_file(str(folder / name), MAX_JSON_BYTES))
+    except (OSError, ValueError, UnsafeInput):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
 def submit_words(c: Ctx) -> list[str] | None:
     """The launcher's words from `ray job submit` on (also behind a launcher: `uv run ray job submit ...`,
     `/opt/venv/bin/ray job submit ...`), as bash's run recorded them; None when the script does not submit."""
